@@ -1,0 +1,144 @@
+package instore
+
+import (
+	"errors"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestCompareVersions(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want int
+	}{
+		{"1.0.0", "1.0.0", 0},
+		{"1.0", "1.0.0", 0},
+		{"1.10.0", "1.9.2", 1},
+		{"1.9.2", "1.10.0", -1},
+		{"2", "1.99.99", 1},
+		{"", "0.0.1", -1},
+		{"0.0.1", "", 1},
+		{"1.0.0-beta", "1.0.0", 1}, // text parts compare as text
+		{"9.9.9", "10.0.0", -1},
+		{"1.2.3.4", "1.2.3", 1},
+	} {
+		if got := CompareVersions(tc.a, tc.b); got != tc.want {
+			t.Errorf("CompareVersions(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+func TestParseCatalogue(t *testing.T) {
+	sha := strings.Repeat("ab", 32)
+	valid := `{"packages":[{"packageId":"ct-1.2.0","model":"countertop","name":"Countertop app","version":"1.2.0","mandatory":true,` +
+		`"sizeBytes":10,"sha256":"` + sha + `","releasedAt":"2026-02-02T09:00:00.1234567+01:00"}]}`
+	ps, err := ParseCatalogue(strings.NewReader(valid))
+	if err != nil {
+		t.Fatalf("ParseCatalogue(valid) = %v", err)
+	}
+	want := []*Package{{ID: "ct-1.2.0", Model: ModelCountertop, Name: "Countertop app", Version: "1.2.0", Mandatory: true,
+		SizeBytes: 10, SHA256: sha, ReleasedAt: time.Date(2026, 2, 2, 8, 0, 0, 123456000, time.UTC)}}
+	if diff := cmp.Diff(want, ps); diff != "" {
+		t.Errorf("ParseCatalogue(valid) (-want +got):\n%s", diff)
+	}
+
+	for _, tc := range []struct {
+		name, text string
+		fields     []string // the fields the error must name
+	}{
+		{"not JSON", `{`, nil},
+		{"unknown member", `{"packages":[],"x":1}`, nil},
+		{"no packages", `{}`, []string{"/packages"}},
+		{"null package", `{"packages":[null]}`, []string{"/packages/0"}},
+		{"every field wrong", `{"packages":[{"packageId":"a b","customerId":"c d","model":"toaster","name":" ","version":"1.x",` +
+			`"sizeBytes":0,"sha256":"ABC"}]}`,
+			[]string{"/packages/0/packageId", "/packages/0/customerId", "/packages/0/model", "/packages/0/name", "/packages/0/version",
+				"/packages/0/sizeBytes", "/packages/0/sha256", "/packages/0/releasedAt"}},
+		{"duplicate id", `{"packages":[` + valid[13:len(valid)-2] + `,` + valid[13:len(valid)-2] + `]}`, []string{"/packages/1/packageId"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseCatalogue(strings.NewReader(tc.text))
+			if err == nil {
+				t.Fatal("ParseCatalogue() = nil, want an error")
+			}
+			if tc.fields == nil {
+				return
+			}
+			var e *Error
+			if !errors.As(err, &e) || e.Code != EValidation {
+				t.Fatalf("ParseCatalogue() = %v, want a validation error", err)
+			}
+			var got []string
+			for _, f := range e.Fields {
+				got = append(got, f.Field)
+			}
+			if diff := cmp.Diff(tc.fields, got); diff != "" {
+				t.Errorf("fields named (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestMinVersion(t *testing.T) {
+	newest := []*Package{{Version: "1.3.0"}, {Version: "1.2.0", Mandatory: true}, {Version: "1.0.0", Mandatory: true}}
+	if got := MinVersion(newest); got != "1.2.0" {
+		t.Errorf("MinVersion() = %q, want the newest mandatory 1.2.0", got)
+	}
+	if got := MinVersion(newest[:1]); got != "" {
+		t.Errorf("MinVersion(none mandatory) = %q, want none", got)
+	}
+}
+
+func TestNewUpdateID(t *testing.T) {
+	pattern := regexp.MustCompile(`^upd_[0-9a-f]{32}$`)
+	var ids []string
+	for i := range 5 {
+		id := newUpdateID(time.UnixMilli(1_700_000_000_000 + int64(i)))
+		if !pattern.MatchString(id) {
+			t.Errorf("newUpdateID() = %q, want upd_ and 32 hex digits", id)
+		}
+		ids = append(ids, id)
+	}
+	if !slices.IsSorted(ids) {
+		t.Errorf("ids %v do not sort by creation", ids)
+	}
+}
+
+func TestAccessRequestValidation(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		req    TerminalIDRequest
+		fields []string
+	}{
+		{"minimal", TerminalIDRequest{CustomerID: "cus_1"}, nil},
+		{"everything", TerminalIDRequest{CustomerID: "cus_1", MerchantID: "mer_1", SerialNumber: "SN-1.a", Model: ModelPINPad}, nil},
+		{"nothing", TerminalIDRequest{}, []string{"/customerId"}},
+		{"bad shapes", TerminalIDRequest{CustomerID: "cus 1", MerchantID: "m/1", SerialNumber: "S N", Model: "toaster"},
+			[]string{"/customerId", "/merchantId", "/serialNumber", "/model"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			var e *Error
+			if err := tc.req.Validate(); errors.As(err, &e) {
+				for _, f := range e.Fields {
+					got = append(got, f.Field)
+				}
+			}
+			if diff := cmp.Diff(tc.fields, got); diff != "" {
+				t.Errorf("Validate() fields (-want +got):\n%s", diff)
+			}
+		})
+	}
+	nb, err := (&UpdateRequest{TerminalID: "10000001", PackageID: "p", NotBefore: "2026-03-02T23:00:00+01:00"}).Validate()
+	if err != nil || nb == nil || !nb.Equal(time.Date(2026, 3, 2, 22, 0, 0, 0, time.UTC)) || nb.Location() != time.UTC {
+		t.Errorf("UpdateRequest.Validate() = %v, %v; want 22:00 UTC", nb, err)
+	}
+	if _, err := (&UpdateRequest{TerminalID: "1", PackageID: "a b", NotBefore: "soon"}).Validate(); err == nil {
+		t.Error("UpdateRequest.Validate(bad) = nil, want an error")
+	}
+}

@@ -1,0 +1,167 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/api"
+)
+
+func loadAccess(t *testing.T) *openapi3.T {
+	t.Helper()
+	doc, err := openapi3.NewLoader().LoadFromData(api.AccessYAML)
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatalf("validate: %v", err)
+	}
+	if doc.OpenAPI != "3.1.0" {
+		t.Errorf("openapi = %q, want 3.1.0", doc.OpenAPI)
+	}
+	return doc
+}
+
+// TestAccessOperations: exactly the specification's paths and methods
+// (plus the token endpoint and the document), each with its statuses, a
+// summary, a description and, but for the token endpoint, the global
+// security (token and key) and 401.
+func TestAccessOperations(t *testing.T) {
+	doc := loadAccess(t)
+	want := map[string][]string{
+		"POST /getTerminalId":                            {"201", "400", "401", "403", "409", "413", "415", "422", "429", "500"},
+		"POST /getTerminalInfo":                          {"200", "400", "401", "403", "413", "415", "429", "500"},
+		"GET /terminal/getPackages/{customerId}/{model}": {"200", "401", "403", "429", "500"},
+		"POST /terminal/createUpdate":                    {"201", "400", "401", "403", "409", "413", "415", "422", "429", "500"},
+		"GET /openapi.yaml":                              {"200", "304", "401", "429", "500"},
+		"POST /oauth2/token":                             {"200", "400", "401", "413", "415", "429", "500"},
+	}
+	got := map[string][]string{}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			name := method + " " + path
+			var codes []string
+			for code := range op.Responses.Map() {
+				codes = append(codes, code)
+			}
+			slices.Sort(codes)
+			got[name] = codes
+			if op.OperationID == "" || op.Summary == "" || op.Description == "" {
+				t.Errorf("%s lacks an operationId, a summary or a description", name)
+			}
+			for _, p := range op.Parameters {
+				if p.Value != nil && p.Value.Description == "" {
+					t.Errorf("%s: parameter %s has no description", name, p.Value.Name)
+				}
+			}
+			if path == "/oauth2/token" {
+				continue
+			}
+			if op.Security != nil {
+				t.Errorf("%s overrides the global security", name)
+			}
+			idem := op.Parameters.GetByInAndName("header", "Idempotency-Key") != nil
+			if wantIdem := method == "POST" && path != "/getTerminalInfo"; idem != wantIdem {
+				t.Errorf("%s takes Idempotency-Key: %v, want %v", name, idem, wantIdem)
+			}
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("operations and statuses (-want +got):\n%s", diff)
+	}
+	wantSec := openapi3.SecurityRequirements{{"bearerAuth": {}, "subscriptionKey": {}}}
+	if diff := cmp.Diff(wantSec, doc.Security); diff != "" {
+		t.Errorf("global security (-want +got):\n%s", diff)
+	}
+}
+
+// TestAccessRequestSchemas: the request schemas have exactly the members
+// the server decodes, and refuse others.
+func TestAccessRequestSchemas(t *testing.T) {
+	doc := loadAccess(t)
+	for name, typ := range map[string]reflect.Type{
+		"TerminalIdRequest":   reflect.TypeFor[instore.TerminalIDRequest](),
+		"TerminalInfoRequest": reflect.TypeFor[instore.TerminalRequest](),
+		"UpdateRequest":       reflect.TypeFor[instore.UpdateRequest](),
+	} {
+		s := schema(t, doc, name)
+		if diff := cmp.Diff(jsonNames(typ), propertyNames(s)); diff != "" {
+			t.Errorf("%s members (-Go +schema):\n%s", name, diff)
+		}
+		if s.AdditionalProperties.Has == nil || *s.AdditionalProperties.Has {
+			t.Errorf("%s allows additional properties; the server refuses unknown fields", name)
+		}
+	}
+}
+
+// TestAccessSchemasDescribed: every property has a description, and every
+// example matches its schema.
+func TestAccessSchemasDescribed(t *testing.T) {
+	doc := loadAccess(t)
+	for name, s := range doc.Components.Schemas {
+		for prop, p := range s.Value.Properties {
+			if p.Ref == "" && p.Value != nil && p.Value.Description == "" {
+				t.Errorf("%s.%s has no description", name, prop)
+			}
+		}
+	}
+	n := 0
+	check := func(where string, mt *openapi3.MediaType) {
+		if mt == nil || mt.Schema == nil || mt.Schema.Value == nil {
+			return
+		}
+		var examples []any
+		if mt.Example != nil {
+			examples = append(examples, mt.Example)
+		}
+		for _, ex := range mt.Examples {
+			examples = append(examples, ex.Value.Value)
+		}
+		for _, ex := range examples {
+			n++
+			if err := visit(mt.Schema.Value, asJSON(t, ex)); err != nil {
+				t.Errorf("%s example: %v", where, err)
+			}
+		}
+	}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			if op.RequestBody != nil {
+				check(method+" "+path+" request", op.RequestBody.Value.Content.Get("application/json"))
+			}
+			for code, r := range op.Responses.Map() {
+				for ct, mt := range r.Value.Content {
+					if ct != "application/yaml" {
+						check(fmt.Sprintf("%s %s %s %s", method, path, code, ct), mt)
+					}
+				}
+			}
+		}
+	}
+	if n < 15 {
+		t.Errorf("only %d examples checked", n)
+	}
+}
+
+// TestAccessProblemNames: the Problem table lists each name the Access API
+// answers with, with its status from error.go.
+func TestAccessProblemNames(t *testing.T) {
+	desc := schema(t, loadAccess(t), "Problem").Description
+	for _, name := range []string{
+		instore.EUnauthorized, instore.EForbidden, instore.EValidation, instore.ENotFound, instore.EMethodNotAllowed,
+		instore.EPayloadTooLarge, instore.EUnsupportedMediaType, instore.ERateLimited, instore.EIdempotencyConflict,
+		instore.EConflict, instore.EInternal, instore.EUnavailable, instore.WP01,
+	} {
+		if row := fmt.Sprintf("| `%s` | %d |", name, instore.HTTPStatus(name)); !strings.Contains(desc, row) {
+			t.Errorf("Problem description lacks the row %q", row)
+		}
+	}
+}

@@ -1,0 +1,157 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/client"
+)
+
+// A purchase from start to end: credentials from the environment, the
+// purchase, and its final status by long-poll. The export lines that
+// `instore demo --env` prints point the environment at the demo (the tests
+// set the same variables in TestMain).
+func Example() {
+	ctx := context.Background()
+	c, err := client.FromEnv()
+	if err != nil {
+		log.Fatal(err)
+	}
+	terminalID := os.Getenv("INSTORE_TERMINAL_ID")
+	amount, err := client.ParseAmount("12.50", "SEK")
+	if err != nil {
+		log.Fatal(err)
+	}
+	tx, err := c.Purchase(ctx, client.PurchaseParams{TerminalID: terminalID, Amount: amount, Currency: "SEK"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	final, err := c.WaitForFinal(ctx, tx.OnlineAPIRefID, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(final.Status, client.FormatAmount(final.Amount, final.Currency), final.Currency)
+	// Output: APPROVED 12.50 SEK
+}
+
+// The service's errors carry their code: here WP16, a terminal ID that is
+// not the merchant's.
+func ExampleError() {
+	c, err := client.FromEnv()
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = c.Purchase(context.Background(), client.PurchaseParams{TerminalID: "99999999", Amount: 1250, Currency: "SEK"})
+	var e *client.Error
+	if errors.As(err, &e) {
+		fmt.Println(e.StatusCode, e.ErrorCode, e.ErrorID, e.Title)
+	}
+	// Output: 403 WP16 16 Specified terminal does not belong to the merchant
+}
+
+// Following the terminal's progress, and cancelling: in the sandbox an
+// amount ending in 92 is acknowledged and never answered, so only the
+// cancel ends it.
+func ExampleClient_Cancel() {
+	ctx := context.Background()
+	c, err := client.FromEnv()
+	if err != nil {
+		log.Fatal(err)
+	}
+	terminalID := os.Getenv("INSTORE_TERMINAL_ID")
+	tx, err := c.Purchase(ctx, client.PurchaseParams{TerminalID: terminalID, Amount: 1092, Currency: "SEK"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := c.Cancel(ctx, terminalID); err != nil {
+		log.Fatal(err)
+	}
+	final, err := c.WaitForFinal(ctx, tx.OnlineAPIRefID, func(t *client.Transaction) {
+		// Called with every version: show t.Progress to the cashier.
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(final.Status, final.ErrorCode)
+	// Output: ABORTED_BY_CASHIER WP37
+}
+
+// An ECR that stores its own key before calling can repeat the call after
+// a crash and gets the first answer back, never a second transaction.
+func ExampleWithIdempotencyKey() {
+	c, err := client.FromEnv()
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := client.WithIdempotencyKey(context.Background(), "order-4711-payment-1")
+	p := client.PurchaseParams{TerminalID: os.Getenv("INSTORE_TERMINAL_ID"), Amount: 4700, Currency: "SEK", ECRReference: "order-4711"}
+	first, err := c.Purchase(ctx, p)
+	if err != nil {
+		log.Fatal(err)
+	}
+	again, err := c.Purchase(ctx, p)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("same transaction:", first.OnlineAPIRefID == again.OnlineAPIRefID)
+	c.WaitForFinal(context.Background(), first.OnlineAPIRefID, nil)
+	// Output: same transaction: true
+}
+
+// Listing with a filter, page after page.
+func ExampleClient_AllTransactions() {
+	ctx := context.Background()
+	c, err := client.FromEnv()
+	if err != nil {
+		log.Fatal(err)
+	}
+	n := 0
+	for tx, err := range c.AllTransactions(ctx, client.ListParams{ECRReference: "order-4711"}) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(tx.ECRReference, tx.Status)
+		n++
+	}
+	fmt.Println(n, "transaction")
+	// Output:
+	// order-4711 APPROVED
+	// 1 transaction
+}
+
+// The code lists are read at run time, never hard-coded.
+func ExampleClient_Metadata() {
+	c, err := client.FromEnv()
+	if err != nil {
+		log.Fatal(err)
+	}
+	m, err := c.Metadata(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	s, _ := m.TransactionStatus(instore.StatusPending)
+	e, _ := m.ErrorCode(instore.WP09)
+	fmt.Println(s.Code, "-", e.Description)
+	// Output: PENDING - Terminal is busy processing previous transaction
+}
+
+// Amounts as a person types them, in the currency's minor units.
+func ExampleParseAmount() {
+	for _, in := range []struct{ amount, currency string }{{"12.50", "SEK"}, {"1200", "JPY"}, {"1.250", "KWD"}, {"12.505", "SEK"}} {
+		minor, err := client.ParseAmount(in.amount, in.currency)
+		if err != nil {
+			fmt.Println(err)
+			continue
+		}
+		fmt.Println(minor, client.FormatAmount(minor, in.currency), in.currency)
+	}
+	// Output:
+	// 1250 12.50 SEK
+	// 1200 1200 JPY
+	// 1250 1.250 KWD
+	// amount: SEK has 2 decimals, got "12.505"
+}

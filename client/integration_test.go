@@ -1,0 +1,766 @@
+package client_test
+
+// The integration suite: the whole service (internal/demo: store, Online
+// API, Access API, terminal gateway, virtual terminals) started in-process
+// on port 0 and driven only through the SDK. Every response is validated
+// against the OpenAPI documents.
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/api"
+	"github.com/instore-dev/instore/client"
+	"github.com/instore-dev/instore/internal/admin"
+	"github.com/instore-dev/instore/internal/apitest"
+	"github.com/instore-dev/instore/internal/demo"
+	"github.com/instore-dev/instore/internal/server"
+)
+
+// Time-outs short enough that WP25 and the sandbox rules run in seconds,
+// long enough that a transaction the test cancels is still running.
+const (
+	itAck      = time.Second
+	itDeadline = 20 * time.Second
+)
+
+// recorder is a RoundTripper that keeps what went over the wire.
+type recorder struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	log  []exchange
+	// drop, when it returns true for a request, loses the answer after
+	// the server produced it, as a broken connection does.
+	drop func(r *http.Request, n int) bool
+}
+
+type exchange struct {
+	method, path, key string
+	status            int
+	replayed          bool
+	dropped           bool
+}
+
+func (rec *recorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := rec.next.RoundTrip(r)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	x := exchange{method: r.Method, path: r.URL.Path, key: r.Header.Get("Idempotency-Key")}
+	if resp != nil {
+		x.status, x.replayed = resp.StatusCode, resp.Header.Get("Idempotent-Replayed") == "true"
+	}
+	if err == nil && rec.drop != nil && rec.drop(r, len(rec.log)) {
+		resp.Body.Close()
+		x.dropped = true
+		rec.log = append(rec.log, x)
+		return nil, errors.New("connection reset by peer")
+	}
+	rec.log = append(rec.log, x)
+	return resp, err
+}
+
+func (rec *recorder) exchanges(method, path string) []exchange {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var out []exchange
+	for _, x := range rec.log {
+		if x.method == method && x.path == path {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// itEnv is a running demo and SDK clients for it.
+type itEnv struct {
+	d    *demo.Demo
+	info demo.Info
+	c    *client.Client
+	rec  *recorder
+	// online validates Online API answers; access Access API answers
+	// (nil until api/access-api.yaml exists).
+	online, access *apitest.Validator
+	terms          []string
+}
+
+func startDemo(t *testing.T, mutate func(*server.Config)) *itEnv {
+	t.Helper()
+	cfg := server.Config{
+		ListenOnline: "127.0.0.1:0", ListenAccess: "127.0.0.1:0", ListenTerminal: "127.0.0.1:0", ListenOps: "127.0.0.1:0",
+		DataDir: t.TempDir(), SQLiteSynchronous: "NORMAL", TokenTTL: time.Hour,
+		AckTimeout: itAck, TransactionDeadline: itDeadline, PrintTimeout: 5 * time.Second, SimDelay: 0,
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	d, err := demo.Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("demo.Start: %v", err)
+	}
+	t.Cleanup(func() { d.Close() })
+	e := &itEnv{d: d, info: d.Info(), online: apitest.NewValidator(t, api.OnlineYAML)}
+	if doc, err := os.ReadFile("../api/access-api.yaml"); err == nil {
+		e.access = apitest.NewValidator(t, doc)
+	}
+	e.rec = &recorder{next: &surfaceValidator{t: t, env: e}}
+	for _, term := range e.info.Terminals {
+		e.terms = append(e.terms, term.TerminalID)
+	}
+	e.c = e.newClient(t, nil)
+	// The virtual terminals connect to the gateway after the start.
+	for _, id := range e.terms {
+		waitOnline(t, e.c, id, true)
+	}
+	return e
+}
+
+// surfaceValidator validates each answer against the document of the
+// surface it came from.
+type surfaceValidator struct {
+	t   *testing.T
+	env *itEnv
+	on  http.RoundTripper
+	acc http.RoundTripper
+	mu  sync.Mutex
+}
+
+func (s *surfaceValidator) RoundTrip(r *http.Request) (*http.Response, error) {
+	s.mu.Lock()
+	if s.on == nil {
+		s.on = s.env.online.Transport(s.t, http.DefaultTransport)
+		s.acc = http.DefaultTransport
+		if s.env.access != nil {
+			s.acc = s.env.access.Transport(s.t, http.DefaultTransport)
+		}
+	}
+	s.mu.Unlock()
+	if strings.HasPrefix(s.env.info.AccessAPIBaseURL, r.URL.Scheme+"://"+r.URL.Host) {
+		return s.acc.RoundTrip(r)
+	}
+	return s.on.RoundTrip(r)
+}
+
+// newClient returns an SDK client of the demo's merchant (and customer)
+// over the recording, validating transport; mutate adjusts its Config.
+func (e *itEnv) newClient(t *testing.T, mutate func(*client.Config)) *client.Client {
+	t.Helper()
+	cfg := client.Config{
+		OnlineAPIURL: e.info.OnlineAPIBaseURL,
+		Online:       client.Credentials{SubscriptionKey: e.info.SubscriptionKey, AccessToken: e.info.AccessToken},
+		AccessAPIURL: e.info.AccessAPIBaseURL,
+		Access:       client.Credentials{SubscriptionKey: e.info.AccessSubscriptionKey, AccessToken: e.info.AccessAccessToken},
+		HTTPClient:   &http.Client{Transport: e.rec},
+		RetryDelay:   10 * time.Millisecond,
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	c, err := client.New(cfg)
+	if err != nil {
+		t.Fatalf("client.New: %v", err)
+	}
+	return c
+}
+
+func mustOK[T any](t *testing.T, what string) func(T, error) T {
+	return func(v T, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return v
+	}
+}
+
+// payFinal purchases and waits for the final status.
+func payFinal(t *testing.T, c *client.Client, p client.PurchaseParams) *client.Transaction {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tx, err := c.Purchase(ctx, p)
+	if err != nil {
+		t.Fatalf("Purchase(%d on %s): %v", p.Amount, p.TerminalID, err)
+	}
+	final, err := c.WaitForFinal(ctx, tx.OnlineAPIRefID, nil)
+	if err != nil {
+		t.Fatalf("WaitForFinal(%s): %v", tx.OnlineAPIRefID, err)
+	}
+	return final
+}
+
+func TestIntegrationOnlineAPI(t *testing.T) {
+	e := startDemo(t, nil)
+	ctx := context.Background()
+	c, t0, t1, t2 := e.c, e.terms[0], e.terms[1], e.terms[2]
+
+	meta := mustOK[*client.Metadata](t, "Metadata")(c.Metadata(ctx))
+	if diff := cmp.Diff(instore.DefaultMetadata(), *meta); diff != "" {
+		t.Errorf("Metadata (-want +got):\n%s", diff)
+	}
+	doc := mustOK[[]byte](t, "OpenAPIDocument")(c.OpenAPIDocument(ctx))
+	if string(doc) != string(api.OnlineYAML) {
+		t.Errorf("OpenAPIDocument is not api/online-api.yaml")
+	}
+
+	terms := mustOK[[]*client.Terminal](t, "Terminals")(c.Terminals(ctx))
+	var models []string
+	for _, term := range terms {
+		if !term.Linked || term.Model == nil {
+			t.Fatalf("demo terminal %s not linked", term.TerminalID)
+		}
+		models = append(models, *term.Model)
+	}
+	if !cmp.Equal(models, instore.Models) {
+		t.Errorf("terminal models = %v, want %v", models, instore.Models)
+	}
+	if term := mustOK[*client.Terminal](t, "Terminal")(c.Terminal(ctx, t0)); term.TerminalID != t0 || !term.Online {
+		t.Errorf("Terminal(%s) = %+v", t0, term)
+	}
+
+	// A purchase, followed to its end with the long-poll.
+	tx := mustOK[*client.Transaction](t, "Purchase")(c.Purchase(ctx, client.PurchaseParams{
+		TerminalID: t0, Amount: 1250, Currency: "SEK", ECRReference: "order-1", VATAmount: client.Int64(250),
+	}))
+	if tx.Type != instore.TypePurchase || tx.AcknowledgedAt == nil || tx.ECRReference != "order-1" || tx.Amount != 1250 {
+		t.Errorf("Purchase answered %s %s acknowledged %v reference %q, want an acknowledged purchase of order-1", tx.Type, tx.Status, tx.AcknowledgedAt, tx.ECRReference)
+	}
+	var versions []int64
+	final, err := c.WaitForFinal(ctx, tx.OnlineAPIRefID, func(t *client.Transaction) { versions = append(versions, t.Version) })
+	if err != nil {
+		t.Fatalf("WaitForFinal: %v", err)
+	}
+	if !final.Approved() || final.Progress != instore.ProgressFinal || final.Result == nil || len(final.Result.Receipt.Customer) == 0 {
+		t.Errorf("final purchase = %+v, want APPROVED with a receipt", final)
+	}
+	if len(versions) == 0 || versions[len(versions)-1] != final.Version || !slices.IsSorted(versions) {
+		t.Errorf("versions seen = %v, want increasing and ending at %d", versions, final.Version)
+	}
+	if got := mustOK[*client.Transaction](t, "Transaction")(c.Transaction(ctx, tx.OnlineAPIRefID, 0)); got.Version != final.Version {
+		t.Errorf("Transaction = version %d, want %d", got.Version, final.Version)
+	}
+
+	// Its receipt on the terminal's printer, and the job read back.
+	job := mustOK[*client.PrintJob](t, "Print receipt")(c.Print(ctx, client.PrintParams{TerminalID: t0, OnlineAPIRefID: tx.OnlineAPIRefID, Copy: instore.CopyCustomer}))
+	if job.Status != "SUCCESS" {
+		t.Errorf("print receipt = %s, want SUCCESS", job.Status)
+	}
+	if got := mustOK[*client.PrintJob](t, "PrintJob")(c.PrintJob(ctx, job.PrintID)); got.PrintID != job.PrintID || got.Status != job.Status {
+		t.Errorf("PrintJob = %+v, want %+v", got, job)
+	}
+	// The PIN pad has no printer.
+	if job := mustOK[*client.PrintJob](t, "Print lines")(c.Print(ctx, client.PrintParams{TerminalID: t2, Lines: []string{"Hello"}})); job.Status != "ERROR" {
+		t.Errorf("print on the PIN pad = %s, want ERROR", job.Status)
+	}
+	// The sandbox printer control.
+	mustOK[*client.SandboxDevice](t, "SandboxNextPrint")(c.SandboxNextPrint(ctx, t0, instore.PrintOutOfPaper))
+	if job := mustOK[*client.PrintJob](t, "Print lines")(c.Print(ctx, client.PrintParams{TerminalID: t0, Lines: []string{"Hello"}})); job.Status != "OUT_OF_PAPER" {
+		t.Errorf("print after SandboxNextPrint(2) = %s, want OUT_OF_PAPER", job.Status)
+	}
+
+	// The sandbox install control (Access API updates): set and cleared.
+	mustOK[*client.SandboxDevice](t, "SandboxNextInstall")(c.SandboxNextInstall(ctx, t0, true, ""))
+	mustOK[*client.SandboxDevice](t, "SandboxNextInstall")(c.SandboxNextInstall(ctx, t0, false, ""))
+
+	// Reversal of the latest purchase: the purchase becomes REVERSED.
+	rev := mustOK[*client.Transaction](t, "Reversal")(c.Reversal(ctx, client.ReversalParams{OnlineAPIRefID: tx.OnlineAPIRefID}))
+	if rev.Type != instore.TypeReversal || rev.Reverses != tx.OnlineAPIRefID {
+		t.Errorf("Reversal = %+v", rev)
+	}
+	if rf := mustOK[*client.Transaction](t, "WaitForFinal reversal")(c.WaitForFinal(ctx, rev.OnlineAPIRefID, nil)); !rf.Approved() {
+		t.Errorf("reversal ended %s", rf.Status)
+	}
+	if orig := mustOK[*client.Transaction](t, "Transaction")(c.Transaction(ctx, tx.OnlineAPIRefID, 0)); orig.StatusID != instore.StatusReversed || orig.ReversedBy != rev.OnlineAPIRefID {
+		t.Errorf("original after reversal = %s reversedBy %q", orig.Status, orig.ReversedBy)
+	}
+
+	// A refund of part of an approved purchase, and one without original.
+	sale := payFinal(t, c, client.PurchaseParams{TerminalID: t0, Amount: 2000, Currency: "SEK"})
+	ref := mustOK[*client.Transaction](t, "Refund")(c.Refund(ctx, client.RefundParams{TerminalID: t0, Amount: 500, Currency: "SEK", OriginalOnlineAPIRefID: sale.OnlineAPIRefID}))
+	if ref.Type != instore.TypeRefund {
+		t.Errorf("Refund type = %s", ref.Type)
+	}
+	if rf := mustOK[*client.Transaction](t, "WaitForFinal refund")(c.WaitForFinal(ctx, ref.OnlineAPIRefID, nil)); !rf.Approved() {
+		t.Errorf("refund ended %s", rf.Status)
+	}
+	free := mustOK[*client.Transaction](t, "Refund")(c.Refund(ctx, client.RefundParams{TerminalID: t0, Amount: 300, Currency: "SEK"}))
+	mustOK[*client.Transaction](t, "WaitForFinal")(c.WaitForFinal(ctx, free.OnlineAPIRefID, nil))
+
+	// Declined by amount, and by the sandbox's next outcome.
+	if got := payFinal(t, c, client.PurchaseParams{TerminalID: t0, Amount: 1011, Currency: "SEK"}); got.StatusID != instore.StatusTransactionDeclined {
+		t.Errorf("purchase of 10.11 = %s, want TRANSACTION_DECLINED", got.Status)
+	}
+	mustOK[*client.SandboxDevice](t, "SandboxNextOutcome")(c.SandboxNextOutcome(ctx, t0, instore.StatusWrongPIN))
+	if got := payFinal(t, c, client.PurchaseParams{TerminalID: t0, Amount: 1000, Currency: "SEK"}); got.StatusID != instore.StatusWrongPIN {
+		t.Errorf("purchase after SandboxNextOutcome(12) = %s, want WRONG_PIN", got.Status)
+	}
+
+	// Cancel a purchase the terminal never answers (amount ...92).
+	slow := mustOK[*client.Transaction](t, "Purchase 92")(c.Purchase(ctx, client.PurchaseParams{TerminalID: t1, Amount: 1092, Currency: "SEK"}))
+	cancelled := mustOK[*client.Transaction](t, "Cancel")(c.Cancel(ctx, t1))
+	if cancelled.OnlineAPIRefID != slow.OnlineAPIRefID {
+		t.Errorf("Cancel returned %s, want %s", cancelled.OnlineAPIRefID, slow.OnlineAPIRefID)
+	}
+	if got := mustOK[*client.Transaction](t, "WaitForFinal")(c.WaitForFinal(ctx, slow.OnlineAPIRefID, nil)); got.StatusID != instore.StatusAbortedByCashier || got.ErrorCode != instore.WP37 || got.ErrorID != 37 {
+		t.Errorf("cancelled purchase = %s %s, want ABORTED_BY_CASHIER WP37", got.Status, got.ErrorCode)
+	}
+
+	// Listing: pages of two on t0, and every transaction by iteration.
+	var paged []string
+	p := client.ListParams{TerminalID: t0, Limit: 2}
+	for {
+		page := mustOK[*client.TransactionPage](t, "Transactions")(c.Transactions(ctx, p))
+		if len(page.Transactions) > 2 {
+			t.Fatalf("page of %d, want at most 2", len(page.Transactions))
+		}
+		for _, tx := range page.Transactions {
+			paged = append(paged, tx.OnlineAPIRefID)
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		p.Cursor = page.NextCursor
+	}
+	if len(paged) != 7 {
+		t.Errorf("transactions on %s = %d, want 7 (purchase, reversal, sale, 2 refunds, 2 declined)", t0, len(paged))
+	}
+	var all []string
+	for tx, err := range c.AllTransactions(ctx, client.ListParams{Limit: 3}) {
+		if err != nil {
+			t.Fatalf("AllTransactions: %v", err)
+		}
+		all = append(all, tx.OnlineAPIRefID)
+	}
+	if len(all) != 8 || !slices.IsSortedFunc(all, func(a, b string) int { return strings.Compare(b, a) }) {
+		t.Errorf("AllTransactions = %d refs %v, want 8, newest first", len(all), all)
+	}
+	declined := instore.StatusTransactionDeclined
+	if page := mustOK[*client.TransactionPage](t, "Transactions by status")(c.Transactions(ctx, client.ListParams{StatusID: &declined})); len(page.Transactions) != 1 {
+		t.Errorf("declined transactions = %d, want 1", len(page.Transactions))
+	}
+
+	// Unlink, then link again with the code the device shows.
+	if term := mustOK[*client.Terminal](t, "UnlinkTerminal")(c.UnlinkTerminal(ctx, t1)); term.Linked {
+		t.Errorf("after unlink: linked")
+	}
+	code := ""
+	for range 100 {
+		for _, d := range mustOK[[]*client.SandboxDevice](t, "SandboxDevices")(c.SandboxDevices(ctx)) {
+			if d.Model == instore.ModelMobile && d.LinkCode != "" {
+				code = d.LinkCode
+			}
+		}
+		if code != "" {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code == "" {
+		t.Fatal("the unlinked mobile device shows no link code")
+	}
+	if term := mustOK[*client.Terminal](t, "LinkTerminal")(c.LinkTerminal(ctx, t1, code)); !term.Linked {
+		t.Errorf("after link: not linked")
+	}
+
+	// Offline and back.
+	mustOK[*client.SandboxDevice](t, "SandboxOffline")(c.SandboxOffline(ctx, t2))
+	waitOnline(t, c, t2, false)
+	if _, err := c.Purchase(ctx, client.PurchaseParams{TerminalID: t2, Amount: 100, Currency: "SEK"}); !client.IsCode(err, instore.WP23) {
+		t.Errorf("purchase on an offline terminal = %v, want WP23", err)
+	}
+	mustOK[*client.SandboxDevice](t, "SandboxOnline")(c.SandboxOnline(ctx, t2))
+	waitOnline(t, c, t2, true)
+
+	// The client-credentials client covers the token endpoint.
+	cc := e.newClient(t, func(cfg *client.Config) {
+		cfg.Online = client.Credentials{SubscriptionKey: e.info.SubscriptionKey, ClientID: e.info.ClientID, ClientSecret: e.info.ClientSecret}
+	})
+	mustOK[*client.Metadata](t, "Metadata with client credentials")(cc.Metadata(ctx))
+
+	// Every POST carried an Idempotency-Key, each logical call its own.
+	e.rec.mu.Lock()
+	keys := map[string]string{}
+	for _, x := range e.rec.log {
+		if x.method != http.MethodPost {
+			continue
+		}
+		if x.key == "" {
+			t.Errorf("POST %s was sent without Idempotency-Key", x.path)
+		} else if prev, ok := keys[x.key]; ok {
+			t.Errorf("the Idempotency-Key of POST %s was sent again with POST %s (no call here was retried)", prev, x.path)
+		}
+		keys[x.key] = x.path
+	}
+	e.rec.mu.Unlock()
+
+	var missed []string
+	for op, ok := range e.online.Covered() {
+		if !ok {
+			missed = append(missed, op)
+		}
+	}
+	sort.Strings(missed)
+	if len(missed) > 0 {
+		t.Errorf("operations of api/online-api.yaml the SDK suite never called: %v", missed)
+	}
+}
+
+// waitOnline waits until the terminal's online state is want.
+func waitOnline(t *testing.T, c *client.Client, terminalID string, want bool) {
+	t.Helper()
+	for range 250 {
+		term, err := c.Terminal(context.Background(), terminalID)
+		if err != nil {
+			t.Fatalf("Terminal: %v", err)
+		}
+		if term.Online == want {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("terminal %s never became online=%v", terminalID, want)
+}
+
+func TestIntegrationErrors(t *testing.T) {
+	e := startDemo(t, nil)
+	ctx := context.Background()
+	c, t0, t1, t2 := e.c, e.terms[0], e.terms[1], e.terms[2]
+	badToken := e.newClient(t, func(cfg *client.Config) { cfg.Online.AccessToken = "not-a-token" })
+	approved := payFinal(t, c, client.PurchaseParams{TerminalID: t0, Amount: 1250, Currency: "SEK"})
+	payFinal(t, c, client.PurchaseParams{TerminalID: t0, Amount: 1300, Currency: "SEK"})
+	conflictCtx := client.WithIdempotencyKey(ctx, "it-conflict-1")
+	mustOK[*client.Transaction](t, "Purchase with key")(c.Purchase(conflictCtx, client.PurchaseParams{TerminalID: t0, Amount: 100, Currency: "SEK"}))
+	mustOK[*client.Transaction](t, "WaitForFinal")(c.WaitForFinal(ctx, approved.OnlineAPIRefID, nil))
+
+	var busyRef string
+	cases := []struct {
+		name       string
+		call       func() error
+		wantStatus int
+		wantCode   string
+		wantID     int    // errorId, 0 when no WP code applies
+		wantField  string // first field error, if any
+	}{
+		{"unauthorized", func() error { _, err := badToken.Terminals(ctx); return err }, 401, instore.EUnauthorized, 0, ""},
+		{"validation", func() error {
+			_, err := c.Purchase(ctx, client.PurchaseParams{TerminalID: t0, Currency: "SEK"})
+			return err
+		}, 400, instore.EValidation, 0, "/amount"},
+		{"WP16 terminal of another merchant", func() error { _, err := c.Terminal(ctx, "99999999"); return err }, 403, instore.WP16, 16, ""},
+		{"WP04 unknown transaction", func() error { _, err := c.Transaction(ctx, "txn_unknown", 0); return err }, 404, instore.WP04, 4, ""},
+		{"WP22 unknown payment method", func() error {
+			_, err := c.Purchase(ctx, client.PurchaseParams{TerminalID: t0, Amount: 100, Currency: "SEK", PaymentMethodID: client.Int(9)})
+			return err
+		}, 400, instore.WP22, 22, ""},
+		{"WP18 nothing to cancel", func() error { _, err := c.Cancel(ctx, t0); return err }, 409, instore.WP18, 18, ""},
+		{"WP26 range over 30 days", func() error {
+			now := time.Now()
+			_, err := c.Transactions(ctx, client.ListParams{From: now.Add(-40 * 24 * time.Hour), To: now})
+			return err
+		}, 400, instore.WP26, 26, ""},
+		{"WP27 older than 90 days", func() error {
+			now := time.Now()
+			_, err := c.Transactions(ctx, client.ListParams{From: now.Add(-100 * 24 * time.Hour), To: now.Add(-95 * 24 * time.Hour)})
+			return err
+		}, 400, instore.WP27, 27, ""},
+		{"not-reversible: not the latest", func() error {
+			_, err := c.Reversal(ctx, client.ReversalParams{OnlineAPIRefID: approved.OnlineAPIRefID})
+			return err
+		}, 409, instore.ENotReversible, 0, ""},
+		{"idempotency-conflict", func() error {
+			_, err := c.Purchase(conflictCtx, client.PurchaseParams{TerminalID: t0, Amount: 200, Currency: "SEK"})
+			return err
+		}, 422, instore.EIdempotencyConflict, 0, ""},
+		{"link-code-invalid", func() error { _, err := c.LinkTerminal(ctx, t0, "000000"); return err }, 400, instore.ELinkCodeInvalid, 0, ""},
+		{"not-found print job", func() error { _, err := c.PrintJob(ctx, "prt_unknown"); return err }, 404, instore.ENotFound, 0, ""},
+		{"WP09 terminal busy", func() error {
+			tx, err := c.Purchase(ctx, client.PurchaseParams{TerminalID: t1, Amount: 1092, Currency: "SEK"})
+			if err != nil {
+				return err
+			}
+			busyRef = tx.OnlineAPIRefID
+			_, err = c.Purchase(ctx, client.PurchaseParams{TerminalID: t1, Amount: 100, Currency: "SEK"})
+			return err
+		}, 409, instore.WP09, 9, ""},
+		{"WP30 acknowledged, then offline", func() error {
+			mustOK[*client.SandboxDevice](t, "SandboxOffline")(c.SandboxOffline(ctx, t1))
+			waitOnline(t, c, t1, false)
+			_, err := c.Purchase(ctx, client.PurchaseParams{TerminalID: t1, Amount: 100, Currency: "SEK"})
+			mustOK[*client.SandboxDevice](t, "SandboxOnline")(c.SandboxOnline(ctx, t1))
+			waitOnline(t, c, t1, true)
+			mustOK[*client.Transaction](t, "Cancel")(c.Cancel(ctx, t1))
+			mustOK[*client.Transaction](t, "WaitForFinal")(c.WaitForFinal(ctx, busyRef, nil))
+			return err
+		}, 409, instore.WP30, 30, ""},
+		{"WP25 no acknowledgement", func() error {
+			_, err := c.Purchase(ctx, client.PurchaseParams{TerminalID: t0, Amount: 1091, Currency: "SEK"})
+			return err
+		}, 504, instore.WP25, 25, ""},
+		{"WP02 unlink of an unlinked terminal", func() error {
+			mustOK[*client.Terminal](t, "UnlinkTerminal")(c.UnlinkTerminal(ctx, t2))
+			_, err := c.UnlinkTerminal(ctx, t2)
+			return err
+		}, 409, instore.WP02, 2, ""},
+		{"WP01 purchase on an unlinked terminal", func() error {
+			_, err := c.Purchase(ctx, client.PurchaseParams{TerminalID: t2, Amount: 100, Currency: "SEK"})
+			return err
+		}, 409, instore.WP01, 1, ""},
+		{"WP03 merchant inactive", func() error {
+			if err := admin.New(e.d.Server.Store).SetMerchantActive(ctx, e.info.MerchantID, false); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond) // let the auth cache forget the merchant
+			_, err := c.Terminals(ctx)
+			return err
+		}, 403, instore.WP03, 3, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			var e *client.Error
+			if !errors.As(err, &e) {
+				t.Fatalf("error = %v, want a *client.Error", err)
+			}
+			if e.StatusCode != tc.wantStatus || e.Code() != tc.wantCode || e.ErrorID != tc.wantID {
+				t.Errorf("error = %d %s (id %d), want %d %s (id %d): %v", e.StatusCode, e.Code(), e.ErrorID, tc.wantStatus, tc.wantCode, tc.wantID, err)
+			}
+			if e.RequestID == "" || !strings.HasPrefix(e.Type, client.ProblemTypePrefix) {
+				t.Errorf("error lacks requestId or type: %+v", e)
+			}
+			if tc.wantID != 0 {
+				want, _ := (&instore.Metadata{ErrorCodes: instore.DefaultMetadata().ErrorCodes}).ErrorCode(tc.wantCode)
+				if e.Title != want.Description {
+					t.Errorf("title = %q, want the code's description %q", e.Title, want.Description)
+				}
+			}
+			if tc.wantField != "" && (len(e.Errors) == 0 || e.Errors[0].Field != tc.wantField) {
+				t.Errorf("field errors = %+v, want %s first", e.Errors, tc.wantField)
+			}
+			if tc.wantCode == instore.WP09 && e.OnlineAPIRefID != busyRef {
+				t.Errorf("WP09 names %q, want the running %q", e.OnlineAPIRefID, busyRef)
+			}
+		})
+	}
+}
+
+// TestIntegrationIdempotentRetry loses the first answer to a purchase on
+// the way back: the SDK retries with the same Idempotency-Key, the service
+// replays its first answer, and only one transaction exists.
+func TestIntegrationIdempotentRetry(t *testing.T) {
+	e := startDemo(t, nil)
+	ctx := context.Background()
+	t0 := e.terms[0]
+	dropped := false
+	e.rec.drop = func(r *http.Request, _ int) bool {
+		if r.Method == http.MethodPost && r.URL.Path == client.Prefix+"/purchase" && !dropped {
+			dropped = true
+			return true
+		}
+		return false
+	}
+	tx, err := e.c.Purchase(ctx, client.PurchaseParams{TerminalID: t0, Amount: 4200, Currency: "SEK"})
+	if err != nil {
+		t.Fatalf("Purchase with its first answer lost: %v", err)
+	}
+	xs := e.rec.exchanges(http.MethodPost, client.Prefix+"/purchase")
+	if len(xs) != 2 {
+		t.Fatalf("purchase requests = %d, want 2 (the lost one and its retry)", len(xs))
+	}
+	if xs[0].key == "" || xs[1].key != xs[0].key {
+		t.Errorf("Idempotency-Keys = %q, %q; want one key reused", xs[0].key, xs[1].key)
+	}
+	if !xs[0].dropped || xs[0].status != 201 || xs[1].status != 201 || !xs[1].replayed {
+		t.Errorf("exchanges = %+v, want a lost 201 then its replay", xs)
+	}
+	page := mustOK[*client.TransactionPage](t, "Transactions")(e.c.Transactions(ctx, client.ListParams{TerminalID: t0}))
+	if len(page.Transactions) != 1 || page.Transactions[0].OnlineAPIRefID != tx.OnlineAPIRefID {
+		t.Errorf("transactions on %s = %d, want exactly the one purchase %s", t0, len(page.Transactions), tx.OnlineAPIRefID)
+	}
+	if final := mustOK[*client.Transaction](t, "WaitForFinal")(e.c.WaitForFinal(ctx, tx.OnlineAPIRefID, nil)); !final.Approved() {
+		t.Errorf("purchase ended %s", final.Status)
+	}
+
+	// A 4xx is never retried.
+	e.c.Cancel(ctx, t0)
+	if n := len(e.rec.exchanges(http.MethodPost, client.Prefix+"/cancel")); n != 1 {
+		t.Errorf("cancel requests after WP18 = %d, want 1", n)
+	}
+}
+
+func TestIntegrationTokenRefresh(t *testing.T) {
+	e := startDemo(t, nil)
+	ctx := context.Background()
+	now := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	c := e.newClient(t, func(cfg *client.Config) {
+		cfg.Online = client.Credentials{SubscriptionKey: e.info.SubscriptionKey, ClientID: e.info.ClientID, ClientSecret: e.info.ClientSecret}
+		cfg.Now = clock
+	})
+	tokens := func() int { return len(e.rec.exchanges(http.MethodPost, "/oauth2/token")) }
+	steps := []struct {
+		name    string
+		advance time.Duration
+		want    int
+	}{
+		{"the first call fetches a token", 0, 1},
+		{"the token is reused", 30 * time.Minute, 1},
+		{"near its expiry it is renewed", 29*time.Minute + 30*time.Second, 2},
+		{"the renewed token is reused", time.Minute, 2},
+	}
+	for _, st := range steps {
+		mu.Lock()
+		now = now.Add(st.advance)
+		mu.Unlock()
+		if _, err := c.Terminals(ctx); err != nil {
+			t.Fatalf("%s: Terminals: %v", st.name, err)
+		}
+		if got := tokens(); got != st.want {
+			t.Errorf("%s: token requests = %d, want %d", st.name, got, st.want)
+		}
+	}
+	// Wrong client credentials: the token endpoint's 401 as an *Error.
+	bad := e.newClient(t, func(cfg *client.Config) {
+		cfg.Online = client.Credentials{SubscriptionKey: e.info.SubscriptionKey, ClientID: e.info.ClientID, ClientSecret: "wrong"}
+	})
+	_, err := bad.Metadata(ctx)
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.StatusCode != 401 || ce.Route != "/oauth2/token" {
+		t.Errorf("Metadata with a wrong client secret = %v, want the token endpoint's 401", err)
+	}
+}
+
+func TestIntegrationRateLimit(t *testing.T) {
+	e := startDemo(t, func(cfg *server.Config) { cfg.RateLimit, cfg.RateBurst = 1, 1 })
+	ctx := context.Background()
+	for i := range 2 {
+		if _, err := e.c.Metadata(ctx); err != nil {
+			t.Fatalf("Metadata %d under the rate limit: %v", i, err)
+		}
+	}
+	xs := e.rec.exchanges(http.MethodGet, client.Prefix+"/metadata")
+	var statuses []int
+	for _, x := range xs {
+		statuses = append(statuses, x.status)
+	}
+	if !slices.Contains(statuses, 429) || statuses[len(statuses)-1] != 200 {
+		t.Errorf("metadata statuses = %v, want a 429 retried after Retry-After into a 200", statuses)
+	}
+}
+
+// TestIntegrationAccessAPI drives Access API 2.0 through the SDK with the
+// demo's customer credentials.
+func TestIntegrationAccessAPI(t *testing.T) {
+	e := startDemo(t, nil)
+	ctx := context.Background()
+	c := e.c
+	info, err := c.GetTerminalInfo(ctx, e.terms[0])
+	if client.ErrorCode(err) == instore.ENotFound || client.ErrorCode(err) == instore.EMethodNotAllowed {
+		t.Skipf("the Access API does not serve POST /getTerminalInfo yet: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("GetTerminalInfo: %v", err)
+	}
+	if info.TerminalID != e.terms[0] || info.CustomerID != e.info.CustomerID || info.MerchantID != e.info.MerchantID || !info.Linked || info.Model != instore.ModelCountertop {
+		t.Errorf("GetTerminalInfo = %+v", info)
+	}
+	alloc := mustOK[*client.AllocatedTerminal](t, "GetTerminalID")(c.GetTerminalID(ctx, client.GetTerminalIDParams{CustomerID: e.info.CustomerID, MerchantID: e.info.MerchantID}))
+	if len(alloc.TerminalID) != 8 || alloc.CustomerID != e.info.CustomerID || slices.Contains(e.terms, alloc.TerminalID) {
+		t.Errorf("GetTerminalID = %+v, want a new 8-digit terminal ID", alloc)
+	}
+	// The new terminal ID is the merchant's on the Online API.
+	if term := mustOK[*client.Terminal](t, "Terminal")(c.Terminal(ctx, alloc.TerminalID)); term.Linked {
+		t.Errorf("a new terminal ID is linked")
+	}
+	pkgs := mustOK[[]*client.Package](t, "GetPackages")(c.GetPackages(ctx, e.info.CustomerID, instore.ModelCountertop))
+	if len(pkgs) == 0 {
+		t.Fatalf("the demo catalogue has no countertop package")
+	}
+	for _, p := range pkgs {
+		if p.Model != instore.ModelCountertop || p.PackageID == "" || p.Version == "" {
+			t.Errorf("package %+v", p)
+		}
+	}
+	if none := mustOK[[]*client.Package](t, "GetPackages unknown model")(c.GetPackages(ctx, e.info.CustomerID, "toaster")); len(none) != 0 {
+		t.Errorf("packages of an unknown model = %d, want none", len(none))
+	}
+	later := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	up := mustOK[*client.Update](t, "CreateUpdate")(c.CreateUpdate(ctx, client.CreateUpdateParams{TerminalID: e.terms[0], PackageID: pkgs[0].PackageID, NotBefore: &later}))
+	if up.UpdateID == "" || up.Status != "SCHEDULED" || up.TerminalID != e.terms[0] {
+		t.Errorf("CreateUpdate = %+v, want SCHEDULED", up)
+	}
+	if info := mustOK[*client.TerminalInfo](t, "GetTerminalInfo")(c.GetTerminalInfo(ctx, e.terms[0])); info.PendingUpdate == nil || info.PendingUpdate.UpdateID != up.UpdateID {
+		t.Errorf("pendingUpdate = %+v, want %s", info.PendingUpdate, up.UpdateID)
+	}
+	// Updates delivered at once: one installed, one failed on purpose.
+	pkgs1 := mustOK[[]*client.Package](t, "GetPackages mobile")(c.GetPackages(ctx, e.info.CustomerID, instore.ModelMobile))
+	if len(pkgs1) == 0 {
+		t.Fatalf("the demo catalogue has no mobile package")
+	}
+	mustOK[*client.Update](t, "CreateUpdate")(c.CreateUpdate(ctx, client.CreateUpdateParams{TerminalID: e.terms[1], PackageID: pkgs1[0].PackageID}))
+	if u := waitUpdate(t, c, e.terms[1]); u.Status != "INSTALLED" || u.SoftwareVersion != pkgs1[0].Version {
+		t.Errorf("update of %s = %s %q, want INSTALLED %s", e.terms[1], u.Status, u.SoftwareVersion, pkgs1[0].Version)
+	}
+	pkgs2 := mustOK[[]*client.Package](t, "GetPackages pinpad")(c.GetPackages(ctx, e.info.CustomerID, instore.ModelPINPad))
+	if len(pkgs2) == 0 {
+		t.Fatalf("the demo catalogue has no pinpad package")
+	}
+	mustOK[*client.SandboxDevice](t, "SandboxNextInstall")(c.SandboxNextInstall(ctx, e.terms[2], true, "checksum mismatch"))
+	mustOK[*client.Update](t, "CreateUpdate")(c.CreateUpdate(ctx, client.CreateUpdateParams{TerminalID: e.terms[2], PackageID: pkgs2[0].PackageID}))
+	if u := waitUpdate(t, c, e.terms[2]); u.Status != "FAILED" || u.Reason != "checksum mismatch" {
+		t.Errorf("update of %s = %s %q, want FAILED checksum mismatch", e.terms[2], u.Status, u.Reason)
+	}
+
+	// The token endpoint (client credentials) and the document.
+	cc := e.newClient(t, func(cfg *client.Config) {
+		cfg.Access = client.Credentials{SubscriptionKey: e.info.AccessSubscriptionKey, ClientID: e.d.Credentials.AccessClientID, ClientSecret: e.d.Credentials.AccessClientSecret}
+	})
+	doc := mustOK[[]byte](t, "AccessOpenAPIDocument")(cc.AccessOpenAPIDocument(ctx))
+	if want, err := os.ReadFile("../api/access-api.yaml"); err != nil || string(doc) != string(want) {
+		t.Errorf("AccessOpenAPIDocument is not api/access-api.yaml")
+	}
+
+	// Another customer's data is forbidden.
+	if _, err := c.GetPackages(ctx, "cus_other", instore.ModelCountertop); !client.IsCode(err, instore.EForbidden) {
+		t.Errorf("GetPackages of another customer = %v, want forbidden", err)
+	}
+	if e.access != nil {
+		var missed []string
+		for op, ok := range e.access.Covered() {
+			if !ok {
+				missed = append(missed, op)
+			}
+		}
+		sort.Strings(missed)
+		if len(missed) > 0 {
+			t.Errorf("operations of api/access-api.yaml the SDK suite never called: %v", missed)
+		}
+	}
+}
+
+// waitUpdate follows a terminal's latest update until it is final.
+func waitUpdate(t *testing.T, c *client.Client, terminalID string) *client.Update {
+	t.Helper()
+	for range 500 {
+		info, err := c.GetTerminalInfo(context.Background(), terminalID)
+		if err != nil {
+			t.Fatalf("GetTerminalInfo: %v", err)
+		}
+		if u := info.LastUpdate; u != nil && u.Final() {
+			return u
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("the update of %s did not end", terminalID)
+	return nil
+}

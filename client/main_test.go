@@ -1,0 +1,58 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/instore-dev/instore/client"
+	"github.com/instore-dev/instore/internal/demo"
+	"github.com/instore-dev/instore/internal/server"
+)
+
+// TestMain starts one demo for the examples and sets the environment they
+// read with client.FromEnv, as the export lines of `instore demo --env` do
+// for a person: the examples are exactly what an integrator writes.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "instore-client-examples-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	d, err := demo.Start(context.Background(), server.Config{
+		ListenOnline: "127.0.0.1:0", ListenAccess: "127.0.0.1:0", ListenTerminal: "127.0.0.1:0", ListenOps: "127.0.0.1:0",
+		DataDir: dir, SQLiteSynchronous: "NORMAL", TokenTTL: time.Hour,
+		AckTimeout: 2 * time.Second, TransactionDeadline: 30 * time.Second, PrintTimeout: 5 * time.Second,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+	info := d.Info()
+	for k, v := range map[string]string{
+		client.EnvOnlineAPIURL: info.OnlineAPIBaseURL, client.EnvSubscriptionKey: info.SubscriptionKey,
+		client.EnvClientID: info.ClientID, client.EnvClientSecret: info.ClientSecret,
+		client.EnvAccessAPIURL: info.AccessAPIBaseURL, client.EnvAccessAPISubscriptionKey: info.AccessSubscriptionKey,
+		client.EnvAccessAPIToken: info.AccessAccessToken,
+		"INSTORE_TERMINAL_ID":    info.Terminals[0].TerminalID,
+	} {
+		os.Setenv(k, v)
+	}
+	// The virtual terminals connect shortly after the start.
+	c, err := client.FromEnv()
+	if err == nil {
+		for range 500 {
+			t, terr := c.Terminal(context.Background(), info.Terminals[0].TerminalID)
+			if terr == nil && t.Online {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	code := m.Run()
+	d.Close()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}

@@ -1,0 +1,491 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/instore-dev/instore"
+)
+
+// Prefix is the base path of the Online API on its base URL.
+const Prefix = "/in-store/api/v1"
+
+// Metadata is the answer of GET /in-store/api/v1/metadata: the four code
+// lists, with lookups by id and code.
+type Metadata = instore.Metadata
+
+// Code is one entry of a code list: id, code, description.
+type Code = instore.Code
+
+// Terminal is a terminal ID as the Online API shows it: its binding and
+// the live state of the device linked to it.
+type Terminal = instore.TerminalView
+
+// Receipt holds a transaction's customer and merchant receipts, one string
+// per line.
+type Receipt = instore.Receipt
+
+// Transaction is a purchase, refund or reversal as the Online API shows it.
+// Members the service sends as null are zero here (ErrorID 0 and
+// ErrorCode "" mean no error code; no WP code has id 0); RawJSON returns
+// the object exactly as sent.
+type Transaction struct {
+	OnlineAPIRefID string `json:"onlineAPIRefId"`
+	// Type is PURCHASE, REFUND or REVERSAL (instore.TypePurchase...).
+	Type       string `json:"type"`
+	TerminalID string `json:"terminalId"`
+	// Amount is the total charged, cashback included, in minor units.
+	Amount          int64  `json:"amount"`
+	CashbackAmount  int64  `json:"cashbackAmount"`
+	VATAmount       *int64 `json:"vatAmount"`
+	Currency        string `json:"currency"`
+	PaymentMethodID *int   `json:"paymentMethodId"`
+	ECRReference    string `json:"ecrReference"`
+	PrintReceipt    bool   `json:"printReceipt"`
+	// StatusID and Status are an entry of transactionStatuses; 14
+	// PENDING until the transaction is final.
+	StatusID int    `json:"statusId"`
+	Status   string `json:"status"`
+	// ErrorID and ErrorCode are set when the service ended the
+	// transaction with a code: WP23, WP25, WP36, WP37.
+	ErrorID   int    `json:"errorId"`
+	ErrorCode string `json:"errorCode"`
+	// Progress is the latest stage the terminal reported while PENDING
+	// (SENT, ACKNOWLEDGED, WAITING_FOR_CARD, WAITING_FOR_PIN,
+	// AUTHORIZING), FINAL after.
+	Progress string `json:"progress"`
+	// Version increases with every change.
+	Version        int64      `json:"version"`
+	CreatedAt      time.Time  `json:"createdAt"`
+	AcknowledgedAt *time.Time `json:"acknowledgedAt"`
+	CompletedAt    *time.Time `json:"completedAt"`
+	// Reverses and ReversedBy link a REVERSAL and its purchase.
+	Reverses   string `json:"reverses"`
+	ReversedBy string `json:"reversedBy"`
+	// Result is what the terminal reported; nil before.
+	Result *Result `json:"result,omitempty"`
+
+	raw json.RawMessage
+}
+
+// Result is what the terminal reported with a final status.
+type Result struct {
+	EntryMode         string `json:"entryMode"`
+	CardBrand         string `json:"cardBrand"`
+	MaskedPAN         string `json:"maskedPan"`
+	AuthorizationCode string `json:"authorizationCode"`
+	// PaymentMethod is the payment method used (nil for a card).
+	PaymentMethod *PaymentMethodRef `json:"paymentMethod"`
+	Receipt       Receipt           `json:"receipt"`
+}
+
+// PaymentMethodRef names an entry of the paymentMethods list.
+type PaymentMethodRef struct {
+	ID   int    `json:"id"`
+	Code string `json:"code"`
+}
+
+// UnmarshalJSON decodes the object and keeps it for RawJSON.
+func (t *Transaction) UnmarshalJSON(b []byte) error {
+	type plain Transaction
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*t = Transaction(p)
+	t.raw = append(json.RawMessage(nil), b...)
+	return nil
+}
+
+// RawJSON returns the transaction exactly as the service sent it (nil for
+// a Transaction built in code), for programs that pass it on unchanged.
+func (t *Transaction) RawJSON() json.RawMessage { return t.raw }
+
+// Final reports whether the transaction has a final status: every status
+// but PENDING (14). A final status changes again only to REVERSED (13).
+func (t *Transaction) Final() bool { return t.StatusID != instore.StatusPending }
+
+// Approved reports whether the transaction ended APPROVED (0).
+func (t *Transaction) Approved() bool { return t.StatusID == instore.StatusApproved }
+
+// PrintJob is text printed on a terminal's printer.
+type PrintJob struct {
+	PrintID    string `json:"printId"`
+	TerminalID string `json:"terminalId"`
+	// StatusID and Status are an entry of printStatuses (0 SUCCESS ...).
+	StatusID    *int       `json:"statusId"`
+	Status      string     `json:"status"`
+	CreatedAt   time.Time  `json:"createdAt"`
+	CompletedAt *time.Time `json:"completedAt"`
+
+	raw json.RawMessage
+}
+
+// UnmarshalJSON decodes the object and keeps it for RawJSON.
+func (j *PrintJob) UnmarshalJSON(b []byte) error {
+	type plain PrintJob
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*j = PrintJob(p)
+	j.raw = append(json.RawMessage(nil), b...)
+	return nil
+}
+
+// RawJSON returns the print job exactly as the service sent it.
+func (j *PrintJob) RawJSON() json.RawMessage { return j.raw }
+
+// Int returns a pointer to v, for optional members such as
+// PurchaseParams.PaymentMethodID where 0 is a value.
+func Int(v int) *int { return &v }
+
+// Int64 returns a pointer to v, for optional amounts such as
+// PurchaseParams.VATAmount.
+func Int64(v int64) *int64 { return &v }
+
+// PurchaseParams is the body of POST /in-store/api/v1/purchase. Amounts
+// are integers in minor units of Currency (ParseAmount converts "12.50").
+type PurchaseParams struct {
+	TerminalID string `json:"terminalId"`
+	// Amount is the total charged, cashback included: 1 to 99999999.
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+	// CashbackAmount is the part of Amount paid out as cash (0: none).
+	CashbackAmount int64 `json:"cashbackAmount,omitempty"`
+	// VATAmount is the VAT included in Amount, for the receipt.
+	VATAmount *int64 `json:"vatAmount,omitempty"`
+	// PaymentMethodID pays through a payment method of the metadata's
+	// paymentMethods list instead of a card (WP22 if unknown).
+	PaymentMethodID *int `json:"paymentMethodId,omitempty"`
+	// ECRReference is the ECR's own reference of the sale, at most 64
+	// characters.
+	ECRReference string `json:"ecrReference,omitempty"`
+	PrintReceipt bool   `json:"printReceipt,omitempty"`
+}
+
+// RefundParams is the body of POST /in-store/api/v1/refund.
+type RefundParams struct {
+	TerminalID string `json:"terminalId"`
+	Amount     int64  `json:"amount"`
+	Currency   string `json:"currency"`
+	// OriginalOnlineAPIRefID names the APPROVED purchase refunded; the
+	// refunds of one purchase never exceed its amount. A purchase paid
+	// with a payment method must be named and refunded with that method.
+	OriginalOnlineAPIRefID string `json:"originalOnlineAPIRefId,omitempty"`
+	PaymentMethodID        *int   `json:"paymentMethodId,omitempty"`
+	ECRReference           string `json:"ecrReference,omitempty"`
+}
+
+// ReversalParams is the body of POST /in-store/api/v1/reversal.
+type ReversalParams struct {
+	// OnlineAPIRefID is an APPROVED purchase that is the latest
+	// transaction of its terminal.
+	OnlineAPIRefID string `json:"onlineAPIRefId"`
+	ECRReference   string `json:"ecrReference,omitempty"`
+}
+
+// PrintParams is the body of POST /in-store/api/v1/print: Lines, or a
+// transaction's receipt (OnlineAPIRefID and Copy).
+type PrintParams struct {
+	TerminalID string `json:"terminalId"`
+	// Lines are 1 to 200 lines of at most 64 characters.
+	Lines          []string `json:"lines,omitempty"`
+	OnlineAPIRefID string   `json:"onlineAPIRefId,omitempty"`
+	// Copy is CUSTOMER or MERCHANT (instore.CopyCustomer...).
+	Copy string `json:"copy,omitempty"`
+}
+
+// ListParams selects transactions for GET /in-store/api/v1/transactions.
+// Zero members are not sent: the service then lists the last 24 hours, 100
+// at a time.
+type ListParams struct {
+	// From and To bound createdAt: at most 30 days apart (WP26), From
+	// within the past 90 days (WP27).
+	From, To     time.Time
+	TerminalID   string
+	StatusID     *int
+	ECRReference string
+	// Limit is the page size, 1 to 1000.
+	Limit int
+	// Cursor continues a listing (TransactionPage.NextCursor).
+	Cursor string
+}
+
+func (p ListParams) query() url.Values {
+	q := url.Values{}
+	if !p.From.IsZero() {
+		q.Set("from", p.From.UTC().Format(time.RFC3339))
+	}
+	if !p.To.IsZero() {
+		q.Set("to", p.To.UTC().Format(time.RFC3339))
+	}
+	if p.TerminalID != "" {
+		q.Set("terminalId", p.TerminalID)
+	}
+	if p.StatusID != nil {
+		q.Set("statusId", strconv.Itoa(*p.StatusID))
+	}
+	if p.ECRReference != "" {
+		q.Set("ecrReference", p.ECRReference)
+	}
+	if p.Limit != 0 {
+		q.Set("limit", strconv.Itoa(p.Limit))
+	}
+	if p.Cursor != "" {
+		q.Set("cursor", p.Cursor)
+	}
+	return q
+}
+
+// TransactionPage is one page of a listing, newest first.
+type TransactionPage struct {
+	Transactions []*Transaction `json:"transactions"`
+	// NextCursor continues the listing; "" on the last page.
+	NextCursor string `json:"nextCursor"`
+}
+
+func (c *Client) get(ctx context.Context, path, route string, q url.Values, out any) error {
+	_, err := c.do(ctx, call{s: c.online, method: http.MethodGet, path: path, route: route, query: q}, out)
+	return err
+}
+
+func (c *Client) post(ctx context.Context, route string, body, out any) error {
+	_, err := c.do(ctx, call{s: c.online, method: http.MethodPost, path: route, route: route, body: body}, out)
+	return err
+}
+
+// Metadata returns the code lists in force: error codes, transaction
+// statuses, payment methods and print statuses. Read them at run time
+// rather than hard-coding them; the payment methods are the operator's.
+func (c *Client) Metadata(ctx context.Context) (*Metadata, error) {
+	var m Metadata
+	if err := c.get(ctx, Prefix+"/metadata", Prefix+"/metadata", nil, &m); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// OpenAPIDocument returns the Online API's OpenAPI document (YAML) as the
+// server serves it.
+func (c *Client) OpenAPIDocument(ctx context.Context) ([]byte, error) {
+	resp, err := c.do(ctx, call{s: c.online, method: http.MethodGet, path: Prefix + "/openapi.yaml", route: Prefix + "/openapi.yaml"}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return resp.body, nil
+}
+
+// LinkTerminal binds the device showing linkCode on its screen to one of
+// the merchant's terminal IDs. Relinking replaces the old binding on both
+// sides. Errors: validation, WP03, WP16, link-code-invalid, WP09.
+func (c *Client) LinkTerminal(ctx context.Context, terminalID, linkCode string) (*Terminal, error) {
+	var t Terminal
+	if err := c.post(ctx, Prefix+"/terminal/link", map[string]string{"terminalId": terminalID, "linkCode": linkCode}, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// UnlinkTerminal removes a terminal ID's binding; the device then shows a
+// new link code. Errors: validation, WP03, WP16, WP02, WP09.
+func (c *Client) UnlinkTerminal(ctx context.Context, terminalID string) (*Terminal, error) {
+	var t Terminal
+	if err := c.post(ctx, Prefix+"/terminal/unlink", map[string]string{"terminalId": terminalID}, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// Terminals lists the merchant's terminal IDs in terminal ID order.
+func (c *Client) Terminals(ctx context.Context) ([]*Terminal, error) {
+	var out struct {
+		Terminals []*Terminal `json:"terminals"`
+	}
+	if err := c.get(ctx, Prefix+"/terminals", Prefix+"/terminals", nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Terminals, nil
+}
+
+// Terminal returns one of the merchant's terminal IDs. Errors: validation,
+// WP03, WP16.
+func (c *Client) Terminal(ctx context.Context, terminalID string) (*Terminal, error) {
+	var t Terminal
+	if err := c.get(ctx, Prefix+"/terminal/"+url.PathEscape(terminalID), Prefix+"/terminal/{terminalId}", nil, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// Purchase starts a purchase and returns once the terminal acknowledged it
+// (status PENDING); follow it with WaitForFinal. Errors, in order:
+// validation, WP03, WP22, WP16, WP01, WP30, WP23, WP09; 504 WP25 when the
+// terminal did not acknowledge (the transaction then is TECHNICAL_ERROR).
+func (c *Client) Purchase(ctx context.Context, p PurchaseParams) (*Transaction, error) {
+	var t Transaction
+	if err := c.post(ctx, Prefix+"/purchase", p, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// Refund starts a refund on a terminal, like Purchase. Errors as Purchase,
+// plus WP04 and conflict for the original.
+func (c *Client) Refund(ctx context.Context, p RefundParams) (*Transaction, error) {
+	var t Transaction
+	if err := c.post(ctx, Prefix+"/refund", p, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// Reversal reverses an APPROVED purchase that is the latest transaction of
+// its terminal, with no card; once the REVERSAL is approved the purchase
+// is REVERSED. Errors: validation, WP03, WP04, not-reversible, WP01,
+// WP30, WP23, WP09.
+func (c *Client) Reversal(ctx context.Context, p ReversalParams) (*Transaction, error) {
+	var t Transaction
+	if err := c.post(ctx, Prefix+"/reversal", p, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// Cancel asks the terminal to abort the transaction running on it and
+// returns that transaction: it ends ABORTED_BY_CASHIER with WP37, or in
+// the final status the terminal reached first. Errors: validation, WP03,
+// WP16, WP01, WP30, WP23, WP18 (nothing running).
+func (c *Client) Cancel(ctx context.Context, terminalID string) (*Transaction, error) {
+	var t Transaction
+	if err := c.post(ctx, Prefix+"/cancel", map[string]string{"terminalId": terminalID}, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// Transaction returns a transaction. With wait > 0 (at most a minute) the
+// service holds the answer while the transaction is PENDING until it
+// changes or wait passes (long-poll). Errors: WP03, WP04.
+func (c *Client) Transaction(ctx context.Context, onlineAPIRefID string, wait time.Duration) (*Transaction, error) {
+	secs := int((wait + time.Second - 1) / time.Second)
+	secs = min(max(secs, 0), instore.MaxWait)
+	var q url.Values
+	if secs > 0 {
+		q = url.Values{"wait": {strconv.Itoa(secs)}}
+	}
+	var t Transaction
+	_, err := c.do(ctx, call{
+		s: c.online, method: http.MethodGet, path: Prefix + "/transaction/" + url.PathEscape(onlineAPIRefID),
+		route: Prefix + "/transaction/{onlineAPIRefId}", query: q, wait: time.Duration(secs) * time.Second,
+	}, &t)
+	if err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// WaitForFinal follows a transaction with long-polls until it is final and
+// returns it. onChange, when not nil, is called with every version seen,
+// the first and the final one included, so a caller can show the
+// terminal's progress (WAITING_FOR_CARD, WAITING_FOR_PIN, AUTHORIZING).
+// When ctx ends first it returns the latest version seen (or nil) with an
+// error wrapping ctx's; the transaction goes on at the terminal: Cancel it
+// if it should not.
+func (c *Client) WaitForFinal(ctx context.Context, onlineAPIRefID string, onChange func(*Transaction)) (*Transaction, error) {
+	var last *Transaction
+	seen := int64(-1)
+	wait := time.Duration(instore.MaxWait) * time.Second
+	for {
+		w := wait
+		if last == nil {
+			w = 0 // show the current state at once
+		}
+		if dl, ok := ctx.Deadline(); ok && w > 0 {
+			w = min(w, time.Until(dl))
+		}
+		t, err := c.Transaction(ctx, onlineAPIRefID, w)
+		if err != nil {
+			if ctx.Err() != nil {
+				return last, fmt.Errorf("client: wait for %s: %w", onlineAPIRefID, context.Cause(ctx))
+			}
+			return last, err
+		}
+		last = t
+		if t.Version != seen {
+			seen = t.Version
+			if onChange != nil {
+				onChange(t)
+			}
+		}
+		if t.Final() {
+			return t, nil
+		}
+	}
+}
+
+// Transactions returns one page of the merchant's transactions, newest
+// first. Errors: validation, WP03, WP26 (range over 30 days), WP27 (from
+// more than 90 days ago), WP16 (terminalId).
+func (c *Client) Transactions(ctx context.Context, p ListParams) (*TransactionPage, error) {
+	var page TransactionPage
+	if err := c.get(ctx, Prefix+"/transactions", Prefix+"/transactions", p.query(), &page); err != nil {
+		return nil, err
+	}
+	return &page, nil
+}
+
+// AllTransactions iterates over every transaction p selects, newest
+// first, fetching pages as it goes; it stops after the first error, which
+// it yields.
+func (c *Client) AllTransactions(ctx context.Context, p ListParams) iter.Seq2[*Transaction, error] {
+	return func(yield func(*Transaction, error) bool) {
+		for {
+			page, err := c.Transactions(ctx, p)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			for _, t := range page.Transactions {
+				if !yield(t, nil) {
+					return
+				}
+			}
+			if page.NextCursor == "" {
+				return
+			}
+			p.Cursor = page.NextCursor
+		}
+	}
+}
+
+// Print prints lines, or a stored transaction's receipt, on a terminal and
+// returns the job in its final print status: BUSY at once while the
+// terminal is in a transaction, TIMEOUT when it did not answer in time.
+// Errors: validation, WP03, WP16, WP04, WP01, WP23.
+func (c *Client) Print(ctx context.Context, p PrintParams) (*PrintJob, error) {
+	if p.Lines == nil && p.OnlineAPIRefID == "" {
+		return nil, errors.New("client: print: give Lines, or OnlineAPIRefID and Copy")
+	}
+	var j PrintJob
+	if err := c.post(ctx, Prefix+"/print", p, &j); err != nil {
+		return nil, err
+	}
+	return &j, nil
+}
+
+// PrintJob returns a print job. Errors: WP03, not-found.
+func (c *Client) PrintJob(ctx context.Context, printID string) (*PrintJob, error) {
+	var j PrintJob
+	if err := c.get(ctx, Prefix+"/print/"+url.PathEscape(printID), Prefix+"/print/{printId}", nil, &j); err != nil {
+		return nil, err
+	}
+	return &j, nil
+}

@@ -1,0 +1,86 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+)
+
+// SandboxDevice is a virtual device of a sandbox or demo server.
+type SandboxDevice struct {
+	SerialNumber string `json:"serialNumber"`
+	// Model is countertop, mobile or pinpad.
+	Model string `json:"model"`
+	// TerminalID is the terminal ID linked to the device; "" while
+	// unlinked.
+	TerminalID string `json:"terminalId"`
+	Online     bool   `json:"online"`
+	// Screen is what the device's display shows.
+	Screen string `json:"screen"`
+	// LinkCode is the code shown while unlinked, for LinkTerminal.
+	LinkCode string `json:"linkCode"`
+}
+
+// The sandbox control API (/sandbox/v1) exists only on a server in sandbox
+// mode (instore demo, instore serve --sandbox); elsewhere it answers 404
+// not-found. It takes the Online API credentials.
+
+func (c *Client) sandboxPost(ctx context.Context, terminalID, action, route string, body any) (*SandboxDevice, error) {
+	var d SandboxDevice
+	_, err := c.do(ctx, call{
+		s: c.online, method: http.MethodPost, path: "/sandbox/v1/terminals/" + url.PathEscape(terminalID) + "/" + action,
+		route: route, body: body,
+	}, &d)
+	if err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// SandboxDevices lists the virtual devices the merchant may link or use,
+// with their link codes, so a program can link one without a person
+// reading its screen.
+func (c *Client) SandboxDevices(ctx context.Context) ([]*SandboxDevice, error) {
+	var out struct {
+		Devices []*SandboxDevice `json:"devices"`
+	}
+	if err := c.get(ctx, "/sandbox/v1/devices", "/sandbox/v1/devices", nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Devices, nil
+}
+
+// SandboxNextOutcome makes the next transaction on the virtual terminal
+// end with statusID (0-12), whatever its amount.
+func (c *Client) SandboxNextOutcome(ctx context.Context, terminalID string, statusID int) (*SandboxDevice, error) {
+	return c.sandboxPost(ctx, terminalID, "next-outcome", "/sandbox/v1/terminals/{terminalId}/next-outcome", map[string]int{"statusId": statusID})
+}
+
+// SandboxOffline takes the virtual terminal off the gateway until
+// SandboxOnline, as if it lost its network.
+func (c *Client) SandboxOffline(ctx context.Context, terminalID string) (*SandboxDevice, error) {
+	return c.sandboxPost(ctx, terminalID, "offline", "/sandbox/v1/terminals/{terminalId}/offline", nil)
+}
+
+// SandboxOnline lets the virtual terminal connect again; it resends any
+// result the server has not confirmed.
+func (c *Client) SandboxOnline(ctx context.Context, terminalID string) (*SandboxDevice, error) {
+	return c.sandboxPost(ctx, terminalID, "online", "/sandbox/v1/terminals/{terminalId}/online", nil)
+}
+
+// SandboxNextPrint makes the next print job on the virtual terminal end
+// with printStatusID (0-6, e.g. 2 OUT_OF_PAPER).
+func (c *Client) SandboxNextPrint(ctx context.Context, terminalID string, printStatusID int) (*SandboxDevice, error) {
+	return c.sandboxPost(ctx, terminalID, "printer", "/sandbox/v1/terminals/{terminalId}/printer", map[string]int{"statusId": printStatusID})
+}
+
+// SandboxNextInstall makes the next software update the virtual terminal
+// installs end FAILED with reason (fail true), or clears that (fail
+// false).
+func (c *Client) SandboxNextInstall(ctx context.Context, terminalID string, fail bool, reason string) (*SandboxDevice, error) {
+	body := struct {
+		Fail   bool   `json:"fail"`
+		Reason string `json:"reason,omitempty"`
+	}{fail, reason}
+	return c.sandboxPost(ctx, terminalID, "next-install", "/sandbox/v1/terminals/{terminalId}/next-install", body)
+}

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/auth"
+	"github.com/instore-dev/instore/internal/logging"
+	"github.com/instore-dev/instore/internal/server"
+)
+
+// secretFlags may also be given as INSTORE_<NAME>_FILE (a file holding the
+// value), the form secret managers and container orchestrators provide.
+var secretFlags = map[string]bool{
+	"token-signing-key":   true,
+	"database-url":        true,
+	"log-fingerprint-key": true,
+}
+
+// envName is the environment variable of a flag: INSTORE_ and the flag name
+// in upper case with - as _.
+func envName(flag string) string {
+	return "INSTORE_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// bindEnv gives every flag that was not set on the command line its value
+// from the environment. Flags win over the environment; a secret's
+// INSTORE_X_FILE is read when INSTORE_X is unset.
+func bindEnv(cmd *cobra.Command) error {
+	var err error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if err != nil || f.Changed || f.Name == "help" || f.Name == "json" || f.Name == "env" {
+			return
+		}
+		name := envName(f.Name)
+		v, ok := os.LookupEnv(name)
+		if !ok && secretFlags[f.Name] {
+			if path, fok := os.LookupEnv(name + "_FILE"); fok {
+				b, rerr := os.ReadFile(path)
+				if rerr != nil {
+					err = usageError{fmt.Errorf("%s_FILE: %w", name, rerr)}
+					return
+				}
+				v, ok = strings.TrimRight(string(b), "\r\n"), true
+			}
+		}
+		if !ok {
+			return
+		}
+		if serr := f.Value.Set(v); serr != nil {
+			err = usageError{fmt.Errorf("%s: invalid value for --%s: %w", name, f.Name, serr)}
+			return
+		}
+		f.Changed = true
+	})
+	return err
+}
+
+// logFlags configure the log.
+type logFlags struct {
+	format, level, fingerprintKey string
+}
+
+func (l *logFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&l.format, "log-format", "auto", "log format: auto (text on a terminal, JSON otherwise), json or text")
+	fs.StringVar(&l.level, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&l.fingerprintKey, "log-fingerprint-key", "", "key for the fingerprints that replace identifiers in logs (default: random per process); secret")
+}
+
+func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
+	format, err := logging.ParseFormat(l.format)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--log-format: %w", err)}
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(l.level)); err != nil {
+		return nil, usageError{fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", l.level)}
+	}
+	var key []byte
+	if l.fingerprintKey != "" {
+		key = []byte(l.fingerprintKey)
+	}
+	return logging.New(w, logging.Options{Format: format, Level: level, FingerprintKey: key}), nil
+}
+
+// serviceFlags are the flags of serve and demo.
+type serviceFlags struct {
+	listenOnline, listenAccess, listenTerminal, listenOps string
+
+	data, databaseURL, synchronous string
+
+	signingKey         string
+	tokenTTL, cacheTTL time.Duration
+	paymentMethodsFile string
+
+	rateLimit float64
+	rateBurst int
+
+	shutdownTimeout time.Duration
+	log             logFlags
+
+	sandbox                                        bool
+	ackTimeout, txDeadline, printTimeout, simDelay time.Duration
+	pprof                                          bool
+}
+
+func (s *serviceFlags) register(fs *pflag.FlagSet, host string) {
+	fs.StringVar(&s.listenOnline, "listen-online", host+":8080", "address of the Online API (and /oauth2/token)")
+	fs.StringVar(&s.listenAccess, "listen-access", host+":8081", "address of Access API 2.0")
+	fs.StringVar(&s.listenTerminal, "listen-terminal", host+":8082", "address of the terminal gateway")
+	fs.StringVar(&s.listenOps, "listen-ops", "127.0.0.1:9090", "address of /healthz, /readyz and /metrics; never expose it publicly")
+	fs.StringVar(&s.data, "data", "", "data directory holding the SQLite database")
+	fs.StringVar(&s.databaseURL, "database-url", "", "PostgreSQL URL (postgres://...) instead of SQLite; secret")
+	fs.StringVar(&s.synchronous, "sqlite-synchronous", "FULL", "SQLite durability: FULL (an acknowledged result survives a power cut) or NORMAL (survives a process crash; faster)")
+	fs.StringVar(&s.signingKey, "token-signing-key", "", "HMAC key (at least 32 bytes) that signs access tokens; default: generated at first start and kept in the store; secret")
+	fs.DurationVar(&s.tokenTTL, "token-ttl", time.Hour, "lifetime of issued access tokens (1m to 24h)")
+	fs.DurationVar(&s.cacheTTL, "auth-cache-ttl", time.Second, "how long a verified token and key pair is trusted before the store is asked again; revocations take effect within it (0 to 1m)")
+	fs.StringVar(&s.paymentMethodsFile, "payment-methods-file", "", "JSON file replacing the paymentMethods list (three entries, ids 0, 1, 2)")
+	fs.Float64Var(&s.rateLimit, "rate-limit", 100, "requests per second allowed per subscription key (0: no limit)")
+	fs.IntVar(&s.rateBurst, "rate-burst", 200, "burst allowed above --rate-limit")
+	fs.DurationVar(&s.shutdownTimeout, "shutdown-timeout", 15*time.Second, "how long in-flight requests may take to finish on SIGINT/SIGTERM")
+	fs.DurationVar(&s.ackTimeout, "ack-timeout", 10*time.Second, "how long a purchase waits for the terminal's acknowledgement (then WP25)")
+	fs.DurationVar(&s.txDeadline, "transaction-deadline", 120*time.Second, "how long an acknowledged transaction may wait for its result (then WP36)")
+	fs.DurationVar(&s.printTimeout, "print-timeout", 30*time.Second, "how long a print job waits for the terminal (then TIMEOUT)")
+	fs.DurationVar(&s.simDelay, "sim-delay", 1500*time.Millisecond, "how long the built-in virtual terminals take to \"read a card\" (sandbox)")
+	s.log.register(fs)
+}
+
+func checkAddr(flag, addr string) (int, error) {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, usageError{fmt.Errorf("--%s: %q is not host:port", flag, addr)}
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		return 0, usageError{fmt.Errorf("--%s: %q has no valid port", flag, addr)}
+	}
+	return p, nil
+}
+
+// config validates the flags and returns the service configuration.
+func (s *serviceFlags) config(logger *slog.Logger) (server.Config, error) {
+	cfg := server.Config{
+		ListenOnline: s.listenOnline, ListenAccess: s.listenAccess,
+		ListenTerminal: s.listenTerminal, ListenOps: s.listenOps,
+		DataDir: s.data, DatabaseURL: s.databaseURL,
+		SQLiteSynchronous: strings.ToUpper(s.synchronous),
+		TokenTTL:          s.tokenTTL, AuthCacheTTL: s.cacheTTL,
+		RateLimit: s.rateLimit, RateBurst: s.rateBurst,
+		ShutdownTimeout: s.shutdownTimeout, Logger: logger,
+	}
+	ports := map[int]string{}
+	for _, f := range []struct{ name, addr string }{
+		{"listen-online", s.listenOnline}, {"listen-access", s.listenAccess},
+		{"listen-terminal", s.listenTerminal}, {"listen-ops", s.listenOps},
+	} {
+		p, err := checkAddr(f.name, f.addr)
+		if err != nil {
+			return cfg, err
+		}
+		if other, dup := ports[p]; dup && p != 0 {
+			return cfg, usageError{fmt.Errorf("--%s and --%s use the same port %d", other, f.name, p)}
+		}
+		ports[p] = f.name
+	}
+	if cfg.SQLiteSynchronous != "FULL" && cfg.SQLiteSynchronous != "NORMAL" {
+		return cfg, usageError{fmt.Errorf("--sqlite-synchronous: %q is not FULL or NORMAL", s.synchronous)}
+	}
+	if s.databaseURL != "" && !strings.HasPrefix(s.databaseURL, "postgres://") && !strings.HasPrefix(s.databaseURL, "postgresql://") {
+		return cfg, usageError{fmt.Errorf("--database-url must start with postgres:// or postgresql://")}
+	}
+	if s.signingKey != "" {
+		if len(s.signingKey) < auth.MinSigningKeyBytes {
+			return cfg, usageError{fmt.Errorf("--token-signing-key must be at least %d bytes", auth.MinSigningKeyBytes)}
+		}
+		cfg.TokenSigningKey = []byte(s.signingKey)
+	}
+	if s.tokenTTL < time.Minute || s.tokenTTL > 24*time.Hour {
+		return cfg, usageError{fmt.Errorf("--token-ttl must be between 1m and 24h, got %s", s.tokenTTL)}
+	}
+	if s.cacheTTL < 0 || s.cacheTTL > time.Minute {
+		return cfg, usageError{fmt.Errorf("--auth-cache-ttl must be between 0 and 1m, got %s", s.cacheTTL)}
+	}
+	if s.rateLimit < 0 || s.rateBurst < 0 {
+		return cfg, usageError{fmt.Errorf("--rate-limit and --rate-burst must not be negative")}
+	}
+	if s.shutdownTimeout <= 0 {
+		return cfg, usageError{fmt.Errorf("--shutdown-timeout must be positive")}
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"ack-timeout", s.ackTimeout}, {"transaction-deadline", s.txDeadline}, {"print-timeout", s.printTimeout}} {
+		if d.v < 100*time.Millisecond || d.v > time.Hour {
+			return cfg, usageError{fmt.Errorf("--%s must be between 100ms and 1h, got %s", d.flag, d.v)}
+		}
+	}
+	if s.simDelay < 0 || s.simDelay > time.Minute {
+		return cfg, usageError{fmt.Errorf("--sim-delay must be between 0 and 1m, got %s", s.simDelay)}
+	}
+	cfg.Sandbox, cfg.Pprof = s.sandbox, s.pprof
+	cfg.AckTimeout, cfg.TransactionDeadline, cfg.PrintTimeout, cfg.SimDelay = s.ackTimeout, s.txDeadline, s.printTimeout, s.simDelay
+	if s.paymentMethodsFile != "" {
+		f, err := os.Open(s.paymentMethodsFile)
+		if err != nil {
+			return cfg, usageError{fmt.Errorf("--payment-methods-file: %w", err)}
+		}
+		defer f.Close()
+		pm, err := instore.ReadPaymentMethods(f)
+		if err != nil {
+			return cfg, usageError{fmt.Errorf("--payment-methods-file: %w", err)}
+		}
+		cfg.PaymentMethods = pm
+	}
+	return cfg, nil
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/instore-dev/instore/internal/demo"
+)
+
+func newDemoCmd() *cobra.Command {
+	var (
+		f           serviceFlags
+		asJSON      bool
+		asEnv       bool
+		interactive bool
+	)
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run everything with no setup: seeded merchant and credentials, sandbox on",
+		Long: `Run the whole service on this machine with no configuration: SQLite in --data DIR
+(or a temporary directory removed at exit), one customer, one active merchant,
+Online API and Access API credentials and a bearer token valid for 24 h.
+Started again on the same --data DIR it keeps everything and prints the same
+credentials.`,
+		Args: cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, args []string) error {
+			return bindEnv(cmd)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if asJSON && asEnv {
+				return usageError{errors.New("--json and --env exclude each other")}
+			}
+			logger, err := f.log.logger(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			cfg, err := f.config(logger)
+			if err != nil {
+				return err
+			}
+			cfg.Sandbox, cfg.InteractiveFirst = true, interactive
+			d, err := demo.Start(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			info := d.Info()
+			out := cmd.OutOrStdout()
+			// A purchase sent as soon as this prints finds its terminal.
+			waitTerminalsOnline(cmd.Context(), d, info)
+			if asJSON {
+				b, _ := json.Marshal(info)
+				fmt.Fprintf(out, "%s\n", b)
+			} else if asEnv {
+				printEnv(out, d, info)
+			} else {
+				printBanner(out, d, info)
+			}
+			select {
+			case <-cmd.Context().Done():
+			case err = <-d.Server.Err():
+			}
+			if cerr := d.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+			return err
+		},
+	}
+	f.register(cmd.Flags(), "127.0.0.1")
+	cmd.Flags().BoolVar(&interactive, "interactive", false, "the first virtual terminal waits for a person: its outcome is decided by a click in the console")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object with the URLs and credentials on one line instead of the banner")
+	cmd.Flags().BoolVar(&asEnv, "env", false, "print export INSTORE_...=... lines (for eval, or to paste into another shell) instead of the banner")
+	return cmd
+}
+
+func printBanner(w io.Writer, d *demo.Demo, info demo.Info) {
+	c := d.Credentials
+	var b strings.Builder
+	fmt.Fprintf(&b, "instore demo is running (sandbox; data in %s)\n\n", d.DataDir)
+	fmt.Fprintf(&b, "  Online API        %s/in-store/api/v1\n", info.OnlineAPIBaseURL)
+	fmt.Fprintf(&b, "  OAuth token       %s/oauth2/token\n", info.OnlineAPIBaseURL)
+	fmt.Fprintf(&b, "  Access API 2.0    %s\n", info.AccessAPIBaseURL)
+	fmt.Fprintf(&b, "  Terminal gateway  %s\n", info.TerminalGatewayURL)
+	fmt.Fprintf(&b, "  Console           %s\n", info.ConsoleURL)
+	fmt.Fprintf(&b, "  Ops (metrics)     %s/metrics\n\n", d.Server.URL("ops"))
+	fmt.Fprintf(&b, "Online API (merchant %s)\n", info.MerchantID)
+	fmt.Fprintf(&b, "  Subscription key  %s\n", info.SubscriptionKey)
+	fmt.Fprintf(&b, "  Access token      %s\n", info.AccessToken)
+	fmt.Fprintf(&b, "                    (valid until %s)\n", c.AccessTokenExpires.UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(&b, "  Client id         %s\n", info.ClientID)
+	fmt.Fprintf(&b, "  Client secret     %s\n\n", info.ClientSecret)
+	fmt.Fprintf(&b, "Access API 2.0 (customer %s)\n", info.CustomerID)
+	fmt.Fprintf(&b, "  Subscription key  %s\n", info.AccessSubscriptionKey)
+	fmt.Fprintf(&b, "  Access token      %s\n", info.AccessAccessToken)
+	fmt.Fprintf(&b, "  Client id         %s\n", c.AccessClientID)
+	fmt.Fprintf(&b, "  Client secret     %s\n\n", c.AccessClientSecret)
+	if len(info.Terminals) == 0 {
+		fmt.Fprintf(&b, "Terminals: none yet.\n\n")
+	} else {
+		fmt.Fprintf(&b, "Virtual terminals (linked):\n")
+		for _, t := range info.Terminals {
+			fmt.Fprintf(&b, "  %s  %-10s  %s\n", t.TerminalID, t.Model, t.SerialNumber)
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "Try it:\n  curl -s %s/in-store/api/v1/metadata -H 'accept: application/json' -H 'Ocp-Apim-Subscription-Key: %s' -H 'Authorization: Bearer %s'\n\n",
+		info.OnlineAPIBaseURL, info.SubscriptionKey, info.AccessToken)
+	b.WriteString("Press Ctrl-C to stop.\n")
+	io.WriteString(w, b.String())
+}

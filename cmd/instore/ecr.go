@@ -1,0 +1,481 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/client"
+)
+
+// Exit codes of `instore ecr`, beyond 0 (success) and the binary's 2 (the
+// command was called wrongly).
+const (
+	// exitFailed: the request failed (an error answer, the network, a
+	// time-out); nothing or not all was done.
+	exitFailed = 1
+	// exitNotApproved: the terminal answered and said no: the transaction
+	// ended in a final status other than APPROVED (declined, aborted,
+	// technical error, reversed), or the print job did not print.
+	exitNotApproved = 3
+)
+
+// Environment variables of `instore ecr` beyond the SDK's credentials.
+const (
+	envTerminalID = "INSTORE_TERMINAL_ID"
+	envCurrency   = "INSTORE_CURRENCY"
+)
+
+// exitError ends the program with its code; run prints the error.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
+
+// ExitCode is the process exit code.
+func (e exitError) ExitCode() int { return e.code }
+
+// ecrFlags are the flags every `instore ecr` subcommand shares.
+type ecrFlags struct {
+	url, key, token, clientID, clientSecret string
+	json, verbose                           bool
+	timeout                                 time.Duration
+}
+
+func newEcrCmd() *cobra.Command {
+	f := &ecrFlags{}
+	cmd := &cobra.Command{
+		Use:   "ecr",
+		Short: "A command-line ECR: drive terminals through the Online API (purchase, status, cancel, refund, print, ...)",
+		Long: `A command-line ECR (cash register) on the Online API, built on the Go SDK
+(package client). It prints for people by default; --json prints JSON for
+scripts (for a transaction, one object per line as it changes, the final one
+last).
+
+Base URL and credentials come from flags or the environment (flags win):
+  --url              INSTORE_ONLINE_API_URL (default http://127.0.0.1:8080)
+  --subscription-key INSTORE_SUBSCRIPTION_KEY
+  --access-token     INSTORE_ACCESS_TOKEN, or
+  --client-id and --client-secret
+                     INSTORE_CLIENT_ID and INSTORE_CLIENT_SECRET (tokens are
+                     fetched and renewed; they win over a static token)
+  --terminal         INSTORE_TERMINAL_ID (purchase, refund, cancel, print)
+  --currency         INSTORE_CURRENCY (purchase, refund)
+Prefer the environment for secrets: flags show in the process list. Against
+the demo: instore demo --env prints these variables as export lines; paste
+them into the shell that runs instore ecr (or redirect them to a file and
+source it).
+
+Amounts are typed as a person does, 12.50, in the currency's ISO 4217 decimals
+(JPY none, KWD three); more decimals than the currency has are refused.
+
+Exit codes: 0 success (for a transaction: APPROVED, or still PENDING without
+--wait); 1 the request failed (error answer, network, time-out); 2 the command
+was called wrongly; 3 the terminal said no: the transaction ended in another
+final status (declined, aborted, cancelled, technical error, reversed) or the
+print job did not print.`,
+		Example: `  instore demo --env > demo.env &   # then, once it has printed: . ./demo.env
+  instore ecr purchase 12.50 --wait
+  instore ecr purchase 12.50 --terminal 10000001 --currency SEK --wait --json
+  instore ecr status txn_01... --wait
+  instore ecr list --from 2h`,
+	}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&f.url, "url", "", "Online API base URL (env "+client.EnvOnlineAPIURL+"; default http://127.0.0.1:8080)")
+	pf.StringVar(&f.key, "subscription-key", "", "merchant subscription key (env "+client.EnvSubscriptionKey+"); secret")
+	pf.StringVar(&f.token, "access-token", "", "bearer token (env "+client.EnvAccessToken+"); secret")
+	pf.StringVar(&f.clientID, "client-id", "", "OAuth client ID (env "+client.EnvClientID+")")
+	pf.StringVar(&f.clientSecret, "client-secret", "", "OAuth client secret (env "+client.EnvClientSecret+"); secret")
+	pf.BoolVar(&f.json, "json", false, "print JSON for scripts (a transaction: one object per line as it changes, the final one last)")
+	pf.BoolVarP(&f.verbose, "verbose", "v", false, "log every HTTP request (method, path, status, duration, request id) to stderr")
+	pf.DurationVar(&f.timeout, "timeout", 5*time.Minute, "give up after this long")
+	cmd.AddCommand(
+		ecrMetadataCmd(f), ecrTerminalsCmd(f), ecrLinkCmd(f), ecrUnlinkCmd(f),
+		ecrPurchaseCmd(f), ecrStatusCmd(f), ecrCancelCmd(f), ecrRefundCmd(f), ecrReversalCmd(f),
+		ecrListCmd(f), ecrPrintCmd(f),
+	)
+	return cmd
+}
+
+// envOr returns v, or the environment variable name (or the file that
+// name_FILE names) when v is empty.
+func envOr(v, name string) (string, error) {
+	if v != "" {
+		return v, nil
+	}
+	if s, ok := os.LookupEnv(name); ok {
+		return strings.TrimSpace(s), nil
+	}
+	if path, ok := os.LookupEnv(name + "_FILE"); ok {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", usageError{fmt.Errorf("%s_FILE: %w", name, err)}
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	return "", nil
+}
+
+// client builds the SDK client from flags and environment.
+func (f *ecrFlags) client(cmd *cobra.Command) (*client.Client, error) {
+	var cr client.Credentials
+	var err error
+	get := func(v, name string) string {
+		if err != nil {
+			return ""
+		}
+		var s string
+		s, err = envOr(v, name)
+		return s
+	}
+	base := get(f.url, client.EnvOnlineAPIURL)
+	if base == "" {
+		base = "http://127.0.0.1:8080"
+	}
+	cr.SubscriptionKey = get(f.key, client.EnvSubscriptionKey)
+	switch {
+	case f.clientID != "" || f.clientSecret != "":
+		cr.ClientID, cr.ClientSecret = get(f.clientID, client.EnvClientID), get(f.clientSecret, client.EnvClientSecret)
+	case f.token != "":
+		cr.AccessToken = f.token
+	default:
+		cr.ClientID, cr.ClientSecret = get("", client.EnvClientID), get("", client.EnvClientSecret)
+		if cr.ClientID == "" || cr.ClientSecret == "" {
+			cr.ClientID, cr.ClientSecret = "", ""
+			cr.AccessToken = get("", client.EnvAccessToken)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if cr.SubscriptionKey == "" || cr.AccessToken == "" && cr.ClientID == "" {
+		return nil, usageError{fmt.Errorf("no credentials: set %s and %s (or %s and %s), or the flags; for the demo: the export lines of instore demo --env",
+			client.EnvSubscriptionKey, client.EnvAccessToken, client.EnvClientID, client.EnvClientSecret)}
+	}
+	cfg := client.Config{OnlineAPIURL: base, Online: cr, UserAgent: "instore-ecr/" + version}
+	if f.verbose {
+		cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+	}
+	c, err := client.New(cfg)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return c, nil
+}
+
+var errTimeout = errors.New("timed out")
+
+// context bounds the command by --timeout; interrupting (SIGINT) cancels
+// the command's own context.
+func (f *ecrFlags) context(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	if f.timeout <= 0 {
+		return context.WithCancel(cmd.Context())
+	}
+	return context.WithTimeoutCause(cmd.Context(), f.timeout, fmt.Errorf("%w after --timeout %s", errTimeout, f.timeout))
+}
+
+// fail turns an error of the SDK into the command's error: a problem
+// answer reads as its code, title, detail and request id.
+func fail(op string, err error) error {
+	var e *client.Error
+	if errors.As(err, &e) {
+		msg := fmt.Sprintf("%s: %d %s", op, e.StatusCode, e.Code())
+		if e.Title != "" && e.Title != e.Code() {
+			msg += " " + e.Title
+		}
+		if e.Detail != "" && e.Detail != e.Title {
+			msg += ": " + strings.TrimSuffix(e.Detail, ".")
+		}
+		for _, fe := range e.Errors {
+			msg += fmt.Sprintf("; %s %s", fe.Field, fe.Message)
+		}
+		if e.OnlineAPIRefID != "" {
+			msg += " (onlineAPIRefId " + e.OnlineAPIRefID + ")"
+		}
+		if e.RequestID != "" {
+			msg += " (requestId " + e.RequestID + ")"
+		}
+		return exitError{exitFailed, errors.New(msg)}
+	}
+	return exitError{exitFailed, fmt.Errorf("%s: %w", op, err)}
+}
+
+// args checks the number of positional arguments as a usage error.
+func args(min, max int, names string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, a []string) error {
+		if len(a) < min || len(a) > max {
+			return usageError{fmt.Errorf("%s takes %s", cmd.CommandPath(), names)}
+		}
+		return nil
+	}
+}
+
+func ecrMetadataCmd(f *ecrFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "metadata",
+		Short: "Show the code lists: error codes, transaction statuses, payment methods, print statuses",
+		Args:  args(0, 0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.client(cmd)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := f.context(cmd)
+			defer cancel()
+			m, err := c.Metadata(ctx)
+			if err != nil {
+				return fail("metadata", err)
+			}
+			if f.json {
+				return printJSON(cmd.OutOrStdout(), m)
+			}
+			printMetadata(cmd.OutOrStdout(), m)
+			return nil
+		},
+	}
+}
+
+func ecrTerminalsCmd(f *ecrFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "terminals [TERMINAL_ID]",
+		Short: "List the merchant's terminal IDs, or show one",
+		Args:  args(0, 1, "at most one terminal ID"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			c, err := f.client(cmd)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := f.context(cmd)
+			defer cancel()
+			var ts []*client.Terminal
+			if len(a) == 1 {
+				t, err := c.Terminal(ctx, a[0])
+				if err != nil {
+					return fail("terminal", err)
+				}
+				if f.json {
+					return printJSON(cmd.OutOrStdout(), t)
+				}
+				ts = []*client.Terminal{t}
+			} else if ts, err = c.Terminals(ctx); err != nil {
+				return fail("terminals", err)
+			} else if f.json {
+				return printJSON(cmd.OutOrStdout(), map[string]any{"terminals": ts})
+			}
+			printTerminals(cmd.OutOrStdout(), ts)
+			return nil
+		},
+	}
+}
+
+func ecrLinkCmd(f *ecrFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "link TERMINAL_ID LINK_CODE",
+		Short: "Link the terminal showing LINK_CODE on its screen to TERMINAL_ID",
+		Args:  args(2, 2, "a terminal ID and the 6-digit link code the terminal shows"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			return terminalChange(cmd, f, "link", func(ctx context.Context, c *client.Client) (*client.Terminal, error) {
+				return c.LinkTerminal(ctx, a[0], a[1])
+			})
+		},
+	}
+}
+
+func ecrUnlinkCmd(f *ecrFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "unlink TERMINAL_ID",
+		Short: "Unlink the terminal of TERMINAL_ID (it then shows a new link code)",
+		Args:  args(1, 1, "a terminal ID"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			return terminalChange(cmd, f, "unlink", func(ctx context.Context, c *client.Client) (*client.Terminal, error) {
+				return c.UnlinkTerminal(ctx, a[0])
+			})
+		},
+	}
+}
+
+func terminalChange(cmd *cobra.Command, f *ecrFlags, op string, fn func(context.Context, *client.Client) (*client.Terminal, error)) error {
+	c, err := f.client(cmd)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := f.context(cmd)
+	defer cancel()
+	t, err := fn(ctx, c)
+	if err != nil {
+		return fail(op, err)
+	}
+	if f.json {
+		return printJSON(cmd.OutOrStdout(), t)
+	}
+	printTerminals(cmd.OutOrStdout(), []*client.Terminal{t})
+	return nil
+}
+
+func ecrListCmd(f *ecrFlags) *cobra.Command {
+	var (
+		from, to, terminal, status, reference, cursor string
+		limit                                         int
+		all                                           bool
+	)
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List transactions, newest first (default: the last 24 hours)",
+		Long: `List the merchant's transactions, newest first. --from and --to take an RFC 3339
+time (2026-01-31T12:00:00Z) or a duration ago (2h, 30m); a listing covers at
+most 30 days (WP26) within the past 90 days (WP27). --json prints the page as
+the API answers it ({"transactions": [...], "nextCursor": ...}).`,
+		Args: args(0, 0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.client(cmd)
+			if err != nil {
+				return err
+			}
+			p := client.ListParams{TerminalID: terminal, ECRReference: reference, Limit: limit, Cursor: cursor}
+			now := time.Now()
+			if p.From, err = whenFlag("--from", from, now); err != nil {
+				return err
+			}
+			if p.To, err = whenFlag("--to", to, now); err != nil {
+				return err
+			}
+			ctx, cancel := f.context(cmd)
+			defer cancel()
+			if status != "" {
+				id, err := transactionStatus(ctx, c, status)
+				if err != nil {
+					return err
+				}
+				p.StatusID = &id
+			}
+			page := &client.TransactionPage{}
+			if all {
+				for tx, err := range c.AllTransactions(ctx, p) {
+					if err != nil {
+						return fail("list", err)
+					}
+					page.Transactions = append(page.Transactions, tx)
+				}
+			} else if page, err = c.Transactions(ctx, p); err != nil {
+				return fail("list", err)
+			}
+			if f.json {
+				return printPage(cmd.OutOrStdout(), page)
+			}
+			printList(cmd.OutOrStdout(), page)
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&from, "from", "", "oldest createdAt: RFC 3339 time or a duration ago such as 2h")
+	fs.StringVar(&to, "to", "", "createdAt before: RFC 3339 time or a duration ago")
+	fs.StringVar(&terminal, "terminal", "", "only this terminal ID")
+	fs.StringVar(&status, "status", "", "only this transaction status (code such as APPROVED, or id)")
+	fs.StringVar(&reference, "reference", "", "only this ecrReference")
+	fs.IntVar(&limit, "limit", 0, "page size, 1-1000 (default 100)")
+	fs.StringVar(&cursor, "cursor", "", "continue a listing from its nextCursor")
+	fs.BoolVar(&all, "all", false, "fetch every page")
+	return cmd
+}
+
+func whenFlag(name, v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, usageError{fmt.Errorf("%s: %q is neither an RFC 3339 time nor a duration such as 2h", name, v)}
+}
+
+func transactionStatus(ctx context.Context, c *client.Client, v string) (int, error) {
+	if id, err := strconv.Atoi(v); err == nil {
+		return id, nil
+	}
+	m, err := c.Metadata(ctx)
+	if err != nil {
+		return 0, fail("metadata", err)
+	}
+	for _, s := range m.TransactionStatuses {
+		if strings.EqualFold(s.Code, v) {
+			return s.ID, nil
+		}
+	}
+	return 0, usageError{fmt.Errorf("--status: %q is not a code or id of the transactionStatuses list", v)}
+}
+
+func ecrPrintCmd(f *ecrFlags) *cobra.Command {
+	var terminal, receipt, copyName, job string
+	cmd := &cobra.Command{
+		Use:   "print [LINE...]",
+		Short: "Print lines, or a transaction's receipt (--receipt REF), on a terminal; --job shows a print job",
+		Example: `  instore ecr print "Thank you" "Welcome back"
+  instore ecr print --receipt txn_01... --copy merchant
+  instore ecr print --job prt_01...`,
+		RunE: func(cmd *cobra.Command, lines []string) error {
+			switch {
+			case job != "" && (len(lines) > 0 || receipt != ""):
+				return usageError{errors.New("--job shows a print job; it takes no lines and no --receipt")}
+			case job == "" && len(lines) == 0 && receipt == "":
+				return usageError{errors.New("give lines to print, --receipt REF, or --job PRINT_ID")}
+			case len(lines) > 0 && receipt != "":
+				return usageError{errors.New("give lines or --receipt, not both")}
+			}
+			c, err := f.client(cmd)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := f.context(cmd)
+			defer cancel()
+			var j *client.PrintJob
+			if job != "" {
+				if j, err = c.PrintJob(ctx, job); err != nil {
+					return fail("print job", err)
+				}
+			} else {
+				term, err := (&txFlags{terminal: terminal}).terminalID()
+				if err != nil {
+					return err
+				}
+				p := client.PrintParams{TerminalID: term, Lines: lines}
+				if receipt != "" {
+					p.OnlineAPIRefID, p.Copy = receipt, strings.ToUpper(copyName)
+				}
+				if j, err = c.Print(ctx, p); err != nil {
+					return fail("print", err)
+				}
+			}
+			printJob(cmd.OutOrStdout(), j, f.json)
+			if j.StatusID != nil && *j.StatusID != instore.PrintSuccess {
+				return exitError{exitNotApproved, fmt.Errorf("print job %s ended %s", j.PrintID, j.Status)}
+			}
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&terminal, "terminal", "", "terminal ID (env "+envTerminalID+")")
+	fs.StringVar(&receipt, "receipt", "", "print the receipt of this onlineAPIRefId")
+	fs.StringVar(&copyName, "copy", instore.CopyCustomer, "receipt copy: CUSTOMER or MERCHANT")
+	fs.StringVar(&job, "job", "", "show this print job (printId) instead of printing")
+	return cmd
+}
+
+// printJSON writes v as one line of JSON.
+func printJSON(w io.Writer, v any) error {
+	return writeJSONLine(w, v)
+}

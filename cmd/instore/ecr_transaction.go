@@ -1,0 +1,350 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/client"
+)
+
+// txFlags are the flags of the commands that start a transaction.
+type txFlags struct {
+	terminal, currency, paymentMethod, reference, idempotencyKey string
+	wait, receipt                                                bool
+}
+
+func (t *txFlags) register(cmd *cobra.Command, withTerminal bool) {
+	fs := cmd.Flags()
+	if withTerminal {
+		fs.StringVar(&t.terminal, "terminal", "", "terminal ID (env "+envTerminalID+")")
+	}
+	fs.StringVar(&t.reference, "reference", "", "the ECR's own reference (ecrReference), at most 64 characters")
+	fs.StringVar(&t.idempotencyKey, "idempotency-key", "", "Idempotency-Key to send (default: a new random one); the same key repeats the first answer")
+	fs.BoolVar(&t.wait, "wait", false, "follow the transaction to its final status, showing the terminal's progress")
+	fs.BoolVar(&t.receipt, "receipt", false, "show the customer receipt when the transaction is final")
+}
+
+func (t *txFlags) terminalID() (string, error) {
+	id, err := envOr(t.terminal, envTerminalID)
+	if err == nil && id == "" {
+		err = usageError{fmt.Errorf("no terminal: give --terminal or set %s", envTerminalID)}
+	}
+	return id, err
+}
+
+func (t *txFlags) currencyCode() (string, error) {
+	cur, err := envOr(t.currency, envCurrency)
+	if err == nil && cur == "" {
+		err = usageError{fmt.Errorf("no currency: give --currency or set %s", envCurrency)}
+	}
+	return strings.ToUpper(cur), err
+}
+
+// amount parses an amount flag or argument as a usage error.
+func amount(name, s, currency string) (int64, error) {
+	n, err := client.ParseAmount(s, currency)
+	if err != nil {
+		return 0, usageError{fmt.Errorf("%s: %w", name, err)}
+	}
+	return n, nil
+}
+
+// paymentMethod resolves --payment-method given as an id or a code of the
+// paymentMethods list.
+func paymentMethod(ctx context.Context, c *client.Client, v string) (*int, error) {
+	if v == "" {
+		return nil, nil
+	}
+	if id, err := strconv.Atoi(v); err == nil {
+		return &id, nil
+	}
+	m, err := c.Metadata(ctx)
+	if err != nil {
+		return nil, fail("metadata", err)
+	}
+	for _, pm := range m.PaymentMethods {
+		if strings.EqualFold(pm.Code, v) {
+			return client.Int(pm.ID), nil
+		}
+	}
+	return nil, usageError{fmt.Errorf("--payment-method: %q is not an id or code of the paymentMethods list", v)}
+}
+
+func ecrPurchaseCmd(f *ecrFlags) *cobra.Command {
+	var (
+		tf            txFlags
+		cashback, vat string
+		printReceipt  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "purchase AMOUNT",
+		Short: "Start a purchase of AMOUNT (such as 12.50) on a terminal; --wait follows it to the end",
+		Long: `Start a purchase of AMOUNT on a terminal. The Online API answers once the
+terminal acknowledged it (PENDING); --wait then follows it with the long-poll,
+showing the terminal's progress (waiting for the card, the PIN, authorizing)
+and the final status. Interrupting (Ctrl-C) while waiting cancels the
+transaction on the terminal and shows how it ended.
+
+In the sandbox the last two digits of the amount pick the outcome: 10.11
+declined, 10.12 wrong PIN, 10.91 no acknowledgement (WP25), 10.92 no answer
+(WP36, or cancel it), 10.94 a slow approval; every other amount is approved.`,
+		Args: args(1, 1, "the amount, such as 12.50"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			c, err := f.client(cmd)
+			if err != nil {
+				return err
+			}
+			term, err := tf.terminalID()
+			if err != nil {
+				return err
+			}
+			cur, err := tf.currencyCode()
+			if err != nil {
+				return err
+			}
+			p := client.PurchaseParams{TerminalID: term, Currency: cur, ECRReference: tf.reference, PrintReceipt: printReceipt}
+			if p.Amount, err = amount("amount", a[0], cur); err != nil {
+				return err
+			}
+			if cashback != "" {
+				if p.CashbackAmount, err = amount("--cashback", cashback, cur); err != nil {
+					return err
+				}
+			}
+			if vat != "" {
+				n, err := amount("--vat", vat, cur)
+				if err != nil {
+					return err
+				}
+				p.VATAmount = &n
+			}
+			ctx, cancel := f.context(cmd)
+			defer cancel()
+			if p.PaymentMethodID, err = paymentMethod(ctx, c, tf.paymentMethod); err != nil {
+				return err
+			}
+			return startTransaction(cmd, f, &tf, c, ctx, "purchase", func(ctx context.Context) (*client.Transaction, error) {
+				return c.Purchase(ctx, p)
+			})
+		},
+	}
+	tf.register(cmd, true)
+	fs := cmd.Flags()
+	fs.StringVar(&tf.currency, "currency", "", "ISO 4217 currency code such as SEK (env "+envCurrency+")")
+	fs.StringVar(&cashback, "cashback", "", "cash paid out, included in AMOUNT")
+	fs.StringVar(&vat, "vat", "", "VAT included in AMOUNT, for the receipt")
+	fs.StringVar(&tf.paymentMethod, "payment-method", "", "pay with a payment method (id or code of the metadata's paymentMethods) instead of a card")
+	fs.BoolVar(&printReceipt, "print-receipt", false, "the terminal prints the receipt")
+	return cmd
+}
+
+func ecrRefundCmd(f *ecrFlags) *cobra.Command {
+	var (
+		tf       txFlags
+		original string
+	)
+	cmd := &cobra.Command{
+		Use:   "refund AMOUNT",
+		Short: "Refund AMOUNT on a terminal, of an original purchase (--original) or not",
+		Args:  args(1, 1, "the amount, such as 5.00"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			c, err := f.client(cmd)
+			if err != nil {
+				return err
+			}
+			term, err := tf.terminalID()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := f.context(cmd)
+			defer cancel()
+			cur, _ := envOr(tf.currency, envCurrency)
+			if original != "" && tf.currency == "" {
+				// A refund is in its original's currency.
+				o, err := c.Transaction(ctx, original, 0)
+				if err != nil {
+					return fail("original", err)
+				}
+				cur = o.Currency
+			}
+			if cur == "" {
+				return usageError{fmt.Errorf("no currency: give --currency or set %s", envCurrency)}
+			}
+			cur = strings.ToUpper(cur)
+			p := client.RefundParams{TerminalID: term, Currency: cur, OriginalOnlineAPIRefID: original, ECRReference: tf.reference}
+			if p.Amount, err = amount("amount", a[0], cur); err != nil {
+				return err
+			}
+			if p.PaymentMethodID, err = paymentMethod(ctx, c, tf.paymentMethod); err != nil {
+				return err
+			}
+			return startTransaction(cmd, f, &tf, c, ctx, "refund", func(ctx context.Context) (*client.Transaction, error) {
+				return c.Refund(ctx, p)
+			})
+		},
+	}
+	tf.register(cmd, true)
+	fs := cmd.Flags()
+	fs.StringVar(&tf.currency, "currency", "", "ISO 4217 currency code (env "+envCurrency+"; default with --original: the original's)")
+	fs.StringVar(&original, "original", "", "onlineAPIRefId of the APPROVED purchase refunded")
+	fs.StringVar(&tf.paymentMethod, "payment-method", "", "refund through the payment method the original was paid with (id or code)")
+	return cmd
+}
+
+func ecrReversalCmd(f *ecrFlags) *cobra.Command {
+	var tf txFlags
+	cmd := &cobra.Command{
+		Use:   "reversal ONLINE_API_REF_ID",
+		Short: "Reverse an APPROVED purchase that is the latest transaction of its terminal (no card needed)",
+		Args:  args(1, 1, "the onlineAPIRefId of the purchase"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			c, err := f.client(cmd)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := f.context(cmd)
+			defer cancel()
+			return startTransaction(cmd, f, &tf, c, ctx, "reversal", func(ctx context.Context) (*client.Transaction, error) {
+				return c.Reversal(ctx, client.ReversalParams{OnlineAPIRefID: a[0], ECRReference: tf.reference})
+			})
+		},
+	}
+	tf.register(cmd, false)
+	return cmd
+}
+
+// startTransaction runs start (with the --idempotency-key when given),
+// shows the transaction and, with --wait, follows it to its end.
+func startTransaction(cmd *cobra.Command, f *ecrFlags, tf *txFlags, c *client.Client, ctx context.Context, op string, start func(context.Context) (*client.Transaction, error)) error {
+	sctx := ctx
+	if tf.idempotencyKey != "" {
+		sctx = client.WithIdempotencyKey(ctx, tf.idempotencyKey)
+	}
+	tx, err := start(sctx)
+	if err != nil {
+		return fail(op, err)
+	}
+	out := newOutput(cmd.OutOrStdout(), f.json, tf.receipt)
+	if !tf.wait {
+		out.show(tx)
+		return outcome(tx)
+	}
+	return follow(cmd, c, ctx, out, tx, true)
+}
+
+// follow waits for tx's final status, showing its progress. When the
+// command is interrupted and cancelOnInterrupt is set, it cancels the
+// transaction on its terminal and shows how it ended.
+func follow(cmd *cobra.Command, c *client.Client, ctx context.Context, out *output, tx *client.Transaction, cancelOnInterrupt bool) error {
+	out.progress(tx)
+	final, err := c.WaitForFinal(ctx, tx.OnlineAPIRefID, out.progress)
+	if err == nil {
+		out.final(final)
+		return outcome(final)
+	}
+	out.stopSpinner()
+	if last := final; last != nil {
+		tx = last
+	}
+	if errors.Is(context.Cause(ctx), errTimeout) {
+		return exitError{exitFailed, fmt.Errorf("%w; %s is still %s: instore ecr status %s --wait", context.Cause(ctx), tx.OnlineAPIRefID, tx.Status, tx.OnlineAPIRefID)}
+	}
+	if cmd.Context().Err() == nil {
+		return fail("wait", err)
+	}
+	if !cancelOnInterrupt {
+		return exitError{exitFailed, fmt.Errorf("interrupted; %s goes on at the terminal (%s)", tx.OnlineAPIRefID, tx.Status)}
+	}
+	// Interrupted: the cashier gave up. Cancel on the terminal, so that
+	// no card is charged for a sale the ECR no longer waits for.
+	fmt.Fprintf(cmd.ErrOrStderr(), "interrupted: cancelling %s on terminal %s\n", tx.OnlineAPIRefID, tx.TerminalID)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if _, err := c.Cancel(cctx, tx.TerminalID); err != nil && !client.IsCode(err, instore.WP18) {
+		return fail("cancel", err)
+	}
+	final, err = c.WaitForFinal(cctx, tx.OnlineAPIRefID, out.progress)
+	if err != nil {
+		return fail("wait after cancel", err)
+	}
+	out.final(final)
+	return outcome(final)
+}
+
+// outcome is the command's result for a transaction shown: nil while it
+// is PENDING or APPROVED, exit code 3 for any other final status.
+func outcome(tx *client.Transaction) error {
+	if !tx.Final() || tx.Approved() {
+		return nil
+	}
+	msg := fmt.Sprintf("transaction %s ended %s (%d)", tx.OnlineAPIRefID, tx.Status, tx.StatusID)
+	if tx.ErrorCode != "" {
+		msg += " with " + tx.ErrorCode
+	}
+	return exitError{exitNotApproved, errors.New(msg)}
+}
+
+func ecrStatusCmd(f *ecrFlags) *cobra.Command {
+	var wait, receipt bool
+	cmd := &cobra.Command{
+		Use:   "status ONLINE_API_REF_ID",
+		Short: "Show a transaction; --wait follows it to its final status",
+		Args:  args(1, 1, "an onlineAPIRefId"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			c, err := f.client(cmd)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := f.context(cmd)
+			defer cancel()
+			tx, err := c.Transaction(ctx, a[0], 0)
+			if err != nil {
+				return fail("status", err)
+			}
+			out := newOutput(cmd.OutOrStdout(), f.json, receipt)
+			if !wait || tx.Final() {
+				out.show(tx)
+				return outcome(tx)
+			}
+			return follow(cmd, c, ctx, out, tx, false)
+		},
+	}
+	cmd.Flags().BoolVar(&wait, "wait", false, "follow the transaction to its final status")
+	cmd.Flags().BoolVar(&receipt, "receipt", false, "show the customer receipt")
+	return cmd
+}
+
+func ecrCancelCmd(f *ecrFlags) *cobra.Command {
+	var tf txFlags
+	cmd := &cobra.Command{
+		Use:   "cancel",
+		Short: "Cancel the transaction running on a terminal; --wait shows how it ended",
+		Args:  args(0, 0, "no arguments (the terminal is --terminal or "+envTerminalID+")"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.client(cmd)
+			if err != nil {
+				return err
+			}
+			term, err := tf.terminalID()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := f.context(cmd)
+			defer cancel()
+			return startTransaction(cmd, f, &tf, c, ctx, "cancel", func(ctx context.Context) (*client.Transaction, error) {
+				return c.Cancel(ctx, term)
+			})
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&tf.terminal, "terminal", "", "terminal ID (env "+envTerminalID+")")
+	fs.BoolVar(&tf.wait, "wait", false, "follow the cancelled transaction to its final status")
+	return cmd
+}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/instore-dev/instore/client"
+	"github.com/instore-dev/instore/internal/loadtest"
+	"github.com/instore-dev/instore/internal/logging"
+)
+
+func newLoadtestCmd() *cobra.Command {
+	var (
+		o        loadtest.Options
+		asJSON   bool
+		targets  []string
+		duration time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "loadtest SCENARIO...",
+		Short: "Measure the service against this machine's limits: metadata, purchase, sessions, mixed (or all)",
+		Long: `Run a bounded load scenario against an instore server over loopback, and its
+baseline in the same invocation, and print rates, latency percentiles, errors
+and the server's RSS and CPU, with the ratio of ours to the baseline (1.0: as
+good as the baseline; higher is better).
+
+By default the server is a child process of this binary (instore serve) on
+SQLite in a temporary directory (--sqlite-synchronous FULL or NORMAL), or on a
+fresh schema of the PostgreSQL database of --database-url, dropped at the
+end; the load generator and the virtual terminals stay in this process, so
+the server's figures (from /proc/PID) are its own.
+
+Scenarios and baselines:
+  metadata  C clients with keep-alive GET the authenticated metadata;
+            baseline: a bare net/http handler (a child process) writing
+            the same bytes.
+  purchase  N virtual terminals (here) and M ECR clients; each purchase is
+            followed to its final status with the ?wait long-poll;
+            baseline: the store's raw single-row commits per second (same
+            backend and durability) divided by the commits a purchase life
+            makes, counted in the store after the run.
+  sessions  N idle terminal sessions (raw WebSocket clients that say
+            hello); the server's RSS increase per session against a bare
+            gorilla WebSocket server (a child process) holding as many.
+  mixed     purchases, metadata and status reads together; the lives
+            compared with the purchase baseline.
+  all       every scenario in turn.
+
+--target online=URL,terminal=URL,ops=URL runs against a server already
+running on this machine (loopback only; its RSS and CPU then come from its
+/metrics). Scenarios that provision devices then need its store (--data or
+--database-url, used as it is), to which they add a customer, a merchant
+and devices; metadata can do with the Online API credentials of the
+environment (INSTORE_SUBSCRIPTION_KEY and INSTORE_ACCESS_TOKEN, or
+INSTORE_CLIENT_ID and INSTORE_CLIENT_SECRET). The target's own settings
+apply: start it with --rate-limit 0, or its per-key limit answers 429.
+
+Linux only: it reads /proc.`,
+		Example: `  instore loadtest metadata --duration 10s
+  instore loadtest purchase --terminals 100 --sqlite-synchronous NORMAL --json
+  instore loadtest sessions --sessions 10000
+  instore loadtest all --database-url 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var scenarios []string
+			for _, a := range args {
+				switch {
+				case a == "all":
+					scenarios = append(scenarios, loadtest.Scenarios...)
+				case slices.Contains(loadtest.Scenarios, a):
+					scenarios = append(scenarios, a)
+				default:
+					return usageError{fmt.Errorf("unknown scenario %q: want %s or all", a, strings.Join(loadtest.Scenarios, ", "))}
+				}
+			}
+			o.Duration = duration
+			if len(targets) > 0 {
+				o.Target = map[string]string{}
+				for _, t := range targets {
+					name, u, ok := strings.Cut(t, "=")
+					if !ok {
+						name, u = "online", t
+					}
+					if name != "online" && name != "terminal" && name != "ops" {
+						return usageError{fmt.Errorf("--target %s: the listener is online, terminal or ops", t)}
+					}
+					o.Target[name] = strings.TrimRight(u, "/")
+				}
+				o.SubscriptionKey = os.Getenv(client.EnvSubscriptionKey)
+				o.AccessToken = os.Getenv(client.EnvAccessToken)
+				o.ClientID = os.Getenv(client.EnvClientID)
+				o.ClientSecret = os.Getenv(client.EnvClientSecret)
+			} else if o.DataDir != "" {
+				return usageError{errors.New("--data names a target's store: give --target too")}
+			}
+			o.Log = cmd.ErrOrStderr()
+			out := cmd.OutOrStdout()
+			for _, s := range scenarios {
+				r, err := loadtest.Run(cmd.Context(), s, o)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					err = r.WriteJSON(out)
+				} else {
+					err = r.WriteTable(out)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.DurationVar(&duration, "duration", 10*time.Second, "measured time of each side (ours, the baseline); for sessions, how long they are held (at most 10m)")
+	fs.DurationVar(&o.Warmup, "warmup", 0, "unmeasured warm-up before each measured window (default: a fifth of --duration, at most 1s)")
+	fs.Int64Var(&o.MaxRequests, "max-requests", 0, "end a measured window once this many requests (or purchase lives) completed (0: only --duration)")
+	fs.BoolVar(&asJSON, "json", false, "print one JSON object per scenario instead of the table")
+	fs.IntVar(&o.Clients, "clients", 0, "concurrent metadata clients (default 64; mixed 8)")
+	fs.IntVar(&o.Terminals, "terminals", 100, "virtual terminals (purchase, mixed)")
+	fs.IntVar(&o.ECRs, "ecrs", 0, "concurrent ECR clients, each driving its share of the terminals (default: one per terminal)")
+	fs.IntVar(&o.Readers, "readers", 8, "concurrent status readers (mixed)")
+	fs.IntVar(&o.Sessions, "sessions", 2000, fmt.Sprintf("idle terminal sessions (sessions; at most %d)", loadtest.MaxSessions))
+	fs.StringVar(&o.DatabaseURL, "database-url", "", "PostgreSQL instead of SQLite: a fresh schema is created in it and dropped at the end")
+	fs.StringVar(&o.Synchronous, "sqlite-synchronous", "FULL", "SQLite durability: FULL or NORMAL")
+	fs.StringSliceVar(&targets, "target", nil, "run against a running server: online=URL,terminal=URL,ops=URL (loopback only)")
+	fs.StringVar(&o.DataDir, "data", "", "the SQLite data directory of the --target server")
+	fs.StringArrayVar(&o.ServerArgs, "server-arg", nil, "an extra flag for the server child, e.g. --server-arg=--log-level=warn (repeatable; for experiments)")
+	fs.BoolVar(&o.InProcess, "in-process", false, "run the server in this process instead of a child (its figures then include the load generator)")
+	fs.StringVar(&o.ProfileDir, "profile", "", "start the server with --pprof and save CPU and heap profiles of each measured window in this directory")
+
+	cmd.AddCommand(newLoadtestBaselineCmd())
+	return cmd
+}
+
+// newLoadtestBaselineCmd runs the baseline servers as child processes of
+// `instore loadtest`; not for people.
+func newLoadtestBaselineCmd() *cobra.Command {
+	var listen, bodyFile string
+	cmd := &cobra.Command{
+		Use:    "baseline http|ws",
+		Short:  "A baseline server of the load test (run by instore loadtest)",
+		Hidden: true,
+		Args:   cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			log := logging.New(cmd.ErrOrStderr(), logging.Options{Format: logging.FormatJSON})
+			switch args[0] {
+			case "http":
+				body, err := os.ReadFile(bodyFile)
+				if err != nil {
+					return usageError{fmt.Errorf("--body: %w", err)}
+				}
+				return loadtest.ServeBaselineHTTP(cmd.Context(), listen, body, log)
+			case "ws":
+				return loadtest.ServeBaselineWS(cmd.Context(), listen, log)
+			}
+			return usageError{fmt.Errorf("unknown baseline %q: want http or ws", args[0])}
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "address to listen on")
+	cmd.Flags().StringVar(&bodyFile, "body", "", "file holding the bytes the http baseline writes")
+	return cmd
+}

@@ -1,0 +1,550 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/api"
+	"github.com/instore-dev/instore/internal/apitest"
+	"github.com/instore-dev/instore/internal/demo"
+)
+
+// lockedBuffer is an io.Writer safe for the program's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// runDemo starts `instore demo --json` in-process on free ports and returns
+// the printed object and a stop function that waits for a clean exit.
+func runDemo(t *testing.T, extra ...string) (demo.Info, *lockedBuffer, func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	stderr := &lockedBuffer{}
+	args := append([]string{"demo", "--json", "--listen-online", "127.0.0.1:0", "--listen-access", "127.0.0.1:0",
+		"--listen-terminal", "127.0.0.1:0", "--listen-ops", "127.0.0.1:0", "--log-format", "json"}, extra...)
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, args, pw, stderr)
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		cancel()
+		t.Fatalf("demo printed no line: %v; stderr:\n%s", err, stderr.String())
+	}
+	go io.Copy(io.Discard, pr)
+	var info demo.Info
+	if err := json.Unmarshal([]byte(line), &info); err != nil {
+		t.Fatalf("demo --json line %q: %v", line, err)
+	}
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case c := <-code:
+			if c != 0 {
+				t.Errorf("demo exited %d; stderr:\n%s", c, stderr.String())
+			}
+		case <-time.After(20 * time.Second):
+			t.Errorf("demo did not stop within 20 s of cancellation")
+		}
+	}
+	t.Cleanup(stop)
+	return info, stderr, stop
+}
+
+func getMetadata(t *testing.T, info demo.Info) int {
+	t.Helper()
+	req, _ := http.NewRequest("GET", info.OnlineAPIBaseURL+"/in-store/api/v1/metadata", nil)
+	req.Header.Set("accept", "application/json")
+	req.Header.Set("Ocp-Apim-Subscription-Key", info.SubscriptionKey)
+	req.Header.Set("Authorization", "Bearer "+info.AccessToken)
+	resp, err := apitest.NewValidator(t, api.OnlineYAML).Client(t).Do(req)
+	if err != nil {
+		t.Fatalf("GET metadata: %v", err)
+	}
+	defer resp.Body.Close()
+	var m instore.Metadata
+	if resp.StatusCode == 200 {
+		if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || len(m.ErrorCodes) != 15 {
+			t.Errorf("metadata body: %v, %d error codes", err, len(m.ErrorCodes))
+		}
+	}
+	return resp.StatusCode
+}
+
+func TestDemoJSONExactObjectAndRestart(t *testing.T) {
+	dir := t.TempDir()
+	info, _, stop := runDemo(t, "--data", dir, "--sim-delay", "0")
+	// Exactly the documented keys, in order.
+	raw, _ := json.Marshal(info)
+	var keys []string
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.Token()
+	for dec.More() {
+		k, _ := dec.Token()
+		keys = append(keys, k.(string))
+		var skip json.RawMessage
+		dec.Decode(&skip)
+	}
+	want := "onlineApiBaseUrl accessApiBaseUrl terminalGatewayUrl consoleUrl subscriptionKey accessToken clientId clientSecret accessSubscriptionKey accessAccessToken customerId merchantId terminals"
+	if got := strings.Join(keys, " "); got != want {
+		t.Errorf("demo --json keys = %s, want %s", got, want)
+	}
+	if !strings.HasPrefix(info.TerminalGatewayURL, "ws://127.0.0.1:") || !strings.HasSuffix(info.TerminalGatewayURL, "/terminal/v1/connect") {
+		t.Errorf("terminalGatewayUrl = %q", info.TerminalGatewayURL)
+	}
+	if info.ConsoleURL != info.OnlineAPIBaseURL+"/console" {
+		t.Errorf("consoleUrl = %q", info.ConsoleURL)
+	}
+	if got := getMetadata(t, info); got != 200 {
+		t.Fatalf("metadata with the demo's credentials = %d, want 200", got)
+	}
+	// The access token is valid for 24 h.
+	claims := strings.Split(info.AccessToken, ".")
+	if len(claims) != 3 {
+		t.Fatalf("accessToken is not a JWT")
+	}
+	// Three virtual terminals, linked, one per model in order.
+	if len(info.Terminals) != 3 {
+		t.Fatalf("terminals = %+v, want 3", info.Terminals)
+	}
+	for i, term := range info.Terminals {
+		if term.Model != instore.Models[i] || len(term.TerminalID) != 8 || term.SerialNumber == "" {
+			t.Errorf("terminal %d = %+v, want model %s", i, term, instore.Models[i])
+		}
+	}
+	ref := purchase(t, info, info.Terminals[0].TerminalID, 1250)
+	if got := waitFinal(t, info, ref); got != instore.StatusApproved {
+		t.Fatalf("demo purchase ended %d, want APPROVED", got)
+	}
+	stop()
+
+	again, _, _ := runDemo(t, "--data", dir, "--sim-delay", "0")
+	if again.SubscriptionKey != info.SubscriptionKey || again.AccessToken != info.AccessToken ||
+		again.ClientID != info.ClientID || again.ClientSecret != info.ClientSecret ||
+		again.AccessSubscriptionKey != info.AccessSubscriptionKey || again.AccessAccessToken != info.AccessAccessToken ||
+		again.MerchantID != info.MerchantID || again.CustomerID != info.CustomerID {
+		t.Errorf("restart on the same --data printed other credentials:\nfirst %+v\nthen  %+v", info, again)
+	}
+	if got := getMetadata(t, again); got != 200 {
+		t.Errorf("metadata after restart = %d, want 200", got)
+	}
+	if fmt.Sprint(again.Terminals) != fmt.Sprint(info.Terminals) {
+		t.Errorf("terminals after restart = %v, want %v", again.Terminals, info.Terminals)
+	}
+	// The transaction survived the restart.
+	if got := waitFinal(t, again, ref); got != instore.StatusApproved {
+		t.Errorf("after restart the purchase is %d, want APPROVED", got)
+	}
+	// And the virtual terminals are back.
+	ref2 := purchase(t, again, again.Terminals[2].TerminalID, 1011)
+	if got := waitFinal(t, again, ref2); got != instore.StatusTransactionDeclined {
+		t.Errorf("purchase of 10.11 after restart = %d, want 11", got)
+	}
+}
+
+func apiRequest(t *testing.T, info demo.Info, method, path string, body any) (int, []byte) {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		r = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, info.OnlineAPIBaseURL+path, r)
+	req.Header.Set("Ocp-Apim-Subscription-Key", info.SubscriptionKey)
+	req.Header.Set("Authorization", "Bearer "+info.AccessToken)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := apitest.NewValidator(t, api.OnlineYAML).Client(t).Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func purchase(t *testing.T, info demo.Info, terminalID string, amount int64) string {
+	t.Helper()
+	st, b := apiRequest(t, info, "POST", "/in-store/api/v1/purchase", map[string]any{"terminalId": terminalID, "amount": amount, "currency": "SEK"})
+	if st != 201 {
+		t.Fatalf("purchase = %d %s", st, b)
+	}
+	var tx struct {
+		Ref string `json:"onlineAPIRefId"`
+	}
+	json.Unmarshal(b, &tx)
+	return tx.Ref
+}
+
+func waitFinal(t *testing.T, info demo.Info, ref string) int {
+	t.Helper()
+	for range 10 {
+		st, b := apiRequest(t, info, "GET", "/in-store/api/v1/transaction/"+ref+"?wait=20", nil)
+		if st != 200 {
+			t.Fatalf("status = %d %s", st, b)
+		}
+		var tx struct {
+			StatusID int `json:"statusId"`
+		}
+		json.Unmarshal(b, &tx)
+		if tx.StatusID != instore.StatusPending {
+			return tx.StatusID
+		}
+	}
+	t.Fatalf("%s still pending", ref)
+	return -1
+}
+
+func TestDemoTemporaryDirectoryIsRemoved(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	info, _, stop := runDemo(t)
+	if got := getMetadata(t, info); got != 200 {
+		t.Fatalf("metadata = %d, want 200", got)
+	}
+	entries, _ := os.ReadDir(os.Getenv("TMPDIR"))
+	if len(entries) != 1 {
+		t.Fatalf("TMPDIR holds %d entries while the demo runs, want 1", len(entries))
+	}
+	stop()
+	entries, _ = os.ReadDir(os.Getenv("TMPDIR"))
+	if len(entries) != 0 {
+		t.Errorf("temporary demo directory not removed: %v", entries)
+	}
+}
+
+// TestDemoBannerCurlLine runs `instore demo` as a person does and runs the
+// curl line its banner prints.
+func TestDemoBannerCurlLine(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"demo", "--listen-online", "127.0.0.1:0", "--listen-access", "127.0.0.1:0",
+			"--listen-terminal", "127.0.0.1:0", "--listen-ops", "127.0.0.1:0"}, pw, io.Discard)
+		pw.Close()
+	}()
+	defer func() {
+		cancel()
+		if c := <-code; c != 0 {
+			t.Errorf("demo exited %d", c)
+		}
+	}()
+	sc := bufio.NewScanner(pr)
+	sc.Buffer(make([]byte, 64<<10), 64<<10)
+	var curl string
+	for sc.Scan() {
+		if l := strings.TrimSpace(sc.Text()); strings.HasPrefix(l, "curl ") {
+			curl = l
+		}
+		if strings.HasPrefix(sc.Text(), "Press Ctrl-C") {
+			break
+		}
+	}
+	go io.Copy(io.Discard, pr)
+	m := regexp.MustCompile(`^curl -s (\S+) -H 'accept: application/json' -H 'Ocp-Apim-Subscription-Key: (\S+)' -H 'Authorization: Bearer (\S+)'$`).FindStringSubmatch(curl)
+	if m == nil {
+		t.Fatalf("banner has no curl line of the expected form: %q", curl)
+	}
+	if !strings.HasSuffix(m[1], "/in-store/api/v1/metadata") {
+		t.Errorf("curl URL = %q", m[1])
+	}
+	info := demo.Info{OnlineAPIBaseURL: strings.TrimSuffix(m[1], "/in-store/api/v1/metadata"), SubscriptionKey: m[2], AccessToken: m[3]}
+	if got := getMetadata(t, info); got != 200 {
+		t.Errorf("the banner's curl line = %d, want 200", got)
+	}
+}
+
+func runCmd(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func TestAdminCommands(t *testing.T) {
+	dir := t.TempDir()
+	jsonOut := func(args ...string) map[string]any {
+		t.Helper()
+		out, errs, code := runCmd(t, append([]string{"admin", "--data", dir, "--json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("instore admin %v = exit %d: %s", args, code, errs)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(out), &m); err != nil {
+			t.Fatalf("instore admin %v output %q: %v", args, out, err)
+		}
+		return m
+	}
+	cus := jsonOut("customer", "create", "--name", "Shop AB")
+	mer := jsonOut("merchant", "create", "--customer", cus["customerId"].(string), "--name", "Shop AB Kungsgatan")
+	if mer["active"] != true {
+		t.Errorf("new merchant active = %v, want true", mer["active"])
+	}
+	cli := jsonOut("client", "create", "--surface", "online", "--merchant", mer["merchantId"].(string))
+	if !strings.HasPrefix(cli["clientSecret"].(string), "ics_") {
+		t.Errorf("client create printed no secret: %v", cli)
+	}
+	key := jsonOut("key", "create", "--surface", "access", "--customer", cus["customerId"].(string))
+	if !strings.HasPrefix(key["subscriptionKey"].(string), "isk_") || key["surface"] != "access" {
+		t.Errorf("key create = %v", key)
+	}
+	off := jsonOut("merchant", "deactivate", mer["merchantId"].(string))
+	if off["active"] != false {
+		t.Errorf("deactivate: active = %v", off["active"])
+	}
+	on := jsonOut("merchant", "activate", mer["merchantId"].(string))
+	if on["active"] != true {
+		t.Errorf("activate: active = %v", on["active"])
+	}
+	rev := jsonOut("client", "revoke", cli["clientId"].(string))
+	if rev["revokedAt"] == nil {
+		t.Errorf("client revoke: %v", rev)
+	}
+	// Secrets are shown once: listings never contain them.
+	out, _, _ := runCmd(t, "admin", "--data", dir, "key", "list", "--customer", cus["customerId"].(string))
+	if strings.Contains(out, key["subscriptionKey"].(string)) {
+		t.Errorf("key list shows the key in clear")
+	}
+	out, _, _ = runCmd(t, "admin", "--data", dir, "client", "list", "--customer", cus["customerId"].(string), "--json")
+	if strings.Contains(out, cli["clientSecret"].(string)) || !strings.Contains(out, cli["clientId"].(string)) {
+		t.Errorf("client list = %s", out)
+	}
+	// And the database holds no secret in clear.
+	db, _ := os.ReadFile(filepath.Join(dir, "instore.db"))
+	wal, _ := os.ReadFile(filepath.Join(dir, "instore.db-wal"))
+	for _, s := range []string{cli["clientSecret"].(string), key["subscriptionKey"].(string)} {
+		if bytes.Contains(db, []byte(s)) || bytes.Contains(wal, []byte(s)) {
+			t.Errorf("the database holds a secret in clear")
+		}
+	}
+	// Errors are clear and non-zero.
+	if _, errs, code := runCmd(t, "admin", "--data", dir, "merchant", "create", "--customer", "cus_missing", "--name", "x"); code == 0 || !strings.Contains(errs, "customer") {
+		t.Errorf("merchant of a missing customer: exit %d, %q", code, errs)
+	}
+	if _, errs, code := runCmd(t, "admin", "customer", "list"); code != 2 || !strings.Contains(errs, "--data") {
+		t.Errorf("admin without a store: exit %d, %q; want 2 naming --data", code, errs)
+	}
+}
+
+func TestServeConfigValidation(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"no store", []string{"serve"}, nil, "no store"},
+		{"bad address", []string{"serve", "--data", dir, "--listen-online", "nonsense"}, nil, "--listen-online"},
+		{"same port", []string{"serve", "--data", dir, "--listen-online", ":9999", "--listen-access", ":9999"}, nil, "same port"},
+		{"bad synchronous", []string{"serve", "--data", dir, "--sqlite-synchronous", "OFF"}, nil, "--sqlite-synchronous"},
+		{"short signing key", []string{"serve", "--data", dir, "--token-signing-key", "short"}, nil, "at least 32 bytes"},
+		{"bad database url", []string{"serve", "--database-url", "mysql://x"}, nil, "postgres://"},
+		{"bad token ttl", []string{"serve", "--data", dir, "--token-ttl", "48h"}, nil, "--token-ttl"},
+		{"bad env duration", []string{"serve", "--data", dir}, map[string]string{"INSTORE_TOKEN_TTL": "soon"}, "INSTORE_TOKEN_TTL"},
+		{"env store missing file", []string{"serve"}, map[string]string{"INSTORE_DATABASE_URL_FILE": filepath.Join(dir, "missing")}, "INSTORE_DATABASE_URL_FILE"},
+		{"env short key from file", []string{"serve", "--data", dir}, map[string]string{"INSTORE_TOKEN_SIGNING_KEY_FILE": writeFile(t, "short\n")}, "at least 32 bytes"},
+		{"bad log format", []string{"serve", "--data", dir, "--log-format", "xml"}, nil, "--log-format"},
+		{"bad payment methods", []string{"serve", "--data", dir, "--payment-methods-file", writeFile(t, `[{"id":0,"code":"A","description":"a"}]`)}, nil, "exactly 3"},
+		{"unknown flag", []string{"serve", "--nope"}, nil, "unknown flag"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			_, errs, code := runCmd(t, tc.args...)
+			if code != 2 || !strings.Contains(errs, tc.want) {
+				t.Errorf("instore %v = exit %d, stderr %q; want exit 2 mentioning %q", tc.args, code, errs, tc.want)
+			}
+		})
+	}
+}
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestEnvironmentConfiguresDemo(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("INSTORE_DATA", dir)
+	t.Setenv("INSTORE_TOKEN_SIGNING_KEY_FILE", writeFile(t, strings.Repeat("k", 40)+"\n"))
+	info, _, stop := runDemo(t)
+	stop()
+	if _, err := os.Stat(filepath.Join(dir, "instore.db")); err != nil {
+		t.Fatalf("INSTORE_DATA not used: %v", err)
+	}
+	// The token was signed with the configured key: a demo with another key
+	// on the same data refuses it and mints a new one.
+	t.Setenv("INSTORE_TOKEN_SIGNING_KEY_FILE", writeFile(t, strings.Repeat("z", 40)))
+	again, _, _ := runDemo(t)
+	if got := getMetadata(t, demo.Info{OnlineAPIBaseURL: again.OnlineAPIBaseURL, SubscriptionKey: again.SubscriptionKey, AccessToken: info.AccessToken}); got != 401 {
+		t.Errorf("a token signed with the previous key = %d, want 401", got)
+	}
+	if again.AccessToken == info.AccessToken || getMetadata(t, again) != 200 {
+		t.Errorf("the demo kept a token its signing key refuses instead of minting a new one")
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, _, code := runCmd(t, "version")
+	if code != 0 || !strings.HasPrefix(out, "instore ") {
+		t.Errorf("instore version = %d %q", code, out)
+	}
+}
+
+// TestBinarySIGTERM builds the real binary, runs `instore demo --json` as
+// the README does, and stops it with SIGTERM: it must exit 0.
+func TestBinarySIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "instore")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "demo", "--json", "--listen-online", "127.0.0.1:0", "--listen-access", "127.0.0.1:0",
+		"--listen-terminal", "127.0.0.1:0", "--listen-ops", "127.0.0.1:0")
+	stdout, _ := cmd.StdoutPipe()
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no JSON line: %v\n%s", err, stderr.String())
+	}
+	var info demo.Info
+	if err := json.Unmarshal([]byte(line), &info); err != nil {
+		t.Fatalf("line %q: %v", line, err)
+	}
+	if got := getMetadata(t, info); got != 200 {
+		t.Fatalf("metadata = %d", got)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("instore demo after SIGTERM: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("instore demo did not exit within 20 s of SIGTERM")
+	}
+	for _, s := range []string{info.SubscriptionKey, info.AccessToken, info.ClientSecret, info.MerchantID, info.CustomerID, info.ClientID} {
+		if strings.Contains(stderr.String(), s) {
+			t.Errorf("the demo's log holds a credential or identifier")
+		}
+	}
+}
+
+// TestTerminalCommand provisions a device with `instore admin device add`,
+// runs it with `instore terminal` against the demo's gateway, links it by
+// the code on its screen and pays with it.
+func TestTerminalCommand(t *testing.T) {
+	dir := t.TempDir()
+	info, _, _ := runDemo(t, "--data", dir, "--sim-delay", "0")
+	out, errs, code := runCmd(t, "admin", "--data", dir, "--json", "device", "add", "--serial", "SHOP-7", "--model", "mobile")
+	if code != 0 {
+		t.Fatalf("device add: %d %s", code, errs)
+	}
+	var dev struct {
+		Secret string `json:"deviceSecret"`
+	}
+	must(t, json.Unmarshal([]byte(out), &dev))
+	alloc, errs, code := runCmd(t, "admin", "--data", dir, "--json", "terminal", "add", "--merchant", info.MerchantID)
+	if code != 0 {
+		t.Fatalf("terminal add: %d %s", code, errs)
+	}
+	var terms []struct {
+		TerminalID string `json:"terminalId"`
+	}
+	must(t, json.Unmarshal([]byte(alloc), &terms))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	t.Setenv("INSTORE_DEVICE_SECRET", dev.Secret)
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"terminal", "--gateway", info.TerminalGatewayURL, "--serial", "SHOP-7", "--model", "mobile", "--delay", "0"}, pw, io.Discard)
+		pw.Close()
+	}()
+	defer func() {
+		cancel()
+		if c := <-done; c != 0 {
+			t.Errorf("instore terminal exited %d", c)
+		}
+	}()
+	lines := bufio.NewScanner(pr)
+	code6 := regexp.MustCompile(`Link code ([0-9]{6})`)
+	var linkCode string
+	for lines.Scan() {
+		if m := code6.FindStringSubmatch(lines.Text()); m != nil {
+			linkCode = m[1]
+			break
+		}
+	}
+	if linkCode == "" {
+		t.Fatal("instore terminal never showed a link code")
+	}
+	go io.Copy(io.Discard, pr)
+	st, b := apiRequest(t, info, "POST", "/in-store/api/v1/terminal/link", map[string]any{"terminalId": terms[0].TerminalID, "linkCode": linkCode})
+	if st != 200 {
+		t.Fatalf("link = %d %s", st, b)
+	}
+	ref := purchase(t, info, terms[0].TerminalID, 4400)
+	if got := waitFinal(t, info, ref); got != instore.StatusApproved {
+		t.Errorf("purchase on `instore terminal` ended %d", got)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

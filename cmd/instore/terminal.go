@@ -1,0 +1,105 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/sim"
+)
+
+// Environment variables of the device secret. The generic INSTORE_SECRET
+// that bindEnv would derive from --secret is not used: the device secret
+// has its own, unmistakable names.
+const (
+	envDeviceSecret     = "INSTORE_DEVICE_SECRET"
+	envDeviceSecretFile = envDeviceSecret + "_FILE"
+)
+
+func newTerminalCmd() *cobra.Command {
+	var (
+		cfg sim.Config
+		lf  logFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "terminal",
+		Short: "Run one virtual terminal against a terminal gateway",
+		Long: `Run one virtual payment terminal, a genuine client of the terminal gateway:
+it connects with its serial number and device secret, shows a link code while
+unlinked and answers purchases and refunds by the sandbox outcome rules (the
+last two digits of the amount). Its screen is printed to stdout whenever it
+changes; it runs until SIGINT or SIGTERM.
+
+The secret is best given as INSTORE_DEVICE_SECRET or INSTORE_DEVICE_SECRET_FILE
+(a file holding it) rather than --secret, which other users of the machine can
+see in the process list. Other flags may be given as INSTORE_<FLAG>.`,
+		Example: `  instore terminal --gateway ws://127.0.0.1:8082/terminal/v1/connect --serial VT-0001 --delay 1.5s`,
+		Args:    cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, args []string) error {
+			fromFlag := cmd.Flags().Changed("secret")
+			if err := bindEnv(cmd); err != nil {
+				return err
+			}
+			if !fromFlag {
+				s, err := deviceSecretFromEnv()
+				if err != nil {
+					return err
+				}
+				cfg.Secret = s
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case cfg.GatewayURL == "":
+				return usageError{errors.New("--gateway is required (the gateway's ws:// or wss:// URL)")}
+			case cfg.SerialNumber == "":
+				return usageError{errors.New("--serial is required")}
+			case cfg.Secret == "":
+				return usageError{fmt.Errorf("the device secret is required: --secret, %s or %s", envDeviceSecret, envDeviceSecretFile)}
+			}
+			logger, err := lf.logger(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			cfg.Logger = logger
+			t, err := sim.New(cfg)
+			if err != nil {
+				return usageError{err}
+			}
+			t.PrintScreens(cmd.OutOrStdout())
+			return t.Run(cmd.Context())
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&cfg.GatewayURL, "gateway", "", "terminal gateway URL, e.g. ws://127.0.0.1:8082/terminal/v1/connect")
+	fs.StringVar(&cfg.SerialNumber, "serial", "", "the device's serial number")
+	fs.StringVar(&cfg.Secret, "secret", "", "the device secret (prefer "+envDeviceSecret+" or "+envDeviceSecretFile+"); secret")
+	fs.StringVar(&cfg.Model, "model", instore.ModelCountertop, "device model: "+strings.Join(instore.Models, ", "))
+	fs.StringVar(&cfg.SoftwareVersion, "software-version", sim.DefaultSoftwareVersion, "software version reported to the gateway")
+	fs.DurationVar(&cfg.Delay, "delay", 1500*time.Millisecond, "how long reading a card takes")
+	lf.register(fs)
+	return cmd
+}
+
+// deviceSecretFromEnv reads INSTORE_DEVICE_SECRET, or the file that
+// INSTORE_DEVICE_SECRET_FILE names.
+func deviceSecretFromEnv() (string, error) {
+	if v, ok := os.LookupEnv(envDeviceSecret); ok {
+		return v, nil
+	}
+	path, ok := os.LookupEnv(envDeviceSecretFile)
+	if !ok {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", usageError{fmt.Errorf("%s: %w", envDeviceSecretFile, err)}
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
+}

@@ -1,0 +1,79 @@
+package instore
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrOffline is returned by a Gateway when the device has no session.
+var ErrOffline = errors.New("device offline")
+
+// Cancel reasons sent to a terminal with SendCancel.
+const (
+	CancelByECR      = "ECR"         // the cashier cancelled: abort, answer ABORTED_BY_CASHIER
+	CancelDeadline   = "DEADLINE"    // no result before the deadline: abort
+	CancelAckTimeout = "ACK_TIMEOUT" // the ack did not come in time: drop the command
+)
+
+// Gateway is the terminal gateway as the domain sees it: the sessions of
+// connected devices, by serial number. Send methods return once the message
+// is handed to the session (not when the terminal acted on it), or
+// ErrOffline.
+type Gateway interface {
+	Online(serial string) bool
+	// SendPayment sends a PURCHASE or REFUND transaction to its device.
+	SendPayment(ctx context.Context, serial string, t *Transaction) error
+	SendCancel(ctx context.Context, serial, ref, reason string) error
+	// SendReversal asks the device to reverse the approved transaction
+	// originalRef at once. ref is the REVERSAL transaction the terminal
+	// acknowledges and reports on; for a late approval the service reverses
+	// on its own, ref is originalRef and no report is expected.
+	SendReversal(ctx context.Context, serial, ref, originalRef, reason string) error
+	// SendPrint asks the device to print lines for the print job printID.
+	SendPrint(ctx context.Context, serial, printID string, lines []string) error
+	// SendLinked tells the device its terminal ID and, with it, the
+	// minimum software version of its model (see MinSoftwareVersion).
+	SendLinked(ctx context.Context, serial, terminalID string) error
+	SendLinkCode(ctx context.Context, serial, code string) error
+	// SendUpdate asks the device to install the package of update u; the
+	// device reports with TerminalUpdateStatus.
+	SendUpdate(ctx context.Context, serial string, u *Update, p *Package) error
+}
+
+// DeviceHello is what a device says when it connects.
+type DeviceHello struct {
+	Model           string
+	SoftwareVersion string
+}
+
+// TerminalResult is a final outcome a terminal reported for a transaction.
+type TerminalResult struct {
+	// MessageID is the terminal's id of the result message; a resent result
+	// carries the same id.
+	MessageID string
+	Ref       string
+	StatusID  int
+	Result    Result
+}
+
+// TerminalEvents is what the gateway reports to the domain. Each method
+// returns once its effect is committed; the gateway confirms a result to
+// the terminal only after TerminalResult returned nil.
+type TerminalEvents interface {
+	// AuthenticateDevice checks a device's serial number and secret.
+	AuthenticateDevice(ctx context.Context, serial, secret string) (*Device, error)
+	// DeviceConnected runs after the device's hello; the domain answers
+	// with the link code or the terminal ID the device shows.
+	DeviceConnected(ctx context.Context, serial string, h DeviceHello) error
+	// DeviceDisconnected runs when the device's last session ended.
+	DeviceDisconnected(serial string)
+	TerminalAcknowledged(ctx context.Context, serial, ref string) error
+	TerminalProgress(ctx context.Context, serial, ref, stage string) error
+	TerminalResult(ctx context.Context, serial string, r TerminalResult) error
+	// TerminalPrintResult records the final status of a print job.
+	TerminalPrintResult(ctx context.Context, serial, printID string, statusID int) error
+	// TerminalUpdateStatus records what the device reported about the
+	// software update updateID; the gateway confirms the report to the
+	// device once it returned nil.
+	TerminalUpdateStatus(ctx context.Context, serial, updateID string, r UpdateReport) error
+}

@@ -1,0 +1,289 @@
+package instore
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
+
+// Refund creates a REFUND on a terminal and answers once the terminal
+// acknowledged it, like Purchase. With originalOnlineAPIRefId it refunds
+// (part of) an approved purchase: the refunds of one original never exceed
+// its amount, and a purchase paid with a payment method (not a card) is
+// refunded only with that method. Errors, in order: validation, WP03, WP04
+// (original), conflict (original not an approved purchase), WP22, WP16,
+// WP01, WP30, WP23, WP09, validation (amount over what is left).
+func (s *Service) Refund(ctx context.Context, p *Principal, req *RefundRequest) (*Transaction, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	if _, err := s.merchant(ctx, p); err != nil {
+		return nil, err
+	}
+	var orig *Transaction
+	if req.OriginalOnlineAPIRefID != "" {
+		o, err := s.ownTransaction(ctx, p, req.OriginalOnlineAPIRefID)
+		if err != nil {
+			return nil, err
+		}
+		if o.Type != TypePurchase || o.StatusID != StatusApproved {
+			return nil, Errorf(EConflict, "Only an APPROVED purchase can be refunded; the original is a %s in status %d.", o.Type, o.StatusID)
+		}
+		if o.Currency != req.Currency {
+			return nil, &Error{Code: EValidation, Detail: "The request is not valid; see errors.",
+				Fields: []FieldError{{Field: "/currency", Message: "must be the original's currency " + o.Currency}}}
+		}
+		orig = o
+	}
+	if req.PaymentMethodID != nil {
+		if _, ok := s.Metadata.PaymentMethod(*req.PaymentMethodID); !ok {
+			return nil, Errorf(WP22, "paymentMethodId %d is not in the paymentMethods list.", *req.PaymentMethodID)
+		}
+	}
+	paidWith := func(t *Transaction) *int {
+		if t == nil || t.Result == nil {
+			return nil
+		}
+		return t.Result.PaymentMethodID
+	}(orig)
+	switch {
+	case req.PaymentMethodID != nil && orig == nil:
+		return nil, Errorf(WP22, "A refund with a payment method must name the original purchase paid with it (originalOnlineAPIRefId).")
+	case req.PaymentMethodID != nil && (paidWith == nil || *paidWith != *req.PaymentMethodID):
+		return nil, Errorf(WP22, "The original purchase was not paid with paymentMethodId %d.", *req.PaymentMethodID)
+	case req.PaymentMethodID == nil && paidWith != nil:
+		return nil, Errorf(WP22, "The original purchase was paid with paymentMethodId %d; refund it with the same method.", *paidWith)
+	}
+	term, err := s.ownTerminal(ctx, p, req.TerminalID)
+	if err != nil {
+		return nil, err
+	}
+	serial, err := s.ready(ctx, term)
+	if err != nil {
+		return nil, err
+	}
+	t := &Transaction{
+		ID: s.NewRef(), MerchantID: p.MerchantID, TerminalID: term.TerminalID, SerialNumber: serial,
+		Type: TypeRefund, Amount: *req.Amount, Currency: req.Currency, PaymentMethodID: req.PaymentMethodID,
+		ECRReference: req.ECRReference, StatusID: StatusPending, Progress: ProgressSent, CreatedAt: s.now(),
+	}
+	create := s.Store.CreateTransaction
+	if orig != nil {
+		t.OriginalID = orig.ID
+		create = s.Store.CreateRefund
+	}
+	got, err := s.start(ctx, t, create, func(ctx context.Context) error { return s.Gateway.SendPayment(ctx, serial, t) })
+	if errors.Is(err, ErrRefundExceeded) {
+		left := orig.Amount
+		if done, e := s.Store.RefundedAmount(ctx, orig.ID); e == nil {
+			left -= done
+		}
+		return nil, &Error{Code: EValidation, Detail: "The request is not valid; see errors.",
+			Fields: []FieldError{{Field: "/amount", Message: fmt.Sprintf("exceeds what is left to refund of the original (%d)", left)}}}
+	}
+	return got, err
+}
+
+// ownTransaction loads one of the merchant's transactions (WP04 otherwise).
+func (s *Service) ownTransaction(ctx context.Context, p *Principal, ref string) (*Transaction, error) {
+	t, err := s.Store.Transaction(ctx, ref)
+	if errors.Is(err, ErrNotFound) || err == nil && t.MerchantID != p.MerchantID {
+		return nil, Errorf(WP04, "No transaction with this onlineAPIRefId.")
+	} else if err != nil {
+		return nil, fmt.Errorf("transaction: %w", err)
+	}
+	return t, nil
+}
+
+// Reversal reverses an APPROVED purchase that is the latest transaction of
+// its terminal, with no card interaction. When the terminal approves the
+// REVERSAL, the original becomes REVERSED and both name each other.
+// Errors, in order: validation, WP03, WP04, not-reversible, WP01, WP30,
+// WP23, WP09.
+func (s *Service) Reversal(ctx context.Context, p *Principal, req *ReversalRequest) (*Transaction, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	if _, err := s.merchant(ctx, p); err != nil {
+		return nil, err
+	}
+	orig, err := s.ownTransaction(ctx, p, req.OnlineAPIRefID)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case orig.Type != TypePurchase:
+		return nil, Errorf(ENotReversible, "Only a purchase can be reversed; this is a %s.", orig.Type)
+	case orig.StatusID == StatusReversed:
+		return nil, Errorf(ENotReversible, "The purchase is already reversed.")
+	case orig.StatusID != StatusApproved:
+		return nil, Errorf(ENotReversible, "Only an APPROVED purchase can be reversed; this one ended in status %d.", orig.StatusID)
+	}
+	latest, err := s.Store.LatestTransaction(ctx, orig.TerminalID)
+	if err != nil {
+		return nil, fmt.Errorf("latest transaction: %w", err)
+	}
+	if latest.ID != orig.ID {
+		return nil, Errorf(ENotReversible, "Only the latest transaction of a terminal can be reversed; a newer one exists on this terminal. Refund it instead.")
+	}
+	term, err := s.Store.Terminal(ctx, orig.TerminalID)
+	if err != nil {
+		return nil, fmt.Errorf("terminal: %w", err)
+	}
+	if term.MerchantID != p.MerchantID {
+		return nil, Errorf(WP16, "The terminal ID is not one of this merchant's.")
+	}
+	serial, err := s.ready(ctx, term)
+	if err != nil {
+		return nil, err
+	}
+	t := &Transaction{
+		ID: s.NewRef(), MerchantID: p.MerchantID, TerminalID: term.TerminalID, SerialNumber: serial,
+		Type: TypeReversal, Amount: orig.Amount, CashbackAmount: orig.CashbackAmount, Currency: orig.Currency,
+		ECRReference: req.ECRReference, OriginalID: orig.ID, Reverses: orig.ID,
+		StatusID: StatusPending, Progress: ProgressSent, CreatedAt: s.now(),
+	}
+	return s.start(ctx, t, s.Store.CreateTransaction, func(ctx context.Context) error {
+		return s.Gateway.SendReversal(ctx, serial, t.ID, orig.ID, CancelByECR)
+	})
+}
+
+// applyReversal records an approved REVERSAL and turns its original
+// REVERSED, both in one database transaction. A REVERSAL the service had
+// already ended (WP25, WP36) keeps its final status and gets the result;
+// the original is reversed all the same, since the terminal did reverse it.
+func (s *Service) applyReversal(ctx context.Context, rev *Transaction, r TerminalResult) error {
+	for {
+		rv, err := s.Store.Transaction(ctx, rev.ID)
+		if err != nil {
+			return fmt.Errorf("transaction: %w", err)
+		}
+		orig, err := s.Store.Transaction(ctx, rv.OriginalID)
+		if err != nil {
+			return fmt.Errorf("original: %w", err)
+		}
+		if rv.ResultMessageID != "" || rv.Final() && rv.StatusID != StatusTechnicalError {
+			return nil
+		}
+		rvFrom, origFrom := rv.Version, orig.Version
+		now := s.now()
+		result := r.Result
+		if !rv.Final() {
+			rv.StatusID, rv.CompletedAt = StatusApproved, &now
+		}
+		rv.Result, rv.ResultMessageID, rv.Progress = &result, r.MessageID, ProgressFinal
+		if rv.AcknowledgedAt == nil {
+			rv.AcknowledgedAt = &now
+		}
+		orig.StatusID, orig.ReversedBy = StatusReversed, rv.ID
+		err = s.Store.UpdateTransactionPair(ctx, rv, rvFrom, orig, origFrom)
+		if errors.Is(err, ErrConflict) {
+			continue
+		} else if err != nil {
+			return fmt.Errorf("apply reversal: %w", err)
+		}
+		s.disarm(rv.ID)
+		s.changes.publish(rv.ID)
+		s.changes.publish(orig.ID)
+		return nil
+	}
+}
+
+// ListQuery is what GET /transactions asks, parsed.
+type ListQuery struct {
+	From, To     *time.Time
+	TerminalID   string
+	StatusID     *int
+	ECRReference string
+	Limit        int
+	Cursor       string
+}
+
+type cursorJSON struct {
+	T int64  `json:"t"`
+	I string `json:"i"`
+}
+
+// Transactions lists the merchant's transactions, newest first, a page at
+// a time; the returned cursor (empty on the last page) continues it.
+// Errors, in order: validation, WP03, WP26 (a range over 30 days), WP27 (a
+// start more than 90 days ago), WP16 (terminalId).
+func (s *Service) Transactions(ctx context.Context, p *Principal, q ListQuery) ([]*Transaction, string, error) {
+	var f fields
+	now := s.Now().UTC()
+	to, from := now, now.Add(-DefaultListRange)
+	switch {
+	case q.From != nil && q.To != nil:
+		from, to = *q.From, *q.To
+	case q.From != nil:
+		from = *q.From
+	case q.To != nil:
+		to, from = *q.To, q.To.Add(-DefaultListRange)
+	}
+	if !from.Before(to) {
+		f.add("from", "must be before to")
+	}
+	limit := q.Limit
+	if limit == 0 {
+		limit = DefaultListLimit
+	} else if limit < 1 || limit > MaxListLimit {
+		f.add("limit", "must be 1-%d", MaxListLimit)
+	}
+	if q.TerminalID != "" && !ValidTerminalID(q.TerminalID) {
+		f.add("terminalId", "must be 8 digits")
+	}
+	if q.StatusID != nil {
+		if _, ok := s.Metadata.TransactionStatus(*q.StatusID); !ok {
+			f.add("statusId", "must be an id of the transactionStatuses list")
+		}
+	}
+	if utf8.RuneCountInString(q.ECRReference) > MaxECRReferenceLen {
+		f.add("ecrReference", "must be at most %d characters", MaxECRReferenceLen)
+	}
+	var after *TransactionCursor
+	if q.Cursor != "" {
+		var c cursorJSON
+		b, err := base64.RawURLEncoding.DecodeString(q.Cursor)
+		if err != nil || json.Unmarshal(b, &c) != nil || !ValidRef(c.I) {
+			f.add("cursor", "is not a cursor this service returned")
+		} else {
+			after = &TransactionCursor{CreatedAt: time.UnixMicro(c.T).UTC(), ID: c.I}
+		}
+	}
+	if err := f.err(); err != nil {
+		return nil, "", err
+	}
+	if _, err := s.merchant(ctx, p); err != nil {
+		return nil, "", err
+	}
+	if to.Sub(from) > MaxListRange {
+		return nil, "", Errorf(WP26, "A listing may cover at most 30 days; narrow from and to.")
+	}
+	if from.Before(now.Add(-MaxListAge)) {
+		return nil, "", Errorf(WP27, "Only the past 90 days can be listed; move from forward.")
+	}
+	if q.TerminalID != "" {
+		if _, err := s.ownTerminal(ctx, p, q.TerminalID); err != nil {
+			return nil, "", err
+		}
+	}
+	ts, err := s.Store.ListTransactions(ctx, TransactionFilter{
+		MerchantID: p.MerchantID, From: from, To: to, TerminalID: q.TerminalID, StatusID: q.StatusID,
+		ECRReference: q.ECRReference, Limit: limit + 1, After: after,
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("list transactions: %w", err)
+	}
+	next := ""
+	if len(ts) > limit {
+		ts = ts[:limit]
+		last := ts[len(ts)-1]
+		b, _ := json.Marshal(cursorJSON{T: last.CreatedAt.UnixMicro(), I: last.ID})
+		next = base64.RawURLEncoding.EncodeToString(b)
+	}
+	return ts, next, nil
+}

@@ -1,0 +1,248 @@
+// Package accessapi is the HTTP adapter of Access API 2.0, on its own
+// listener and base URL: one route table with exactly the specification's
+// paths, handlers that decode, call one domain operation and encode.
+// Authentication, problems, body limits, strict JSON and idempotency are
+// those of the Online API.
+package accessapi
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/httpapi"
+	"github.com/instore-dev/instore/internal/onlineapi"
+)
+
+// Config holds what the Access API needs.
+type Config struct {
+	API     *httpapi.API
+	Guard   *httpapi.Guard
+	Service *instore.Service
+	// Store keeps the idempotency records.
+	Store instore.IdempotencyStore
+	// OpenAPI is the document served at /openapi.yaml.
+	OpenAPI []byte
+	Logger  *slog.Logger
+}
+
+// idempotencyScope prefixes the customer id in the idempotency records'
+// scope: the Online API scopes them by merchant, the Access API by
+// customer, and the prefix keeps the two apart.
+const idempotencyScope = "access:"
+
+// Register adds the Access API's routes to cfg.API: the route table.
+func Register(cfg Config) {
+	a, g := cfg.API, cfg.Guard
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	h := &handlers{svc: cfg.Service}
+	idem := &onlineapi.Idempotency{API: a, Store: cfg.Store, Logger: logger, Now: time.Now}
+	post := func(f httpapi.AuthedFunc) httpapi.HandlerFunc { return g.Wrap(perCustomer(idem, f)) }
+	doc := newDoc(cfg.OpenAPI)
+
+	a.Handle("POST /oauth2/token", httpapi.TokenHandler(g.Auth, instore.SurfaceAccess))
+	a.Handle("GET /openapi.yaml", g.Wrap(doc.serve))
+	a.Handle("POST /getTerminalId", post(h.getTerminalID))
+	a.Handle("POST /getTerminalInfo", g.Wrap(h.getTerminalInfo))
+	a.Handle("GET /terminal/getPackages/{customerId}/{model}", g.Wrap(h.getPackages))
+	a.Handle("POST /terminal/createUpdate", post(h.createUpdate))
+}
+
+// perCustomer applies the Online API's idempotency to an Access API
+// operation with the records scoped by the principal's customer; the
+// handler still gets the principal as it is.
+func perCustomer(idem *onlineapi.Idempotency, f httpapi.AuthedFunc) httpapi.AuthedFunc {
+	return func(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+		scoped := *p
+		scoped.MerchantID = idempotencyScope + p.CustomerID
+		return idem.Wrap(func(w http.ResponseWriter, r *http.Request, _ *instore.Principal) error {
+			return f(w, r, p)
+		})(w, r, &scoped)
+	}
+}
+
+// handlers are the Access API's operation handlers.
+type handlers struct {
+	svc *instore.Service
+}
+
+// terminalIDJSON is a terminal ID as POST /getTerminalId answers it.
+type terminalIDJSON struct {
+	TerminalID   string    `json:"terminalId"`
+	CustomerID   string    `json:"customerId"`
+	MerchantID   *string   `json:"merchantId"`
+	SerialNumber *string   `json:"serialNumber"`
+	Model        *string   `json:"model"`
+	CreatedAt    time.Time `json:"createdAt"`
+}
+
+func (h *handlers) getTerminalID(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	var req instore.TerminalIDRequest
+	if err := httpapi.DecodeJSON(r, &req); err != nil {
+		return err
+	}
+	t, err := h.svc.AllocateTerminal(r.Context(), p, &req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, &terminalIDJSON{
+		TerminalID: t.TerminalID, CustomerID: t.CustomerID, MerchantID: optional(t.MerchantID),
+		SerialNumber: optional(t.SerialNumber), Model: optional(t.Model), CreatedAt: t.CreatedAt,
+	})
+}
+
+// terminalInfoJSON is a terminal ID as POST /getTerminalInfo answers it.
+type terminalInfoJSON struct {
+	TerminalID         string      `json:"terminalId"`
+	CustomerID         string      `json:"customerId"`
+	MerchantID         *string     `json:"merchantId"`
+	SerialNumber       *string     `json:"serialNumber"`
+	Model              *string     `json:"model"`
+	SoftwareVersion    *string     `json:"softwareVersion"`
+	MinSoftwareVersion *string     `json:"minSoftwareVersion"`
+	Linked             bool        `json:"linked"`
+	Online             bool        `json:"online"`
+	LastSeenAt         *time.Time  `json:"lastSeenAt"`
+	PendingUpdate      *updateJSON `json:"pendingUpdate"`
+	LastUpdate         *updateJSON `json:"lastUpdate"`
+}
+
+func (h *handlers) getTerminalInfo(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	var req instore.TerminalRequest
+	if err := httpapi.DecodeJSON(r, &req); err != nil {
+		return err
+	}
+	info, err := h.svc.TerminalInfo(r.Context(), p, &req)
+	if err != nil {
+		return err
+	}
+	t := info.Terminal
+	out := &terminalInfoJSON{
+		TerminalID: t.TerminalID, CustomerID: t.CustomerID, MerchantID: optional(t.MerchantID),
+		Model: optional(info.Model), MinSoftwareVersion: optional(info.MinSoftwareVersion),
+		Linked: t.Linked(), Online: info.Online,
+		PendingUpdate: toUpdateJSON(info.PendingUpdate), LastUpdate: toUpdateJSON(info.LastUpdate),
+	}
+	if d := info.Device; d != nil {
+		out.SerialNumber, out.SoftwareVersion, out.LastSeenAt = optional(d.SerialNumber), optional(d.SoftwareVersion), d.LastSeenAt
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// packageJSON is a package of the catalogue as the Access API shows it.
+type packageJSON struct {
+	PackageID  string    `json:"packageId"`
+	Model      string    `json:"model"`
+	Name       string    `json:"name"`
+	Version    string    `json:"version"`
+	Mandatory  bool      `json:"mandatory"`
+	SizeBytes  int64     `json:"sizeBytes"`
+	SHA256     string    `json:"sha256"`
+	ReleasedAt time.Time `json:"releasedAt"`
+}
+
+func (h *handlers) getPackages(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	ps, err := h.svc.Packages(r.Context(), p, r.PathValue("customerId"), r.PathValue("model"))
+	if err != nil {
+		return err
+	}
+	out := make([]packageJSON, len(ps))
+	for i, pk := range ps {
+		out[i] = packageJSON{PackageID: pk.ID, Model: pk.Model, Name: pk.Name, Version: pk.Version,
+			Mandatory: pk.Mandatory, SizeBytes: pk.SizeBytes, SHA256: pk.SHA256, ReleasedAt: pk.ReleasedAt}
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"packages": out})
+}
+
+// updateJSON is a software update as the Access API shows it.
+type updateJSON struct {
+	UpdateID        string     `json:"updateId"`
+	TerminalID      string     `json:"terminalId"`
+	PackageID       string     `json:"packageId"`
+	Status          string     `json:"status"`
+	Reason          *string    `json:"reason"`
+	SoftwareVersion *string    `json:"softwareVersion"`
+	NotBefore       *time.Time `json:"notBefore"`
+	CreatedAt       time.Time  `json:"createdAt"`
+	UpdatedAt       time.Time  `json:"updatedAt"`
+}
+
+func toUpdateJSON(u *instore.Update) *updateJSON {
+	if u == nil {
+		return nil
+	}
+	return &updateJSON{
+		UpdateID: u.ID, TerminalID: u.TerminalID, PackageID: u.PackageID, Status: u.Status,
+		Reason: optional(u.Reason), SoftwareVersion: optional(u.SoftwareVersion), NotBefore: u.NotBefore,
+		CreatedAt: u.CreatedAt, UpdatedAt: u.UpdatedAt,
+	}
+}
+
+func (h *handlers) createUpdate(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	var req instore.UpdateRequest
+	if err := httpapi.DecodeJSON(r, &req); err != nil {
+		return err
+	}
+	u, err := h.svc.CreateUpdate(r.Context(), p, &req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, toUpdateJSON(u))
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// writeJSON writes v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	w.Write(b)
+	return nil
+}
+
+// doc is the OpenAPI document, served with an ETag.
+type doc struct {
+	body []byte
+	etag string
+}
+
+func newDoc(body []byte) *doc {
+	sum := sha256.Sum256(body)
+	return &doc{body: body, etag: `"` + hex.EncodeToString(sum[:12]) + `"`}
+}
+
+func (d *doc) serve(w http.ResponseWriter, r *http.Request, _ *instore.Principal) error {
+	h := w.Header()
+	h.Set("Etag", d.etag)
+	h.Set("Cache-Control", "private, no-cache")
+	for _, part := range strings.Split(r.Header.Get("If-None-Match"), ",") {
+		if t := strings.TrimSpace(part); t == "*" || strings.TrimPrefix(t, "W/") == d.etag {
+			w.WriteHeader(http.StatusNotModified)
+			return nil
+		}
+	}
+	h.Set("Content-Type", "application/yaml")
+	h.Set("Content-Length", strconv.Itoa(len(d.body)))
+	w.Write(d.body)
+	return nil
+}

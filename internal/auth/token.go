@@ -1,0 +1,300 @@
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/instore-dev/instore"
+)
+
+const (
+	issuer = "instore"
+	// signingKeySetting is the store setting that keeps a generated key.
+	signingKeySetting = "token_signing_key"
+	// MinSigningKeyBytes is the shortest accepted HMAC key.
+	MinSigningKeyBytes = 32
+	// maxCacheEntries bounds the verified-credentials cache.
+	maxCacheEntries = 10000
+	// maxCredentialLen bounds what is read of a token or key header.
+	maxCredentialLen = 4096
+)
+
+// errUnauthorized is what every failed authentication returns to the client:
+// the body never says which credential failed. The cause goes in Err, for
+// the log only.
+func errUnauthorized(cause string) error {
+	return &instore.Error{
+		Code:   instore.EUnauthorized,
+		Detail: "The access token or the subscription key is missing or invalid.",
+		Err:    errors.New(cause),
+	}
+}
+
+// Config configures an Authenticator.
+type Config struct {
+	Store instore.Store
+	// SigningKey signs access tokens (HS256); at least 32 bytes.
+	SigningKey []byte
+	// TokenTTL is the lifetime of issued tokens (default 1 h).
+	TokenTTL time.Duration
+	// CacheTTL is how long a verified credential pair is trusted without
+	// asking the store again: revoking a client or key, or deactivating a
+	// merchant, takes effect within it. Zero disables the cache.
+	CacheTTL time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Authenticator issues access tokens and authenticates requests.
+type Authenticator struct {
+	store    instore.Store
+	key      []byte
+	tokenTTL time.Duration
+	cacheTTL time.Duration
+	now      func() time.Time
+	parser   map[instore.Surface]*jwt.Parser
+
+	mu    sync.RWMutex
+	cache map[credPair]cacheEntry
+}
+
+type credPair struct{ token, key string }
+
+type cacheEntry struct {
+	principal *instore.Principal
+	until     time.Time
+}
+
+// New returns an Authenticator.
+func New(cfg Config) (*Authenticator, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("auth: no store")
+	}
+	if len(cfg.SigningKey) < MinSigningKeyBytes {
+		return nil, fmt.Errorf("auth: signing key must be at least %d bytes", MinSigningKeyBytes)
+	}
+	if cfg.TokenTTL <= 0 {
+		cfg.TokenTTL = time.Hour
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	a := &Authenticator{
+		store:    cfg.Store,
+		key:      cfg.SigningKey,
+		tokenTTL: cfg.TokenTTL,
+		cacheTTL: cfg.CacheTTL,
+		now:      cfg.Now,
+		parser:   map[instore.Surface]*jwt.Parser{},
+		cache:    map[credPair]cacheEntry{},
+	}
+	for _, s := range []instore.Surface{instore.SurfaceOnline, instore.SurfaceAccess} {
+		a.parser[s] = jwt.NewParser(
+			jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+			jwt.WithAudience(string(s)),
+			jwt.WithIssuer(issuer),
+			jwt.WithExpirationRequired(),
+			jwt.WithTimeFunc(func() time.Time { return a.now() }),
+		)
+	}
+	return a, nil
+}
+
+// TokenTTL is the lifetime of tokens issued by IssueToken.
+func (a *Authenticator) TokenTTL() time.Duration { return a.tokenTTL }
+
+// LoadSigningKey returns the configured key if there is one, and otherwise
+// the key kept in the store, generating it at first start (the first node to
+// start wins; every node then signs with the same key).
+func LoadSigningKey(ctx context.Context, store instore.Store, configured []byte) ([]byte, error) {
+	if len(configured) > 0 {
+		if len(configured) < MinSigningKeyBytes {
+			return nil, fmt.Errorf("token signing key must be at least %d bytes", MinSigningKeyBytes)
+		}
+		return configured, nil
+	}
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	v, err := store.InitSetting(ctx, signingKeySetting, base64.StdEncoding.EncodeToString(b[:]))
+	if err != nil {
+		return nil, fmt.Errorf("token signing key: %w", err)
+	}
+	key, err := base64.StdEncoding.DecodeString(v)
+	if err != nil || len(key) < MinSigningKeyBytes {
+		return nil, errors.New("token signing key in the store is invalid")
+	}
+	return key, nil
+}
+
+// IssueToken checks a client's credentials (client credentials grant) and
+// returns a signed access token for the client's surface.
+func (a *Authenticator) IssueToken(ctx context.Context, surface instore.Surface, clientID, secret string) (token string, expires time.Time, err error) {
+	if clientID == "" || secret == "" || len(clientID) > 255 || len(secret) > 255 {
+		return "", time.Time{}, errUnauthorized("client id or secret missing or too long")
+	}
+	c, err := a.store.APIClient(ctx, clientID)
+	if errors.Is(err, instore.ErrNotFound) {
+		// Spend the same digest work as a known client would.
+		Equal(Digest(secret), make([]byte, 32))
+		return "", time.Time{}, errUnauthorized("unknown client")
+	} else if err != nil {
+		return "", time.Time{}, err
+	}
+	if !Equal(Digest(secret), c.SecretHash) {
+		return "", time.Time{}, errUnauthorized("wrong client secret")
+	}
+	if c.RevokedAt != nil {
+		return "", time.Time{}, errUnauthorized("client revoked")
+	}
+	if c.Surface != surface {
+		return "", time.Time{}, errUnauthorized("client of another surface")
+	}
+	return a.Mint(c, a.tokenTTL)
+}
+
+// Mint signs a token for a client without checking its secret: for IssueToken
+// and for the demo, which hands out a ready token.
+func (a *Authenticator) Mint(c *instore.APIClient, ttl time.Duration) (string, time.Time, error) {
+	now := a.now().Truncate(time.Second)
+	exp := now.Add(ttl)
+	var jti [12]byte
+	rand.Read(jti[:])
+	claims := jwt.RegisteredClaims{
+		Issuer:    issuer,
+		Subject:   c.ID,
+		Audience:  jwt.ClaimStrings{string(c.Surface)},
+		IssuedAt:  jwt.NewNumericDate(now),
+		ExpiresAt: jwt.NewNumericDate(exp),
+		ID:        base64.RawURLEncoding.EncodeToString(jti[:]),
+	}
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(a.key)
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("sign token: %w", err)
+	}
+	return s, exp, nil
+}
+
+// BearerToken extracts the token of an Authorization header value; the
+// scheme is case-insensitive.
+func BearerToken(header string) (string, bool) {
+	const scheme = "bearer "
+	if len(header) <= len(scheme) || !strings.EqualFold(header[:len(scheme)], scheme) {
+		return "", false
+	}
+	tok := strings.TrimSpace(header[len(scheme):])
+	return tok, tok != "" && len(tok) <= maxCredentialLen && !strings.ContainsAny(tok, " \t")
+}
+
+// Authenticate checks the Authorization header value and the subscription
+// key of a request to the given surface. Every failure is the same
+// unauthorized error; the cause is kept for the log.
+func (a *Authenticator) Authenticate(ctx context.Context, surface instore.Surface, authorization, subscriptionKey string) (*instore.Principal, error) {
+	token, ok := BearerToken(authorization)
+	if !ok {
+		return nil, errUnauthorized("Authorization header missing or malformed")
+	}
+	if subscriptionKey == "" || len(subscriptionKey) > maxCredentialLen {
+		return nil, errUnauthorized("subscription key missing or malformed")
+	}
+	now := a.now()
+	pair := credPair{token, subscriptionKey}
+	if a.cacheTTL > 0 {
+		a.mu.RLock()
+		e, hit := a.cache[pair]
+		a.mu.RUnlock()
+		if hit && now.Before(e.until) && e.principal.Surface == surface {
+			return e.principal, nil
+		}
+	}
+	p, exp, err := a.verify(ctx, surface, token, subscriptionKey)
+	if err != nil {
+		return nil, err
+	}
+	if a.cacheTTL > 0 {
+		until := now.Add(a.cacheTTL)
+		if exp.Before(until) {
+			until = exp
+		}
+		a.mu.Lock()
+		if len(a.cache) >= maxCacheEntries {
+			clear(a.cache)
+		}
+		a.cache[pair] = cacheEntry{principal: p, until: until}
+		a.mu.Unlock()
+	}
+	return p, nil
+}
+
+// VerifyToken checks a token's signature, audience and expiry and returns
+// its client id; it does not consult the store.
+func (a *Authenticator) VerifyToken(surface instore.Surface, token string) (clientID string, err error) {
+	var claims jwt.RegisteredClaims
+	if _, err := a.parser[surface].ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return a.key, nil }); err != nil {
+		return "", err
+	}
+	return claims.Subject, nil
+}
+
+func (a *Authenticator) verify(ctx context.Context, surface instore.Surface, token, subscriptionKey string) (*instore.Principal, time.Time, error) {
+	var claims jwt.RegisteredClaims
+	_, err := a.parser[surface].ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return a.key, nil })
+	if err != nil {
+		switch {
+		case errors.Is(err, jwt.ErrTokenExpired):
+			return nil, time.Time{}, errUnauthorized("token expired")
+		case errors.Is(err, jwt.ErrTokenInvalidAudience):
+			return nil, time.Time{}, errUnauthorized("token of another surface")
+		default:
+			return nil, time.Time{}, errUnauthorized("token invalid")
+		}
+	}
+	client, err := a.store.APIClient(ctx, claims.Subject)
+	if errors.Is(err, instore.ErrNotFound) {
+		return nil, time.Time{}, errUnauthorized("token of an unknown client")
+	} else if err != nil {
+		return nil, time.Time{}, fmt.Errorf("authenticate: %w", err)
+	}
+	if client.RevokedAt != nil {
+		return nil, time.Time{}, errUnauthorized("token of a revoked client")
+	}
+	if client.Surface != surface {
+		return nil, time.Time{}, errUnauthorized("token of another surface")
+	}
+	digest := Digest(subscriptionKey)
+	key, err := a.store.SubscriptionKeyByHash(ctx, digest)
+	if errors.Is(err, instore.ErrNotFound) {
+		return nil, time.Time{}, errUnauthorized("unknown subscription key")
+	} else if err != nil {
+		return nil, time.Time{}, fmt.Errorf("authenticate: %w", err)
+	}
+	if !Equal(digest, key.Hash) {
+		return nil, time.Time{}, errUnauthorized("unknown subscription key")
+	}
+	if key.RevokedAt != nil {
+		return nil, time.Time{}, errUnauthorized("subscription key revoked")
+	}
+	if key.Surface != surface {
+		return nil, time.Time{}, errUnauthorized("subscription key of another surface")
+	}
+	if key.CustomerID != client.CustomerID || key.MerchantID != client.MerchantID {
+		return nil, time.Time{}, errUnauthorized("token and subscription key of different accounts")
+	}
+	p := &instore.Principal{
+		Surface:    surface,
+		ClientID:   client.ID,
+		CustomerID: client.CustomerID,
+		MerchantID: client.MerchantID,
+		KeyID:      key.ID,
+	}
+	return p, claims.ExpiresAt.Time, nil
+}

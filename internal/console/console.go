@@ -1,0 +1,367 @@
+// Package console is the sandbox console: a page where an integrator sees
+// the virtual terminals as small device screens, acts as the cardholder or
+// the shop, and follows transactions and print jobs live through
+// server-sent events. It is served from embedded files (no Node toolchain)
+// in sandbox and demo mode only.
+package console
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/httpapi"
+	"github.com/instore-dev/instore/internal/onlineapi"
+	"github.com/instore-dev/instore/internal/sim"
+)
+
+//go:embed static
+var staticFS embed.FS
+
+// Credentials pre-fill the page's connection form (the demo's own sandbox
+// credentials); empty in `serve --sandbox`, where a person pastes theirs.
+type Credentials struct {
+	SubscriptionKey string `json:"subscriptionKey"`
+	AccessToken     string `json:"accessToken"`
+}
+
+// Config holds what the console needs.
+type Config struct {
+	API      *httpapi.API
+	Guard    *httpapi.Guard
+	Service  *instore.Service
+	Store    instore.Store
+	Fleet    *sim.Fleet
+	Metadata *instore.Metadata
+	Logger   *slog.Logger
+	// Defaults, if set, returns credentials offered to the page (demo only).
+	Defaults func() *Credentials
+}
+
+// Console serves the page and its event stream.
+type Console struct {
+	cfg Config
+	hub *hub
+}
+
+// Register adds /console and its API to cfg.API and starts following the
+// service's and the virtual terminals' changes.
+func Register(cfg Config) *Console {
+	c := &Console{cfg: cfg, hub: newHub()}
+	sub, _ := fs.Sub(staticFS, "static")
+	files := http.FileServer(http.FS(sub))
+	cfg.API.Handle("GET /console", func(w http.ResponseWriter, r *http.Request) error {
+		b, err := fs.ReadFile(sub, "index.html")
+		if err != nil {
+			return err
+		}
+		h := w.Header()
+		h.Set("Content-Type", "text/html; charset=utf-8")
+		h.Set("Cache-Control", "no-store")
+		h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; connect-src 'self'; img-src 'self' data:")
+		h.Set("X-Content-Type-Options", "nosniff")
+		w.Write(b)
+		return nil
+	})
+	cfg.API.Mux.Handle("GET /console/static/", http.StripPrefix("/console/static/", files))
+	cfg.API.Handle("GET /console/defaults", func(w http.ResponseWriter, r *http.Request) error {
+		d := &Credentials{}
+		if cfg.Defaults != nil {
+			if c := cfg.Defaults(); c != nil {
+				d = c
+			}
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		return writeJSON(w, d)
+	})
+	cfg.API.Handle("GET /console/events", cfg.Guard.Wrap(c.events))
+	cfg.API.Handle("POST /console/devices/{serialNumber}/{action}", cfg.Guard.Wrap(c.action))
+
+	cfg.Service.Observe(c.changed)
+	cfg.Fleet.OnChange(func(t *sim.Terminal) {
+		c.hub.publish(event{kind: "device", device: c.device(t)})
+	})
+	return c
+}
+
+// deviceJSON is a virtual device as the console shows it: the sandbox's
+// view plus whether it waits for a person.
+type deviceJSON struct {
+	onlineapi.DeviceJSON
+	Interactive bool `json:"interactive"`
+}
+
+func (c *Console) device(t *sim.Terminal) *deviceJSON {
+	return &deviceJSON{DeviceJSON: onlineapi.DeviceState(t.State()), Interactive: t.Interactive()}
+}
+
+// visibleDevices lists the devices a customer may see, as the console
+// shows them.
+func (c *Console) visibleDevices(ctx context.Context, customerID string) ([]*deviceJSON, error) {
+	ds, err := onlineapi.VisibleDevices(ctx, c.cfg.Store, c.cfg.Fleet, customerID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*deviceJSON, 0, len(ds))
+	for _, d := range ds {
+		if t, ok := c.cfg.Fleet.Get(d.SerialNumber); ok {
+			out = append(out, c.device(t))
+		}
+	}
+	return out, nil
+}
+
+func writeJSON(w http.ResponseWriter, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(b)
+	return nil
+}
+
+// changed is called after every committed change of a transaction or a
+// print job; it loads the row and fans it out to the merchant's pages.
+func (c *Console) changed(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	switch {
+	case strings.HasPrefix(id, "txn_"):
+		t, err := c.cfg.Store.Transaction(ctx, id)
+		if err != nil {
+			return
+		}
+		c.hub.publish(event{kind: "transaction", merchantID: t.MerchantID, data: onlineapi.TransactionJSON(c.cfg.Metadata, t)})
+	case strings.HasPrefix(id, "prt_"):
+		j, err := c.cfg.Store.PrintJob(ctx, id)
+		if err != nil {
+			return
+		}
+		c.hub.publish(event{kind: "print", merchantID: j.MerchantID, data: onlineapi.PrintJobJSON(c.cfg.Metadata, j)})
+	}
+}
+
+// events streams server-sent events to one page: a snapshot first (the
+// code lists, the visible devices, the last day's transactions), then every
+// change. A reconnecting page gets a new snapshot, so it catches up.
+func (c *Console) events(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	if _, err := c.cfg.Service.ActiveMerchant(r.Context(), p); err != nil {
+		return err
+	}
+	rc := http.NewResponseController(w)
+	// The stream outlives the server's write timeout.
+	rc.SetWriteDeadline(time.Time{})
+	sub := c.hub.subscribe(p.MerchantID)
+	defer c.hub.unsubscribe(sub)
+
+	devices, err := c.visibleDevices(r.Context(), p.CustomerID)
+	if err != nil {
+		return err
+	}
+	txs, _, err := c.cfg.Service.Transactions(r.Context(), p, instore.ListQuery{Limit: 50})
+	if err != nil {
+		return err
+	}
+	list := make([]any, len(txs))
+	for i, t := range txs {
+		list[i] = onlineapi.TransactionJSON(c.cfg.Metadata, t)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	visible := map[string]bool{}
+	for _, d := range devices {
+		visible[d.SerialNumber] = true
+	}
+	if err := sse(w, "snapshot", map[string]any{
+		"metadata": c.cfg.Metadata, "devices": devices, "transactions": list, "prints": c.hub.recentPrints(p.MerchantID),
+	}); err != nil {
+		return nil
+	}
+	rc.Flush()
+	ping := time.NewTicker(15 * time.Second)
+	defer ping.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-sub.gone:
+			return nil // too slow: dropped; the page reconnects and catches up
+		case <-ping.C:
+			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
+				return nil
+			}
+		case ev := <-sub.ch:
+			var data any = ev.data
+			if ev.kind == "device" {
+				if !visible[ev.device.SerialNumber] {
+					// A device becomes visible when linked to this customer.
+					if ds, err := onlineapi.VisibleDevices(r.Context(), c.cfg.Store, c.cfg.Fleet, p.CustomerID); err == nil {
+						for _, d := range ds {
+							visible[d.SerialNumber] = true
+						}
+					}
+					if !visible[ev.device.SerialNumber] {
+						continue
+					}
+				}
+				data = ev.device
+			}
+			if err := sse(w, ev.kind, data); err != nil {
+				return nil
+			}
+		}
+		rc.Flush()
+	}
+}
+
+func sse(w http.ResponseWriter, kind string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", kind, b)
+	return err
+}
+
+// Actions a person can take on a virtual terminal from the console.
+var outcomeActions = map[string]int{
+	"approve":          instore.StatusApproved,
+	"decline":          instore.StatusTransactionDeclined,
+	"wrong-pin":        instore.StatusWrongPIN,
+	"cardholder-abort": instore.StatusAbortedByCardholder,
+	"cancel":           instore.StatusAbortedByCashier,
+}
+
+var printerActions = map[string]int{
+	"out-of-paper": instore.PrintOutOfPaper,
+	"low-battery":  instore.PrintLowBattery,
+}
+
+// action acts on a virtual device the caller may see: outcomes decide the
+// transaction a waiting (interactive) terminal shows, or the next one;
+// offline/online take it off and back; printer actions set the next print.
+func (c *Console) action(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	if _, err := c.cfg.Service.ActiveMerchant(r.Context(), p); err != nil {
+		return err
+	}
+	serial, action := r.PathValue("serialNumber"), r.PathValue("action")
+	devices, err := onlineapi.VisibleDevices(r.Context(), c.cfg.Store, c.cfg.Fleet, p.CustomerID)
+	if err != nil {
+		return err
+	}
+	var t *sim.Terminal
+	for _, d := range devices {
+		if d.SerialNumber == serial {
+			t, _ = c.cfg.Fleet.Get(serial)
+		}
+	}
+	if t == nil {
+		return instore.Errorf(instore.ENotFound, "No virtual terminal with this serial number.")
+	}
+	switch {
+	case action == "offline":
+		t.SetOffline(true)
+	case action == "online":
+		t.SetOffline(false)
+	case action == "interactive-on", action == "interactive-off":
+		t.SetInteractive(action == "interactive-on")
+	default:
+		if st, ok := outcomeActions[action]; ok {
+			if err := t.Decide(st); errors.Is(err, sim.ErrNothingToDecide) {
+				if err := t.SetNextOutcome(st); err != nil {
+					return instore.Errorf(instore.EValidation, "%s", err.Error())
+				}
+			} else if err != nil {
+				return instore.Errorf(instore.EConflict, "%s", err.Error())
+			}
+		} else if st, ok := printerActions[action]; ok {
+			t.SetNextPrint(st)
+		} else {
+			return instore.Errorf(instore.ENotFound, "Unknown action.")
+		}
+	}
+	return writeJSON(w, c.device(t))
+}
+
+// event is one change to send to pages.
+type event struct {
+	kind       string // transaction, print, device
+	merchantID string // for transaction and print; "" for device
+	data       any
+	device     *deviceJSON
+}
+
+// hub fans events out to the subscribed pages. A page that cannot keep up
+// is dropped, never allowed to block the service.
+type hub struct {
+	mu     sync.Mutex
+	subs   map[*subscriber]bool
+	prints map[string][]any // merchant -> recent print jobs (newest last)
+}
+
+type subscriber struct {
+	merchantID string
+	ch         chan event
+	gone       chan struct{}
+}
+
+func newHub() *hub { return &hub{subs: map[*subscriber]bool{}, prints: map[string][]any{}} }
+
+func (h *hub) subscribe(merchantID string) *subscriber {
+	s := &subscriber{merchantID: merchantID, ch: make(chan event, 256), gone: make(chan struct{})}
+	h.mu.Lock()
+	h.subs[s] = true
+	h.mu.Unlock()
+	return s
+}
+
+func (h *hub) unsubscribe(s *subscriber) {
+	h.mu.Lock()
+	if h.subs[s] {
+		delete(h.subs, s)
+		close(s.gone)
+	}
+	h.mu.Unlock()
+}
+
+func (h *hub) publish(ev event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ev.kind == "print" {
+		l := append(h.prints[ev.merchantID], ev.data)
+		if len(l) > 50 {
+			l = l[len(l)-50:]
+		}
+		h.prints[ev.merchantID] = l
+	}
+	for s := range h.subs {
+		if ev.merchantID != "" && s.merchantID != ev.merchantID {
+			continue
+		}
+		select {
+		case s.ch <- ev:
+		default:
+			delete(h.subs, s)
+			close(s.gone)
+		}
+	}
+}
+
+func (h *hub) recentPrints(merchantID string) []any {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]any{}, h.prints[merchantID]...)
+}

@@ -1,0 +1,229 @@
+// instore sandbox console: follows the service through server-sent events
+// (read with fetch so that the credentials travel in headers, never in a
+// URL) and drives the virtual terminals through the console API.
+"use strict";
+
+const state = { key: "", token: "", meta: null, devices: new Map(), txs: new Map(), prints: new Map() };
+const $ = (sel) => document.querySelector(sel);
+
+function headers() {
+  return { "Ocp-Apim-Subscription-Key": state.key, "Authorization": "Bearer " + state.token };
+}
+
+function setConn(text, cls) {
+  const el = $("#conn");
+  el.textContent = text;
+  el.className = "conn " + (cls || "");
+}
+
+async function start() {
+  state.key = sessionStorage.getItem("instore.key") || "";
+  state.token = sessionStorage.getItem("instore.token") || "";
+  if (!state.key || !state.token) {
+    try {
+      const d = await (await fetch("/console/defaults")).json();
+      if (d.subscriptionKey && d.accessToken) { state.key = d.subscriptionKey; state.token = d.accessToken; }
+    } catch (e) { /* no defaults */ }
+  }
+  if (!state.key || !state.token) { showLogin(); return; }
+  connect();
+}
+
+function showLogin(message) {
+  $("#app").hidden = true;
+  $("#login").hidden = false;
+  if (message) setConn(message, "down");
+  $("#key").focus();
+}
+
+$("#login-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  state.key = $("#key").value.trim();
+  state.token = $("#token").value.trim();
+  sessionStorage.setItem("instore.key", state.key);
+  sessionStorage.setItem("instore.token", state.token);
+  connect();
+});
+
+let retry = 500;
+async function connect() {
+  setConn("Connecting…");
+  let resp;
+  try {
+    resp = await fetch("/console/events", { headers: headers(), cache: "no-store" });
+  } catch (e) {
+    return reconnect();
+  }
+  if (resp.status === 401 || resp.status === 403) {
+    sessionStorage.clear();
+    return showLogin(resp.status === 401 ? "Credentials refused" : "Merchant inactive");
+  }
+  if (!resp.ok || !resp.body) return reconnect();
+  $("#login").hidden = true;
+  $("#app").hidden = false;
+  setConn("Live", "live");
+  retry = 500;
+  const reader = resp.body.getReader();
+  const decoder = new TextDecoder();
+  let buf = "";
+  for (;;) {
+    let chunk;
+    try { chunk = await reader.read(); } catch (e) { break; }
+    if (chunk.done) break;
+    buf += decoder.decode(chunk.value, { stream: true });
+    let i;
+    while ((i = buf.indexOf("\n\n")) >= 0) {
+      handleEvent(buf.slice(0, i));
+      buf = buf.slice(i + 2);
+    }
+  }
+  reconnect();
+}
+
+function reconnect() {
+  setConn("Reconnecting…", "down");
+  setTimeout(connect, retry);
+  retry = Math.min(retry * 2, 8000);
+}
+
+function handleEvent(block) {
+  let kind = "message", data = "";
+  for (const line of block.split("\n")) {
+    if (line.startsWith("event: ")) kind = line.slice(7);
+    else if (line.startsWith("data: ")) data += line.slice(6);
+  }
+  if (!data) return;
+  const v = JSON.parse(data);
+  switch (kind) {
+    case "snapshot":
+      state.meta = v.metadata;
+      state.devices = new Map(v.devices.map((d) => [d.serialNumber, d]));
+      state.txs = new Map(v.transactions.map((t) => [t.onlineAPIRefId, t]));
+      state.prints = new Map((v.prints || []).map((p) => [p.printId, p]));
+      renderMeta(); renderDevices(); renderTxs(); renderPrints();
+      break;
+    case "device": state.devices.set(v.serialNumber, v); renderDevices(); break;
+    case "transaction": state.txs.set(v.onlineAPIRefId, v); renderTxs(v.onlineAPIRefId); break;
+    case "print": state.prints.set(v.printId, v); renderPrints(); break;
+  }
+}
+
+const modelNames = { countertop: "Countertop", mobile: "Mobile", pinpad: "PIN pad" };
+
+function renderDevices() {
+  const box = $("#devices");
+  const tpl = $("#device-tpl");
+  const list = [...state.devices.values()];
+  for (const d of list) {
+    let el = box.querySelector(`[data-serial="${CSS.escape(d.serialNumber)}"]`);
+    if (!el) {
+      el = tpl.content.firstElementChild.cloneNode(true);
+      el.dataset.serial = d.serialNumber;
+      el.setAttribute("aria-label", `${modelNames[d.model] || d.model} terminal ${d.serialNumber}`);
+      el.querySelectorAll("button[data-action]").forEach((b) => b.addEventListener("click", () => act(d.serialNumber, b.dataset.action)));
+      el.querySelector(".interactive-box").addEventListener("change", (e) => act(d.serialNumber, e.target.checked ? "interactive-on" : "interactive-off"));
+      box.appendChild(el);
+    }
+    el.querySelector(".model").textContent = modelNames[d.model] || d.model;
+    const on = el.querySelector(".online");
+    on.textContent = d.online ? "Online" : "Offline";
+    on.className = "online " + (d.online ? "on" : "off");
+    el.querySelector(".tid").textContent = d.terminalId ? `Terminal ${d.terminalId} · ${d.serialNumber}` : `Unlinked · ${d.serialNumber}`;
+    el.querySelector(".screen").textContent = d.screen || "";
+    el.querySelector(".interactive-box").checked = !!d.interactive;
+    const toggle = el.querySelector(".toggle-online");
+    toggle.dataset.action = d.online ? "offline" : "online";
+    toggle.textContent = d.online ? "Take offline" : "Bring online";
+    el.dataset.terminalId = d.terminalId || "";
+  }
+}
+
+async function act(serial, action) {
+  const resp = await fetch(`/console/devices/${encodeURIComponent(serial)}/${action}`, { method: "POST", headers: headers() });
+  if (resp.ok) {
+    const d = await resp.json();
+    state.devices.set(d.serialNumber, d);
+    renderDevices();
+  } else {
+    const p = await resp.json().catch(() => ({}));
+    setConn(p.detail || p.title || `Action failed (${resp.status})`, "down");
+    setTimeout(() => setConn("Live", "live"), 3000);
+  }
+}
+
+function exponent(cur) {
+  if (["JPY", "KRW", "ISK", "CLP", "VND"].includes(cur)) return 0;
+  if (["KWD", "BHD", "JOD", "OMR", "TND"].includes(cur)) return 3;
+  return 2;
+}
+
+function money(amount, cur) {
+  const e = exponent(cur);
+  return `${cur} ${(amount / Math.pow(10, e)).toFixed(e)}`;
+}
+
+function time(iso) {
+  return iso ? new Date(iso).toLocaleTimeString() : "";
+}
+
+function cell(text, cls) {
+  const td = document.createElement("td");
+  td.textContent = text;
+  if (cls) td.className = cls;
+  return td;
+}
+
+function renderTxs(fresh) {
+  const body = $("#transactions tbody");
+  const rows = [...state.txs.values()].sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0));
+  body.replaceChildren(...rows.slice(0, 200).map((t) => {
+    const tr = document.createElement("tr");
+    tr.dataset.ref = t.onlineAPIRefId;
+    if (t.onlineAPIRefId === fresh) tr.className = "fresh";
+    const bad = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12].includes(t.statusId);
+    tr.append(
+      cell(time(t.createdAt)), cell(t.terminalId), cell(t.type), cell(money(t.amount, t.currency), "num"),
+      cell(`${t.status} (${t.statusId})`, `status s${t.statusId}${bad ? " bad" : ""}`),
+      cell(t.progress), cell(t.errorCode ? `${t.errorCode} (${t.errorId})` : ""), cell(t.onlineAPIRefId, "ref"));
+    return tr;
+  }));
+  $("#tx-empty").hidden = rows.length > 0;
+}
+
+function renderPrints() {
+  const body = $("#prints tbody");
+  const rows = [...state.prints.values()].sort((a, b) => (a.createdAt < b.createdAt ? 1 : -1));
+  body.replaceChildren(...rows.map((p) => {
+    const tr = document.createElement("tr");
+    tr.append(cell(time(p.createdAt)), cell(p.terminalId),
+      cell(p.status ? `${p.status} (${p.statusId})` : "PRINTING", `status${p.statusId ? " bad" : " s0"}`), cell(p.printId, "ref"));
+    return tr;
+  }));
+  $("#print-empty").hidden = rows.length > 0;
+}
+
+function renderMeta() {
+  const box = $("#metadata");
+  box.replaceChildren();
+  const names = { errorCodes: "Error codes", transactionStatuses: "Transaction statuses", paymentMethods: "Payment methods", printStatuses: "Print statuses" };
+  for (const [k, title] of Object.entries(names)) {
+    const wrap = document.createElement("div");
+    const h = document.createElement("h3");
+    h.textContent = `${title} (${k})`;
+    const table = document.createElement("table");
+    const head = document.createElement("tr");
+    ["id", "code", "description"].forEach((c) => { const th = document.createElement("th"); th.scope = "col"; th.textContent = c; head.append(th); });
+    const thead = document.createElement("thead"); thead.append(head);
+    const tbody = document.createElement("tbody");
+    for (const e of state.meta[k]) {
+      const tr = document.createElement("tr");
+      tr.append(cell(String(e.id)), cell(e.code), cell(e.description));
+      tbody.append(tr);
+    }
+    table.append(thead, tbody);
+    wrap.append(h, table);
+    box.append(wrap);
+  }
+}
+
+start();

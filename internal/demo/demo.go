@@ -1,0 +1,295 @@
+// Package demo runs the whole service with no configuration: SQLite in a
+// data directory, a seeded customer and merchant with credentials, and (as
+// later parts arrive) virtual terminals and the console.
+package demo
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/admin"
+	"github.com/instore-dev/instore/internal/server"
+)
+
+// CredentialsFile keeps the demo's own credentials in clear in its data
+// directory so that a restart prints the same ones. Production never does
+// this: there secrets exist only as digests.
+const CredentialsFile = "demo-credentials.json"
+
+// packagesJSON is the demo's package catalogue (Access API): for each of
+// the three models a mandatory 1.0.0, which the virtual terminals run, and
+// two newer optional releases to install.
+//
+//go:embed packages.json
+var packagesJSON []byte
+
+// TokenTTL is the lifetime of the ready-made tokens the demo prints.
+const TokenTTL = 24 * time.Hour
+
+// Credentials are the demo's seeded accounts and secrets.
+type Credentials struct {
+	CustomerID            string    `json:"customerId"`
+	MerchantID            string    `json:"merchantId"`
+	ClientID              string    `json:"clientId"`
+	ClientSecret          string    `json:"clientSecret"`
+	SubscriptionKey       string    `json:"subscriptionKey"`
+	AccessToken           string    `json:"accessToken"`
+	AccessTokenExpires    time.Time `json:"accessTokenExpiresAt"`
+	AccessClientID        string    `json:"accessClientId"`
+	AccessClientSecret    string    `json:"accessClientSecret"`
+	AccessSubscriptionKey string    `json:"accessSubscriptionKey"`
+	AccessAccessToken     string    `json:"accessAccessToken"`
+	AccessTokenExpires2   time.Time `json:"accessAccessTokenExpiresAt"`
+	// Terminals are the merchant's terminal IDs linked to the virtual
+	// devices, one per model in order: countertop, mobile, PIN pad.
+	Terminals []Terminal `json:"terminals"`
+}
+
+// Terminal is one of the demo's terminals as printed.
+type Terminal struct {
+	TerminalID   string `json:"terminalId"`
+	SerialNumber string `json:"serialNumber"`
+	Model        string `json:"model"`
+}
+
+// Info is the object `instore demo --json` prints, field for field.
+type Info struct {
+	OnlineAPIBaseURL      string     `json:"onlineApiBaseUrl"`
+	AccessAPIBaseURL      string     `json:"accessApiBaseUrl"`
+	TerminalGatewayURL    string     `json:"terminalGatewayUrl"`
+	ConsoleURL            string     `json:"consoleUrl"`
+	SubscriptionKey       string     `json:"subscriptionKey"`
+	AccessToken           string     `json:"accessToken"`
+	ClientID              string     `json:"clientId"`
+	ClientSecret          string     `json:"clientSecret"`
+	AccessSubscriptionKey string     `json:"accessSubscriptionKey"`
+	AccessAccessToken     string     `json:"accessAccessToken"`
+	CustomerID            string     `json:"customerId"`
+	MerchantID            string     `json:"merchantId"`
+	Terminals             []Terminal `json:"terminals"`
+}
+
+// Demo is a running demo.
+type Demo struct {
+	Server      *server.Server
+	Credentials *Credentials
+	DataDir     string
+	tempDir     bool
+}
+
+// Start seeds (first start) or loads (later starts) the demo in
+// cfg.DataDir, or in a new temporary directory when it is empty, and starts
+// every listener.
+func Start(ctx context.Context, cfg server.Config) (*Demo, error) {
+	d := &Demo{DataDir: cfg.DataDir}
+	if d.DataDir == "" {
+		dir, err := os.MkdirTemp("", "instore-demo-")
+		if err != nil {
+			return nil, err
+		}
+		d.DataDir, d.tempDir = dir, true
+	}
+	cfg.DataDir, cfg.DatabaseURL, cfg.Sandbox = d.DataDir, "", true
+	srv, err := server.New(ctx, cfg)
+	if err != nil {
+		d.cleanup()
+		return nil, err
+	}
+	d.Server = srv
+	if d.Credentials, err = d.seed(ctx); err != nil {
+		srv.Close()
+		d.cleanup()
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	srv.SetConsoleCredentials(d.Credentials.SubscriptionKey, d.Credentials.AccessToken)
+	if err := srv.Start(); err != nil {
+		d.cleanup()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Info returns what the demo prints.
+func (d *Demo) Info() Info {
+	c := d.Credentials
+	online := d.Server.URL("online")
+	return Info{
+		OnlineAPIBaseURL:      online,
+		AccessAPIBaseURL:      d.Server.URL("access"),
+		TerminalGatewayURL:    d.Server.URL("terminal") + "/terminal/v1/connect",
+		ConsoleURL:            online + "/console",
+		SubscriptionKey:       c.SubscriptionKey,
+		AccessToken:           c.AccessToken,
+		ClientID:              c.ClientID,
+		ClientSecret:          c.ClientSecret,
+		AccessSubscriptionKey: c.AccessSubscriptionKey,
+		AccessAccessToken:     c.AccessAccessToken,
+		CustomerID:            c.CustomerID,
+		MerchantID:            c.MerchantID,
+		Terminals:             append([]Terminal{}, c.Terminals...),
+	}
+}
+
+// Close stops the demo; a temporary data directory is removed.
+func (d *Demo) Close() error {
+	err := d.Server.Close()
+	d.cleanup()
+	return err
+}
+
+func (d *Demo) cleanup() {
+	if d.tempDir {
+		os.RemoveAll(d.DataDir)
+	}
+}
+
+func (d *Demo) seed(ctx context.Context) (*Credentials, error) {
+	st := d.Server.Store
+	path := filepath.Join(d.DataDir, CredentialsFile)
+	c, err := readCredentials(path)
+	if err != nil {
+		return nil, err
+	}
+	if c != nil {
+		// Trust the file only while the store still knows its accounts.
+		if _, err := st.Merchant(ctx, c.MerchantID); err != nil {
+			if !errors.Is(err, instore.ErrNotFound) {
+				return nil, err
+			}
+			c = nil
+		}
+	}
+	if c == nil {
+		c, err = create(ctx, st)
+		if err != nil {
+			return nil, err
+		}
+	}
+	// The package catalogue of the three models; importing it again
+	// changes nothing, so every start loads it and the first one adds it.
+	if _, err := admin.New(st).ImportPackages(ctx, bytes.NewReader(packagesJSON)); err != nil {
+		return nil, fmt.Errorf("package catalogue: %w", err)
+	}
+	changed := false
+	if len(c.Terminals) == 0 {
+		if c.Terminals, err = linkTerminals(ctx, st, c.MerchantID, d.Server.SandboxDevices()); err != nil {
+			return nil, err
+		}
+		changed = true
+	}
+	now := time.Now()
+	refresh := func(surface instore.Surface, clientID string, tok *string, exp *time.Time) error {
+		if *tok != "" && exp.After(now.Add(time.Hour)) {
+			// Keep it while the current signing key still accepts it.
+			if id, err := d.Server.Auth.VerifyToken(surface, *tok); err == nil && id == clientID {
+				return nil
+			}
+		}
+		cl, err := st.APIClient(ctx, clientID)
+		if err != nil {
+			return err
+		}
+		t, e, err := d.Server.Auth.Mint(cl, TokenTTL)
+		if err != nil {
+			return err
+		}
+		*tok, *exp, changed = t, e, true
+		return nil
+	}
+	if err := refresh(instore.SurfaceOnline, c.ClientID, &c.AccessToken, &c.AccessTokenExpires); err != nil {
+		return nil, err
+	}
+	if err := refresh(instore.SurfaceAccess, c.AccessClientID, &c.AccessAccessToken, &c.AccessTokenExpires2); err != nil {
+		return nil, err
+	}
+	if changed {
+		if err := writeCredentials(path, c); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// linkTerminals allocates a terminal ID per virtual device and links them,
+// in the devices' order.
+func linkTerminals(ctx context.Context, st instore.Store, merchantID string, devices []server.SandboxDevice) ([]Terminal, error) {
+	ts, err := admin.New(st).AllocateTerminals(ctx, merchantID, len(devices))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Terminal, len(devices))
+	for i, dev := range devices {
+		if _, _, err := st.LinkTerminal(ctx, ts[i].TerminalID, dev.SerialNumber, time.Now().UTC().Truncate(time.Microsecond)); err != nil {
+			return nil, fmt.Errorf("link demo terminal: %w", err)
+		}
+		out[i] = Terminal{TerminalID: ts[i].TerminalID, SerialNumber: dev.SerialNumber, Model: dev.Model}
+	}
+	return out, nil
+}
+
+func create(ctx context.Context, st instore.Store) (*Credentials, error) {
+	ad := admin.New(st)
+	cus, err := ad.CreateCustomer(ctx, "Demo Customer")
+	if err != nil {
+		return nil, err
+	}
+	mer, err := ad.CreateMerchant(ctx, cus.ID, "Demo Merchant", true)
+	if err != nil {
+		return nil, err
+	}
+	oc, osec, err := ad.CreateClient(ctx, instore.SurfaceOnline, mer.ID, "demo ECR")
+	if err != nil {
+		return nil, err
+	}
+	_, okey, err := ad.CreateKey(ctx, instore.SurfaceOnline, mer.ID)
+	if err != nil {
+		return nil, err
+	}
+	ac, asec, err := ad.CreateClient(ctx, instore.SurfaceAccess, cus.ID, "demo terminal management")
+	if err != nil {
+		return nil, err
+	}
+	_, akey, err := ad.CreateKey(ctx, instore.SurfaceAccess, cus.ID)
+	if err != nil {
+		return nil, err
+	}
+	return &Credentials{
+		CustomerID: cus.ID, MerchantID: mer.ID,
+		ClientID: oc.ID, ClientSecret: osec, SubscriptionKey: okey,
+		AccessClientID: ac.ID, AccessClientSecret: asec, AccessSubscriptionKey: akey,
+	}, nil
+}
+
+func readCredentials(path string) (*Credentials, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	var c Credentials
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("%s is damaged: %w", CredentialsFile, err)
+	}
+	return &c, nil
+}
+
+func writeCredentials(path string, c *Credentials) error {
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

@@ -1,0 +1,454 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/protocol"
+)
+
+// maxCloseGrace bounds how long a closing session waits for the
+// terminal's close frame before dropping the connection.
+const maxCloseGrace = 2 * time.Second
+
+// session is one terminal connection. Its read loop (run) is its only
+// long-lived goroutine: it handles frames one at a time, in order. Writes
+// come from any goroutine and take the wslot token, so at most one data
+// frame is written at a time and nobody waits for it longer than the
+// write timeout; pings are control frames sent from a timer.
+type session struct {
+	g      *Server
+	conn   *websocket.Conn
+	serial string
+	wslot  chan struct{}
+	pinger atomic.Pointer[time.Timer]
+	// closing is set once the session is on its way out: a close frame
+	// was or is being sent, or the connection is to be dropped. Frames
+	// read after it are not handled.
+	closing   atomic.Bool
+	closeCode atomic.Int32
+	// ended is set when the read loop has finished.
+	ended atomic.Bool
+	// registered is set by the read loop after hello; only it reads it.
+	registered bool
+}
+
+func newSession(g *Server, conn *websocket.Conn, serial string) *session {
+	return &session{g: g, conn: conn, serial: serial, wslot: make(chan struct{}, 1)}
+}
+
+func (g *Server) closeGrace() time.Duration { return min(maxCloseGrace, g.write) }
+
+// run is the session's read loop.
+func (s *session) run() {
+	c := s.conn
+	c.SetReadLimit(protocol.MaxFrameBytes)
+	c.SetReadDeadline(time.Now().Add(s.g.hello))
+	if s.closing.Load() { // closed before it started (Close)
+		c.SetReadDeadline(time.Now().Add(s.g.closeGrace()))
+	}
+	c.SetPongHandler(func(string) error {
+		if s.registered {
+			s.extend()
+		}
+		return nil
+	})
+	c.SetPingHandler(func(data string) error {
+		if s.registered {
+			s.extend()
+		}
+		// A failed pong shows as a failed read or write soon enough.
+		c.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(s.g.write))
+		return nil
+	})
+	var err error
+	for {
+		var mt int
+		var frame []byte
+		mt, frame, err = c.ReadMessage()
+		if err != nil {
+			break
+		}
+		if s.closing.Load() {
+			continue // waiting for the terminal's close frame
+		}
+		if s.registered {
+			s.extend()
+		}
+		var code int
+		var reason string
+		switch {
+		case mt != websocket.TextMessage:
+			code, reason = protocol.CloseMalformed, "frames must be JSON text frames"
+		case !s.registered:
+			code, reason = s.hello(frame)
+		default:
+			code, reason = s.handle(frame)
+		}
+		if code != 0 {
+			s.close(code, reason, true)
+			continue
+		}
+		if s.registered {
+			s.extend()
+		}
+	}
+	s.finish(err)
+}
+
+// extend moves the liveness deadline. A close in progress keeps its own,
+// shorter deadline: the second check covers a close that raced with the
+// first.
+func (s *session) extend() {
+	if s.closing.Load() {
+		return
+	}
+	s.conn.SetReadDeadline(time.Now().Add(s.g.liveness))
+	if s.closing.Load() {
+		s.conn.SetReadDeadline(time.Now().Add(s.g.closeGrace()))
+	}
+}
+
+// close starts closing the session with a close frame of code and reason,
+// or, with code 0, drops the connection at once. The first call wins. From
+// the read loop (sync) the frame is written at once; from elsewhere by a
+// short-lived goroutine, so that the caller never waits on the terminal.
+// The read loop then reads on, ignoring frames, until the terminal's
+// close frame or the close grace period.
+func (s *session) close(code int, reason string, sync bool) {
+	if !s.closing.CompareAndSwap(false, true) {
+		return
+	}
+	s.closeCode.Store(int32(code))
+	if code == 0 {
+		s.conn.SetReadDeadline(time.Now())
+		return
+	}
+	send := func() {
+		deadline := time.Now().Add(s.g.closeGrace())
+		if err := s.writeClose(code, reason); err != nil {
+			deadline = time.Now()
+		}
+		s.conn.SetReadDeadline(deadline)
+	}
+	if sync {
+		send()
+	} else {
+		go send()
+	}
+}
+
+func (s *session) writeClose(code int, reason string) error {
+	const maxReason = 123 // a control frame's payload is at most 125 bytes
+	if len(reason) > maxReason {
+		reason = reason[:maxReason]
+	}
+	return s.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(s.g.write))
+}
+
+// finish ends the session after its read loop stopped with err: it sends
+// the close frame the situation calls for, unregisters the session, lets
+// the terminal read the close frame, and closes the connection.
+func (s *session) finish(err error) {
+	s.ended.Store(true)
+	if t := s.pinger.Load(); t != nil {
+		t.Stop()
+	}
+	level, msg := slog.LevelInfo, "terminal session ended"
+	drain := false
+	var ce *websocket.CloseError
+	switch {
+	case errors.As(err, &ce):
+		// The terminal closed, or answered our close; gorilla echoed it.
+		if !s.closing.Load() {
+			s.closeCode.Store(int32(ce.Code))
+		}
+	case s.closing.Load():
+		// We closed: the grace period passed, or the connection broke.
+	case errors.Is(err, websocket.ErrReadLimit):
+		// gorilla sent 1009 already.
+		s.closing.Store(true)
+		s.closeCode.Store(websocket.CloseMessageTooBig)
+		level, msg, drain = slog.LevelWarn, "terminal sent a frame larger than the limit", true
+	case isTimeout(err):
+		s.closing.Store(true)
+		reason := "no pong or message within the liveness deadline"
+		if !s.registered {
+			reason = "no hello in time"
+		}
+		s.closeCode.Store(protocol.CloseTimeout)
+		s.writeClose(protocol.CloseTimeout, reason)
+		msg, drain = "terminal session timed out", true
+	default:
+		// The connection broke, or gorilla refused a frame (and said so).
+		s.closeCode.Store(websocket.CloseAbnormalClosure)
+		level = slog.LevelDebug
+		if !isNetClosed(err) {
+			level = slog.LevelInfo
+		}
+	}
+	if s.g.log.Enabled(context.Background(), level) {
+		attrs := []slog.Attr{slog.String("serialNumber", s.serial), slog.Int("closeCode", int(s.closeCode.Load()))}
+		if ce == nil && err != nil && !s.closing.Load() {
+			attrs = append(attrs, slog.String("error", err.Error()))
+		}
+		s.g.log.LogAttrs(context.Background(), level, msg, attrs...)
+	}
+	s.g.unregister(s, s.registered)
+	if drain {
+		// Read what the terminal still sends, so that closing does not
+		// reset the connection before it has read our close frame.
+		nc := s.conn.NetConn()
+		nc.SetReadDeadline(time.Now().Add(s.g.closeGrace()))
+		io.Copy(io.Discard, nc)
+	}
+	s.conn.Close()
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func isNetClosed(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
+}
+
+// sendPing runs on the ping timer.
+func (s *session) sendPing() {
+	if s.closing.Load() || s.ended.Load() {
+		return
+	}
+	// Pings take the write token like messages, so that a message never
+	// waits behind a ping stuck on a dead connection. While a message is
+	// being written, that write is the test of the connection.
+	select {
+	case s.wslot <- struct{}{}:
+		err := s.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(s.g.write))
+		<-s.wslot
+		if err != nil {
+			s.close(0, "", false)
+			return
+		}
+	default:
+	}
+	if !s.ended.Load() {
+		s.pinger.Load().Reset(s.g.ping)
+	}
+}
+
+// write sends one frame within the write timeout. A terminal that cannot
+// take it in time is dropped: the command did not reach it, so the error
+// is ErrOffline.
+func (s *session) write(ctx context.Context, frame []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(s.g.write)
+	select {
+	case s.wslot <- struct{}{}:
+	default:
+		t := time.NewTimer(s.g.write)
+		select {
+		case s.wslot <- struct{}{}:
+			t.Stop()
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+			s.close(0, "", false)
+			return fmt.Errorf("%w: the session did not take a message within %v", instore.ErrOffline, s.g.write)
+		}
+	}
+	defer func() { <-s.wslot }()
+	if s.closing.Load() {
+		return instore.ErrOffline
+	}
+	s.conn.SetWriteDeadline(deadline)
+	if err := s.conn.WriteMessage(websocket.TextMessage, frame); err != nil {
+		s.close(0, "", false)
+		return fmt.Errorf("%w: write: %v", instore.ErrOffline, err)
+	}
+	return nil
+}
+
+// hello handles the first frame: it must be a hello of a supported
+// protocol version. The device is then registered and reported connected.
+func (s *session) hello(frame []byte) (int, string) {
+	env, err := protocol.Decode(frame)
+	if err != nil {
+		s.logMalformed(err)
+		return protocol.CloseMalformed, err.Error()
+	}
+	if env.Type != protocol.TypeHello {
+		return protocol.CloseMalformed, "the first message must be hello"
+	}
+	// The version first, leniently: a newer hello may have other fields.
+	var peek struct {
+		Protocol int `json:"protocol"`
+	}
+	if json.Unmarshal(env.Data, &peek) == nil && peek.Protocol >= 1 && peek.Protocol != protocol.Version {
+		s.g.log.LogAttrs(context.Background(), slog.LevelWarn, "terminal speaks an unsupported protocol version",
+			slog.String("serialNumber", s.serial), slog.Int("protocol", peek.Protocol))
+		return protocol.CloseUnsupported, fmt.Sprintf("protocol %d is not supported; this server speaks %d", peek.Protocol, protocol.Version)
+	}
+	var h protocol.Hello
+	if err := protocol.DecodeData(env, &h); err != nil {
+		s.logMalformed(err)
+		return protocol.CloseMalformed, err.Error()
+	}
+
+	s.g.register(s)
+	s.registered = true
+	s.extend()
+	pinger := time.AfterFunc(time.Duration(math.MaxInt64), s.sendPing) // armed below, once stored
+	s.pinger.Store(pinger)
+	pinger.Reset(s.g.ping)
+	s.g.log.LogAttrs(context.Background(), slog.LevelInfo, "terminal connected",
+		slog.String("serialNumber", s.serial), slog.String("model", h.Model), slog.String("softwareVersion", h.SoftwareVersion))
+
+	ctx, cancel := context.WithTimeout(context.Background(), eventTimeout)
+	defer cancel()
+	if err := s.g.events.DeviceConnected(ctx, s.serial, instore.DeviceHello{Model: h.Model, SoftwareVersion: h.SoftwareVersion}); err != nil {
+		s.g.log.LogAttrs(ctx, slog.LevelError, "device connected: event failed",
+			slog.String("serialNumber", s.serial), slog.String("error", err.Error()))
+		return websocket.CloseInternalServerErr, "internal error; reconnect"
+	}
+	return 0, ""
+}
+
+// handle handles one frame after hello. It returns a close code and reason
+// when the session must end.
+func (s *session) handle(frame []byte) (int, string) {
+	env, err := protocol.Decode(frame)
+	if err != nil {
+		s.logMalformed(err)
+		return protocol.CloseMalformed, err.Error()
+	}
+	if !protocol.FromTerminal(env.Type) {
+		return protocol.CloseMalformed, "a terminal does not send " + env.Type
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), eventTimeout)
+	defer cancel()
+	ev := s.g.events
+	switch env.Type {
+	case protocol.TypeHello:
+		return protocol.CloseMalformed, "hello was already received"
+	case protocol.TypeAck:
+		if err := ev.TerminalAcknowledged(ctx, s.serial, env.Ref); err != nil {
+			s.logEventError("ack", env.Ref, err)
+		}
+	case protocol.TypeProgress:
+		var p protocol.Progress
+		if err := protocol.DecodeData(env, &p); err != nil {
+			s.logMalformed(err)
+			return protocol.CloseMalformed, err.Error()
+		}
+		if err := ev.TerminalProgress(ctx, s.serial, env.Ref, p.Stage); err != nil {
+			s.logEventError("progress", env.Ref, err)
+		}
+	case protocol.TypeResult:
+		var r protocol.Result
+		if err := protocol.DecodeData(env, &r); err != nil {
+			s.logMalformed(err)
+			return protocol.CloseMalformed, err.Error()
+		}
+		if err := ev.TerminalResult(ctx, s.serial, terminalResult(env, &r)); err != nil {
+			// Not committed: no confirm. The terminal keeps the result and
+			// resends it after it reconnects, which the close makes it do.
+			s.g.log.LogAttrs(ctx, slog.LevelError, "terminal result not applied",
+				slog.String("serialNumber", s.serial), slog.String("ref", env.Ref), slog.String("error", err.Error()))
+			return websocket.CloseInternalServerErr, "result not stored; reconnect and resend it"
+		}
+		confirm, err := protocol.Encode(&protocol.Envelope{Type: protocol.TypeConfirm, ID: s.g.newID(), Re: env.ID, Ref: env.Ref})
+		if err != nil { // cannot happen: the ids were validated
+			return websocket.CloseInternalServerErr, "internal error; reconnect"
+		}
+		if err := s.write(ctx, confirm); err != nil {
+			s.g.log.LogAttrs(ctx, slog.LevelDebug, "confirm not sent",
+				slog.String("serialNumber", s.serial), slog.String("ref", env.Ref), slog.String("error", err.Error()))
+		}
+	case protocol.TypePrintResult:
+		var p protocol.PrintResult
+		if err := protocol.DecodeData(env, &p); err != nil {
+			s.logMalformed(err)
+			return protocol.CloseMalformed, err.Error()
+		}
+		if err := ev.TerminalPrintResult(ctx, s.serial, env.Ref, p.StatusID); err != nil {
+			s.logEventError("print-result", env.Ref, err)
+		}
+	case protocol.TypeUpdateStatus:
+		var u protocol.UpdateStatus
+		if err := protocol.DecodeData(env, &u); err != nil {
+			s.logMalformed(err)
+			return protocol.CloseMalformed, err.Error()
+		}
+		r := instore.UpdateReport{Status: u.Status, SoftwareVersion: u.SoftwareVersion, Reason: u.Reason}
+		if err := ev.TerminalUpdateStatus(ctx, s.serial, env.Ref, r); err != nil {
+			// Not recorded: no confirm; the terminal may report again.
+			s.logEventError("update-status", env.Ref, err)
+			break
+		}
+		s.confirm(ctx, env)
+	default: // confirm: nothing to do
+		s.g.log.LogAttrs(ctx, slog.LevelDebug, "terminal message ignored",
+			slog.String("serialNumber", s.serial), slog.String("type", env.Type), slog.String("ref", env.Ref))
+	}
+	return 0, ""
+}
+
+func terminalResult(env *protocol.Envelope, r *protocol.Result) instore.TerminalResult {
+	receipt := instore.Receipt{Customer: r.CustomerReceipt, Merchant: r.MerchantReceipt}
+	if receipt.Customer == nil {
+		receipt.Customer = []string{}
+	}
+	if receipt.Merchant == nil {
+		receipt.Merchant = []string{}
+	}
+	return instore.TerminalResult{
+		MessageID: env.ID,
+		Ref:       env.Ref,
+		StatusID:  r.StatusID,
+		Result: instore.Result{
+			EntryMode:         r.EntryMode,
+			CardBrand:         r.CardBrand,
+			MaskedPAN:         r.MaskedPAN,
+			AuthorizationCode: r.AuthorizationCode,
+			PaymentMethodID:   r.PaymentMethodID,
+			Receipt:           receipt,
+		},
+	}
+}
+
+func (s *session) logMalformed(err error) {
+	s.g.log.LogAttrs(context.Background(), slog.LevelWarn, "terminal sent a malformed message",
+		slog.String("serialNumber", s.serial), slog.String("error", err.Error()))
+}
+
+func (s *session) logEventError(what, ref string, err error) {
+	s.g.log.LogAttrs(context.Background(), slog.LevelWarn, "terminal "+what+" not applied",
+		slog.String("serialNumber", s.serial), slog.String("ref", ref), slog.String("error", err.Error()))
+}
+
+// confirm tells the terminal that the report env is recorded.
+func (s *session) confirm(ctx context.Context, env *protocol.Envelope) {
+	frame, err := protocol.Encode(&protocol.Envelope{Type: protocol.TypeConfirm, ID: s.g.newID(), Re: env.ID, Ref: env.Ref})
+	if err != nil { // cannot happen: the ids were validated
+		return
+	}
+	if err := s.write(ctx, frame); err != nil {
+		s.g.log.LogAttrs(ctx, slog.LevelDebug, "confirm not sent",
+			slog.String("serialNumber", s.serial), slog.String("ref", env.Ref), slog.String("error", err.Error()))
+	}
+}

@@ -1,0 +1,114 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/instore-dev/instore"
+)
+
+type sample struct {
+	TerminalID string `json:"terminalId"`
+	Amount     int64  `json:"amount"`
+	Small      int8   `json:"small"`
+	Print      bool   `json:"printReceipt"`
+	Nested     struct {
+		Lines []string `json:"lines"`
+	} `json:"nested"`
+}
+
+func TestDecodeJSON(t *testing.T) {
+	tests := []struct {
+		name        string
+		contentType string
+		body        string
+		wantCode    string
+		wantFields  []instore.FieldError
+	}{
+		{"ok", "application/json", `{"terminalId":"10000001","amount":1250}`, "", nil},
+		{"ok with charset", "application/json; charset=utf-8", `{"amount":1}`, "", nil},
+		{"no content type", "", `{}`, instore.EUnsupportedMediaType, nil},
+		{"form", "application/x-www-form-urlencoded", `a=b`, instore.EUnsupportedMediaType, nil},
+		{"latin1", "application/json; charset=latin1", `{}`, instore.EUnsupportedMediaType, nil},
+		{"empty", "application/json", ``, instore.EValidation, []instore.FieldError{{Field: "", Message: "a JSON request body is required"}}},
+		{"syntax", "application/json", `{"amount":}`, instore.EValidation, []instore.FieldError{{Field: "", Message: "malformed JSON at byte 11"}}},
+		{"truncated", "application/json", `{"amount":1`, instore.EValidation, []instore.FieldError{{Field: "", Message: "malformed JSON: unexpected end of input"}}},
+		{"unknown field", "application/json", `{"amount":1,"amout":2}`, instore.EValidation, []instore.FieldError{{Field: "/amout", Message: "unknown field"}}},
+		{"wrong type", "application/json", `{"amount":"12.50"}`, instore.EValidation, []instore.FieldError{{Field: "/amount", Message: "must be a number"}}},
+		{"wrong type bool", "application/json", `{"printReceipt":"yes"}`, instore.EValidation, []instore.FieldError{{Field: "/printReceipt", Message: "must be a boolean"}}},
+		{"out of range", "application/json", `{"small":300}`, instore.EValidation, []instore.FieldError{{Field: "/small", Message: "number out of range or not an integer"}}},
+		{"fraction", "application/json", `{"amount":12.5}`, instore.EValidation, []instore.FieldError{{Field: "/amount", Message: "number out of range or not an integer"}}},
+		{"huge", "application/json", `{"amount":1e30}`, instore.EValidation, []instore.FieldError{{Field: "/amount", Message: "number out of range or not an integer"}}},
+		{"nested type", "application/json", `{"nested":{"lines":[1]}}`, instore.EValidation, []instore.FieldError{{Field: "/nested/lines", Message: "must be a string"}}},
+		{"not an object", "application/json", `[1,2]`, instore.EValidation, []instore.FieldError{{Field: "", Message: "the body must be a JSON object"}}},
+		{"two values", "application/json", `{} {}`, instore.EValidation, []instore.FieldError{{Field: "", Message: "the body must hold exactly one JSON value"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest("POST", "/x", strings.NewReader(tt.body))
+			if tt.contentType != "" {
+				r.Header.Set("Content-Type", tt.contentType)
+			}
+			var dst sample
+			err := DecodeJSON(r, &dst)
+			if got := codeOf(err); got != tt.wantCode {
+				t.Fatalf("DecodeJSON(%q) code = %q, want %q (err %v)", tt.body, got, tt.wantCode, err)
+			}
+			if tt.wantFields != nil {
+				var e *instore.Error
+				errors.As(err, &e)
+				if diff := cmp.Diff(tt.wantFields, e.Fields); diff != "" {
+					t.Errorf("DecodeJSON(%q) fields (-want +got):\n%s", tt.body, diff)
+				}
+			}
+		})
+	}
+}
+
+func codeOf(err error) string {
+	if err == nil {
+		return ""
+	}
+	return instore.ErrorCode(err)
+}
+
+func TestDecodeJSONBodyLimit(t *testing.T) {
+	body := `{"terminalId":"` + strings.Repeat("a", MaxBodyBytes) + `"}`
+	r := httptest.NewRequest("POST", "/x", strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	r.Body = http.MaxBytesReader(httptest.NewRecorder(), r.Body, MaxBodyBytes)
+	var dst sample
+	if got := codeOf(DecodeJSON(r, &dst)); got != instore.EPayloadTooLarge {
+		t.Fatalf("DecodeJSON(64 KiB + 1) code = %q, want %q", got, instore.EPayloadTooLarge)
+	}
+}
+
+// FuzzDecodeJSON: any body either decodes or is a 4xx validation, media
+// type or size problem; it never panics and never yields an internal error.
+func FuzzDecodeJSON(f *testing.F) {
+	for _, s := range []string{`{}`, `{"amount":1}`, `{"amount":"x"}`, `[`, `{"nested":{"lines":["a",1]}}`, `{"a\u0000":1}`, `{"small":-129}`, "\xff", `{"amount":1}{"amount":2}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		r := httptest.NewRequest("POST", "/x", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		var dst sample
+		err := DecodeJSON(r, &dst)
+		if err == nil {
+			return
+		}
+		code := instore.ErrorCode(err)
+		if s := instore.HTTPStatus(code); s < 400 || s >= 500 {
+			t.Fatalf("DecodeJSON(%q) = %v: status %d, want 4xx", body, err, s)
+		}
+		p := NewProblem(err, "req", &instore.Metadata{})
+		if p.Status != instore.HTTPStatus(code) || p.Type != "urn:instore:problem:"+code {
+			t.Fatalf("NewProblem(%v) = %+v", err, p)
+		}
+	})
+}

@@ -1,0 +1,132 @@
+package loadtest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+const metadataPath = "/in-store/api/v1/metadata"
+
+// requestTimeout bounds one request of the load generator.
+const requestTimeout = 30 * time.Second
+
+func runMetadata(ctx context.Context, o *Options) (*Result, error) {
+	e, err := newEnv(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	defer e.close()
+	r := e.newResult("metadata")
+	r.Clients = o.Clients
+	if err := e.seed(ctx, 0); err != nil {
+		return nil, err
+	}
+	if err := e.startServer(ctx); err != nil {
+		return nil, err
+	}
+	body, err := e.fetchMetadata(ctx)
+	if err != nil {
+		return nil, err
+	}
+
+	// The baseline: a bare handler writing the same bytes, in a child.
+	file := filepath.Join(e.dir, "metadata.json")
+	if err := os.WriteFile(file, body, 0o600); err != nil {
+		return nil, err
+	}
+	b, err := e.startBaseline("http", "--body", file)
+	if err != nil {
+		return nil, err
+	}
+	e.logf("metadata baseline: bare net/http handler writing the same %d bytes, %d clients, %s", len(body), o.Clients, o.Duration)
+	r.Baseline = e.window(b.stats, false).run(ctx, []op{e.metadataOp("bare net/http", b.addr, o.Clients)})[0]
+	b.child.stop(5 * time.Second)
+
+	host, err := hostOf(e.srv.online)
+	if err != nil {
+		return nil, err
+	}
+	e.logf("metadata: instore, %d clients, %s", o.Clients, o.Duration)
+	r.Ours = e.window(e.srv.stats, true).run(ctx, []op{e.metadataOp("instore", host, o.Clients)})[0]
+	if r.Baseline.Rate > 0 {
+		r.BaselineRate = r.Baseline.Rate
+		r.Ratio = r.Ours.Rate / r.Baseline.Rate
+	}
+	return r, nil
+}
+
+func (e *env) metadataOp(name, host string, clients int) op {
+	req := rawRequest(host, metadataPath, e.authHeaders()...)
+	conns := make([]*rawClient, clients)
+	for i := range conns {
+		conns[i] = newRawClient(host)
+	}
+	return op{name: name, unit: "req/s", workers: clients, fn: func(ctx context.Context, w int) error {
+		st, err := conns[w].do(req, requestTimeout)
+		if err != nil {
+			return err
+		}
+		if st != 200 {
+			return fmt.Errorf("metadata: HTTP %d", st)
+		}
+		return nil
+	}}
+}
+
+// window is the measured window of the options for a process's stats;
+// with profile (the server under test) and --profile it also saves a CPU
+// profile of the server over the window and a heap profile after it.
+func (e *env) window(stats func() (procStats, error), profile bool) window {
+	w := window{warmup: e.o.Warmup, duration: e.o.Duration, max: e.o.MaxRequests, stats: stats, dbCPU: e.dbCPU()}
+	if profile && e.o.ProfileDir != "" {
+		w.onStart = func(ctx context.Context, d time.Duration) {
+			e.saveProfile(ctx, "cpu", int(d/time.Second))
+			e.saveProfile(ctx, "heap", 0)
+		}
+	}
+	return w
+}
+
+// fetchMetadata gets the metadata once: the bytes the baseline writes.
+func (e *env) fetchMetadata(ctx context.Context) ([]byte, error) {
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.online+metadataPath, nil)
+	h := e.authHeaders()
+	for i := 0; i+1 < len(h); i += 2 {
+		req.Header.Set(h[i], h[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("GET metadata: %s %s", resp.Status, body)
+	}
+	return body, nil
+}
+
+func (e *env) newResult(scenario string) *Result {
+	e.scenario = scenario
+	r := &Result{Scenario: scenario, Backend: e.backend, StartedAt: time.Now().UTC()}
+	if e.backend == "sqlite" {
+		r.Synchronous = e.o.Synchronous
+	}
+	switch {
+	case e.o.Target != nil:
+		r.Server = "target"
+	case e.o.InProcess:
+		r.Server = "in-process"
+	default:
+		r.Server = "child"
+	}
+	return r
+}

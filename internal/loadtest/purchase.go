@@ -1,0 +1,274 @@
+package loadtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/protocol"
+	"github.com/instore-dev/instore/internal/sim"
+)
+
+// nominalCommitsPerLife is the commits of a purchase life as the code
+// makes them (create, ack, three progress stages, result), used only when
+// the store cannot be read to count them.
+const nominalCommitsPerLife = 6
+
+// runPurchase runs the purchase scenario, or mixed: purchases with
+// metadata requests and status reads at the same time.
+func runPurchase(ctx context.Context, o *Options, mixed bool) (*Result, error) {
+	name := "purchase"
+	if mixed {
+		name = "mixed"
+	}
+	e, err := newEnv(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	defer e.close()
+	r := e.newResult(name)
+	r.Terminals, r.ECRs = o.Terminals, o.ECRs
+	if mixed {
+		r.Clients, r.Readers = o.Clients, o.Readers
+	}
+	if err := e.seed(ctx, o.Terminals); err != nil {
+		return nil, err
+	}
+
+	// The baseline first, while no server runs on the store.
+	r.CommitWriters = e.commitWriters()
+	e.logf("purchase baseline: raw single-row commits on %s, %d writers, %s", e.backend, r.CommitWriters, o.Duration)
+	commits, err := e.measureCommits(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.RawCommitRate = commits.Rate
+
+	if err := e.startServer(ctx); err != nil {
+		return nil, err
+	}
+	if e.srv.terminal == "" {
+		return nil, errors.New("this scenario needs the terminal gateway's URL (target terminal=ws://...)")
+	}
+	stop, err := e.startTerminals(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+
+	tr := &http.Transport{MaxIdleConnsPerHost: o.ECRs + 8, MaxIdleConns: o.ECRs + 8}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 2 * time.Minute}
+	recent := &refRing{}
+	var counts lifeCounts
+	ops := []op{e.purchaseOp(client, recent, &counts)}
+	if mixed {
+		host, err := hostOf(e.srv.online)
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, e.metadataOp("metadata", host, o.Clients), e.statusOp(host, recent))
+	}
+	e.logf("%s: %d terminals, %d ECR clients, %s", name, o.Terminals, o.ECRs, o.Duration)
+	sides := e.window(e.srv.stats, true).run(ctx, ops)
+	r.Ours, r.Parts = sides[0], sides[1:]
+	if n := counts.lives.Load(); n > 0 {
+		r.RequestsPerLife = float64(counts.requests.Load()) / float64(n)
+	}
+
+	r.CommitsPerLife = nominalCommitsPerLife
+	if e.hasStore() {
+		if _, perLife, err := e.countCommits(ctx); err == nil {
+			r.CommitsPerLife = perLife
+		} else {
+			r.Notes = append(r.Notes, err.Error())
+		}
+	} else {
+		r.Notes = append(r.Notes, "commits per life not counted (no store access): nominal 6")
+	}
+	r.BaselineRate = r.RawCommitRate / r.CommitsPerLife
+	commits.Rate, commits.Unit = r.BaselineRate, "lives/s"
+	commits.Name = fmt.Sprintf("raw commits / %.2f", r.CommitsPerLife)
+	r.Baseline = commits
+	if r.BaselineRate > 0 {
+		r.Ratio = r.Ours.Rate / r.BaselineRate
+	}
+	return r, nil
+}
+
+// startTerminals runs a virtual terminal per device in this process and
+// waits until every one is online and linked.
+func (e *env) startTerminals(ctx context.Context) (stop func(), err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	stop = func() { cancel(); wg.Wait() }
+	vts := make([]*sim.Terminal, len(e.devices))
+	for i, d := range e.devices {
+		vt, err := sim.New(sim.Config{
+			GatewayURL: e.srv.terminal + protocol.Path, SerialNumber: d.serial, Secret: d.secret,
+			Model: instore.ModelCountertop, SoftwareVersion: sim.DefaultSoftwareVersion, Logger: discardLogger,
+			BackoffMin: 50 * time.Millisecond, BackoffMax: time.Second,
+		})
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		vts[i] = vt
+		wg.Add(1)
+		go func() { defer wg.Done(); vt.Run(ctx) }()
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for _, vt := range vts {
+		for {
+			s := vt.State()
+			if s.Online && s.TerminalID != "" {
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				stop()
+				return nil, fmt.Errorf("virtual terminal %s not online and linked within 60 s", s.SerialNumber)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return stop, nil
+}
+
+// purchaseOp is one ECR's purchase life: POST /purchase (answered once the
+// terminal acknowledged it), then GET /transaction/{ref}?wait=30 until the
+// final status, which must be APPROVED. ECR w drives terminals w, w+M,
+// w+2M... in turn.
+func (e *env) purchaseOp(client *http.Client, recent *refRing, counts *lifeCounts) op {
+	m := e.o.ECRs
+	next := make([]int, m)
+	hdr := http.Header{}
+	h := e.authHeaders()
+	for i := 0; i+1 < len(h); i += 2 {
+		hdr.Set(h[i], h[i+1])
+	}
+	hdr.Set("Content-Type", "application/json")
+	call := func(ctx context.Context, method, u string, body []byte, want int) (*txView, error) {
+		req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header = hdr.Clone()
+		counts.requests.Add(1)
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode != want {
+			return nil, fmt.Errorf("%s %s: HTTP %d %s", method, u[len(e.srv.online):], resp.StatusCode, truncate(b, 200))
+		}
+		var t txView
+		if err := json.Unmarshal(b, &t); err != nil {
+			return nil, err
+		}
+		return &t, nil
+	}
+	return op{name: "instore", unit: "lives/s", workers: m, fn: func(ctx context.Context, w int) error {
+		i := w + next[w]*m
+		if i >= len(e.devices) {
+			next[w], i = 0, w
+		}
+		next[w]++
+		body, _ := json.Marshal(map[string]any{"terminalId": e.devices[i].terminalID, "amount": 1000, "currency": "SEK"})
+		t, err := call(ctx, "POST", e.srv.online+"/in-store/api/v1/purchase", body, 201)
+		if err != nil {
+			return err
+		}
+		recent.add(t.Ref)
+		for t.StatusID == instore.StatusPending {
+			if t, err = call(ctx, "GET", e.srv.online+"/in-store/api/v1/transaction/"+t.Ref+"?wait=30", nil, 200); err != nil {
+				return err
+			}
+		}
+		if t.StatusID != instore.StatusApproved {
+			return fmt.Errorf("purchase ended with status %d, want APPROVED (0)", t.StatusID)
+		}
+		counts.lives.Add(1)
+		return nil
+	}}
+}
+
+// lifeCounts count the ECRs' HTTP requests and completed lives of a run
+// (warm-up included), for the requests a life takes.
+type lifeCounts struct {
+	requests, lives atomic.Int64
+}
+
+type txView struct {
+	Ref      string `json:"onlineAPIRefId"`
+	StatusID int    `json:"statusId"`
+}
+
+// statusOp reads the status of a recent purchase (GET /transaction/{ref},
+// no wait), as an ECR's back office does.
+func (e *env) statusOp(host string, recent *refRing) op {
+	readers := e.o.Readers
+	conns := make([]*rawClient, readers)
+	for i := range conns {
+		conns[i] = newRawClient(host)
+	}
+	h := e.authHeaders()
+	return op{name: "status reads", unit: "req/s", workers: readers, fn: func(ctx context.Context, w int) error {
+		ref := recent.pick()
+		if ref == "" {
+			time.Sleep(time.Millisecond)
+			return errSkip
+		}
+		st, err := conns[w].do(rawRequest(host, "/in-store/api/v1/transaction/"+ref, h...), requestTimeout)
+		if err != nil {
+			return err
+		}
+		if st != 200 {
+			return fmt.Errorf("status read: HTTP %d %s", st, truncate(conns[w].body, 200))
+		}
+		return nil
+	}}
+}
+
+// refRing keeps the last purchases' references for the status readers.
+type refRing struct {
+	mu   sync.Mutex
+	refs [256]string
+	n    int
+}
+
+func (r *refRing) add(ref string) {
+	r.mu.Lock()
+	r.refs[r.n%len(r.refs)] = ref
+	r.n++
+	r.mu.Unlock()
+}
+
+func (r *refRing) pick() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n == 0 {
+		return ""
+	}
+	return r.refs[rand.IntN(min(r.n, len(r.refs)))]
+}
+
+func truncate(b []byte, n int) string {
+	if len(b) > n {
+		return string(b[:n]) + "..."
+	}
+	return string(b)
+}

@@ -1,0 +1,133 @@
+// Package onlineapi is the HTTP adapter of the Online API
+// (/in-store/api/v1): one route table, handlers that decode, call one
+// domain operation and encode.
+package onlineapi
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/httpapi"
+	"github.com/instore-dev/instore/internal/sim"
+)
+
+// Prefix is the base path of the Online API.
+const Prefix = "/in-store/api/v1"
+
+// Config holds what the Online API needs.
+type Config struct {
+	API      *httpapi.API
+	Guard    *httpapi.Guard
+	Metadata *instore.Metadata
+	Service  *instore.Service
+	Store    instore.Store
+	// OpenAPI is the document served at /in-store/api/v1/openapi.yaml.
+	OpenAPI []byte
+	// Fleet holds the in-process virtual terminals; set in sandbox mode
+	// only, it enables the sandbox control API (/sandbox/v1).
+	Fleet  *sim.Fleet
+	Logger *slog.Logger
+}
+
+// Register adds the Online API's routes to cfg.API: the route table.
+func Register(cfg Config) {
+	a, g := cfg.API, cfg.Guard
+	meta := newStaticDoc(mustJSON(cfg.Metadata), "application/json")
+	doc := newStaticDoc(cfg.OpenAPI, "application/yaml")
+
+	h := &handlers{svc: cfg.Service, meta: cfg.Metadata}
+	idem := &Idempotency{API: a, Store: cfg.Store, Logger: cfg.Logger, Now: time.Now}
+	post := func(f httpapi.AuthedFunc) httpapi.HandlerFunc { return g.Wrap(idem.Wrap(f)) }
+
+	a.Handle("POST /oauth2/token", httpapi.TokenHandler(g.Auth, instore.SurfaceOnline))
+	a.Handle("GET "+Prefix+"/metadata", g.Wrap(meta.serve))
+	a.Handle("GET "+Prefix+"/openapi.yaml", g.Wrap(doc.serve))
+	a.Handle("POST "+Prefix+"/terminal/link", post(h.link))
+	a.Handle("POST "+Prefix+"/terminal/unlink", post(h.unlink))
+	a.Handle("GET "+Prefix+"/terminals", g.Wrap(h.terminals))
+	a.Handle("GET "+Prefix+"/terminal/{terminalId}", g.Wrap(h.terminal))
+	a.Handle("POST "+Prefix+"/purchase", post(h.purchase))
+	a.Handle("GET "+Prefix+"/transaction/{onlineAPIRefId}", g.Wrap(h.transaction))
+	a.Handle("POST "+Prefix+"/cancel", post(h.cancel))
+	a.Handle("POST "+Prefix+"/refund", post(h.refund))
+	a.Handle("POST "+Prefix+"/reversal", post(h.reversal))
+	a.Handle("GET "+Prefix+"/transactions", g.Wrap(h.transactions))
+	a.Handle("POST "+Prefix+"/print", post(h.print))
+	a.Handle("GET "+Prefix+"/print/{printId}", g.Wrap(h.printJob))
+
+	if cfg.Fleet != nil {
+		sb := &sandbox{svc: cfg.Service, store: cfg.Store, fleet: cfg.Fleet}
+		a.Handle("GET /sandbox/v1/devices", g.Wrap(sb.devices))
+		a.Handle("POST /sandbox/v1/terminals/{terminalId}/next-outcome", g.Wrap(sb.nextOutcome))
+		a.Handle("POST /sandbox/v1/terminals/{terminalId}/offline", g.Wrap(sb.setOffline(true)))
+		a.Handle("POST /sandbox/v1/terminals/{terminalId}/online", g.Wrap(sb.setOffline(false)))
+		a.Handle("POST /sandbox/v1/terminals/{terminalId}/printer", g.Wrap(sb.printer))
+		a.Handle("POST /sandbox/v1/terminals/{terminalId}/next-install", g.Wrap(sb.nextInstall))
+	}
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// staticDoc is a response encoded once at start: serving it costs a header
+// copy and one write, with ETag revalidation.
+type staticDoc struct {
+	body   []byte
+	etag   string
+	header http.Header
+}
+
+func newStaticDoc(body []byte, contentType string) *staticDoc {
+	sum := sha256.Sum256(body)
+	etag := `"` + hex.EncodeToString(sum[:12]) + `"`
+	return &staticDoc{
+		body: body,
+		etag: etag,
+		header: http.Header{
+			"Content-Type":   {contentType},
+			"Etag":           {etag},
+			"Cache-Control":  {"private, no-cache"},
+			"Content-Length": {strconv.Itoa(len(body))},
+		},
+	}
+}
+
+func (d *staticDoc) serve(w http.ResponseWriter, r *http.Request, _ *instore.Principal) error {
+	h := w.Header()
+	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatch(inm, d.etag) {
+		h["Etag"] = d.header["Etag"]
+		h["Cache-Control"] = d.header["Cache-Control"]
+		w.WriteHeader(http.StatusNotModified)
+		return nil
+	}
+	for k, v := range d.header {
+		h[k] = v
+	}
+	if r.Method != http.MethodHead {
+		w.Write(d.body)
+	}
+	return nil
+}
+
+// etagMatch implements the weak comparison of If-None-Match (RFC 9110 13.1.2).
+func etagMatch(header, etag string) bool {
+	for _, part := range strings.Split(header, ",") {
+		t := strings.TrimSpace(part)
+		if t == "*" || strings.TrimPrefix(t, "W/") == etag {
+			return true
+		}
+	}
+	return false
+}

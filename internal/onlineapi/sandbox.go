@@ -1,0 +1,175 @@
+package onlineapi
+
+import (
+	"context"
+	"net/http"
+	"unicode/utf8"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/httpapi"
+	"github.com/instore-dev/instore/internal/sim"
+)
+
+// sandbox serves the sandbox control API (/sandbox/v1), registered only in
+// sandbox mode: it drives the in-process virtual terminals.
+type sandbox struct {
+	svc   *instore.Service
+	store instore.Store
+	fleet *sim.Fleet
+}
+
+// DeviceJSON is a virtual device as GET /sandbox/v1/devices shows it.
+type DeviceJSON struct {
+	SerialNumber string  `json:"serialNumber"`
+	Model        string  `json:"model"`
+	TerminalID   *string `json:"terminalId"`
+	Online       bool    `json:"online"`
+	Screen       string  `json:"screen"`
+	LinkCode     *string `json:"linkCode"`
+}
+
+// devices lists the virtual devices the caller's customer may see: its own
+// and those not yet assigned to any customer.
+func (s *sandbox) devices(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	if _, err := s.svc.ActiveMerchant(r.Context(), p); err != nil {
+		return err
+	}
+	out, err := VisibleDevices(r.Context(), s.store, s.fleet, p.CustomerID)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"devices": out})
+}
+
+// VisibleDevices lists the virtual devices a customer may see and use: its
+// own and those not yet assigned to any customer.
+func VisibleDevices(ctx context.Context, store instore.Store, fleet *sim.Fleet, customerID string) ([]DeviceJSON, error) {
+	all, err := store.Devices(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	visible := map[string]bool{}
+	for _, d := range all {
+		visible[d.SerialNumber] = d.CustomerID == "" || d.CustomerID == customerID
+	}
+	out := []DeviceJSON{}
+	for _, st := range fleet.States() {
+		if visible[st.SerialNumber] {
+			out = append(out, DeviceState(st))
+		}
+	}
+	return out, nil
+}
+
+// DeviceState is a virtual device's state as the sandbox shows it.
+func DeviceState(st sim.State) DeviceJSON {
+	return DeviceJSON{
+		SerialNumber: st.SerialNumber, Model: st.Model, TerminalID: optional(st.TerminalID),
+		Online: st.Online, Screen: st.Screen, LinkCode: optional(st.LinkCode),
+	}
+}
+
+// device finds the virtual device linked to one of the merchant's terminal
+// IDs (WP03, WP16, WP01; not-found when it is not a virtual device).
+func (s *sandbox) device(ctx context.Context, p *instore.Principal, terminalID string) (*sim.Terminal, error) {
+	if !instore.ValidTerminalID(terminalID) {
+		return nil, httpapi.Validation(instore.FieldError{Field: "terminalId", Message: "must be 8 digits"})
+	}
+	t, err := s.svc.OwnTerminal(ctx, p, terminalID)
+	if err != nil {
+		return nil, err
+	}
+	if !t.Linked() {
+		return nil, instore.Errorf(instore.WP01, "The terminal ID has no linked terminal.")
+	}
+	vt, ok := s.fleet.Get(t.SerialNumber)
+	if !ok {
+		return nil, instore.Errorf(instore.ENotFound, "The terminal linked to this terminal ID is not a virtual terminal.")
+	}
+	return vt, nil
+}
+
+type statusBody struct {
+	StatusID *int `json:"statusId"`
+}
+
+func (s *sandbox) nextOutcome(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	var body statusBody
+	if err := httpapi.DecodeJSON(r, &body); err != nil {
+		return err
+	}
+	if body.StatusID == nil || *body.StatusID < 0 || *body.StatusID > instore.StatusWrongPIN {
+		return httpapi.Validation(instore.FieldError{Field: "/statusId", Message: "must be a transaction status id from 0 to 12"})
+	}
+	vt, err := s.device(r.Context(), p, r.PathValue("terminalId"))
+	if err != nil {
+		return err
+	}
+	if err := vt.SetNextOutcome(*body.StatusID); err != nil {
+		return httpapi.Validation(instore.FieldError{Field: "/statusId", Message: err.Error()})
+	}
+	return s.state(w, vt)
+}
+
+func (s *sandbox) printer(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	var body statusBody
+	if err := httpapi.DecodeJSON(r, &body); err != nil {
+		return err
+	}
+	if body.StatusID == nil || *body.StatusID < 0 || *body.StatusID > instore.PrintTimeout {
+		return httpapi.Validation(instore.FieldError{Field: "/statusId", Message: "must be a print status id from 0 to 6"})
+	}
+	vt, err := s.device(r.Context(), p, r.PathValue("terminalId"))
+	if err != nil {
+		return err
+	}
+	vt.SetNextPrint(*body.StatusID)
+	return s.state(w, vt)
+}
+
+func (s *sandbox) setOffline(offline bool) httpapi.AuthedFunc {
+	return func(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+		vt, err := s.device(r.Context(), p, r.PathValue("terminalId"))
+		if err != nil {
+			return err
+		}
+		vt.SetOffline(offline)
+		return s.state(w, vt)
+	}
+}
+
+func (s *sandbox) state(w http.ResponseWriter, vt *sim.Terminal) error {
+	return writeJSON(w, http.StatusOK, DeviceState(vt.State()))
+}
+
+// nextInstallBody is the body of POST .../next-install.
+type nextInstallBody struct {
+	Fail   *bool  `json:"fail"`
+	Reason string `json:"reason"`
+}
+
+// nextInstall makes the next software installation of a virtual terminal
+// fail (or, with fail false, succeed again), so that a FAILED update is
+// reachable from the sandbox (Access API).
+func (s *sandbox) nextInstall(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	var body nextInstallBody
+	if err := httpapi.DecodeJSON(r, &body); err != nil {
+		return err
+	}
+	var bad []instore.FieldError
+	if body.Fail == nil {
+		bad = append(bad, instore.FieldError{Field: "/fail", Message: "is required"})
+	}
+	if n := utf8.RuneCountInString(body.Reason); n > 200 || !utf8.ValidString(body.Reason) {
+		bad = append(bad, instore.FieldError{Field: "/reason", Message: "must be at most 200 characters"})
+	}
+	if len(bad) > 0 {
+		return httpapi.Validation(bad...)
+	}
+	vt, err := s.device(r.Context(), p, r.PathValue("terminalId"))
+	if err != nil {
+		return err
+	}
+	vt.SetNextInstallFail(*body.Fail, body.Reason)
+	return s.state(w, vt)
+}

@@ -1,0 +1,346 @@
+package onlineapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/httpapi"
+)
+
+// transactionJSON is a transaction as the Online API shows it.
+type transactionJSON struct {
+	OnlineAPIRefID  string      `json:"onlineAPIRefId"`
+	Type            string      `json:"type"`
+	TerminalID      string      `json:"terminalId"`
+	Amount          int64       `json:"amount"`
+	CashbackAmount  int64       `json:"cashbackAmount"`
+	VATAmount       *int64      `json:"vatAmount"`
+	Currency        string      `json:"currency"`
+	PaymentMethodID *int        `json:"paymentMethodId"`
+	ECRReference    *string     `json:"ecrReference"`
+	PrintReceipt    bool        `json:"printReceipt"`
+	StatusID        int         `json:"statusId"`
+	Status          string      `json:"status"`
+	ErrorID         *int        `json:"errorId"`
+	ErrorCode       *string     `json:"errorCode"`
+	Progress        string      `json:"progress"`
+	Version         int64       `json:"version"`
+	CreatedAt       time.Time   `json:"createdAt"`
+	AcknowledgedAt  *time.Time  `json:"acknowledgedAt"`
+	CompletedAt     *time.Time  `json:"completedAt"`
+	Reverses        *string     `json:"reverses"`
+	ReversedBy      *string     `json:"reversedBy"`
+	Result          *resultJSON `json:"result,omitempty"`
+}
+
+type resultJSON struct {
+	EntryMode         *string           `json:"entryMode"`
+	CardBrand         *string           `json:"cardBrand"`
+	MaskedPAN         *string           `json:"maskedPan"`
+	AuthorizationCode *string           `json:"authorizationCode"`
+	PaymentMethod     *paymentMethodRef `json:"paymentMethod"`
+	Receipt           instore.Receipt   `json:"receipt"`
+}
+
+type paymentMethodRef struct {
+	ID   int    `json:"id"`
+	Code string `json:"code"`
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func nonNil(l []string) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l
+}
+
+// TransactionJSON renders a transaction as the Online API shows it.
+func TransactionJSON(meta *instore.Metadata, t *instore.Transaction) any { return toJSON(meta, t) }
+
+// PrintJobJSON renders a print job as the Online API shows it.
+func PrintJobJSON(meta *instore.Metadata, j *instore.PrintJob) any {
+	return (&handlers{meta: meta}).printJSON(j)
+}
+
+func toJSON(meta *instore.Metadata, t *instore.Transaction) *transactionJSON {
+	out := &transactionJSON{
+		OnlineAPIRefID: t.ID, Type: t.Type, TerminalID: t.TerminalID, Amount: t.Amount,
+		CashbackAmount: t.CashbackAmount, VATAmount: t.VATAmount, Currency: t.Currency,
+		PaymentMethodID: t.PaymentMethodID, ECRReference: optional(t.ECRReference), PrintReceipt: t.PrintReceipt,
+		StatusID: t.StatusID, Progress: t.Progress, Version: t.Version, CreatedAt: t.CreatedAt,
+		AcknowledgedAt: t.AcknowledgedAt, CompletedAt: t.CompletedAt,
+		Reverses: optional(t.Reverses), ReversedBy: optional(t.ReversedBy),
+	}
+	if c, ok := meta.TransactionStatus(t.StatusID); ok {
+		out.Status = c.Code
+	}
+	if t.ErrorID != nil {
+		for _, c := range meta.ErrorCodes {
+			if c.ID == *t.ErrorID {
+				id, code := c.ID, c.Code
+				out.ErrorID, out.ErrorCode = &id, &code
+			}
+		}
+	}
+	if r := t.Result; r != nil {
+		rj := &resultJSON{
+			EntryMode: optional(r.EntryMode), CardBrand: optional(r.CardBrand), MaskedPAN: optional(r.MaskedPAN),
+			AuthorizationCode: optional(r.AuthorizationCode),
+			Receipt:           instore.Receipt{Customer: nonNil(r.Receipt.Customer), Merchant: nonNil(r.Receipt.Merchant)},
+		}
+		if r.PaymentMethodID != nil {
+			if c, ok := meta.PaymentMethod(*r.PaymentMethodID); ok {
+				rj.PaymentMethod = &paymentMethodRef{ID: c.ID, Code: c.Code}
+			}
+		}
+		out.Result = rj
+	}
+	return out
+}
+
+// writeJSON writes v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	w.Write(b)
+	return nil
+}
+
+// handlers are the Online API's operation handlers: decode, call one
+// operation of the Service, encode.
+type handlers struct {
+	svc  *instore.Service
+	meta *instore.Metadata
+}
+
+func (h *handlers) link(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	var req instore.LinkRequest
+	if err := httpapi.DecodeJSON(r, &req); err != nil {
+		return err
+	}
+	v, err := h.svc.Link(r.Context(), p, &req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, v)
+}
+
+func (h *handlers) unlink(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	var req instore.TerminalRequest
+	if err := httpapi.DecodeJSON(r, &req); err != nil {
+		return err
+	}
+	v, err := h.svc.Unlink(r.Context(), p, &req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, v)
+}
+
+func (h *handlers) terminals(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	vs, err := h.svc.Terminals(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"terminals": vs})
+}
+
+func (h *handlers) terminal(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	v, err := h.svc.Terminal(r.Context(), p, r.PathValue("terminalId"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, v)
+}
+
+func (h *handlers) purchase(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	var req instore.PurchaseRequest
+	if err := httpapi.DecodeJSON(r, &req); err != nil {
+		return err
+	}
+	t, err := h.svc.Purchase(r.Context(), p, &req)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", Prefix+"/transaction/"+t.ID)
+	return writeJSON(w, http.StatusCreated, toJSON(h.meta, t))
+}
+
+func (h *handlers) transaction(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	wait := 0
+	if q := r.URL.Query(); q.Has("wait") {
+		n, err := strconv.Atoi(q.Get("wait"))
+		if err != nil || n < 0 || n > instore.MaxWait {
+			return httpapi.Validation(instore.FieldError{Field: "wait", Message: "must be an integer number of seconds from 0 to 60"})
+		}
+		wait = n
+	}
+	t, err := h.svc.Transaction(r.Context(), p, r.PathValue("onlineAPIRefId"), time.Duration(wait)*time.Second)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, toJSON(h.meta, t))
+}
+
+func (h *handlers) cancel(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	var req instore.TerminalRequest
+	if err := httpapi.DecodeJSON(r, &req); err != nil {
+		return err
+	}
+	t, err := h.svc.Cancel(r.Context(), p, &req)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", Prefix+"/transaction/"+t.ID)
+	return writeJSON(w, http.StatusAccepted, toJSON(h.meta, t))
+}
+
+func (h *handlers) refund(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	var req instore.RefundRequest
+	if err := httpapi.DecodeJSON(r, &req); err != nil {
+		return err
+	}
+	t, err := h.svc.Refund(r.Context(), p, &req)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", Prefix+"/transaction/"+t.ID)
+	return writeJSON(w, http.StatusCreated, toJSON(h.meta, t))
+}
+
+func (h *handlers) reversal(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	var req instore.ReversalRequest
+	if err := httpapi.DecodeJSON(r, &req); err != nil {
+		return err
+	}
+	t, err := h.svc.Reversal(r.Context(), p, &req)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", Prefix+"/transaction/"+t.ID)
+	return writeJSON(w, http.StatusCreated, toJSON(h.meta, t))
+}
+
+// listQuery parses the query of GET /transactions; shape errors are
+// validation problems naming the parameter.
+func listQuery(r *http.Request) (instore.ListQuery, error) {
+	v := r.URL.Query()
+	var q instore.ListQuery
+	var errs []instore.FieldError
+	parseTime := func(name string) *time.Time {
+		if !v.Has(name) {
+			return nil
+		}
+		t, err := time.Parse(time.RFC3339, v.Get(name))
+		if err != nil {
+			errs = append(errs, instore.FieldError{Field: name, Message: "must be an RFC 3339 time such as 2026-01-31T12:00:00Z"})
+			return nil
+		}
+		t = t.UTC()
+		return &t
+	}
+	parseInt := func(name string) *int {
+		if !v.Has(name) {
+			return nil
+		}
+		n, err := strconv.Atoi(v.Get(name))
+		if err != nil {
+			errs = append(errs, instore.FieldError{Field: name, Message: "must be an integer"})
+			return nil
+		}
+		return &n
+	}
+	q.From, q.To = parseTime("from"), parseTime("to")
+	q.StatusID = parseInt("statusId")
+	if l := parseInt("limit"); l != nil {
+		q.Limit = *l
+		if *l == 0 {
+			errs = append(errs, instore.FieldError{Field: "limit", Message: "must be 1-1000"})
+		}
+	}
+	q.TerminalID, q.ECRReference, q.Cursor = v.Get("terminalId"), v.Get("ecrReference"), v.Get("cursor")
+	if len(errs) > 0 {
+		return q, httpapi.Validation(errs...)
+	}
+	return q, nil
+}
+
+func (h *handlers) transactions(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	q, err := listQuery(r)
+	if err != nil {
+		return err
+	}
+	ts, next, err := h.svc.Transactions(r.Context(), p, q)
+	if err != nil {
+		return err
+	}
+	out := make([]*transactionJSON, len(ts))
+	for i, t := range ts {
+		out[i] = toJSON(h.meta, t)
+	}
+	var cursor *string
+	if next != "" {
+		cursor = &next
+	}
+	return writeJSON(w, http.StatusOK, struct {
+		Transactions []*transactionJSON `json:"transactions"`
+		NextCursor   *string            `json:"nextCursor"`
+	}{out, cursor})
+}
+
+// printJobJSON is a print job as the Online API shows it.
+type printJobJSON struct {
+	PrintID     string     `json:"printId"`
+	TerminalID  string     `json:"terminalId"`
+	StatusID    *int       `json:"statusId"`
+	Status      *string    `json:"status"`
+	CreatedAt   time.Time  `json:"createdAt"`
+	CompletedAt *time.Time `json:"completedAt"`
+}
+
+func (h *handlers) printJSON(j *instore.PrintJob) *printJobJSON {
+	out := &printJobJSON{PrintID: j.ID, TerminalID: j.TerminalID, StatusID: j.StatusID, CreatedAt: j.CreatedAt, CompletedAt: j.CompletedAt}
+	if j.StatusID != nil {
+		if c, ok := h.meta.PrintStatus(*j.StatusID); ok {
+			out.Status = &c.Code
+		}
+	}
+	return out
+}
+
+func (h *handlers) print(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	var req instore.PrintRequest
+	if err := httpapi.DecodeJSON(r, &req); err != nil {
+		return err
+	}
+	j, err := h.svc.Print(r.Context(), p, &req)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", Prefix+"/print/"+j.ID)
+	return writeJSON(w, http.StatusOK, h.printJSON(j))
+}
+
+func (h *handlers) printJob(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	j, err := h.svc.PrintJob(r.Context(), p, r.PathValue("printId"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, h.printJSON(j))
+}

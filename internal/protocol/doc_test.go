@@ -1,0 +1,63 @@
+package protocol
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"testing"
+)
+
+// TestDocExamples checks that every example message in
+// docs/terminal-protocol.md is valid, so that the document and the code
+// cannot drift apart.
+func TestDocExamples(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/terminal-protocol.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	sc := bufio.NewScanner(bytes.NewReader(doc))
+	for sc.Scan() {
+		line := sc.Bytes()
+		if !bytes.HasPrefix(line, []byte(`{"type":`)) {
+			continue
+		}
+		n++
+		env, err := Decode(line)
+		if err != nil {
+			t.Errorf("Decode(%s) = %v", line, err)
+			continue
+		}
+		var dst any
+		switch env.Type {
+		case TypeHello:
+			dst = &Hello{}
+		case TypeProgress:
+			dst = &Progress{}
+		case TypeResult:
+			dst = &Result{}
+		case TypePurchase, TypeRefund:
+			dst = &Payment{}
+		case TypeCancel:
+			dst = &Cancel{}
+		case TypeReversal:
+			dst = &Reversal{}
+		case TypeLinkCode:
+			dst = &LinkCode{}
+		case TypeLinked:
+			dst = &Linked{}
+		case TypeUpdate:
+			dst = &Update{}
+		case TypeUpdateStatus:
+			dst = &UpdateStatus{}
+		default:
+			continue
+		}
+		if err := DecodeData(env, dst); err != nil {
+			t.Errorf("DecodeData(%s) = %v", line, err)
+		}
+	}
+	if n < 10 {
+		t.Errorf("found %d examples in the document, want every message type's", n)
+	}
+}

@@ -1,0 +1,847 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/gorilla/websocket"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/api"
+	"github.com/instore-dev/instore/internal/protocol"
+	"github.com/instore-dev/instore/internal/server"
+)
+
+// The Access API end to end: over HTTP on its own listener, with real
+// terminal sessions (virtual terminals, or raw devices the test drives),
+// every response validated against api/access-api.yaml.
+
+// allocatedJSON is the answer of POST /getTerminalId.
+type allocatedJSON struct {
+	TerminalID   string    `json:"terminalId"`
+	CustomerID   string    `json:"customerId"`
+	MerchantID   *string   `json:"merchantId"`
+	SerialNumber *string   `json:"serialNumber"`
+	Model        *string   `json:"model"`
+	CreatedAt    time.Time `json:"createdAt"`
+}
+
+// updateJSON is an update as the Access API shows it.
+type updateJSON struct {
+	UpdateID        string     `json:"updateId"`
+	TerminalID      string     `json:"terminalId"`
+	PackageID       string     `json:"packageId"`
+	Status          string     `json:"status"`
+	Reason          *string    `json:"reason"`
+	SoftwareVersion *string    `json:"softwareVersion"`
+	NotBefore       *time.Time `json:"notBefore"`
+}
+
+// infoJSON is the answer of POST /getTerminalInfo.
+type infoJSON struct {
+	TerminalID         string      `json:"terminalId"`
+	CustomerID         string      `json:"customerId"`
+	MerchantID         *string     `json:"merchantId"`
+	SerialNumber       *string     `json:"serialNumber"`
+	Model              *string     `json:"model"`
+	SoftwareVersion    *string     `json:"softwareVersion"`
+	MinSoftwareVersion *string     `json:"minSoftwareVersion"`
+	Linked             bool        `json:"linked"`
+	Online             bool        `json:"online"`
+	LastSeenAt         *time.Time  `json:"lastSeenAt"`
+	PendingUpdate      *updateJSON `json:"pendingUpdate"`
+	LastUpdate         *updateJSON `json:"lastUpdate"`
+}
+
+type packageJSON struct {
+	PackageID string `json:"packageId"`
+	Model     string `json:"model"`
+	Version   string `json:"version"`
+	Mandatory bool   `json:"mandatory"`
+}
+
+// accessPost posts a JSON body to the Access API with the env's Access
+// credentials (or those in hdr).
+func (e *env) accessPost(t *testing.T, path string, body any, hdr map[string]string) reply {
+	t.Helper()
+	h := e.auth(e.accessToken, e.accessKey)
+	var r io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		r = bytes.NewReader(b)
+		h["Content-Type"] = "application/json"
+	}
+	for k, v := range hdr {
+		h[k] = v
+	}
+	resp, b := e.do(t, "POST", e.access+path, r, h)
+	return reply{resp, b}
+}
+
+func (e *env) accessGet(t *testing.T, path string) reply {
+	t.Helper()
+	resp, b := e.do(t, "GET", e.access+path, nil, e.auth(e.accessToken, e.accessKey))
+	return reply{resp, b}
+}
+
+// decode checks the status of a reply and decodes its body into v.
+func (r reply) decode(t *testing.T, status int, v any) {
+	t.Helper()
+	if r.resp.StatusCode != status {
+		t.Fatalf("status = %d %s, want %d", r.resp.StatusCode, r.body, status)
+	}
+	must(t, json.Unmarshal(r.body, v))
+}
+
+func (e *env) allocate(t *testing.T, body map[string]any) allocatedJSON {
+	t.Helper()
+	if _, ok := body["customerId"]; !ok {
+		body["customerId"] = e.customer.ID
+	}
+	var a allocatedJSON
+	e.accessPost(t, "/getTerminalId", body, nil).decode(t, 201, &a)
+	e.secrets = append(e.secrets, a.TerminalID)
+	return a
+}
+
+func (e *env) info(t *testing.T, terminalID string) infoJSON {
+	t.Helper()
+	var in infoJSON
+	e.accessPost(t, "/getTerminalInfo", map[string]any{"terminalId": terminalID}, nil).decode(t, 200, &in)
+	return in
+}
+
+// waitInfo polls POST /getTerminalInfo until cond holds (bounded).
+func (e *env) waitInfo(t *testing.T, terminalID, what string, cond func(infoJSON) bool) infoJSON {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		in := e.info(t, terminalID)
+		if cond(in) {
+			return in
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("terminal info never showed %s: %+v (pending %+v, last %+v)", what, in, in.PendingUpdate, in.LastUpdate)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (e *env) createUpdate(t *testing.T, body map[string]any) updateJSON {
+	t.Helper()
+	var u updateJSON
+	e.accessPost(t, "/terminal/createUpdate", body, nil).decode(t, 201, &u)
+	return u
+}
+
+func lastStatus(status string) func(infoJSON) bool {
+	return func(in infoJSON) bool { return in.LastUpdate != nil && in.LastUpdate.Status == status }
+}
+
+// testCatalogue is a catalogue for the three models: a mandatory 1.0.0
+// (what virtual terminals run) and a newer 1.2.0 each, and for the
+// countertop a 1.1.0 of the env's customer only.
+func testCatalogue(customerID string) string {
+	var ps []string
+	for i, m := range instore.Models {
+		for j, v := range []string{"1.0.0", "1.2.0"} {
+			ps = append(ps, fmt.Sprintf(`{"packageId":"%s-%s","model":"%s","name":"%s app","version":"%s","mandatory":%v,"sizeBytes":%d,"sha256":"%064x","releasedAt":"2026-0%d-01T00:00:00Z"}`,
+				m, v, m, m, v, j == 0, 1000+i, i*10+j+1, 2*j+1))
+		}
+	}
+	ps = append(ps, fmt.Sprintf(`{"packageId":"countertop-1.1.0-own","customerId":%q,"model":"countertop","name":"countertop app","version":"1.1.0","sizeBytes":1,"sha256":"%064x","releasedAt":"2026-02-01T00:00:00Z"}`,
+		customerID, 99))
+	return `{"packages":[` + strings.Join(ps, ",") + `]}`
+}
+
+func (e *env) importCatalogue(t *testing.T, catalogue string) {
+	t.Helper()
+	if _, err := e.ad.ImportPackages(context.Background(), strings.NewReader(catalogue)); err != nil {
+		t.Fatalf("ImportPackages: %v", err)
+	}
+}
+
+// secondCustomer creates another customer with a merchant, a device and a
+// terminal ID, and Access API credentials; it returns the customer id, the
+// terminal ID, the merchant id and the credentials as headers.
+func (e *env) secondCustomer(t *testing.T) (customerID, terminalID, merchantID string, creds map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := e.ad.CreateCustomer(ctx, "Other AB")
+	must(t, err)
+	m, err := e.ad.CreateMerchant(ctx, c.ID, "Other shop", true)
+	must(t, err)
+	_, _, err = e.ad.CreateDevice(ctx, "SN-OTHER-1", instore.ModelCountertop, c.ID)
+	must(t, err)
+	ts, err := e.ad.AllocateTerminals(ctx, m.ID, 1)
+	must(t, err)
+	cl, secret, err := e.ad.CreateClient(ctx, instore.SurfaceAccess, c.ID, "other ops")
+	must(t, err)
+	_, key, err := e.ad.CreateKey(ctx, instore.SurfaceAccess, c.ID)
+	must(t, err)
+	token := e.getToken(t, e.access, cl.ID, secret)
+	e.secrets = append(e.secrets, c.ID, m.ID, ts[0].TerminalID, secret, key, token)
+	return c.ID, ts[0].TerminalID, m.ID, map[string]string{"Authorization": "Bearer " + token, "Ocp-Apim-Subscription-Key": key}
+}
+
+// TestAccessSurface: its own listener, credentials and document; Online
+// API credentials are refused here and Access API credentials there.
+func TestAccessSurface(t *testing.T) {
+	e := start(t, nil)
+	resp, body := e.do(t, "GET", e.access+"/openapi.yaml", nil, e.auth(e.accessToken, e.accessKey))
+	if resp.StatusCode != 200 || !bytes.Equal(body, api.AccessYAML) {
+		t.Errorf("GET /openapi.yaml = %d (%d bytes), want 200 and the embedded document", resp.StatusCode, len(body))
+	}
+	h := e.auth(e.accessToken, e.accessKey)
+	h["If-None-Match"] = resp.Header.Get("ETag")
+	if resp, _ := e.do(t, "GET", e.access+"/openapi.yaml", nil, h); resp.StatusCode != 304 {
+		t.Errorf("GET /openapi.yaml with its ETag = %d, want 304", resp.StatusCode)
+	}
+
+	ops := []struct {
+		method, path string
+		body         any
+	}{
+		{"POST", "/getTerminalId", map[string]any{"customerId": e.customer.ID}},
+		{"POST", "/getTerminalInfo", map[string]any{"terminalId": "10000001"}},
+		{"GET", "/terminal/getPackages/" + e.customer.ID + "/countertop", nil},
+		{"POST", "/terminal/createUpdate", map[string]any{"terminalId": "10000001", "packageId": "p"}},
+		{"GET", "/openapi.yaml", nil},
+	}
+	for _, cred := range []struct {
+		name string
+		hdr  map[string]string
+	}{
+		{"none", e.auth("", "")},
+		{"online token and key", e.auth(e.token, e.key)},
+		{"online token, access key", e.auth(e.token, e.accessKey)},
+		{"access token, online key", e.auth(e.accessToken, e.key)},
+		{"bad token", e.auth(e.accessToken+"x", e.accessKey)},
+	} {
+		for _, op := range ops {
+			t.Run(cred.name+" "+op.path, func(t *testing.T) {
+				var r io.Reader
+				h := map[string]string{}
+				for k, v := range cred.hdr {
+					h[k] = v
+				}
+				if op.body != nil {
+					b, _ := json.Marshal(op.body)
+					r = bytes.NewReader(b)
+					h["Content-Type"] = "application/json"
+				}
+				resp, body := e.do(t, op.method, e.access+op.path, r, h)
+				if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") == "" {
+					t.Errorf("%s %s = %d %s, want 401 with WWW-Authenticate", op.method, op.path, resp.StatusCode, body)
+				}
+			})
+		}
+	}
+	// Access API credentials on the Online API.
+	for _, path := range []string{"/in-store/api/v1/metadata", "/in-store/api/v1/terminals"} {
+		if resp, body := e.do(t, "GET", e.online+path, nil, e.auth(e.accessToken, e.accessKey)); resp.StatusCode != 401 {
+			t.Errorf("GET %s with Access API credentials = %d %s, want 401", path, resp.StatusCode, body)
+		}
+	}
+	// The Access API's paths are not on the Online API's listener, nor the
+	// other way round; unknown paths and methods are problems.
+	if resp, _ := e.do(t, "POST", e.online+"/getTerminalId", strings.NewReader("{}"), e.auth(e.token, e.key)); resp.StatusCode != 404 {
+		t.Errorf("POST /getTerminalId on the Online API listener = %d, want 404", resp.StatusCode)
+	}
+	for _, tc := range []struct {
+		method, path string
+		want         int
+	}{
+		{"GET", "/in-store/api/v1/metadata", 404},
+		{"GET", "/getTerminalId", 405},
+		{"POST", "/terminal/getPackages/x/y", 405},
+		{"GET", "/terminal/nothing", 404},
+	} {
+		resp, body := e.do(t, tc.method, e.access+tc.path, nil, e.auth(e.accessToken, e.accessKey))
+		if resp.StatusCode != tc.want || resp.Header.Get("Content-Type") != "application/problem+json" {
+			t.Errorf("%s %s = %d %s, want a %d problem", tc.method, tc.path, resp.StatusCode, body, tc.want)
+		}
+	}
+}
+
+func TestGetTerminalID(t *testing.T) {
+	e := start(t, nil)
+	ctx := context.Background()
+	a := e.allocate(t, map[string]any{})
+	if !instore.ValidTerminalID(a.TerminalID) || a.CustomerID != e.customer.ID || a.MerchantID != nil || a.SerialNumber != nil || a.Model != nil {
+		t.Errorf("allocation for the customer = %+v, want 8 digits, no merchant, device or model", a)
+	}
+	b := e.allocate(t, map[string]any{"merchantId": e.merchantRec.ID, "model": "mobile"})
+	if b.MerchantID == nil || *b.MerchantID != e.merchantRec.ID || b.Model == nil || *b.Model != "mobile" || b.TerminalID <= a.TerminalID {
+		t.Errorf("allocation for the merchant = %+v, want the merchant, model mobile and a higher ID than %s", b, a.TerminalID)
+	}
+	// The merchant uses it on the Online API at once.
+	if resp, body := e.do(t, "GET", e.online+"/in-store/api/v1/terminal/"+b.TerminalID, nil, e.auth(e.token, e.key)); resp.StatusCode != 200 {
+		t.Errorf("GET the new terminal ID on the Online API = %d %s, want 200", resp.StatusCode, body)
+	}
+	if resp, _ := e.do(t, "GET", e.online+"/in-store/api/v1/terminal/"+a.TerminalID, nil, e.auth(e.token, e.key)); resp.StatusCode != 403 {
+		t.Errorf("GET a terminal ID of no merchant on the Online API = %d, want 403 WP16", resp.StatusCode)
+	}
+	// The admin command allocates with the same operation: the next ID.
+	ts, err := e.ad.AllocateTerminals(ctx, e.merchantRec.ID, 1)
+	must(t, err)
+	if ts[0].TerminalID <= b.TerminalID {
+		t.Errorf("admin allocation = %s after %s, want a new, higher ID", ts[0].TerminalID, b.TerminalID)
+	}
+
+	otherCustomer, _, otherMerchant, _ := e.secondCustomer(t)
+	for _, tc := range []struct {
+		name   string
+		body   string
+		status int
+		code   string
+	}{
+		{"no customerId", `{}`, 400, "validation"},
+		{"unknown field", `{"customerId":"` + e.customer.ID + `","terminalId":"1"}`, 400, "validation"},
+		{"wrong type", `{"customerId":7}`, 400, "validation"},
+		{"bad model", `{"customerId":"` + e.customer.ID + `","model":"toaster"}`, 400, "validation"},
+		{"malformed", `{"customerId":`, 400, "validation"},
+		{"another customer", `{"customerId":"` + otherCustomer + `"}`, 403, "forbidden"},
+		{"an unknown customer", `{"customerId":"cus_unknown"}`, 403, "forbidden"},
+		{"another customer's merchant", `{"customerId":"` + e.customer.ID + `","merchantId":"` + otherMerchant + `"}`, 403, "forbidden"},
+		{"an unknown merchant", `{"customerId":"` + e.customer.ID + `","merchantId":"mer_unknown"}`, 403, "forbidden"},
+		{"another customer's device", `{"customerId":"` + e.customer.ID + `","serialNumber":"SN-OTHER-1"}`, 403, "forbidden"},
+		{"an unknown device", `{"customerId":"` + e.customer.ID + `","serialNumber":"SN-NONE"}`, 403, "forbidden"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := e.auth(e.accessToken, e.accessKey)
+			h["Content-Type"] = "application/json"
+			resp, body := e.do(t, "POST", e.access+"/getTerminalId", strings.NewReader(tc.body), h)
+			reply{resp, body}.problem(t, tc.status, tc.code)
+		})
+	}
+	// Forbidden says the same whether the thing exists or not.
+	detail := func(body string) string {
+		h := e.auth(e.accessToken, e.accessKey)
+		h["Content-Type"] = "application/json"
+		_, b := e.do(t, "POST", e.access+"/getTerminalId", strings.NewReader(body), h)
+		var p struct{ Detail string }
+		json.Unmarshal(b, &p)
+		return p.Detail
+	}
+	if x, y := detail(`{"customerId":"`+otherCustomer+`"}`), detail(`{"customerId":"cus_unknown"}`); x != y {
+		t.Errorf("403 for an existing customer %q differs from an unknown one %q", x, y)
+	}
+	h := e.auth(e.accessToken, e.accessKey)
+	h["Content-Type"] = "text/plain"
+	if resp, _ := e.do(t, "POST", e.access+"/getTerminalId", strings.NewReader(`{}`), h); resp.StatusCode != 415 {
+		t.Errorf("text/plain body = %d, want 415", resp.StatusCode)
+	}
+	h["Content-Type"] = "application/json"
+	if resp, _ := e.do(t, "POST", e.access+"/getTerminalId", strings.NewReader(`{"customerId":"`+strings.Repeat("x", 70000)+`"}`), h); resp.StatusCode != 413 {
+		t.Errorf("70 kB body = %d, want 413", resp.StatusCode)
+	}
+
+	// Idempotency: a retry replays the first allocation.
+	key := map[string]string{"Idempotency-Key": "alloc-1"}
+	first := e.accessPost(t, "/getTerminalId", map[string]any{"customerId": e.customer.ID}, key)
+	again := e.accessPost(t, "/getTerminalId", map[string]any{"customerId": e.customer.ID}, key)
+	if first.resp.StatusCode != 201 || again.resp.StatusCode != 201 || !bytes.Equal(first.body, again.body) || again.resp.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("retried allocation = %d %s (replayed %q), want the first %d %s replayed",
+			again.resp.StatusCode, again.body, again.resp.Header.Get("Idempotent-Replayed"), first.resp.StatusCode, first.body)
+	}
+	e.accessPost(t, "/getTerminalId", map[string]any{"customerId": e.customer.ID, "model": "pinpad"}, key).problem(t, 422, "idempotency-conflict")
+	e.accessPost(t, "/getTerminalId", map[string]any{"customerId": e.customer.ID}, map[string]string{"Idempotency-Key": ""}).problem(t, 400, "validation")
+}
+
+// TestGetTerminalIDConcurrent allocates from many goroutines over HTTP and
+// finds no terminal ID twice.
+func TestGetTerminalIDConcurrent(t *testing.T) {
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			var mutate func(*server.Config)
+			if backend == "postgres" {
+				u := freshPostgres(t)
+				if u == "" {
+					t.Skip("INSTORE_TEST_DATABASE_URL is not set")
+				}
+				mutate = func(c *server.Config) { c.DatabaseURL = u }
+			}
+			e := start(t, mutate)
+			const workers, each = 24, 5
+			body, _ := json.Marshal(map[string]any{"customerId": e.customer.ID, "merchantId": e.merchantRec.ID})
+			var (
+				wg   sync.WaitGroup
+				mu   sync.Mutex
+				seen = map[string]int{}
+				errs []string
+			)
+			for range workers {
+				wg.Go(func() {
+					for range each {
+						req, _ := http.NewRequest("POST", e.access+"/getTerminalId", bytes.NewReader(body))
+						for k, v := range e.auth(e.accessToken, e.accessKey) {
+							req.Header.Set(k, v)
+						}
+						req.Header.Set("Content-Type", "application/json")
+						resp, err := e.accessClient.Do(req)
+						if err != nil {
+							mu.Lock()
+							errs = append(errs, err.Error())
+							mu.Unlock()
+							return
+						}
+						var a allocatedJSON
+						err = json.NewDecoder(resp.Body).Decode(&a)
+						resp.Body.Close()
+						mu.Lock()
+						if resp.StatusCode != 201 || err != nil {
+							errs = append(errs, fmt.Sprintf("status %d, %v", resp.StatusCode, err))
+						} else {
+							seen[a.TerminalID]++
+						}
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			if len(errs) > 0 {
+				t.Fatalf("concurrent allocations failed: %v", errs)
+			}
+			for id, n := range seen {
+				if n != 1 || !instore.ValidTerminalID(id) {
+					t.Errorf("terminal ID %q handed out %d times", id, n)
+				}
+			}
+			if len(seen) != workers*each {
+				t.Errorf("%d distinct terminal IDs, want %d", len(seen), workers*each)
+			}
+		})
+	}
+}
+
+// TestGetTerminalIDBindsDevice: a freshly allocated terminal ID bound to a
+// device, and one linked on the Online API by the device's link code.
+func TestGetTerminalIDBindsDevice(t *testing.T) {
+	s := startSandbox(t)
+	// Unlink the PIN pad: it shows a link code and belongs to the customer.
+	s.post(t, "/in-store/api/v1/terminal/unlink", map[string]any{"terminalId": s.terminals[2]}, nil).tx(t, 200)
+	devs := s.waitDevices(t, func(ds []device) bool { return ds[2].LinkCode != nil })
+	serial := devs[2].SerialNumber
+
+	s.accessPost(t, "/getTerminalId", map[string]any{"customerId": s.customer.ID, "serialNumber": serial, "model": "mobile"}, nil).problem(t, 400, "validation")
+	s.accessPost(t, "/getTerminalId", map[string]any{"customerId": s.customer.ID, "serialNumber": devs[0].SerialNumber}, nil).problem(t, 409, "conflict")
+	a := s.allocate(t, map[string]any{"merchantId": s.merchantRec.ID, "serialNumber": serial})
+	if a.SerialNumber == nil || *a.SerialNumber != serial || a.Model == nil || *a.Model != instore.ModelPINPad {
+		t.Errorf("allocation bound to the PIN pad = %+v", a)
+	}
+	// The device shows the new terminal ID and takes payments on it.
+	s.waitDevices(t, func(ds []device) bool {
+		return ds[2].TerminalID != nil && *ds[2].TerminalID == a.TerminalID && ds[2].LinkCode == nil
+	})
+	if tx := s.final(t, s.purchase(t, a.TerminalID, 1000).tx(t, 201).OnlineAPIRefID); tx.StatusID != instore.StatusApproved {
+		t.Errorf("purchase on the bound terminal ID ended %d, want APPROVED", tx.StatusID)
+	}
+	in := s.info(t, a.TerminalID)
+	if !in.Linked || !in.Online || in.SerialNumber == nil || *in.SerialNumber != serial {
+		t.Errorf("info of the bound terminal ID = %+v", in)
+	}
+
+	// A fresh terminal ID linked on the Online API by the link code.
+	s.post(t, "/in-store/api/v1/terminal/unlink", map[string]any{"terminalId": a.TerminalID}, nil).tx(t, 200)
+	devs = s.waitDevices(t, func(ds []device) bool { return ds[2].LinkCode != nil })
+	b := s.allocate(t, map[string]any{"merchantId": s.merchantRec.ID})
+	s.post(t, "/in-store/api/v1/terminal/link", map[string]any{"terminalId": b.TerminalID, "linkCode": *devs[2].LinkCode}, nil).tx(t, 200)
+	s.waitDevices(t, func(ds []device) bool { return ds[2].TerminalID != nil && *ds[2].TerminalID == b.TerminalID })
+	if in := s.info(t, b.TerminalID); !in.Linked || in.Model == nil || *in.Model != instore.ModelPINPad {
+		t.Errorf("info after linking by link code = %+v", in)
+	}
+}
+
+func TestGetTerminalInfo(t *testing.T) {
+	s := startSandbox(t)
+	in := s.info(t, s.terminals[0])
+	if !in.Linked || !in.Online || in.Model == nil || *in.Model != "countertop" || in.SoftwareVersion == nil || *in.SoftwareVersion != "1.0.0" ||
+		in.LastSeenAt == nil || in.MerchantID == nil || *in.MerchantID != s.merchantRec.ID || in.CustomerID != s.customer.ID ||
+		in.PendingUpdate != nil || in.LastUpdate != nil || in.MinSoftwareVersion != nil {
+		t.Errorf("info of a linked virtual terminal = %+v", in)
+	}
+	s.post(t, "/sandbox/v1/terminals/"+s.terminals[1]+"/offline", nil, nil)
+	s.waitInfo(t, s.terminals[1], "offline", func(in infoJSON) bool { return !in.Online && in.Linked && in.LastSeenAt != nil })
+
+	a := s.allocate(t, map[string]any{"model": "pinpad"})
+	in = s.info(t, a.TerminalID)
+	want := infoJSON{TerminalID: a.TerminalID, CustomerID: s.customer.ID, Model: a.Model}
+	if diff := cmp.Diff(want, in); diff != "" {
+		t.Errorf("info of an unbound terminal ID (-want +got):\n%s", diff)
+	}
+
+	_, otherTerminal, _, otherCreds := s.secondCustomer(t)
+	for _, tc := range []struct {
+		name   string
+		body   string
+		status int
+		code   string
+	}{
+		{"another customer's", `{"terminalId":"` + otherTerminal + `"}`, 403, "forbidden"},
+		{"unknown", `{"terminalId":"99999999"}`, 403, "forbidden"},
+		{"malformed ID", `{"terminalId":"123"}`, 400, "validation"},
+		{"missing", `{}`, 400, "validation"},
+		{"unknown field", `{"terminalId":"10000001","x":1}`, 400, "validation"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := s.auth(s.accessToken, s.accessKey)
+			h["Content-Type"] = "application/json"
+			resp, body := s.do(t, "POST", s.access+"/getTerminalInfo", strings.NewReader(tc.body), h)
+			reply{resp, body}.problem(t, tc.status, tc.code)
+		})
+	}
+	// The other customer sees its own terminal, not this one.
+	if r := s.accessPost(t, "/getTerminalInfo", map[string]any{"terminalId": otherTerminal}, otherCreds); r.resp.StatusCode != 200 {
+		t.Errorf("the other customer reading its terminal = %d %s", r.resp.StatusCode, r.body)
+	}
+	s.accessPost(t, "/getTerminalInfo", map[string]any{"terminalId": s.terminals[0]}, otherCreds).problem(t, 403, "forbidden")
+}
+
+func TestGetPackages(t *testing.T) {
+	e := start(t, nil)
+	other, _, _, otherCreds := e.secondCustomer(t)
+	e.importCatalogue(t, testCatalogue(e.customer.ID))
+	for _, tc := range []struct {
+		model string
+		want  []packageJSON
+	}{
+		{"countertop", []packageJSON{
+			{"countertop-1.2.0", "countertop", "1.2.0", false},
+			{"countertop-1.1.0-own", "countertop", "1.1.0", false},
+			{"countertop-1.0.0", "countertop", "1.0.0", true},
+		}},
+		{"mobile", []packageJSON{{"mobile-1.2.0", "mobile", "1.2.0", false}, {"mobile-1.0.0", "mobile", "1.0.0", true}}},
+		{"pinpad", []packageJSON{{"pinpad-1.2.0", "pinpad", "1.2.0", false}, {"pinpad-1.0.0", "pinpad", "1.0.0", true}}},
+		{"toaster", []packageJSON{}},
+	} {
+		t.Run(tc.model, func(t *testing.T) {
+			var got struct{ Packages []packageJSON }
+			e.accessGet(t, "/terminal/getPackages/"+e.customer.ID+"/"+tc.model).decode(t, 200, &got)
+			if diff := cmp.Diff(tc.want, got.Packages); diff != "" {
+				t.Errorf("packages (-want +got):\n%s", diff)
+			}
+		})
+	}
+	// Another customer sees the shared packages only, and only with its own id.
+	var got struct{ Packages []packageJSON }
+	resp, body := e.do(t, "GET", e.access+"/terminal/getPackages/"+other+"/countertop", nil, otherCreds)
+	reply{resp, body}.decode(t, 200, &got)
+	if len(got.Packages) != 2 {
+		t.Errorf("the other customer sees %d countertop packages, want the 2 shared ones: %s", len(got.Packages), body)
+	}
+	e.accessGet(t, "/terminal/getPackages/"+other+"/countertop").problem(t, 403, "forbidden")
+	e.accessGet(t, "/terminal/getPackages/cus_unknown/countertop").problem(t, 403, "forbidden")
+}
+
+// TestUpdateLifecycle installs updates on virtual terminals: SCHEDULED,
+// DOWNLOADING, INSTALLED with the new version; FAILED with a reason from
+// the sandbox; the terminal stays usable.
+func TestUpdateLifecycle(t *testing.T) {
+	s := startSandbox(t)
+	s.importCatalogue(t, testCatalogue(s.customer.ID))
+	term := s.terminals[0]
+
+	u := s.createUpdate(t, map[string]any{"terminalId": term, "packageId": "countertop-1.2.0"})
+	if u.Status != instore.UpdateScheduled || u.TerminalID != term || u.PackageID != "countertop-1.2.0" || u.NotBefore != nil {
+		t.Errorf("created update = %+v, want SCHEDULED", u)
+	}
+	in := s.waitInfo(t, term, "INSTALLED", lastStatus(instore.UpdateInstalled))
+	if in.PendingUpdate != nil || in.SoftwareVersion == nil || *in.SoftwareVersion != "1.2.0" ||
+		in.LastUpdate.UpdateID != u.UpdateID || in.LastUpdate.SoftwareVersion == nil || *in.LastUpdate.SoftwareVersion != "1.2.0" {
+		t.Errorf("after the install: %+v, last update %+v", in, in.LastUpdate)
+	}
+	// The terminal stays usable.
+	if tx := s.final(t, s.purchase(t, term, 1000).tx(t, 201).OnlineAPIRefID); tx.StatusID != instore.StatusApproved {
+		t.Errorf("purchase after the update ended %d", tx.StatusID)
+	}
+
+	// A failing install, set from the sandbox.
+	r := s.post(t, "/sandbox/v1/terminals/"+term+"/next-install", map[string]any{"fail": true, "reason": "checksum mismatch"}, nil)
+	if r.resp.StatusCode != 200 {
+		t.Fatalf("next-install = %d %s", r.resp.StatusCode, r.body)
+	}
+	s.post(t, "/sandbox/v1/terminals/"+term+"/next-install", map[string]any{}, nil).problem(t, 400, "validation")
+	s.post(t, "/sandbox/v1/terminals/99999999/next-install", map[string]any{"fail": true}, nil).problem(t, 403, "WP16")
+	u = s.createUpdate(t, map[string]any{"terminalId": term, "packageId": "countertop-1.1.0-own"})
+	in = s.waitInfo(t, term, "FAILED", lastStatus(instore.UpdateFailed))
+	if in.LastUpdate.Reason == nil || *in.LastUpdate.Reason != "checksum mismatch" || *in.SoftwareVersion != "1.2.0" {
+		t.Errorf("failed update: %+v, version %v; want the sandbox reason and 1.2.0 kept", in.LastUpdate, *in.SoftwareVersion)
+	}
+	if tx := s.final(t, s.purchase(t, term, 1000).tx(t, 201).OnlineAPIRefID); tx.StatusID != instore.StatusApproved {
+		t.Errorf("purchase after a failed update ended %d", tx.StatusID)
+	}
+
+	// The rules of createUpdate.
+	unbound := s.allocate(t, map[string]any{"merchantId": s.merchantRec.ID})
+	otherCustomer, otherTerminal, _, _ := s.secondCustomer(t)
+	s.importCatalogue(t, `{"packages":[{"packageId":"other-only","customerId":"`+otherCustomer+`","model":"countertop","name":"x","version":"3.0","sizeBytes":1,"sha256":"`+strings.Repeat("0", 64)+`","releasedAt":"2026-01-01T00:00:00Z"}]}`)
+	for _, tc := range []struct {
+		name   string
+		body   map[string]any
+		status int
+		code   string
+	}{
+		{"package of another model", map[string]any{"terminalId": term, "packageId": "mobile-1.2.0"}, 400, "validation"},
+		{"malformed notBefore", map[string]any{"terminalId": term, "packageId": "countertop-1.2.0", "notBefore": "tonight"}, 400, "validation"},
+		{"no packageId", map[string]any{"terminalId": term}, 400, "validation"},
+		{"unknown package", map[string]any{"terminalId": term, "packageId": "nope"}, 403, "forbidden"},
+		{"another customer's package", map[string]any{"terminalId": term, "packageId": "other-only"}, 403, "forbidden"},
+		{"another customer's terminal", map[string]any{"terminalId": otherTerminal, "packageId": "countertop-1.2.0"}, 403, "forbidden"},
+		{"unknown terminal", map[string]any{"terminalId": "99999999", "packageId": "countertop-1.2.0"}, 403, "forbidden"},
+		{"no device linked", map[string]any{"terminalId": unbound.TerminalID, "packageId": "countertop-1.2.0"}, 409, "WP01"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s.accessPost(t, "/terminal/createUpdate", tc.body, nil).problem(t, tc.status, tc.code)
+		})
+	}
+
+	// notBefore: it waits; a second update meanwhile is refused.
+	later := time.Now().Add(1500 * time.Millisecond).UTC().Truncate(time.Millisecond)
+	key := map[string]string{"Idempotency-Key": "upd-later"}
+	body := map[string]any{"terminalId": s.terminals[1], "packageId": "mobile-1.2.0", "notBefore": later.Format(time.RFC3339Nano)}
+	first := s.accessPost(t, "/terminal/createUpdate", body, key)
+	var u2 updateJSON
+	first.decode(t, 201, &u2)
+	if u2.NotBefore == nil || !u2.NotBefore.Equal(later) || u2.Status != instore.UpdateScheduled {
+		t.Errorf("update with notBefore = %+v, want SCHEDULED until %v", u2, later)
+	}
+	if again := s.accessPost(t, "/terminal/createUpdate", body, key); !bytes.Equal(again.body, first.body) || again.resp.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("retried createUpdate = %d %s, want the first replayed", again.resp.StatusCode, again.body)
+	}
+	s.accessPost(t, "/terminal/createUpdate", map[string]any{"terminalId": s.terminals[1], "packageId": "mobile-1.0.0"}, nil).problem(t, 409, "conflict")
+	in = s.waitInfo(t, s.terminals[1], "INSTALLED after notBefore", lastStatus(instore.UpdateInstalled))
+	if in.LastUpdate.UpdateID != u2.UpdateID {
+		t.Errorf("installed update %s, want %s", in.LastUpdate.UpdateID, u2.UpdateID)
+	}
+}
+
+// TestUpdateWaitsForTransactionAndOfflineTerminal: an update is never
+// delivered while a transaction runs, nor while the terminal is offline;
+// it goes once the terminal is idle and online.
+func TestUpdateWaitsForTransactionAndOfflineTerminal(t *testing.T) {
+	s := startSandbox(t)
+	s.importCatalogue(t, testCatalogue(s.customer.ID))
+	term := s.terminals[0]
+
+	tx := s.purchase(t, term, 1092).tx(t, 201) // acknowledged, no answer until cancelled
+	u := s.createUpdate(t, map[string]any{"terminalId": term, "packageId": "countertop-1.2.0"})
+	in := s.info(t, term)
+	if in.PendingUpdate == nil || in.PendingUpdate.Status != instore.UpdateScheduled {
+		t.Errorf("update while a transaction runs = %+v, want SCHEDULED", in.PendingUpdate)
+	}
+	s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": term}, nil).tx(t, 202)
+	if st := s.final(t, tx.OnlineAPIRefID).StatusID; st != instore.StatusAbortedByCashier {
+		t.Errorf("cancelled purchase ended %d", st)
+	}
+	if in := s.waitInfo(t, term, "INSTALLED", lastStatus(instore.UpdateInstalled)); in.LastUpdate.UpdateID != u.UpdateID {
+		t.Errorf("installed %s, want %s", in.LastUpdate.UpdateID, u.UpdateID)
+	}
+
+	// Offline: it waits for the terminal to return.
+	mobile := s.terminals[1]
+	s.post(t, "/sandbox/v1/terminals/"+mobile+"/offline", nil, nil)
+	s.waitInfo(t, mobile, "offline", func(in infoJSON) bool { return !in.Online })
+	u = s.createUpdate(t, map[string]any{"terminalId": mobile, "packageId": "mobile-1.2.0"})
+	if in := s.info(t, mobile); in.PendingUpdate == nil || in.PendingUpdate.Status != instore.UpdateScheduled {
+		t.Errorf("update of an offline terminal = %+v, want SCHEDULED", in.PendingUpdate)
+	}
+	s.post(t, "/sandbox/v1/terminals/"+mobile+"/online", nil, nil)
+	in = s.waitInfo(t, mobile, "INSTALLED after returning", lastStatus(instore.UpdateInstalled))
+	if in.LastUpdate.UpdateID != u.UpdateID || *in.SoftwareVersion != "1.2.0" {
+		t.Errorf("after returning: %+v, last %+v", in, in.LastUpdate)
+	}
+}
+
+// TestPurchaseDuringInstallWP09 drives a raw device through an update, so
+// that the test decides when it reports: from delivery to the end of the
+// install, purchases answer WP09; INSTALLED after a reconnect comes from
+// the version in hello.
+func TestPurchaseDuringInstallWP09(t *testing.T) {
+	e := rawEnv(t, nil)
+	e.importCatalogue(t, testCatalogue(e.customer.ID))
+	term, secret := e.provision(t, "SN-RAW-UPD")
+	d := dialDevice(t, e.srv.URL("terminal"), "SN-RAW-UPD", secret)
+
+	u := e.createUpdate(t, map[string]any{"terminalId": term, "packageId": "countertop-1.2.0"})
+	cmd := d.expect(protocol.TypeUpdate)
+	var data protocol.Update
+	if err := protocol.DecodeData(&cmd, &data); err != nil || cmd.Ref != u.UpdateID || data.Version != "1.2.0" || data.PackageID != "countertop-1.2.0" {
+		t.Fatalf("update command = %+v %+v (%v), want update %s of countertop-1.2.0", cmd, data, err, u.UpdateID)
+	}
+	s := e
+	// Delivered, not reported yet: busy.
+	s.purchase(t, term, 1000).problem(t, 409, "WP09")
+	d.send(protocol.TypeUpdateStatus, "", "", u.UpdateID, protocol.UpdateStatus{Status: protocol.UpdateDownloading})
+	d.expect(protocol.TypeConfirm)
+	e.waitInfo(t, term, "DOWNLOADING", func(in infoJSON) bool {
+		return in.PendingUpdate != nil && in.PendingUpdate.Status == instore.UpdateDownloading
+	})
+	p := s.purchase(t, term, 1000).problem(t, 409, "WP09")
+	if p.OnlineAPIRefID != "" {
+		t.Errorf("WP09 of an install names a transaction %q", p.OnlineAPIRefID)
+	}
+	// The device restarts into the new version: its hello ends the update.
+	d.conn.Close()
+	d2 := dialDevice2(t, e.srv.URL("terminal"), "SN-RAW-UPD", secret, "1.2.0")
+	in := e.waitInfo(t, term, "INSTALLED", lastStatus(instore.UpdateInstalled))
+	if *in.SoftwareVersion != "1.2.0" || *in.LastUpdate.SoftwareVersion != "1.2.0" {
+		t.Errorf("after the restart: %+v, last %+v", in, in.LastUpdate)
+	}
+	// Usable again: the purchase reaches the device.
+	done := make(chan reply, 1)
+	go func() { done <- s.purchase(t, term, 1000) }()
+	cmdP := d2.expect(protocol.TypePurchase)
+	d2.send(protocol.TypeAck, "", cmdP.ID, cmdP.Ref, nil)
+	if r := <-done; r.resp.StatusCode != 201 {
+		t.Errorf("purchase after the update = %d %s", r.resp.StatusCode, r.body)
+	}
+
+	// A report for an update it was not sent changes nothing.
+	u2 := e.createUpdate(t, map[string]any{"terminalId": term, "packageId": "countertop-1.0.0"})
+	cmd = d2.expect(protocol.TypeUpdate)
+	d2.send(protocol.TypeUpdateStatus, "", "", "upd_00000000000000000000000000000000", protocol.UpdateStatus{Status: protocol.UpdateFailed, Reason: "x"})
+	d2.send(protocol.TypeUpdateStatus, "", "", cmd.Ref, protocol.UpdateStatus{Status: protocol.UpdateFailed, Reason: "no space left"})
+	in = e.waitInfo(t, term, "FAILED", lastStatus(instore.UpdateFailed))
+	if in.LastUpdate.UpdateID != u2.UpdateID || *in.LastUpdate.Reason != "no space left" || *in.SoftwareVersion != "1.2.0" {
+		t.Errorf("failed update: %+v", in.LastUpdate)
+	}
+}
+
+// dialDevice2 connects a raw device that says hello with version.
+func dialDevice2(t *testing.T, gatewayURL, serial, secret, version string) *rawDevice {
+	t.Helper()
+	req, _ := http.NewRequest("GET", "/", nil)
+	req.SetBasicAuth(serial, secret)
+	h := http.Header{"Authorization": {req.Header.Get("Authorization")}}
+	var conn *websocket.Conn
+	var err error
+	for range 50 { // the old session may still be ending
+		if conn, _, err = websocket.DefaultDialer.Dial(gatewayURL+protocol.Path, h); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("dial gateway: %v", err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	d := &rawDevice{t: t, conn: conn, serial: serial, secret: secret}
+	d.send(protocol.TypeHello, "", "", "", protocol.Hello{Protocol: 1, Model: instore.ModelCountertop, SoftwareVersion: version})
+	d.expect(protocol.TypeLinked)
+	return d
+}
+
+// TestMandatoryVersion: a mandatory package imported while terminals run
+// raises the minimum; the terminal answers purchases TERMINAL_MUST_UPDATE
+// (10) until it installs an update.
+func TestMandatoryVersion(t *testing.T) {
+	s := startSandbox(t, func(c *server.Config) { c.UpdateSweep = 50 * time.Millisecond })
+	s.importCatalogue(t, testCatalogue(s.customer.ID))
+	term := s.terminals[0]
+	s.importCatalogue(t, `{"packages":[{"packageId":"countertop-2.0.0","model":"countertop","name":"countertop app","version":"2.0.0","mandatory":true,"sizeBytes":5,"sha256":"`+strings.Repeat("a", 64)+`","releasedAt":"2026-06-01T00:00:00Z"}]}`)
+	in := s.waitInfo(t, term, "the new minimum", func(in infoJSON) bool { return in.MinSoftwareVersion != nil && *in.MinSoftwareVersion == "2.0.0" })
+	if *in.SoftwareVersion != "1.0.0" {
+		t.Fatalf("software version = %s, want 1.0.0", *in.SoftwareVersion)
+	}
+	// The sweep tells the terminal; from then on it refuses to sell.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		tx := s.final(t, s.purchase(t, term, 1000).tx(t, 201).OnlineAPIRefID)
+		if tx.StatusID == instore.StatusTerminalMustUpdate {
+			if tx.Status != "TERMINAL_MUST_UPDATE" {
+				t.Errorf("status = %s, want TERMINAL_MUST_UPDATE", tx.Status)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("purchases below the minimum still end %d", tx.StatusID)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Other models are not affected.
+	if tx := s.final(t, s.purchase(t, s.terminals[1], 1000).tx(t, 201).OnlineAPIRefID); tx.StatusID != instore.StatusApproved {
+		t.Errorf("purchase on the mobile terminal ended %d, want APPROVED", tx.StatusID)
+	}
+	s.createUpdate(t, map[string]any{"terminalId": term, "packageId": "countertop-2.0.0"})
+	s.waitInfo(t, term, "INSTALLED", lastStatus(instore.UpdateInstalled))
+	if tx := s.final(t, s.purchase(t, term, 1000).tx(t, 201).OnlineAPIRefID); tx.StatusID != instore.StatusApproved {
+		t.Errorf("purchase after installing the minimum ended %d, want APPROVED", tx.StatusID)
+	}
+	// The device's version is the installed one.
+	in = s.info(t, term)
+	if *in.SoftwareVersion != "2.0.0" {
+		t.Errorf("software version = %s, want 2.0.0", *in.SoftwareVersion)
+	}
+}
+
+// TestAccessLogsHoldNoIdentifiers runs the Access API's operations and
+// checks the log for identifiers in clear.
+func TestAccessLogsHoldNoIdentifiers(t *testing.T) {
+	s := startSandbox(t)
+	s.importCatalogue(t, testCatalogue(s.customer.ID))
+	s.secrets = append(s.secrets, s.terminals...)
+	a := s.allocate(t, map[string]any{"merchantId": s.merchantRec.ID})
+	s.info(t, a.TerminalID)
+	s.accessGet(t, "/terminal/getPackages/"+s.customer.ID+"/countertop")
+	s.accessGet(t, "/terminal/getPackages/cus_unknown/countertop")
+	s.accessPost(t, "/getTerminalInfo", map[string]any{"terminalId": "99999999"}, nil)
+	s.createUpdate(t, map[string]any{"terminalId": s.terminals[0], "packageId": "countertop-1.2.0"})
+	s.waitInfo(t, s.terminals[0], "INSTALLED", lastStatus(instore.UpdateInstalled))
+	s.srv.Close()
+	logs := s.logs.String()
+	if !strings.Contains(logs, "update delivered") {
+		t.Fatalf("no update log lines captured:\n%s", logs)
+	}
+	for _, secret := range s.secrets {
+		if strings.Contains(logs, secret) {
+			t.Errorf("logs contain a secret or identifier %.12s...:\n%s", secret, logs)
+		}
+	}
+}
+
+// TestSandboxRestartKeepsInstalledVersion: a virtual terminal restarts
+// with the version it installed, not the one it was provisioned with.
+func TestSandboxRestartKeepsInstalledVersion(t *testing.T) {
+	s := startSandbox(t)
+	s.importCatalogue(t, testCatalogue(s.customer.ID))
+	s.createUpdate(t, map[string]any{"terminalId": s.terminals[1], "packageId": "mobile-1.2.0"})
+	s.waitInfo(t, s.terminals[1], "INSTALLED", lastStatus(instore.UpdateInstalled))
+	serial := s.srv.SandboxDevices()[1].SerialNumber
+	must(t, s.srv.Close())
+	restarted := time.Now()
+
+	cfg := server.Config{
+		ListenOnline: "127.0.0.1:0", ListenAccess: "127.0.0.1:0", ListenTerminal: "127.0.0.1:0", ListenOps: "127.0.0.1:0",
+		DataDir: s.srv.DataDir(), SQLiteSynchronous: "NORMAL",
+	}
+	sandboxConfig(&cfg)
+	srv2, err := server.New(context.Background(), cfg)
+	must(t, err)
+	must(t, srv2.Start())
+	t.Cleanup(func() { srv2.Close() })
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		d, err := srv2.Store.Device(context.Background(), serial)
+		must(t, err)
+		if d.LastSeenAt != nil && d.LastSeenAt.After(restarted) {
+			if d.SoftwareVersion != "1.2.0" {
+				t.Errorf("after the restart the virtual terminal says hello with %q, want 1.2.0", d.SoftwareVersion)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the virtual terminal never came back after the restart")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

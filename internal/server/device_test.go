@@ -1,0 +1,275 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/logging"
+	"github.com/instore-dev/instore/internal/protocol"
+	"github.com/instore-dev/instore/internal/server"
+)
+
+// rawDevice is a terminal written in the test from the protocol alone, so
+// that a test can choose exactly when it acknowledges and what it reports.
+type rawDevice struct {
+	t      testing.TB
+	conn   *websocket.Conn
+	serial string
+	secret string
+	n      int
+}
+
+// provision creates a device, a terminal ID of the env's merchant and links
+// them.
+func (e *env) provision(t testing.TB, serial string) (terminalID, secret string) {
+	t.Helper()
+	ctx := context.Background()
+	_, secret, err := e.ad.CreateDevice(ctx, serial, instore.ModelCountertop, e.customer.ID)
+	must(t, err)
+	ts, err := e.ad.AllocateTerminals(ctx, e.merchantRec.ID, 1)
+	must(t, err)
+	_, _, err = e.srv.Store.LinkTerminal(ctx, ts[0].TerminalID, serial, time.Now())
+	must(t, err)
+	return ts[0].TerminalID, secret
+}
+
+func dialDevice(t testing.TB, gatewayURL, serial, secret string) *rawDevice {
+	t.Helper()
+	h := http.Header{}
+	req, _ := http.NewRequest("GET", "/", nil)
+	req.SetBasicAuth(serial, secret)
+	h.Set("Authorization", req.Header.Get("Authorization"))
+	var conn *websocket.Conn
+	var err error
+	for range 50 { // the gateway may still be starting after a restart
+		conn, _, err = websocket.DefaultDialer.Dial(gatewayURL+protocol.Path, h)
+		if err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("dial gateway: %v", err)
+	}
+	d := &rawDevice{t: t, conn: conn, serial: serial, secret: secret}
+	t.Cleanup(func() { conn.Close() })
+	d.send(protocol.TypeHello, "", "", "", protocol.Hello{Protocol: 1, Model: instore.ModelCountertop, SoftwareVersion: "9.9.9"})
+	linked := d.expect(protocol.TypeLinked)
+	var l protocol.Linked
+	must(t, json.Unmarshal(linked.Data, &l))
+	return d
+}
+
+func (d *rawDevice) send(typ, id, re, ref string, data any) string {
+	d.t.Helper()
+	if id == "" {
+		d.n++
+		id = d.serial + "-" + time.Now().Format("150405.000000") + "-" + string(rune('a'+d.n%26))
+	}
+	env := protocol.Envelope{Type: typ, ID: id, Re: re, Ref: ref}
+	if data != nil {
+		b, _ := json.Marshal(data)
+		env.Data = b
+	}
+	must(d.t, d.conn.WriteJSON(env))
+	return id
+}
+
+// expect reads frames until one of type typ arrives (bounded).
+func (d *rawDevice) expect(typ string) protocol.Envelope {
+	d.t.Helper()
+	d.conn.SetReadDeadline(time.Now().Add(15 * time.Second))
+	for {
+		var env protocol.Envelope
+		if err := d.conn.ReadJSON(&env); err != nil {
+			d.t.Fatalf("waiting for %s: %v", typ, err)
+		}
+		if env.Type == typ {
+			return env
+		}
+	}
+}
+
+func rawEnv(t *testing.T, mutate func(*server.Config)) *sandbox {
+	e := start(t, func(c *server.Config) {
+		c.AckTimeout = time.Second
+		c.TransactionDeadline = time.Second
+		c.RateLimit = 0
+		if mutate != nil {
+			mutate(c)
+		}
+	})
+	return &sandbox{env: e}
+}
+
+func TestLateApprovalAfterDeadlineIsReversed(t *testing.T) {
+	s := rawEnv(t, nil)
+	term, secret := s.provision(t, "RAW-1")
+	d := dialDevice(t, s.srv.URL("terminal"), "RAW-1", secret)
+	done := make(chan txJSON, 1)
+	go func() { done <- s.purchase(t, term, 5000).tx(t, 201) }()
+	cmd := d.expect(protocol.TypePurchase)
+	d.send(protocol.TypeAck, "", cmd.ID, cmd.Ref, nil)
+	tx := <-done
+	cancel := d.expect(protocol.TypeCancel)
+	var c protocol.Cancel
+	must(t, json.Unmarshal(cancel.Data, &c))
+	if cancel.Ref != tx.OnlineAPIRefID || c.Reason != instore.CancelDeadline {
+		t.Fatalf("cancel = %+v %+v, want DEADLINE for %s", cancel, c, tx.OnlineAPIRefID)
+	}
+	// The terminal had approved meanwhile: its result arrives late.
+	resID := d.send(protocol.TypeResult, "", "", tx.OnlineAPIRefID, protocol.Result{StatusID: 0, MaskedPAN: "476173******0119", AuthorizationCode: "A1B2C3"})
+	rev := d.expect(protocol.TypeReversal)
+	if rev.Ref != tx.OnlineAPIRefID {
+		t.Errorf("reversal for %q, want %q", rev.Ref, tx.OnlineAPIRefID)
+	}
+	conf := d.expect(protocol.TypeConfirm)
+	if conf.Re != resID {
+		t.Errorf("confirm re %q, want %q", conf.Re, resID)
+	}
+	final := s.get(t, "/in-store/api/v1/transaction/"+tx.OnlineAPIRefID).tx(t, 200)
+	if final.StatusID != instore.StatusReversed || final.ErrorCode == nil || *final.ErrorCode != "WP36" {
+		t.Errorf("late approval: %d %v, want REVERSED keeping WP36", final.StatusID, final.ErrorCode)
+	}
+	// The same result again (a resend): confirmed, nothing changes.
+	d.send(protocol.TypeResult, resID, "", tx.OnlineAPIRefID, protocol.Result{StatusID: 0})
+	if conf := d.expect(protocol.TypeConfirm); conf.Re != resID {
+		t.Errorf("resend confirm re %q", conf.Re)
+	}
+	again := s.get(t, "/in-store/api/v1/transaction/"+tx.OnlineAPIRefID).tx(t, 200)
+	if again.Version != final.Version || again.StatusID != instore.StatusReversed {
+		t.Errorf("a resent result changed the transaction: %+v then %+v", final, again)
+	}
+}
+
+func TestLateApprovalAfterAckTimeoutIsReversed(t *testing.T) {
+	s := rawEnv(t, nil)
+	term, secret := s.provision(t, "RAW-2")
+	d := dialDevice(t, s.srv.URL("terminal"), "RAW-2", secret)
+	done := make(chan problem, 1)
+	go func() { done <- s.purchase(t, term, 5000).problem(t, 504, "WP25") }()
+	cmd := d.expect(protocol.TypePurchase)
+	p := <-done
+	if p.OnlineAPIRefID != cmd.Ref {
+		t.Fatalf("WP25 names %q, command was %q", p.OnlineAPIRefID, cmd.Ref)
+	}
+	drop := d.expect(protocol.TypeCancel)
+	var c protocol.Cancel
+	must(t, json.Unmarshal(drop.Data, &c))
+	if c.Reason != instore.CancelAckTimeout {
+		t.Errorf("cancel reason %q, want ACK_TIMEOUT", c.Reason)
+	}
+	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: 0})
+	d.expect(protocol.TypeReversal)
+	final := s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200)
+	if final.StatusID != instore.StatusReversed || final.ErrorCode == nil || *final.ErrorCode != "WP25" {
+		t.Errorf("late approval after WP25: %d %v, want REVERSED keeping WP25", final.StatusID, final.ErrorCode)
+	}
+}
+
+// TestCancelRacesResult: the ECR cancels, but the terminal had already
+// approved; the terminal's status stands, without WP37.
+func TestCancelRacesResult(t *testing.T) {
+	s := rawEnv(t, func(c *server.Config) { c.TransactionDeadline = 10 * time.Second })
+	term, secret := s.provision(t, "RAW-3")
+	d := dialDevice(t, s.srv.URL("terminal"), "RAW-3", secret)
+	done := make(chan txJSON, 1)
+	go func() { done <- s.purchase(t, term, 5000).tx(t, 201) }()
+	cmd := d.expect(protocol.TypePurchase)
+	d.send(protocol.TypeAck, "", cmd.ID, cmd.Ref, nil)
+	<-done
+	s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": term}, nil).tx(t, 202)
+	d.expect(protocol.TypeCancel)
+	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: 0})
+	d.expect(protocol.TypeConfirm)
+	final := s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200)
+	if final.StatusID != instore.StatusApproved || final.ErrorCode != nil {
+		t.Errorf("cancel racing an approval: %d %v, want APPROVED without error", final.StatusID, final.ErrorCode)
+	}
+}
+
+// TestRestartMidTransaction: the server stops after the ack; the terminal's
+// result, resent to the restarted server, is applied exactly once.
+func TestRestartMidTransaction(t *testing.T) {
+	s := rawEnv(t, func(c *server.Config) { c.TransactionDeadline = 30 * time.Second })
+	term, secret := s.provision(t, "RAW-4")
+	d := dialDevice(t, s.srv.URL("terminal"), "RAW-4", secret)
+	done := make(chan txJSON, 1)
+	go func() { done <- s.purchase(t, term, 5000).tx(t, 201) }()
+	cmd := d.expect(protocol.TypePurchase)
+	d.send(protocol.TypeAck, "", cmd.ID, cmd.Ref, nil)
+	<-done
+	addrs := map[string]string{}
+	for _, n := range []string{"online", "access", "terminal", "ops"} {
+		addrs[n] = s.srv.URL(n)[len("http://"):]
+	}
+	addrs["terminal"] = s.srv.URL("terminal")[len("ws://"):]
+	must(t, s.srv.Close())
+
+	srv2, err := server.New(context.Background(), server.Config{
+		ListenOnline: addrs["online"], ListenAccess: addrs["access"], ListenTerminal: addrs["terminal"], ListenOps: addrs["ops"],
+		DataDir: s.srv.DataDir(), SQLiteSynchronous: "FULL", TransactionDeadline: 30 * time.Second, AckTimeout: time.Second,
+		Logger: logging.New(s.logs, logging.Options{Format: "json"}),
+	})
+	must(t, err)
+	must(t, srv2.Start())
+	t.Cleanup(func() { srv2.Close() })
+	s.srv = srv2
+
+	d2 := dialDevice(t, srv2.URL("terminal"), "RAW-4", secret)
+	id := d2.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: 0, AuthorizationCode: "ZZ9"})
+	if c := d2.expect(protocol.TypeConfirm); c.Re != id {
+		t.Fatalf("confirm re %q, want %q", c.Re, id)
+	}
+	first := s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200)
+	d2.send(protocol.TypeResult, id, "", cmd.Ref, protocol.Result{StatusID: 0, AuthorizationCode: "ZZ9"})
+	d2.expect(protocol.TypeConfirm)
+	again := s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200)
+	if first.StatusID != instore.StatusApproved || again.Version != first.Version {
+		t.Errorf("after restart: %+v then %+v, want APPROVED applied once", first, again)
+	}
+	_ = d
+}
+
+// TestLateReversalStillReversesTheOriginal: a reversal the service gave up
+// on (WP25) that the terminal approves late has returned the money, so the
+// original becomes REVERSED; the reversal keeps its final status.
+func TestLateReversalStillReversesTheOriginal(t *testing.T) {
+	s := rawEnv(t, func(c *server.Config) { c.TransactionDeadline = 10 * time.Second })
+	term, secret := s.provision(t, "RAW-5")
+	d := dialDevice(t, s.srv.URL("terminal"), "RAW-5", secret)
+	done := make(chan txJSON, 1)
+	go func() { done <- s.purchase(t, term, 5000).tx(t, 201) }()
+	cmd := d.expect(protocol.TypePurchase)
+	d.send(protocol.TypeAck, "", cmd.ID, cmd.Ref, nil)
+	<-done
+	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: 0})
+	d.expect(protocol.TypeConfirm)
+
+	pc := make(chan problem, 1)
+	go func() {
+		pc <- s.post(t, "/in-store/api/v1/reversal", map[string]any{"onlineAPIRefId": cmd.Ref}, nil).problem(t, 504, "WP25")
+	}()
+	rev := d.expect(protocol.TypeReversal)
+	p := <-pc
+	if p.OnlineAPIRefID != rev.Ref {
+		t.Fatalf("WP25 names %q, the reversal command was %q", p.OnlineAPIRefID, rev.Ref)
+	}
+	d.send(protocol.TypeResult, "", "", rev.Ref, protocol.Result{StatusID: 0})
+	d.expect(protocol.TypeConfirm)
+	var orig, r txFull
+	must(t, json.Unmarshal(s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).body, &orig))
+	must(t, json.Unmarshal(s.get(t, "/in-store/api/v1/transaction/"+rev.Ref).body, &r))
+	if orig.StatusID != instore.StatusReversed || orig.ReversedBy == nil || *orig.ReversedBy != rev.Ref {
+		t.Errorf("original = %d reversedBy %v, want REVERSED by %s", orig.StatusID, orig.ReversedBy, rev.Ref)
+	}
+	if r.StatusID != instore.StatusTechnicalError || r.ErrorCode == nil || *r.ErrorCode != "WP25" || r.Result == nil {
+		t.Errorf("late reversal = %d %v, want TECHNICAL_ERROR with WP25 and its result", r.StatusID, r.ErrorCode)
+	}
+}

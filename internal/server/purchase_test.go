@@ -1,0 +1,557 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/server"
+)
+
+// Short time-outs so that the WP25, WP36 and sandbox timing rules run in
+// seconds.
+const (
+	testAck      = 1500 * time.Millisecond
+	testDeadline = 3 * time.Second
+)
+
+func sandboxConfig(c *server.Config) {
+	c.Sandbox = true
+	c.AckTimeout = testAck
+	c.TransactionDeadline = testDeadline
+	c.SimDelay = 0
+	c.RateLimit = 0
+}
+
+type device struct {
+	SerialNumber string  `json:"serialNumber"`
+	Model        string  `json:"model"`
+	TerminalID   *string `json:"terminalId"`
+	Online       bool    `json:"online"`
+	Screen       string  `json:"screen"`
+	LinkCode     *string `json:"linkCode"`
+}
+
+type txJSON struct {
+	OnlineAPIRefID string  `json:"onlineAPIRefId"`
+	Type           string  `json:"type"`
+	TerminalID     string  `json:"terminalId"`
+	Amount         int64   `json:"amount"`
+	StatusID       int     `json:"statusId"`
+	Status         string  `json:"status"`
+	ErrorID        *int    `json:"errorId"`
+	ErrorCode      *string `json:"errorCode"`
+	Progress       string  `json:"progress"`
+	Version        int64   `json:"version"`
+	Result         *struct {
+		EntryMode         *string `json:"entryMode"`
+		CardBrand         *string `json:"cardBrand"`
+		MaskedPAN         *string `json:"maskedPan"`
+		AuthorizationCode *string `json:"authorizationCode"`
+		PaymentMethod     *struct {
+			ID   int    `json:"id"`
+			Code string `json:"code"`
+		} `json:"paymentMethod"`
+		Receipt struct {
+			Customer []string `json:"customer"`
+			Merchant []string `json:"merchant"`
+		} `json:"receipt"`
+	} `json:"result"`
+}
+
+type problem struct {
+	Type           string `json:"type"`
+	Title          string `json:"title"`
+	Status         int    `json:"status"`
+	ErrorCode      string `json:"errorCode"`
+	OnlineAPIRefID string `json:"onlineAPIRefId"`
+	Errors         []struct {
+		Field string `json:"field"`
+	} `json:"errors"`
+}
+
+// sandbox is a running sandbox server with the merchant's three terminal IDs
+// linked to the virtual devices (countertop, mobile, PIN pad).
+type sandbox struct {
+	*env
+	terminals []string
+}
+
+func startSandbox(t *testing.T, mutate ...func(*server.Config)) *sandbox {
+	t.Helper()
+	e := start(t, func(c *server.Config) {
+		sandboxConfig(c)
+		for _, m := range mutate {
+			m(c)
+		}
+	})
+	ts, err := e.ad.AllocateTerminals(context.Background(), e.merchantRec.ID, 3)
+	must(t, err)
+	s := &sandbox{env: e}
+	for _, d := range s.waitDevices(t, func(ds []device) bool {
+		for _, d := range ds {
+			if !d.Online || d.LinkCode == nil {
+				return false
+			}
+		}
+		return len(ds) == 3
+	}) {
+		i := len(s.terminals)
+		resp, body := s.post(t, "/in-store/api/v1/terminal/link", map[string]any{"terminalId": ts[i].TerminalID, "linkCode": *d.LinkCode}, nil).parts()
+		if resp.StatusCode != 200 {
+			t.Fatalf("link %s: %d %s", d.Model, resp.StatusCode, body)
+		}
+		s.terminals = append(s.terminals, ts[i].TerminalID)
+	}
+	s.waitDevices(t, func(ds []device) bool {
+		for _, d := range ds {
+			if d.TerminalID == nil || !d.Online {
+				return false
+			}
+		}
+		return true
+	})
+	return s
+}
+
+// waitDevices polls GET /sandbox/v1/devices until cond holds (bounded).
+func (s *sandbox) waitDevices(t *testing.T, cond func([]device) bool) []device {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, body := s.get(t, "/sandbox/v1/devices").parts()
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET /sandbox/v1/devices = %d %s", resp.StatusCode, body)
+		}
+		var out struct{ Devices []device }
+		must(t, json.Unmarshal(body, &out))
+		if cond(out.Devices) {
+			return out.Devices
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("devices never reached the expected state: %s", body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// reply is an HTTP answer with its body read.
+type reply struct {
+	resp *http.Response
+	body []byte
+}
+
+func (s *sandbox) get(t *testing.T, path string) reply {
+	t.Helper()
+	resp, b := s.do(t, "GET", s.online+path, nil, s.auth(s.token, s.key))
+	return reply{resp, b}
+}
+
+func (s *sandbox) post(t *testing.T, path string, body any, extra map[string]string) reply {
+	t.Helper()
+	var r io.Reader
+	h := s.auth(s.token, s.key)
+	if body != nil {
+		b, _ := json.Marshal(body)
+		r = bytes.NewReader(b)
+		h["Content-Type"] = "application/json"
+	}
+	for k, v := range extra {
+		h[k] = v
+	}
+	resp, b := s.do(t, "POST", s.online+path, r, h)
+	return reply{resp, b}
+}
+
+func (s *sandbox) purchase(t *testing.T, terminal string, amount int64) reply {
+	t.Helper()
+	return s.post(t, "/in-store/api/v1/purchase", map[string]any{"terminalId": terminal, "amount": amount, "currency": "SEK"}, nil)
+}
+
+func (r reply) parts() (*http.Response, []byte) { return r.resp, r.body }
+
+// tx decodes a transaction answer with the wanted status.
+func (r reply) tx(t *testing.T, want int) txJSON {
+	t.Helper()
+	if r.resp.StatusCode != want {
+		t.Fatalf("status = %d %s, want %d", r.resp.StatusCode, r.body, want)
+	}
+	var tx txJSON
+	must(t, json.Unmarshal(r.body, &tx))
+	return tx
+}
+
+// problem checks a problem answer: status and code (a WP code or a
+// problem name).
+func (r reply) problem(t *testing.T, status int, code string) problem {
+	t.Helper()
+	var p problem
+	json.Unmarshal(r.body, &p)
+	if r.resp.StatusCode != status || p.ErrorCode != code && p.Type != "urn:instore:problem:"+code {
+		t.Fatalf("answer = %d %s, want %d %s", r.resp.StatusCode, r.body, status, code)
+	}
+	return p
+}
+
+// final long-polls a transaction until it is final (bounded by the HTTP
+// client's time-out, never by sleeping).
+func (s *sandbox) final(t *testing.T, ref string) txJSON {
+	t.Helper()
+	for range 10 {
+		tx := s.get(t, "/in-store/api/v1/transaction/"+ref+"?wait=20").tx(t, 200)
+		if tx.StatusID != instore.StatusPending {
+			return tx
+		}
+	}
+	t.Fatalf("transaction %s still PENDING", ref)
+	return txJSON{}
+}
+
+func TestLinkUnlinkAndTerminals(t *testing.T) {
+	s := startSandbox(t)
+	resp, body := s.get(t, "/in-store/api/v1/terminals").parts()
+	var list struct {
+		Terminals []instore.TerminalView `json:"terminals"`
+	}
+	must(t, json.Unmarshal(body, &list))
+	if resp.StatusCode != 200 || len(list.Terminals) != 3 {
+		t.Fatalf("GET /terminals = %d %s", resp.StatusCode, body)
+	}
+	for i, v := range list.Terminals {
+		if !v.Linked || !v.Online || v.Busy || *v.Model != instore.Models[i] {
+			t.Errorf("terminal %d = %+v, want linked, online, idle, model %s", i, v, instore.Models[i])
+		}
+	}
+	a, b := s.terminals[0], s.terminals[1]
+	// Unlink a: its device shows a new link code.
+	resp, body = s.post(t, "/in-store/api/v1/terminal/unlink", map[string]any{"terminalId": a}, nil).parts()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"linked":false`) {
+		t.Fatalf("unlink = %d %s", resp.StatusCode, body)
+	}
+	s.post(t, "/in-store/api/v1/terminal/unlink", map[string]any{"terminalId": a}, nil).problem(t, 409, "WP02")
+	s.purchase(t, a, 1000).problem(t, 409, "WP01")
+	devs := s.waitDevices(t, func(ds []device) bool { return ds[0].LinkCode != nil && ds[0].TerminalID == nil })
+	// Relink: the countertop device to terminal ID b (which had the mobile
+	// device): the mobile device becomes unlinked, b moves.
+	resp, body = s.post(t, "/in-store/api/v1/terminal/link", map[string]any{"terminalId": b, "linkCode": *devs[0].LinkCode}, nil).parts()
+	if resp.StatusCode != 200 {
+		t.Fatalf("relink = %d %s", resp.StatusCode, body)
+	}
+	devs = s.waitDevices(t, func(ds []device) bool {
+		return ds[0].TerminalID != nil && *ds[0].TerminalID == b && ds[1].TerminalID == nil && ds[1].LinkCode != nil
+	})
+	resp, body = s.get(t, "/in-store/api/v1/terminal/"+b).parts()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"model":"countertop"`) {
+		t.Errorf("GET /terminal/b = %d %s, want the countertop device", resp.StatusCode, body)
+	}
+	// A wrong code, a foreign terminal ID, a malformed request.
+	s.post(t, "/in-store/api/v1/terminal/link", map[string]any{"terminalId": a, "linkCode": "000000"}, nil).problem(t, 400, "link-code-invalid")
+	s.post(t, "/in-store/api/v1/terminal/link", map[string]any{"terminalId": "99999999", "linkCode": *devs[1].LinkCode}, nil).problem(t, 403, "WP16")
+	p := s.post(t, "/in-store/api/v1/terminal/link", map[string]any{"terminalId": "12", "linkCode": "x", "extra": 1}, nil).problem(t, 400, "validation")
+	if len(p.Errors) == 0 {
+		t.Errorf("validation problem without errors")
+	}
+	s.get(t, "/in-store/api/v1/terminal/99999999").problem(t, 403, "WP16")
+}
+
+// TestSandboxOutcomes drives every outcome the amount picks, through the
+// real gateway and a real virtual terminal.
+func TestSandboxOutcomes(t *testing.T) {
+	s := startSandbox(t)
+	term := s.terminals[0]
+	for _, st := range []int{0, 1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12} {
+		amount := int64(1200 + st)
+		if st == 0 {
+			amount = 1250
+		}
+		tx := s.purchase(t, term, amount).tx(t, 201)
+		if tx.StatusID != instore.StatusPending && tx.StatusID != st {
+			t.Errorf("purchase %d answered status %d", amount, tx.StatusID)
+		}
+		tx = s.final(t, tx.OnlineAPIRefID)
+		if tx.StatusID != st || tx.Progress != "FINAL" || tx.ErrorCode != nil {
+			t.Errorf("amount %d ended %d %s (error %v), want status %d", amount, tx.StatusID, tx.Status, tx.ErrorCode, st)
+		}
+		if st == 0 {
+			r := tx.Result
+			if r == nil || r.MaskedPAN == nil || r.AuthorizationCode == nil || len(r.Receipt.Customer) == 0 || len(r.Receipt.Merchant) == 0 {
+				t.Fatalf("approved result = %+v", r)
+			}
+			pan := *r.MaskedPAN
+			if len(pan) < 10 || strings.Count(pan, "*") < 2 {
+				t.Errorf("maskedPan = %q, want first 6 and last 4", pan)
+			}
+			if strings.Contains(strings.Join(r.Receipt.Customer, "\n"), pan[:6]) {
+				t.Errorf("customer receipt shows the first 6 digits: %q", r.Receipt.Customer)
+			}
+		}
+	}
+}
+
+func TestAckTimeoutWP25(t *testing.T) {
+	s := startSandbox(t)
+	resp, body := s.purchase(t, s.terminals[0], 1091).parts()
+	p := reply{resp, body}.problem(t, 504, "WP25")
+	if p.OnlineAPIRefID == "" || p.Title != "Acknowledgement timed-out from terminal" {
+		t.Fatalf("WP25 problem = %s", body)
+	}
+	tx := s.get(t, "/in-store/api/v1/transaction/"+p.OnlineAPIRefID).tx(t, 200)
+	if tx.StatusID != instore.StatusTechnicalError || tx.ErrorCode == nil || *tx.ErrorCode != "WP25" {
+		t.Errorf("after WP25 the transaction is %d %v, want TECHNICAL_ERROR with WP25", tx.StatusID, tx.ErrorCode)
+	}
+	// The terminal is free again.
+	tx = s.purchase(t, s.terminals[0], 1000).tx(t, 201)
+	if s.final(t, tx.OnlineAPIRefID).StatusID != instore.StatusApproved {
+		t.Errorf("purchase after WP25 not approved")
+	}
+}
+
+func TestDeadlineWP36AndBusyWP09(t *testing.T) {
+	s := startSandbox(t)
+	tx := s.purchase(t, s.terminals[0], 1092).tx(t, 201)
+	if tx.StatusID != instore.StatusPending || tx.Progress == "SENT" {
+		t.Fatalf("201 transaction = %+v, want PENDING and acknowledged", tx)
+	}
+	p := s.purchase(t, s.terminals[0], 1000).problem(t, 409, "WP09")
+	if p.OnlineAPIRefID != tx.OnlineAPIRefID {
+		t.Errorf("WP09 names %q, want the running %q", p.OnlineAPIRefID, tx.OnlineAPIRefID)
+	}
+	resp, body := s.get(t, "/in-store/api/v1/terminal/"+s.terminals[0]).parts()
+	if !strings.Contains(string(body), `"busy":true`) || !strings.Contains(string(body), tx.OnlineAPIRefID) || resp.StatusCode != 200 {
+		t.Errorf("terminal while busy = %s", body)
+	}
+	final := s.final(t, tx.OnlineAPIRefID)
+	if final.StatusID != instore.StatusTechnicalError || final.ErrorCode == nil || *final.ErrorCode != "WP36" {
+		t.Errorf("after the deadline: %d %v, want TECHNICAL_ERROR with WP36", final.StatusID, final.ErrorCode)
+	}
+}
+
+func TestReconnectWP30AppliedOnce(t *testing.T) {
+	s := startSandbox(t)
+	tx := s.purchase(t, s.terminals[1], 1093).tx(t, 201)
+	// The terminal dropped its session after the ack: a purchase meanwhile
+	// gets WP30 naming the open transaction.
+	s.waitDevices(t, func(ds []device) bool { return !ds[1].Online })
+	p := s.purchase(t, s.terminals[1], 1000).problem(t, 409, "WP30")
+	if p.OnlineAPIRefID != tx.OnlineAPIRefID {
+		t.Errorf("WP30 names %q, want %q", p.OnlineAPIRefID, tx.OnlineAPIRefID)
+	}
+	s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": s.terminals[1]}, nil).problem(t, 409, "WP30")
+	final := s.final(t, tx.OnlineAPIRefID)
+	if final.StatusID != instore.StatusApproved {
+		t.Fatalf("after the reconnect: %d, want APPROVED", final.StatusID)
+	}
+	// Applied once: the version does not move again.
+	again := s.get(t, "/in-store/api/v1/transaction/"+tx.OnlineAPIRefID).tx(t, 200)
+	if again.Version != final.Version {
+		t.Errorf("version moved from %d to %d after the final status", final.Version, again.Version)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	s := startSandbox(t)
+	term := s.terminals[0]
+	s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": term}, nil).problem(t, 409, "WP18")
+	tx := s.purchase(t, term, 1094).tx(t, 201)
+	c := s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": term}, nil).tx(t, 202)
+	_ = c
+	final := s.final(t, tx.OnlineAPIRefID)
+	if final.StatusID != instore.StatusAbortedByCashier || final.ErrorCode == nil || *final.ErrorCode != "WP37" {
+		t.Errorf("cancelled purchase ended %d %v, want ABORTED_BY_CASHIER with WP37", final.StatusID, final.ErrorCode)
+	}
+	// Cancel after the result: nothing is processing.
+	tx = s.purchase(t, term, 1000).tx(t, 201)
+	if s.final(t, tx.OnlineAPIRefID).StatusID != instore.StatusApproved {
+		t.Fatal("not approved")
+	}
+	s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": term}, nil).problem(t, 409, "WP18")
+}
+
+func TestErrorRows(t *testing.T) {
+	s := startSandbox(t)
+	ctx := context.Background()
+	term := s.terminals[0]
+	// Validation comes first, with per-field errors.
+	for _, tc := range []struct {
+		body  map[string]any
+		field string
+	}{
+		{map[string]any{"terminalId": term, "amount": 0, "currency": "SEK"}, "/amount"},
+		{map[string]any{"terminalId": term, "amount": 100000000, "currency": "SEK"}, "/amount"},
+		{map[string]any{"terminalId": term, "amount": 100, "cashbackAmount": 200, "currency": "SEK"}, "/cashbackAmount"},
+		{map[string]any{"terminalId": term, "amount": 100, "currency": "sek"}, "/currency"},
+		{map[string]any{"terminalId": term, "amount": 100, "currency": "SEK", "ecrReference": strings.Repeat("x", 65)}, "/ecrReference"},
+		{map[string]any{"terminalId": term, "amount": "100", "currency": "SEK"}, "/amount"},
+		{map[string]any{"terminalId": term, "amount": 100, "currency": "SEK", "tip": 5}, "/tip"},
+	} {
+		p := s.post(t, "/in-store/api/v1/purchase", tc.body, nil).problem(t, 400, "validation")
+		if len(p.Errors) == 0 || p.Errors[0].Field != tc.field {
+			t.Errorf("purchase %v: errors %+v, want field %s", tc.body, p.Errors, tc.field)
+		}
+	}
+	s.post(t, "/in-store/api/v1/purchase", map[string]any{"terminalId": term, "amount": 100, "currency": "SEK", "paymentMethodId": 7}, nil).problem(t, 400, "WP22")
+	s.purchase(t, "99999999", 100).problem(t, 403, "WP16")
+	s.get(t, "/in-store/api/v1/transaction/txn_unknown").problem(t, 404, "WP04")
+	// WP23: the virtual terminal goes offline.
+	resp, body := s.post(t, "/sandbox/v1/terminals/"+term+"/offline", nil, nil).parts()
+	if resp.StatusCode != 200 {
+		t.Fatalf("offline = %d %s", resp.StatusCode, body)
+	}
+	s.waitDevices(t, func(ds []device) bool { return !ds[0].Online })
+	s.purchase(t, term, 100).problem(t, 409, "WP23")
+	s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": term}, nil).problem(t, 409, "WP23")
+	s.post(t, "/sandbox/v1/terminals/"+term+"/online", nil, nil)
+	s.waitDevices(t, func(ds []device) bool { return ds[0].Online })
+	// A payment method instead of a card.
+	resp, body = s.post(t, "/in-store/api/v1/purchase", map[string]any{"terminalId": term, "amount": 100, "currency": "SEK", "paymentMethodId": 0}, nil).parts()
+	tx := s.final(t, reply{resp, body}.tx(t, 201).OnlineAPIRefID)
+	if tx.Result == nil || tx.Result.PaymentMethod == nil || tx.Result.PaymentMethod.Code != "SWISH" {
+		t.Errorf("payment method purchase result = %+v", tx.Result)
+	}
+	if r := s.post(t, "/sandbox/v1/terminals/"+term+"/printer", map[string]any{"statusId": 2}, nil); r.resp.StatusCode != 200 {
+		t.Errorf("printer = %d %s", r.resp.StatusCode, r.body)
+	}
+	s.post(t, "/sandbox/v1/terminals/"+term+"/next-outcome", map[string]any{"statusId": 13}, nil).problem(t, 400, "validation")
+	// next-outcome overrides the amount rule once.
+	s.post(t, "/sandbox/v1/terminals/"+term+"/next-outcome", map[string]any{"statusId": 11}, nil)
+	if got := s.final(t, s.purchase(t, term, 1000).tx(t, 201).OnlineAPIRefID).StatusID; got != 11 {
+		t.Errorf("after next-outcome 11: %d", got)
+	}
+	if got := s.final(t, s.purchase(t, term, 1000).tx(t, 201).OnlineAPIRefID).StatusID; got != 0 {
+		t.Errorf("the override applies once; then %d", got)
+	}
+	// WP03 last: an inactive merchant can do nothing but metadata.
+	must(t, s.ad.SetMerchantActive(ctx, s.merchantRec.ID, false))
+	s.purchase(t, term, 100).problem(t, 403, "WP03")
+	s.get(t, "/in-store/api/v1/terminals").problem(t, 403, "WP03")
+	s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": term}, nil).problem(t, 403, "WP03")
+}
+
+func TestIdempotency(t *testing.T) {
+	s := startSandbox(t, func(c *server.Config) { c.SimDelay = 300 * time.Millisecond })
+	term := s.terminals[2]
+	body := map[string]any{"terminalId": term, "amount": 2500, "currency": "SEK"}
+	key := map[string]string{"Idempotency-Key": "order-4711"}
+	// Concurrent duplicates: one transaction, every answer the same.
+	var wg sync.WaitGroup
+	refs := make([]string, 5)
+	replayed := make([]string, 5)
+	for i := range refs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, b := s.post(t, "/in-store/api/v1/purchase", body, key).parts()
+			if resp.StatusCode != 201 {
+				t.Errorf("duplicate %d = %d %s", i, resp.StatusCode, b)
+				return
+			}
+			var tx txJSON
+			json.Unmarshal(b, &tx)
+			refs[i], replayed[i] = tx.OnlineAPIRefID, resp.Header.Get("Idempotent-Replayed")
+		}()
+	}
+	wg.Wait()
+	n := 0
+	for i := range refs {
+		if refs[i] != refs[0] {
+			t.Errorf("duplicate %d created %s, first %s", i, refs[i], refs[0])
+		}
+		if replayed[i] == "true" {
+			n++
+		}
+	}
+	if n != 4 {
+		t.Errorf("%d answers were replays, want 4 of 5", n)
+	}
+	// Same key, other body: 422. Other key: a new purchase (WP09 now: one
+	// runs).
+	s.post(t, "/in-store/api/v1/purchase", map[string]any{"terminalId": term, "amount": 2600, "currency": "SEK"}, key).problem(t, 422, "idempotency-conflict")
+	s.final(t, refs[0])
+	resp, b := s.post(t, "/in-store/api/v1/purchase", body, key).parts()
+	if resp.StatusCode != 201 || resp.Header.Get("Idempotent-Replayed") != "true" || !strings.Contains(string(b), refs[0]) {
+		t.Errorf("replay after completion = %d %s", resp.StatusCode, b)
+	}
+	s.post(t, "/in-store/api/v1/purchase", body, map[string]string{"Idempotency-Key": strings.Repeat("k", 256)}).problem(t, 400, "validation")
+	// An error answer is replayed too (never a second attempt).
+	k2 := map[string]string{"Idempotency-Key": "bad-terminal"}
+	s.post(t, "/in-store/api/v1/purchase", map[string]any{"terminalId": "99999999", "amount": 1, "currency": "SEK"}, k2).problem(t, 403, "WP16")
+	resp, b = s.post(t, "/in-store/api/v1/purchase", map[string]any{"terminalId": "99999999", "amount": 1, "currency": "SEK"}, k2).parts()
+	if resp.StatusCode != 403 || resp.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("replayed WP16 = %d %s %v", resp.StatusCode, b, resp.Header)
+	}
+}
+
+func TestLongPollWokenByChange(t *testing.T) {
+	s := startSandbox(t, func(c *server.Config) { c.SimDelay = 500 * time.Millisecond })
+	tx := s.purchase(t, s.terminals[0], 4200).tx(t, 201)
+	// wait=60 returns at the first change, long before 60 s: the client
+	// gives up after 30 s, so a status request that sleeps out its wait
+	// fails this test.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	seen := map[string]bool{}
+	for range 10 {
+		req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/in-store/api/v1/transaction/%s?wait=60", s.online, tx.OnlineAPIRefID), nil)
+		for k, v := range s.auth(s.token, s.key) {
+			req.Header.Set(k, v)
+		}
+		resp, err := s.client.Do(req)
+		if err != nil {
+			t.Fatalf("long-poll: %v", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var cur txJSON
+		must(t, json.Unmarshal(b, &cur))
+		seen[cur.Progress] = true
+		if cur.StatusID != instore.StatusPending {
+			break
+		}
+	}
+	if !seen["FINAL"] || !seen["WAITING_FOR_CARD"] && !seen["WAITING_FOR_PIN"] && !seen["AUTHORIZING"] {
+		t.Errorf("long-poll saw progress %v, want stages and FINAL", seen)
+	}
+}
+
+// TestSandboxLogsHoldNoIdentifiers runs purchases, a cancel, a link and an
+// unlink through the gateway and the virtual terminals and proves that no
+// terminal ID, serial number, device secret, link code or merchant id
+// reaches the log.
+func TestSandboxLogsHoldNoIdentifiers(t *testing.T) {
+	s := startSandbox(t, func(c *server.Config) { c.SimDelay = 50 * time.Millisecond })
+	term := s.terminals[0]
+	s.final(t, s.purchase(t, term, 1011).tx(t, 201).OnlineAPIRefID)
+	tx := s.purchase(t, term, 1094).tx(t, 201)
+	s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": term}, nil).tx(t, 202)
+	s.final(t, tx.OnlineAPIRefID)
+	s.purchase(t, s.terminals[1], 1091).problem(t, 504, "WP25")
+	s.post(t, "/in-store/api/v1/terminal/unlink", map[string]any{"terminalId": s.terminals[2]}, nil)
+	devs := s.waitDevices(t, func(ds []device) bool { return ds[2].LinkCode != nil })
+	s.post(t, "/in-store/api/v1/terminal/link", map[string]any{"terminalId": s.terminals[2], "linkCode": *devs[2].LinkCode}, nil)
+	s.post(t, "/in-store/api/v1/terminal/link", map[string]any{"terminalId": s.terminals[2], "linkCode": "123456"}, nil)
+	s.get(t, "/in-store/api/v1/terminal/"+s.terminals[1])
+	s.srv.Close()
+	logs := s.logs.String()
+	secrets := append([]string{}, s.secrets...)
+	secrets = append(secrets, s.terminals...)
+	for _, d := range s.srv.SandboxDevices() {
+		secrets = append(secrets, d.SerialNumber, d.Secret)
+	}
+	secrets = append(secrets, *devs[2].LinkCode)
+	if !strings.Contains(logs, `"route":"POST /in-store/api/v1/purchase"`) {
+		t.Fatalf("no access log captured")
+	}
+	for _, sec := range secrets {
+		if strings.Contains(logs, sec) {
+			t.Errorf("the log contains %q", sec)
+		}
+	}
+}

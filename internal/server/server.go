@@ -1,0 +1,433 @@
+// Package server wires the whole service: store, authentication, the Online
+// API, the Access API, the terminal gateway's listener and the ops listener.
+// A test starts it on port 0 exactly as the binary does.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/api"
+	"github.com/instore-dev/instore/internal/accessapi"
+	"github.com/instore-dev/instore/internal/auth"
+	"github.com/instore-dev/instore/internal/console"
+	"github.com/instore-dev/instore/internal/gateway"
+	"github.com/instore-dev/instore/internal/httpapi"
+	"github.com/instore-dev/instore/internal/ids"
+	"github.com/instore-dev/instore/internal/onlineapi"
+	"github.com/instore-dev/instore/internal/protocol"
+	"github.com/instore-dev/instore/internal/sim"
+	"github.com/instore-dev/instore/internal/sqlstore"
+)
+
+// Config is the service's configuration after flags and environment.
+type Config struct {
+	ListenOnline   string
+	ListenAccess   string
+	ListenTerminal string
+	ListenOps      string
+
+	// DataDir holds the SQLite database (instore.db) when DatabaseURL is empty.
+	DataDir string
+	// DatabaseURL selects PostgreSQL (postgres://...).
+	DatabaseURL       string
+	SQLiteSynchronous string
+
+	// TokenSigningKey signs access tokens; empty: generated once, kept in the store.
+	TokenSigningKey []byte
+	TokenTTL        time.Duration
+	AuthCacheTTL    time.Duration
+
+	// PaymentMethods replaces the default paymentMethods list when set.
+	PaymentMethods []instore.Code
+
+	// RateLimit is requests per second per subscription key (0: off).
+	RateLimit float64
+	RateBurst int
+
+	ShutdownTimeout time.Duration
+	Logger          *slog.Logger
+
+	// AckTimeout is how long a purchase waits for the terminal's ack (WP25).
+	AckTimeout time.Duration
+	// TransactionDeadline is how long a transaction may stay PENDING after
+	// the ack (WP36).
+	TransactionDeadline time.Duration
+	// PrintTimeout bounds a print job (TIMEOUT).
+	PrintTimeout time.Duration
+
+	// Sandbox runs virtual terminals in-process and the sandbox control API.
+	Sandbox bool
+	// SimDelay is how long a built-in virtual terminal "reads a card".
+	SimDelay time.Duration
+	// PingInterval and PongTimeout tune the gateway's liveness check
+	// (defaults 15 s and 10 s).
+	PingInterval, PongTimeout time.Duration
+	// Now is the service's clock (default time.Now); tests set it to check
+	// the 30- and 90-day listing rules.
+	Now func() time.Time
+	// UpdateSweep is how often the software update sweep runs (default
+	// instore.DefaultUpdateSweep); InstallTimeout how long an update may
+	// stay DOWNLOADING without a report (default
+	// instore.DefaultInstallTimeout).
+	UpdateSweep, InstallTimeout time.Duration
+	// InteractiveFirst starts the first virtual terminal in interactive
+	// mode: it waits for a person in the console (demo --interactive).
+	InteractiveFirst bool
+	// Pprof serves net/http/pprof under /debug/pprof/ on the ops listener
+	// (serve --pprof; off by default).
+	Pprof bool
+}
+
+// Server is the running service.
+type Server struct {
+	cfg      Config
+	Store    instore.Store
+	Auth     *auth.Authenticator
+	Metadata *instore.Metadata
+	Registry *prometheus.Registry
+	Service  *instore.Service
+	Gateway  *gateway.Server
+	// Fleet holds the in-process virtual terminals (sandbox mode).
+	Fleet  *sim.Fleet
+	logger *slog.Logger
+
+	sandboxDevices []SandboxDevice
+	fleetCancel    context.CancelFunc
+	// updatesCancel stops the software update sweep (Access API).
+	updatesCancel context.CancelFunc
+	consoleCreds  atomic.Pointer[console.Credentials]
+
+	handlers  map[string]http.Handler
+	servers   []*http.Server
+	listeners map[string]net.Listener
+	wg        sync.WaitGroup
+	errc      chan error
+	closeOnce sync.Once
+}
+
+// DatabaseFile is the SQLite file name inside the data directory.
+const DatabaseFile = "instore.db"
+
+// OpenStore opens the configured store: PostgreSQL when DatabaseURL is set,
+// SQLite in DataDir otherwise.
+func OpenStore(ctx context.Context, cfg Config) (*sqlstore.DB, error) {
+	dsn := cfg.DatabaseURL
+	if dsn == "" {
+		if cfg.DataDir == "" {
+			return nil, errors.New("no store configured: set --data DIR (SQLite) or --database-url postgres://...")
+		}
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("data directory: %w", err)
+		}
+		dsn = filepath.Join(cfg.DataDir, DatabaseFile)
+	}
+	return sqlstore.Open(ctx, dsn, sqlstore.Options{Synchronous: cfg.SQLiteSynchronous})
+}
+
+// New opens the store and builds the service; Start begins serving.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 15 * time.Second
+	}
+	st, err := OpenStore(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s, err := NewWithStore(ctx, cfg, st)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// NewWithStore builds the service on an open store, which it then owns.
+func NewWithStore(ctx context.Context, cfg Config, st instore.Store) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	meta := instore.DefaultMetadata()
+	if cfg.PaymentMethods != nil {
+		meta.PaymentMethods = cfg.PaymentMethods
+	}
+	key, err := auth.LoadSigningKey(ctx, st, cfg.TokenSigningKey)
+	if err != nil {
+		return nil, err
+	}
+	authn, err := auth.New(auth.Config{Store: st, SigningKey: key, TokenTTL: cfg.TokenTTL, CacheTTL: cfg.AuthCacheTTL})
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	svc := &instore.Service{
+		Store: st, Metadata: &meta, Logger: cfg.Logger, Now: cfg.Now,
+		NewRef:     func() string { return ids.New("txn") },
+		NewPrintID: func() string { return ids.New("prt") },
+		AckTimeout: cfg.AckTimeout, Deadline: cfg.TransactionDeadline, PrintTimeout: cfg.PrintTimeout,
+	}
+	gw := gateway.New(gateway.Config{Events: svc, Logger: cfg.Logger, Metadata: &meta, PingInterval: cfg.PingInterval, PongTimeout: cfg.PongTimeout,
+		MinSoftwareVersion: svc.MinSoftwareVersion})
+	svc.Gateway = gw
+	s := &Server{
+		cfg: cfg, Store: st, Auth: authn, Metadata: &meta, Registry: reg, Service: svc, Gateway: gw, logger: cfg.Logger,
+		listeners: map[string]net.Listener{}, errc: make(chan error, 4),
+	}
+	if cfg.Sandbox {
+		s.Fleet = sim.NewFleet()
+		if s.sandboxDevices, err = ensureSandboxDevices(ctx, st); err != nil {
+			return nil, fmt.Errorf("sandbox devices: %w", err)
+		}
+	}
+	s.handlers = s.buildHandlers()
+	return s, nil
+}
+
+// Handler returns the handler of a listener ("online", "access",
+// "terminal", "ops"), for tests and benchmarks that skip the network.
+func (s *Server) Handler(name string) http.Handler { return s.handlers[name] }
+
+// buildHandlers builds the four surfaces' handlers.
+func (s *Server) buildHandlers() map[string]http.Handler {
+	m := httpapi.NewMetrics(s.Registry)
+	limiter := httpapi.NewRateLimiter(s.cfg.RateLimit, s.cfg.RateBurst)
+
+	online := httpapi.NewAPI("online", s.logger, s.Metadata, m)
+	onlineapi.Register(onlineapi.Config{
+		API:      online,
+		Guard:    &httpapi.Guard{Auth: s.Auth, Surface: instore.SurfaceOnline, Limiter: limiter},
+		Metadata: s.Metadata,
+		Service:  s.Service,
+		Store:    s.Store,
+		OpenAPI:  api.OnlineYAML,
+		Fleet:    s.Fleet,
+		Logger:   s.logger,
+	})
+
+	access := httpapi.NewAPI("access", s.logger, s.Metadata, m)
+	accessapi.Register(accessapi.Config{
+		API:     access,
+		Guard:   &httpapi.Guard{Auth: s.Auth, Surface: instore.SurfaceAccess, Limiter: limiter},
+		Service: s.Service,
+		Store:   s.Store,
+		OpenAPI: api.AccessYAML,
+		Logger:  s.logger,
+	})
+
+	gatewayAPI := httpapi.NewAPI("gateway", s.logger, s.Metadata, m)
+	gatewayAPI.Mux.Handle("GET "+protocol.Path, s.Gateway)
+
+	if s.Fleet != nil {
+		console.Register(console.Config{
+			API: online, Guard: &httpapi.Guard{Auth: s.Auth, Surface: instore.SurfaceOnline}, Service: s.Service,
+			Store: s.Store, Fleet: s.Fleet, Metadata: s.Metadata, Logger: s.logger,
+			Defaults: func() *console.Credentials { return s.consoleCreds.Load() },
+		})
+	}
+
+	ops := httpapi.NewAPI("ops", s.logger, s.Metadata, nil)
+	ops.Handle("GET /healthz", func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"status":"ok"}`))
+		return nil
+	})
+	ops.Handle("GET /readyz", func(w http.ResponseWriter, r *http.Request) error {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := s.Store.Ping(ctx); err != nil {
+			return &instore.Error{Code: instore.EUnavailable, Detail: "The store is not reachable.", Err: err}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"status":"ready"}`))
+		return nil
+	})
+	ops.Mux.Handle("GET /metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
+	if s.cfg.Pprof {
+		ops.Mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		ops.Mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		ops.Mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		ops.Mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		ops.Mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
+
+	return map[string]http.Handler{"online": online, "access": access, "terminal": gatewayAPI, "ops": ops}
+}
+
+// Start binds the four listeners and serves until Close. It returns once
+// every listener accepts connections.
+func (s *Server) Start() error {
+	hs := s.handlers
+	addrs := map[string]string{
+		"online": s.cfg.ListenOnline, "access": s.cfg.ListenAccess,
+		"terminal": s.cfg.ListenTerminal, "ops": s.cfg.ListenOps,
+	}
+	for _, name := range []string{"online", "access", "terminal", "ops"} {
+		ln, err := net.Listen("tcp", addrs[name])
+		if err != nil {
+			s.Close()
+			return fmt.Errorf("listen %s on %s: %w", name, addrs[name], err)
+		}
+		s.listeners[name] = ln
+		srv := &http.Server{
+			Handler:           hs[name],
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       30 * time.Second,
+			// Long-polls hold up to 60 s; the write deadline leaves room.
+			WriteTimeout:   90 * time.Second,
+			IdleTimeout:    120 * time.Second,
+			MaxHeaderBytes: 16 << 10,
+			ErrorLog:       slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+		}
+		if name == "terminal" {
+			// Sessions live for days; the gateway sets its own deadlines.
+			srv.ReadTimeout, srv.WriteTimeout = 0, 0
+		}
+		s.servers = append(s.servers, srv)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.errc <- fmt.Errorf("%s listener: %w", name, err)
+			}
+		}()
+		s.logger.Info("listening", "surface", name, "addr", ln.Addr().String())
+	}
+	if err := s.Service.Recover(context.Background()); err != nil {
+		s.Close()
+		return err
+	}
+	// Access API: deliver due software updates, end stalled installations,
+	// announce a new package catalogue's minimum versions.
+	updCtx, updCancel := context.WithCancel(context.Background())
+	s.updatesCancel = updCancel
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.Service.RunUpdates(updCtx, s.cfg.UpdateSweep, s.cfg.InstallTimeout)
+	}()
+	if s.Fleet != nil {
+		for _, d := range s.sandboxDevices {
+			version := d.SoftwareVersion
+			// A virtual device restarts with the version it last installed.
+			if dev, err := s.Store.Device(context.Background(), d.SerialNumber); err == nil && dev.SoftwareVersion != "" {
+				version = dev.SoftwareVersion
+			}
+			if _, err := s.Fleet.Add(sim.Config{
+				GatewayURL: s.URL("terminal") + protocol.Path, SerialNumber: d.SerialNumber, Secret: d.Secret,
+				Model: d.Model, SoftwareVersion: version, Delay: s.cfg.SimDelay, Logger: s.logger,
+				BackoffMin: 50 * time.Millisecond, BackoffMax: 2 * time.Second,
+			}); err != nil {
+				s.Close()
+				return fmt.Errorf("virtual terminal: %w", err)
+			}
+		}
+		if s.cfg.InteractiveFirst && len(s.sandboxDevices) > 0 {
+			if t, ok := s.Fleet.Get(s.sandboxDevices[0].SerialNumber); ok {
+				t.SetInteractive(true)
+			}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		s.fleetCancel = cancel
+		s.Fleet.Start(ctx)
+	}
+	return nil
+}
+
+// DataDir returns the SQLite data directory ("" with PostgreSQL).
+func (s *Server) DataDir() string { return s.cfg.DataDir }
+
+// SetConsoleCredentials offers credentials to the console page (the demo
+// offers its own, so the page works without pasting them).
+func (s *Server) SetConsoleCredentials(subscriptionKey, accessToken string) {
+	s.consoleCreds.Store(&console.Credentials{SubscriptionKey: subscriptionKey, AccessToken: accessToken})
+}
+
+// SandboxDevices are the virtual devices of sandbox mode, in model order.
+func (s *Server) SandboxDevices() []SandboxDevice { return s.sandboxDevices }
+
+// Err delivers a fatal error of a listener.
+func (s *Server) Err() <-chan error { return s.errc }
+
+// URL returns the base URL of a listener ("online", "access", "terminal",
+// "ops") with the real port.
+func (s *Server) URL(name string) string {
+	ln, ok := s.listeners[name]
+	if !ok {
+		return ""
+	}
+	scheme := "http://"
+	if name == "terminal" {
+		scheme = "ws://"
+	}
+	return scheme + hostPort(ln.Addr())
+}
+
+func hostPort(a net.Addr) string {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return a.String()
+	}
+	if ta.IP.IsUnspecified() {
+		return net.JoinHostPort("127.0.0.1", fmt.Sprint(ta.Port))
+	}
+	return net.JoinHostPort(ta.IP.String(), fmt.Sprint(ta.Port))
+}
+
+// Close stops accepting, lets in-flight requests finish within the shutdown
+// timeout, and closes the store.
+func (s *Server) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+		defer cancel()
+		if s.Fleet != nil {
+			s.Fleet.Stop()
+		}
+		if s.updatesCancel != nil {
+			s.updatesCancel()
+		}
+		var wg sync.WaitGroup
+		for _, srv := range s.servers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if e := srv.Shutdown(ctx); e != nil {
+					srv.Close()
+				}
+			}()
+		}
+		wg.Wait()
+		for _, ln := range s.listeners {
+			ln.Close()
+		}
+		s.wg.Wait()
+		// Sessions were hijacked from the HTTP server: close them with a
+		// reconnect hint, then stop the time-outs.
+		s.Gateway.Close()
+		s.Service.Close()
+		err = s.Store.Close()
+	})
+	return err
+}

@@ -1,0 +1,319 @@
+package sim
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/instore-dev/instore/internal/protocol"
+)
+
+const (
+	// writeTimeout bounds every frame the terminal writes.
+	writeTimeout = 10 * time.Second
+	// idleTimeout ends a session on which nothing, not even a ping, came
+	// for that long: the gateway pings far more often.
+	idleTimeout = 2 * time.Minute
+	// stableSession is how long a session must last for the backoff to
+	// start over.
+	stableSession = time.Minute
+)
+
+// session is one WebSocket connection to the gateway. Writes are
+// serialised by wmu; drop and Close may be called from any goroutine.
+type session struct {
+	conn *websocket.Conn
+	wmu  sync.Mutex
+}
+
+func (s *session) write(env protocol.Envelope) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.writeLocked(env)
+}
+
+func (s *session) writeLocked(env protocol.Envelope) error {
+	b, err := protocol.Encode(&env)
+	if err != nil {
+		return err
+	}
+	if err := s.conn.SetWriteDeadline(time.Now().Add(writeTimeout)); err != nil {
+		return err
+	}
+	return s.conn.WriteMessage(websocket.TextMessage, b)
+}
+
+// drop ends the session without a close frame, as a lost network would.
+func (s *session) drop() { _ = s.conn.Close() }
+
+// Run connects the terminal to the gateway, serves its commands and
+// reconnects after every close until ctx is done; it returns nil then. It
+// returns ErrRevoked or ErrUnsupported when the gateway closes the session
+// with 4401 or 4426, which reconnecting cannot cure.
+func (t *Terminal) Run(ctx context.Context) error {
+	t.mu.Lock()
+	if t.running {
+		t.mu.Unlock()
+		return ErrRunning
+	}
+	t.running = true
+	t.mu.Unlock()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer func() {
+		cancel()
+		t.txWG.Wait()
+		t.mu.Lock()
+		t.running = false
+		t.mu.Unlock()
+	}()
+
+	backoff := t.cfg.BackoffMin
+	for {
+		if !t.waitAllowed(ctx) {
+			return nil
+		}
+		start := time.Now()
+		established, err := t.serve(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if ce := (*websocket.CloseError)(nil); errors.As(err, &ce) {
+			switch ce.Code {
+			case protocol.CloseRevoked:
+				t.log.Error("sim: the gateway revoked the device; stopping")
+				return ErrRevoked
+			case protocol.CloseUnsupported:
+				t.log.Error("sim: the gateway does not support this protocol version; stopping")
+				return ErrUnsupported
+			}
+		}
+		if t.heldOrOffline() {
+			// Dropped on purpose (SetOffline, sandbox outcome 93):
+			// waitAllowed decides when to come back.
+			continue
+		}
+		if established && time.Since(start) >= stableSession {
+			backoff = t.cfg.BackoffMin
+		}
+		wait := backoff/2 + rand.N(backoff/2+1) // jitter: half to the whole step
+		t.log.Info("sim: session ended; reconnecting", "err", err, "in", wait.Round(time.Millisecond))
+		backoff = min(backoff*2, t.cfg.BackoffMax)
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case <-timer.C:
+		}
+	}
+}
+
+func (t *Terminal) heldOrOffline() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.offline || time.Now().Before(t.holdUntil)
+}
+
+// waitAllowed waits while the terminal is set offline or holds its session
+// down; it reports false when ctx ends first.
+func (t *Terminal) waitAllowed(ctx context.Context) bool {
+	for {
+		if ctx.Err() != nil {
+			return false
+		}
+		t.mu.Lock()
+		offline, hold := t.offline, time.Until(t.holdUntil)
+		t.mu.Unlock()
+		if !offline && hold <= 0 {
+			return true
+		}
+		var timer *time.Timer
+		var timeout <-chan time.Time
+		if !offline {
+			timer = time.NewTimer(hold)
+			timeout = timer.C
+		}
+		select {
+		case <-ctx.Done():
+		case <-t.wake:
+		case <-timeout:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+	}
+}
+
+// serve runs one session: dial, hello, resend the unconfirmed results, then
+// read and handle messages until the connection ends. established reports
+// whether the session got as far as hello.
+func (t *Terminal) serve(ctx context.Context) (established bool, err error) {
+	h := http.Header{}
+	h.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(t.cfg.SerialNumber+":"+t.cfg.Secret)))
+	conn, resp, err := t.cfg.Dialer.DialContext(ctx, t.url, h)
+	if err != nil {
+		if resp != nil {
+			t.log.Warn("sim: the gateway refused the connection", "status", resp.StatusCode)
+		}
+		return false, err
+	}
+	s := &session{conn: conn}
+	defer s.drop()
+	stop := context.AfterFunc(ctx, func() {
+		_ = conn.WriteControl(websocket.CloseMessage,
+			websocket.FormatCloseMessage(websocket.CloseNormalClosure, "terminal shutting down"),
+			time.Now().Add(time.Second))
+		s.drop()
+	})
+	defer stop()
+	conn.SetReadLimit(protocol.MaxFrameBytes)
+	conn.SetPingHandler(func(data string) error {
+		_ = conn.SetReadDeadline(time.Now().Add(idleTimeout))
+		// A failed pong means a broken connection, which the read loop
+		// reports by itself.
+		_ = conn.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(writeTimeout))
+		return nil
+	})
+
+	// hello first, then register the session and resend what is pending,
+	// all while holding the write lock: a result finished meanwhile either
+	// is in the snapshot or is written after it, never before hello.
+	s.wmu.Lock()
+	hello := t.envelope(protocol.TypeHello, "", "", protocol.Hello{Protocol: protocol.Version, Model: t.cfg.Model, SoftwareVersion: t.SoftwareVersion()})
+	if err := s.writeLocked(hello); err != nil {
+		s.wmu.Unlock()
+		return false, err
+	}
+	var pending []protocol.Envelope
+	refused := false
+	t.update(func() {
+		if t.offline || time.Now().Before(t.holdUntil) {
+			refused = true
+			return
+		}
+		t.sess = s
+		for _, r := range t.results {
+			if !r.confirmed {
+				pending = append(pending, r.env)
+			}
+		}
+	})
+	if refused {
+		s.wmu.Unlock()
+		return false, errors.New("sim: went offline while connecting")
+	}
+	defer t.update(func() {
+		if t.sess == s {
+			t.sess = nil
+		}
+	})
+	t.log.Info("sim: connected", "resending", len(pending))
+	for _, env := range pending {
+		if err := s.writeLocked(env); err != nil {
+			s.wmu.Unlock()
+			return true, err
+		}
+	}
+	s.wmu.Unlock()
+
+	for {
+		_ = conn.SetReadDeadline(time.Now().Add(idleTimeout))
+		typ, b, err := conn.ReadMessage()
+		if err != nil {
+			return true, err
+		}
+		if typ != websocket.TextMessage {
+			continue
+		}
+		var env protocol.Envelope
+		if err := json.Unmarshal(b, &env); err != nil {
+			t.log.Warn("sim: ignoring a malformed message", "err", err)
+			continue
+		}
+		t.handle(ctx, s, env)
+	}
+}
+
+// handle acts on one message from the gateway. It runs on the session's
+// read loop, so messages are handled in the order they came.
+func (t *Terminal) handle(ctx context.Context, s *session, env protocol.Envelope) {
+	switch env.Type {
+	case protocol.TypeLinkCode:
+		var d protocol.LinkCode
+		if err := json.Unmarshal(env.Data, &d); err != nil || d.Code == "" {
+			t.log.Warn("sim: ignoring a malformed link-code message")
+			return
+		}
+		t.update(func() { t.linkCode, t.terminalID = d.Code, "" })
+		t.log.Info("sim: unlinked; showing the link code", "linkCode", d.Code)
+	case protocol.TypeLinked:
+		var d protocol.Linked
+		if err := json.Unmarshal(env.Data, &d); err != nil || d.TerminalID == "" {
+			t.log.Warn("sim: ignoring a malformed linked message")
+			return
+		}
+		t.update(func() { t.terminalID, t.linkCode, t.minVersion = d.TerminalID, "", d.MinSoftwareVersion })
+		t.log.Info("sim: linked", "terminalId", d.TerminalID)
+	case protocol.TypePurchase, protocol.TypeRefund:
+		t.command(ctx, s, env)
+	case protocol.TypeCancel:
+		t.cancel(env)
+	case protocol.TypeReversal:
+		t.reversal(s, env)
+	case protocol.TypePrint:
+		t.print(s, env)
+	case protocol.TypeUpdate:
+		t.install(ctx, s, env)
+	case protocol.TypeConfirm:
+		t.confirm(env.Re)
+	default:
+		t.log.Debug("sim: ignoring a message", "type", env.Type)
+	}
+}
+
+// send writes env on the current session, if any. Acks and progress
+// reports written while disconnected are lost, as on a real device;
+// results are kept in t.results and resent.
+func (t *Terminal) send(env protocol.Envelope) {
+	t.mu.Lock()
+	s := t.sess
+	t.mu.Unlock()
+	t.sendOn(s, env)
+}
+
+// sendOn writes env on s and reports whether it went out.
+func (t *Terminal) sendOn(s *session, env protocol.Envelope) bool {
+	if s == nil {
+		return false
+	}
+	if err := s.write(env); err != nil {
+		t.log.Debug("sim: write failed; dropping the session", "type", env.Type, "err", err)
+		s.drop()
+		return false
+	}
+	return true
+}
+
+// envelope builds a message with a new id, checked by the protocol's own
+// rules, which the gateway applies too.
+func (t *Terminal) envelope(typ, re, ref string, data any) protocol.Envelope {
+	env, err := protocol.NewEnvelope(typ, t.newID(), ref, data)
+	if err != nil {
+		// A bug in this package: the gateway will refuse the frame.
+		t.log.Error("sim: invalid message", "type", typ, "err", err)
+		env = &protocol.Envelope{Type: typ, ID: t.newID(), Ref: ref}
+		if data != nil {
+			env.Data, _ = json.Marshal(data)
+		}
+	}
+	env.Re = re
+	return *env
+}

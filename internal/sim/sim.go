@@ -1,0 +1,378 @@
+// Package sim is the virtual payment terminal: a genuine client of the
+// terminal gateway that speaks the terminal protocol (internal/protocol)
+// over a WebSocket exactly as a device does. It shows a link code while
+// unlinked, acknowledges purchases and refunds, "reads a card" after a
+// configurable delay and reports a result with receipts; in sandbox fashion
+// the last two digits of the amount pick the outcome. The demo, the sandbox,
+// the tests and `instore terminal` all run it.
+//
+// A Terminal runs one session at a time and reconnects after any close with
+// exponential backoff. Results it has not seen confirmed are kept and resent
+// (same message id) after every hello, so no outcome is lost to a dropped
+// connection.
+package sim
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/instore-dev/instore"
+)
+
+// Defaults of Config.
+const (
+	DefaultSoftwareVersion = "1.0.0"
+	DefaultBackoffMin      = 500 * time.Millisecond
+	DefaultBackoffMax      = 30 * time.Second
+)
+
+// Errors Run returns when the gateway closes the session in a way that
+// retrying cannot fix.
+var (
+	// ErrRevoked: the device was removed or its secret changed (close 4401).
+	ErrRevoked = errors.New("sim: the gateway revoked the device (close code 4401)")
+	// ErrUnsupported: the gateway does not speak this protocol version
+	// (close 4426).
+	ErrUnsupported = errors.New("sim: the gateway does not support protocol version 1 (close code 4426)")
+	// ErrRunning: Run was called while the terminal is already running.
+	ErrRunning = errors.New("sim: terminal is already running")
+)
+
+// Config describes one virtual terminal.
+type Config struct {
+	// GatewayURL is the gateway's WebSocket URL, such as
+	// ws://127.0.0.1:8082/terminal/v1/connect (http and https are taken as
+	// ws and wss). It must not carry credentials.
+	GatewayURL string
+	// SerialNumber and Secret authenticate the device (HTTP Basic).
+	SerialNumber, Secret string
+	// Model is instore.ModelCountertop (the default), ModelMobile or
+	// ModelPINPad.
+	Model string
+	// SoftwareVersion is reported in hello; default DefaultSoftwareVersion.
+	// An installed update replaces it.
+	SoftwareVersion string
+	// InstallDelay is how long installing a software update takes;
+	// default DefaultInstallDelay.
+	InstallDelay time.Duration
+	// Delay is how long the terminal takes to "read a card"; the progress
+	// stages are spread over it. Zero answers at once.
+	Delay time.Duration
+	// BackoffMin and BackoffMax bound the reconnect delay, which doubles
+	// after every failed session (with jitter) and starts over after a
+	// session that lasted a minute. Defaults DefaultBackoffMin and
+	// DefaultBackoffMax.
+	BackoffMin, BackoffMax time.Duration
+	// Logger receives the terminal's log; nil discards it. The secret is
+	// never logged; serial numbers and terminal IDs only under the keys
+	// serialNumber and terminalId, which the service's handler redacts.
+	Logger *slog.Logger
+	// Dialer opens the WebSocket; nil means websocket.DefaultDialer.
+	Dialer *websocket.Dialer
+}
+
+// State is what a terminal shows and how it is connected, for the sandbox
+// API, the console and the CLI.
+type State struct {
+	SerialNumber string `json:"serialNumber"`
+	Model        string `json:"model"`
+	// TerminalID is the terminal ID the device is linked to; empty while
+	// unlinked.
+	TerminalID string `json:"terminalId,omitempty"`
+	// Online reports whether the terminal has a session with the gateway.
+	Online bool `json:"online"`
+	// Screen is what the display shows: "Link code 123456", "Idle",
+	// "SEK 12.50 - Present card", "Enter PIN", "Authorizing", "APPROVED",
+	// "DECLINED", "Offline"...
+	Screen string `json:"screen"`
+	// LinkCode is the code shown while unlinked.
+	LinkCode string `json:"linkCode,omitempty"`
+}
+
+// Terminal is one virtual terminal. Its control methods (SetNextOutcome,
+// SetOffline, SetNextPrint, State, OnChange) are safe to call from any
+// goroutine, before, during and after Run.
+type Terminal struct {
+	cfg      Config
+	log      *slog.Logger
+	url      string
+	idPrefix string
+	seq      atomic.Uint64
+	wake     chan struct{} // nudges a Run waiting while offline or held
+	txWG     sync.WaitGroup
+
+	mu          sync.Mutex
+	running     bool
+	sess        *session // the current session, nil while disconnected
+	offline     bool     // SetOffline(true): stay disconnected
+	holdUntil   time.Time
+	terminalID  string
+	linkCode    string
+	txScreen    string // what a transaction shows; "" for the idle screens
+	screenGen   uint64
+	tx          *txn      // the transaction in progress
+	results     []*stored // unconfirmed results and a few recent confirmed ones
+	nextOutcome *int
+	nextPrint   *int
+	// Software (update.go): the version it runs, the minimum its model
+	// needs, the installation in progress, and whether the next one fails.
+	version     string
+	minVersion  string
+	installing  *install
+	updScreen   string
+	installFail *string
+	interactive bool // SetInteractive: a person decides each outcome
+	listeners   []func()
+}
+
+// New validates cfg and returns a terminal ready to Run.
+func New(cfg Config) (*Terminal, error) {
+	if cfg.Model == "" {
+		cfg.Model = instore.ModelCountertop
+	}
+	if !instore.ValidModel(cfg.Model) {
+		return nil, fmt.Errorf("sim: unknown model %q (want one of %s)", cfg.Model, strings.Join(instore.Models, ", "))
+	}
+	if cfg.SoftwareVersion == "" {
+		cfg.SoftwareVersion = DefaultSoftwareVersion
+	}
+	if cfg.SerialNumber == "" || len(cfg.SerialNumber) > 64 || strings.ContainsFunc(cfg.SerialNumber, func(r rune) bool {
+		return r == ':' || r <= ' ' || r == 0x7f
+	}) {
+		return nil, errors.New("sim: the serial number must be 1-64 printable characters without spaces or ':'")
+	}
+	if cfg.Secret == "" {
+		return nil, errors.New("sim: the device secret is required")
+	}
+	u, err := url.Parse(cfg.GatewayURL)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("sim: gateway URL %q is not an absolute URL", cfg.GatewayURL)
+	}
+	switch u.Scheme {
+	case "ws", "wss":
+	case "http":
+		u.Scheme = "ws"
+	case "https":
+		u.Scheme = "wss"
+	default:
+		return nil, fmt.Errorf("sim: gateway URL scheme %q is not ws or wss", u.Scheme)
+	}
+	if u.User != nil {
+		return nil, errors.New("sim: the gateway URL must not carry credentials; set SerialNumber and Secret")
+	}
+	if cfg.Delay < 0 {
+		return nil, errors.New("sim: negative delay")
+	}
+	if cfg.BackoffMin <= 0 {
+		cfg.BackoffMin = DefaultBackoffMin
+	}
+	if cfg.BackoffMax <= 0 {
+		cfg.BackoffMax = max(DefaultBackoffMax, cfg.BackoffMin)
+	}
+	if cfg.BackoffMax < cfg.BackoffMin {
+		return nil, fmt.Errorf("sim: BackoffMax %s is below BackoffMin %s", cfg.BackoffMax, cfg.BackoffMin)
+	}
+	if cfg.Dialer == nil {
+		cfg.Dialer = websocket.DefaultDialer
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	// Message ids: a fingerprint of the serial number (never the serial
+	// itself, which other logs would then show in clear), a random part
+	// that differs per process, and a counter.
+	sum := sha256.Sum256([]byte(cfg.SerialNumber))
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	if cfg.InstallDelay <= 0 {
+		cfg.InstallDelay = DefaultInstallDelay
+	}
+	return &Terminal{
+		version:  cfg.SoftwareVersion,
+		cfg:      cfg,
+		log:      logger.With("serialNumber", cfg.SerialNumber),
+		url:      u.String(),
+		idPrefix: "vt" + hex.EncodeToString(sum[:4]) + "-" + hex.EncodeToString(rnd[:]),
+		wake:     make(chan struct{}, 1),
+	}, nil
+}
+
+// SerialNumber returns the device's serial number.
+func (t *Terminal) SerialNumber() string { return t.cfg.SerialNumber }
+
+// State returns what the terminal shows now.
+func (t *Terminal) State() State {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return State{
+		SerialNumber: t.cfg.SerialNumber,
+		Model:        t.cfg.Model,
+		TerminalID:   t.terminalID,
+		Online:       t.sess != nil,
+		Screen:       t.screenLocked(),
+		LinkCode:     t.linkCode,
+	}
+}
+
+func (t *Terminal) screenLocked() string {
+	switch {
+	case t.txScreen != "":
+		return t.txScreen
+	case t.updScreen != "":
+		return t.updScreen
+	case t.sess == nil:
+		return "Offline"
+	case t.linkCode != "":
+		return "Link code " + t.linkCode
+	case t.mustUpdateLocked():
+		return "Update required"
+	default:
+		return "Idle"
+	}
+}
+
+// OnChange registers f to be called after every change of State. f runs on
+// the goroutine that made the change, possibly on several at once, so it
+// must be quick and safe for concurrent use; it may call State.
+func (t *Terminal) OnChange(f func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.listeners = append(slices.Clip(t.listeners), f)
+}
+
+// update runs f under the lock and then tells the listeners.
+func (t *Terminal) update(f func()) {
+	t.mu.Lock()
+	f()
+	ls := t.listeners
+	t.mu.Unlock()
+	for _, l := range ls {
+		l()
+	}
+}
+
+// ErrNothingToDecide is returned by Decide when no transaction waits for a
+// person's decision.
+var ErrNothingToDecide = errors.New("sim: no transaction is waiting for a decision")
+
+// SetInteractive makes the terminal wait for a person (Decide) on every
+// new transaction instead of playing the sandbox outcome rules.
+func (t *Terminal) SetInteractive(on bool) {
+	t.update(func() { t.interactive = on })
+}
+
+// Interactive reports whether the terminal waits for a person.
+func (t *Terminal) Interactive() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.interactive
+}
+
+// Decide ends the transaction an interactive terminal shows with a status
+// (0-12), as the cardholder or the shop would at the terminal.
+func (t *Terminal) Decide(statusID int) error {
+	if statusID < instore.StatusApproved || statusID > instore.StatusWrongPIN {
+		return fmt.Errorf("sim: outcome %d is not a transaction status id from 0 to 12", statusID)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.tx == nil || t.tx.decide == nil {
+		return ErrNothingToDecide
+	}
+	select {
+	case t.tx.decide <- statusID:
+		return nil
+	default:
+		return errors.New("sim: the transaction was already decided")
+	}
+}
+
+// SetNextOutcome makes the next transaction end with statusID (0-12),
+// whatever its amount says; it applies once.
+func (t *Terminal) SetNextOutcome(statusID int) error {
+	if statusID < instore.StatusApproved || statusID > instore.StatusWrongPIN {
+		return fmt.Errorf("sim: next outcome %d is not a transaction status id from 0 to 12", statusID)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.nextOutcome = &statusID
+	return nil
+}
+
+// SetNextPrint stores the print status the next print job ends with
+// (0-6; other values are ignored). Printing is not simulated yet.
+func (t *Terminal) SetNextPrint(statusID int) {
+	if statusID < instore.PrintSuccess || statusID > instore.PrintTimeout {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.nextPrint = &statusID
+}
+
+// SetOffline(true) drops the session, as if the terminal lost its network,
+// and keeps it disconnected until SetOffline(false). A transaction in
+// progress goes on; its result is kept and delivered after reconnecting.
+func (t *Terminal) SetOffline(offline bool) {
+	t.update(func() {
+		t.offline = offline
+		if offline && t.sess != nil {
+			t.sess.drop()
+		}
+	})
+	t.nudge()
+}
+
+func (t *Terminal) nudge() {
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// newID returns a message id unique to this terminal and process.
+func (t *Terminal) newID() string {
+	return fmt.Sprintf("%s-%d", t.idPrefix, t.seq.Add(1))
+}
+
+// PrintScreens writes a line to w whenever the screen changes ("Link code
+// 123456", "SEK 12.50 - Present card", "APPROVED"...) and when the
+// terminal gets linked ("Linked to terminal 10000001"), starting with the
+// current screen: what `instore terminal` shows its user.
+func (t *Terminal) PrintScreens(w io.Writer) {
+	var (
+		mu                   sync.Mutex
+		lastScreen, lastTerm string
+	)
+	show := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		st := t.State()
+		if st.TerminalID != lastTerm {
+			lastTerm = st.TerminalID
+			if st.TerminalID != "" {
+				fmt.Fprintf(w, "Linked to terminal %s\n", st.TerminalID)
+			}
+		}
+		if st.Screen != lastScreen {
+			lastScreen = st.Screen
+			fmt.Fprintln(w, st.Screen)
+		}
+	}
+	t.OnChange(show)
+	show()
+}

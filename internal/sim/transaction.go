@@ -1,0 +1,521 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/protocol"
+)
+
+// Progress stages a terminal reports.
+const (
+	StageWaitingForCard = "WAITING_FOR_CARD"
+	StageWaitingForPIN  = "WAITING_FOR_PIN"
+	StageAuthorizing    = "AUTHORIZING"
+)
+
+const (
+	// defaultWindow is the transaction deadline assumed when a command
+	// carries none.
+	defaultWindow = 120 * time.Second
+	// giveUpGrace: a transaction that waits for a cancel (outcome 92) ends
+	// TECHNICAL_ERROR on its own this long after its deadline, so that a
+	// cancel lost with a session cannot keep the terminal busy for ever.
+	giveUpGrace = 30 * time.Second
+	// resultHold is how long the outcome stays on the screen.
+	resultHold = 5 * time.Second
+	// keepConfirmed is how many confirmed results are remembered, to answer
+	// a command or cancel the gateway repeats.
+	keepConfirmed = 16
+)
+
+// mode is how a transaction behaves, chosen by the sandbox outcome rules.
+type mode int
+
+const (
+	modeNormal mode = iota // the planned status after Delay
+	modeNoAck              // 91: never acknowledged, nothing held
+	modeSilent             // 92: acknowledged, answered only after a cancel
+	modeDrop               // 93: approved, delivered after a dropped session
+	modeLate               // 94: approved after half the deadline
+)
+
+// sandboxOutcome applies the amount rule: the last two digits of the amount
+// pick the outcome.
+func sandboxOutcome(amount int64) (status int, m mode) {
+	switch d := amount % 100; {
+	case d == 1, d >= 3 && d <= 12:
+		return int(d), modeNormal
+	case d == 91:
+		return 0, modeNoAck
+	case d == 92:
+		return 0, modeSilent
+	case d == 93:
+		return instore.StatusApproved, modeDrop
+	case d == 94:
+		return instore.StatusApproved, modeLate
+	}
+	return instore.StatusApproved, modeNormal
+}
+
+// txn is the transaction in progress.
+type txn struct {
+	ref     string
+	kind    string // protocol.TypePurchase or TypeRefund
+	pay     protocol.Payment
+	status  int // the planned outcome
+	mode    mode
+	arrived time.Time
+	window  time.Duration // from arrival to the deadline
+
+	// decide receives the outcome a person chose (interactive mode only).
+	decide chan int
+
+	// Guarded by Terminal.mu.
+	acked     bool
+	cancel    string        // the cancel reason, once one came
+	cancelled chan struct{} // closed when cancel is set
+}
+
+// stored is a result the terminal reported: resent after every hello until
+// confirmed, and kept a little longer to answer repeated commands.
+type stored struct {
+	ref       string
+	env       protocol.Envelope
+	confirmed bool
+}
+
+// command handles purchase and refund.
+func (t *Terminal) command(ctx context.Context, s *session, env protocol.Envelope) {
+	if env.Ref == "" {
+		t.log.Warn("sim: ignoring a command without a reference", "type", env.Type)
+		return
+	}
+	arrived := time.Now()
+	var p protocol.Payment
+	perr := json.Unmarshal(env.Data, &p)
+	ack := t.envelope(protocol.TypeAck, env.ID, env.Ref, nil)
+	tx := &txn{ref: env.Ref, kind: env.Type, pay: p, arrived: arrived, cancelled: make(chan struct{})}
+
+	t.mu.Lock()
+	// The gateway repeated a command: acknowledge it again, and resend its
+	// result if there is one.
+	if t.tx != nil && t.tx.ref == env.Ref {
+		t.mu.Unlock()
+		t.sendOn(s, ack)
+		return
+	}
+	if r := t.resultLocked(env.Ref); r != nil {
+		t.mu.Unlock()
+		t.sendOn(s, ack)
+		t.sendOn(s, r.env)
+		return
+	}
+	// Busy (a transaction, an installation), below the minimum software
+	// version, or a command it cannot read: acknowledge and answer at once.
+	if t.tx != nil || perr != nil || t.installing != nil || t.mustUpdateLocked() {
+		status := instore.StatusTerminalIsBusy
+		switch {
+		case perr != nil:
+			status = instore.StatusTechnicalError
+			t.log.Warn("sim: malformed payment command", "ref", env.Ref, "err", perr)
+		case t.tx == nil && t.installing == nil:
+			status = instore.StatusTerminalMustUpdate
+		}
+		r := t.storeLocked(tx, status)
+		t.mu.Unlock()
+		t.log.Info("sim: reporting", "ref", env.Ref, "statusId", status)
+		t.sendOn(s, ack)
+		t.sendOn(s, r.env)
+		return
+	}
+
+	tx.status, tx.mode = sandboxOutcome(p.Amount)
+	if t.nextOutcome != nil {
+		tx.status, tx.mode = *t.nextOutcome, modeNormal
+		t.nextOutcome = nil
+	} else if t.interactive {
+		// A person decides (Decide), whatever the amount says.
+		tx.status, tx.mode, tx.decide = instore.StatusApproved, modeNormal, make(chan int, 1)
+	}
+	if tx.mode == modeNoAck {
+		t.mu.Unlock()
+		t.log.Info("sim: sandbox outcome: not acknowledging", "ref", env.Ref)
+		return
+	}
+	tx.window = defaultWindow
+	if !p.Deadline.IsZero() {
+		tx.window = max(p.Deadline.Sub(arrived), 0)
+	}
+	t.tx = tx
+	t.txScreen = amountScreen(tx)
+	t.screenGen++
+	ls := t.listeners
+	t.mu.Unlock()
+	for _, l := range ls {
+		l()
+	}
+	t.log.Info("sim: transaction", "type", env.Type, "ref", env.Ref)
+
+	ok := t.sendOn(s, ack)
+	t.mu.Lock()
+	tx.acked = ok
+	t.mu.Unlock()
+
+	if tx.mode == modeDrop {
+		// 93: the approval is decided now and kept as an unconfirmed
+		// result; the session goes down for a quarter of the deadline and
+		// the result is delivered after the next hello.
+		hold := tx.window / 4
+		t.update(func() {
+			t.tx = nil
+			t.storeLocked(tx, instore.StatusApproved)
+			t.showOutcomeLocked(instore.StatusApproved)
+			t.holdUntil = time.Now().Add(hold)
+		})
+		t.log.Info("sim: sandbox outcome: dropping the session", "ref", env.Ref, "for", hold)
+		s.drop()
+		return
+	}
+	t.txWG.Add(1)
+	go t.process(ctx, tx)
+}
+
+// process plays a transaction to its end. It runs on its own goroutine, so
+// the transaction goes on while the session drops and comes back.
+func (t *Terminal) process(ctx context.Context, tx *txn) {
+	defer t.txWG.Done()
+	t.play(ctx, tx)
+	if ctx.Err() != nil {
+		// Run ended: the terminal is switched off and forgets it.
+		t.update(func() {
+			if t.tx == tx {
+				t.tx, t.txScreen = nil, ""
+			}
+		})
+		return
+	}
+	t.finish(tx)
+}
+
+// play reports the progress stages spread over the delay and waits for the
+// moment of the result; a cancel or the end of Run cuts it short.
+func (t *Terminal) play(ctx context.Context, tx *txn) {
+	if tx.decide != nil {
+		// Interactive: present the card prompt and wait for a person.
+		t.progress(tx, StageWaitingForCard)
+		select {
+		case st := <-tx.decide:
+			t.update(func() { tx.status = st })
+		case <-tx.cancelled:
+			return
+		case <-ctx.Done():
+			return
+		}
+		t.progress(tx, StageAuthorizing)
+		return
+	}
+	total := t.cfg.Delay
+	if tx.mode == modeLate {
+		total = max(total, tx.window/2)
+	}
+	stages := []string{StageWaitingForCard, StageWaitingForPIN, StageAuthorizing}
+	if tx.pay.PaymentMethodID != nil {
+		stages = []string{StageWaitingForCard, StageAuthorizing}
+	}
+	start := time.Now()
+	for i, stage := range stages {
+		if !t.sleepUntil(ctx, tx, start.Add(total*time.Duration(i)/time.Duration(len(stages)))) {
+			return
+		}
+		t.progress(tx, stage)
+		if tx.mode == modeSilent {
+			// 92: no answer until the gateway cancels.
+			t.sleepUntil(ctx, tx, tx.arrived.Add(tx.window+giveUpGrace))
+			return
+		}
+	}
+	t.sleepUntil(ctx, tx, start.Add(total))
+}
+
+// sleepUntil waits until when; it reports false if the transaction was
+// cancelled or ctx ended first.
+func (t *Terminal) sleepUntil(ctx context.Context, tx *txn, when time.Time) bool {
+	timer := time.NewTimer(time.Until(when))
+	defer timer.Stop()
+	select {
+	case <-tx.cancelled:
+		return false
+	case <-ctx.Done():
+		return false
+	default:
+	}
+	select {
+	case <-timer.C:
+		return true
+	case <-tx.cancelled:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (t *Terminal) progress(tx *txn, stage string) {
+	t.update(func() {
+		if t.tx == tx && tx.cancel == "" {
+			t.txScreen = stageScreen(tx, stage)
+			t.screenGen++
+		}
+	})
+	t.send(t.envelope(protocol.TypeProgress, "", tx.ref, protocol.Progress{Stage: stage}))
+}
+
+// finish decides the final status, a cancel taking precedence over the
+// planned one, stores the result and sends it.
+func (t *Terminal) finish(tx *txn) {
+	var (
+		r      *stored
+		s      *session
+		status int
+	)
+	t.update(func() {
+		if t.tx != tx {
+			return
+		}
+		t.tx = nil
+		status = tx.status
+		switch tx.cancel {
+		case "":
+			if tx.mode == modeSilent { // gave up waiting for a cancel
+				status = instore.StatusTechnicalError
+			}
+		case instore.CancelByECR:
+			status = instore.StatusAbortedByCashier
+		case instore.CancelAckTimeout:
+			if !tx.acked { // dropped: the gateway never saw it start
+				t.txScreen = ""
+				return
+			}
+			status = instore.StatusTechnicalError
+		default: // DEADLINE, or a reason this version does not know
+			status = instore.StatusTechnicalError
+		}
+		r = t.storeLocked(tx, status)
+		t.showOutcomeLocked(status)
+		s = t.sess
+	})
+	if r == nil {
+		t.log.Info("sim: transaction dropped", "ref", tx.ref, "reason", tx.cancel)
+		return
+	}
+	t.log.Info("sim: reporting", "ref", tx.ref, "statusId", status)
+	t.sendOn(s, r.env)
+}
+
+// storeLocked builds the result of tx and keeps it until confirmed.
+func (t *Terminal) storeLocked(tx *txn, status int) *stored {
+	res := buildResult(tx, status, t.terminalID, time.Now())
+	r := &stored{ref: tx.ref, env: t.envelope(protocol.TypeResult, "", tx.ref, res)}
+	t.results = append(t.results, r)
+	return r
+}
+
+// resultLocked returns the latest result for ref, or nil.
+func (t *Terminal) resultLocked(ref string) *stored {
+	for i := len(t.results) - 1; i >= 0; i-- {
+		if t.results[i].ref == ref {
+			return t.results[i]
+		}
+	}
+	return nil
+}
+
+// showOutcomeLocked puts the outcome on the screen for resultHold.
+func (t *Terminal) showOutcomeLocked(status int) {
+	t.showLocked(outcomeText(status))
+}
+
+func (t *Terminal) showLocked(screen string) {
+	t.txScreen = screen
+	t.screenGen++
+	gen := t.screenGen
+	time.AfterFunc(resultHold, func() {
+		t.update(func() {
+			if t.screenGen == gen && t.tx == nil {
+				t.txScreen = ""
+			}
+		})
+	})
+}
+
+// confirm forgets the result the gateway confirmed (keeping the last few).
+func (t *Terminal) confirm(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, r := range t.results {
+		if r.env.ID == id {
+			r.confirmed = true
+		}
+	}
+	confirmed := 0
+	for _, r := range t.results {
+		if r.confirmed {
+			confirmed++
+		}
+	}
+	kept := t.results[:0]
+	for _, r := range t.results {
+		if r.confirmed && confirmed > keepConfirmed {
+			confirmed--
+			continue
+		}
+		kept = append(kept, r)
+	}
+	clear(t.results[len(kept):])
+	t.results = kept
+}
+
+// cancel handles a cancel: the transaction in progress stops and finish
+// reports per the reason; a transaction that already has a result keeps
+// it, and the result is resent.
+func (t *Terminal) cancel(env protocol.Envelope) {
+	var d protocol.Cancel
+	_ = json.Unmarshal(env.Data, &d)
+	reason := d.Reason
+	if reason == "" {
+		reason = "UNSPECIFIED"
+	}
+	t.mu.Lock()
+	if tx := t.tx; tx != nil && tx.ref == env.Ref {
+		if tx.cancel == "" {
+			tx.cancel = reason
+			close(tx.cancelled)
+		}
+		t.mu.Unlock()
+		t.log.Info("sim: cancelled", "ref", env.Ref, "reason", reason)
+		return
+	}
+	r := t.resultLocked(env.Ref)
+	s := t.sess
+	t.mu.Unlock()
+	if r != nil && !r.confirmed {
+		t.log.Info("sim: cancel after the result; resending it", "ref", env.Ref, "reason", reason)
+		t.sendOn(s, r.env)
+		return
+	}
+	t.log.Debug("sim: nothing to cancel", "ref", env.Ref, "reason", reason)
+}
+
+// reversalByECR is the reason of a reversal the ECR asked for (POST
+// /reversal): its Ref is a new REVERSAL transaction, acknowledged and
+// answered with a result. Other reasons (LATE_APPROVAL: the service
+// reverses a late approval on its own) are only acknowledged.
+const reversalByECR = "ECR"
+
+// reversal reverses an approved transaction at once, with no card
+// interaction, and acknowledges.
+func (t *Terminal) reversal(s *session, env protocol.Envelope) {
+	if env.Ref == "" {
+		t.log.Warn("sim: ignoring a reversal without a reference")
+		return
+	}
+	var d protocol.Reversal
+	_ = json.Unmarshal(env.Data, &d)
+	var r *stored
+	t.update(func() {
+		if d.Reason == reversalByECR {
+			if r = t.resultLocked(env.Ref); r == nil { // not a repeat
+				r = t.storeLocked(&txn{ref: env.Ref, kind: protocol.TypeReversal}, instore.StatusApproved)
+			}
+		}
+		if t.tx == nil {
+			t.showLocked("REVERSED")
+		}
+	})
+	t.log.Info("sim: reversed", "ref", env.Ref, "reason", d.Reason)
+	t.sendOn(s, t.envelope(protocol.TypeAck, env.ID, env.Ref, nil))
+	if r != nil {
+		t.sendOn(s, r.env)
+	}
+}
+
+// Screens.
+
+func amountScreen(tx *txn) string {
+	a := formatAmount(tx.pay.Amount, tx.pay.Currency)
+	if tx.kind == protocol.TypeRefund {
+		a = "Refund " + a
+	}
+	if tx.pay.PaymentMethodID != nil {
+		return a + " - Confirm in app"
+	}
+	return a + " - Present card"
+}
+
+func stageScreen(tx *txn, stage string) string {
+	switch stage {
+	case StageWaitingForPIN:
+		return "Enter PIN"
+	case StageAuthorizing:
+		return "Authorizing"
+	}
+	return amountScreen(tx)
+}
+
+var statusCodes = sync.OnceValue(func() map[int]string {
+	m := instore.DefaultMetadata()
+	codes := map[int]string{}
+	for _, c := range m.TransactionStatuses {
+		codes[c.ID] = c.Code
+	}
+	return codes
+})
+
+// outcomeText is how screen and receipt word a status: APPROVED, DECLINED,
+// or the status code with spaces (WRONG PIN).
+func outcomeText(status int) string {
+	switch status {
+	case instore.StatusApproved:
+		return "APPROVED"
+	case instore.StatusTransactionDeclined:
+		return "DECLINED"
+	}
+	if c, ok := statusCodes()[status]; ok {
+		return strings.ReplaceAll(c, "_", " ")
+	}
+	return "ERROR"
+}
+
+// print prints a job and reports its print status: the sandbox's next
+// print outcome if one is set (TIMEOUT: no answer at all), ERROR on the
+// PIN pad (no printer), BUSY during a transaction, SUCCESS otherwise.
+func (t *Terminal) print(s *session, env protocol.Envelope) {
+	var d protocol.Print
+	if err := json.Unmarshal(env.Data, &d); err != nil || env.Ref == "" {
+		t.log.Warn("sim: ignoring a malformed print message")
+		return
+	}
+	status := instore.PrintSuccess
+	t.update(func() {
+		switch {
+		case t.nextPrint != nil:
+			status, t.nextPrint = *t.nextPrint, nil
+		case t.cfg.Model == instore.ModelPINPad:
+			status = instore.PrintError
+		case t.tx != nil:
+			status = instore.PrintBusy
+		}
+		if t.tx == nil && status == instore.PrintSuccess {
+			t.showLocked("Printing")
+		}
+	})
+	if status == instore.PrintTimeout {
+		t.log.Info("sim: print never answered", "printId", env.Ref)
+		return
+	}
+	t.sendOn(s, t.envelope(protocol.TypePrintResult, "", env.Ref, protocol.PrintResult{StatusID: status}))
+}

@@ -1,0 +1,122 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/instore-dev/instore"
+)
+
+// CreateDevice stores a new device; a taken serial number or link code, or
+// a missing customer, is instore.ErrConflict.
+func (db *DB) CreateDevice(ctx context.Context, d *instore.Device) error {
+	return db.update(ctx, func(c conn) error {
+		if err := insertDevice(ctx, c, d); err != nil {
+			return db.conflictErr("create device", err)
+		}
+		return nil
+	})
+}
+
+// Device returns the device with a serial number.
+func (db *DB) Device(ctx context.Context, serial string) (*instore.Device, error) {
+	return findDevice(ctx, db.read(), serial)
+}
+
+// Devices lists the devices of a customer, or all when customerID is empty,
+// ordered by serial number.
+func (db *DB) Devices(ctx context.Context, customerID string) ([]*instore.Device, error) {
+	return listDevices(ctx, db.read(), customerID)
+}
+
+// DeviceByLinkCode finds the device showing code.
+func (db *DB) DeviceByLinkCode(ctx context.Context, code string) (*instore.Device, error) {
+	return findDeviceByLinkCode(ctx, db.read(), code)
+}
+
+// DeviceSeen records a device's hello: its software version and time.
+func (db *DB) DeviceSeen(ctx context.Context, serial, softwareVersion string, at time.Time) error {
+	return db.update(ctx, func(c conn) error {
+		return deviceSeen(ctx, c, serial, softwareVersion, at)
+	})
+}
+
+// SetLinkCode sets (or with "" clears) the code a device shows; another
+// device showing the same code is instore.ErrConflict.
+func (db *DB) SetLinkCode(ctx context.Context, serial, code string) error {
+	return db.update(ctx, func(c conn) error {
+		res, err := c.exec(ctx, `UPDATE devices SET link_code = ? WHERE serial_number = ?`, nullString(code), serial)
+		if err != nil {
+			return db.conflictErr("set link code", err)
+		}
+		return mustAffect(res, "device")
+	})
+}
+
+func insertDevice(ctx context.Context, c conn, d *instore.Device) error {
+	_, err := c.exec(ctx, `INSERT INTO devices
+		(serial_number, model, customer_id, secret_hash, software_version, link_code, last_seen_at, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		d.SerialNumber, d.Model, nullString(d.CustomerID), d.SecretHash, d.SoftwareVersion,
+		nullString(d.LinkCode), nullMicros(d.LastSeenAt), micros(d.CreatedAt))
+	return err
+}
+
+const deviceColumns = `serial_number, model, customer_id, secret_hash, software_version, link_code, last_seen_at, created_at`
+
+func scanDevice(s scanner) (*instore.Device, error) {
+	var (
+		d                  instore.Device
+		customer, linkCode sql.NullString
+		lastSeen           sql.NullInt64
+		created            int64
+	)
+	if err := s.Scan(&d.SerialNumber, &d.Model, &customer, &d.SecretHash, &d.SoftwareVersion,
+		&linkCode, &lastSeen, &created); err != nil {
+		return nil, err
+	}
+	d.CustomerID = customer.String
+	d.LinkCode = linkCode.String
+	d.LastSeenAt = fromNullMicros(lastSeen)
+	d.CreatedAt = fromMicros(created)
+	return &d, nil
+}
+
+func findDevice(ctx context.Context, c conn, serial string) (*instore.Device, error) {
+	d, err := scanDevice(c.queryRow(ctx, `SELECT `+deviceColumns+` FROM devices WHERE serial_number = ?`, serial))
+	if err != nil {
+		return nil, notFound(err, "device")
+	}
+	return d, nil
+}
+
+func findDeviceByLinkCode(ctx context.Context, c conn, code string) (*instore.Device, error) {
+	d, err := scanDevice(c.queryRow(ctx, `SELECT `+deviceColumns+` FROM devices WHERE link_code = ?`, code))
+	if err != nil {
+		return nil, notFound(err, "device")
+	}
+	return d, nil
+}
+
+func listDevices(ctx context.Context, c conn, customerID string) ([]*instore.Device, error) {
+	query, args := `SELECT `+deviceColumns+` FROM devices`, []any(nil)
+	if customerID != "" {
+		query, args = query+` WHERE customer_id = ?`, append(args, customerID)
+	}
+	rows, err := c.query(ctx, query+` ORDER BY serial_number`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list devices: %w", err)
+	}
+	return collect(rows, scanDevice, "list devices")
+}
+
+func deviceSeen(ctx context.Context, c conn, serial, softwareVersion string, at time.Time) error {
+	res, err := c.exec(ctx, `UPDATE devices SET software_version = ?, last_seen_at = ? WHERE serial_number = ?`,
+		softwareVersion, micros(at), serial)
+	if err != nil {
+		return fmt.Errorf("device seen: %w", err)
+	}
+	return mustAffect(res, "device")
+}

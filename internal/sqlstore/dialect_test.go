@@ -1,0 +1,145 @@
+package sqlstore
+
+import (
+	"database/sql"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+func TestRebind(t *testing.T) {
+	pg, lite := newPostgres(), newSQLite()
+	for _, tc := range []struct {
+		in, want string
+	}{
+		{"SELECT 1", "SELECT 1"},
+		{"SELECT a FROM t WHERE id = ?", "SELECT a FROM t WHERE id = $1"},
+		{"INSERT INTO t (a, b, c) VALUES (?, ?, ?)", "INSERT INTO t (a, b, c) VALUES ($1, $2, $3)"},
+		{"SELECT '?', \"?\" FROM t WHERE a = ?", "SELECT '?', \"?\" FROM t WHERE a = $1"},
+		{"SELECT 'it''s ?' WHERE a = ?", "SELECT 'it''s ?' WHERE a = $1"},
+		{"SELECT a -- why?\nFROM t WHERE a = ? -- and ?", "SELECT a -- why?\nFROM t WHERE a = $1 -- and ?"},
+		{"SELECT a - ? FROM t", "SELECT a - $1 FROM t"},
+		{"SELECT 'unterminated ?", "SELECT 'unterminated ?"},
+	} {
+		if got := pg.rebind(tc.in); got != tc.want {
+			t.Errorf("postgres rebind(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+		if got := pg.rebind(tc.in); got != tc.want {
+			t.Errorf("postgres rebind(%q) from the cache = %q, want %q", tc.in, got, tc.want)
+		}
+		if got := lite.rebind(tc.in); got != tc.in {
+			t.Errorf("sqlite rebind(%q) = %q, want it unchanged", tc.in, got)
+		}
+	}
+}
+
+// TestSQLiteConnections checks the pragmas and the writer/reader split that
+// the architecture depends on.
+func TestSQLiteConnections(t *testing.T) {
+	for _, tc := range []struct {
+		opts        Options
+		synchronous int // PRAGMA synchronous: 1 NORMAL, 2 FULL
+	}{
+		{Options{}, 2},
+		{Options{Synchronous: "FULL"}, 2},
+		{Options{Synchronous: "normal"}, 1},
+	} {
+		t.Run(tc.opts.Synchronous, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "instore.db")
+			db, err := Open(t.Context(), path, tc.opts)
+			if err != nil {
+				t.Fatalf("Open() = %v", err)
+			}
+			defer db.Close()
+
+			pragma := func(pool *sql.DB, name string) any {
+				t.Helper()
+				var v any
+				if err := pool.QueryRowContext(t.Context(), "PRAGMA "+name).Scan(&v); err != nil {
+					t.Fatalf("PRAGMA %s: %v", name, err)
+				}
+				return v
+			}
+			for _, p := range []struct {
+				pool *sql.DB
+				role string
+				name string
+				want any
+			}{
+				{db.writer, "writer", "journal_mode", "wal"},
+				{db.writer, "writer", "foreign_keys", int64(1)},
+				{db.writer, "writer", "busy_timeout", int64(sqliteBusyTimeout)},
+				{db.writer, "writer", "synchronous", int64(tc.synchronous)},
+				{db.writer, "writer", "query_only", int64(0)},
+				{db.reader, "reader", "journal_mode", "wal"},
+				{db.reader, "reader", "busy_timeout", int64(sqliteBusyTimeout)},
+				{db.reader, "reader", "query_only", int64(1)},
+			} {
+				if got := pragma(p.pool, p.name); got != p.want {
+					t.Errorf("%s PRAGMA %s = %v (%T), want %v (%T)", p.role, p.name, got, got, p.want, p.want)
+				}
+			}
+			if got := db.writer.Stats().MaxOpenConnections; got != 1 {
+				t.Errorf("writer MaxOpenConnections = %d, want 1", got)
+			}
+			if got := db.reader.Stats().MaxOpenConnections; got != sqliteReaders {
+				t.Errorf("reader MaxOpenConnections = %d, want %d", got, sqliteReaders)
+			}
+
+			// A write transaction takes the write lock at BEGIN (IMMEDIATE),
+			// before it writes anything.
+			tx, err := db.writer.BeginTx(t.Context(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			other, err := sql.Open("sqlite", path+"?_busy_timeout=0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer other.Close()
+			if _, err := other.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err == nil {
+				t.Errorf("BEGIN IMMEDIATE beside an open store transaction = nil error, want SQLITE_BUSY")
+			}
+
+			if _, err := db.reader.ExecContext(t.Context(), "INSERT INTO settings (name, value) VALUES ('a', 'b')"); err == nil {
+				t.Errorf("INSERT on the reader pool = nil error, want a query_only refusal")
+			}
+		})
+	}
+}
+
+// TestPostgresPoolBounded: the pool never opens more connections than
+// postgresMaxConns, so a burst of requests queues in the pool instead of
+// failing with "too many clients" at the server's max_connections.
+func TestPostgresPoolBounded(t *testing.T) {
+	u := os.Getenv("INSTORE_TEST_DATABASE_URL")
+	if u == "" {
+		t.Skip("INSTORE_TEST_DATABASE_URL is not set; set it to a postgres:// URL to run the PostgreSQL tests")
+	}
+	db, err := Open(t.Context(), u, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, 120)
+	for range 120 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := db.writer.ExecContext(t.Context(), "SELECT pg_sleep(0.2)"); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("a query of a burst of 120 failed: %v", err)
+	}
+	if got := db.writer.Stats().MaxOpenConnections; got != postgresMaxConns {
+		t.Errorf("MaxOpenConnections = %d, want %d", got, postgresMaxConns)
+	}
+}

@@ -1,0 +1,65 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/instore-dev/instore"
+)
+
+// ExplainListTransactions returns the plan the database chooses for
+// ListTransactions(f), one line per step: EXPLAIN QUERY PLAN on SQLite,
+// followed by a line "opcodes: ..." with the steps of the bytecode that
+// show how the index is walked (SeekLE/SeekLT then Prev: backwards; a
+// Sorter or OpenEphemeral: a sort); EXPLAIN on PostgreSQL.
+func (db *DB) ExplainListTransactions(ctx context.Context, f instore.TransactionFilter) ([]string, error) {
+	query, args := listQuery(db.d, f)
+	c := db.read()
+	if db.d.name != "sqlite" {
+		rows, err := c.query(ctx, "EXPLAIN "+query, args...)
+		if err != nil {
+			return nil, err
+		}
+		return collect(rows, func(s scanner) (string, error) {
+			var line string
+			err := s.Scan(&line)
+			return line, err
+		}, "explain")
+	}
+	rows, err := c.query(ctx, "EXPLAIN QUERY PLAN "+query, args...)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := collect(rows, func(s scanner) (string, error) {
+		var id, parent, notUsed int
+		var detail string
+		err := s.Scan(&id, &parent, &notUsed, &detail)
+		return detail, err
+	}, "explain query plan")
+	if err != nil {
+		return nil, err
+	}
+	rows, err = c.query(ctx, "EXPLAIN "+query, args...)
+	if err != nil {
+		return nil, err
+	}
+	ops, err := collect(rows, func(s scanner) (string, error) {
+		var addr, p1, p2, p3 int
+		var opcode, p4, p5, comment any
+		err := s.Scan(&addr, &opcode, &p1, &p2, &p3, &p4, &p5, &comment)
+		return fmt.Sprint(opcode), err
+	}, "explain")
+	if err != nil {
+		return nil, err
+	}
+	var walk []string
+	for _, op := range ops {
+		switch {
+		case strings.HasPrefix(op, "Seek"), op == "Prev", op == "Next", op == "IdxLT", op == "IdxLE", op == "IdxGT", op == "IdxGE",
+			strings.HasPrefix(op, "Sorter"), op == "OpenEphemeral":
+			walk = append(walk, op)
+		}
+	}
+	return append(plan, "opcodes: "+strings.Join(walk, " ")), nil
+}

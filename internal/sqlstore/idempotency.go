@@ -1,0 +1,168 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/instore-dev/instore"
+)
+
+// BeginIdempotency stores rec unless a record with its merchant and key
+// exists, and then returns that record. The insert and the read are one
+// transaction and the insert does nothing on a taken key, so of concurrent
+// first requests exactly one stores its record and the others read it.
+func (db *DB) BeginIdempotency(ctx context.Context, rec *instore.IdempotencyRecord) (*instore.IdempotencyRecord, error) {
+	var existing *instore.IdempotencyRecord
+	err := db.update(ctx, func(c conn) error {
+		inserted, err := insertIdempotencyIfAbsent(ctx, c, rec)
+		if err != nil {
+			return c.conflictErr("begin idempotency", err)
+		}
+		if inserted {
+			return nil
+		}
+		existing, err = findIdempotency(ctx, c, rec.MerchantID, rec.Key)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return existing, nil
+}
+
+// CompleteIdempotency stores the response of a running record. A missing
+// record is instore.ErrNotFound; a completed one is instore.ErrConflict (the
+// first response is the one replayed).
+func (db *DB) CompleteIdempotency(ctx context.Context, merchantID, key string, status int, header map[string]string, body []byte) error {
+	if status <= 0 {
+		// status_code NULL (StatusCode 0) means running.
+		return fmt.Errorf("complete idempotency: status %d is not an HTTP status", status)
+	}
+	headers, err := encodeHeader(header)
+	if err != nil {
+		return err
+	}
+	return db.update(ctx, func(c conn) error {
+		res, err := c.exec(ctx, `UPDATE idempotency_keys SET status_code = ?, response_headers = ?, response_body = ?
+			WHERE merchant_id = ? AND key = ? AND status_code IS NULL`,
+			status, headers, body, merchantID, key)
+		if err != nil {
+			return fmt.Errorf("complete idempotency: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("complete idempotency: %w", err)
+		} else if n > 0 {
+			return nil
+		}
+		if _, err := findIdempotency(ctx, c, merchantID, key); err != nil {
+			return err
+		}
+		return fmt.Errorf("complete idempotency: %w (already complete)", instore.ErrConflict)
+	})
+}
+
+// IdempotencyRecord reads a record.
+func (db *DB) IdempotencyRecord(ctx context.Context, merchantID, key string) (*instore.IdempotencyRecord, error) {
+	return findIdempotency(ctx, db.read(), merchantID, key)
+}
+
+// DeleteIdempotency removes a record; a missing one is instore.ErrNotFound.
+func (db *DB) DeleteIdempotency(ctx context.Context, merchantID, key string) error {
+	return db.update(ctx, func(c conn) error {
+		res, err := c.exec(ctx, `DELETE FROM idempotency_keys WHERE merchant_id = ? AND key = ?`, merchantID, key)
+		if err != nil {
+			return fmt.Errorf("delete idempotency: %w", err)
+		}
+		return mustAffect(res, "idempotency record")
+	})
+}
+
+// ExpireIdempotency deletes the records created before t and says how many.
+func (db *DB) ExpireIdempotency(ctx context.Context, before time.Time) (int, error) {
+	var n int64
+	err := db.update(ctx, func(c conn) error {
+		res, err := c.exec(ctx, `DELETE FROM idempotency_keys WHERE created_at < ?`, micros(before))
+		if err != nil {
+			return fmt.Errorf("expire idempotency: %w", err)
+		}
+		n, err = res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("expire idempotency: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return int(n), nil
+}
+
+// insertIdempotencyIfAbsent stores rec unless its merchant and key are
+// taken, and says whether it did.
+func insertIdempotencyIfAbsent(ctx context.Context, c conn, rec *instore.IdempotencyRecord) (bool, error) {
+	headers, err := encodeHeader(rec.Header)
+	if err != nil {
+		return false, err
+	}
+	status := sql.NullInt64{Int64: int64(rec.StatusCode), Valid: rec.StatusCode != 0}
+	res, err := c.exec(ctx, `INSERT INTO idempotency_keys
+		(merchant_id, key, method, path, request_hash, status_code, response_body, response_headers, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (merchant_id, key) DO NOTHING`,
+		rec.MerchantID, rec.Key, rec.Method, rec.Path, rec.RequestHash, status, rec.Body, headers,
+		micros(rec.CreatedAt))
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, err
+	}
+	return n > 0, nil
+}
+
+const idempotencyColumns = `merchant_id, key, method, path, request_hash, status_code, response_body, response_headers, created_at`
+
+func scanIdempotency(s scanner) (*instore.IdempotencyRecord, error) {
+	var (
+		rec     instore.IdempotencyRecord
+		status  sql.NullInt64
+		headers sql.NullString
+		created int64
+	)
+	if err := s.Scan(&rec.MerchantID, &rec.Key, &rec.Method, &rec.Path, &rec.RequestHash, &status,
+		&rec.Body, &headers, &created); err != nil {
+		return nil, err
+	}
+	rec.StatusCode = int(status.Int64)
+	if headers.Valid {
+		if err := json.Unmarshal([]byte(headers.String), &rec.Header); err != nil {
+			return nil, fmt.Errorf("decode idempotency response headers: %w", err)
+		}
+	}
+	rec.CreatedAt = fromMicros(created)
+	return &rec, nil
+}
+
+func findIdempotency(ctx context.Context, c conn, merchantID, key string) (*instore.IdempotencyRecord, error) {
+	rec, err := scanIdempotency(c.queryRow(ctx,
+		`SELECT `+idempotencyColumns+` FROM idempotency_keys WHERE merchant_id = ? AND key = ?`, merchantID, key))
+	if err != nil {
+		return nil, notFound(err, "idempotency record")
+	}
+	return rec, nil
+}
+
+// encodeHeader is a response header as stored: JSON text, NULL when nil.
+func encodeHeader(h map[string]string) (sql.NullString, error) {
+	if h == nil {
+		return sql.NullString{}, nil
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return sql.NullString{}, fmt.Errorf("encode idempotency response headers: %w", err)
+	}
+	return sql.NullString{String: string(b), Valid: true}, nil
+}

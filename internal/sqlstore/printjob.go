@@ -1,0 +1,95 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/instore-dev/instore"
+)
+
+const printJobColumns = `id, merchant_id, terminal_id, transaction_id, copy, lines, status_id, created_at, completed_at`
+
+// CreatePrintJob stores p as given: its lines as a JSON array (no lines as
+// []), an empty TransactionID or Copy as NULL, a nil StatusID (running) as
+// NULL. A taken id or a missing merchant, terminal or transaction is
+// instore.ErrConflict.
+func (db *DB) CreatePrintJob(ctx context.Context, p *instore.PrintJob) error {
+	lines := p.Lines
+	if lines == nil {
+		lines = []string{}
+	}
+	b, err := json.Marshal(lines)
+	if err != nil {
+		return fmt.Errorf("create print job: encode lines: %w", err)
+	}
+	return db.update(ctx, func(c conn) error {
+		_, err := c.exec(ctx, `INSERT INTO print_jobs (`+printJobColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			p.ID, p.MerchantID, p.TerminalID, nullString(p.TransactionID), nullString(p.Copy), string(b),
+			nullInt(p.StatusID), micros(p.CreatedAt), nullMicros(p.CompletedAt))
+		if err != nil {
+			return c.conflictErr("create print job", err)
+		}
+		return nil
+	})
+}
+
+// PrintJob returns the print job with id. A job stored without lines
+// returns nil Lines.
+func (db *DB) PrintJob(ctx context.Context, id string) (*instore.PrintJob, error) {
+	var (
+		p                   instore.PrintJob
+		transactionID, cpy  sql.NullString
+		lines               string
+		statusID, completed sql.NullInt64
+		created             int64
+	)
+	err := db.read().queryRow(ctx, `SELECT `+printJobColumns+` FROM print_jobs WHERE id = ?`, id).Scan(
+		&p.ID, &p.MerchantID, &p.TerminalID, &transactionID, &cpy, &lines, &statusID, &created, &completed)
+	if err != nil {
+		return nil, notFound(err, "print job")
+	}
+	if err := json.Unmarshal([]byte(lines), &p.Lines); err != nil {
+		return nil, fmt.Errorf("decode print job lines: %w", err)
+	}
+	if len(p.Lines) == 0 {
+		p.Lines = nil
+	}
+	p.TransactionID = transactionID.String
+	p.Copy = cpy.String
+	p.StatusID = fromNullInt(statusID)
+	p.CreatedAt = fromMicros(created)
+	p.CompletedAt = fromNullMicros(completed)
+	return &p, nil
+}
+
+// CompletePrintJob sets the print status and completion time of a running
+// job. The status is set once: a job that already has one is
+// instore.ErrConflict (the first status stays), a missing one
+// instore.ErrNotFound.
+func (db *DB) CompletePrintJob(ctx context.Context, id string, statusID int, at time.Time) error {
+	return db.update(ctx, func(c conn) error {
+		res, err := c.exec(ctx, `UPDATE print_jobs SET status_id = ?, completed_at = ?
+			WHERE id = ? AND status_id IS NULL`, statusID, micros(at), id)
+		if err != nil {
+			return fmt.Errorf("complete print job: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("complete print job: %w", err)
+		}
+		if n > 0 {
+			return nil
+		}
+		var exists int
+		if err := c.queryRow(ctx, `SELECT COUNT(*) FROM print_jobs WHERE id = ?`, id).Scan(&exists); err != nil {
+			return fmt.Errorf("complete print job: %w", err)
+		}
+		if exists == 0 {
+			return fmt.Errorf("print job %w", instore.ErrNotFound)
+		}
+		return fmt.Errorf("complete print job: %w (it has a status already)", instore.ErrConflict)
+	})
+}

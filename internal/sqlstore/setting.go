@@ -1,0 +1,46 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+)
+
+// Setting returns a named service setting (instore.ErrNotFound when unset).
+func (db *DB) Setting(ctx context.Context, name string) (string, error) {
+	return findSetting(ctx, db.read(), name)
+}
+
+// InitSetting stores value under name unless a value is already there, and
+// returns the value that is stored. The insert and the read are one
+// transaction, so the first writer wins, also across nodes.
+func (db *DB) InitSetting(ctx context.Context, name, value string) (string, error) {
+	var stored string
+	err := db.update(ctx, func(c conn) error {
+		if err := insertSettingIfAbsent(ctx, c, name, value); err != nil {
+			return err
+		}
+		var err error
+		stored, err = findSetting(ctx, c, name)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	return stored, nil
+}
+
+func findSetting(ctx context.Context, c conn, name string) (string, error) {
+	var value string
+	if err := c.queryRow(ctx, `SELECT value FROM settings WHERE name = ?`, name).Scan(&value); err != nil {
+		return "", notFound(err, "setting")
+	}
+	return value, nil
+}
+
+func insertSettingIfAbsent(ctx context.Context, c conn, name, value string) error {
+	_, err := c.exec(ctx, `INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`, name, value)
+	if err != nil {
+		return fmt.Errorf("init setting: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,204 @@
+// Package sqlstore implements instore.Store on database/sql, for SQLite
+// (modernc.org/sqlite, the embedded default) and PostgreSQL (pgx), with
+// embedded migrations per dialect applied at Open.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/instore-dev/instore"
+)
+
+var _ instore.Store = (*DB)(nil)
+
+// Options tunes a store. The zero value is the safe default.
+type Options struct {
+	// Synchronous is the SQLite synchronous pragma: "FULL" (the default when
+	// empty) makes an acknowledged write survive a power cut; "NORMAL" is
+	// several times faster and survives only a process crash. PostgreSQL
+	// ignores it.
+	Synchronous string
+}
+
+// DB is an instore.Store on SQLite or PostgreSQL. It is safe for concurrent
+// use.
+type DB struct {
+	d *dialect
+	// writer runs every write. On SQLite it holds one connection whose
+	// transactions start with BEGIN IMMEDIATE, so writers queue in the pool
+	// instead of failing with "database is locked".
+	writer *sql.DB
+	// reader serves reads: a query_only pool on SQLite, the writer pool on
+	// PostgreSQL.
+	reader *sql.DB
+}
+
+// Open opens the store named by dsn and applies pending migrations. A dsn
+// starting with postgres:// or postgresql:// opens PostgreSQL; anything else
+// is the path of a SQLite file, created when missing (its directory must
+// exist). Open refuses a database migrated by a newer binary.
+func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
+	synchronous := strings.ToUpper(opts.Synchronous)
+	switch synchronous {
+	case "":
+		synchronous = "FULL"
+	case "FULL", "NORMAL":
+	default:
+		return nil, fmt.Errorf("sqlstore: synchronous must be FULL or NORMAL, not %q", opts.Synchronous)
+	}
+
+	db := &DB{}
+	if isPostgres(dsn) {
+		pool, err := openPostgres(ctx, dsn)
+		if err != nil {
+			return nil, err
+		}
+		db.d, db.writer, db.reader = newPostgres(), pool, pool
+	} else {
+		writer, reader, err := openSQLite(ctx, dsn, synchronous)
+		if err != nil {
+			return nil, err
+		}
+		db.d, db.writer, db.reader = newSQLite(), writer, reader
+	}
+	if err := db.migrate(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlstore: migrate %s: %w", db.d.name, err)
+	}
+	return db, nil
+}
+
+// Close closes the database connections.
+func (db *DB) Close() error {
+	err := db.writer.Close()
+	if db.reader != db.writer {
+		err = errors.Join(err, db.reader.Close())
+	}
+	return err
+}
+
+// Ping reports whether the database answers a query on the read path.
+func (db *DB) Ping(ctx context.Context) error {
+	var one int
+	if err := db.reader.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		return fmt.Errorf("ping %s: %w", db.d.name, err)
+	}
+	return nil
+}
+
+// querier is what *sql.DB, *sql.Conn and *sql.Tx have in common.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// conn runs portable SQL (? placeholders) on a transaction or a pool.
+// Helpers take one, so the same helper serves a read on the reader pool and
+// a step of a write transaction.
+type conn struct {
+	d *dialect
+	q querier
+}
+
+func (c conn) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return c.q.ExecContext(ctx, c.d.rebind(query), args...)
+}
+
+func (c conn) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return c.q.QueryContext(ctx, c.d.rebind(query), args...)
+}
+
+func (c conn) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	return c.q.QueryRowContext(ctx, c.d.rebind(query), args...)
+}
+
+// read returns the read path.
+func (db *DB) read() conn { return conn{d: db.d, q: db.reader} }
+
+// update runs fn in one write transaction and commits it when fn returns
+// nil.
+func (db *DB) update(ctx context.Context, fn func(c conn) error) error {
+	tx, err := db.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(conn{d: db.d, q: tx}); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// conflictErr turns a unique or foreign-key violation of op into a wrapped
+// instore.ErrConflict and any other error into a wrapped error.
+func (db *DB) conflictErr(op string, err error) error {
+	return conn{d: db.d}.conflictErr(op, err)
+}
+
+// conflictErr is DB.conflictErr for a step of a transaction.
+func (c conn) conflictErr(op string, err error) error {
+	if why, ok := c.d.conflict(err); ok {
+		return fmt.Errorf("%s: %w (%s)", op, instore.ErrConflict, why)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// mustAffect returns a wrapped instore.ErrNotFound naming what when res
+// changed no row.
+func mustAffect(res sql.Result, what string) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("%s %w", what, instore.ErrNotFound)
+	}
+	return nil
+}
+
+// notFound maps sql.ErrNoRows to a wrapped instore.ErrNotFound naming what;
+// the id is never part of the message (ids are sensitive and errors reach
+// logs).
+func notFound(err error, what string) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%s %w", what, instore.ErrNotFound)
+	}
+	return fmt.Errorf("get %s: %w", what, err)
+}
+
+// micros is t as stored: unix microseconds.
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+// fromMicros is a stored time as returned: UTC, microsecond precision.
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+// nullMicros stores a nil time as NULL.
+func nullMicros(t *time.Time) sql.NullInt64 {
+	if t == nil {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: micros(*t), Valid: true}
+}
+
+// fromNullMicros returns a stored nullable time.
+func fromNullMicros(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromMicros(v.Int64)
+	return &t
+}
+
+// nullString stores an empty string as NULL (optional references).
+func nullString(s string) sql.NullString {
+	return sql.NullString{String: s, Valid: s != ""}
+}

@@ -1,0 +1,295 @@
+package sqlstore_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/sqlstore"
+	"github.com/instore-dev/instore/internal/storetest"
+)
+
+// postgresURLEnv names the PostgreSQL database the tests use when set.
+const postgresURLEnv = "INSTORE_TEST_DATABASE_URL"
+
+func TestSQLite(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) instore.Store {
+		return mustOpen(t, sqlitePath(t), sqlstore.Options{})
+	})
+}
+
+func TestSQLiteSynchronousNormal(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) instore.Store {
+		return mustOpen(t, sqlitePath(t), sqlstore.Options{Synchronous: "NORMAL"})
+	})
+}
+
+func TestPostgres(t *testing.T) {
+	pg := newPostgres(t)
+	storetest.Run(t, func(t *testing.T) instore.Store {
+		return mustOpen(t, pg.freshSchema(t), sqlstore.Options{})
+	})
+}
+
+func TestMigrationNumbers(t *testing.T) {
+	numbers := func(dir string) []int {
+		t.Helper()
+		entries, err := os.ReadDir(filepath.Join("migrations", dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ns []int
+		for _, e := range entries {
+			num, _, _ := strings.Cut(e.Name(), "_")
+			n, err := strconv.Atoi(num)
+			if err != nil || !strings.HasSuffix(e.Name(), ".sql") {
+				t.Errorf("migrations/%s/%s: want NNNN_name.sql", dir, e.Name())
+				continue
+			}
+			ns = append(ns, n)
+		}
+		slices.Sort(ns)
+		return ns
+	}
+	sqlite, postgres := numbers("sqlite"), numbers("postgres")
+	if len(sqlite) == 0 {
+		t.Fatal("no sqlite migrations")
+	}
+	if d := cmp.Diff(sqlite, postgres); d != "" {
+		t.Errorf("migration numbers differ (-sqlite +postgres):\n%s", d)
+	}
+}
+
+func TestSQLiteReopen(t *testing.T) {
+	path := sqlitePath(t)
+	db := mustOpen(t, path, sqlstore.Options{})
+	c := &instore.Customer{ID: "cus_1", Name: "Acme", CreatedAt: time.UnixMicro(1_700_000_000_123_456).UTC()}
+	if err := db.CreateCustomer(t.Context(), c); err != nil {
+		t.Fatalf("CreateCustomer() = %v", err)
+	}
+	before := appliedMigrations(t, "sqlite", path)
+	if err := db.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+
+	db = mustOpen(t, path, sqlstore.Options{})
+	got, err := db.Customer(t.Context(), c.ID)
+	if err != nil {
+		t.Fatalf("Customer() after reopening = %v", err)
+	}
+	if d := cmp.Diff(c, got); d != "" {
+		t.Errorf("Customer() after reopening mismatch (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(before, appliedMigrations(t, "sqlite", path)); d != "" {
+		t.Errorf("schema_migrations changed by reopening (-before +after):\n%s", d)
+	}
+}
+
+func TestNewerSchemaRefused(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			dsn := b.dsn(t)
+			mustOpen(t, dsn, sqlstore.Options{}).Close()
+			raw := rawOpen(t, b.driver, dsn)
+			if _, err := raw.Exec(`INSERT INTO schema_migrations (version, applied_at) VALUES (9999, 0)`); err != nil {
+				t.Fatal(err)
+			}
+			db, err := sqlstore.Open(t.Context(), dsn, sqlstore.Options{})
+			if err == nil {
+				db.Close()
+				t.Fatal("Open() of a database migrated by a newer binary = nil error, want an error")
+			}
+			if !strings.Contains(err.Error(), "newer") {
+				t.Errorf("Open() = %q, want an error that says the schema is newer", err)
+			}
+		})
+	}
+}
+
+func TestConcurrentOpen(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			dsn := b.dsn(t)
+			const n = 4
+			var (
+				wg   sync.WaitGroup
+				errs [n]error
+			)
+			for i := range n {
+				wg.Go(func() {
+					db, err := sqlstore.Open(t.Context(), dsn, sqlstore.Options{})
+					if err == nil {
+						err = db.Close()
+					}
+					errs[i] = err
+				})
+			}
+			wg.Wait()
+			for i, err := range errs {
+				if err != nil {
+					t.Errorf("Open() #%d = %v", i, err)
+				}
+			}
+			applied := appliedMigrations(t, b.driver, dsn)
+			files, err := filepath.Glob(filepath.Join("migrations", b.name, "*.sql"))
+			if err != nil || len(files) == 0 {
+				t.Fatalf("no migrations in migrations/%s: %v", b.name, err)
+			}
+			if len(applied) != len(files) {
+				t.Errorf("schema_migrations = %v, want each of the %d migrations applied once", applied, len(files))
+			}
+		})
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, dsn string
+		opts      sqlstore.Options
+		want      string
+	}{
+		{"unknown synchronous", filepath.Join(dir, "a.db"), sqlstore.Options{Synchronous: "OFF"}, "synchronous"},
+		{"missing directory", filepath.Join(dir, "missing", "a.db"), sqlstore.Options{}, "does not exist"},
+		{"directory as file", dir, sqlstore.Options{}, "directory"},
+		{"empty dsn", "", sqlstore.Options{}, "empty"},
+		{"memory", ":memory:", sqlstore.Options{}, ":memory:"},
+		{"unknown scheme", "mysql://localhost/instore", sqlstore.Options{}, "scheme"},
+		{"query in path", filepath.Join(dir, "a.db?mode=ro"), sqlstore.Options{}, "?"},
+		{"bad postgres url", "postgres://localhost:notaport/x", sqlstore.Options{}, "postgres"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db, err := sqlstore.Open(t.Context(), tc.dsn, tc.opts)
+			if err == nil {
+				db.Close()
+				t.Fatalf("Open(%q, %+v) = nil error, want an error", tc.dsn, tc.opts)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Open(%q, %+v) = %q, want an error mentioning %q", tc.dsn, tc.opts, err, tc.want)
+			}
+		})
+	}
+}
+
+// backend is a dialect the tests can open a fresh database of.
+type backend struct {
+	name, driver string
+	dsn          func(t testing.TB) string
+}
+
+// backends returns SQLite, and PostgreSQL when its URL is set.
+func backends(t testing.TB) []backend {
+	bs := []backend{{name: "sqlite", driver: "sqlite", dsn: sqlitePath}}
+	if os.Getenv(postgresURLEnv) != "" {
+		pg := newPostgres(t)
+		bs = append(bs, backend{name: "postgres", driver: "pgx", dsn: pg.freshSchema})
+	}
+	return bs
+}
+
+func sqlitePath(t testing.TB) string {
+	return filepath.Join(t.TempDir(), "instore.db")
+}
+
+func mustOpen(t testing.TB, dsn string, opts sqlstore.Options) *sqlstore.DB {
+	t.Helper()
+	db, err := sqlstore.Open(t.Context(), dsn, opts)
+	if err != nil {
+		t.Fatalf("Open() = %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// rawOpen opens dsn with database/sql alone, to look behind the store.
+func rawOpen(t testing.TB, driver, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// appliedMigrations returns the rows of schema_migrations, "version@applied_at".
+func appliedMigrations(t *testing.T, driver, dsn string) []string {
+	t.Helper()
+	rows, err := rawOpen(t, driver, dsn).Query(`SELECT version, applied_at FROM schema_migrations ORDER BY version`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var applied []string
+	for rows.Next() {
+		var version, at int64
+		if err := rows.Scan(&version, &at); err != nil {
+			t.Fatal(err)
+		}
+		applied = append(applied, strconv.FormatInt(version, 10)+"@"+strconv.FormatInt(at, 10))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return applied
+}
+
+// postgres hands out fresh schemas of the test database.
+type postgres struct {
+	url   string
+	admin *sql.DB
+}
+
+// newPostgres connects to $INSTORE_TEST_DATABASE_URL, or skips t.
+func newPostgres(t testing.TB) *postgres {
+	t.Helper()
+	u := os.Getenv(postgresURLEnv)
+	if u == "" {
+		t.Skip(postgresURLEnv + " is not set; set it to a postgres:// URL to run the PostgreSQL tests")
+	}
+	admin := rawOpen(t, "pgx", u)
+	if err := admin.PingContext(t.Context()); err != nil {
+		t.Fatalf("connect to %s: %v", postgresURLEnv, err)
+	}
+	return &postgres{url: u, admin: admin}
+}
+
+// freshSchema creates an empty schema with a random name, dropped when t
+// ends, and returns a URL whose search_path points at it.
+func (pg *postgres) freshSchema(t testing.TB) string {
+	t.Helper()
+	b := make([]byte, 8)
+	rand.Read(b)
+	schema := "storetest_" + hex.EncodeToString(b)
+	if _, err := pg.admin.ExecContext(t.Context(), "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := pg.admin.ExecContext(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Errorf("drop schema: %v", err)
+		}
+	})
+	u, err := url.Parse(pg.url)
+	if err != nil {
+		t.Fatalf("parse %s: %v", postgresURLEnv, err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}

@@ -1,0 +1,219 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/instore-dev/instore"
+)
+
+// isPending selects PENDING transactions. The status is written into the
+// SQL, not bound, so that PostgreSQL can use the partial indexes on
+// status_id = 14 with a generic plan.
+var isPending = "status_id = " + strconv.Itoa(instore.StatusPending)
+
+// CreateTransaction stores t with Version 1. A second PENDING transaction on
+// a terminal ID (the unique partial index transactions_one_active), a taken
+// id or a missing reference is instore.ErrConflict.
+func (db *DB) CreateTransaction(ctx context.Context, t *instore.Transaction) error {
+	err := db.update(ctx, func(c conn) error {
+		if err := insertTransaction(ctx, c, t); err != nil {
+			return c.conflictErr("create transaction", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	t.Version = 1
+	return nil
+}
+
+// Transaction returns the transaction with id.
+func (db *DB) Transaction(ctx context.Context, id string) (*instore.Transaction, error) {
+	return findTransaction(ctx, db.read(), id)
+}
+
+// ActiveTransaction returns the PENDING transaction of a terminal ID.
+func (db *DB) ActiveTransaction(ctx context.Context, terminalID string) (*instore.Transaction, error) {
+	t, err := scanTransaction(db.read().queryRow(ctx,
+		`SELECT `+transactionColumns+` FROM transactions WHERE terminal_id = ? AND `+isPending, terminalID))
+	if err != nil {
+		return nil, notFound(err, "active transaction")
+	}
+	return t, nil
+}
+
+// UpdateTransaction writes every mutable field of t if the stored version
+// is still fromVersion (compare-and-set) and then sets t.Version to
+// fromVersion+1. A moved-on version, or a change to PENDING while the
+// terminal ID has another PENDING transaction, is instore.ErrConflict; a
+// missing transaction is instore.ErrNotFound. t is unchanged on error.
+func (db *DB) UpdateTransaction(ctx context.Context, t *instore.Transaction, fromVersion int64) error {
+	err := db.update(ctx, func(c conn) error {
+		return updateTransaction(ctx, c, t, fromVersion)
+	})
+	if err != nil {
+		return err
+	}
+	t.Version = fromVersion + 1
+	return nil
+}
+
+// PendingTransactions lists every PENDING transaction, oldest first.
+func (db *DB) PendingTransactions(ctx context.Context) ([]*instore.Transaction, error) {
+	rows, err := db.read().query(ctx,
+		`SELECT `+transactionColumns+` FROM transactions WHERE `+isPending+` ORDER BY created_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("list pending transactions: %w", err)
+	}
+	return collect(rows, scanTransaction, "list pending transactions")
+}
+
+const transactionColumns = `id, merchant_id, terminal_id, device_serial, type,
+	amount, cashback_amount, vat_amount, currency, payment_method_id, ecr_reference, print_receipt,
+	status_id, error_id, progress, version, original_id, reverses, reversed_by, cancel_requested,
+	result, result_message_id, created_at, acknowledged_at, deadline_at, completed_at`
+
+func insertTransaction(ctx context.Context, c conn, t *instore.Transaction) error {
+	result, err := encodeResult(t.Result)
+	if err != nil {
+		return err
+	}
+	_, err = c.exec(ctx, `INSERT INTO transactions (`+transactionColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		t.ID, t.MerchantID, t.TerminalID, nullString(t.SerialNumber), t.Type,
+		t.Amount, t.CashbackAmount, nullInt64(t.VATAmount), t.Currency, nullInt(t.PaymentMethodID),
+		nullString(t.ECRReference), t.PrintReceipt,
+		t.StatusID, nullInt(t.ErrorID), t.Progress, 1, nullString(t.OriginalID), nullString(t.Reverses),
+		nullString(t.ReversedBy), t.CancelRequested,
+		result, nullString(t.ResultMessageID), micros(t.CreatedAt), nullMicros(t.AcknowledgedAt),
+		nullMicros(t.DeadlineAt), nullMicros(t.CompletedAt))
+	return err
+}
+
+func updateTransaction(ctx context.Context, c conn, t *instore.Transaction, fromVersion int64) error {
+	result, err := encodeResult(t.Result)
+	if err != nil {
+		return fmt.Errorf("update transaction: %w", err)
+	}
+	res, err := c.exec(ctx, `UPDATE transactions SET
+		device_serial = ?, status_id = ?, error_id = ?, progress = ?, version = ?,
+		reverses = ?, reversed_by = ?, cancel_requested = ?, result = ?, result_message_id = ?,
+		acknowledged_at = ?, deadline_at = ?, completed_at = ?
+		WHERE id = ? AND version = ?`,
+		nullString(t.SerialNumber), t.StatusID, nullInt(t.ErrorID), t.Progress, fromVersion+1,
+		nullString(t.Reverses), nullString(t.ReversedBy), t.CancelRequested, result, nullString(t.ResultMessageID),
+		nullMicros(t.AcknowledgedAt), nullMicros(t.DeadlineAt), nullMicros(t.CompletedAt),
+		t.ID, fromVersion)
+	if err != nil {
+		return c.conflictErr("update transaction", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("update transaction: %w", err)
+	}
+	if n > 0 {
+		return nil
+	}
+	var exists int
+	if err := c.queryRow(ctx, `SELECT COUNT(*) FROM transactions WHERE id = ?`, t.ID).Scan(&exists); err != nil {
+		return fmt.Errorf("update transaction: %w", err)
+	}
+	if exists == 0 {
+		return fmt.Errorf("transaction %w", instore.ErrNotFound)
+	}
+	return fmt.Errorf("update transaction: %w (version moved on)", instore.ErrConflict)
+}
+
+func scanTransaction(s scanner) (*instore.Transaction, error) {
+	var (
+		t                                        instore.Transaction
+		serial, ecrReference, original, reverses sql.NullString
+		reversedBy, result, resultMessageID      sql.NullString
+		vat, paymentMethod, errorID              sql.NullInt64
+		created                                  int64
+		acknowledged, deadline, completed        sql.NullInt64
+	)
+	if err := s.Scan(&t.ID, &t.MerchantID, &t.TerminalID, &serial, &t.Type,
+		&t.Amount, &t.CashbackAmount, &vat, &t.Currency, &paymentMethod, &ecrReference, &t.PrintReceipt,
+		&t.StatusID, &errorID, &t.Progress, &t.Version, &original, &reverses, &reversedBy, &t.CancelRequested,
+		&result, &resultMessageID, &created, &acknowledged, &deadline, &completed); err != nil {
+		return nil, err
+	}
+	t.SerialNumber = serial.String
+	t.VATAmount = fromNullInt64(vat)
+	t.PaymentMethodID = fromNullInt(paymentMethod)
+	t.ECRReference = ecrReference.String
+	t.ErrorID = fromNullInt(errorID)
+	t.OriginalID = original.String
+	t.Reverses = reverses.String
+	t.ReversedBy = reversedBy.String
+	if result.Valid {
+		t.Result = new(instore.Result)
+		if err := json.Unmarshal([]byte(result.String), t.Result); err != nil {
+			return nil, fmt.Errorf("decode transaction result: %w", err)
+		}
+	}
+	t.ResultMessageID = resultMessageID.String
+	t.CreatedAt = fromMicros(created)
+	t.AcknowledgedAt = fromNullMicros(acknowledged)
+	t.DeadlineAt = fromNullMicros(deadline)
+	t.CompletedAt = fromNullMicros(completed)
+	return &t, nil
+}
+
+func findTransaction(ctx context.Context, c conn, id string) (*instore.Transaction, error) {
+	t, err := scanTransaction(c.queryRow(ctx, `SELECT `+transactionColumns+` FROM transactions WHERE id = ?`, id))
+	if err != nil {
+		return nil, notFound(err, "transaction")
+	}
+	return t, nil
+}
+
+// encodeResult is a result as stored: JSON text, NULL when nil.
+func encodeResult(r *instore.Result) (sql.NullString, error) {
+	if r == nil {
+		return sql.NullString{}, nil
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return sql.NullString{}, fmt.Errorf("encode transaction result: %w", err)
+	}
+	return sql.NullString{String: string(b), Valid: true}, nil
+}
+
+// nullInt stores a nil *int as NULL.
+func nullInt(p *int) sql.NullInt64 {
+	if p == nil {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: int64(*p), Valid: true}
+}
+
+func fromNullInt(v sql.NullInt64) *int {
+	if !v.Valid {
+		return nil
+	}
+	i := int(v.Int64)
+	return &i
+}
+
+// nullInt64 stores a nil *int64 as NULL.
+func nullInt64(p *int64) sql.NullInt64 {
+	if p == nil {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: *p, Valid: true}
+}
+
+func fromNullInt64(v sql.NullInt64) *int64 {
+	if !v.Valid {
+		return nil
+	}
+	i := v.Int64
+	return &i
+}

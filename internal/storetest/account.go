@@ -1,0 +1,168 @@
+package storetest
+
+import (
+	"testing"
+
+	"github.com/instore-dev/instore"
+)
+
+var customerTests = []test{
+	{"RoundTrip", func(t *testing.T, s instore.Store) {
+		c := &instore.Customer{ID: "cus_8f3a", Name: "Acme Retail", CreatedAt: base}
+		if err := s.CreateCustomer(t.Context(), c); err != nil {
+			t.Fatalf("CreateCustomer() = %v", err)
+		}
+		got, err := s.Customer(t.Context(), c.ID)
+		if err != nil {
+			t.Fatalf("Customer() = %v", err)
+		}
+		want := &instore.Customer{ID: "cus_8f3a", Name: "Acme Retail", CreatedAt: stored(base)}
+		if d := diff(want, got); d != "" {
+			t.Errorf("Customer() mismatch (-want +got):\n%s", d)
+		}
+	}},
+	{"NotFound", func(t *testing.T, s instore.Store) {
+		_, err := s.Customer(t.Context(), "cus_missing_71c4")
+		checkNotFound(t, "Customer(missing)", err, "cus_missing_71c4")
+	}},
+	{"DuplicateID", func(t *testing.T, s instore.Store) {
+		mustCreateCustomer(t, s, "cus_1", at(0))
+		err := s.CreateCustomer(t.Context(), &instore.Customer{ID: "cus_1", Name: "Other", CreatedAt: at(1)})
+		checkConflict(t, "CreateCustomer(duplicate id)", err)
+		got, err := s.Customer(t.Context(), "cus_1")
+		if err != nil {
+			t.Fatalf("Customer() = %v", err)
+		}
+		if got.Name != "Customer cus_1" {
+			t.Errorf("Customer().Name = %q after a refused duplicate, want %q", got.Name, "Customer cus_1")
+		}
+	}},
+	{"List", func(t *testing.T, s instore.Store) {
+		got, err := s.Customers(t.Context())
+		if err != nil {
+			t.Fatalf("Customers() on an empty store = %v", err)
+		}
+		if len(got) != 0 {
+			t.Errorf("Customers() on an empty store = %d customers, want 0", len(got))
+		}
+		// Created out of order; equal times are ordered by id.
+		c2 := mustCreateCustomer(t, s, "cus_2", at(1))
+		c3 := mustCreateCustomer(t, s, "cus_3", at(0))
+		c1 := mustCreateCustomer(t, s, "cus_1", at(0))
+		got, err = s.Customers(t.Context())
+		if err != nil {
+			t.Fatalf("Customers() = %v", err)
+		}
+		want := []*instore.Customer{storedCustomer(c1), storedCustomer(c3), storedCustomer(c2)}
+		if d := diff(want, got); d != "" {
+			t.Errorf("Customers() mismatch (-want +got):\n%s", d)
+		}
+	}},
+}
+
+var merchantTests = []test{
+	{"RoundTrip", func(t *testing.T, s instore.Store) {
+		mustCreateCustomer(t, s, "cus_1", at(0))
+		for _, m := range []*instore.Merchant{
+			{ID: "mer_active", CustomerID: "cus_1", Name: "Shop One", Active: true, CreatedAt: base},
+			{ID: "mer_inactive", CustomerID: "cus_1", Name: "Shop Two", Active: false, CreatedAt: at(1)},
+		} {
+			if err := s.CreateMerchant(t.Context(), m); err != nil {
+				t.Fatalf("CreateMerchant(%q) = %v", m.ID, err)
+			}
+			got, err := s.Merchant(t.Context(), m.ID)
+			if err != nil {
+				t.Fatalf("Merchant(%q) = %v", m.ID, err)
+			}
+			if d := diff(storedMerchant(m), got); d != "" {
+				t.Errorf("Merchant(%q) mismatch (-want +got):\n%s", m.ID, d)
+			}
+		}
+	}},
+	{"NotFound", func(t *testing.T, s instore.Store) {
+		_, err := s.Merchant(t.Context(), "mer_missing_0d9e")
+		checkNotFound(t, "Merchant(missing)", err, "mer_missing_0d9e")
+	}},
+	{"DuplicateID", func(t *testing.T, s instore.Store) {
+		mustCreateCustomer(t, s, "cus_1", at(0))
+		mustCreateMerchant(t, s, "mer_1", "cus_1", at(0))
+		err := s.CreateMerchant(t.Context(), &instore.Merchant{ID: "mer_1", CustomerID: "cus_1", Name: "Other", CreatedAt: at(1)})
+		checkConflict(t, "CreateMerchant(duplicate id)", err)
+	}},
+	{"MissingCustomer", func(t *testing.T, s instore.Store) {
+		err := s.CreateMerchant(t.Context(), &instore.Merchant{ID: "mer_1", CustomerID: "cus_missing", Name: "Orphan", CreatedAt: at(0)})
+		checkConflict(t, "CreateMerchant(missing customer)", err)
+		_, err = s.Merchant(t.Context(), "mer_1")
+		checkNotFound(t, "Merchant(refused)", err, "")
+	}},
+	{"List", func(t *testing.T, s instore.Store) {
+		mustCreateCustomer(t, s, "cus_a", at(0))
+		mustCreateCustomer(t, s, "cus_b", at(0))
+		a2 := mustCreateMerchant(t, s, "mer_a2", "cus_a", at(2))
+		b1 := mustCreateMerchant(t, s, "mer_b1", "cus_b", at(1))
+		a3 := mustCreateMerchant(t, s, "mer_a3", "cus_a", at(0))
+		a1 := mustCreateMerchant(t, s, "mer_a1", "cus_a", at(0))
+		for _, tc := range []struct {
+			customerID string
+			want       []*instore.Merchant
+		}{
+			{"cus_a", []*instore.Merchant{a1, a3, a2}},
+			{"cus_b", []*instore.Merchant{b1}},
+			{"", []*instore.Merchant{a1, a3, b1, a2}},
+			{"cus_none", nil},
+		} {
+			got, err := s.Merchants(t.Context(), tc.customerID)
+			if err != nil {
+				t.Fatalf("Merchants(%q) = %v", tc.customerID, err)
+			}
+			var want []*instore.Merchant
+			for _, m := range tc.want {
+				want = append(want, storedMerchant(m))
+			}
+			if d := diff(want, got); d != "" {
+				t.Errorf("Merchants(%q) mismatch (-want +got):\n%s", tc.customerID, d)
+			}
+		}
+	}},
+	{"SetActive", func(t *testing.T, s instore.Store) {
+		mustCreateCustomer(t, s, "cus_1", at(0))
+		mustCreateMerchant(t, s, "mer_1", "cus_1", at(0))
+		mustCreateMerchant(t, s, "mer_2", "cus_1", at(0))
+		// Setting the current value again is not an error.
+		for _, active := range []bool{false, false, true, true, false} {
+			if err := s.SetMerchantActive(t.Context(), "mer_1", active); err != nil {
+				t.Fatalf("SetMerchantActive(%v) = %v", active, err)
+			}
+			got, err := s.Merchant(t.Context(), "mer_1")
+			if err != nil {
+				t.Fatalf("Merchant() = %v", err)
+			}
+			if got.Active != active {
+				t.Errorf("Merchant().Active = %v after SetMerchantActive(%v), want %v", got.Active, active, active)
+			}
+		}
+		other, err := s.Merchant(t.Context(), "mer_2")
+		if err != nil {
+			t.Fatalf("Merchant(other) = %v", err)
+		}
+		if !other.Active {
+			t.Errorf("Merchant(other).Active = false, want true: SetMerchantActive changed another merchant")
+		}
+	}},
+	{"SetActiveNotFound", func(t *testing.T, s instore.Store) {
+		err := s.SetMerchantActive(t.Context(), "mer_missing_4a7b", false)
+		checkNotFound(t, "SetMerchantActive(missing)", err, "mer_missing_4a7b")
+	}},
+}
+
+func storedCustomer(c *instore.Customer) *instore.Customer {
+	cc := *c
+	cc.CreatedAt = stored(c.CreatedAt)
+	return &cc
+}
+
+func storedMerchant(m *instore.Merchant) *instore.Merchant {
+	mm := *m
+	mm.CreatedAt = stored(m.CreatedAt)
+	return &mm
+}

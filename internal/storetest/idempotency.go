@@ -1,0 +1,230 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/instore-dev/instore"
+)
+
+func newIdempotency(merchantID, key string, created time.Time) *instore.IdempotencyRecord {
+	return &instore.IdempotencyRecord{
+		MerchantID: merchantID, Key: key, Method: "POST", Path: "/in-store/api/v1/transactions/purchase",
+		RequestHash: hash("request " + key), CreatedAt: created,
+	}
+}
+
+func storedIdempotency(rec *instore.IdempotencyRecord) *instore.IdempotencyRecord {
+	rr := *rec
+	rr.CreatedAt = stored(rec.CreatedAt)
+	return &rr
+}
+
+func mustBeginIdempotency(t *testing.T, s instore.Store, rec *instore.IdempotencyRecord) {
+	t.Helper()
+	existing, err := s.BeginIdempotency(t.Context(), rec)
+	if err != nil || existing != nil {
+		t.Fatalf("BeginIdempotency(%q) = (%v, %v), want (nil, nil)", rec.Key, existing, err)
+	}
+}
+
+// mustIdempotency reads a record that must exist.
+func mustIdempotency(t *testing.T, s instore.Store, merchantID, key string) *instore.IdempotencyRecord {
+	t.Helper()
+	rec, err := s.IdempotencyRecord(t.Context(), merchantID, key)
+	if err != nil {
+		t.Fatalf("IdempotencyRecord(%q, %q) = %v", merchantID, key, err)
+	}
+	return rec
+}
+
+var idempotencyTests = []test{
+	{"RoundTrip", func(t *testing.T, s instore.Store) {
+		rec := newIdempotency("mer_1", "key-1", base)
+		mustBeginIdempotency(t, s, rec)
+		if d := diff(storedIdempotency(rec), mustIdempotency(t, s, "mer_1", "key-1")); d != "" {
+			t.Errorf("IdempotencyRecord() of a running record mismatch (-want +got):\n%s", d)
+		}
+
+		header := map[string]string{"Content-Type": "application/json", "Location": "/in-store/api/v1/transactions/txn_1"}
+		body := []byte("{\"onlineAPIRefId\":\"txn_1\"}\n\x00\xff")
+		if err := s.CompleteIdempotency(t.Context(), "mer_1", "key-1", 201, header, body); err != nil {
+			t.Fatalf("CompleteIdempotency() = %v", err)
+		}
+		want := storedIdempotency(rec)
+		want.StatusCode, want.Header, want.Body = 201, header, body
+		if d := diff(want, mustIdempotency(t, s, "mer_1", "key-1")); d != "" {
+			t.Errorf("IdempotencyRecord() of a completed record mismatch (-want +got):\n%s", d)
+		}
+
+		// A response without header and body.
+		mustBeginIdempotency(t, s, newIdempotency("mer_1", "key-2", at(1)))
+		if err := s.CompleteIdempotency(t.Context(), "mer_1", "key-2", 204, nil, nil); err != nil {
+			t.Fatalf("CompleteIdempotency(no header, no body) = %v", err)
+		}
+		got := mustIdempotency(t, s, "mer_1", "key-2")
+		if got.StatusCode != 204 || len(got.Header) != 0 || len(got.Body) != 0 {
+			t.Errorf("IdempotencyRecord() = status %d, header %v, body %q; want 204 and nothing else", got.StatusCode, got.Header, got.Body)
+		}
+	}},
+	{"Existing", func(t *testing.T, s instore.Store) {
+		first := newIdempotency("mer_1", "key-1", at(0))
+		mustBeginIdempotency(t, s, first)
+		second := &instore.IdempotencyRecord{MerchantID: "mer_1", Key: "key-1", Method: "POST",
+			Path: "/other", RequestHash: hash("other request"), CreatedAt: at(1)}
+		existing, err := s.BeginIdempotency(t.Context(), second)
+		if err != nil {
+			t.Fatalf("BeginIdempotency(taken key) = %v", err)
+		}
+		if d := diff(storedIdempotency(first), existing); d != "" {
+			t.Errorf("BeginIdempotency(taken key) mismatch, want the first record (-want +got):\n%s", d)
+		}
+		if d := diff(storedIdempotency(first), mustIdempotency(t, s, "mer_1", "key-1")); d != "" {
+			t.Errorf("BeginIdempotency(taken key) changed the record (-want +got):\n%s", d)
+		}
+
+		// Completed, it is returned with its response.
+		if err := s.CompleteIdempotency(t.Context(), "mer_1", "key-1", 202, map[string]string{"A": "b"}, []byte("x")); err != nil {
+			t.Fatalf("CompleteIdempotency() = %v", err)
+		}
+		existing, err = s.BeginIdempotency(t.Context(), second)
+		if err != nil {
+			t.Fatalf("BeginIdempotency(completed key) = %v", err)
+		}
+		want := storedIdempotency(first)
+		want.StatusCode, want.Header, want.Body = 202, map[string]string{"A": "b"}, []byte("x")
+		if d := diff(want, existing); d != "" {
+			t.Errorf("BeginIdempotency(completed key) mismatch (-want +got):\n%s", d)
+		}
+
+		// The scope is the merchant.
+		mustBeginIdempotency(t, s, newIdempotency("mer_2", "key-1", at(2)))
+		if got := mustIdempotency(t, s, "mer_2", "key-1"); got.StatusCode != 0 {
+			t.Errorf("IdempotencyRecord(other merchant).StatusCode = %d, want 0 (running)", got.StatusCode)
+		}
+	}},
+	{"Complete", func(t *testing.T, s instore.Store) {
+		err := s.CompleteIdempotency(t.Context(), "mer_1", "key-missing-6b0e", 201, nil, []byte("x"))
+		checkNotFound(t, "CompleteIdempotency(missing)", err, "key-missing-6b0e")
+		_, err = s.IdempotencyRecord(t.Context(), "mer_1", "key-missing-6b0e")
+		checkNotFound(t, "IdempotencyRecord(missing)", err, "key-missing-6b0e")
+
+		// Only a running record takes a response: the first one stays.
+		mustBeginIdempotency(t, s, newIdempotency("mer_1", "key-1", at(0)))
+		if err := s.CompleteIdempotency(t.Context(), "mer_1", "key-1", 201, nil, []byte("first")); err != nil {
+			t.Fatalf("CompleteIdempotency() = %v", err)
+		}
+		err = s.CompleteIdempotency(t.Context(), "mer_1", "key-1", 500, nil, []byte("second"))
+		checkConflict(t, "CompleteIdempotency(completed)", err)
+		if got := mustIdempotency(t, s, "mer_1", "key-1"); got.StatusCode != 201 || string(got.Body) != "first" {
+			t.Errorf("IdempotencyRecord() = %d %q after a second completion, want 201 \"first\"", got.StatusCode, got.Body)
+		}
+	}},
+	{"Delete", func(t *testing.T, s instore.Store) {
+		mustBeginIdempotency(t, s, newIdempotency("mer_1", "key-1", at(0)))
+		mustBeginIdempotency(t, s, newIdempotency("mer_2", "key-1", at(0)))
+		if err := s.DeleteIdempotency(t.Context(), "mer_1", "key-1"); err != nil {
+			t.Fatalf("DeleteIdempotency() = %v", err)
+		}
+		_, err := s.IdempotencyRecord(t.Context(), "mer_1", "key-1")
+		checkNotFound(t, "IdempotencyRecord(deleted)", err, "")
+		mustIdempotency(t, s, "mer_2", "key-1")
+		err = s.DeleteIdempotency(t.Context(), "mer_1", "key-1")
+		checkNotFound(t, "DeleteIdempotency(missing)", err, "key-1")
+		// The key is free again.
+		mustBeginIdempotency(t, s, newIdempotency("mer_1", "key-1", at(1)))
+	}},
+	{"Expire", func(t *testing.T, s instore.Store) {
+		for i, key := range []string{"key-0", "key-1", "key-2", "key-3"} {
+			mustBeginIdempotency(t, s, newIdempotency("mer_1", key, at(i)))
+		}
+		for _, tc := range []struct {
+			before time.Time
+			want   int
+			left   []string
+		}{
+			{at(0), 0, []string{"key-0", "key-1", "key-2", "key-3"}}, // created_at == before stays
+			{at(2), 2, []string{"key-2", "key-3"}},
+			{at(2), 0, []string{"key-2", "key-3"}},
+			{at(10), 2, nil},
+		} {
+			n, err := s.ExpireIdempotency(t.Context(), tc.before)
+			if err != nil {
+				t.Fatalf("ExpireIdempotency(%v) = %v", tc.before, err)
+			}
+			if n != tc.want {
+				t.Errorf("ExpireIdempotency(%v) = %d, want %d", tc.before, n, tc.want)
+			}
+			for i := range 4 {
+				key := fmt.Sprintf("key-%d", i)
+				_, err := s.IdempotencyRecord(t.Context(), "mer_1", key)
+				kept := false
+				for _, k := range tc.left {
+					kept = kept || k == key
+				}
+				if kept && err != nil {
+					t.Errorf("IdempotencyRecord(%q) after ExpireIdempotency(%v) = %v, want it kept", key, tc.before, err)
+				}
+				if !kept && !errors.Is(err, instore.ErrNotFound) {
+					t.Errorf("IdempotencyRecord(%q) after ExpireIdempotency(%v) = %v, want instore.ErrNotFound", key, tc.before, err)
+				}
+			}
+		}
+	}},
+	{"ConcurrentBegin", func(t *testing.T, s instore.Store) {
+		const n = 16
+		var (
+			start    = make(chan struct{})
+			wg       sync.WaitGroup
+			recs     [n]*instore.IdempotencyRecord
+			existing [n]*instore.IdempotencyRecord
+			errs     [n]error
+		)
+		for i := range n {
+			recs[i] = newIdempotency("mer_1", "key-1", at(i))
+			recs[i].RequestHash = hash(fmt.Sprintf("request %d", i))
+			wg.Go(func() {
+				<-start
+				existing[i], errs[i] = s.BeginIdempotency(t.Context(), recs[i])
+			})
+		}
+		close(start)
+		wg.Wait()
+		if err := errors.Join(errs[:]...); err != nil {
+			t.Fatalf("concurrent BeginIdempotency: %v", err)
+		}
+		winner := -1
+		for i, e := range existing {
+			if e == nil {
+				if winner >= 0 {
+					t.Errorf("BeginIdempotency #%d and #%d both stored their record", winner, i)
+				}
+				winner = i
+			}
+		}
+		if winner < 0 {
+			t.Fatal("no concurrent BeginIdempotency stored its record")
+		}
+		want := storedIdempotency(recs[winner])
+		for i, e := range existing {
+			if i == winner {
+				continue
+			}
+			if d := diff(want, e); d != "" {
+				t.Errorf("BeginIdempotency #%d returned another record than the winner's (-want +got):\n%s", i, d)
+			}
+		}
+
+		header := map[string]string{"Content-Type": "application/json"}
+		if err := s.CompleteIdempotency(t.Context(), "mer_1", "key-1", 201, header, []byte(`{"ok":true}`)); err != nil {
+			t.Fatalf("CompleteIdempotency() = %v", err)
+		}
+		want.StatusCode, want.Header, want.Body = 201, header, []byte(`{"ok":true}`)
+		if d := diff(want, mustIdempotency(t, s, "mer_1", "key-1")); d != "" {
+			t.Errorf("IdempotencyRecord() after completion mismatch (-want +got):\n%s", d)
+		}
+	}},
+}

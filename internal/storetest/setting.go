@@ -1,0 +1,75 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/instore-dev/instore"
+)
+
+var settingTests = []test{
+	{"Unset", func(t *testing.T, s instore.Store) {
+		_, err := s.Setting(t.Context(), "signing_key")
+		checkNotFound(t, `Setting("signing_key")`, err, "")
+	}},
+	{"FirstWriterWins", func(t *testing.T, s instore.Store) {
+		for _, tc := range []struct {
+			name, value, want string
+		}{
+			{"signing_key", "first", "first"},
+			{"signing_key", "second", "first"},
+			{"other", "", ""},
+			{"other", "x", ""},
+		} {
+			got, err := s.InitSetting(t.Context(), tc.name, tc.value)
+			if err != nil {
+				t.Fatalf("InitSetting(%q, %q) = %v", tc.name, tc.value, err)
+			}
+			if got != tc.want {
+				t.Errorf("InitSetting(%q, %q) = %q, want %q", tc.name, tc.value, got, tc.want)
+			}
+			got, err = s.Setting(t.Context(), tc.name)
+			if err != nil {
+				t.Fatalf("Setting(%q) = %v", tc.name, err)
+			}
+			if got != tc.want {
+				t.Errorf("Setting(%q) = %q, want %q", tc.name, got, tc.want)
+			}
+		}
+	}},
+	{"Concurrent", func(t *testing.T, s instore.Store) {
+		const n = 16
+		var (
+			start = make(chan struct{})
+			wg    sync.WaitGroup
+			got   [n]string
+			errs  [n]error
+		)
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				got[i], errs[i] = s.InitSetting(t.Context(), "signing_key", fmt.Sprintf("value-%d", i))
+			})
+		}
+		close(start)
+		wg.Wait()
+		if err := errors.Join(errs[:]...); err != nil {
+			t.Fatalf("concurrent InitSetting: %v", err)
+		}
+		stored, err := s.Setting(t.Context(), "signing_key")
+		if err != nil {
+			t.Fatalf("Setting() = %v", err)
+		}
+		if !slices.Contains(got[:], stored) {
+			t.Errorf("Setting() = %q, want one of the values written", stored)
+		}
+		for i, v := range got {
+			if v != stored {
+				t.Errorf("InitSetting(value-%d) = %q, want the stored value %q: writers disagree", i, v, stored)
+			}
+		}
+	}},
+}

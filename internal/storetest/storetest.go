@@ -1,0 +1,144 @@
+// Package storetest is the conformance suite every instore.Store backend
+// must pass. A backend's test calls Run with a function that opens a fresh
+// store:
+//
+//	func TestStore(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) instore.Store { ... })
+//	}
+package storetest
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/instore-dev/instore"
+)
+
+// test is one subtest; it gets a store of its own.
+type test struct {
+	name string
+	run  func(t *testing.T, s instore.Store)
+}
+
+// Run runs the suite. open must return a fresh, empty, migrated store and
+// arrange its cleanup (t.Cleanup); it is called once per subtest, from
+// parallel subtests.
+func Run(t *testing.T, open func(t *testing.T) instore.Store) {
+	groups := []struct {
+		name  string
+		tests []test
+	}{
+		{"Ping", []test{{"OK", testPing}}},
+		{"Customer", customerTests},
+		{"Merchant", merchantTests},
+		{"APIClient", apiClientTests},
+		{"SubscriptionKey", subscriptionKeyTests},
+		{"Setting", settingTests},
+		{"Device", deviceTests},
+		{"Terminal", terminalTests},
+		{"Transaction", transactionTests},
+		{"Idempotency", idempotencyTests},
+		{"Listing", listingTests},
+		{"Refund", refundTests},
+		{"TransactionPair", pairTests},
+		{"PrintJob", printJobTests},
+		{"Access", accessTests},
+	}
+	for _, g := range groups {
+		t.Run(g.name, func(t *testing.T) {
+			for _, tt := range g.tests {
+				t.Run(tt.name, func(t *testing.T) {
+					t.Parallel()
+					tt.run(t, open(t))
+				})
+			}
+		})
+	}
+}
+
+func testPing(t *testing.T, s instore.Store) {
+	if err := s.Ping(t.Context()); err != nil {
+		t.Fatalf("Ping() = %v, want nil", err)
+	}
+}
+
+// base is a time with nanoseconds in a zone other than UTC, so the suite
+// sees that stores keep microseconds and return UTC.
+var base = time.Date(2025, 3, 14, 9, 26, 53, 589793238, time.FixedZone("CET", 3600))
+
+// at returns base plus i minutes.
+func at(i int) time.Time { return base.Add(time.Duration(i) * time.Minute) }
+
+// stored is t as a store returns it: UTC, truncated to the microsecond.
+func stored(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// storedPtr is stored for an optional time.
+func storedPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	st := stored(*t)
+	return &st
+}
+
+// exact compares times by instant and location, so a store that returns
+// local times or keeps nanoseconds fails.
+var exact = cmp.Comparer(func(a, b time.Time) bool {
+	return a.Equal(b) && a.Location() == b.Location()
+})
+
+// diff reports want and got as a cmp diff, or "" when they are equal. A nil
+// and an empty list are equal.
+func diff(want, got any) string { return cmp.Diff(want, got, exact, cmpopts.EquateEmpty()) }
+
+// checkNotFound fails unless err wraps instore.ErrNotFound without naming
+// the id (ids are sensitive and errors reach logs).
+func checkNotFound(t *testing.T, op string, err error, id string) {
+	t.Helper()
+	if !errors.Is(err, instore.ErrNotFound) {
+		t.Errorf("%s error = %v, want instore.ErrNotFound", op, err)
+		return
+	}
+	if id != "" && strings.Contains(err.Error(), id) {
+		t.Errorf("%s error = %q, names the id; ids must not reach logs", op, err)
+	}
+}
+
+// checkConflict fails unless err wraps instore.ErrConflict.
+func checkConflict(t *testing.T, op string, err error) {
+	t.Helper()
+	if !errors.Is(err, instore.ErrConflict) {
+		t.Errorf("%s error = %v, want instore.ErrConflict", op, err)
+	}
+}
+
+func mustCreateCustomer(t *testing.T, s instore.Store, id string, created time.Time) *instore.Customer {
+	t.Helper()
+	c := &instore.Customer{ID: id, Name: "Customer " + id, CreatedAt: created}
+	if err := s.CreateCustomer(t.Context(), c); err != nil {
+		t.Fatalf("CreateCustomer(%q) = %v", id, err)
+	}
+	return c
+}
+
+func mustCreateMerchant(t *testing.T, s instore.Store, id, customerID string, created time.Time) *instore.Merchant {
+	t.Helper()
+	m := &instore.Merchant{ID: id, CustomerID: customerID, Name: "Merchant " + id, Active: true, CreatedAt: created}
+	if err := s.CreateMerchant(t.Context(), m); err != nil {
+		t.Fatalf("CreateMerchant(%q) = %v", id, err)
+	}
+	return m
+}
+
+// hash returns a distinct 32-byte digest-like value for s.
+func hash(s string) []byte {
+	b := make([]byte, 32)
+	copy(b, s)
+	b[31] = 0xff // not valid UTF-8: proves the column is binary
+	return b
+}

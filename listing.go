@@ -1,0 +1,31 @@
+package instore
+
+import "time"
+
+// Listing limits: the errorCodes WP26 and WP27 name them.
+const (
+	MaxListRange     = 30 * 24 * time.Hour
+	MaxListAge       = 90 * 24 * time.Hour
+	DefaultListRange = 24 * time.Hour
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+	MaxECRReferenceQ = 64
+)
+
+// TransactionFilter selects a merchant's transactions, newest first.
+type TransactionFilter struct {
+	MerchantID   string
+	From, To     time.Time // created in [From, To)
+	TerminalID   string
+	StatusID     *int
+	ECRReference string
+	Limit        int
+	// After continues a listing after this position (exclusive).
+	After *TransactionCursor
+}
+
+// TransactionCursor is a position in a newest-first listing.
+type TransactionCursor struct {
+	CreatedAt time.Time
+	ID        string
+}

@@ -1,0 +1,158 @@
+package instore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// DefaultPrintTimeout is how long a print job waits for the terminal.
+const DefaultPrintTimeout = 30 * time.Second
+
+func (s *Service) printTimeout() time.Duration {
+	if s.PrintTimeout > 0 {
+		return s.PrintTimeout
+	}
+	return DefaultPrintTimeout
+}
+
+// Print prints lines, or a stored transaction's customer or merchant
+// receipt, on a terminal and answers with the job in its final print
+// status: BUSY at once while the terminal is in a transaction (a print
+// never disturbs one), TIMEOUT when the terminal does not answer within the
+// print timeout, else what the terminal reports. Errors, in order:
+// validation, WP03, WP16, WP04 (transaction), validation (no receipt),
+// WP01, WP23.
+func (s *Service) Print(ctx context.Context, p *Principal, req *PrintRequest) (*PrintJob, error) {
+	term, err := s.terminalOp(ctx, p, req, req.TerminalID)
+	if err != nil {
+		return nil, err
+	}
+	job := &PrintJob{ID: s.NewPrintID(), MerchantID: p.MerchantID, TerminalID: term.TerminalID, Lines: req.Lines, CreatedAt: s.now()}
+	if req.OnlineAPIRefID != "" {
+		t, err := s.ownTransaction(ctx, p, req.OnlineAPIRefID)
+		if err != nil {
+			return nil, err
+		}
+		var lines []string
+		if t.Result != nil {
+			lines = t.Result.Receipt.Customer
+			if req.Copy == CopyMerchant {
+				lines = t.Result.Receipt.Merchant
+			}
+		}
+		if len(lines) == 0 {
+			return nil, &Error{Code: EValidation, Detail: "The request is not valid; see errors.",
+				Fields: []FieldError{{Field: "/onlineAPIRefId", Message: "the transaction has no " + req.Copy + " receipt"}}}
+		}
+		job.TransactionID, job.Copy, job.Lines = t.ID, req.Copy, lines
+	}
+	if !term.Linked() {
+		return nil, Errorf(WP01, "The terminal ID has no linked terminal.")
+	}
+	if !s.Gateway.Online(term.SerialNumber) {
+		return nil, Errorf(WP23, "The terminal is offline.")
+	}
+	if _, err := s.Store.ActiveTransaction(ctx, term.TerminalID); err == nil {
+		busy := PrintBusy
+		job.StatusID, job.CompletedAt = &busy, &job.CreatedAt
+		if err := s.Store.CreatePrintJob(ctx, job); err != nil {
+			return nil, fmt.Errorf("create print job: %w", err)
+		}
+		s.changes.publish(job.ID)
+		return job, nil
+	} else if !errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("active transaction: %w", err)
+	}
+	return s.runPrint(ctx, term.SerialNumber, job)
+}
+
+// runPrint stores a running job, sends it and waits for its final status
+// up to the print timeout, woken by the terminal's answer.
+func (s *Service) runPrint(ctx context.Context, serial string, job *PrintJob) (*PrintJob, error) {
+	if err := s.Store.CreatePrintJob(ctx, job); err != nil {
+		return nil, fmt.Errorf("create print job: %w", err)
+	}
+	until := time.Now().Add(s.printTimeout())
+	ch, release := s.changes.watch(job.ID)
+	defer release()
+	if err := s.Gateway.SendPrint(ctx, serial, job.ID, job.Lines); err != nil {
+		s.completePrint(context.WithoutCancel(ctx), job.ID, PrintError)
+		return s.Store.PrintJob(context.WithoutCancel(ctx), job.ID)
+	}
+	timer := time.NewTimer(time.Until(until))
+	defer timer.Stop()
+	select {
+	case <-ch:
+	case <-timer.C:
+		s.completePrint(context.WithoutCancel(ctx), job.ID, PrintTimeout)
+	case <-ctx.Done():
+		// The ECR went away; the job still ends, by answer or time-out.
+		go func() {
+			select {
+			case <-ch:
+			case <-timer.C:
+				s.completePrint(context.Background(), job.ID, PrintTimeout)
+			}
+		}()
+	}
+	return s.Store.PrintJob(context.WithoutCancel(ctx), job.ID)
+}
+
+// completePrint sets a job's final status unless it has one.
+func (s *Service) completePrint(ctx context.Context, id string, statusID int) {
+	err := s.Store.CompletePrintJob(ctx, id, statusID, s.now())
+	if err != nil && !errors.Is(err, ErrConflict) {
+		s.log().Error("complete print job", "printId", id, "error", err)
+	}
+	s.changes.publish(id)
+}
+
+// printReceipt prints a transaction's customer copy for printReceipt.
+func (s *Service) printReceipt(t *Transaction, lines []string) {
+	ctx := context.Background()
+	job := &PrintJob{ID: s.NewPrintID(), MerchantID: t.MerchantID, TerminalID: t.TerminalID, TransactionID: t.ID,
+		Copy: CopyCustomer, Lines: lines, CreatedAt: s.now()}
+	if _, err := s.runPrint(ctx, t.SerialNumber, job); err != nil {
+		s.log().Error("print receipt", "ref", t.ID, "error", err)
+	}
+}
+
+// PrintJob returns one of the merchant's print jobs (not-found otherwise).
+func (s *Service) PrintJob(ctx context.Context, p *Principal, id string) (*PrintJob, error) {
+	if _, err := s.merchant(ctx, p); err != nil {
+		return nil, err
+	}
+	if !ValidRef(id) {
+		return nil, Errorf(ENotFound, "No print job with this printId.")
+	}
+	j, err := s.Store.PrintJob(ctx, id)
+	if errors.Is(err, ErrNotFound) || err == nil && j.MerchantID != p.MerchantID {
+		return nil, Errorf(ENotFound, "No print job with this printId.")
+	} else if err != nil {
+		return nil, fmt.Errorf("print job: %w", err)
+	}
+	return j, nil
+}
+
+// TerminalPrintResult records the final status a terminal reported for a
+// print job sent to it.
+func (s *Service) TerminalPrintResult(ctx context.Context, serial, printID string, statusID int) error {
+	if _, ok := s.Metadata.PrintStatus(statusID); !ok {
+		return fmt.Errorf("print status %d is not in the printStatuses list", statusID)
+	}
+	j, err := s.Store.PrintJob(ctx, printID)
+	if err != nil {
+		return fmt.Errorf("print job: %w", err)
+	}
+	t, err := s.Store.Terminal(ctx, j.TerminalID)
+	if err != nil {
+		return fmt.Errorf("terminal: %w", err)
+	}
+	if t.SerialNumber != serial {
+		return fmt.Errorf("print job of another device: %w", ErrNotFound)
+	}
+	s.completePrint(ctx, printID, statusID)
+	return nil
+}

@@ -1,0 +1,178 @@
+package instore
+
+import (
+	"fmt"
+	"regexp"
+	"unicode/utf8"
+)
+
+// Limits of request fields.
+const (
+	MinAmount          = 1
+	MaxAmount          = 99999999
+	MaxECRReferenceLen = 64
+	MaxWait            = 60 // seconds a status request may hold
+)
+
+var (
+	terminalIDPattern = regexp.MustCompile(`^[0-9]{8}$`)
+	linkCodePattern   = regexp.MustCompile(`^[0-9]{6}$`)
+	currencyPattern   = regexp.MustCompile(`^[A-Z]{3}$`)
+	refPattern        = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+)
+
+// ValidTerminalID reports whether s has the shape of a terminal ID.
+func ValidTerminalID(s string) bool { return terminalIDPattern.MatchString(s) }
+
+// ValidRef reports whether s has the shape of an onlineAPIRefId.
+func ValidRef(s string) bool { return refPattern.MatchString(s) }
+
+// fields collects field errors of a request.
+type fields []FieldError
+
+func (f *fields) add(field, format string, args ...any) {
+	*f = append(*f, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+func (f fields) err() error {
+	if len(f) == 0 {
+		return nil
+	}
+	return &Error{Code: EValidation, Detail: "The request is not valid; see errors.", Fields: f}
+}
+
+func checkTerminalID(f *fields, id string) {
+	if id == "" {
+		f.add("/terminalId", "is required")
+	} else if !ValidTerminalID(id) {
+		f.add("/terminalId", "must be 8 digits")
+	}
+}
+
+// LinkRequest is the body of POST /terminal/link.
+type LinkRequest struct {
+	TerminalID string `json:"terminalId"`
+	LinkCode   string `json:"linkCode"`
+}
+
+// Validate checks the fields' shapes.
+func (r *LinkRequest) Validate() error {
+	var f fields
+	checkTerminalID(&f, r.TerminalID)
+	if r.LinkCode == "" {
+		f.add("/linkCode", "is required")
+	} else if !linkCodePattern.MatchString(r.LinkCode) {
+		f.add("/linkCode", "must be the 6 digits the terminal shows")
+	}
+	return f.err()
+}
+
+// TerminalRequest is the body of POST /terminal/unlink and POST /cancel.
+type TerminalRequest struct {
+	TerminalID string `json:"terminalId"`
+}
+
+// Validate checks the fields' shapes.
+func (r *TerminalRequest) Validate() error {
+	var f fields
+	checkTerminalID(&f, r.TerminalID)
+	return f.err()
+}
+
+// PurchaseRequest is the body of POST /purchase.
+type PurchaseRequest struct {
+	TerminalID      string `json:"terminalId"`
+	Amount          *int64 `json:"amount"`
+	CashbackAmount  *int64 `json:"cashbackAmount"`
+	VATAmount       *int64 `json:"vatAmount"`
+	Currency        string `json:"currency"`
+	PaymentMethodID *int   `json:"paymentMethodId"`
+	ECRReference    string `json:"ecrReference"`
+	PrintReceipt    bool   `json:"printReceipt"`
+}
+
+// Validate checks the fields' shapes and ranges. Whether the payment
+// method exists is WP22, checked later in the contract's order.
+func (r *PurchaseRequest) Validate() error {
+	var f fields
+	checkTerminalID(&f, r.TerminalID)
+	switch {
+	case r.Amount == nil:
+		f.add("/amount", "is required")
+	case *r.Amount < MinAmount || *r.Amount > MaxAmount:
+		f.add("/amount", "must be between %d and %d (minor units)", MinAmount, MaxAmount)
+	}
+	if r.CashbackAmount != nil {
+		if *r.CashbackAmount < 0 {
+			f.add("/cashbackAmount", "must not be negative")
+		} else if r.Amount != nil && *r.CashbackAmount > *r.Amount {
+			f.add("/cashbackAmount", "must not exceed amount (amount is the total, cashback included)")
+		}
+	}
+	if r.VATAmount != nil && (*r.VATAmount < 0 || r.Amount != nil && *r.VATAmount > *r.Amount) {
+		f.add("/vatAmount", "must be between 0 and amount")
+	}
+	if r.Currency == "" {
+		f.add("/currency", "is required")
+	} else if !currencyPattern.MatchString(r.Currency) {
+		f.add("/currency", "must be an ISO 4217 alphabetic code such as SEK")
+	}
+	if utf8.RuneCountInString(r.ECRReference) > MaxECRReferenceLen || !utf8.ValidString(r.ECRReference) {
+		f.add("/ecrReference", "must be at most %d characters", MaxECRReferenceLen)
+	}
+	return f.err()
+}
+
+// RefundRequest is the body of POST /refund.
+type RefundRequest struct {
+	TerminalID             string `json:"terminalId"`
+	Amount                 *int64 `json:"amount"`
+	Currency               string `json:"currency"`
+	OriginalOnlineAPIRefID string `json:"originalOnlineAPIRefId"`
+	PaymentMethodID        *int   `json:"paymentMethodId"`
+	ECRReference           string `json:"ecrReference"`
+}
+
+// Validate checks the fields' shapes and ranges.
+func (r *RefundRequest) Validate() error {
+	var f fields
+	checkTerminalID(&f, r.TerminalID)
+	switch {
+	case r.Amount == nil:
+		f.add("/amount", "is required")
+	case *r.Amount < MinAmount || *r.Amount > MaxAmount:
+		f.add("/amount", "must be between %d and %d (minor units)", MinAmount, MaxAmount)
+	}
+	if r.Currency == "" {
+		f.add("/currency", "is required")
+	} else if !currencyPattern.MatchString(r.Currency) {
+		f.add("/currency", "must be an ISO 4217 alphabetic code such as SEK")
+	}
+	if r.OriginalOnlineAPIRefID != "" && !ValidRef(r.OriginalOnlineAPIRefID) {
+		f.add("/originalOnlineAPIRefId", "is not an onlineAPIRefId")
+	}
+	if utf8.RuneCountInString(r.ECRReference) > MaxECRReferenceLen || !utf8.ValidString(r.ECRReference) {
+		f.add("/ecrReference", "must be at most %d characters", MaxECRReferenceLen)
+	}
+	return f.err()
+}
+
+// ReversalRequest is the body of POST /reversal.
+type ReversalRequest struct {
+	OnlineAPIRefID string `json:"onlineAPIRefId"`
+	ECRReference   string `json:"ecrReference"`
+}
+
+// Validate checks the fields' shapes.
+func (r *ReversalRequest) Validate() error {
+	var f fields
+	if r.OnlineAPIRefID == "" {
+		f.add("/onlineAPIRefId", "is required")
+	} else if !ValidRef(r.OnlineAPIRefID) {
+		f.add("/onlineAPIRefId", "is not an onlineAPIRefId")
+	}
+	if utf8.RuneCountInString(r.ECRReference) > MaxECRReferenceLen || !utf8.ValidString(r.ECRReference) {
+		f.add("/ecrReference", "must be at most %d characters", MaxECRReferenceLen)
+	}
+	return f.err()
+}

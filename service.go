@@ -1,0 +1,865 @@
+package instore
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"sync"
+	"time"
+)
+
+// Service runs the Online API's operations on terminals and transactions
+// and handles what terminals report. Rules, validation order, error codes
+// and state changes live here, once; HTTP handlers and the gateway only
+// translate.
+type Service struct {
+	Store    Store
+	Gateway  Gateway
+	Metadata *Metadata
+	Logger   *slog.Logger
+	// NewRef returns a new onlineAPIRefId (unique, time-sortable).
+	NewRef func() string
+	// Now is the clock.
+	Now func() time.Time
+	// AckTimeout is how long a purchase waits for the terminal's ack (WP25).
+	AckTimeout time.Duration
+	// Deadline is how long after the ack a transaction may stay PENDING (WP36).
+	Deadline time.Duration
+	// PrintTimeout is how long a print job waits for the terminal (TIMEOUT).
+	PrintTimeout time.Duration
+	// NewPrintID returns a new printId.
+	NewPrintID func() string
+
+	changes  changes
+	timersMu sync.Mutex
+	timers   map[string]*time.Timer
+	closed   bool
+}
+
+// Defaults of the Service's time-outs.
+const (
+	DefaultAckTimeout = 10 * time.Second
+	DefaultDeadline   = 120 * time.Second
+)
+
+func (s *Service) now() time.Time { return s.Now().UTC().Truncate(time.Microsecond) }
+
+func (s *Service) log() *slog.Logger {
+	if s.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Logger
+}
+
+func (s *Service) errorID(code string) *int {
+	c, ok := s.Metadata.ErrorCode(code)
+	if !ok {
+		return nil
+	}
+	id := c.ID
+	return &id
+}
+
+// Close stops the Service's timers.
+func (s *Service) Close() {
+	s.timersMu.Lock()
+	defer s.timersMu.Unlock()
+	s.closed = true
+	for _, t := range s.timers {
+		t.Stop()
+	}
+	s.timers = nil
+}
+
+// merchant loads the principal's merchant and answers WP03 when inactive.
+func (s *Service) merchant(ctx context.Context, p *Principal) (*Merchant, error) {
+	m, err := s.Store.Merchant(ctx, p.MerchantID)
+	if err != nil {
+		return nil, fmt.Errorf("merchant: %w", err)
+	}
+	if !m.Active {
+		return nil, Errorf(WP03, "The merchant is inactive.")
+	}
+	return m, nil
+}
+
+// terminalOp runs the checks an operation on one terminal ID starts with,
+// in the contract's order: the request's own validation, WP03, WP16.
+func (s *Service) terminalOp(ctx context.Context, p *Principal, req interface{ Validate() error }, terminalID string) (*Terminal, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	if _, err := s.merchant(ctx, p); err != nil {
+		return nil, err
+	}
+	return s.ownTerminal(ctx, p, terminalID)
+}
+
+// ActiveMerchant returns the principal's merchant; WP03 when inactive.
+func (s *Service) ActiveMerchant(ctx context.Context, p *Principal) (*Merchant, error) {
+	return s.merchant(ctx, p)
+}
+
+// ownTerminal loads a terminal ID of the merchant; WP16 when it is not one
+// of the merchant's, whether it exists elsewhere or not.
+func (s *Service) ownTerminal(ctx context.Context, p *Principal, terminalID string) (*Terminal, error) {
+	t, err := s.Store.Terminal(ctx, terminalID)
+	if errors.Is(err, ErrNotFound) || err == nil && t.MerchantID != p.MerchantID {
+		return nil, Errorf(WP16, "The terminal ID is not one of this merchant's.")
+	} else if err != nil {
+		return nil, fmt.Errorf("terminal: %w", err)
+	}
+	return t, nil
+}
+
+// view builds what the Online API shows of a terminal ID.
+func (s *Service) view(ctx context.Context, t *Terminal) (*TerminalView, error) {
+	v := &TerminalView{TerminalID: t.TerminalID, Linked: t.Linked(), LinkedAt: t.LinkedAt}
+	if t.Linked() {
+		d, err := s.Store.Device(ctx, t.SerialNumber)
+		if err != nil {
+			return nil, fmt.Errorf("device: %w", err)
+		}
+		serial, model, version := d.SerialNumber, d.Model, d.SoftwareVersion
+		v.SerialNumber, v.Model, v.SoftwareVersion, v.LastSeenAt = &serial, &model, &version, d.LastSeenAt
+		v.Online = s.Gateway.Online(d.SerialNumber)
+	}
+	active, err := s.Store.ActiveTransaction(ctx, t.TerminalID)
+	switch {
+	case err == nil:
+		v.Busy, v.CurrentRefID = true, &active.ID
+	case !errors.Is(err, ErrNotFound):
+		return nil, fmt.Errorf("active transaction: %w", err)
+	}
+	return v, nil
+}
+
+// Terminals lists the merchant's terminal IDs.
+func (s *Service) Terminals(ctx context.Context, p *Principal) ([]*TerminalView, error) {
+	if _, err := s.merchant(ctx, p); err != nil {
+		return nil, err
+	}
+	ts, err := s.Store.Terminals(ctx, p.MerchantID)
+	if err != nil {
+		return nil, fmt.Errorf("terminals: %w", err)
+	}
+	out := make([]*TerminalView, 0, len(ts))
+	for _, t := range ts {
+		v, err := s.view(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// Terminal shows one of the merchant's terminal IDs. Errors: WP03, WP16.
+func (s *Service) Terminal(ctx context.Context, p *Principal, terminalID string) (*TerminalView, error) {
+	if !ValidTerminalID(terminalID) {
+		return nil, &Error{Code: EValidation, Detail: "The request is not valid; see errors.", Fields: []FieldError{{Field: "terminalId", Message: "must be 8 digits"}}}
+	}
+	if _, err := s.merchant(ctx, p); err != nil {
+		return nil, err
+	}
+	t, err := s.ownTerminal(ctx, p, terminalID)
+	if err != nil {
+		return nil, err
+	}
+	return s.view(ctx, t)
+}
+
+// OwnTerminal returns one of the merchant's terminal IDs (WP03, WP16), for
+// surfaces that act on a terminal outside the transaction life (sandbox).
+func (s *Service) OwnTerminal(ctx context.Context, p *Principal, terminalID string) (*Terminal, error) {
+	if _, err := s.merchant(ctx, p); err != nil {
+		return nil, err
+	}
+	return s.ownTerminal(ctx, p, terminalID)
+}
+
+// Link binds the device showing req.LinkCode to req.TerminalID. Relinking
+// replaces the old binding on both sides: the terminal ID's previous device
+// shows a new link code, the device's previous terminal ID is unlinked.
+// Errors, in order: validation, WP03, WP16, link-code-invalid, WP09.
+func (s *Service) Link(ctx context.Context, p *Principal, req *LinkRequest) (*TerminalView, error) {
+	t, err := s.terminalOp(ctx, p, req, req.TerminalID)
+	if err != nil {
+		return nil, err
+	}
+	d, err := s.Store.DeviceByLinkCode(ctx, req.LinkCode)
+	if errors.Is(err, ErrNotFound) || err == nil && d.CustomerID != "" && d.CustomerID != t.CustomerID {
+		return nil, Errorf(ELinkCodeInvalid, "No terminal shows this link code.")
+	} else if err != nil {
+		return nil, fmt.Errorf("device by link code: %w", err)
+	}
+	prevSerial, _, err := s.Store.LinkTerminal(ctx, t.TerminalID, d.SerialNumber, s.now())
+	if errors.Is(err, ErrConflict) {
+		return nil, s.busy(ctx, t.TerminalID)
+	} else if err != nil {
+		return nil, fmt.Errorf("link: %w", err)
+	}
+	if err := s.Gateway.SendLinked(ctx, d.SerialNumber, t.TerminalID); err != nil && !errors.Is(err, ErrOffline) {
+		s.log().Warn("send linked", "serialNumber", d.SerialNumber, "error", err)
+	}
+	if prevSerial != "" && prevSerial != d.SerialNumber {
+		s.showLinkCode(ctx, prevSerial)
+	}
+	t, err = s.Store.Terminal(ctx, t.TerminalID)
+	if err != nil {
+		return nil, fmt.Errorf("terminal: %w", err)
+	}
+	return s.view(ctx, t)
+}
+
+// Unlink removes the binding of a terminal ID; its device shows a new link
+// code. Errors, in order: validation, WP03, WP16, WP02, WP09.
+func (s *Service) Unlink(ctx context.Context, p *Principal, req *TerminalRequest) (*TerminalView, error) {
+	t, err := s.terminalOp(ctx, p, req, req.TerminalID)
+	if err != nil {
+		return nil, err
+	}
+	serial, err := s.Store.UnlinkTerminal(ctx, t.TerminalID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, Errorf(WP02, "The terminal ID is not linked to a terminal.")
+	case errors.Is(err, ErrConflict):
+		return nil, s.busy(ctx, t.TerminalID)
+	case err != nil:
+		return nil, fmt.Errorf("unlink: %w", err)
+	}
+	s.showLinkCode(ctx, serial)
+	t, err = s.Store.Terminal(ctx, t.TerminalID)
+	if err != nil {
+		return nil, fmt.Errorf("terminal: %w", err)
+	}
+	return s.view(ctx, t)
+}
+
+// busy is WP09 naming the transaction that occupies the terminal.
+func (s *Service) busy(ctx context.Context, terminalID string) error {
+	e := Errorf(WP09, "The terminal is processing a transaction.")
+	if a, err := s.Store.ActiveTransaction(ctx, terminalID); err == nil {
+		e.OnlineAPIRefID = a.ID
+	}
+	return e
+}
+
+// showLinkCode gives an unlinked device a fresh link code and tells it.
+func (s *Service) showLinkCode(ctx context.Context, serial string) {
+	code, err := s.assignLinkCode(ctx, serial)
+	if err != nil {
+		s.log().Error("assign link code", "serialNumber", serial, "error", err)
+		return
+	}
+	if err := s.Gateway.SendLinkCode(ctx, serial, code); err != nil && !errors.Is(err, ErrOffline) {
+		s.log().Warn("send link code", "serialNumber", serial, "error", err)
+	}
+}
+
+// assignLinkCode stores a new random 6-digit code unique among devices.
+func (s *Service) assignLinkCode(ctx context.Context, serial string) (string, error) {
+	for range 20 {
+		n, err := rand.Int(rand.Reader, big.NewInt(1000000))
+		if err != nil {
+			return "", err
+		}
+		code := fmt.Sprintf("%06d", n.Int64())
+		err = s.Store.SetLinkCode(ctx, serial, code)
+		if errors.Is(err, ErrConflict) {
+			continue
+		}
+		return code, err
+	}
+	return "", errors.New("no free link code after 20 tries")
+}
+
+// Purchase creates a purchase on a terminal and answers once the terminal
+// acknowledged it. Errors, in the contract's order: validation, WP03, WP22,
+// WP16, WP01, WP30, WP23, WP09; WP25 when no ack came in time.
+func (s *Service) Purchase(ctx context.Context, p *Principal, req *PurchaseRequest) (*Transaction, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	if _, err := s.merchant(ctx, p); err != nil {
+		return nil, err
+	}
+	if req.PaymentMethodID != nil {
+		if _, ok := s.Metadata.PaymentMethod(*req.PaymentMethodID); !ok {
+			return nil, Errorf(WP22, "paymentMethodId %d is not in the paymentMethods list.", *req.PaymentMethodID)
+		}
+	}
+	term, err := s.ownTerminal(ctx, p, req.TerminalID)
+	if err != nil {
+		return nil, err
+	}
+	serial, err := s.ready(ctx, term)
+	if err != nil {
+		return nil, err
+	}
+	t := &Transaction{
+		ID: s.NewRef(), MerchantID: p.MerchantID, TerminalID: term.TerminalID, SerialNumber: serial,
+		Type: TypePurchase, Amount: *req.Amount, VATAmount: req.VATAmount, Currency: req.Currency,
+		PaymentMethodID: req.PaymentMethodID, ECRReference: req.ECRReference, PrintReceipt: req.PrintReceipt,
+		StatusID: StatusPending, Progress: ProgressSent, CreatedAt: s.now(),
+	}
+	if req.CashbackAmount != nil {
+		t.CashbackAmount = *req.CashbackAmount
+	}
+	return s.start(ctx, t, s.Store.CreateTransaction, func(ctx context.Context) error {
+		return s.Gateway.SendPayment(ctx, serial, t)
+	})
+}
+
+// ready runs the checks between WP16 and the creation of a transaction:
+// WP01, WP30, WP23, WP09. It returns the serial number of the linked device.
+func (s *Service) ready(ctx context.Context, term *Terminal) (string, error) {
+	if !term.Linked() {
+		return "", Errorf(WP01, "The terminal ID has no linked terminal.")
+	}
+	active, err := s.Store.ActiveTransaction(ctx, term.TerminalID)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return "", fmt.Errorf("active transaction: %w", err)
+	}
+	if active != nil && active.Acknowledged() && !s.Gateway.Online(active.SerialNumber) {
+		e := Errorf(WP30, "The terminal acknowledged the previous transaction, lost its connection and has not sent its result yet.")
+		e.OnlineAPIRefID = active.ID
+		return "", e
+	}
+	if !s.Gateway.Online(term.SerialNumber) {
+		return "", Errorf(WP23, "The terminal is offline.")
+	}
+	if active != nil {
+		e := Errorf(WP09, "The terminal is processing a transaction.")
+		e.OnlineAPIRefID = active.ID
+		return "", e
+	}
+	// Access API: a terminal installing a software update is busy (WP09).
+	if err := s.installing(ctx, term.TerminalID); err != nil {
+		return "", err
+	}
+	return term.SerialNumber, nil
+}
+
+// start stores a new PENDING transaction with create, sends it to its
+// terminal with send and waits for the ack (or a final status) up to the
+// ack timeout.
+func (s *Service) start(ctx context.Context, t *Transaction, create func(context.Context, *Transaction) error, send func(context.Context) error) (*Transaction, error) {
+	// Until the ack, the deadline the terminal is told is the latest the
+	// result can be awaited; the ack sets the real one.
+	t.DeadlineAt = ptr(t.CreatedAt.Add(s.ackTimeout() + s.deadline()))
+	if err := create(ctx, t); errors.Is(err, ErrConflict) {
+		return nil, s.busy(ctx, t.TerminalID)
+	} else if err != nil {
+		return nil, fmt.Errorf("create transaction: %w", err)
+	}
+	ackBy := t.CreatedAt.Add(s.ackTimeout())
+	s.arm(t.ID, ackBy, s.ackExpired)
+	if err := send(ctx); err != nil {
+		// The session went away between the check and the send: the command
+		// never left. Record it as a technical error and say so.
+		s.finish(context.WithoutCancel(ctx), t.ID, func(t *Transaction) bool {
+			if t.Final() {
+				return false
+			}
+			t.StatusID, t.ErrorID, t.Progress, t.CompletedAt = StatusTechnicalError, s.errorID(WP23), ProgressFinal, ptr(s.now())
+			return true
+		})
+		e := Errorf(WP23, "The terminal went offline before the request reached it.")
+		e.OnlineAPIRefID = t.ID
+		return nil, e
+	}
+	got, err := s.waitFor(ctx, t.ID, ackBy.Add(time.Second), func(t *Transaction) bool { return t.Acknowledged() || t.Final() })
+	if err != nil {
+		return nil, err
+	}
+	if !got.Acknowledged() && got.Final() && got.ErrorID != nil && *got.ErrorID == *s.errorID(WP25) {
+		e := Errorf(WP25, "The terminal did not acknowledge the request in time.")
+		e.OnlineAPIRefID = got.ID
+		return nil, e
+	}
+	return got, nil
+}
+
+func (s *Service) ackTimeout() time.Duration {
+	if s.AckTimeout > 0 {
+		return s.AckTimeout
+	}
+	return DefaultAckTimeout
+}
+
+func (s *Service) deadline() time.Duration {
+	if s.Deadline > 0 {
+		return s.Deadline
+	}
+	return DefaultDeadline
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// Transaction returns one of the merchant's transactions. With wait > 0 it
+// holds a PENDING transaction until it changes, or wait passes. Errors:
+// WP03, WP04.
+func (s *Service) Transaction(ctx context.Context, p *Principal, ref string, wait time.Duration) (*Transaction, error) {
+	if _, err := s.merchant(ctx, p); err != nil {
+		return nil, err
+	}
+	if !ValidRef(ref) {
+		return nil, Errorf(WP04, "No transaction with this onlineAPIRefId.")
+	}
+	t, err := s.ownTransaction(ctx, p, ref)
+	if err != nil {
+		return nil, err
+	}
+	if wait <= 0 || t.Final() {
+		return t, nil
+	}
+	from := t.Version
+	return s.waitFor(ctx, ref, s.Now().Add(wait), func(t *Transaction) bool { return t.Version != from || t.Final() })
+}
+
+// waitFor reads the transaction until cond holds, the deadline passes or
+// ctx ends, woken by the transaction's changes (no polling). It returns the
+// latest state in every case but a store error.
+func (s *Service) waitFor(ctx context.Context, ref string, until time.Time, cond func(*Transaction) bool) (*Transaction, error) {
+	// Durations are taken against the service's clock, which tests may set.
+	timer := time.NewTimer(until.Sub(s.Now()))
+	defer timer.Stop()
+	for {
+		ch, release := s.changes.watch(ref)
+		t, err := s.Store.Transaction(ctx, ref)
+		if err != nil {
+			release()
+			return nil, fmt.Errorf("transaction: %w", err)
+		}
+		if cond(t) {
+			release()
+			return t, nil
+		}
+		select {
+		case <-ch:
+			release()
+		case <-timer.C:
+			release()
+			return t, nil
+		case <-ctx.Done():
+			release()
+			return t, nil
+		}
+	}
+}
+
+// Cancel asks the terminal to abort its running transaction. The
+// transaction ends ABORTED_BY_CASHIER with WP37, or in the final status the
+// terminal reached first. Errors, in order: validation, WP03, WP16, WP01,
+// WP30, WP23, WP18.
+func (s *Service) Cancel(ctx context.Context, p *Principal, req *TerminalRequest) (*Transaction, error) {
+	term, err := s.terminalOp(ctx, p, req, req.TerminalID)
+	if err != nil {
+		return nil, err
+	}
+	if !term.Linked() {
+		return nil, Errorf(WP01, "The terminal ID has no linked terminal.")
+	}
+	active, err := s.Store.ActiveTransaction(ctx, term.TerminalID)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("active transaction: %w", err)
+	}
+	if active != nil && active.Acknowledged() && !s.Gateway.Online(active.SerialNumber) {
+		e := Errorf(WP30, "The terminal acknowledged the transaction, lost its connection and has not sent its result yet.")
+		e.OnlineAPIRefID = active.ID
+		return nil, e
+	}
+	if !s.Gateway.Online(term.SerialNumber) {
+		return nil, Errorf(WP23, "The terminal is offline.")
+	}
+	if active == nil {
+		return nil, Errorf(WP18, "No transaction is running on this terminal.")
+	}
+	t, err := s.finish(ctx, active.ID, func(t *Transaction) bool {
+		if t.Final() || t.CancelRequested {
+			return false
+		}
+		t.CancelRequested = true
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	if t.Final() {
+		return t, nil // the terminal got there first
+	}
+	if err := s.Gateway.SendCancel(ctx, t.SerialNumber, t.ID, CancelByECR); err != nil && !errors.Is(err, ErrOffline) {
+		return nil, fmt.Errorf("send cancel: %w", err)
+	}
+	return t, nil
+}
+
+// finish applies change to the stored transaction with compare-and-set,
+// re-reading and retrying when another writer moved it; change returns
+// false to leave it as it is. It publishes the change.
+func (s *Service) finish(ctx context.Context, ref string, change func(*Transaction) bool) (*Transaction, error) {
+	for {
+		t, err := s.Store.Transaction(ctx, ref)
+		if err != nil {
+			return nil, fmt.Errorf("transaction: %w", err)
+		}
+		from := t.Version
+		if !change(t) {
+			return t, nil
+		}
+		err = s.Store.UpdateTransaction(ctx, t, from)
+		if errors.Is(err, ErrConflict) {
+			continue
+		} else if err != nil {
+			return nil, fmt.Errorf("update transaction: %w", err)
+		}
+		if t.Final() {
+			s.disarm(ref)
+			// Access API: an update waiting for the terminal to be idle goes now.
+			s.terminalIdle(t.TerminalID)
+		}
+		s.changes.publish(ref)
+		return t, nil
+	}
+}
+
+// arm runs fn(ref) at a time (or at once if it passed), replacing any
+// timer the transaction had.
+func (s *Service) arm(ref string, at time.Time, fn func(ref string)) {
+	s.timersMu.Lock()
+	defer s.timersMu.Unlock()
+	if s.closed {
+		return
+	}
+	if s.timers == nil {
+		s.timers = map[string]*time.Timer{}
+	}
+	if old := s.timers[ref]; old != nil {
+		old.Stop()
+	}
+	s.timers[ref] = time.AfterFunc(at.Sub(s.Now()), func() { fn(ref) })
+}
+
+func (s *Service) disarm(ref string) {
+	s.timersMu.Lock()
+	defer s.timersMu.Unlock()
+	if t := s.timers[ref]; t != nil {
+		t.Stop()
+		delete(s.timers, ref)
+	}
+}
+
+// ackExpired ends a transaction that was not acknowledged in time: it is
+// stored TECHNICAL_ERROR with WP25 and the terminal is told to drop it.
+func (s *Service) ackExpired(ref string) { s.expire(ref, WP25, CancelAckTimeout, true) }
+
+// deadlineExpired ends an acknowledged transaction that got no result in
+// time: TECHNICAL_ERROR with WP36, and the terminal is told to abort.
+func (s *Service) deadlineExpired(ref string) { s.expire(ref, WP36, CancelDeadline, false) }
+
+// expire ends a PENDING transaction (only an unacknowledged one when
+// unackedOnly) as TECHNICAL_ERROR with code and tells its terminal why.
+func (s *Service) expire(ref, code, reason string, unackedOnly bool) {
+	ctx := context.Background()
+	expired := false
+	t, err := s.finish(ctx, ref, func(t *Transaction) bool {
+		if t.Final() || unackedOnly && t.Acknowledged() {
+			return false
+		}
+		t.StatusID, t.ErrorID, t.Progress, t.CompletedAt = StatusTechnicalError, s.errorID(code), ProgressFinal, ptr(s.now())
+		expired = true
+		return true
+	})
+	if err != nil {
+		s.log().Error("expire transaction", "ref", ref, "errorCode", code, "error", err)
+		return
+	}
+	if expired {
+		s.log().Info("transaction expired", "ref", ref, "errorCode", code)
+		if err := s.Gateway.SendCancel(ctx, t.SerialNumber, ref, reason); err != nil && !errors.Is(err, ErrOffline) {
+			s.log().Warn("send cancel", "ref", ref, "reason", reason, "error", err)
+		}
+	}
+}
+
+// Recover re-arms the time-outs of every PENDING transaction after a start:
+// an unacknowledged one expires at its ack time (at once if it passed), an
+// acknowledged one at its deadline.
+func (s *Service) Recover(ctx context.Context) error {
+	ts, err := s.Store.PendingTransactions(ctx)
+	if err != nil {
+		return fmt.Errorf("pending transactions: %w", err)
+	}
+	for _, t := range ts {
+		if t.Acknowledged() && t.DeadlineAt != nil {
+			s.arm(t.ID, *t.DeadlineAt, s.deadlineExpired)
+		} else {
+			s.arm(t.ID, t.CreatedAt.Add(s.ackTimeout()), s.ackExpired)
+		}
+	}
+	return nil
+}
+
+// AuthenticateDevice checks a device's serial number and secret.
+func (s *Service) AuthenticateDevice(ctx context.Context, serial, secret string) (*Device, error) {
+	unauthorized := Errorf(EUnauthorized, "Unknown device or wrong secret.")
+	if serial == "" || secret == "" || len(serial) > 64 || len(secret) > 255 {
+		return nil, unauthorized
+	}
+	d, err := s.Store.Device(ctx, serial)
+	if errors.Is(err, ErrNotFound) {
+		return nil, unauthorized
+	} else if err != nil {
+		return nil, fmt.Errorf("device: %w", err)
+	}
+	sum := sha256.Sum256([]byte(secret))
+	if subtle.ConstantTimeCompare(sum[:], d.SecretHash) != 1 {
+		return nil, unauthorized
+	}
+	return d, nil
+}
+
+// DeviceConnected records the device's hello and tells it what to show: its
+// terminal ID, or a link code while unlinked.
+func (s *Service) DeviceConnected(ctx context.Context, serial string, h DeviceHello) error {
+	if err := s.Store.DeviceSeen(ctx, serial, h.SoftwareVersion, s.now()); err != nil {
+		return fmt.Errorf("device seen: %w", err)
+	}
+	t, err := s.Store.TerminalBySerial(ctx, serial)
+	switch {
+	case err == nil:
+		if err := s.Gateway.SendLinked(ctx, serial, t.TerminalID); err != nil {
+			return err
+		}
+		// Access API: finish, resend or deliver the terminal's software update.
+		s.updateOnHello(ctx, t, h)
+		return nil
+	case errors.Is(err, ErrNotFound):
+		d, err := s.Store.Device(ctx, serial)
+		if err != nil {
+			return fmt.Errorf("device: %w", err)
+		}
+		code := d.LinkCode
+		if code == "" {
+			if code, err = s.assignLinkCode(ctx, serial); err != nil {
+				return fmt.Errorf("link code: %w", err)
+			}
+		}
+		return s.Gateway.SendLinkCode(ctx, serial, code)
+	default:
+		return fmt.Errorf("terminal by serial: %w", err)
+	}
+}
+
+// DeviceDisconnected notes that a device lost its session. Transactions it
+// acknowledged stay PENDING (WP30 for new requests) until it reconnects and
+// resends its result, or the deadline passes.
+func (s *Service) DeviceDisconnected(serial string) {
+	s.log().Debug("device disconnected", "serialNumber", serial)
+}
+
+// transactionOf loads the transaction a device reports on; a report for a
+// transaction that was not sent to that device is refused.
+func (s *Service) transactionOf(ctx context.Context, serial, ref string) (*Transaction, error) {
+	t, err := s.Store.Transaction(ctx, ref)
+	if err != nil {
+		return nil, fmt.Errorf("transaction: %w", err)
+	}
+	if t.SerialNumber != serial {
+		return nil, fmt.Errorf("transaction of another device: %w", ErrNotFound)
+	}
+	return t, nil
+}
+
+// TerminalAcknowledged records the ack: the purchase request answers and
+// the deadline starts.
+func (s *Service) TerminalAcknowledged(ctx context.Context, serial, ref string) error {
+	if _, err := s.transactionOf(ctx, serial, ref); err != nil {
+		return err
+	}
+	var deadline time.Time
+	_, err := s.finish(ctx, ref, func(t *Transaction) bool {
+		if t.Final() || t.Acknowledged() {
+			return false
+		}
+		now := s.now()
+		deadline = now.Add(s.deadline())
+		t.AcknowledgedAt, t.DeadlineAt = &now, &deadline
+		if t.Progress == ProgressSent {
+			t.Progress = ProgressAcknowledged
+		}
+		return true
+	})
+	if err == nil && !deadline.IsZero() {
+		s.arm(ref, deadline, s.deadlineExpired)
+	}
+	return err
+}
+
+// TerminalProgress records a stage the terminal reached; stages only move
+// forward.
+func (s *Service) TerminalProgress(ctx context.Context, serial, ref, stage string) error {
+	rank := func(p string) int {
+		for i, st := range TerminalStages {
+			if st == p {
+				return i + 1
+			}
+		}
+		return 0
+	}
+	if rank(stage) == 0 {
+		return fmt.Errorf("unknown progress stage %q", stage)
+	}
+	if _, err := s.transactionOf(ctx, serial, ref); err != nil {
+		return err
+	}
+	_, err := s.finish(ctx, ref, func(t *Transaction) bool {
+		if t.Final() || rank(stage) <= rank(t.Progress) {
+			return false
+		}
+		t.Progress = stage
+		return true
+	})
+	return err
+}
+
+// TerminalResult applies a terminal's final outcome, once. A late APPROVED
+// for a transaction the service already ended (WP25, WP36) is reversed on
+// the terminal at once and the transaction ends REVERSED, keeping its error
+// code, so no money is taken for a sale the ECR saw fail. It returns nil
+// once the outcome is committed (or was before): the gateway then confirms.
+func (s *Service) TerminalResult(ctx context.Context, serial string, r TerminalResult) error {
+	if r.StatusID < 0 || r.StatusID > StatusWrongPIN {
+		return fmt.Errorf("result with status %d is not a terminal outcome", r.StatusID)
+	}
+	t, err := s.transactionOf(ctx, serial, r.Ref)
+	if errors.Is(err, ErrNotFound) {
+		// Nothing to apply it to: confirm, so the terminal stops resending.
+		s.log().Warn("result for an unknown transaction", "ref", r.Ref, "serialNumber", serial)
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if t.ResultMessageID == r.MessageID {
+		return nil // a resent result, already applied
+	}
+	if t.Type == TypeReversal && r.StatusID == StatusApproved {
+		// An approved reversal, in time or late: the purchase's money went
+		// back, so the original is REVERSED either way.
+		return s.applyReversal(ctx, t, r)
+	}
+	reverse, applied := false, false
+	result := r.Result
+	_, err = s.finish(ctx, r.Ref, func(t *Transaction) bool {
+		reverse, applied = false, false
+		if t.ResultMessageID != "" {
+			return false
+		}
+		now := s.now()
+		switch {
+		case !t.Final():
+			t.StatusID = r.StatusID
+			if r.StatusID == StatusAbortedByCashier && t.CancelRequested {
+				t.ErrorID = s.errorID(WP37)
+			}
+			if t.AcknowledgedAt == nil {
+				t.AcknowledgedAt = &now
+			}
+		case t.StatusID == StatusTechnicalError && r.StatusID == StatusApproved:
+			// A late approval of a sale the ECR saw fail.
+			t.StatusID = StatusReversed
+			reverse = true
+		default:
+			return false // the first final status stands
+		}
+		t.Result, t.ResultMessageID, t.Progress = &result, r.MessageID, ProgressFinal
+		if t.CompletedAt == nil || reverse {
+			t.CompletedAt = &now
+		}
+		applied = true
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	if reverse {
+		s.log().Warn("late approval reversed", "ref", r.Ref)
+		if err := s.Gateway.SendReversal(ctx, serial, r.Ref, r.Ref, "LATE_APPROVAL"); err != nil {
+			s.log().Error("send reversal of a late approval", "ref", r.Ref, "error", err)
+		}
+	} else if applied && t.PrintReceipt && len(result.Receipt.Customer) > 0 {
+		// printReceipt: the customer copy, once the terminal is free again.
+		go s.printReceipt(t, result.Receipt.Customer)
+	}
+	return nil
+}
+
+// changes wakes whoever waits on a transaction when it changes: a channel
+// per watched transaction, closed by publish.
+type changes struct {
+	mu        sync.Mutex
+	m         map[string]*watch
+	observers []func(id string)
+}
+
+type watch struct {
+	ch   chan struct{}
+	refs int
+}
+
+// watch returns a channel closed at the next change of ref, and a release
+// function to call when done waiting.
+func (c *changes) watch(ref string) (<-chan struct{}, func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]*watch{}
+	}
+	w := c.m[ref]
+	if w == nil {
+		w = &watch{ch: make(chan struct{})}
+		c.m[ref] = w
+	}
+	w.refs++
+	return w.ch, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		w.refs--
+		if w.refs == 0 && c.m[ref] == w {
+			delete(c.m, ref)
+		}
+	}
+}
+
+// publish wakes every watcher of ref and tells the observers.
+func (c *changes) publish(ref string) {
+	c.mu.Lock()
+	if w := c.m[ref]; w != nil {
+		close(w.ch)
+		delete(c.m, ref)
+	}
+	obs := c.observers
+	c.mu.Unlock()
+	for _, f := range obs {
+		f(ref)
+	}
+}
+
+// Publish wakes local waiters of a transaction changed elsewhere (another
+// node), for a store that reports changes.
+func (s *Service) Publish(ref string) { s.changes.publish(ref) }
+
+// Observe registers f to be called with the id (onlineAPIRefId or printId)
+// of every transaction or print job this Service changes, after the change
+// is committed. f runs on the changing goroutine: it must be quick.
+func (s *Service) Observe(f func(id string)) {
+	s.changes.mu.Lock()
+	defer s.changes.mu.Unlock()
+	s.changes.observers = append(s.changes.observers, f)
+}

@@ -1,0 +1,223 @@
+package instore
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Store keeps everything the service must not lose. Two implementations
+// (SQLite and PostgreSQL, internal/sqlstore) pass one conformance suite
+// (internal/storetest). Methods return ErrNotFound for a missing row and
+// ErrConflict when a unique constraint or a state guard refuses a write,
+// wrapped with context.
+type Store interface {
+	DeviceStore
+	TerminalStore
+	TransactionStore
+	IdempotencyStore
+	HistoryStore
+	AccessStore
+
+	// Ping reports whether the store is reachable (readiness).
+	Ping(ctx context.Context) error
+	Close() error
+
+	CreateCustomer(ctx context.Context, c *Customer) error
+	Customer(ctx context.Context, id string) (*Customer, error)
+	Customers(ctx context.Context) ([]*Customer, error)
+
+	CreateMerchant(ctx context.Context, m *Merchant) error
+	Merchant(ctx context.Context, id string) (*Merchant, error)
+	// Merchants lists the merchants of a customer, or all when customerID
+	// is empty, oldest first.
+	Merchants(ctx context.Context, customerID string) ([]*Merchant, error)
+	// SetMerchantActive activates or deactivates a merchant.
+	SetMerchantActive(ctx context.Context, id string, active bool) error
+
+	CreateAPIClient(ctx context.Context, c *APIClient) error
+	APIClient(ctx context.Context, id string) (*APIClient, error)
+	APIClients(ctx context.Context, customerID string) ([]*APIClient, error)
+	// RevokeAPIClient marks a client revoked at t; its tokens stop working.
+	// Revoking an already revoked client keeps the first time.
+	RevokeAPIClient(ctx context.Context, id string, t time.Time) error
+
+	CreateSubscriptionKey(ctx context.Context, k *SubscriptionKey) error
+	// SubscriptionKeyByHash finds a key by the SHA-256 digest of its value.
+	SubscriptionKeyByHash(ctx context.Context, hash []byte) (*SubscriptionKey, error)
+	SubscriptionKeys(ctx context.Context, customerID string) ([]*SubscriptionKey, error)
+	RevokeSubscriptionKey(ctx context.Context, id string, t time.Time) error
+
+	// Setting returns a named service setting (ErrNotFound when unset).
+	Setting(ctx context.Context, name string) (string, error)
+	// InitSetting stores value under name unless a value is already there,
+	// and returns the value that is stored: the first writer wins, also
+	// across nodes.
+	InitSetting(ctx context.Context, name, value string) (string, error)
+}
+
+// DeviceStore keeps devices.
+type DeviceStore interface {
+	// CreateDevice adds a device (ErrConflict if the serial number exists).
+	CreateDevice(ctx context.Context, d *Device) error
+	Device(ctx context.Context, serial string) (*Device, error)
+	// Devices lists the devices of a customer, or all when customerID is
+	// empty, ordered by serial number.
+	Devices(ctx context.Context, customerID string) ([]*Device, error)
+	// DeviceByLinkCode finds the device showing code (ErrNotFound if none).
+	DeviceByLinkCode(ctx context.Context, code string) (*Device, error)
+	// DeviceSeen records a device's hello: its software version and time.
+	DeviceSeen(ctx context.Context, serial, softwareVersion string, at time.Time) error
+	// SetLinkCode sets (or with "" clears) the code a device shows;
+	// ErrConflict when another device shows the same code.
+	SetLinkCode(ctx context.Context, serial, code string) error
+}
+
+// TerminalStore keeps terminal IDs and their binding to devices.
+type TerminalStore interface {
+	// AllocateTerminalID assigns t.TerminalID the next free 8-digit terminal
+	// ID (from 10000001 up, never reused) and stores t, safely under
+	// concurrency on every backend.
+	AllocateTerminalID(ctx context.Context, t *Terminal) error
+	Terminal(ctx context.Context, terminalID string) (*Terminal, error)
+	// TerminalBySerial finds the terminal ID linked to a device.
+	TerminalBySerial(ctx context.Context, serial string) (*Terminal, error)
+	// Terminals lists a merchant's terminal IDs in order.
+	Terminals(ctx context.Context, merchantID string) ([]*Terminal, error)
+	// LinkTerminal binds terminalID to the device serial in one database
+	// transaction: any other terminal ID bound to that device is unbound,
+	// the device's link code is cleared, the device is assigned the
+	// terminal's customer, linked_at is set. It returns the device that was
+	// bound to terminalID before ("" if none) and the terminal ID that was
+	// bound to the device before ("" if none). ErrConflict when either
+	// terminal ID has a PENDING transaction.
+	LinkTerminal(ctx context.Context, terminalID, serial string, at time.Time) (prevSerial, prevTerminalID string, err error)
+	// UnlinkTerminal unbinds terminalID and returns the device it was bound
+	// to; ErrNotFound when it was not linked, ErrConflict when it has a
+	// PENDING transaction.
+	UnlinkTerminal(ctx context.Context, terminalID string) (serial string, err error)
+}
+
+// TransactionStore keeps transactions. Every change is a compare-and-set on
+// Version in one database transaction; the database allows one PENDING
+// transaction per terminal ID.
+type TransactionStore interface {
+	// CreateTransaction stores a new transaction (Version 1). ErrConflict
+	// when the terminal ID already has a PENDING transaction.
+	CreateTransaction(ctx context.Context, t *Transaction) error
+	Transaction(ctx context.Context, id string) (*Transaction, error)
+	// ActiveTransaction returns the PENDING transaction of a terminal ID
+	// (ErrNotFound if none).
+	ActiveTransaction(ctx context.Context, terminalID string) (*Transaction, error)
+	// UpdateTransaction writes every mutable field of t if the stored
+	// version is still fromVersion, and sets t.Version to fromVersion+1.
+	// ErrConflict (and t unchanged) when the stored version moved on.
+	UpdateTransaction(ctx context.Context, t *Transaction, fromVersion int64) error
+	// PendingTransactions lists every PENDING transaction (restart recovery).
+	PendingTransactions(ctx context.Context) ([]*Transaction, error)
+}
+
+// IdempotencyStore keeps idempotency records.
+type IdempotencyStore interface {
+	// BeginIdempotency stores rec (StatusCode 0: running) unless a record
+	// with its merchant and key exists; then it returns that record and
+	// stores nothing.
+	BeginIdempotency(ctx context.Context, rec *IdempotencyRecord) (existing *IdempotencyRecord, err error)
+	// CompleteIdempotency stores the response of a running record.
+	CompleteIdempotency(ctx context.Context, merchantID, key string, status int, header map[string]string, body []byte) error
+	// IdempotencyRecord reads a record (ErrNotFound if none).
+	IdempotencyRecord(ctx context.Context, merchantID, key string) (*IdempotencyRecord, error)
+	// DeleteIdempotency removes a record (an abandoned running one).
+	DeleteIdempotency(ctx context.Context, merchantID, key string) error
+	// ExpireIdempotency deletes records created before t and says how many.
+	ExpireIdempotency(ctx context.Context, before time.Time) (int, error)
+}
+
+// ErrRefundExceeded is returned when a refund would take the refunds of a
+// purchase past its amount.
+var ErrRefundExceeded = errors.New("refunds exceed the original amount")
+
+// HistoryStore holds what refunds, reversals, listings and printing need.
+type HistoryStore interface {
+	// ListTransactions lists transactions by f, newest first (created_at,
+	// then id, both descending), at most f.Limit.
+	ListTransactions(ctx context.Context, f TransactionFilter) ([]*Transaction, error)
+	// LatestTransaction returns the newest transaction of a terminal ID
+	// (ErrNotFound if none).
+	LatestTransaction(ctx context.Context, terminalID string) (*Transaction, error)
+	// RefundedAmount sums the refunds of an original that are APPROVED or
+	// PENDING.
+	RefundedAmount(ctx context.Context, originalID string) (int64, error)
+	// CreateRefund stores a new REFUND like CreateTransaction, checking in
+	// the same database transaction that the APPROVED and PENDING refunds of
+	// t.OriginalID plus t.Amount do not exceed the original's amount
+	// (ErrRefundExceeded otherwise). Two refunds racing on one original
+	// cannot both pass.
+	CreateRefund(ctx context.Context, t *Transaction) error
+	// UpdateTransactionPair applies two compare-and-set updates in one
+	// database transaction: both or neither (ErrConflict).
+	UpdateTransactionPair(ctx context.Context, a *Transaction, aFrom int64, b *Transaction, bFrom int64) error
+
+	CreatePrintJob(ctx context.Context, p *PrintJob) error
+	PrintJob(ctx context.Context, id string) (*PrintJob, error)
+	// CompletePrintJob sets the final print status of a running job;
+	// ErrConflict when it already has one.
+	CompletePrintJob(ctx context.Context, id string, statusID int, at time.Time) error
+}
+
+// AccessStore holds what the Access API needs: terminal IDs allocated with
+// their declared model and device, the package catalogue and software
+// updates.
+type AccessStore interface {
+	// AllocateTerminal is AllocateTerminalID that also records the model
+	// the terminal ID is declared for (model may be ""), and, when
+	// t.SerialNumber is set, binds that device in the same database
+	// transaction: its link code is cleared and it is assigned t's
+	// customer. ErrConflict (and t unchanged) when the device is bound to
+	// a terminal ID already or belongs to another customer, or a
+	// reference is missing.
+	AllocateTerminal(ctx context.Context, t *Terminal, model string) error
+	// TerminalModel returns the model a terminal ID was declared for ("" if
+	// none); ErrNotFound when the terminal ID does not exist.
+	TerminalModel(ctx context.Context, terminalID string) (string, error)
+
+	// ImportPackages stores the packages in one database transaction: a
+	// package whose id exists is skipped when it is the same release
+	// (SamePackage) and refused otherwise (ErrConflict: packages are
+	// immutable), as is a package of a missing customer. When any package
+	// was added, the setting CatalogueSetting changes. It returns how many
+	// were added.
+	ImportPackages(ctx context.Context, ps []*Package) (added int, err error)
+	Package(ctx context.Context, id string) (*Package, error)
+	// Packages lists a model's packages that a customer may install (its
+	// own and those for every customer; with customerID "" only the
+	// latter), newest first: released_at, then id, both descending.
+	Packages(ctx context.Context, customerID, model string) ([]*Package, error)
+
+	// CreateUpdate stores a new update; ErrConflict when its terminal ID
+	// has an unfinished (SCHEDULED or DOWNLOADING) update already.
+	CreateUpdate(ctx context.Context, u *Update) error
+	Update(ctx context.Context, id string) (*Update, error)
+	// OpenUpdate returns the unfinished update of a terminal ID
+	// (ErrNotFound if none).
+	OpenUpdate(ctx context.Context, terminalID string) (*Update, error)
+	// LatestUpdate returns the newest update of a terminal ID, whatever its
+	// status (ErrNotFound if none).
+	LatestUpdate(ctx context.Context, terminalID string) (*Update, error)
+	// OpenUpdates lists every unfinished update, oldest first.
+	OpenUpdates(ctx context.Context) ([]*Update, error)
+	// MarkUpdateDelivered sets delivered_at to at if the update is
+	// SCHEDULED, was not delivered since staleBefore, and its terminal ID
+	// has no PENDING transaction, all checked in the same database
+	// transaction; ErrConflict otherwise.
+	MarkUpdateDelivered(ctx context.Context, id string, at, staleBefore time.Time) error
+	// ClearUpdateDelivered clears delivered_at (the update is to be sent
+	// again).
+	ClearUpdateDelivered(ctx context.Context, id string) error
+	// SetUpdateStatus writes u's status, reason, software version and
+	// updated_at if the stored status is one of from (compare-and-set;
+	// ErrConflict otherwise), and clears delivered_at. For INSTALLED with
+	// a software version, the device linked to u's terminal ID gets that
+	// version in the same database transaction.
+	SetUpdateStatus(ctx context.Context, u *Update, from ...string) error
+}
