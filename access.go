@@ -228,6 +228,20 @@ func (s *Service) TerminalInfo(ctx context.Context, p *Principal, req *TerminalR
 		return nil, err
 	}
 	info := &TerminalInfo{Terminal: t}
+	// The updates are read before the device: a terminal's new software
+	// version is stored before its update reads INSTALLED, so in this order
+	// an INSTALLED update is never shown beside the old version. One read
+	// for both fields, so that they come from the same moment: at most one
+	// update of a terminal is unfinished and no other can be created while
+	// it is, so the unfinished one is always the newest.
+	if info.LastUpdate, err = s.Store.LatestUpdate(ctx, t.TerminalID); errors.Is(err, ErrNotFound) {
+		info.LastUpdate = nil
+	} else if err != nil {
+		return nil, fmt.Errorf("latest update: %w", err)
+	}
+	if info.LastUpdate != nil && !info.LastUpdate.Final() {
+		info.PendingUpdate = info.LastUpdate
+	}
 	if info.Model, err = s.Store.TerminalModel(ctx, t.TerminalID); err != nil {
 		return nil, fmt.Errorf("terminal model: %w", err)
 	}
@@ -243,16 +257,6 @@ func (s *Service) TerminalInfo(ctx context.Context, p *Principal, req *TerminalR
 			return nil, fmt.Errorf("packages: %w", err)
 		}
 		info.MinSoftwareVersion = MinVersion(ps)
-	}
-	if info.PendingUpdate, err = s.Store.OpenUpdate(ctx, t.TerminalID); errors.Is(err, ErrNotFound) {
-		info.PendingUpdate = nil
-	} else if err != nil {
-		return nil, fmt.Errorf("open update: %w", err)
-	}
-	if info.LastUpdate, err = s.Store.LatestUpdate(ctx, t.TerminalID); errors.Is(err, ErrNotFound) {
-		info.LastUpdate = nil
-	} else if err != nil {
-		return nil, fmt.Errorf("latest update: %w", err)
 	}
 	return info, nil
 }

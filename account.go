@@ -72,4 +72,10 @@ type Principal struct {
 	MerchantID string
 	// KeyID is the subscription key used; rate limits count per key.
 	KeyID string
+	// Merchant is the merchant (Online API) as authentication read it, kept
+	// with the verified credentials for as long as they are cached, so that
+	// a request does not read it again; deactivating a merchant takes
+	// effect within that time, like revoking a key. Nil: not read, the
+	// service reads it.
+	Merchant *Merchant
 }

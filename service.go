@@ -78,9 +78,12 @@ func (s *Service) Close() {
 
 // merchant loads the principal's merchant and answers WP03 when inactive.
 func (s *Service) merchant(ctx context.Context, p *Principal) (*Merchant, error) {
-	m, err := s.Store.Merchant(ctx, p.MerchantID)
-	if err != nil {
-		return nil, fmt.Errorf("merchant: %w", err)
+	m := p.Merchant
+	if m == nil || m.ID != p.MerchantID {
+		var err error
+		if m, err = s.Store.Merchant(ctx, p.MerchantID); err != nil {
+			return nil, fmt.Errorf("merchant: %w", err)
+		}
 	}
 	if !m.Active {
 		return nil, Errorf(WP03, "The merchant is inactive.")
@@ -424,31 +427,45 @@ func (s *Service) Transaction(ctx context.Context, p *Principal, ref string, wai
 }
 
 // waitFor reads the transaction until cond holds, the deadline passes or
-// ctx ends, woken by the transaction's changes (no polling). It returns the
-// latest state in every case but a store error.
+// ctx ends, woken by the transaction's changes (no polling); a change
+// published with its state costs no read. It returns the latest state in
+// every case but a store error.
 func (s *Service) waitFor(ctx context.Context, ref string, until time.Time, cond func(*Transaction) bool) (*Transaction, error) {
+	w, release := s.changes.subscribe(ref)
+	defer release()
+	gen, _, _, _ := s.changes.since(w, 0)
+	// Read after subscribing: a change committed from here on is published
+	// to w.
+	t, err := s.Store.Transaction(ctx, ref)
+	if err != nil {
+		return nil, fmt.Errorf("transaction: %w", err)
+	}
 	// Durations are taken against the service's clock, which tests may set.
 	timer := time.NewTimer(until.Sub(s.Now()))
 	defer timer.Stop()
 	for {
-		ch, release := s.changes.watch(ref)
-		t, err := s.Store.Transaction(ctx, ref)
-		if err != nil {
-			release()
-			return nil, fmt.Errorf("transaction: %w", err)
-		}
 		if cond(t) {
-			release()
 			return t, nil
+		}
+		newGen, latest, changed, ch := s.changes.since(w, gen)
+		if changed {
+			gen = newGen
+			switch {
+			case latest == nil:
+				if t, err = s.Store.Transaction(ctx, ref); err != nil {
+					return nil, fmt.Errorf("transaction: %w", err)
+				}
+			case latest.Version > t.Version:
+				cp := *latest
+				t = &cp
+			}
+			continue
 		}
 		select {
 		case <-ch:
-			release()
 		case <-timer.C:
-			release()
 			return t, nil
 		case <-ctx.Done():
-			release()
 			return t, nil
 		}
 	}
@@ -504,16 +521,29 @@ func (s *Service) Cancel(ctx context.Context, p *Principal, req *TerminalRequest
 // re-reading and retrying when another writer moved it; change returns
 // false to leave it as it is. It publishes the change.
 func (s *Service) finish(ctx context.Context, ref string, change func(*Transaction) bool) (*Transaction, error) {
+	return s.finishFrom(ctx, ref, nil, change)
+}
+
+// finishFrom is finish starting from known, a state of the transaction the
+// caller just read (nil: read it), which it does not keep: change is
+// applied to a copy.
+func (s *Service) finishFrom(ctx context.Context, ref string, known *Transaction, change func(*Transaction) bool) (*Transaction, error) {
 	for {
-		t, err := s.Store.Transaction(ctx, ref)
-		if err != nil {
-			return nil, fmt.Errorf("transaction: %w", err)
+		var t *Transaction
+		if known != nil {
+			cp := *known
+			t, known = &cp, nil
+		} else {
+			var err error
+			if t, err = s.Store.Transaction(ctx, ref); err != nil {
+				return nil, fmt.Errorf("transaction: %w", err)
+			}
 		}
 		from := t.Version
 		if !change(t) {
 			return t, nil
 		}
-		err = s.Store.UpdateTransaction(ctx, t, from)
+		err := s.Store.UpdateTransaction(ctx, t, from)
 		if errors.Is(err, ErrConflict) {
 			continue
 		} else if err != nil {
@@ -524,7 +554,8 @@ func (s *Service) finish(ctx context.Context, ref string, change func(*Transacti
 			// Access API: an update waiting for the terminal to be idle goes now.
 			s.terminalIdle(t.TerminalID)
 		}
-		s.changes.publish(ref)
+		published := *t
+		s.changes.publishState(ref, &published)
 		return t, nil
 	}
 }
@@ -680,11 +711,12 @@ func (s *Service) transactionOf(ctx context.Context, serial, ref string) (*Trans
 // TerminalAcknowledged records the ack: the purchase request answers and
 // the deadline starts.
 func (s *Service) TerminalAcknowledged(ctx context.Context, serial, ref string) error {
-	if _, err := s.transactionOf(ctx, serial, ref); err != nil {
+	known, err := s.transactionOf(ctx, serial, ref)
+	if err != nil {
 		return err
 	}
 	var deadline time.Time
-	_, err := s.finish(ctx, ref, func(t *Transaction) bool {
+	_, err = s.finishFrom(ctx, ref, known, func(t *Transaction) bool {
 		if t.Final() || t.Acknowledged() {
 			return false
 		}
@@ -716,10 +748,11 @@ func (s *Service) TerminalProgress(ctx context.Context, serial, ref, stage strin
 	if rank(stage) == 0 {
 		return fmt.Errorf("unknown progress stage %q", stage)
 	}
-	if _, err := s.transactionOf(ctx, serial, ref); err != nil {
+	known, err := s.transactionOf(ctx, serial, ref)
+	if err != nil {
 		return err
 	}
-	_, err := s.finish(ctx, ref, func(t *Transaction) bool {
+	_, err = s.finishFrom(ctx, ref, known, func(t *Transaction) bool {
 		if t.Final() || rank(stage) <= rank(t.Progress) {
 			return false
 		}
@@ -756,7 +789,7 @@ func (s *Service) TerminalResult(ctx context.Context, serial string, r TerminalR
 	}
 	reverse, applied := false, false
 	result := r.Result
-	_, err = s.finish(ctx, r.Ref, func(t *Transaction) bool {
+	_, err = s.finishFrom(ctx, r.Ref, t, func(t *Transaction) bool {
 		reverse, applied = false, false
 		if t.ResultMessageID != "" {
 			return false
@@ -800,8 +833,10 @@ func (s *Service) TerminalResult(ctx context.Context, serial string, r TerminalR
 	return nil
 }
 
-// changes wakes whoever waits on a transaction when it changes: a channel
-// per watched transaction, closed by publish.
+// changes wakes whoever waits on a transaction when it changes: an entry
+// per watched transaction, kept while someone watches, whose channel
+// publish closes (and replaces). publish also leaves the committed state it
+// knows in the entry, so that a woken waiter needs no read of its own.
 type changes struct {
 	mu        sync.Mutex
 	m         map[string]*watch
@@ -811,11 +846,23 @@ type changes struct {
 type watch struct {
 	ch   chan struct{}
 	refs int
+	// gen counts the publishes since the entry was made; t is the newest
+	// committed state published (nil when the last publish carried none).
+	gen uint64
+	t   *Transaction
 }
 
 // watch returns a channel closed at the next change of ref, and a release
 // function to call when done waiting.
 func (c *changes) watch(ref string) (<-chan struct{}, func()) {
+	w, release := c.subscribe(ref)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return w.ch, release
+}
+
+// subscribe holds the entry of ref until release is called.
+func (c *changes) subscribe(ref string) (*watch, func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
@@ -827,7 +874,7 @@ func (c *changes) watch(ref string) (<-chan struct{}, func()) {
 		c.m[ref] = w
 	}
 	w.refs++
-	return w.ch, func() {
+	return w, func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		w.refs--
@@ -837,12 +884,33 @@ func (c *changes) watch(ref string) (<-chan struct{}, func()) {
 	}
 }
 
+// since returns, if ref was published after generation gen, the newest
+// generation and the state published (nil: read the store); and the
+// channel closed at the next publish.
+func (c *changes) since(w *watch, gen uint64) (newGen uint64, t *Transaction, changed bool, ch <-chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return w.gen, w.t, w.gen != gen, w.ch
+}
+
 // publish wakes every watcher of ref and tells the observers.
-func (c *changes) publish(ref string) {
+func (c *changes) publish(ref string) { c.publishState(ref, nil) }
+
+// publishState is publish with the transaction's committed state, which
+// the waiters take instead of reading it again. It must be called after
+// the commit, and t not changed afterwards.
+func (c *changes) publishState(ref string, t *Transaction) {
 	c.mu.Lock()
 	if w := c.m[ref]; w != nil {
+		switch {
+		case t == nil:
+			w.t = nil
+		case w.t == nil || t.Version > w.t.Version:
+			w.t = t
+		}
+		w.gen++
 		close(w.ch)
-		delete(c.m, ref)
+		w.ch = make(chan struct{})
 	}
 	obs := c.observers
 	c.mu.Unlock()

@@ -296,5 +296,16 @@ func (a *Authenticator) verify(ctx context.Context, surface instore.Surface, tok
 		MerchantID: client.MerchantID,
 		KeyID:      key.ID,
 	}
+	if client.MerchantID != "" {
+		// Read once with the credentials and cached with them: requests
+		// check that the merchant is active (WP03) without a read of their own.
+		m, err := a.store.Merchant(ctx, client.MerchantID)
+		if errors.Is(err, instore.ErrNotFound) {
+			return nil, time.Time{}, errUnauthorized("client of an unknown merchant")
+		} else if err != nil {
+			return nil, time.Time{}, fmt.Errorf("authenticate: %w", err)
+		}
+		p.Merchant = m
+	}
 	return p, claims.ExpiresAt.Time, nil
 }

@@ -667,7 +667,10 @@ func TestUpdateWaitsForTransactionAndOfflineTerminal(t *testing.T) {
 // install, purchases answer WP09; INSTALLED after a reconnect comes from
 // the version in hello.
 func TestPurchaseDuringInstallWP09(t *testing.T) {
-	e := rawEnv(t, nil)
+	// A delivered update counts as installing for the ack timeout: long
+	// enough here that a loaded machine cannot run past it between the
+	// delivery and the purchases below.
+	e := rawEnv(t, func(c *server.Config) { c.AckTimeout = 10 * time.Second })
 	e.importCatalogue(t, testCatalogue(e.customer.ID))
 	term, secret := e.provision(t, "SN-RAW-UPD")
 	d := dialDevice(t, e.srv.URL("terminal"), "SN-RAW-UPD", secret)

@@ -354,6 +354,31 @@ func TestRevocationWithinCacheTTL(t *testing.T) {
 	}
 }
 
+// TestDeactivationWithinCacheTTL: the merchant is read with the cached
+// credentials, so deactivating it takes effect within the cache TTL, as a
+// revocation does, and then every operation but metadata answers WP03.
+func TestDeactivationWithinCacheTTL(t *testing.T) {
+	e := start(t, func(c *server.Config) { c.AuthCacheTTL = 50 * time.Millisecond })
+	if resp, body := e.do(t, "GET", e.online+"/in-store/api/v1/terminals", nil, e.auth(e.token, e.key)); resp.StatusCode != 200 {
+		t.Fatalf("before deactivation = %d %s, want 200", resp.StatusCode, body)
+	}
+	must(t, e.ad.SetMerchantActive(context.Background(), e.merchantRec.ID, false))
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, body := e.do(t, "GET", e.online+"/in-store/api/v1/terminals", nil, e.auth(e.token, e.key))
+		if resp.StatusCode == 403 && strings.Contains(string(body), `"errorCode":"WP03"`) {
+			break
+		}
+		if resp.StatusCode != 200 || time.Now().After(deadline) {
+			t.Fatalf("after deactivation = %d %s; want 200 within the cache TTL, then 403 WP03", resp.StatusCode, body)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if resp, _ := e.do(t, "GET", e.online+"/in-store/api/v1/metadata", nil, e.auth(e.token, e.key)); resp.StatusCode != 200 {
+		t.Errorf("inactive merchant GET /metadata = %d, want 200", resp.StatusCode)
+	}
+}
+
 func TestInactiveMerchantReadsMetadataAndGetsTokens(t *testing.T) {
 	e := start(t, nil)
 	must(t, e.ad.SetMerchantActive(context.Background(), e.merchantRec.ID, false))

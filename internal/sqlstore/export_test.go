@@ -63,3 +63,17 @@ func (db *DB) ExplainListTransactions(ctx context.Context, f instore.Transaction
 	}
 	return append(plan, "opcodes: "+strings.Join(walk, " ")), nil
 }
+
+// CachedStatements returns how many statements the writer's and the
+// reader's caches hold (SQLite; 0, 0 on PostgreSQL).
+func (db *DB) CachedStatements() (writer, reader int) {
+	if db.writerStmts == nil {
+		return 0, 0
+	}
+	count := func(sc *stmtCache) int {
+		sc.mu.RLock()
+		defer sc.mu.RUnlock()
+		return len(sc.m)
+	}
+	return count(db.writerStmts), count(db.readerStmts)
+}

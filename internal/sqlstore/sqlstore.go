@@ -36,6 +36,8 @@ type DB struct {
 	// reader serves reads: a query_only pool on SQLite, the writer pool on
 	// PostgreSQL.
 	reader *sql.DB
+	// Prepared statements of each pool (SQLite only, see stmtCache).
+	writerStmts, readerStmts *stmtCache
 }
 
 // Open opens the store named by dsn and applies pending migrations. A dsn
@@ -65,6 +67,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 			return nil, err
 		}
 		db.d, db.writer, db.reader = newSQLite(), writer, reader
+		db.writerStmts, db.readerStmts = newStmtCache(writer), newStmtCache(reader)
 	}
 	if err := db.migrate(ctx); err != nil {
 		db.Close()
@@ -75,6 +78,10 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 
 // Close closes the database connections.
 func (db *DB) Close() error {
+	if db.writerStmts != nil {
+		db.writerStmts.close()
+		db.readerStmts.close()
+	}
 	err := db.writer.Close()
 	if db.reader != db.writer {
 		err = errors.Join(err, db.reader.Close())
@@ -104,22 +111,47 @@ type querier interface {
 type conn struct {
 	d *dialect
 	q querier
+	// Prepared statements (SQLite): pool for reads on the reader pool, tx
+	// inside a write transaction; both nil otherwise.
+	pool *stmtCache
+	tx   *txStmts
+}
+
+// stmt returns the prepared statement of query for this conn, or nil to
+// run it unprepared.
+func (c conn) stmt(ctx context.Context, query string) *sql.Stmt {
+	switch {
+	case c.tx != nil:
+		return c.tx.stmt(ctx, query)
+	case c.pool != nil:
+		return c.pool.prepare(ctx, query)
+	}
+	return nil
 }
 
 func (c conn) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if st := c.stmt(ctx, query); st != nil {
+		return st.ExecContext(ctx, args...)
+	}
 	return c.q.ExecContext(ctx, c.d.rebind(query), args...)
 }
 
 func (c conn) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st := c.stmt(ctx, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
 	return c.q.QueryContext(ctx, c.d.rebind(query), args...)
 }
 
 func (c conn) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := c.stmt(ctx, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
 	return c.q.QueryRowContext(ctx, c.d.rebind(query), args...)
 }
 
 // read returns the read path.
-func (db *DB) read() conn { return conn{d: db.d, q: db.reader} }
+func (db *DB) read() conn { return conn{d: db.d, q: db.reader, pool: db.readerStmts} }
 
 // update runs fn in one write transaction and commits it when fn returns
 // nil.
@@ -128,12 +160,21 @@ func (db *DB) update(ctx context.Context, fn func(c conn) error) error {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	if err := fn(conn{d: db.d, q: tx}); err != nil {
+	c := conn{d: db.d, q: tx}
+	var ts *txStmts
+	if db.writerStmts != nil {
+		ts = &txStmts{cache: db.writerStmts, tx: tx}
+		c.tx = ts
+	}
+	if err := fn(c); err != nil {
 		tx.Rollback()
 		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
+	}
+	if ts != nil && len(ts.missed) > 0 {
+		ts.prepareMissed(ctx)
 	}
 	return nil
 }
