@@ -415,6 +415,15 @@ func (s *Service) Transaction(ctx context.Context, p *Principal, ref string, wai
 	if !ValidRef(ref) {
 		return nil, Errorf(WP04, "No transaction with this onlineAPIRefId.")
 	}
+	var w *watch
+	var gen uint64
+	if wait > 0 {
+		// Subscribed before the read, so that the read serves the wait too.
+		var release func()
+		w, release = s.changes.subscribe(ref)
+		defer release()
+		gen, _, _, _ = s.changes.since(w, 0)
+	}
 	t, err := s.ownTransaction(ctx, p, ref)
 	if err != nil {
 		return nil, err
@@ -423,7 +432,7 @@ func (s *Service) Transaction(ctx context.Context, p *Principal, ref string, wai
 		return t, nil
 	}
 	from := t.Version
-	return s.waitFor(ctx, ref, s.Now().Add(wait), func(t *Transaction) bool { return t.Version != from || t.Final() })
+	return s.waitOn(ctx, ref, w, gen, t, s.Now().Add(wait), func(t *Transaction) bool { return t.Version != from || t.Final() })
 }
 
 // waitFor reads the transaction until cond holds, the deadline passes or
@@ -440,6 +449,12 @@ func (s *Service) waitFor(ctx context.Context, ref string, until time.Time, cond
 	if err != nil {
 		return nil, fmt.Errorf("transaction: %w", err)
 	}
+	return s.waitOn(ctx, ref, w, gen, t, until, cond)
+}
+
+// waitOn is waitFor from t, read after w was subscribed at generation gen.
+func (s *Service) waitOn(ctx context.Context, ref string, w *watch, gen uint64, t *Transaction, until time.Time, cond func(*Transaction) bool) (*Transaction, error) {
+	var err error
 	// Durations are taken against the service's clock, which tests may set.
 	timer := time.NewTimer(until.Sub(s.Now()))
 	defer timer.Stop()

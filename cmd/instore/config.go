@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/rand"
 	"fmt"
 	"io"
 	"log/slog"
@@ -69,6 +70,8 @@ func bindEnv(cmd *cobra.Command) error {
 // logFlags configure the log.
 type logFlags struct {
 	format, level, fingerprintKey string
+	// accessFlush is the access log's flush interval (serve and demo).
+	accessFlush time.Duration
 }
 
 func (l *logFlags) register(fs *pflag.FlagSet) {
@@ -91,6 +94,40 @@ func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 		key = []byte(l.fingerprintKey)
 	}
 	return logging.New(w, logging.Options{Format: format, Level: level, FingerprintKey: key}), nil
+}
+
+// registerAccess adds the access log's flag (serve and demo).
+func (l *logFlags) registerAccess(fs *pflag.FlagSet) {
+	fs.DurationVar(&l.accessFlush, "access-log-flush", 100*time.Millisecond,
+		"the access log (one line per HTTP request) is written in batches at this interval, one write instead of one per line; a crash loses at most this much of it (0: every line at once; at most 10s)")
+}
+
+// loggers returns the service logger and the access logger, which share
+// the output and the fingerprint key; the access logger is buffered
+// (--access-log-flush). stop writes out the buffered lines: call it last.
+func (l *logFlags) loggers(w io.Writer) (logger, access *slog.Logger, stop func() error, err error) {
+	if l.accessFlush < 0 || l.accessFlush > logging.MaxFlushInterval {
+		return nil, nil, nil, usageError{fmt.Errorf("--access-log-flush must be between 0 and %s, got %s", logging.MaxFlushInterval, l.accessFlush)}
+	}
+	cp := *l
+	// The access logger writes through a wrapper: it takes w's format.
+	cp.format = logging.FormatFor(l.format, w)
+	if l.fingerprintKey == "" {
+		// One random key for both loggers, so that their fingerprints of
+		// the same identifier match.
+		key := make([]byte, 32)
+		rand.Read(key)
+		cp.fingerprintKey = string(key)
+	}
+	l = &cp
+	if logger, err = l.logger(w); err != nil {
+		return nil, nil, nil, err
+	}
+	bw, stop := logging.Buffered(w, l.accessFlush)
+	if access, err = l.logger(bw); err != nil {
+		return nil, nil, nil, err
+	}
+	return logger, access, stop, nil
 }
 
 // serviceFlags are the flags of serve and demo.

@@ -35,14 +35,17 @@ credentials.`,
 			if asJSON && asEnv {
 				return usageError{errors.New("--json and --env exclude each other")}
 			}
-			logger, err := f.log.logger(cmd.ErrOrStderr())
+			logger, accessLog, stopLog, err := f.log.loggers(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
+			// Last, after the server stopped: the buffered access lines.
+			defer stopLog()
 			cfg, err := f.config(logger)
 			if err != nil {
 				return err
 			}
+			cfg.AccessLogger = accessLog
 			cfg.Sandbox, cfg.InteractiveFirst = true, interactive
 			d, err := demo.Start(cmd.Context(), cfg)
 			if err != nil {
@@ -70,6 +73,7 @@ credentials.`,
 			return err
 		},
 	}
+	f.log.registerAccess(cmd.Flags())
 	f.register(cmd.Flags(), "127.0.0.1")
 	cmd.Flags().BoolVar(&interactive, "interactive", false, "the first virtual terminal waits for a person: its outcome is decided by a click in the console")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object with the URLs and credentials on one line instead of the banner")

@@ -435,7 +435,9 @@ func TestVersion(t *testing.T) {
 }
 
 // TestBinarySIGTERM builds the real binary, runs `instore demo --json` as
-// the README does, and stops it with SIGTERM: it must exit 0.
+// the README does, and stops it with SIGTERM: it must exit 0, with the
+// buffered access log written out (the flush interval here is longer than
+// the test, so the line can only come from the flush at shutdown).
 func TestBinarySIGTERM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -445,7 +447,7 @@ func TestBinarySIGTERM(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	cmd := exec.Command(bin, "demo", "--json", "--listen-online", "127.0.0.1:0", "--listen-access", "127.0.0.1:0",
-		"--listen-terminal", "127.0.0.1:0", "--listen-ops", "127.0.0.1:0")
+		"--listen-terminal", "127.0.0.1:0", "--listen-ops", "127.0.0.1:0", "--access-log-flush", "10s")
 	stdout, _ := cmd.StdoutPipe()
 	var stderr lockedBuffer
 	cmd.Stderr = &stderr
@@ -474,6 +476,16 @@ func TestBinarySIGTERM(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatalf("instore demo did not exit within 20 s of SIGTERM")
+	}
+	accessLine := false
+	for line := range strings.Lines(stderr.String()) {
+		var rec struct{ Msg, Route, Surface string }
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "request" && rec.Surface == "online" && strings.HasSuffix(rec.Route, "/metadata") {
+			accessLine = true
+		}
+	}
+	if !accessLine {
+		t.Errorf("no access-log line of GET /metadata after the shutdown:\n%s", stderr.String())
 	}
 	for _, s := range []string{info.SubscriptionKey, info.AccessToken, info.ClientSecret, info.MerchantID, info.CustomerID, info.ClientID} {
 		if strings.Contains(stderr.String(), s) {

@@ -22,14 +22,17 @@ by INSTORE_<FLAG>_FILE naming a file that holds the value. Flags win.`,
 			return bindEnv(cmd)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			logger, err := f.log.logger(cmd.ErrOrStderr())
+			logger, accessLog, stopLog, err := f.log.loggers(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
+			// Last, after the server stopped: the buffered access lines.
+			defer stopLog()
 			cfg, err := f.config(logger)
 			if err != nil {
 				return err
 			}
+			cfg.AccessLogger = accessLog
 			if cfg.DataDir == "" && cfg.DatabaseURL == "" {
 				return usageError{errors.New("no store: set --data DIR (SQLite) or --database-url postgres://... (or INSTORE_DATA / INSTORE_DATABASE_URL)")}
 			}
@@ -53,6 +56,7 @@ by INSTORE_<FLAG>_FILE naming a file that holds the value. Flags win.`,
 			return err
 		},
 	}
+	f.log.registerAccess(cmd.Flags())
 	f.register(cmd.Flags(), "")
 	cmd.Flags().BoolVar(&f.pprof, "pprof", false, "serve Go profiles (net/http/pprof) under /debug/pprof/ on the ops listener")
 	cmd.Flags().BoolVar(&f.sandbox, "sandbox", false, "sandbox mode: run three virtual terminals in-process and serve the sandbox control API (/sandbox/v1)")

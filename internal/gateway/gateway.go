@@ -21,6 +21,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -221,7 +222,9 @@ func (g *Server) authenticate(w http.ResponseWriter, r *http.Request, rid string
 		}
 	}
 	if err == nil {
-		return serial, true
+		// A copy: the decoded header holds the secret next to the serial
+		// number, and the session keeps the serial for its whole life.
+		return strings.Clone(serial), true
 	}
 	if code := instore.ErrorCode(err); code != instore.EUnauthorized && !errors.Is(err, instore.ErrNotFound) {
 		// The check failed, not the device: it should retry, not give up.

@@ -33,6 +33,7 @@ type recorder struct {
 	results     []instore.TerminalResult
 	failResults int // how many next TerminalResult calls fail
 	ackErr      error
+	ackPanic    bool
 	updateErr   error
 	// onConnected runs in DeviceConnected, as the domain sends the link
 	// code or terminal ID from there.
@@ -97,6 +98,9 @@ func (r *recorder) TerminalAcknowledged(ctx context.Context, serial, ref string)
 	r.add("ack %s %s", serial, ref)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.ackPanic {
+		panic("ack handler bug")
+	}
 	return r.ackErr
 }
 
@@ -506,6 +510,26 @@ func TestEventErrorsDoNotCloseTheSession(t *testing.T) {
 	}
 	if !strings.Contains(h.logs.String(), "terminal ack not applied") {
 		t.Error("the failed ack was not logged")
+	}
+}
+
+// TestPanicClosesOnlyItsSession: a bug that panics while a frame is
+// handled closes that session with 1011 and is logged; the process and the
+// other sessions go on.
+func TestPanicClosesOnlyItsSession(t *testing.T) {
+	h := newHarness(t, Config{})
+	other := h.connect("SN-OTHER")
+	c := h.connect("SN-PANIC")
+	h.ev.set(func(r *recorder) { r.ackPanic = true })
+	c.send(`{"type":"ack","id":"1","ref":"txn_1"}`)
+	c.expectClose(websocket.CloseInternalServerErr)
+	if !strings.Contains(h.logs.String(), "terminal frame handling panicked") {
+		t.Error("the panic was not logged")
+	}
+	h.ev.set(func(r *recorder) { r.ackPanic = false })
+	other.send(`{"type":"result","id":"2","ref":"txn_2","data":{"statusId":0}}`)
+	if env := other.next(); env.Type != protocol.TypeConfirm || env.Re != "2" {
+		t.Errorf("other session got %+v, want the confirm of its result", env)
 	}
 }
 

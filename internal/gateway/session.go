@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -92,9 +93,9 @@ func (s *session) run() {
 		case mt != websocket.TextMessage:
 			code, reason = protocol.CloseMalformed, "frames must be JSON text frames"
 		case !s.registered:
-			code, reason = s.hello(frame)
+			code, reason = s.offload(func() (int, string) { return s.hello(frame) })
 		default:
-			code, reason = s.handle(frame)
+			code, reason = s.offload(func() (int, string) { return s.handle(frame) })
 		}
 		if code != 0 {
 			s.close(code, reason, true)
@@ -105,6 +106,36 @@ func (s *session) run() {
 		}
 	}
 	s.finish(err)
+}
+
+// offload runs fn, a frame's handling, on a goroutine of its own and waits
+// for it. The store work a frame causes (SQLite's driver is transpiled C
+// with large frames) grows the stack of whichever goroutine runs it; run
+// here, it would leave every idle session's long-lived read loop with a
+// stack many times what reading needs, shrunk only by halves at later
+// collections. The helper's stack goes when it ends, and the read loop
+// stays at the minimum (docs/benchmarks.md, sessions).
+//
+// A panic in fn is logged and closes the session (1011) instead of
+// stopping the process.
+func (s *session) offload(fn func() (int, string)) (int, string) {
+	type answer struct {
+		code   int
+		reason string
+	}
+	done := make(chan answer, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				s.g.log.Error("terminal frame handling panicked", "serialNumber", s.serial, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+				done <- answer{websocket.CloseInternalServerErr, "internal error"}
+			}
+		}()
+		code, reason := fn()
+		done <- answer{code, reason}
+	}()
+	a := <-done
+	return a.code, a.reason
 }
 
 // extend moves the liveness deadline. A close in progress keeps its own,

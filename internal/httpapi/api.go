@@ -49,6 +49,11 @@ func NewAPI(surface string, logger *slog.Logger, meta *instore.Metadata, m *Metr
 		accessLog: logger.With(slog.String("surface", surface))}
 }
 
+// SetAccessLogger makes the access log go to l instead of Logger.
+func (a *API) SetAccessLogger(l *slog.Logger) {
+	a.accessLog = l.With(slog.String("surface", a.Surface))
+}
+
 // Handle adds a route; h's error becomes a problem response.
 func (a *API) Handle(pattern string, h HandlerFunc) {
 	a.Mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {

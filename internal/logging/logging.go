@@ -15,7 +15,9 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
+	"go.uber.org/zap/zapcore"
 	"golang.org/x/term"
 )
 
@@ -94,9 +96,45 @@ func New(w io.Writer, opts Options) *slog.Logger {
 	return logger
 }
 
+// FormatFor returns the format New would use for format on w: FormatAuto
+// becomes FormatText on a terminal and FormatJSON otherwise. A logger
+// writing through a wrapper of w (as [Buffered]'s) gets w's format this way.
+func FormatFor(format string, w io.Writer) string {
+	f, err := ParseFormat(format)
+	if err != nil || f != FormatAuto {
+		return format
+	}
+	if isTerminal(w) {
+		return FormatText
+	}
+	return FormatJSON
+}
+
 // isTerminal reports whether w is a terminal, where people rather than log
 // collectors read the output.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }
+
+// MaxFlushInterval bounds [Buffered]'s interval.
+const MaxFlushInterval = 10 * time.Second
+
+// Buffered returns a writer that gathers what is written to w in memory
+// and writes it to w every interval (and whenever 256 KiB have gathered),
+// so that a busy access log costs one write(2) per batch instead of one per
+// line. stop writes out what is pending and ends the flushing; call it at
+// shutdown. A crash loses at most the last interval of lines. It is zap's
+// BufferedWriteSyncer; interval <= 0 returns w unbuffered.
+func Buffered(w io.Writer, interval time.Duration) (out io.Writer, stop func() error) {
+	if interval <= 0 {
+		return w, func() error { return nil }
+	}
+	// writeOnly hides an *os.File's Sync: a flush is a write, not an fsync.
+	b := &zapcore.BufferedWriteSyncer{WS: zapcore.AddSync(writeOnly{w}), FlushInterval: interval}
+	return b, b.Stop
+}
+
+type writeOnly struct{ w io.Writer }
+
+func (o writeOnly) Write(p []byte) (int, error) { return o.w.Write(p) }

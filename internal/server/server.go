@@ -62,6 +62,9 @@ type Config struct {
 
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
+	// AccessLogger writes the access log (one line per HTTP request);
+	// nil: Logger. The binary gives it a buffered output (--access-log-flush).
+	AccessLogger *slog.Logger
 
 	// AckTimeout is how long a purchase waits for the terminal's ack (WP25).
 	AckTimeout time.Duration
@@ -209,12 +212,21 @@ func NewWithStore(ctx context.Context, cfg Config, st instore.Store) (*Server, e
 // "terminal", "ops"), for tests and benchmarks that skip the network.
 func (s *Server) Handler(name string) http.Handler { return s.handlers[name] }
 
+// accessLogger returns the logger of the access log.
+func (s *Server) accessLogger() *slog.Logger {
+	if s.cfg.AccessLogger != nil {
+		return s.cfg.AccessLogger
+	}
+	return s.logger
+}
+
 // buildHandlers builds the four surfaces' handlers.
 func (s *Server) buildHandlers() map[string]http.Handler {
 	m := httpapi.NewMetrics(s.Registry)
 	limiter := httpapi.NewRateLimiter(s.cfg.RateLimit, s.cfg.RateBurst)
 
 	online := httpapi.NewAPI("online", s.logger, s.Metadata, m)
+	online.SetAccessLogger(s.accessLogger())
 	onlineapi.Register(onlineapi.Config{
 		API:      online,
 		Guard:    &httpapi.Guard{Auth: s.Auth, Surface: instore.SurfaceOnline, Limiter: limiter},
@@ -227,6 +239,7 @@ func (s *Server) buildHandlers() map[string]http.Handler {
 	})
 
 	access := httpapi.NewAPI("access", s.logger, s.Metadata, m)
+	access.SetAccessLogger(s.accessLogger())
 	accessapi.Register(accessapi.Config{
 		API:     access,
 		Guard:   &httpapi.Guard{Auth: s.Auth, Surface: instore.SurfaceAccess, Limiter: limiter},
@@ -237,6 +250,7 @@ func (s *Server) buildHandlers() map[string]http.Handler {
 	})
 
 	gatewayAPI := httpapi.NewAPI("gateway", s.logger, s.Metadata, m)
+	gatewayAPI.SetAccessLogger(s.accessLogger())
 	gatewayAPI.Mux.Handle("GET "+protocol.Path, s.Gateway)
 
 	if s.Fleet != nil {
@@ -248,6 +262,7 @@ func (s *Server) buildHandlers() map[string]http.Handler {
 	}
 
 	ops := httpapi.NewAPI("ops", s.logger, s.Metadata, nil)
+	ops.SetAccessLogger(s.accessLogger())
 	ops.Handle("GET /healthz", func(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{"status":"ok"}`))
