@@ -209,7 +209,7 @@ func (a *API) finish(r *http.Request, rw *responseWriter, info *requestInfo, sta
 		return
 	}
 	// Five attributes: slog keeps them inline in the record, no allocation.
-	method, dur, reqID := slog.String("method", r.Method), slog.Float64("durationMs", float64(d.Microseconds())/1000), slog.String("requestId", info.RequestID)
+	method, dur, reqID := slog.String("method", r.Method), slog.Int64("durationUs", d.Microseconds()), slog.String("requestId", info.RequestID)
 	if info.Err != nil {
 		a.accessLog.LogAttrs(r.Context(), level, "request", method, slog.String("route", route), slog.Int("status", status), dur, reqID,
 			slog.Int64("bytes", rw.bytes), slog.String("error", info.Err.Error()))

@@ -137,8 +137,8 @@ func TestAPIRequestIDAndAccessLog(t *testing.T) {
 			t.Errorf("access log %s = %v, want %v (line %s)", k, line[k], want, first)
 		}
 	}
-	if _, ok := line["durationMs"]; !ok {
-		t.Errorf("access log has no durationMs: %s", first)
+	if _, ok := line["durationUs"]; !ok {
+		t.Errorf("access log has no durationUs: %s", first)
 	}
 	if n := testutil.CollectAndCount(reg, "instore_http_request_duration_seconds"); n != 1 {
 		t.Errorf("histogram series = %d, want 1 (surface online, route GET /ok, code 200)", n)
