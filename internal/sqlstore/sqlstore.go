@@ -38,6 +38,8 @@ type DB struct {
 	reader *sql.DB
 	// Prepared statements of each pool (SQLite only, see stmtCache).
 	writerStmts, readerStmts *stmtCache
+	// group runs the writes (SQLite only, see groupCommitter).
+	group *groupCommitter
 }
 
 // Open opens the store named by dsn and applies pending migrations. A dsn
@@ -73,11 +75,17 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("sqlstore: migrate %s: %w", db.d.name, err)
 	}
+	if db.writerStmts != nil {
+		db.group = newGroupCommitter(db)
+	}
 	return db, nil
 }
 
 // Close closes the database connections.
 func (db *DB) Close() error {
+	if db.group != nil {
+		db.group.close()
+	}
 	if db.writerStmts != nil {
 		db.writerStmts.close()
 		db.readerStmts.close()
@@ -115,6 +123,16 @@ type conn struct {
 	// inside a write transaction; both nil otherwise.
 	pool *stmtCache
 	tx   *txStmts
+	// detached: the statements ignore the context's end (group commits).
+	detached bool
+}
+
+// context returns the context a statement runs with.
+func (c conn) context(ctx context.Context) context.Context {
+	if c.detached {
+		return context.WithoutCancel(ctx)
+	}
+	return ctx
 }
 
 // stmt returns the prepared statement of query for this conn, or nil to
@@ -130,6 +148,7 @@ func (c conn) stmt(ctx context.Context, query string) *sql.Stmt {
 }
 
 func (c conn) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	ctx = c.context(ctx)
 	if st := c.stmt(ctx, query); st != nil {
 		return st.ExecContext(ctx, args...)
 	}
@@ -137,6 +156,7 @@ func (c conn) exec(ctx context.Context, query string, args ...any) (sql.Result, 
 }
 
 func (c conn) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	ctx = c.context(ctx)
 	if st := c.stmt(ctx, query); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
@@ -144,6 +164,7 @@ func (c conn) query(ctx context.Context, query string, args ...any) (*sql.Rows, 
 }
 
 func (c conn) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	ctx = c.context(ctx)
 	if st := c.stmt(ctx, query); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}
@@ -154,8 +175,13 @@ func (c conn) queryRow(ctx context.Context, query string, args ...any) *sql.Row 
 func (db *DB) read() conn { return conn{d: db.d, q: db.reader, pool: db.readerStmts} }
 
 // update runs fn in one write transaction and commits it when fn returns
-// nil.
+// nil. On SQLite, concurrent updates share a group commit (groupCommitter):
+// fn then runs in a savepoint of a transaction that may hold others' writes
+// too, which it must not depend on.
 func (db *DB) update(ctx context.Context, fn func(c conn) error) error {
+	if db.group != nil {
+		return db.group.do(ctx, fn)
+	}
 	tx, err := db.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)

@@ -1,0 +1,107 @@
+package sqlstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/instore-dev/instore"
+)
+
+// TestGroupCommit: writes queued behind a running commit go together in
+// one database transaction, each applied or rolled back alone: a failing
+// write leaves nothing (not even its earlier statements) and takes nobody
+// else's with it; a caller whose context ends while queued still gets its
+// write committed and told so.
+func TestGroupCommit(t *testing.T) {
+	db, err := Open(t.Context(), filepath.Join(t.TempDir(), "instore.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if db.group == nil {
+		t.Fatal("SQLite store without a group committer")
+	}
+	ctx := t.Context()
+
+	// Hold the writer with a first write until the others are queued.
+	hold, held := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		first <- db.update(ctx, func(c conn) error {
+			close(held)
+			<-hold
+			return insertSettingIfAbsent(ctx, c, "first", "1")
+		})
+	}()
+	<-held
+	const n = 20
+	boom := errors.New("boom")
+	cancelled, cancel := context.WithCancel(ctx)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			jctx := ctx
+			if i == 2 {
+				jctx = cancelled
+			}
+			errs[i] = db.update(jctx, func(c conn) error {
+				if err := insertSettingIfAbsent(jctx, c, fmt.Sprintf("k%02d", i), "a"); err != nil {
+					return err
+				}
+				if err := insertSettingIfAbsent(jctx, c, fmt.Sprintf("k%02d-second", i), "b"); err != nil {
+					return err
+				}
+				if i%2 == 1 {
+					return boom // after two statements: both must go
+				}
+				return nil
+			})
+		})
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(db.group.jobs) < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d writes queued, want %d", len(db.group.jobs), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	before := db.group.groups.Load()
+	cancel() // job 2's caller gives up while queued
+	close(hold)
+	wg.Wait()
+	if err := <-first; err != nil {
+		t.Fatalf("first write: %v", err)
+	}
+	if got := db.group.groups.Load() - before; got != 1 {
+		t.Errorf("the %d queued writes took %d database transactions, want 1", n, got)
+	}
+	for i := range n {
+		want := error(nil)
+		if i%2 == 1 {
+			want = boom
+		}
+		if !errors.Is(errs[i], want) && errs[i] != want {
+			t.Errorf("write %d = %v, want %v", i, errs[i], want)
+		}
+		for _, key := range []string{fmt.Sprintf("k%02d", i), fmt.Sprintf("k%02d-second", i)} {
+			_, err := db.Setting(ctx, key)
+			switch {
+			case i%2 == 0 && err != nil:
+				t.Errorf("write %d succeeded but %s is not stored: %v", i, key, err)
+			case i%2 == 1 && !errors.Is(err, instore.ErrNotFound):
+				t.Errorf("write %d failed but %s is stored (%v)", i, key, err)
+			}
+		}
+	}
+
+	// Closed: the queue is run, then writes are refused.
+	db.Close()
+	if err := db.update(ctx, func(c conn) error { return nil }); !errors.Is(err, errClosed) {
+		t.Errorf("write after Close = %v, want errClosed", err)
+	}
+}
