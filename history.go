@@ -187,6 +187,8 @@ func (s *Service) applyReversal(ctx context.Context, rev *Transaction, r Termina
 			return fmt.Errorf("apply reversal: %w", err)
 		}
 		s.disarm(rv.ID)
+		s.running.drop(rv.ID)
+		s.running.drop(orig.ID)
 		s.changes.publish(rv.ID)
 		s.changes.publish(orig.ID)
 		return nil

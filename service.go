@@ -36,6 +36,7 @@ type Service struct {
 	NewPrintID func() string
 
 	changes  changes
+	running  running
 	timersMu sync.Mutex
 	timers   map[string]*time.Timer
 	closed   bool
@@ -356,11 +357,18 @@ func (s *Service) start(ctx context.Context, t *Transaction, create func(context
 	// Until the ack, the deadline the terminal is told is the latest the
 	// result can be awaited; the ack sets the real one.
 	t.DeadlineAt = ptr(t.CreatedAt.Add(s.ackTimeout() + s.deadline()))
+	// Subscribed before anything can change it: the wait for the ack starts
+	// from the created state without reading it back.
+	w, release := s.changes.subscribe(t.ID)
+	defer release()
+	gen, _, _, _ := s.changes.since(w, 0)
 	if err := create(ctx, t); errors.Is(err, ErrConflict) {
 		return nil, s.busy(ctx, t.TerminalID)
 	} else if err != nil {
 		return nil, fmt.Errorf("create transaction: %w", err)
 	}
+	created := *t
+	s.running.put(&created)
 	ackBy := t.CreatedAt.Add(s.ackTimeout())
 	s.arm(t.ID, ackBy, s.ackExpired)
 	if err := send(ctx); err != nil {
@@ -377,7 +385,8 @@ func (s *Service) start(ctx context.Context, t *Transaction, create func(context
 		e.OnlineAPIRefID = t.ID
 		return nil, e
 	}
-	got, err := s.waitFor(ctx, t.ID, ackBy.Add(time.Second), func(t *Transaction) bool { return t.Acknowledged() || t.Final() })
+	known := created
+	got, err := s.waitOn(ctx, t.ID, w, gen, &known, ackBy.Add(time.Second), func(t *Transaction) bool { return t.Acknowledged() || t.Final() })
 	if err != nil {
 		return nil, err
 	}
@@ -435,24 +444,12 @@ func (s *Service) Transaction(ctx context.Context, p *Principal, ref string, wai
 	return s.waitOn(ctx, ref, w, gen, t, s.Now().Add(wait), func(t *Transaction) bool { return t.Version != from || t.Final() })
 }
 
-// waitFor reads the transaction until cond holds, the deadline passes or
-// ctx ends, woken by the transaction's changes (no polling); a change
-// published with its state costs no read. It returns the latest state in
-// every case but a store error.
-func (s *Service) waitFor(ctx context.Context, ref string, until time.Time, cond func(*Transaction) bool) (*Transaction, error) {
-	w, release := s.changes.subscribe(ref)
-	defer release()
-	gen, _, _, _ := s.changes.since(w, 0)
-	// Read after subscribing: a change committed from here on is published
-	// to w.
-	t, err := s.Store.Transaction(ctx, ref)
-	if err != nil {
-		return nil, fmt.Errorf("transaction: %w", err)
-	}
-	return s.waitOn(ctx, ref, w, gen, t, until, cond)
-}
-
-// waitOn is waitFor from t, read after w was subscribed at generation gen.
+// waitOn waits until cond holds for the transaction ref, the deadline
+// passes or ctx ends, and returns its latest state in every case but a
+// store error. t is its state read (or created) after w was subscribed at
+// generation gen, so no change is missed. It is woken by the changes
+// themselves (no polling), and a change published with its state costs no
+// read.
 func (s *Service) waitOn(ctx context.Context, ref string, w *watch, gen uint64, t *Transaction, until time.Time, cond func(*Transaction) bool) (*Transaction, error) {
 	var err error
 	// Durations are taken against the service's clock, which tests may set.
@@ -570,6 +567,7 @@ func (s *Service) finishFrom(ctx context.Context, ref string, known *Transaction
 			s.terminalIdle(t.TerminalID)
 		}
 		published := *t
+		s.running.put(&published)
 		s.changes.publishState(ref, &published)
 		return t, nil
 	}
@@ -713,9 +711,12 @@ func (s *Service) DeviceDisconnected(serial string) {
 // transactionOf loads the transaction a device reports on; a report for a
 // transaction that was not sent to that device is refused.
 func (s *Service) transactionOf(ctx context.Context, serial, ref string) (*Transaction, error) {
-	t, err := s.Store.Transaction(ctx, ref)
-	if err != nil {
-		return nil, fmt.Errorf("transaction: %w", err)
+	t := s.running.get(ref)
+	if t == nil {
+		var err error
+		if t, err = s.Store.Transaction(ctx, ref); err != nil {
+			return nil, fmt.Errorf("transaction: %w", err)
+		}
 	}
 	if t.SerialNumber != serial {
 		return nil, fmt.Errorf("transaction of another device: %w", ErrNotFound)
@@ -846,6 +847,56 @@ func (s *Service) TerminalResult(ctx context.Context, serial string, r TerminalR
 		go s.printReceipt(t, result.Receipt.Customer)
 	}
 	return nil
+}
+
+// running keeps the latest state this node committed of each of its
+// transactions that is not final yet (bounded by the terminals busy at
+// once), so that a terminal's ack, progress and result start from it
+// instead of reading the store. It is only ever a first guess: every change
+// is a compare-and-set on the stored version, which re-reads the store when
+// the guess was stale (a change made elsewhere).
+type running struct {
+	mu sync.Mutex
+	m  map[string]*Transaction
+}
+
+// maxRunning bounds running; past it, it starts over (the store has it all).
+const maxRunning = 100_000
+
+// put records t, a committed state not changed afterwards; a final one
+// leaves running.
+func (r *running) put(t *Transaction) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t.Final() {
+		delete(r.m, t.ID)
+		return
+	}
+	if r.m == nil || len(r.m) >= maxRunning {
+		r.m = map[string]*Transaction{}
+	}
+	if old := r.m[t.ID]; old == nil || t.Version > old.Version {
+		r.m[t.ID] = t
+	}
+}
+
+// drop forgets ref (changed by a path that does not put its new state).
+func (r *running) drop(ref string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.m, ref)
+}
+
+// get returns a copy of the recorded state of ref, or nil.
+func (r *running) get(ref string) *Transaction {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := r.m[ref]
+	if t == nil {
+		return nil
+	}
+	cp := *t
+	return &cp
 }
 
 // changes wakes whoever waits on a transaction when it changes: an entry

@@ -205,6 +205,18 @@ func (db *DB) update(ctx context.Context, fn func(c conn) error) error {
 	return nil
 }
 
+// single runs fn, which makes exactly one write statement (and reads only
+// after it, to explain a failure), as update does. On PostgreSQL the
+// statement runs on its own (autocommit): a single statement is atomic and
+// durable by itself, and it costs one round trip instead of three (BEGIN,
+// the statement, COMMIT). On SQLite it joins a group commit like any write.
+func (db *DB) single(ctx context.Context, fn func(c conn) error) error {
+	if db.group != nil {
+		return db.update(ctx, fn)
+	}
+	return fn(conn{d: db.d, q: db.writer})
+}
+
 // conflictErr turns a unique or foreign-key violation of op into a wrapped
 // instore.ErrConflict and any other error into a wrapped error.
 func (db *DB) conflictErr(op string, err error) error {

@@ -19,7 +19,7 @@ var isPending = "status_id = " + strconv.Itoa(instore.StatusPending)
 // a terminal ID (the unique partial index transactions_one_active), a taken
 // id or a missing reference is instore.ErrConflict.
 func (db *DB) CreateTransaction(ctx context.Context, t *instore.Transaction) error {
-	err := db.update(ctx, func(c conn) error {
+	err := db.single(ctx, func(c conn) error {
 		if err := insertTransaction(ctx, c, t); err != nil {
 			return c.conflictErr("create transaction", err)
 		}
@@ -53,7 +53,7 @@ func (db *DB) ActiveTransaction(ctx context.Context, terminalID string) (*instor
 // terminal ID has another PENDING transaction, is instore.ErrConflict; a
 // missing transaction is instore.ErrNotFound. t is unchanged on error.
 func (db *DB) UpdateTransaction(ctx context.Context, t *instore.Transaction, fromVersion int64) error {
-	err := db.update(ctx, func(c conn) error {
+	err := db.single(ctx, func(c conn) error {
 		return updateTransaction(ctx, c, t, fromVersion)
 	})
 	if err != nil {

@@ -1,0 +1,78 @@
+package instore_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/admin"
+	"github.com/instore-dev/instore/internal/gateway"
+	"github.com/instore-dev/instore/internal/ids"
+	"github.com/instore-dev/instore/internal/sqlstore"
+)
+
+// TestTerminalEventAfterOutsideChange: the service starts a terminal's
+// report from the state it last committed itself instead of reading the
+// store; a change made meanwhile by another writer makes the
+// compare-and-set fail, and the report is applied to the stored state.
+func TestTerminalEventAfterOutsideChange(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "svc.db"), sqlstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ad := admin.New(st)
+	cus, _ := ad.CreateCustomer(ctx, "c")
+	mer, _ := ad.CreateMerchant(ctx, cus.ID, "m", true)
+	if _, _, err := ad.CreateDevice(ctx, "S-1", instore.ModelCountertop, cus.ID); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := ad.AllocateTerminals(ctx, mer.ID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.LinkTerminal(ctx, ts[0].TerminalID, "S-1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	meta := instore.DefaultMetadata()
+	svc := &instore.Service{Store: st, Metadata: &meta, Now: time.Now, NewRef: func() string { return ids.New("txn") }}
+	svc.Gateway = gateway.New(gateway.Config{Events: svc})
+	defer svc.Close()
+
+	tx := &instore.Transaction{ID: svc.NewRef(), MerchantID: mer.ID, TerminalID: ts[0].TerminalID, SerialNumber: "S-1",
+		Type: instore.TypePurchase, Amount: 1250, Currency: "SEK", StatusID: instore.StatusPending,
+		Progress: instore.ProgressSent, CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
+	if err := st.CreateTransaction(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.TerminalAcknowledged(ctx, "S-1", tx.ID); err != nil { // the service now knows version 2
+		t.Fatal(err)
+	}
+	// Another writer asks for a cancel: version 3, which the service has not seen.
+	stored, err := st.Transaction(ctx, tx.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored.CancelRequested = true
+	if err := st.UpdateTransaction(ctx, stored, stored.Version); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.TerminalProgress(ctx, "S-1", tx.ID, instore.ProgressWaitingForCard); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.TerminalResult(ctx, "S-1", instore.TerminalResult{MessageID: "m-1", Ref: tx.ID, StatusID: instore.StatusAbortedByCashier}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.Transaction(ctx, tx.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// WP37 comes from the cancel request only the store had.
+	if got.StatusID != instore.StatusAbortedByCashier || !got.CancelRequested || got.ErrorID == nil || *got.ErrorID != 37 || got.Version != 5 {
+		t.Errorf("after the outside change: status %d, cancelRequested %v, errorId %v, version %d; want 2, true, 37, 5",
+			got.StatusID, got.CancelRequested, got.ErrorID, got.Version)
+	}
+}
