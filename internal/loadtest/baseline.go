@@ -118,7 +118,7 @@ func (e *env) startBaseline(kind string, args ...string) (*baselineProc, error) 
 
 // dbCPU reads the CPU time of PostgreSQL when the store is a PostgreSQL
 // on this machine (nil otherwise).
-func (e *env) dbCPU() func() (time.Duration, error) {
+func (e *env) dbCPU() func() (cpuSnapshot, error) {
 	if e.backend != "postgres" {
 		return nil
 	}
@@ -126,7 +126,7 @@ func (e *env) dbCPU() func() (time.Duration, error) {
 	if err != nil || loopbackURL("http://"+u.Host) != nil {
 		return nil
 	}
-	return func() (time.Duration, error) { return processCPU("postgres") }
+	return func() (cpuSnapshot, error) { return processCPU("postgres") }
 }
 
 // commitWriters is how many goroutines commit concurrently in the commit

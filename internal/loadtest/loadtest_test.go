@@ -152,3 +152,14 @@ func TestCommas(t *testing.T) {
 		}
 	}
 }
+
+// TestCPUSnapshotSince: a process that ended between two snapshots (a
+// closed PostgreSQL connection) cannot make the CPU figure negative; a new
+// one counts from zero.
+func TestCPUSnapshotSince(t *testing.T) {
+	before := cpuSnapshot{1: 5 * time.Second, 2: 9 * time.Second}
+	after := cpuSnapshot{1: 7 * time.Second, 3: time.Second} // 2 ended, 3 started
+	if got := after.since(before); got != 3*time.Second {
+		t.Errorf("since = %v, want 3s (2s of pid 1, 1s of the new pid 3)", got)
+	}
+}

@@ -31,7 +31,7 @@ type window struct {
 	max              int64
 	stats            func() (procStats, error)
 	// dbCPU reads the database server's CPU time (nil: not measured).
-	dbCPU func() (time.Duration, error)
+	dbCPU func() (cpuSnapshot, error)
 	// onStart runs when the measured window starts (a profile, say).
 	onStart func(ctx context.Context, d time.Duration)
 }
@@ -117,7 +117,7 @@ func (wd window) run(ctx context.Context, ops []op) []Side {
 	// Sample the server and this process at both ends of the window.
 	var s0, s1, c0, c1 procStats
 	var haveServer, haveDB bool
-	var d0, d1 time.Duration
+	var d0, d1 cpuSnapshot
 	end := we
 	sleepUntil(ctx, ws, nil)
 	if wd.stats != nil {
@@ -174,7 +174,7 @@ func (wd window) run(ctx context.Context, ops []op) []Side {
 				s.ServerCPU = 100 * (s1.CPU - s0.CPU).Seconds() / secs
 			}
 			if haveDB {
-				s.DBCPU = 100 * (d1 - d0).Seconds() / secs
+				s.DBCPU = 100 * d1.since(d0).Seconds() / secs
 			}
 		}
 		if haveServer {

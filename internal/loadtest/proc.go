@@ -79,13 +79,12 @@ func readProc(pid int) (procStats, error) {
 // processCPU sums the CPU time of every process whose command name is
 // comm ("postgres": the database server and its backends, when it runs on
 // this machine), so that the store's own CPU shows beside the server's.
-func processCPU(comm string) (time.Duration, error) {
+func processCPU(comm string) (cpuSnapshot, error) {
 	dirs, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	var total time.Duration
-	found := false
+	snap := cpuSnapshot{}
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(d.Name())
 		if err != nil {
@@ -96,14 +95,30 @@ func processCPU(comm string) (time.Duration, error) {
 			continue
 		}
 		if s, err := readProc(pid); err == nil {
-			total += s.CPU
-			found = true
+			snap[pid] = s.CPU
 		}
 	}
-	if !found {
-		return 0, fmt.Errorf("no %s process", comm)
+	if len(snap) == 0 {
+		return nil, fmt.Errorf("no %s process", comm)
 	}
-	return total, nil
+	return snap, nil
+}
+
+// cpuSnapshot is the CPU time of each process of a kind, by pid.
+type cpuSnapshot map[int]time.Duration
+
+// since is the CPU the processes of s used after before: each one's growth
+// (from zero if it started since). A process that ended in between is left
+// out, so that a connection closing never makes the figure negative; the
+// figure is then a lower bound.
+func (s cpuSnapshot) since(before cpuSnapshot) time.Duration {
+	var total time.Duration
+	for pid, cpu := range s {
+		if d := cpu - before[pid]; d > 0 {
+			total += d
+		}
+	}
+	return total
 }
 
 // readMetrics reads a running instore's RSS and CPU from its ops listener
