@@ -131,7 +131,7 @@ func (e *env) dbCPU() func() (cpuSnapshot, error) {
 
 // commitWriters is how many goroutines commit concurrently in the commit
 // baseline: the store's own bound on concurrent writes (one SQLite writer
-// connection; a PostgreSQL pool of 16 per node).
+// connection; a PostgreSQL write pool of 16 per node).
 func (e *env) commitWriters() int {
 	if e.backend == "postgres" {
 		return 16

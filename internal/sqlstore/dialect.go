@@ -26,7 +26,11 @@ import (
 // apart.
 // The rest of the package writes portable SQL with ? placeholders.
 
-// postgresMaxConns bounds the PostgreSQL pool of one node.
+// postgresMaxConns bounds each of the two PostgreSQL pools of one node: one
+// for write transactions, one for reads, so that reads (a status, a
+// listing) never wait for a connection behind writes waiting for their
+// commits to be flushed, and writes keep as many commits in flight as the
+// database can flush together.
 const postgresMaxConns = 16
 
 // sqliteReaders is the size of the SQLite reader pool.
@@ -170,8 +174,8 @@ func setWAL(ctx context.Context, db *sql.DB) error {
 	}
 }
 
-// openPostgres opens one pgx pool. Errors never repeat the DSN: it may hold
-// a password.
+// openPostgres opens a pgx pool of postgresMaxConns. Errors never repeat the
+// DSN: it may hold a password.
 func openPostgres(ctx context.Context, dsn string) (*sql.DB, error) {
 	if _, err := pgx.ParseConfig(dsn); err != nil {
 		// The parse error quotes the URL, with the password redacted only

@@ -1,11 +1,16 @@
 package sqlstore
 
 import (
+	"context"
 	"database/sql"
+	"errors"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/instore-dev/instore"
 )
 
 func TestRebind(t *testing.T) {
@@ -142,4 +147,53 @@ func TestPostgresPoolBounded(t *testing.T) {
 	if got := db.writer.Stats().MaxOpenConnections; got != postgresMaxConns {
 		t.Errorf("MaxOpenConnections = %d, want %d", got, postgresMaxConns)
 	}
+	if got := db.reader.Stats().MaxOpenConnections; got != postgresMaxConns || db.reader == db.writer {
+		t.Errorf("reader pool: MaxOpenConnections = %d (want %d), the writer's own pool: %v", got, postgresMaxConns, db.reader == db.writer)
+	}
+}
+
+// TestPostgresReadsDoNotWaitForWrites: with every connection of the write
+// pool busy (here: waiting for an advisory lock the test holds), reads
+// still get connections of their own and answer.
+func TestPostgresReadsDoNotWaitForWrites(t *testing.T) {
+	u := os.Getenv("INSTORE_TEST_DATABASE_URL")
+	if u == "" {
+		t.Skip("INSTORE_TEST_DATABASE_URL is not set; set it to a postgres:// URL to run the PostgreSQL tests")
+	}
+	db, err := Open(t.Context(), u, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := t.Context()
+	lock, err := db.reader.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = 727274 // any advisory lock key no other test takes
+	if _, err := lock.ExecContext(ctx, "SELECT pg_advisory_lock($1)", key); err != nil {
+		t.Fatal(err)
+	}
+	var blocked sync.WaitGroup
+	for range postgresMaxConns {
+		blocked.Go(func() {
+			db.writer.ExecContext(ctx, "SELECT pg_advisory_lock($1), pg_advisory_unlock($1)", key)
+		})
+	}
+	for deadline := time.Now().Add(30 * time.Second); db.writer.Stats().InUse < postgresMaxConns; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the write pool never filled: %+v", db.writer.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := db.Setting(rctx, "no-such-setting"); !errors.Is(err, instore.ErrNotFound) {
+		t.Errorf("a read with the write pool full = %v, want an answer (not found)", err)
+	}
+	if _, err := lock.ExecContext(ctx, "SELECT pg_advisory_unlock($1)", key); err != nil {
+		t.Fatal(err)
+	}
+	lock.Close()
+	blocked.Wait()
 }

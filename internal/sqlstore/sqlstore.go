@@ -33,8 +33,8 @@ type DB struct {
 	// transactions start with BEGIN IMMEDIATE, so writers queue in the pool
 	// instead of failing with "database is locked".
 	writer *sql.DB
-	// reader serves reads: a query_only pool on SQLite, the writer pool on
-	// PostgreSQL.
+	// reader serves reads: a query_only pool on SQLite, a pool of its own on
+	// PostgreSQL (see postgresMaxConns).
 	reader *sql.DB
 	// Prepared statements of each pool (SQLite only, see stmtCache).
 	writerStmts, readerStmts *stmtCache
@@ -58,11 +58,16 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 
 	db := &DB{}
 	if isPostgres(dsn) {
-		pool, err := openPostgres(ctx, dsn)
+		writer, err := openPostgres(ctx, dsn)
 		if err != nil {
 			return nil, err
 		}
-		db.d, db.writer, db.reader = newPostgres(), pool, pool
+		reader, err := openPostgres(ctx, dsn)
+		if err != nil {
+			writer.Close()
+			return nil, err
+		}
+		db.d, db.writer, db.reader = newPostgres(), writer, reader
 	} else {
 		writer, reader, err := openSQLite(ctx, dsn, synchronous)
 		if err != nil {
