@@ -369,6 +369,7 @@ func (s *Service) start(ctx context.Context, t *Transaction, create func(context
 	}
 	created := *t
 	s.running.put(&created)
+	s.changes.publishState(t.ID, &created)
 	ackBy := t.CreatedAt.Add(s.ackTimeout())
 	s.arm(t.ID, ackBy, s.ackExpired)
 	if err := send(ctx); err != nil {

@@ -207,8 +207,21 @@ func BenchmarkGatewayLatency(b *testing.B) {
 	body, _ := json.Marshal(map[string]any{"terminalId": term, "amount": 1000, "currency": "SEK"})
 	hdr := e.auth(e.token, e.key)
 	hdr["Content-Type"] = "application/json"
+	// Commit to receipt: observers are told of a new transaction right
+	// after its commit, before it is sent.
+	var committedMu sync.Mutex
+	committed := map[string]time.Time{}
+	e.srv.Service.Observe(func(id string) {
+		now := time.Now()
+		committedMu.Lock()
+		if _, ok := committed[id]; !ok {
+			committed[id] = now
+		}
+		committedMu.Unlock()
+	})
 	var total time.Duration
 	lat := make([]time.Duration, 0, b.N)
+	dispatch := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for range b.N {
 		t0 := time.Now()
@@ -226,9 +239,17 @@ func BenchmarkGatewayLatency(b *testing.B) {
 			}
 		}()
 		cmd := d.expect(protocol.TypePurchase)
-		l := time.Since(t0)
+		received := time.Now()
+		l := received.Sub(t0)
 		total += l
 		lat = append(lat, l)
+		committedMu.Lock()
+		at, ok := committed[cmd.Ref]
+		committedMu.Unlock()
+		if !ok {
+			b.Fatalf("no commit observed for %s before the terminal received it", cmd.Ref)
+		}
+		dispatch = append(dispatch, received.Sub(at))
 		d.send(protocol.TypeAck, "", cmd.ID, cmd.Ref, nil)
 		d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: 0})
 		d.expect(protocol.TypeConfirm)
@@ -238,4 +259,7 @@ func BenchmarkGatewayLatency(b *testing.B) {
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	b.ReportMetric(float64(total.Microseconds())/float64(b.N)/1000, "ms/command")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms/command")
+	sort.Slice(dispatch, func(i, j int) bool { return dispatch[i] < dispatch[j] })
+	b.ReportMetric(float64(dispatch[len(dispatch)/2].Microseconds())/1000, "p50-ms/commit-to-terminal")
+	b.ReportMetric(float64(dispatch[len(dispatch)*99/100].Microseconds())/1000, "p99-ms/commit-to-terminal")
 }
