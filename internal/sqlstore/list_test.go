@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -91,6 +92,36 @@ func BenchmarkListTransactions(b *testing.B) {
 					}
 				})
 			}
+
+			// The lookups of one transaction: by id, cycling through ids
+			// spread over the whole range, and a terminal ID's PENDING
+			// transaction (none here: ErrNotFound is the usual answer).
+			b.Run("status-by-id", func(b *testing.B) {
+				ctx := context.Background()
+				i := 0
+				for b.Loop() {
+					id := fx.ids[i%len(fx.ids)]
+					i++
+					t, err := db.Transaction(ctx, id)
+					if err != nil {
+						b.Fatalf("Transaction(%s) = %v", id, err)
+					}
+					if t.ID != id {
+						b.Fatalf("Transaction(%s) returned %s", id, t.ID)
+					}
+				}
+			})
+			b.Run("active-by-terminal", func(b *testing.B) {
+				ctx := context.Background()
+				i := 0
+				for b.Loop() {
+					term := fx.terminals[i%len(fx.terminals)]
+					i++
+					if _, err := db.ActiveTransaction(ctx, term); err != nil && !errors.Is(err, instore.ErrNotFound) {
+						b.Fatalf("ActiveTransaction(%s) = %v", term, err)
+					}
+				}
+			})
 		})
 	}
 }
@@ -98,12 +129,13 @@ func BenchmarkListTransactions(b *testing.B) {
 func ptr[T any](v T) *T { return &v }
 
 // benchFixture is what seedBench stored: the terminal IDs, a cursor half
-// way through the last 30 days, and an ECR reference of one transaction
-// in them.
+// way through the last 30 days, an ECR reference of one transaction
+// in them, and the ids of about 1000 transactions spread over all of them.
 type benchFixture struct {
 	terminals    []string
 	deep         instore.TransactionCursor
 	ecrReference string
+	ids          []string
 }
 
 // benchColumns are the columns seedBench fills.
@@ -198,6 +230,9 @@ func seedBench(b testing.TB, db *sqlstore.DB, driver, dsn string, n int) *benchF
 		}
 		if fx.ecrReference == "" && at >= ecrAt && ecr != nil {
 			fx.ecrReference = ecr.(string)
+		}
+		if i%max(1, n/1000) == 0 {
+			fx.ids = append(fx.ids, txnID)
 		}
 		i++
 		return []any{
