@@ -6,8 +6,8 @@
 //
 // A session costs one goroutine (its read loop), gorilla's 1 KiB read
 // buffer and a few hundred bytes of state; write buffers come from a shared
-// pool and pings from a timer, so tens of thousands of idle terminals fit
-// in a node.
+// pool and pings from one timer for all sessions, so tens of thousands of
+// idle terminals fit in a node.
 package gateway
 
 import (
@@ -82,6 +82,8 @@ type Server struct {
 	// writePool lends gorilla its write buffers for the duration of a
 	// write, so an idle session holds none.
 	writePool sync.Pool
+	// pings times the pings of all sessions on one timer.
+	pings pingQueue
 
 	idPrefix string
 	idSeq    atomic.Uint64
@@ -123,6 +125,7 @@ func New(cfg Config) *Server {
 		sessions: map[string]*session{},
 		all:      map[*session]struct{}{},
 		leaving:  map[string]chan struct{}{},
+		pings:    pingQueue{epoch: time.Now()},
 	}
 	g.liveness = g.ping + orDefault(cfg.PongTimeout, DefaultPongTimeout)
 	g.upgrader = websocket.Upgrader{
@@ -201,10 +204,10 @@ func (g *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.close(websocket.CloseGoingAway, "server shutting down", false)
 	}
 	started = true
-	go func() {
-		defer g.wg.Done()
-		s.run()
-	}()
+	// Not go func() { defer g.wg.Done(); s.run() }(): that closure would
+	// stay reachable for the whole session, for its deferred call; run
+	// calls g.wg.Done itself.
+	go s.run()
 }
 
 // authenticate checks the request's Basic credentials with Events and
@@ -343,6 +346,7 @@ func (g *Server) Close() error {
 		s.close(websocket.CloseGoingAway, "server shutting down", false)
 	}
 	g.wg.Wait()
+	g.pings.stop()
 	return nil
 }
 

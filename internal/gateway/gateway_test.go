@@ -757,12 +757,14 @@ func TestSendDoesNotWaitPastWriteTimeout(t *testing.T) {
 	h := newHarness(t, Config{WriteTimeout: 50 * time.Millisecond})
 	c := h.connect("SN-STUCK")
 	s := h.g.session("SN-STUCK")
-	s.wslot <- struct{}{} // a write that never ends
+	if !s.wslot.tryTake() { // a write that never ends
+		t.Fatal("the write slot is taken")
+	}
 	err := h.g.SendLinkCode(context.Background(), "SN-STUCK", "123456")
 	if !errors.Is(err, instore.ErrOffline) {
 		t.Errorf("SendLinkCode to a stuck session = %v, want ErrOffline", err)
 	}
-	<-s.wslot
+	s.wslot.release()
 	waitFor(t, "the stuck session to be dropped", func() bool { return h.ev.count("disconnected SN-STUCK") == 1 })
 	c.conn.Close()
 }

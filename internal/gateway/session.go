@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"runtime/debug"
 	"sync/atomic"
@@ -25,15 +24,27 @@ const maxCloseGrace = 2 * time.Second
 
 // session is one terminal connection. Its read loop (run) is its only
 // long-lived goroutine: it handles frames one at a time, in order. Writes
-// come from any goroutine and take the wslot token, so at most one data
-// frame is written at a time and nobody waits for it longer than the
-// write timeout; pings are control frames sent from a timer.
+// come from any goroutine and take the write slot (wslot), so at most one
+// data frame is written at a time and nobody waits for it longer than the
+// write timeout; pings are control frames sent from the Server's ping
+// queue.
+//
+// Every idle terminal holds one: the fields are ordered so that the
+// struct fits the 96-byte size class (TestIdleSessionMemory reports the
+// heap per session).
 type session struct {
 	g      *Server
 	conn   *websocket.Conn
 	serial string
-	wslot  chan struct{}
-	pinger atomic.Pointer[time.Timer]
+	wslot  writeSlot
+	// pingAt is when the session is next pinged, on the Server's
+	// pingQueue clock, and pingIdx (below) its place in the queue (-1:
+	// not queued); both are guarded by the queue's lock.
+	pingAt int64
+	// pong holds the data of the latest ping of the terminal while its
+	// pong is not yet written (queuePong).
+	pong    atomic.Pointer[string]
+	pingIdx int32
 	// closing is set once the session is on its way out: a close frame
 	// was or is being sent, or the connection is to be dropped. Frames
 	// read after it are not handled.
@@ -46,13 +57,42 @@ type session struct {
 }
 
 func newSession(g *Server, conn *websocket.Conn, serial string) *session {
-	return &session{g: g, conn: conn, serial: serial, wslot: make(chan struct{}, 1)}
+	return &session{g: g, conn: conn, serial: serial, pingIdx: -1}
 }
 
 func (g *Server) closeGrace() time.Duration { return min(maxCloseGrace, g.write) }
 
-// run is the session's read loop.
+// run is the session's read loop. It waits in NextReader with as little
+// as possible of its own on the stack: a goroutine starts with 2 KiB, and
+// one that once needs more keeps 4 KiB for good, as the runtime halves a
+// stack at a collection only while less than a quarter of it is in use
+// (counting an 800-byte guard), which a goroutine waiting in gorilla's
+// read path never is. That wait (NextReader, advanceFrame, bufio, net,
+// poll) takes most of the 2 KiB; ReadMessage (io.ReadAll's large frame)
+// and a run with the frame's handling inline took the read loop past
+// them, doubling every idle session's stack. So run only loops: setting
+// up (start), reading and handling a message (frame) and ending (finish)
+// are calls of their own, off the stack while it waits. The ping handler
+// does not write either (queuePong). TestIdleSessionMemory guards this.
 func (s *session) run() {
+	s.start()
+	var err error
+	for err == nil {
+		var mt int
+		var r io.Reader
+		if mt, r, err = s.conn.NextReader(); err == nil {
+			err = s.frame(mt, r)
+		}
+	}
+	s.finish(err)
+	s.g.wg.Done() // the Server's count of running sessions (ServeHTTP)
+}
+
+// start sets the connection up for the read loop: the read limit, the
+// hello deadline and the control frame handlers.
+//
+//go:noinline
+func (s *session) start() {
 	c := s.conn
 	c.SetReadLimit(protocol.MaxFrameBytes)
 	c.SetReadDeadline(time.Now().Add(s.g.hello))
@@ -69,43 +109,92 @@ func (s *session) run() {
 		if s.registered {
 			s.extend()
 		}
-		// A failed pong shows as a failed read or write soon enough.
-		c.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(s.g.write))
+		s.queuePong(data)
 		return nil
 	})
-	var err error
+}
+
+// queuePong has the pong to a ping of the terminal written by a
+// short-lived goroutine. Written here, in the ping handler, at the bottom
+// of gorilla's read path (advanceFrame), the write (WriteControl, net,
+// poll, syscall) would take the read loop past its 2 KiB stack for good
+// (see run). One writer at a time: pings that come while it is on its way
+// are answered by one pong, to the latest, as RFC 6455 (5.5.3) allows.
+func (s *session) queuePong(data string) {
+	if s.pong.Swap(&data) == nil {
+		s.g.wg.Add(1) // Close waits for it; the read loop holds a count
+		go s.writePongs()
+	}
+}
+
+func (s *session) writePongs() {
+	defer s.g.wg.Done()
 	for {
-		var mt int
-		var frame []byte
-		mt, frame, err = c.ReadMessage()
-		if err != nil {
-			break
-		}
-		if s.closing.Load() {
-			continue // waiting for the terminal's close frame
-		}
-		if s.registered {
-			s.extend()
-		}
-		var code int
-		var reason string
-		switch {
-		case mt != websocket.TextMessage:
-			code, reason = protocol.CloseMalformed, "frames must be JSON text frames"
-		case !s.registered:
-			code, reason = s.offload(func() (int, string) { return s.hello(frame) })
-		default:
-			code, reason = s.offload(func() (int, string) { return s.handle(frame) })
-		}
-		if code != 0 {
-			s.close(code, reason, true)
-			continue
-		}
-		if s.registered {
-			s.extend()
+		p := s.pong.Load()
+		// A failed pong shows as a failed read or write soon enough.
+		s.conn.WriteControl(websocket.PongMessage, []byte(*p), time.Now().Add(s.g.write))
+		if s.pong.CompareAndSwap(p, nil) {
+			return
 		}
 	}
-	s.finish(err)
+}
+
+// frame reads the rest of the message r of type mt and handles it. It
+// returns an error only when reading failed, which ends the read loop.
+//
+//go:noinline
+func (s *session) frame(mt int, r io.Reader) error {
+	frame, err := readMessage(r)
+	if err != nil {
+		return err
+	}
+	if s.closing.Load() {
+		return nil // waiting for the terminal's close frame
+	}
+	if s.registered {
+		s.extend()
+	}
+	var code int
+	var reason string
+	switch {
+	case mt != websocket.TextMessage:
+		code, reason = protocol.CloseMalformed, "frames must be JSON text frames"
+	case !s.registered:
+		code, reason = s.offload(func() (int, string) { return s.hello(frame) })
+	default:
+		code, reason = s.offload(func() (int, string) { return s.handle(frame) })
+	}
+	if code != 0 {
+		s.close(code, reason, true)
+		return nil
+	}
+	if s.registered {
+		s.extend()
+	}
+	return nil
+}
+
+// readMessage reads r to its end, as io.ReadAll does (and as gorilla's
+// ReadMessage used it), but with a small frame: when the rest of a message
+// is still on its way, the read loop waits in here, and io.ReadAll's frame
+// alone would take it past its 2 KiB stack (see run).
+//
+//go:noinline
+func readMessage(r io.Reader) ([]byte, error) {
+	b := make([]byte, 0, 512)
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // let append pick the next capacity
+		}
+	}
 }
 
 // offload runs fn, a frame's handling, on a goroutine of its own and waits
@@ -193,9 +282,7 @@ func (s *session) writeClose(code int, reason string) error {
 // the terminal read the close frame, and closes the connection.
 func (s *session) finish(err error) {
 	s.ended.Store(true)
-	if t := s.pinger.Load(); t != nil {
-		t.Stop()
-	}
+	s.g.pings.remove(s)
 	level, msg := slog.LevelInfo, "terminal session ended"
 	drain := false
 	var ce *websocket.CloseError
@@ -256,7 +343,8 @@ func isNetClosed(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
 }
 
-// sendPing runs on the ping timer.
+// sendPing runs on a goroutine of its own when the session's ping is due
+// (pingQueue.fire).
 func (s *session) sendPing() {
 	if s.closing.Load() || s.ended.Load() {
 		return
@@ -264,19 +352,15 @@ func (s *session) sendPing() {
 	// Pings take the write token like messages, so that a message never
 	// waits behind a ping stuck on a dead connection. While a message is
 	// being written, that write is the test of the connection.
-	select {
-	case s.wslot <- struct{}{}:
+	if s.wslot.tryTake() {
 		err := s.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(s.g.write))
-		<-s.wslot
+		s.wslot.release()
 		if err != nil {
 			s.close(0, "", false)
 			return
 		}
-	default:
 	}
-	if !s.ended.Load() {
-		s.pinger.Load().Reset(s.g.ping)
-	}
+	s.g.pings.add(s, s.g.ping) // unless the session ended
 }
 
 // write sends one frame within the write timeout. A terminal that cannot
@@ -287,22 +371,22 @@ func (s *session) write(ctx context.Context, frame []byte) error {
 		return err
 	}
 	deadline := time.Now().Add(s.g.write)
-	select {
-	case s.wslot <- struct{}{}:
-	default:
+	if w := s.wslot.take(); w != nil {
 		t := time.NewTimer(s.g.write)
 		select {
-		case s.wslot <- struct{}{}:
+		case <-w.ch:
 			t.Stop()
 		case <-ctx.Done():
 			t.Stop()
+			s.wslot.leave(w)
 			return ctx.Err()
 		case <-t.C:
+			s.wslot.leave(w)
 			s.close(0, "", false)
 			return fmt.Errorf("%w: the session did not take a message within %v", instore.ErrOffline, s.g.write)
 		}
 	}
-	defer func() { <-s.wslot }()
+	defer s.wslot.release()
 	if s.closing.Load() {
 		return instore.ErrOffline
 	}
@@ -343,9 +427,7 @@ func (s *session) hello(frame []byte) (int, string) {
 	s.g.register(s)
 	s.registered = true
 	s.extend()
-	pinger := time.AfterFunc(time.Duration(math.MaxInt64), s.sendPing) // armed below, once stored
-	s.pinger.Store(pinger)
-	pinger.Reset(s.g.ping)
+	s.g.pings.add(s, s.g.ping)
 	s.g.log.LogAttrs(context.Background(), slog.LevelInfo, "terminal connected",
 		slog.String("serialNumber", s.serial), slog.String("model", h.Model), slog.String("softwareVersion", h.SoftwareVersion))
 

@@ -1,0 +1,7 @@
+//go:build !race
+
+package gateway
+
+// raceEnabled reports a build with the race detector, whose
+// instrumentation changes stack and heap sizes.
+const raceEnabled = false
