@@ -187,8 +187,9 @@ func (s *Service) applyReversal(ctx context.Context, rev *Transaction, r Termina
 			return fmt.Errorf("apply reversal: %w", err)
 		}
 		s.disarm(rv.ID)
-		s.running.drop(rv.ID)
-		s.running.drop(orig.ID)
+		rvDone, origDone := *rv, *orig
+		s.running.put(&rvDone)
+		s.running.put(&origDone)
 		s.changes.publish(rv.ID)
 		s.changes.publish(orig.ID)
 		return nil

@@ -434,9 +434,15 @@ func (s *Service) Transaction(ctx context.Context, p *Principal, ref string, wai
 		defer release()
 		gen, _, _, _ = s.changes.since(w, 0)
 	}
-	t, err := s.ownTransaction(ctx, p, ref)
-	if err != nil {
-		return nil, err
+	// A running transaction is read from running (this node commits every
+	// change of it, and puts each there before answering anyone), a
+	// finished one from the store.
+	t := s.running.get(ref)
+	if t == nil || t.MerchantID != p.MerchantID {
+		var err error
+		if t, err = s.ownTransaction(ctx, p, ref); err != nil {
+			return nil, err
+		}
 	}
 	if wait <= 0 || t.Final() {
 		return t, nil
@@ -852,51 +858,68 @@ func (s *Service) TerminalResult(ctx context.Context, serial string, r TerminalR
 
 // running keeps the latest state this node committed of each of its
 // transactions that is not final yet (bounded by the terminals busy at
-// once), so that a terminal's ack, progress and result start from it
-// instead of reading the store. It is only ever a first guess: every change
-// is a compare-and-set on the stored version, which re-reads the store when
-// the guess was stale (a change made elsewhere).
+// once), so that a terminal's ack, progress and result start from it, and a
+// status request of a running transaction is answered from it, instead of
+// reading the store. Every change of a transaction is made by the node that
+// runs it (one node: see the README's limitations), which puts the new
+// state here right after its commit, before it answers or wakes anyone. For
+// the changes it is only ever a first guess: each is a compare-and-set on
+// the stored version, which re-reads the store when the guess was stale.
 type running struct {
 	mu sync.Mutex
-	m  map[string]*Transaction
+	// m holds the latest state put of each running transaction, and of
+	// each one that ended lately only the version, as a marker, so that a
+	// late put of an older state (a change committed before the final one,
+	// put after it) is refused. The markers are swept when m is full: they
+	// are needed for the moment between a commit and its put.
+	m map[string]runningEntry
 }
 
-// maxRunning bounds running; past it, it starts over (the store has it all).
-const maxRunning = 100_000
+type runningEntry struct {
+	t       *Transaction // nil once final
+	version int64
+}
 
-// put records t, a committed state not changed afterwards; a final one
-// leaves running.
+// maxRunning bounds running: past it, the final markers are swept.
+const maxRunning = 10_000
+
+// put records t, a committed state not changed afterwards, unless a newer
+// one was put.
 func (r *running) put(t *Transaction) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if t.Final() {
-		delete(r.m, t.ID)
+	if r.m == nil {
+		r.m = map[string]runningEntry{}
+	}
+	if old, ok := r.m[t.ID]; ok && old.version >= t.Version {
 		return
 	}
-	if r.m == nil || len(r.m) >= maxRunning {
-		r.m = map[string]*Transaction{}
+	if len(r.m) >= maxRunning {
+		for id, old := range r.m {
+			if old.t == nil {
+				delete(r.m, id)
+			}
+		}
+		if len(r.m) >= maxRunning {
+			clear(r.m) // that many running: the store has them all
+		}
 	}
-	if old := r.m[t.ID]; old == nil || t.Version > old.Version {
-		r.m[t.ID] = t
+	e := runningEntry{version: t.Version}
+	if !t.Final() {
+		e.t = t
 	}
+	r.m[t.ID] = e
 }
 
-// drop forgets ref (changed by a path that does not put its new state).
-func (r *running) drop(ref string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.m, ref)
-}
-
-// get returns a copy of the recorded state of ref, or nil.
+// get returns a copy of the state of ref if it is running, or nil.
 func (r *running) get(ref string) *Transaction {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	t := r.m[ref]
-	if t == nil {
+	e := r.m[ref]
+	if e.t == nil {
 		return nil
 	}
-	cp := *t
+	cp := *e.t
 	return &cp
 }
 

@@ -76,3 +76,21 @@ func TestTerminalEventAfterOutsideChange(t *testing.T) {
 			got.StatusID, got.CancelRequested, got.ErrorID, got.Version)
 	}
 }
+
+// TestRunningRefusesLatePut: a state committed before the final one but
+// recorded after it (a timer's change racing a terminal's) never makes a
+// finished transaction look running again.
+func TestRunningRefusesLatePut(t *testing.T) {
+	r := instore.NewRunningForTest()
+	pending := &instore.Transaction{ID: "txn_1", StatusID: instore.StatusPending, Version: 4}
+	final := &instore.Transaction{ID: "txn_1", StatusID: instore.StatusApproved, Version: 5}
+	r.Put(final)
+	r.Put(pending)
+	if got := r.Get("txn_1"); got != nil {
+		t.Errorf("after the final state and a late older one, get = version %d status %d; want nil (read the store)", got.Version, got.StatusID)
+	}
+	r.Put(&instore.Transaction{ID: "txn_2", StatusID: instore.StatusPending, Version: 1})
+	if got := r.Get("txn_2"); got == nil || got.Version != 1 {
+		t.Errorf("a running transaction: get = %+v", got)
+	}
+}

@@ -1,0 +1,8 @@
+package instore
+
+// RunningForTest exposes running to the external tests.
+type RunningForTest struct{ r running }
+
+func NewRunningForTest() *RunningForTest              { return &RunningForTest{} }
+func (x *RunningForTest) Put(t *Transaction)          { x.r.put(t) }
+func (x *RunningForTest) Get(ref string) *Transaction { return x.r.get(ref) }
