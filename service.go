@@ -416,9 +416,11 @@ func (s *Service) deadline() time.Duration {
 func ptr[T any](v T) *T { return &v }
 
 // Transaction returns one of the merchant's transactions. With wait > 0 it
-// holds a PENDING transaction until it changes, or wait passes. Errors:
-// WP03, WP04.
-func (s *Service) Transaction(ctx context.Context, p *Principal, ref string, wait time.Duration) (*Transaction, error) {
+// holds the answer while the transaction is PENDING, until it is final or
+// wait passes; with afterVersion as well, also until its version is past
+// afterVersion (any change: a progress stage, the acknowledgement), which
+// is how a till follows the terminal's progress. Errors: WP03, WP04.
+func (s *Service) Transaction(ctx context.Context, p *Principal, ref string, wait time.Duration, afterVersion *int64) (*Transaction, error) {
 	if _, err := s.merchant(ctx, p); err != nil {
 		return nil, err
 	}
@@ -447,8 +449,12 @@ func (s *Service) Transaction(ctx context.Context, p *Principal, ref string, wai
 	if wait <= 0 || t.Final() {
 		return t, nil
 	}
-	from := t.Version
-	return s.waitOn(ctx, ref, w, gen, t, s.Now().Add(wait), func(t *Transaction) bool { return t.Version != from || t.Final() })
+	cond := (*Transaction).Final
+	if afterVersion != nil {
+		after := *afterVersion
+		cond = func(t *Transaction) bool { return t.Version > after || t.Final() }
+	}
+	return s.waitOn(ctx, ref, w, gen, t, s.Now().Add(wait), cond)
 }
 
 // waitOn waits until cond holds for the transaction ref, the deadline

@@ -372,14 +372,32 @@ func (c *Client) Cancel(ctx context.Context, terminalID string) (*Transaction, e
 }
 
 // Transaction returns a transaction. With wait > 0 (at most a minute) the
-// service holds the answer while the transaction is PENDING until it
-// changes or wait passes (long-poll). Errors: WP03, WP04.
+// service holds the answer while the transaction is PENDING, until it is
+// final or wait passes (long-poll). Errors: WP03, WP04.
 func (c *Client) Transaction(ctx context.Context, onlineAPIRefID string, wait time.Duration) (*Transaction, error) {
+	return c.transaction(ctx, onlineAPIRefID, wait, -1)
+}
+
+// TransactionAfter is Transaction that also answers as soon as the
+// transaction's version is past afterVersion: any change (the terminal's
+// acknowledgement or a progress stage), for a till that shows the
+// terminal's progress.
+func (c *Client) TransactionAfter(ctx context.Context, onlineAPIRefID string, afterVersion int64, wait time.Duration) (*Transaction, error) {
+	return c.transaction(ctx, onlineAPIRefID, wait, max(afterVersion, 0))
+}
+
+func (c *Client) transaction(ctx context.Context, onlineAPIRefID string, wait time.Duration, afterVersion int64) (*Transaction, error) {
 	secs := int((wait + time.Second - 1) / time.Second)
 	secs = min(max(secs, 0), instore.MaxWait)
-	var q url.Values
+	q := url.Values{}
 	if secs > 0 {
-		q = url.Values{"wait": {strconv.Itoa(secs)}}
+		q.Set("wait", strconv.Itoa(secs))
+	}
+	if afterVersion >= 0 {
+		q.Set("afterVersion", strconv.FormatInt(afterVersion, 10))
+	}
+	if len(q) == 0 {
+		q = nil
 	}
 	var t Transaction
 	_, err := c.do(ctx, call{
@@ -395,7 +413,9 @@ func (c *Client) Transaction(ctx context.Context, onlineAPIRefID string, wait ti
 // WaitForFinal follows a transaction with long-polls until it is final and
 // returns it. onChange, when not nil, is called with every version seen,
 // the first and the final one included, so a caller can show the
-// terminal's progress (WAITING_FOR_CARD, WAITING_FOR_PIN, AUTHORIZING).
+// terminal's progress (WAITING_FOR_CARD, WAITING_FOR_PIN, AUTHORIZING):
+// the long-polls then also answer at each change (afterVersion); without
+// it they answer only at the final status, one request in all.
 // When ctx ends first it returns the latest version seen (or nil) with an
 // error wrapping ctx's; the transaction goes on at the terminal: Cancel it
 // if it should not.
@@ -405,13 +425,19 @@ func (c *Client) WaitForFinal(ctx context.Context, onlineAPIRefID string, onChan
 	wait := time.Duration(instore.MaxWait) * time.Second
 	for {
 		w := wait
-		if last == nil {
+		if last == nil && onChange != nil {
 			w = 0 // show the current state at once
 		}
 		if dl, ok := ctx.Deadline(); ok && w > 0 {
 			w = min(w, time.Until(dl))
 		}
-		t, err := c.Transaction(ctx, onlineAPIRefID, w)
+		var t *Transaction
+		var err error
+		if onChange != nil && last != nil {
+			t, err = c.TransactionAfter(ctx, onlineAPIRefID, seen, w)
+		} else {
+			t, err = c.Transaction(ctx, onlineAPIRefID, w)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return last, fmt.Errorf("client: wait for %s: %w", onlineAPIRefID, context.Cause(ctx))

@@ -72,6 +72,10 @@ type Options struct {
 	// default 100); ECRs the number of concurrent ECR clients (default
 	// Terminals), each driving its share of the terminals.
 	Terminals, ECRs int
+	// Progress makes the ECRs follow each purchase at every change
+	// (afterVersion), as a till that shows the terminal's progress does,
+	// instead of waiting for its final status.
+	Progress bool
 	// Readers is the number of status readers in mixed (default 8).
 	Readers int
 	// Sessions is the number of idle terminal sessions (default 2000).

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -145,7 +146,8 @@ func (e *env) startTerminals(ctx context.Context) (stop func(), err error) {
 
 // purchaseOp is one ECR's purchase life: POST /purchase (answered once the
 // terminal acknowledged it), then GET /transaction/{ref}?wait=30 until the
-// final status, which must be APPROVED. ECR w drives terminals w, w+M,
+// final status, which must be APPROVED (with --progress, &afterVersion=V:
+// an answer at every change). ECR w drives terminals w, w+M,
 // w+2M... in turn.
 func (e *env) purchaseOp(client *http.Client, recent *refRing, counts *lifeCounts) op {
 	m := e.o.ECRs
@@ -194,7 +196,11 @@ func (e *env) purchaseOp(client *http.Client, recent *refRing, counts *lifeCount
 		}
 		recent.add(t.Ref)
 		for t.StatusID == instore.StatusPending {
-			if t, err = call(ctx, "GET", e.srv.online+"/in-store/api/v1/transaction/"+t.Ref+"?wait=30", nil, 200); err != nil {
+			q := "?wait=30"
+			if e.o.Progress {
+				q += "&afterVersion=" + strconv.FormatInt(t.Version, 10)
+			}
+			if t, err = call(ctx, "GET", e.srv.online+"/in-store/api/v1/transaction/"+t.Ref+q, nil, 200); err != nil {
 				return err
 			}
 		}
@@ -215,6 +221,7 @@ type lifeCounts struct {
 type txView struct {
 	Ref      string `json:"onlineAPIRefId"`
 	StatusID int    `json:"statusId"`
+	Version  int64  `json:"version"`
 }
 
 // statusOp reads the status of a recent purchase (GET /transaction/{ref},

@@ -191,7 +191,15 @@ func (h *handlers) transaction(w http.ResponseWriter, r *http.Request, p *instor
 		}
 		wait = n
 	}
-	t, err := h.svc.Transaction(r.Context(), p, r.PathValue("onlineAPIRefId"), time.Duration(wait)*time.Second)
+	var after *int64
+	if q := r.URL.Query(); q.Has("afterVersion") {
+		n, err := strconv.ParseInt(q.Get("afterVersion"), 10, 64)
+		if err != nil || n < 0 {
+			return httpapi.Validation(instore.FieldError{Field: "afterVersion", Message: "must be a transaction version: an integer from 0"})
+		}
+		after = &n
+	}
+	t, err := h.svc.Transaction(r.Context(), p, r.PathValue("onlineAPIRefId"), time.Duration(wait)*time.Second, after)
 	if err != nil {
 		return err
 	}

@@ -491,15 +491,13 @@ func TestIdempotency(t *testing.T) {
 
 func TestLongPollWokenByChange(t *testing.T) {
 	s := startSandbox(t, func(c *server.Config) { c.SimDelay = 500 * time.Millisecond })
-	tx := s.purchase(t, s.terminals[0], 4200).tx(t, 201)
-	// wait=60 returns at the first change, long before 60 s: the client
-	// gives up after 30 s, so a status request that sleeps out its wait
-	// fails this test.
+	// The client gives up after 30 s, so a status request that sleeps out
+	// its wait of 60 s fails this test.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	seen := map[string]bool{}
-	for range 10 {
-		req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/in-store/api/v1/transaction/%s?wait=60", s.online, tx.OnlineAPIRefID), nil)
+	get := func(ref, query string) txJSON {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/in-store/api/v1/transaction/%s?%s", s.online, ref, query), nil)
 		for k, v := range s.auth(s.token, s.key) {
 			req.Header.Set(k, v)
 		}
@@ -509,16 +507,45 @@ func TestLongPollWokenByChange(t *testing.T) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("long-poll ?%s = %d %s", query, resp.StatusCode, b)
+		}
 		var cur txJSON
 		must(t, json.Unmarshal(b, &cur))
+		return cur
+	}
+
+	// wait alone holds while PENDING: one request sees the final status,
+	// through the three progress stages of the virtual terminal.
+	tx := s.purchase(t, s.terminals[0], 4200).tx(t, 201)
+	if got := get(tx.OnlineAPIRefID, "wait=60"); got.StatusID != instore.StatusApproved || got.Progress != "FINAL" {
+		t.Errorf("wait=60 answered status %d progress %s, want the final APPROVED", got.StatusID, got.Progress)
+	}
+
+	// With afterVersion, each change answers: the till sees the stages.
+	tx = s.purchase(t, s.terminals[0], 4200).tx(t, 201)
+	seen := map[string]bool{}
+	version := tx.Version
+	for range 10 {
+		cur := get(tx.OnlineAPIRefID, fmt.Sprintf("wait=60&afterVersion=%d", version))
+		if cur.Version <= version {
+			t.Fatalf("afterVersion=%d answered version %d (status %d) before any change", version, cur.Version, cur.StatusID)
+		}
+		version = cur.Version
 		seen[cur.Progress] = true
 		if cur.StatusID != instore.StatusPending {
 			break
 		}
 	}
 	if !seen["FINAL"] || !seen["WAITING_FOR_CARD"] && !seen["WAITING_FOR_PIN"] && !seen["AUTHORIZING"] {
-		t.Errorf("long-poll saw progress %v, want stages and FINAL", seen)
+		t.Errorf("long-poll with afterVersion saw progress %v, want stages and FINAL", seen)
 	}
+	// A version already passed answers at once; a bad one is refused.
+	if got := get(tx.OnlineAPIRefID, "wait=60&afterVersion=0"); got.Version != version {
+		t.Errorf("afterVersion=0 = version %d, want %d", got.Version, version)
+	}
+	s.get(t, "/in-store/api/v1/transaction/"+tx.OnlineAPIRefID+"?afterVersion=-1").problem(t, 400, "validation")
+	s.get(t, "/in-store/api/v1/transaction/"+tx.OnlineAPIRefID+"?afterVersion=x").problem(t, 400, "validation")
 }
 
 // TestSandboxLogsHoldNoIdentifiers runs purchases, a cancel, a link and an
