@@ -553,6 +553,12 @@ func (s *Service) finish(ctx context.Context, ref string, change func(*Transacti
 // caller just read (nil: read it), which it does not keep: change is
 // applied to a copy.
 func (s *Service) finishFrom(ctx context.Context, ref string, known *Transaction, change func(*Transaction) bool) (*Transaction, error) {
+	return s.finishWith(ctx, ref, known, s.Store.UpdateTransaction, change)
+}
+
+// finishWith is finishFrom writing with update (UpdateTransaction, or
+// UpdateProgress for a progress stage).
+func (s *Service) finishWith(ctx context.Context, ref string, known *Transaction, update func(context.Context, *Transaction, int64) error, change func(*Transaction) bool) (*Transaction, error) {
 	for {
 		var t *Transaction
 		if known != nil {
@@ -568,7 +574,7 @@ func (s *Service) finishFrom(ctx context.Context, ref string, known *Transaction
 		if !change(t) {
 			return t, nil
 		}
-		err := s.Store.UpdateTransaction(ctx, t, from)
+		err := update(ctx, t, from)
 		if errors.Is(err, ErrConflict) {
 			continue
 		} else if err != nil {
@@ -781,7 +787,9 @@ func (s *Service) TerminalProgress(ctx context.Context, serial, ref, stage strin
 	if err != nil {
 		return err
 	}
-	_, err = s.finishFrom(ctx, ref, known, func(t *Transaction) bool {
+	// A stage need not wait for the disk: losing it in a crash loses
+	// nothing the terminal will not report again (its result).
+	_, err = s.finishWith(ctx, ref, known, s.Store.UpdateProgress, func(t *Transaction) bool {
 		if t.Final() || rank(stage) <= rank(t.Progress) {
 			return false
 		}

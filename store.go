@@ -113,6 +113,12 @@ type TransactionStore interface {
 	// version is still fromVersion, and sets t.Version to fromVersion+1.
 	// ErrConflict (and t unchanged) when the stored version moved on.
 	UpdateTransaction(ctx context.Context, t *Transaction, fromVersion int64) error
+	// UpdateProgress is UpdateTransaction for a change of the progress
+	// stage only, which need not wait for the disk: a crash may lose the
+	// last stages written this way (the transaction then shows an earlier
+	// stage and version), never a change written by UpdateTransaction,
+	// which also makes every earlier one durable.
+	UpdateProgress(ctx context.Context, t *Transaction, fromVersion int64) error
 	// PendingTransactions lists every PENDING transaction (restart recovery).
 	PendingTransactions(ctx context.Context) ([]*Transaction, error)
 }

@@ -86,7 +86,7 @@ func New(w io.Writer, opts Options) *slog.Logger {
 	if format == FormatText {
 		next = slog.NewTextHandler(w, ho)
 	} else {
-		next = slog.NewJSONHandler(w, ho)
+		next = newFastJSON(w, ho)
 	}
 
 	logger := slog.New(NewRedactingHandler(next, opts.FingerprintKey))

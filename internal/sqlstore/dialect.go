@@ -15,7 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
+	"github.com/jackc/pgx/v5/stdlib"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -32,6 +32,10 @@ import (
 // commits to be flushed, and writes keep as many commits in flight as the
 // database can flush together.
 const postgresMaxConns = 16
+
+// postgresRelaxedConns bounds the third pool, for the progress stages that
+// need not wait for the disk (UpdateProgress).
+const postgresRelaxedConns = 8
 
 // sqliteReaders is the size of the SQLite reader pool.
 const sqliteReaders = 4
@@ -174,23 +178,25 @@ func setWAL(ctx context.Context, db *sql.DB) error {
 	}
 }
 
-// openPostgres opens a pgx pool of postgresMaxConns. Errors never repeat the
+// openPostgres opens a pgx pool of conns connections, whose sessions get
+// the run-time parameters params (name, value, ...). Errors never repeat the
 // DSN: it may hold a password.
-func openPostgres(ctx context.Context, dsn string) (*sql.DB, error) {
-	if _, err := pgx.ParseConfig(dsn); err != nil {
+func openPostgres(ctx context.Context, dsn string, conns int, params ...string) (*sql.DB, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
 		// The parse error quotes the URL, with the password redacted only
 		// on a best-effort basis.
 		return nil, errors.New("sqlstore: invalid postgres URL (not repeated here: it may hold a password)")
 	}
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("sqlstore: open postgres: %w", err)
+	for i := 0; i+1 < len(params); i += 2 {
+		cfg.RuntimeParams[params[i]] = params[i+1]
 	}
+	db := stdlib.OpenDB(*cfg)
 	// Bounded: PostgreSQL refuses connections past max_connections (100 by
 	// default), and past a few per core more connections only queue inside
 	// the server. Callers wait for a free connection instead.
-	db.SetMaxOpenConns(postgresMaxConns)
-	db.SetMaxIdleConns(postgresMaxConns)
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlstore: connect to postgres: %w", err)

@@ -40,6 +40,9 @@ type DB struct {
 	writerStmts, readerStmts *stmtCache
 	// group runs the writes (SQLite only, see groupCommitter).
 	group *groupCommitter
+	// relaxed is the PostgreSQL pool for UpdateProgress: its sessions have
+	// synchronous_commit off.
+	relaxed *sql.DB
 }
 
 // Open opens the store named by dsn and applies pending migrations. A dsn
@@ -58,16 +61,22 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 
 	db := &DB{}
 	if isPostgres(dsn) {
-		writer, err := openPostgres(ctx, dsn)
+		writer, err := openPostgres(ctx, dsn, postgresMaxConns)
 		if err != nil {
 			return nil, err
 		}
-		reader, err := openPostgres(ctx, dsn)
+		reader, err := openPostgres(ctx, dsn, postgresMaxConns)
 		if err != nil {
 			writer.Close()
 			return nil, err
 		}
-		db.d, db.writer, db.reader = newPostgres(), writer, reader
+		relaxed, err := openPostgres(ctx, dsn, postgresRelaxedConns, "synchronous_commit", "off")
+		if err != nil {
+			writer.Close()
+			reader.Close()
+			return nil, err
+		}
+		db.d, db.writer, db.reader, db.relaxed = newPostgres(), writer, reader, relaxed
 	} else {
 		writer, reader, err := openSQLite(ctx, dsn, synchronous)
 		if err != nil {
@@ -98,6 +107,9 @@ func (db *DB) Close() error {
 	err := db.writer.Close()
 	if db.reader != db.writer {
 		err = errors.Join(err, db.reader.Close())
+	}
+	if db.relaxed != nil {
+		err = errors.Join(err, db.relaxed.Close())
 	}
 	return err
 }

@@ -63,6 +63,23 @@ func (db *DB) UpdateTransaction(ctx context.Context, t *instore.Transaction, fro
 	return nil
 }
 
+// UpdateProgress is UpdateTransaction without waiting for the disk: on
+// PostgreSQL the statement runs on the pool whose sessions have
+// synchronous_commit off (the commit returns once the WAL is written, not
+// flushed; the WAL writer flushes it within wal_writer_delay, and any later
+// synchronous commit flushes it first); on SQLite it is UpdateTransaction
+// (its group commit already shares the fsync).
+func (db *DB) UpdateProgress(ctx context.Context, t *instore.Transaction, fromVersion int64) error {
+	if db.relaxed == nil {
+		return db.UpdateTransaction(ctx, t, fromVersion)
+	}
+	if err := updateTransaction(ctx, conn{d: db.d, q: db.relaxed}, t, fromVersion); err != nil {
+		return err
+	}
+	t.Version = fromVersion + 1
+	return nil
+}
+
 // PendingTransactions lists every PENDING transaction, oldest first.
 func (db *DB) PendingTransactions(ctx context.Context) ([]*instore.Transaction, error) {
 	rows, err := db.read().query(ctx,

@@ -240,6 +240,40 @@ var transactionTests = []test{
 			t.Errorf("UpdateTransaction wrote immutable fields (-want +got):\n%s", d)
 		}
 	}},
+	{"UpdateProgress", func(t *testing.T, s instore.Store) {
+		// A progress stage written without waiting for the disk is the same
+		// compare-and-set as UpdateTransaction, seen at once by readers.
+		terminalID := seed(t, s)
+		tx := mustCreateTransaction(t, s, newTransaction("txn_1", "mer_1", terminalID, "SN-1", instore.StatusPending, at(1)))
+		for i, stage := range []string{instore.ProgressWaitingForCard, instore.ProgressWaitingForPIN, instore.ProgressAuthorizing} {
+			from := tx.Version
+			tx.Progress = stage
+			if err := s.UpdateProgress(t.Context(), tx, from); err != nil {
+				t.Fatalf("UpdateProgress(%s) = %v", stage, err)
+			}
+			if tx.Version != from+1 {
+				t.Errorf("stage %d: UpdateProgress set Version %d, want %d", i, tx.Version, from+1)
+			}
+			if d := diff(storedTransaction(tx), mustTransaction(t, s, tx.ID)); d != "" {
+				t.Errorf("stage %d: Transaction() after UpdateProgress mismatch (-want +got):\n%s", i, d)
+			}
+		}
+		stale := *tx
+		stale.Progress = instore.ProgressWaitingForCard
+		checkConflict(t, "UpdateProgress(stale version)", s.UpdateProgress(t.Context(), &stale, tx.Version-1))
+		if stale.Version != tx.Version {
+			t.Errorf("UpdateProgress(stale version) set Version %d, want it unchanged (%d)", stale.Version, tx.Version)
+		}
+		missing := *tx
+		missing.ID = "txn_missing_5e1a"
+		checkNotFound(t, "UpdateProgress(missing)", s.UpdateProgress(t.Context(), &missing, 1), "txn_missing_5e1a")
+		// A durable change after it keeps every stage.
+		tx.StatusID, tx.Progress, tx.Result = instore.StatusApproved, instore.ProgressFinal, approvedResult()
+		mustUpdateTransaction(t, s, tx, tx.Version)
+		if d := diff(storedTransaction(tx), mustTransaction(t, s, tx.ID)); d != "" {
+			t.Errorf("Transaction() after the result mismatch (-want +got):\n%s", d)
+		}
+	}},
 	{"UpdateConflict", func(t *testing.T, s instore.Store) {
 		terminalID := seed(t, s)
 		tx := mustCreateTransaction(t, s, newTransaction("txn_1", "mer_1", terminalID, "SN-1", instore.StatusPending, at(1)))
