@@ -13,36 +13,52 @@ import (
 	"github.com/instore-dev/instore/internal/sqlstore"
 )
 
+// fixture is a Service on SQLite with one merchant and one terminal ID
+// linked to a device with the serial number serial.
+type fixture struct {
+	st       *sqlstore.DB
+	svc      *instore.Service
+	merchant string
+	terminal string
+}
+
+func newFixture(tb testing.TB, synchronous, serial string) *fixture {
+	tb.Helper()
+	ctx := context.Background()
+	st, err := sqlstore.Open(ctx, filepath.Join(tb.TempDir(), "svc.db"), sqlstore.Options{Synchronous: synchronous})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { st.Close() })
+	ad := admin.New(st)
+	cus, _ := ad.CreateCustomer(ctx, "c")
+	mer, _ := ad.CreateMerchant(ctx, cus.ID, "m", true)
+	if _, _, err := ad.CreateDevice(ctx, serial, instore.ModelCountertop, cus.ID); err != nil {
+		tb.Fatal(err)
+	}
+	ts, err := ad.AllocateTerminals(ctx, mer.ID, 1)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, _, err := st.LinkTerminal(ctx, ts[0].TerminalID, serial, time.Now()); err != nil {
+		tb.Fatal(err)
+	}
+	meta := instore.DefaultMetadata()
+	svc := &instore.Service{Store: st, Metadata: &meta, Now: time.Now, NewRef: func() string { return ids.New("txn") }}
+	svc.Gateway = gateway.New(gateway.Config{Events: svc})
+	tb.Cleanup(svc.Close)
+	return &fixture{st: st, svc: svc, merchant: mer.ID, terminal: ts[0].TerminalID}
+}
+
 // TestTerminalEventAfterOutsideChange: the service starts a terminal's
 // report from the state it last committed itself instead of reading the
 // store; a change made meanwhile by another writer makes the
 // compare-and-set fail, and the report is applied to the stored state.
 func TestTerminalEventAfterOutsideChange(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "svc.db"), sqlstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	ad := admin.New(st)
-	cus, _ := ad.CreateCustomer(ctx, "c")
-	mer, _ := ad.CreateMerchant(ctx, cus.ID, "m", true)
-	if _, _, err := ad.CreateDevice(ctx, "S-1", instore.ModelCountertop, cus.ID); err != nil {
-		t.Fatal(err)
-	}
-	ts, err := ad.AllocateTerminals(ctx, mer.ID, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := st.LinkTerminal(ctx, ts[0].TerminalID, "S-1", time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	meta := instore.DefaultMetadata()
-	svc := &instore.Service{Store: st, Metadata: &meta, Now: time.Now, NewRef: func() string { return ids.New("txn") }}
-	svc.Gateway = gateway.New(gateway.Config{Events: svc})
-	defer svc.Close()
-
-	tx := &instore.Transaction{ID: svc.NewRef(), MerchantID: mer.ID, TerminalID: ts[0].TerminalID, SerialNumber: "S-1",
+	f := newFixture(t, "FULL", "S-1")
+	st, svc := f.st, f.svc
+	tx := &instore.Transaction{ID: svc.NewRef(), MerchantID: f.merchant, TerminalID: f.terminal, SerialNumber: "S-1",
 		Type: instore.TypePurchase, Amount: 1250, Currency: "SEK", StatusID: instore.StatusPending,
 		Progress: instore.ProgressSent, CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
 	if err := st.CreateTransaction(ctx, tx); err != nil {

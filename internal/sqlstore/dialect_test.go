@@ -118,7 +118,9 @@ func TestSQLiteConnections(t *testing.T) {
 // TestPostgresPoolBounded: the pool never opens more connections than
 // postgresMaxConns, so a burst of requests queues in the pool instead of
 // failing with "too many clients" at the server's max_connections.
-func TestPostgresPoolBounded(t *testing.T) {
+// openPostgresTest opens the store on INSTORE_TEST_DATABASE_URL, or skips.
+func openPostgresTest(t *testing.T) *DB {
+	t.Helper()
 	u := os.Getenv("INSTORE_TEST_DATABASE_URL")
 	if u == "" {
 		t.Skip("INSTORE_TEST_DATABASE_URL is not set; set it to a postgres:// URL to run the PostgreSQL tests")
@@ -127,7 +129,12 @@ func TestPostgresPoolBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func TestPostgresPoolBounded(t *testing.T) {
+	db := openPostgresTest(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, 120)
 	for range 120 {
@@ -156,15 +163,7 @@ func TestPostgresPoolBounded(t *testing.T) {
 // pool busy (here: waiting for an advisory lock the test holds), reads
 // still get connections of their own and answer.
 func TestPostgresReadsDoNotWaitForWrites(t *testing.T) {
-	u := os.Getenv("INSTORE_TEST_DATABASE_URL")
-	if u == "" {
-		t.Skip("INSTORE_TEST_DATABASE_URL is not set; set it to a postgres:// URL to run the PostgreSQL tests")
-	}
-	db, err := Open(t.Context(), u, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openPostgresTest(t)
 	ctx := t.Context()
 	lock, err := db.reader.Conn(ctx)
 	if err != nil {
