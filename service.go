@@ -247,10 +247,28 @@ func (s *Service) Unlink(ctx context.Context, p *Principal, req *TerminalRequest
 
 // busy is WP09 naming the transaction that occupies the terminal.
 func (s *Service) busy(ctx context.Context, terminalID string) error {
+	a, err := s.Store.ActiveTransaction(ctx, terminalID)
+	if err != nil {
+		a = nil
+	}
+	if e := wp30(a, s.Gateway); e != nil {
+		return e
+	}
 	e := Errorf(WP09, "The terminal is processing a transaction.")
-	if a, err := s.Store.ActiveTransaction(ctx, terminalID); err == nil {
+	if a != nil {
 		e.OnlineAPIRefID = a.ID
 	}
+	return e
+}
+
+// wp30 is the WP30 error when active (nil: none) was acknowledged by a
+// device that has since gone offline, and nil otherwise.
+func wp30(active *Transaction, g Gateway) *Error {
+	if active == nil || !active.Acknowledged() || g.Online(active.SerialNumber) {
+		return nil
+	}
+	e := Errorf(WP30, "The terminal acknowledged the previous transaction, lost its connection and has not sent its result yet.")
+	e.OnlineAPIRefID = active.ID
 	return e
 }
 
@@ -302,7 +320,7 @@ func (s *Service) Purchase(ctx context.Context, p *Principal, req *PurchaseReque
 	if err != nil {
 		return nil, err
 	}
-	serial, err := s.ready(ctx, term)
+	serial, err := s.readyToCreate(ctx, term)
 	if err != nil {
 		return nil, err
 	}
@@ -330,9 +348,7 @@ func (s *Service) ready(ctx context.Context, term *Terminal) (string, error) {
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return "", fmt.Errorf("active transaction: %w", err)
 	}
-	if active != nil && active.Acknowledged() && !s.Gateway.Online(active.SerialNumber) {
-		e := Errorf(WP30, "The terminal acknowledged the previous transaction, lost its connection and has not sent its result yet.")
-		e.OnlineAPIRefID = active.ID
+	if e := wp30(active, s.Gateway); e != nil {
 		return "", e
 	}
 	if !s.Gateway.Online(term.SerialNumber) {
@@ -344,6 +360,22 @@ func (s *Service) ready(ctx context.Context, term *Terminal) (string, error) {
 		return "", e
 	}
 	// Access API: a terminal installing a software update is busy (WP09).
+	if err := s.installing(ctx, term.TerminalID); err != nil {
+		return "", err
+	}
+	return term.SerialNumber, nil
+}
+
+// readyToCreate is ready for an operation whose creation is its next step
+// and has no check of its own between (a purchase): with the terminal
+// online, a running transaction is found by the creation itself, which the
+// store refuses while the terminal ID has one (ErrConflict; busy then tells
+// WP30 from WP09), so the check costs no read of its own. The answers are
+// ready's.
+func (s *Service) readyToCreate(ctx context.Context, term *Terminal) (string, error) {
+	if !term.Linked() || !s.Gateway.Online(term.SerialNumber) {
+		return s.ready(ctx, term)
+	}
 	if err := s.installing(ctx, term.TerminalID); err != nil {
 		return "", err
 	}
