@@ -25,6 +25,9 @@ var errClosed = errors.New("sqlstore: the store is closed")
 // under concurrent load it turns N fsyncs into one (the purchase load
 // test: docs/benchmarks.md).
 //
+// A write whose fn panics is rolled back alone and the panic is raised
+// again on its caller's goroutine (TestGroupCommitPanic).
+//
 // PostgreSQL needs none of this: it has a pool of connections, and its
 // WAL writer flushes concurrent commits together by itself.
 type groupCommitter struct {
@@ -63,7 +66,28 @@ func (g *groupCommitter) do(ctx context.Context, fn func(c conn) error) error {
 	}
 	g.jobs <- j
 	g.mu.RUnlock()
-	return <-j.err
+	err := <-j.err
+	var p *jobPanic
+	if errors.As(err, &p) {
+		panic(p.value) // on the caller's goroutine, as if fn had run there
+	}
+	return err
+}
+
+// jobPanic carries a panic of a write's fn from the committer to its
+// caller: the write is rolled back alone and the committer goes on.
+type jobPanic struct{ value any }
+
+func (p *jobPanic) Error() string { return fmt.Sprintf("sqlstore: write panicked: %v", p.value) }
+
+// run calls fn, turning a panic into a *jobPanic error.
+func run(fn func(c conn) error, c conn) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &jobPanic{value: v}
+		}
+	}()
+	return fn(c)
 }
 
 // close runs what is queued and stops.
@@ -123,7 +147,7 @@ func (g *groupCommitter) commit(group []*writeJob) {
 	ts := &txStmts{cache: db.writerStmts, tx: tx}
 	c := conn{d: db.d, q: tx, tx: ts, detached: true}
 	if len(group) == 1 {
-		if errs[0] = group[0].fn(c); errs[0] != nil {
+		if errs[0] = run(group[0].fn, c); errs[0] != nil {
 			tx.Rollback()
 			group[0].err <- errs[0]
 			return
@@ -135,7 +159,7 @@ func (g *groupCommitter) commit(group []*writeJob) {
 				fail(fmt.Errorf("savepoint: %w", err))
 				return
 			}
-			if errs[i] = j.fn(c); errs[i] != nil {
+			if errs[i] = run(j.fn, c); errs[i] != nil {
 				if _, err := c.exec(ctx, "ROLLBACK TO w"); err != nil {
 					// The error ended the whole transaction: nobody's write stays.
 					tx.Rollback()

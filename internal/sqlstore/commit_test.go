@@ -105,3 +105,33 @@ func TestGroupCommit(t *testing.T) {
 		t.Errorf("write after Close = %v, want errClosed", err)
 	}
 }
+
+// TestGroupCommitPanic: a write that panics is rolled back alone, its
+// caller gets the panic, and the committer goes on serving writes.
+func TestGroupCommitPanic(t *testing.T) {
+	db, err := Open(t.Context(), filepath.Join(t.TempDir(), "instore.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := t.Context()
+	func() {
+		defer func() {
+			if v := recover(); v != "boom" {
+				t.Errorf("the caller recovered %v, want the write's panic", v)
+			}
+		}()
+		db.update(ctx, func(c conn) error {
+			if err := insertSettingIfAbsent(ctx, c, "half", "1"); err != nil {
+				return err
+			}
+			panic("boom")
+		})
+	}()
+	if _, err := db.Setting(ctx, "half"); !errors.Is(err, instore.ErrNotFound) {
+		t.Errorf("the panicked write's first statement is stored (%v), want it rolled back", err)
+	}
+	if _, err := db.InitSetting(ctx, "after", "1"); err != nil {
+		t.Errorf("a write after the panic = %v, want the committer still serving", err)
+	}
+}
