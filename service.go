@@ -391,9 +391,8 @@ func (s *Service) start(ctx context.Context, t *Transaction, create func(context
 	t.DeadlineAt = ptr(t.CreatedAt.Add(s.ackTimeout() + s.deadline()))
 	// Subscribed before anything can change it: the wait for the ack starts
 	// from the created state without reading it back.
-	w, release := s.changes.subscribe(t.ID)
+	w, gen, release := s.changes.subscribe(t.ID)
 	defer release()
-	gen, _, _, _ := s.changes.since(w, 0)
 	if err := create(ctx, t); errors.Is(err, ErrConflict) {
 		return nil, s.busy(ctx, t.TerminalID)
 	} else if err != nil {
@@ -464,9 +463,8 @@ func (s *Service) Transaction(ctx context.Context, p *Principal, ref string, wai
 	if wait > 0 {
 		// Subscribed before the read, so that the read serves the wait too.
 		var release func()
-		w, release = s.changes.subscribe(ref)
+		w, gen, release = s.changes.subscribe(ref)
 		defer release()
-		gen, _, _, _ = s.changes.since(w, 0)
 	}
 	// A running transaction is read from running (this node commits every
 	// change of it, and puts each there before answering anyone), a
@@ -991,14 +989,15 @@ type watch struct {
 // watch returns a channel closed at the next change of ref, and a release
 // function to call when done waiting.
 func (c *changes) watch(ref string) (<-chan struct{}, func()) {
-	w, release := c.subscribe(ref)
+	w, _, release := c.subscribe(ref)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return w.ch, release
 }
 
-// subscribe holds the entry of ref until release is called.
-func (c *changes) subscribe(ref string) (*watch, func()) {
+// subscribe holds the entry of ref until release is called, and returns
+// its generation: a change published from now on moves it.
+func (c *changes) subscribe(ref string) (*watch, uint64, func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
@@ -1010,7 +1009,7 @@ func (c *changes) subscribe(ref string) (*watch, func()) {
 		c.m[ref] = w
 	}
 	w.refs++
-	return w, func() {
+	return w, w.gen, func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		w.refs--

@@ -203,21 +203,13 @@ func (db *DB) update(ctx context.Context, fn func(c conn) error) error {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	c := conn{d: db.d, q: tx}
-	var ts *txStmts
-	if db.writerStmts != nil {
-		ts = &txStmts{cache: db.writerStmts, tx: tx}
-		c.tx = ts
-	}
-	if err := fn(c); err != nil {
+	// PostgreSQL (SQLite's writes all go through the group committer).
+	if err := fn(conn{d: db.d, q: tx}); err != nil {
 		tx.Rollback()
 		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
-	}
-	if ts != nil && len(ts.missed) > 0 {
-		ts.prepareMissed(ctx)
 	}
 	return nil
 }
