@@ -78,10 +78,9 @@ type Server struct {
 	liveness time.Duration // PingInterval + PongTimeout
 	write    time.Duration
 	hello    time.Duration
+	// upgrader does the handshake only: the session reads and writes the
+	// frames itself (frames.go).
 	upgrader websocket.Upgrader
-	// writePool lends gorilla its write buffers for the duration of a
-	// write, so an idle session holds none.
-	writePool sync.Pool
 	// pings times the pings of all sessions on one timer.
 	pings pingQueue
 
@@ -130,9 +129,9 @@ func New(cfg Config) *Server {
 	g.liveness = g.ping + orDefault(cfg.PongTimeout, DefaultPongTimeout)
 	g.upgrader = websocket.Upgrader{
 		HandshakeTimeout: g.write,
-		ReadBufferSize:   1024,
-		WriteBufferSize:  1024,
-		WriteBufferPool:  &g.writePool,
+		// No buffer sizes: gorilla then takes net/http's hijacked buffers
+		// for its Conn instead of allocating its own, and the Conn and
+		// they are dropped once the handshake is written.
 		// Terminals are not browsers: the device secret authenticates
 		// them, the Origin header means nothing.
 		CheckOrigin: func(*http.Request) bool { return true },
@@ -195,13 +194,13 @@ func (g *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			slog.String("serialNumber", serial), slog.String("error", err.Error()))
 		return
 	}
-	s := newSession(g, conn, serial)
+	s := newSession(g, conn.NetConn(), serial)
 	g.mu.Lock()
 	g.all[s] = struct{}{}
 	closed := g.closed
 	g.mu.Unlock()
 	if closed {
-		s.close(websocket.CloseGoingAway, "server shutting down", false)
+		s.close(closeGoingAway, "server shutting down", false)
 	}
 	started = true
 	// Not go func() { defer g.wg.Done(); s.run() }(): that closure would
@@ -343,7 +342,7 @@ func (g *Server) Close() error {
 	}
 	g.mu.Unlock()
 	for _, s := range all {
-		s.close(websocket.CloseGoingAway, "server shutting down", false)
+		s.close(closeGoingAway, "server shutting down", false)
 	}
 	g.wg.Wait()
 	g.pings.stop()

@@ -222,12 +222,13 @@ func idleBareCost(t *testing.T, n int) memSample {
 
 // TestIdleSessionMemory reports the stack and heap of an idle session next
 // to the bare gorilla server's (heap figures include the clients' end of
-// the connections, alike for both), and guards the stack: after hello, a
+// the connections, alike for both), and guards the heap (no buffer held)
+// and the stack: after hello, a
 // pong, a ping and a message that came in two parts, an idle session's
 // read loop must still have the minimum goroutine stack, 2 KiB. A read
 // loop that once needs more keeps 4 KiB for good: the runtime halves a
 // stack only while less than a quarter of it is in use, and one waiting
-// in gorilla's read path never is (see session.run). The bare server's
+// in a read never is (see session.run). The bare server's
 // loop grows to 4 KiB here, on the ping or the split message.
 func TestIdleSessionMemory(t *testing.T) {
 	if testing.Short() {
@@ -245,5 +246,12 @@ func TestIdleSessionMemory(t *testing.T) {
 	// stack pools; a grown read loop shows as some 4 KiB.
 	if ours.stack > 2560 {
 		t.Errorf("an idle session's stack is %.0f B, want the 2 KiB minimum", ours.stack)
+	}
+	// An idle session holds no buffer (frames.go): its heap, with the
+	// client's end of the socket, is under 1 KiB (896 B when written); a
+	// read buffer of the smallest useful size, or gorilla's Conn, would
+	// take it past 1.5 KiB.
+	if ours.heap > 1536 {
+		t.Errorf("an idle session's heap is %.0f B, want < 1.5 KiB (no buffer held while idle)", ours.heap)
 	}
 }

@@ -9,10 +9,11 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/gorilla/websocket"
+	"github.com/gobwas/ws"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/protocol"
@@ -27,16 +28,19 @@ const maxCloseGrace = 2 * time.Second
 // come from any goroutine and take the write slot (wslot), so at most one
 // data frame is written at a time and nobody waits for it longer than the
 // write timeout; pings are control frames sent from the Server's ping
-// queue.
+// queue. Frames are read and written on the raw connection (frames.go).
 //
-// Every idle terminal holds one: the fields are ordered so that the
-// struct fits the 96-byte size class (TestIdleSessionMemory reports the
-// heap per session).
+// Every idle terminal holds one: TestIdleSessionMemory reports the heap
+// per session.
 type session struct {
 	g      *Server
-	conn   *websocket.Conn
+	nc     net.Conn
 	serial string
 	wslot  writeSlot
+	// wmu puts frames on the wire one at a time; closeSent, guarded by
+	// it, is set once the close frame is written.
+	wmu       sync.Mutex
+	closeSent bool
 	// pingAt is when the session is next pinged, on the Server's
 	// pingQueue clock, and pingIdx (below) its place in the queue (-1:
 	// not queued); both are guarded by the queue's lock.
@@ -56,70 +60,52 @@ type session struct {
 	registered bool
 }
 
-func newSession(g *Server, conn *websocket.Conn, serial string) *session {
-	return &session{g: g, conn: conn, serial: serial, pingIdx: -1}
+func newSession(g *Server, nc net.Conn, serial string) *session {
+	return &session{g: g, nc: nc, serial: serial, pingIdx: -1}
 }
 
 func (g *Server) closeGrace() time.Duration { return min(maxCloseGrace, g.write) }
 
-// run is the session's read loop. It waits in NextReader with as little
-// as possible of its own on the stack: a goroutine starts with 2 KiB, and
-// one that once needs more keeps 4 KiB for good, as the runtime halves a
-// stack at a collection only while less than a quarter of it is in use
-// (counting an 800-byte guard), which a goroutine waiting in gorilla's
-// read path never is. That wait (NextReader, advanceFrame, bufio, net,
-// poll) takes most of the 2 KiB; ReadMessage (io.ReadAll's large frame)
-// and a run with the frame's handling inline took the read loop past
-// them, doubling every idle session's stack. So run only loops: setting
-// up (start), reading and handling a message (frame) and ending (finish)
-// are calls of their own, off the stack while it waits. The ping handler
-// does not write either (queuePong). TestIdleSessionMemory guards this.
+// run is the session's read loop. It waits for the next frame header
+// with as little as possible of its own on the stack: a goroutine starts
+// with 2 KiB, and one that once needs more keeps 4 KiB for good, as the
+// runtime halves a stack at a collection only while less than a quarter
+// of it is in use (counting an 800-byte guard), which a goroutine waiting
+// in a read never is. With gorilla's read path (NextReader, advanceFrame,
+// bufio), io.ReadAll's large frame, or a frame's handling inline, the
+// read loop went past 2 KiB, doubling every idle session's stack. So run
+// only loops: setting up (start), reading and handling a message (frame)
+// and ending (finish) are calls of their own, off the stack while it
+// waits. A ping is answered by another goroutine (queuePong).
+// TestIdleSessionMemory guards this.
 func (s *session) run() {
 	s.start()
 	var err error
 	for err == nil {
-		var mt int
-		var r io.Reader
-		if mt, r, err = s.conn.NextReader(); err == nil {
-			err = s.frame(mt, r)
+		var h ws.Header
+		if h, err = ws.ReadHeader(s.nc); err == nil {
+			err = s.frame(h)
 		}
 	}
 	s.finish(err)
 	s.g.wg.Done() // the Server's count of running sessions (ServeHTTP)
 }
 
-// start sets the connection up for the read loop: the read limit, the
-// hello deadline and the control frame handlers.
+// start sets the connection up for the read loop: the hello deadline.
 //
 //go:noinline
 func (s *session) start() {
-	c := s.conn
-	c.SetReadLimit(protocol.MaxFrameBytes)
-	c.SetReadDeadline(time.Now().Add(s.g.hello))
+	s.nc.SetReadDeadline(time.Now().Add(s.g.hello))
 	if s.closing.Load() { // closed before it started (Close)
-		c.SetReadDeadline(time.Now().Add(s.g.closeGrace()))
+		s.nc.SetReadDeadline(time.Now().Add(s.g.closeGrace()))
 	}
-	c.SetPongHandler(func(string) error {
-		if s.registered {
-			s.extend()
-		}
-		return nil
-	})
-	c.SetPingHandler(func(data string) error {
-		if s.registered {
-			s.extend()
-		}
-		s.queuePong(data)
-		return nil
-	})
 }
 
 // queuePong has the pong to a ping of the terminal written by a
-// short-lived goroutine. Written here, in the ping handler, at the bottom
-// of gorilla's read path (advanceFrame), the write (WriteControl, net,
-// poll, syscall) would take the read loop past its 2 KiB stack for good
-// (see run). One writer at a time: pings that come while it is on its way
-// are answered by one pong, to the latest, as RFC 6455 (5.5.3) allows.
+// short-lived goroutine. Written by the read loop, the write (net, poll,
+// syscall) would take it past its 2 KiB stack for good (see run). One
+// writer at a time: pings that come while it is on its way are answered
+// by one pong, to the latest, as RFC 6455 (5.5.3) allows.
 func (s *session) queuePong(data string) {
 	if s.pong.Swap(&data) == nil {
 		s.g.wg.Add(1) // Close waits for it; the read loop holds a count
@@ -132,19 +118,23 @@ func (s *session) writePongs() {
 	for {
 		p := s.pong.Load()
 		// A failed pong shows as a failed read or write soon enough.
-		s.conn.WriteControl(websocket.PongMessage, []byte(*p), time.Now().Add(s.g.write))
+		s.writeFrame(ws.OpPong, []byte(*p), time.Now().Add(s.g.write))
 		if s.pong.CompareAndSwap(p, nil) {
 			return
 		}
 	}
 }
 
-// frame reads the rest of the message r of type mt and handles it. It
-// returns an error only when reading failed, which ends the read loop.
+// frame reads the rest of the frame of header h, and of its message, and
+// handles it. It returns an error only when reading failed or the frame
+// was refused, which ends the read loop.
 //
 //go:noinline
-func (s *session) frame(mt int, r io.Reader) error {
-	frame, err := readMessage(r)
+func (s *session) frame(h ws.Header) error {
+	if h.OpCode.IsControl() {
+		return s.control(h)
+	}
+	op, frame, err := s.message(h)
 	if err != nil {
 		return err
 	}
@@ -157,7 +147,7 @@ func (s *session) frame(mt int, r io.Reader) error {
 	var code int
 	var reason string
 	switch {
-	case mt != websocket.TextMessage:
+	case op != ws.OpText:
 		code, reason = protocol.CloseMalformed, "frames must be JSON text frames"
 	case !s.registered:
 		code, reason = s.offload(func() (int, string) { return s.hello(frame) })
@@ -172,29 +162,6 @@ func (s *session) frame(mt int, r io.Reader) error {
 		s.extend()
 	}
 	return nil
-}
-
-// readMessage reads r to its end, as io.ReadAll does (and as gorilla's
-// ReadMessage used it), but with a small frame: when the rest of a message
-// is still on its way, the read loop waits in here, and io.ReadAll's frame
-// alone would take it past its 2 KiB stack (see run).
-//
-//go:noinline
-func readMessage(r io.Reader) ([]byte, error) {
-	b := make([]byte, 0, 512)
-	for {
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)] // let append pick the next capacity
-		}
-	}
 }
 
 // offload runs fn, a frame's handling, on a goroutine of its own and waits
@@ -217,7 +184,7 @@ func (s *session) offload(fn func() (int, string)) (int, string) {
 		defer func() {
 			if p := recover(); p != nil {
 				s.g.log.Error("terminal frame handling panicked", "serialNumber", s.serial, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-				done <- answer{websocket.CloseInternalServerErr, "internal error"}
+				done <- answer{closeInternal, "internal error"}
 			}
 		}()
 		code, reason := fn()
@@ -234,9 +201,9 @@ func (s *session) extend() {
 	if s.closing.Load() {
 		return
 	}
-	s.conn.SetReadDeadline(time.Now().Add(s.g.liveness))
+	s.nc.SetReadDeadline(time.Now().Add(s.g.liveness))
 	if s.closing.Load() {
-		s.conn.SetReadDeadline(time.Now().Add(s.g.closeGrace()))
+		s.nc.SetReadDeadline(time.Now().Add(s.g.closeGrace()))
 	}
 }
 
@@ -252,7 +219,7 @@ func (s *session) close(code int, reason string, sync bool) {
 	}
 	s.closeCode.Store(int32(code))
 	if code == 0 {
-		s.conn.SetReadDeadline(time.Now())
+		s.nc.SetReadDeadline(time.Now())
 		return
 	}
 	send := func() {
@@ -260,7 +227,7 @@ func (s *session) close(code int, reason string, sync bool) {
 		if err := s.writeClose(code, reason); err != nil {
 			deadline = time.Now()
 		}
-		s.conn.SetReadDeadline(deadline)
+		s.nc.SetReadDeadline(deadline)
 	}
 	if sync {
 		send()
@@ -274,7 +241,7 @@ func (s *session) writeClose(code int, reason string) error {
 	if len(reason) > maxReason {
 		reason = reason[:maxReason]
 	}
-	return s.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(s.g.write))
+	return s.writeFrame(ws.OpClose, ws.NewCloseFrameBody(ws.StatusCode(code), reason), time.Now().Add(s.g.write))
 }
 
 // finish ends the session after its read loop stopped with err: it sends
@@ -285,20 +252,24 @@ func (s *session) finish(err error) {
 	s.g.pings.remove(s)
 	level, msg := slog.LevelInfo, "terminal session ended"
 	drain := false
-	var ce *websocket.CloseError
+	var ce *closeError
+	var fe *frameError
 	switch {
 	case errors.As(err, &ce):
-		// The terminal closed, or answered our close; gorilla echoed it.
+		// The terminal closed, or answered our close; control echoed it.
 		if !s.closing.Load() {
-			s.closeCode.Store(int32(ce.Code))
+			s.closeCode.Store(int32(ce.code))
 		}
 	case s.closing.Load():
 		// We closed: the grace period passed, or the connection broke.
-	case errors.Is(err, websocket.ErrReadLimit):
-		// gorilla sent 1009 already.
+	case errors.As(err, &fe):
+		// A frame refused: its close frame was sent (refuse).
 		s.closing.Store(true)
-		s.closeCode.Store(websocket.CloseMessageTooBig)
-		level, msg, drain = slog.LevelWarn, "terminal sent a frame larger than the limit", true
+		s.closeCode.Store(int32(fe.code))
+		level, msg, drain = slog.LevelWarn, "terminal broke the WebSocket protocol", true
+		if fe.code == closeTooBig {
+			msg = "terminal sent a frame larger than the limit"
+		}
 	case isTimeout(err):
 		s.closing.Store(true)
 		reason := "no pong or message within the liveness deadline"
@@ -309,8 +280,8 @@ func (s *session) finish(err error) {
 		s.writeClose(protocol.CloseTimeout, reason)
 		msg, drain = "terminal session timed out", true
 	default:
-		// The connection broke, or gorilla refused a frame (and said so).
-		s.closeCode.Store(websocket.CloseAbnormalClosure)
+		// The connection broke.
+		s.closeCode.Store(int32(closeAbnormal))
 		level = slog.LevelDebug
 		if !isNetClosed(err) {
 			level = slog.LevelInfo
@@ -318,7 +289,7 @@ func (s *session) finish(err error) {
 	}
 	if s.g.log.Enabled(context.Background(), level) {
 		attrs := []slog.Attr{slog.String("serialNumber", s.serial), slog.Int("closeCode", int(s.closeCode.Load()))}
-		if ce == nil && err != nil && !s.closing.Load() {
+		if ce == nil && err != nil && (!s.closing.Load() || fe != nil) {
 			attrs = append(attrs, slog.String("error", err.Error()))
 		}
 		s.g.log.LogAttrs(context.Background(), level, msg, attrs...)
@@ -327,11 +298,10 @@ func (s *session) finish(err error) {
 	if drain {
 		// Read what the terminal still sends, so that closing does not
 		// reset the connection before it has read our close frame.
-		nc := s.conn.NetConn()
-		nc.SetReadDeadline(time.Now().Add(s.g.closeGrace()))
-		io.Copy(io.Discard, nc)
+		s.nc.SetReadDeadline(time.Now().Add(s.g.closeGrace()))
+		io.Copy(io.Discard, s.nc)
 	}
-	s.conn.Close()
+	s.nc.Close()
 }
 
 func isTimeout(err error) bool {
@@ -353,7 +323,7 @@ func (s *session) sendPing() {
 	// waits behind a ping stuck on a dead connection. While a message is
 	// being written, that write is the test of the connection.
 	if s.wslot.tryTake() {
-		err := s.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(s.g.write))
+		err := s.writeFrame(ws.OpPing, nil, time.Now().Add(s.g.write))
 		s.wslot.release()
 		if err != nil {
 			s.close(0, "", false)
@@ -390,8 +360,7 @@ func (s *session) write(ctx context.Context, frame []byte) error {
 	if s.closing.Load() {
 		return instore.ErrOffline
 	}
-	s.conn.SetWriteDeadline(deadline)
-	if err := s.conn.WriteMessage(websocket.TextMessage, frame); err != nil {
+	if err := s.writeFrame(ws.OpText, frame, deadline); err != nil {
 		s.close(0, "", false)
 		return fmt.Errorf("%w: write: %v", instore.ErrOffline, err)
 	}
@@ -436,7 +405,7 @@ func (s *session) hello(frame []byte) (int, string) {
 	if err := s.g.events.DeviceConnected(ctx, s.serial, instore.DeviceHello{Model: h.Model, SoftwareVersion: h.SoftwareVersion}); err != nil {
 		s.g.log.LogAttrs(ctx, slog.LevelError, "device connected: event failed",
 			slog.String("serialNumber", s.serial), slog.String("error", err.Error()))
-		return websocket.CloseInternalServerErr, "internal error; reconnect"
+		return closeInternal, "internal error; reconnect"
 	}
 	return 0, ""
 }
@@ -482,11 +451,11 @@ func (s *session) handle(frame []byte) (int, string) {
 			// resends it after it reconnects, which the close makes it do.
 			s.g.log.LogAttrs(ctx, slog.LevelError, "terminal result not applied",
 				slog.String("serialNumber", s.serial), slog.String("ref", env.Ref), slog.String("error", err.Error()))
-			return websocket.CloseInternalServerErr, "result not stored; reconnect and resend it"
+			return closeInternal, "result not stored; reconnect and resend it"
 		}
 		confirm, err := protocol.Encode(&protocol.Envelope{Type: protocol.TypeConfirm, ID: s.g.newID(), Re: env.ID, Ref: env.Ref})
 		if err != nil { // cannot happen: the ids were validated
-			return websocket.CloseInternalServerErr, "internal error; reconnect"
+			return closeInternal, "internal error; reconnect"
 		}
 		if err := s.write(ctx, confirm); err != nil {
 			s.g.log.LogAttrs(ctx, slog.LevelDebug, "confirm not sent",

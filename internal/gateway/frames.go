@@ -1,0 +1,185 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/gobwas/ws"
+
+	"github.com/instore-dev/instore/internal/protocol"
+)
+
+// The WebSocket framing of a session, on gobwas/ws's frame primitives
+// (header reading and checking, unmasking, close frames) over the raw
+// connection. gorilla still does the handshake (its Upgrader, with the
+// problem answers of upgradeError); its Conn is dropped right after, with
+// the buffers it would have kept. A gorilla Conn holds a read buffer, a
+// bufio.Reader, a write mutex channel and its own state for the whole life
+// of the connection, ~1.9 KiB per idle session; reading frames straight
+// from the socket, an idle session holds nothing but its goroutine's stack,
+// the socket and the session itself (docs/benchmarks.md, sessions).
+
+// Close codes of RFC 6455 (7.4.1) that the gateway sends or reports; the
+// protocol's own are in package protocol.
+const (
+	closeGoingAway     = int(ws.StatusGoingAway)           // 1001
+	closeProtocolError = int(ws.StatusProtocolError)       // 1002
+	closeNoStatus      = int(ws.StatusNoStatusRcvd)        // 1005
+	closeAbnormal      = int(ws.StatusAbnormalClosure)     // 1006
+	closeTooBig        = int(ws.StatusMessageTooBig)       // 1009
+	closeInternal      = int(ws.StatusInternalServerError) // 1011
+)
+
+// closeError is the terminal's close frame: it closed, or answered ours.
+type closeError struct {
+	code int
+	text string
+}
+
+func (e *closeError) Error() string { return fmt.Sprintf("websocket: close %d %s", e.code, e.text) }
+
+// frameError is a frame the gateway refused; the close frame with code
+// was sent when it was returned.
+type frameError struct {
+	code int
+	err  error
+}
+
+func (e *frameError) Error() string { return "websocket: " + e.err.Error() }
+func (e *frameError) Unwrap() error { return e.err }
+
+// errTooBig is a message larger than protocol.MaxFrameBytes.
+var errTooBig = fmt.Errorf("message larger than %d bytes", protocol.MaxFrameBytes)
+
+// errCloseSent refuses a frame after the close frame.
+var errCloseSent = errors.New("websocket: close frame sent")
+
+// refuse sends a close frame with code and the error as its reason and
+// returns the frameError that ends the read loop.
+func (s *session) refuse(code int, err error) error {
+	s.writeClose(code, err.Error())
+	return &frameError{code: code, err: err}
+}
+
+// message reads the data message that begins with the frame of header h
+// (its payload, then any continuation frames, answering control frames
+// that come between them) and returns its opcode and payload.
+//
+//go:noinline
+func (s *session) message(h ws.Header) (ws.OpCode, []byte, error) {
+	op := h.OpCode
+	state := ws.StateServerSide
+	var msg []byte
+	for {
+		if err := ws.CheckHeader(h, state); err != nil {
+			return 0, nil, s.refuse(closeProtocolError, err)
+		}
+		if h.OpCode.IsControl() {
+			if err := s.control(h); err != nil {
+				return 0, nil, err
+			}
+		} else {
+			if int64(len(msg))+h.Length > protocol.MaxFrameBytes {
+				return 0, nil, s.refuse(closeTooBig, errTooBig)
+			}
+			n := len(msg)
+			msg = slices.Grow(msg, int(h.Length))[:n+int(h.Length)]
+			if _, err := io.ReadFull(s.nc, msg[n:]); err != nil {
+				return 0, nil, err
+			}
+			ws.Cipher(msg[n:], h.Mask, 0)
+			if h.Fin {
+				return op, msg, nil
+			}
+			state |= ws.StateFragmented
+		}
+		var err error
+		if h, err = ws.ReadHeader(s.nc); err != nil {
+			return 0, nil, err
+		}
+	}
+}
+
+// control reads and answers the control frame of header h: a ping gets a
+// pong (queuePong), a ping or pong extends the liveness deadline, a close
+// frame is echoed and ends the read loop with a closeError.
+//
+//go:noinline
+func (s *session) control(h ws.Header) error {
+	if err := ws.CheckHeader(h, ws.StateServerSide); err != nil {
+		return s.refuse(closeProtocolError, err)
+	}
+	p := make([]byte, h.Length) // at most 125 bytes (CheckHeader)
+	if _, err := io.ReadFull(s.nc, p); err != nil {
+		return err
+	}
+	ws.Cipher(p, h.Mask, 0)
+	switch h.OpCode {
+	case ws.OpPing:
+		if s.registered {
+			s.extend()
+		}
+		s.queuePong(string(p))
+	case ws.OpPong:
+		if s.registered {
+			s.extend()
+		}
+	case ws.OpClose:
+		if len(p) == 0 {
+			// No status: echoed empty (RFC 6455 5.5.1).
+			s.writeFrame(ws.OpClose, nil, time.Now().Add(s.g.write))
+			return &closeError{code: closeNoStatus}
+		}
+		code, reason := ws.ParseCloseFrameData(p)
+		if len(p) == 1 {
+			return s.refuse(closeProtocolError, errors.New("close frame payload of one byte"))
+		}
+		if err := ws.CheckCloseFrameData(code, reason); err != nil {
+			return s.refuse(closeProtocolError, err)
+		}
+		// Echo the code; after our own close frame this is refused
+		// (errCloseSent), as it should be.
+		s.writeFrame(ws.OpClose, ws.NewCloseFrameBody(code, ""), time.Now().Add(s.g.write))
+		return &closeError{code: int(code), text: reason}
+	}
+	return nil
+}
+
+// framePool holds the buffers frames are composed in: a frame is written
+// with one write, and an idle session holds no buffer.
+var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// appender is an io.Writer appending to a byte slice, for ws.WriteHeader.
+type appender struct{ b []byte }
+
+func (a *appender) Write(p []byte) (int, error) {
+	a.b = append(a.b, p...)
+	return len(p), nil
+}
+
+// writeFrame writes one unfragmented frame of opcode op within deadline.
+// Frames go out one at a time (wmu), whichever goroutine writes them;
+// nothing goes after the close frame.
+func (s *session) writeFrame(op ws.OpCode, payload []byte, deadline time.Time) error {
+	bp := framePool.Get().(*[]byte)
+	a := appender{b: (*bp)[:0]}
+	ws.WriteHeader(&a, ws.Header{Fin: true, OpCode: op, Length: int64(len(payload))})
+	a.b = append(a.b, payload...)
+	s.wmu.Lock()
+	err := errCloseSent
+	if !s.closeSent {
+		s.closeSent = op == ws.OpClose
+		s.nc.SetWriteDeadline(deadline)
+		_, err = s.nc.Write(a.b)
+	}
+	s.wmu.Unlock()
+	if cap(a.b) <= 64<<10 {
+		*bp = a.b
+		framePool.Put(bp)
+	}
+	return err
+}
