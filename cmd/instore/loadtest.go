@@ -39,7 +39,10 @@ the server's figures (from /proc/PID) are its own.
 Scenarios and baselines:
   metadata  C clients with keep-alive GET the authenticated metadata;
             baseline: a bare net/http handler (a child process) writing
-            the same bytes.
+            the same bytes. Both servers run throughout and take turns in
+            --rounds alternating windows (baseline first, then instore
+            first, ...), so that a change in the machine's load falls on
+            both alike; the ratio per round is printed too.
   purchase  N virtual terminals (here) and M ECR clients; each purchase is
             followed to its final status with the ?wait long-poll;
             baseline: the store's raw single-row commits per second (same
@@ -121,7 +124,8 @@ Linux only: it reads /proc.`,
 	fs := cmd.Flags()
 	fs.DurationVar(&duration, "duration", 10*time.Second, "measured time of each side (ours, the baseline); for sessions, how long they are held (at most 10m)")
 	fs.DurationVar(&o.Warmup, "warmup", 0, "unmeasured warm-up before each measured window (default: a fifth of --duration, at most 1s)")
-	fs.Int64Var(&o.MaxRequests, "max-requests", 0, "end a measured window once this many requests (or purchase lives) completed (0: only --duration)")
+	fs.Int64Var(&o.MaxRequests, "max-requests", 0, "end a measured window once this many requests (or purchase lives) completed (0: only --duration); metadata: per side, each round's window ending at its share")
+	fs.IntVar(&o.Rounds, "rounds", 0, fmt.Sprintf("metadata: measure the baseline and instore in this many alternating rounds of --duration/rounds per side (default: one per 2s of --duration, 5 for 10s; 1: one window each; at most %d)", loadtest.MaxRounds))
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object per scenario instead of the table")
 	fs.IntVar(&o.Clients, "clients", 0, "concurrent metadata clients (default 64; mixed 8)")
 	fs.IntVar(&o.Terminals, "terminals", 100, "virtual terminals (purchase, mixed)")
@@ -135,7 +139,7 @@ Linux only: it reads /proc.`,
 	fs.StringVar(&o.DataDir, "data", "", "the SQLite data directory of the --target server")
 	fs.StringArrayVar(&o.ServerArgs, "server-arg", nil, "an extra flag for the server child, e.g. --server-arg=--log-level=warn (repeatable; for experiments)")
 	fs.BoolVar(&o.InProcess, "in-process", false, "run the server in this process instead of a child (its figures then include the load generator)")
-	fs.StringVar(&o.ProfileDir, "profile", "", "start the server with --pprof and save CPU and heap profiles of each measured window in this directory")
+	fs.StringVar(&o.ProfileDir, "profile", "", "start the server with --pprof and save CPU and heap profiles of each measured window in this directory (metadata: the CPU profile runs from the start of instore's first window to the end of its last)")
 
 	cmd.AddCommand(newLoadtestBaselineCmd())
 	return cmd

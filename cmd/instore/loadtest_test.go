@@ -40,7 +40,10 @@ func TestLoadtestScenarios(t *testing.T) {
 		args []string
 	}
 	cases := []tc{
-		{"metadata", []string{"metadata", "--clients", "4"}},
+		// Metadata windows of 0.5 s: on a loaded machine a shorter one may
+		// see no request complete, and the ratio must be > 0 here.
+		{"metadata", []string{"metadata", "--clients", "4", "--duration", "500ms"}},
+		{"metadata-rounds", []string{"metadata", "--clients", "2", "--rounds", "3", "--duration", "1500ms"}},
 		{"purchase", []string{"purchase", "--terminals", "3", "--sqlite-synchronous", "NORMAL"}},
 		{"sessions", []string{"sessions", "--sessions", "200"}},
 		{"mixed", []string{"mixed", "--terminals", "3", "--clients", "2", "--readers", "2"}},
@@ -93,6 +96,19 @@ func TestLoadtestScenarios(t *testing.T) {
 			if p50, p99, p999 := num("p50Ms"), num("p99Ms"), num("p999Ms"); p99 < p50 || p999 < p99 {
 				t.Errorf("percentiles out of order: p50 %v, p99 %v, p99.9 %v", p50, p99, p999)
 			}
+			if c.name == "metadata-rounds" {
+				// Interleaved: a ratio per round, each of ours over the
+				// baseline's rate in that round.
+				rr, _ := r["roundRatios"].([]any)
+				if len(rr) != 3 || num("rounds") != 3 {
+					t.Errorf("rounds %v, roundRatios %v: want 3 of them", r["rounds"], r["roundRatios"])
+				}
+				for _, v := range rr {
+					if f, _ := v.(float64); !(f > 0) {
+						t.Errorf("a round's ratio is %v, want > 0", v)
+					}
+				}
+			}
 			switch c.args[0] {
 			case "sessions":
 				for _, k := range []string{"bytesPerSession", "baselineBytesPerSession"} {
@@ -138,6 +154,8 @@ func TestLoadtestUsage(t *testing.T) {
 		{[]string{"loadtest"}, 1, "requires at least 1 arg"},
 		{[]string{"loadtest", "metadata", "--target", "http://10.1.2.3:8080"}, 1, "not a loopback address"},
 		{[]string{"loadtest", "metadata", "--duration", "11m"}, 1, "bound"},
+		{[]string{"loadtest", "metadata", "--duration", "300ms", "--rounds", "10"}, 1, "under 50ms"},
+		{[]string{"loadtest", "metadata", "--rounds", "-1"}, 1, "negative"},
 		{[]string{"loadtest", "sessions", "--sessions", "50000"}, 1, "at most"},
 		{[]string{"loadtest", "purchase", "--sqlite-synchronous", "OFF"}, 1, "FULL or NORMAL"},
 	} {

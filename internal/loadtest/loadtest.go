@@ -13,7 +13,9 @@
 //
 // Scenarios:
 //   - metadata: C clients with keep-alive GET the authenticated metadata;
-//     baseline: a bare net/http handler writing the same bytes.
+//     baseline: a bare net/http handler writing the same bytes, measured
+//     interleaved with ours (both servers up, alternating windows) so that
+//     a change in the machine's load falls on both alike.
 //   - purchase: N virtual terminals (in this process) and M ECR clients;
 //     each purchase is followed to its final status with the ?wait
 //     long-poll; baseline: the store's raw rate of single-row commits
@@ -52,18 +54,32 @@ const (
 	MaxClients   = 1024
 	MaxTerminals = 2000
 	MaxSessions  = 18000 // the open-file limit here is 20,000
+	MaxRounds    = 100
+	// MinRoundWindow is the shortest window of an interleaved round.
+	MinRoundWindow = 50 * time.Millisecond
 )
 
 // Options configure a run. Zero values take the scenario's defaults.
 type Options struct {
-	// Duration is the measured window of each side (ours, the baseline).
+	// Duration is the measured time of each side (ours, the baseline):
+	// one window, or in metadata the sum of its Rounds windows.
 	Duration time.Duration
 	// Warmup runs before each measured window and is not counted
-	// (default: a fifth of Duration, at most 1 s).
+	// (default: a fifth of Duration, at most 1 s). In metadata it runs
+	// before each side's first window; later windows get a ramp of at
+	// most 100 ms.
 	Warmup time.Duration
 	// MaxRequests ends a measured window early once that many requests
-	// (or purchase lives) completed; 0: no limit but Duration.
+	// (or purchase lives) completed; 0: no limit but Duration. In
+	// metadata it bounds each side's total: each of its windows ends once
+	// it completed its share (MaxRequests/Rounds, at least 1).
 	MaxRequests int64
+	// Rounds is how many rounds metadata measures the baseline and ours
+	// in, alternately: each round one window of Duration/Rounds per side,
+	// the baseline first in rounds 1, 3, 5... and ours first in rounds 2,
+	// 4, 6... (A B, B A, A B, ...). Default: one round per 2 s of Duration (5 for 10 s), from
+	// 1 to 30. 1: one window per side, the baseline's first.
+	Rounds int
 
 	// Clients is the number of concurrent metadata clients (metadata
 	// default 64, mixed 8).
@@ -141,6 +157,9 @@ type Side struct {
 	ClientCPU      float64 `json:"clientCpuPercent"`
 	// DBCPU is the CPU of the PostgreSQL processes of this machine.
 	DBCPU float64 `json:"dbCpuPercent,omitempty"`
+	// RoundRates are the side's rates in each interleaved round
+	// (metadata).
+	RoundRates []float64 `json:"roundRates,omitempty"`
 }
 
 // Result is one scenario's outcome; --json prints it as one line.
@@ -171,6 +190,11 @@ type Result struct {
 	Ours     Side   `json:"ours"`
 	Baseline Side   `json:"baseline"`
 	Parts    []Side `json:"parts,omitempty"`
+
+	// Rounds is the number of interleaved rounds (metadata), RoundRatios
+	// ours over the baseline in each (Ratio is of the totals).
+	Rounds      int       `json:"rounds,omitempty"`
+	RoundRatios []float64 `json:"roundRatios,omitempty"`
 
 	Clients   int `json:"clients,omitempty"`
 	Terminals int `json:"terminals,omitempty"`
@@ -220,6 +244,16 @@ func (o *Options) defaults(scenario string) error {
 	}
 	if o.MaxRequests < 0 {
 		return errors.New("max requests must not be negative")
+	}
+	switch {
+	case o.Rounds < 0:
+		return errors.New("rounds must not be negative")
+	case o.Rounds == 0:
+		o.Rounds = min(max(int(o.Duration/(2*time.Second)), 1), 30)
+	case o.Rounds > MaxRounds:
+		return fmt.Errorf("rounds: at most %d", MaxRounds)
+	case o.Rounds > 1 && o.Duration/time.Duration(o.Rounds) < MinRoundWindow:
+		return fmt.Errorf("%d rounds of %s: each window would be under %s (fewer rounds or a longer duration)", o.Rounds, o.Duration, MinRoundWindow)
 	}
 	if o.Clients <= 0 {
 		o.Clients = 64
@@ -377,7 +411,11 @@ func (r *Result) WriteTable(w io.Writer) error {
 	fmt.Fprintf(&b, "%s · %s · server: %s · %s\n", r.Scenario, store, r.Server, r.StartedAt.Format("2006-01-02 15:04 MST"))
 	switch r.Scenario {
 	case "metadata":
-		fmt.Fprintf(&b, "%d clients with keep-alive, %.1f s measured per side\n", r.Clients, r.Ours.Seconds)
+		fmt.Fprintf(&b, "%d clients with keep-alive per side, %.1f s measured per side", r.Clients, r.Ours.Seconds)
+		if r.Rounds > 1 {
+			fmt.Fprintf(&b, " in %d interleaved rounds (both servers up; the baseline first in rounds 1, 3, ..., instore in 2, 4, ...)", r.Rounds)
+		}
+		b.WriteString("\n")
 	case "purchase", "mixed":
 		fmt.Fprintf(&b, "%d virtual terminals, %d ECR clients", r.Terminals, r.ECRs)
 		if r.Scenario == "mixed" {
@@ -437,6 +475,9 @@ func (r *Result) WriteTable(w io.Writer) error {
 		fmt.Fprintf(&b, ": %s)", verdict)
 	}
 	b.WriteString("\n")
+	if len(r.RoundRatios) > 1 {
+		fmt.Fprintf(&b, "ratio per round: %s\n", formatRatios(r.RoundRatios))
+	}
 	for _, s := range append([]Side{r.Baseline, r.Ours}, r.Parts...) {
 		if s.FirstError != "" {
 			fmt.Fprintf(&b, "first error (%s): %s\n", s.Name, s.FirstError)

@@ -43,21 +43,37 @@ func runMetadata(ctx context.Context, o *Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.logf("metadata baseline: bare net/http handler writing the same %d bytes, %d clients, %s", len(body), o.Clients, o.Duration)
-	r.Baseline = e.window(b.stats, false).run(ctx, []op{e.metadataOp("bare net/http", b.addr, o.Clients)})[0]
-	b.child.stop(5 * time.Second)
-
+	defer b.child.stop(5 * time.Second)
 	host, err := hostOf(e.srv.online)
 	if err != nil {
 		return nil, err
 	}
-	e.logf("metadata: instore, %d clients, %s", o.Clients, o.Duration)
-	r.Ours = e.window(e.srv.stats, true).run(ctx, []op{e.metadataOp("instore", host, o.Clients)})[0]
+
+	// Both servers run throughout; the baseline and ours take turns, in
+	// alternating windows (see interleave), each side with its own clients
+	// whose connections stay open across the rounds.
+	il := e.interleave(
+		ilSide{op: e.metadataOp("bare net/http", b.addr, o.Clients), stats: b.stats, dbCPU: e.dbCPU()},
+		ilSide{op: e.metadataOp("instore", host, o.Clients), stats: e.srv.stats, dbCPU: e.dbCPU(), onStart: e.profileHook()})
+	e.logf("metadata: a bare net/http handler writing the same %d bytes against instore, %d clients each, %s per side in %d interleaved rounds",
+		len(body), o.Clients, o.Duration, o.Rounds)
+	res := il.run(ctx)
+	r.Baseline, r.Ours = res.sides[0], res.sides[1]
+	r.Rounds, r.RoundRatios = o.Rounds, res.roundRatios
 	if r.Baseline.Rate > 0 {
 		r.BaselineRate = r.Baseline.Rate
 		r.Ratio = r.Ours.Rate / r.Baseline.Rate
 	}
 	return r, nil
+}
+
+// interleave is the interleaved measurement of the options: baseline
+// (side 0) and ours (side 1) in Rounds alternating rounds.
+func (e *env) interleave(baseline, ours ilSide) *interleave {
+	return &interleave{
+		warmup: e.o.Warmup, ramp: min(e.o.Warmup, interleaveRamp), duration: e.o.Duration,
+		rounds: e.o.Rounds, max: e.o.MaxRequests, sides: [2]ilSide{baseline, ours}, logf: e.logf,
+	}
 }
 
 func (e *env) metadataOp(name, host string, clients int) op {
@@ -83,13 +99,24 @@ func (e *env) metadataOp(name, host string, clients int) op {
 // profile of the server over the window and a heap profile after it.
 func (e *env) window(stats func() (procStats, error), profile bool) window {
 	w := window{warmup: e.o.Warmup, duration: e.o.Duration, max: e.o.MaxRequests, stats: stats, dbCPU: e.dbCPU()}
-	if profile && e.o.ProfileDir != "" {
-		w.onStart = func(ctx context.Context, d time.Duration) {
-			e.saveProfile(ctx, "cpu", int(d/time.Second))
-			e.saveProfile(ctx, "heap", 0)
-		}
+	if profile {
+		w.onStart = e.profileHook()
 	}
 	return w
+}
+
+// profileHook is, with --profile, what saves the server's profiles: a CPU
+// profile of d from when it is called (rounded up to whole seconds: the
+// profile ends with the window or a little after, never before), then a
+// heap profile. Without --profile, nil.
+func (e *env) profileHook() func(ctx context.Context, d time.Duration) {
+	if e.o.ProfileDir == "" {
+		return nil
+	}
+	return func(ctx context.Context, d time.Duration) {
+		e.saveProfile(ctx, "cpu", int((d+time.Second-1)/time.Second))
+		e.saveProfile(ctx, "heap", 0)
+	}
 }
 
 // fetchMetadata gets the metadata once: the bytes the baseline writes.

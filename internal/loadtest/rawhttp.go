@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -58,8 +59,20 @@ func (c *rawClient) Close() {
 
 // do sends req and reads the response; it returns the status code. The
 // body is in c.body until the next call. A broken connection is closed and
-// redialled on the next call.
+// redialled on the next call. A kept-alive connection the server closed
+// while it was idle (a side's clients are idle while the other side of an
+// interleaved measurement runs) is redialled at once, as net/http's client
+// does: the request is sent again once on a new connection.
 func (c *rawClient) do(req []byte, timeout time.Duration) (int, error) {
+	reused := c.conn != nil
+	status, err := c.try(req, timeout)
+	if err != nil && reused && status == 0 && staleConn(err) {
+		status, err = c.try(req, timeout)
+	}
+	return status, err
+}
+
+func (c *rawClient) try(req []byte, timeout time.Duration) (int, error) {
 	if c.conn == nil {
 		conn, err := net.DialTimeout("tcp", c.addr, timeout)
 		if err != nil {
@@ -78,6 +91,13 @@ func (c *rawClient) do(req []byte, timeout time.Duration) (int, error) {
 		c.Close()
 	}
 	return status, err
+}
+
+// staleConn reports whether err is what a request on a connection the
+// server had closed gets before any byte of an answer.
+func staleConn(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 var errMalformed = errors.New("malformed HTTP response")

@@ -1,0 +1,427 @@
+package loadtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// interleaveRamp bounds the lead-in of every window of a side after its
+// first (which follows the whole warm-up): its clients' connections are
+// open and the server is warm, the ramp only refills the pipeline after
+// the side was idle.
+const interleaveRamp = 100 * time.Millisecond
+
+// interleave measures two sides, a baseline (side 0) and ours (side 1),
+// each an op against a server of its own, in alternating windows, so that
+// a change in the machine's load (other work, stolen time) falls on both
+// alike instead of on whichever ran second. Both servers run throughout;
+// only one side's clients are active at a time (the other's are parked,
+// their connections open), and a side's window starts only once the other
+// side's last requests have completed, so the servers never take load at
+// the same time.
+//
+// The schedule (plan) is rounds rounds of one window per side, of
+// duration/rounds each, in the order A B, B A, A B, ... so neither side
+// always goes first and a load that drifts linearly in time falls on both
+// alike over each pair of rounds. Each side's first window follows its
+// warm-up, each later one a short ramp (neither counted). A request counts,
+// with its whole latency, when it completes inside one of its side's
+// windows; every failure counts as an error, lead-ins included.
+type interleave struct {
+	warmup   time.Duration // lead-in of each side's first window
+	ramp     time.Duration // lead-in of each later window
+	duration time.Duration // measured time of each side, over its windows
+	rounds   int
+	// max, when > 0, bounds each side's requests: each window ends early
+	// once it completed its share (max/rounds, at least 1).
+	max   int64
+	sides [2]ilSide
+	// logf receives a line per round (nil: none).
+	logf func(format string, args ...any)
+}
+
+// ilSide is one side of an interleaved measurement.
+type ilSide struct {
+	op op
+	// stats reads the side's server process (nil: no server figures);
+	// dbCPU the database's CPU (nil: not measured).
+	stats func() (procStats, error)
+	dbCPU func() (cpuSnapshot, error)
+	// onStart runs, in a goroutine of its own, when the side's first
+	// window starts, with the nominal time until its last window ends (a
+	// CPU profile, say). The run waits for it to return.
+	onStart func(ctx context.Context, d time.Duration)
+}
+
+// ilSlot is one window of the plan: a lead-in, then the measured window.
+type ilSlot struct {
+	side, round  int
+	lead, window time.Duration
+}
+
+// ilSpan is a window as it ran.
+type ilSpan struct {
+	side, round int
+	start, end  time.Time
+}
+
+// ilResult is an interleaved measurement: each side's totals over its
+// windows (with its rate per round), the ratio of side 1 to side 0 in each
+// round, and the windows as they ran.
+type ilResult struct {
+	sides       [2]Side
+	roundRatios []float64
+	spans       []ilSpan
+}
+
+// roundOrder is the order of the sides in round r: A B in even rounds,
+// B A in odd ones.
+func roundOrder(r int) [2]int {
+	if r%2 == 1 {
+		return [2]int{1, 0}
+	}
+	return [2]int{0, 1}
+}
+
+// plan is the schedule of the windows.
+func (il *interleave) plan() []ilSlot {
+	n := max(il.rounds, 1)
+	w := il.duration / time.Duration(n)
+	var out []ilSlot
+	var started [2]bool
+	for r := range n {
+		win := w
+		if r == n-1 {
+			win = il.duration - w*time.Duration(n-1) // the rounding's remainder
+		}
+		for _, s := range roundOrder(r) {
+			lead := il.ramp
+			if !started[s] {
+				lead, started[s] = il.warmup, true
+			}
+			out = append(out, ilSlot{side: s, round: r, lead: lead, window: win})
+		}
+	}
+	return out
+}
+
+// quota is how many requests window round r of a side may complete before
+// it ends early (0: no limit).
+func (il *interleave) quota(r int) int64 {
+	if il.max <= 0 {
+		return 0
+	}
+	n := int64(max(il.rounds, 1))
+	return max(1, il.max*int64(r+1)/n-il.max*int64(r)/n)
+}
+
+// ilWindow is a window handed to a side's workers.
+type ilWindow struct {
+	round     int
+	ws, we    time.Time
+	quota     int64
+	n         atomic.Int64
+	stop      chan struct{} // closed when the window has ended
+	early     chan struct{} // closed once quota requests completed
+	earlyOnce sync.Once
+	earlyAt   atomic.Pointer[time.Time]
+	wg        sync.WaitGroup // the side's workers, until they are idle again
+}
+
+type ilWorker struct {
+	h      hist
+	counts []int64 // by round
+}
+
+type ilState struct {
+	workers  []*ilWorker
+	work     []chan *ilWindow
+	errors   atomic.Int64
+	firstErr atomic.Pointer[string]
+}
+
+// ilAcc is what the scheduler sums over a side's windows.
+type ilAcc struct {
+	secs                  time.Duration
+	roundSecs             []time.Duration
+	server, client, db    time.Duration
+	serverOK, dbOK, begun bool
+	rss                   int64
+}
+
+func (il *interleave) run(ctx context.Context) ilResult {
+	plan := il.plan()
+	rounds := max(il.rounds, 1)
+	var nominal time.Duration
+	for _, p := range plan {
+		nominal += p.lead + p.window
+	}
+	// In-flight requests get a bounded time to finish.
+	ctx, cancel := context.WithDeadline(ctx, time.Now().Add(nominal+90*time.Second))
+	defer cancel()
+
+	var states [2]*ilState
+	var workers sync.WaitGroup
+	for s := range il.sides {
+		o := il.sides[s].op
+		st := &ilState{}
+		states[s] = st
+		for w := range o.workers {
+			wk := &ilWorker{counts: make([]int64, rounds)}
+			ch := make(chan *ilWindow, 1)
+			st.workers = append(st.workers, wk)
+			st.work = append(st.work, ch)
+			workers.Add(1)
+			go func() {
+				defer workers.Done()
+				for win := range ch {
+					il.work(ctx, o, w, wk, st, win)
+					win.wg.Done()
+				}
+			}()
+		}
+	}
+	defer func() {
+		for _, st := range states {
+			for _, ch := range st.work {
+				close(ch)
+			}
+		}
+		workers.Wait()
+	}()
+
+	var acc [2]ilAcc
+	for s := range acc {
+		acc[s].roundSecs = make([]time.Duration, rounds)
+		acc[s].serverOK = il.sides[s].stats != nil
+		acc[s].dbOK = il.sides[s].dbCPU != nil
+	}
+	var res ilResult
+	var profiling sync.WaitGroup
+	defer profiling.Wait()
+	for i, p := range plan {
+		if ctx.Err() != nil {
+			break
+		}
+		sd, st, a := &il.sides[p.side], states[p.side], &acc[p.side]
+		now := time.Now()
+		win := &ilWindow{round: p.round, ws: now.Add(p.lead), quota: il.quota(p.round),
+			stop: make(chan struct{}), early: make(chan struct{})}
+		win.we = win.ws.Add(p.window)
+		win.wg.Add(len(st.work))
+		for _, ch := range st.work {
+			ch <- win
+		}
+		sleepUntil(ctx, win.ws, nil)
+		var s0, s1, c0, c1 procStats
+		var d0, d1 cpuSnapshot
+		var err error
+		if a.serverOK {
+			s0, err = sd.stats()
+			a.serverOK = err == nil
+		}
+		c0, _ = readProc(0)
+		if a.dbOK {
+			d0, err = sd.dbCPU()
+			a.dbOK = err == nil
+		}
+		if !a.begun && sd.onStart != nil {
+			// Until the end of the side's last window, as planned.
+			var d time.Duration
+			last := i
+			for j := i; j < len(plan); j++ {
+				if plan[j].side == p.side {
+					last = j
+				}
+			}
+			for j := i; j <= last; j++ {
+				if j > i {
+					d += plan[j].lead
+				}
+				d += plan[j].window
+			}
+			profiling.Add(1)
+			go func() { defer profiling.Done(); sd.onStart(ctx, d) }()
+		}
+		a.begun = true
+		end := win.we
+		if sleepUntil(ctx, win.we, win.early) {
+			end = *win.earlyAt.Load()
+		}
+		if a.serverOK {
+			s1, err = sd.stats()
+			a.serverOK = err == nil
+		}
+		c1, _ = readProc(0)
+		if a.dbOK {
+			d1, err = sd.dbCPU()
+			a.dbOK = err == nil
+		}
+		close(win.stop)
+		win.wg.Wait() // the side is idle again: the other may start
+		if ctx.Err() != nil && end.After(time.Now()) {
+			end = time.Now() // interrupted: the result is discarded anyway
+		}
+		d := end.Sub(win.ws)
+		a.secs += d
+		a.roundSecs[p.round] += d
+		a.server += s1.CPU - s0.CPU
+		a.client += c1.CPU - c0.CPU
+		if a.dbOK {
+			a.db += d1.since(d0)
+		}
+		a.rss = s1.RSS
+		res.spans = append(res.spans, ilSpan{side: p.side, round: p.round, start: win.ws, end: end})
+		if il.logf != nil && i%2 == 1 {
+			var rates [2]float64
+			for s := range rates {
+				var n int64
+				for _, wk := range states[s].workers {
+					n += wk.counts[p.round]
+				}
+				if secs := acc[s].roundSecs[p.round].Seconds(); secs > 0 {
+					rates[s] = float64(n) / secs
+				}
+			}
+			il.logf("round %d/%d (%s first): %s: %s %s, %s: %s %s, ratio %.2f", p.round+1, rounds,
+				il.sides[plan[i-1].side].op.name, il.sides[0].op.name, commas(rates[0]), il.sides[0].op.unit,
+				il.sides[1].op.name, commas(rates[1]), il.sides[1].op.unit, safeRatio(rates[1], rates[0]))
+		}
+	}
+	profiling.Wait()
+
+	for s := range res.sides {
+		o, st, a := il.sides[s].op, states[s], &acc[s]
+		var h hist
+		var n int64
+		perRound := make([]int64, rounds)
+		for _, wk := range st.workers {
+			h.merge(&wk.h)
+			for r, c := range wk.counts {
+				perRound[r] += c
+				n += c
+			}
+		}
+		secs := a.secs.Seconds()
+		side := Side{
+			Name: o.name, Unit: o.unit, Count: n, Seconds: secs,
+			P50Ms: ms(h.quantile(0.50)), P90Ms: ms(h.quantile(0.90)), P99Ms: ms(h.quantile(0.99)), P999Ms: ms(h.quantile(0.999)),
+			MeanMs: ms(h.mean()), MaxMs: ms(h.max), Errors: st.errors.Load(),
+		}
+		if secs > 0 {
+			side.Rate = float64(n) / secs
+			side.ClientCPU = 100 * a.client.Seconds() / secs
+			if a.serverOK {
+				side.ServerCPU = 100 * a.server.Seconds() / secs
+			}
+			if a.dbOK {
+				side.DBCPU = 100 * a.db.Seconds() / secs
+			}
+		}
+		if a.serverOK {
+			side.ServerRSSBytes = a.rss
+		}
+		side.RoundRates = make([]float64, rounds)
+		for r := range rounds {
+			if rs := a.roundSecs[r].Seconds(); rs > 0 {
+				side.RoundRates[r] = float64(perRound[r]) / rs
+			}
+		}
+		if p := st.firstErr.Load(); p != nil {
+			side.FirstError = *p
+		}
+		res.sides[s] = side
+	}
+	res.roundRatios = make([]float64, rounds)
+	for r := range rounds {
+		res.roundRatios[r] = safeRatio(res.sides[1].RoundRates[r], res.sides[0].RoundRates[r])
+	}
+	return res
+}
+
+// work runs worker w of a side over one window (its lead-in included)
+// until the window ends, then returns with no request in flight.
+func (il *interleave) work(ctx context.Context, o op, w int, wk *ilWorker, st *ilState, win *ilWindow) {
+	for {
+		start := time.Now()
+		if !start.Before(win.we) || ctx.Err() != nil {
+			return
+		}
+		select {
+		case <-win.stop:
+			return
+		case <-win.early:
+			return
+		default:
+		}
+		err := o.fn(ctx, w)
+		end := time.Now()
+		if errors.Is(err, errSkip) {
+			continue
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			st.errors.Add(1)
+			msg := err.Error()
+			st.firstErr.CompareAndSwap(nil, &msg)
+			// Do not spin on a failing server.
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if end.Before(win.ws) || end.After(win.we) {
+			continue
+		}
+		if e := win.earlyAt.Load(); e != nil && end.After(*e) {
+			continue
+		}
+		wk.h.record(end.Sub(start))
+		wk.counts[win.round]++
+		if win.quota > 0 && win.n.Add(1) >= win.quota {
+			win.earlyOnce.Do(func() {
+				win.earlyAt.Store(&end)
+				close(win.early)
+			})
+		}
+	}
+}
+
+func safeRatio(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return a / b
+}
+
+// median of v (0 for none).
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// formatRatios writes ratios as "0.81 0.79 ..." with their median and range.
+func formatRatios(v []float64) string {
+	var b strings.Builder
+	for i, r := range v {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%.2f", r)
+	}
+	fmt.Fprintf(&b, " (median %.2f, range %.2f-%.2f)", median(v), slices.Min(v), slices.Max(v))
+	return b.String()
+}
