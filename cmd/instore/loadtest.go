@@ -47,7 +47,10 @@ Scenarios and baselines:
             followed to its final status with the ?wait long-poll;
             baseline: the store's raw single-row commits per second (same
             backend and durability) divided by the commits a purchase life
-            makes, counted in the store after the run.
+            makes, counted in the store after the run. The commits and the
+            lives take turns in --rounds alternating windows as in
+            metadata; in the commits' windows the server is up but idle
+            (its ECR clients parked, its virtual terminals idle).
   sessions  N idle terminal sessions (raw WebSocket clients that say
             hello); the server's RSS increase per session against a bare
             gorilla WebSocket server (a child process) holding as many.
@@ -124,8 +127,8 @@ Linux only: it reads /proc.`,
 	fs := cmd.Flags()
 	fs.DurationVar(&duration, "duration", 10*time.Second, "measured time of each side (ours, the baseline); for sessions, how long they are held (at most 10m)")
 	fs.DurationVar(&o.Warmup, "warmup", 0, "unmeasured warm-up before each measured window (default: a fifth of --duration, at most 1s)")
-	fs.Int64Var(&o.MaxRequests, "max-requests", 0, "end a measured window once this many requests (or purchase lives) completed (0: only --duration); metadata: per side, each round's window ending at its share")
-	fs.IntVar(&o.Rounds, "rounds", 0, fmt.Sprintf("metadata: measure the baseline and instore in this many alternating rounds of --duration/rounds per side (default: one per 2s of --duration, 5 for 10s; 1: one window each; at most %d)", loadtest.MaxRounds))
+	fs.Int64Var(&o.MaxRequests, "max-requests", 0, "end a measured window once this many requests (or purchase lives) completed (0: only --duration); metadata, purchase, mixed: per side, each round's window ending at its share")
+	fs.IntVar(&o.Rounds, "rounds", 0, fmt.Sprintf("metadata, purchase, mixed: measure the baseline and instore in this many alternating rounds of --duration/rounds per side (default: one per 2s of --duration, 5 for 10s; 1: one window each; at most %d)", loadtest.MaxRounds))
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object per scenario instead of the table")
 	fs.IntVar(&o.Clients, "clients", 0, "concurrent metadata clients (default 64; mixed 8)")
 	fs.IntVar(&o.Terminals, "terminals", 100, "virtual terminals (purchase, mixed)")
@@ -139,7 +142,7 @@ Linux only: it reads /proc.`,
 	fs.StringVar(&o.DataDir, "data", "", "the SQLite data directory of the --target server")
 	fs.StringArrayVar(&o.ServerArgs, "server-arg", nil, "an extra flag for the server child, e.g. --server-arg=--log-level=warn (repeatable; for experiments)")
 	fs.BoolVar(&o.InProcess, "in-process", false, "run the server in this process instead of a child (its figures then include the load generator)")
-	fs.StringVar(&o.ProfileDir, "profile", "", "start the server with --pprof and save CPU and heap profiles of each measured window in this directory (metadata: the CPU profile runs from the start of instore's first window to the end of its last)")
+	fs.StringVar(&o.ProfileDir, "profile", "", "start the server with --pprof and save CPU and heap profiles of each measured window in this directory (metadata, purchase, mixed: the CPU profile runs from the start of instore's first window to the end of its last)")
 
 	cmd.AddCommand(newLoadtestBaselineCmd())
 	return cmd

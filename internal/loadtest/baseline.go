@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -139,28 +140,51 @@ func (e *env) commitWriters() int {
 	return 1
 }
 
-// measureCommits is the purchase baseline: single-row commits per second
-// on the same backend and durability as the store, with as many concurrent
-// writers as the store allows. SQLite writes a file of its own in the
-// same directory (WAL, same synchronous, BEGIN IMMEDIATE, one connection,
-// the store's driver); PostgreSQL a table of its own in the same schema.
-// Each commit inserts one row about the size of a transaction row.
-func (e *env) measureCommits(ctx context.Context) (Side, error) {
-	var db *sql.DB
-	var err error
+// commitBaseline is the purchase baseline's store: a table of its own
+// that nothing of the server reads or writes, and the op that commits one
+// row into it.
+type commitBaseline struct {
+	op    op
+	table string
+	path  string // SQLite: the database file ("" with PostgreSQL)
+	once  sync.Once
+	drop  func()
+}
+
+// close drops the table (PostgreSQL) or removes the file (SQLite).
+func (c *commitBaseline) close() { c.once.Do(c.drop) }
+
+// newCommitBaseline prepares the purchase baseline: single-row commits on
+// the same backend and durability as the store, with as many concurrent
+// writers as the store allows (the op's workers). SQLite writes a file of
+// its own in the same directory (WAL, same synchronous, BEGIN IMMEDIATE,
+// one connection, the store's driver); PostgreSQL a table of its own in
+// the same schema, without autovacuum (its upkeep would land in either
+// side's windows). Each commit inserts one row about the size of a
+// transaction row. The table is not the store's transactions table, so
+// the commits per life (countCommits) do not see it; close removes it.
+func (e *env) newCommitBaseline(ctx context.Context) (*commitBaseline, error) {
 	suffix := make([]byte, 4)
 	rand.Read(suffix)
-	table := "loadtest_commits_" + hex.EncodeToString(suffix)
-	var cleanup func()
+	c := &commitBaseline{table: "loadtest_commits_" + hex.EncodeToString(suffix)}
+	var db *sql.DB
+	var err error
+	create := "CREATE TABLE " + c.table + ` (id TEXT PRIMARY KEY, merchant_id TEXT NOT NULL,
+		amount BIGINT NOT NULL, status_id INTEGER NOT NULL, created_at BIGINT NOT NULL, payload TEXT NOT NULL)`
+	ins := "INSERT INTO " + c.table + " VALUES (?, ?, ?, ?, ?, ?)"
 	if e.backend == "postgres" {
+		create += " WITH (autovacuum_enabled = false)"
+		ins = "INSERT INTO " + c.table + " VALUES ($1, $2, $3, $4, $5, $6)"
 		db, err = sql.Open("pgx", e.dbURL)
 		if err != nil {
-			return Side{}, err
+			return nil, err
 		}
-		db.SetMaxOpenConns(16)
-		db.SetMaxIdleConns(16)
-		cleanup = func() {
-			db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+table)
+		db.SetMaxOpenConns(e.commitWriters())
+		db.SetMaxIdleConns(e.commitWriters())
+		c.drop = func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			db.ExecContext(ctx, "DROP TABLE IF EXISTS "+c.table)
 			db.Close()
 		}
 	} else {
@@ -168,49 +192,39 @@ func (e *env) measureCommits(ctx context.Context) (Side, error) {
 		if dir == "" {
 			dir = e.dir
 		}
-		path := filepath.Join(dir, table+".db")
+		c.path = filepath.Join(dir, c.table+".db")
 		q := url.Values{}
 		q.Set("_busy_timeout", "5000")
 		q.Set("_synchronous", e.o.Synchronous)
 		q.Set("_txlock", "immediate")
-		db, err = sql.Open("sqlite", path+"?"+q.Encode())
+		db, err = sql.Open("sqlite", c.path+"?"+q.Encode())
 		if err != nil {
-			return Side{}, err
+			return nil, err
 		}
 		db.SetMaxOpenConns(1)
 		db.SetMaxIdleConns(1)
-		cleanup = func() {
+		c.drop = func() {
 			db.Close()
 			for _, s := range []string{"", "-wal", "-shm"} {
-				os.Remove(path + s)
+				os.Remove(c.path + s)
 			}
 		}
 		var mode string
 		if err := db.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil || !strings.EqualFold(mode, "wal") {
-			cleanup()
-			return Side{}, fmt.Errorf("commit baseline: journal_mode: %v %s", err, mode)
+			c.close()
+			return nil, fmt.Errorf("commit baseline: journal_mode: %v %s", err, mode)
 		}
 	}
-	defer cleanup()
-	if _, err := db.ExecContext(ctx, "CREATE TABLE "+table+` (id TEXT PRIMARY KEY, merchant_id TEXT NOT NULL,
-		amount BIGINT NOT NULL, status_id INTEGER NOT NULL, created_at BIGINT NOT NULL, payload TEXT NOT NULL)`); err != nil {
-		return Side{}, fmt.Errorf("commit baseline: %w", err)
-	}
-	ins := "INSERT INTO " + table + " VALUES (?, ?, ?, ?, ?, ?)"
-	if e.backend == "postgres" {
-		ins = "INSERT INTO " + table + " VALUES ($1, $2, $3, $4, $5, $6)"
+	if _, err := db.ExecContext(ctx, create); err != nil {
+		c.close()
+		return nil, fmt.Errorf("commit baseline: %w", err)
 	}
 	payload := strings.Repeat("x", 200)
-	var seq sync.Mutex
-	n := 0
-	writers := e.commitWriters()
-	side := window{warmup: min(e.o.Warmup, 500*time.Millisecond), duration: e.o.Duration, max: e.o.MaxRequests, dbCPU: e.dbCPU()}.run(ctx, []op{{
-		name: "raw commits", unit: "commits/s", workers: writers,
+	var seq atomic.Int64
+	c.op = op{
+		name: "raw commits", unit: "commits/s", workers: e.commitWriters(),
 		fn: func(ctx context.Context, w int) error {
-			seq.Lock()
-			n++
-			id := fmt.Sprintf("txn_%s_%d", e.runID, n)
-			seq.Unlock()
+			id := fmt.Sprintf("txn_%s_%d", e.runID, seq.Add(1))
 			tx, err := db.BeginTx(ctx, nil)
 			if err != nil {
 				return err
@@ -221,11 +235,8 @@ func (e *env) measureCommits(ctx context.Context) (Side, error) {
 			}
 			return tx.Commit()
 		},
-	}})[0]
-	if side.Count == 0 {
-		return side, errors.New("commit baseline: no commit completed")
 	}
-	return side, nil
+	return c, nil
 }
 
 // countCommits reads, after a run, how many commits a completed purchase

@@ -18,13 +18,13 @@ import (
 const interleaveRamp = 100 * time.Millisecond
 
 // interleave measures two sides, a baseline (side 0) and ours (side 1),
-// each an op against a server of its own, in alternating windows, so that
-// a change in the machine's load (other work, stolen time) falls on both
-// alike instead of on whichever ran second. Both servers run throughout;
-// only one side's clients are active at a time (the other's are parked,
-// their connections open), and a side's window starts only once the other
-// side's last requests have completed, so the servers never take load at
-// the same time.
+// each an op against a server (or a store) of its own, in alternating
+// windows, so that a change in the machine's load (other work, stolen
+// time) falls on both alike instead of on whichever ran second. Both
+// servers run throughout; only one side's clients are active at a time
+// (the other's are parked, their connections open), and a side's window
+// starts only once the other side's last requests have completed, so the
+// servers never take load at the same time.
 //
 // The schedule (plan) is rounds rounds of one window per side, of
 // duration/rounds each, in the order A B, B A, A B, ... so neither side
@@ -38,17 +38,28 @@ type interleave struct {
 	ramp     time.Duration // lead-in of each later window
 	duration time.Duration // measured time of each side, over its windows
 	rounds   int
-	// max, when > 0, bounds each side's requests: each window ends early
-	// once it completed its share (max/rounds, at least 1).
+	// max, when > 0, bounds each side's requests (those of its parts
+	// included): each window ends early once it completed its share
+	// (max/rounds, at least 1).
 	max   int64
 	sides [2]ilSide
 	// logf receives a line per round (nil: none).
 	logf func(format string, args ...any)
+	// logPer, when > 0, divides side 0's rate in the ratio of the round
+	// lines: how many of its units make one of side 1's (the purchase:
+	// commits per life, as far as known during the run), which logPerName
+	// names; 0: the rates compare as they are.
+	logPer     float64
+	logPerName string
 }
 
 // ilSide is one side of an interleaved measurement.
 type ilSide struct {
 	op op
+	// parts run beside op in the side's windows and are parked with it,
+	// each with figures of its own (mixed: metadata and status reads
+	// beside the purchases); the rates per round and the ratios are op's.
+	parts []op
 	// stats reads the side's server process (nil: no server figures);
 	// dbCPU the database's CPU (nil: not measured).
 	stats func() (procStats, error)
@@ -72,10 +83,11 @@ type ilSpan struct {
 }
 
 // ilResult is an interleaved measurement: each side's totals over its
-// windows (with its rate per round), the ratio of side 1 to side 0 in each
-// round, and the windows as they ran.
+// windows (with its rate per round), those of its parts, the ratio of side
+// 1 to side 0 in each round, and the windows as they ran.
 type ilResult struct {
 	sides       [2]Side
+	parts       [2][]Side
 	roundRatios []float64
 	spans       []ilSpan
 }
@@ -139,9 +151,9 @@ type ilWorker struct {
 	counts []int64 // by round
 }
 
+// ilState is an op's workers and errors.
 type ilState struct {
 	workers  []*ilWorker
-	work     []chan *ilWindow
 	errors   atomic.Int64
 	firstErr atomic.Pointer[string]
 }
@@ -166,30 +178,36 @@ func (il *interleave) run(ctx context.Context) ilResult {
 	ctx, cancel := context.WithDeadline(ctx, time.Now().Add(nominal+90*time.Second))
 	defer cancel()
 
-	var states [2]*ilState
+	// A side's ops: its op first, then its parts; each op's state, and
+	// the side's workers' channels (of all its ops).
+	var ops [2][]op
+	var states [2][]*ilState
+	var work [2][]chan *ilWindow
 	var workers sync.WaitGroup
 	for s := range il.sides {
-		o := il.sides[s].op
-		st := &ilState{}
-		states[s] = st
-		for w := range o.workers {
-			wk := &ilWorker{counts: make([]int64, rounds)}
-			ch := make(chan *ilWindow, 1)
-			st.workers = append(st.workers, wk)
-			st.work = append(st.work, ch)
-			workers.Add(1)
-			go func() {
-				defer workers.Done()
-				for win := range ch {
-					il.work(ctx, o, w, wk, st, win)
-					win.wg.Done()
-				}
-			}()
+		ops[s] = append([]op{il.sides[s].op}, il.sides[s].parts...)
+		for _, o := range ops[s] {
+			st := &ilState{}
+			states[s] = append(states[s], st)
+			for w := range o.workers {
+				wk := &ilWorker{counts: make([]int64, rounds)}
+				ch := make(chan *ilWindow, 1)
+				st.workers = append(st.workers, wk)
+				work[s] = append(work[s], ch)
+				workers.Add(1)
+				go func() {
+					defer workers.Done()
+					for win := range ch {
+						il.work(ctx, o, w, wk, st, win)
+						win.wg.Done()
+					}
+				}()
+			}
 		}
 	}
 	defer func() {
-		for _, st := range states {
-			for _, ch := range st.work {
+		for _, chs := range work {
+			for _, ch := range chs {
 				close(ch)
 			}
 		}
@@ -209,13 +227,13 @@ func (il *interleave) run(ctx context.Context) ilResult {
 		if ctx.Err() != nil {
 			break
 		}
-		sd, st, a := &il.sides[p.side], states[p.side], &acc[p.side]
+		sd, a := &il.sides[p.side], &acc[p.side]
 		now := time.Now()
 		win := &ilWindow{round: p.round, ws: now.Add(p.lead), quota: il.quota(p.round),
 			stop: make(chan struct{}), early: make(chan struct{})}
 		win.we = win.ws.Add(p.window)
-		win.wg.Add(len(st.work))
-		for _, ch := range st.work {
+		win.wg.Add(len(work[p.side]))
+		for _, ch := range work[p.side] {
 			ch <- win
 		}
 		sleepUntil(ctx, win.ws, nil)
@@ -282,61 +300,34 @@ func (il *interleave) run(ctx context.Context) ilResult {
 			var rates [2]float64
 			for s := range rates {
 				var n int64
-				for _, wk := range states[s].workers {
+				for _, wk := range states[s][0].workers {
 					n += wk.counts[p.round]
 				}
 				if secs := acc[s].roundSecs[p.round].Seconds(); secs > 0 {
 					rates[s] = float64(n) / secs
 				}
 			}
-			il.logf("round %d/%d (%s first): %s: %s %s, %s: %s %s, ratio %.2f", p.round+1, rounds,
+			ratio, per := safeRatio(rates[1], rates[0]), ""
+			if il.logPer > 0 {
+				ratio *= il.logPer
+				per = fmt.Sprintf(" (at %.2f %s)", il.logPer, il.logPerName)
+			}
+			il.logf("round %d/%d (%s first): %s: %s %s, %s: %s %s, ratio %.2f%s", p.round+1, rounds,
 				il.sides[plan[i-1].side].op.name, il.sides[0].op.name, commas(rates[0]), il.sides[0].op.unit,
-				il.sides[1].op.name, commas(rates[1]), il.sides[1].op.unit, safeRatio(rates[1], rates[0]))
+				il.sides[1].op.name, commas(rates[1]), il.sides[1].op.unit, ratio, per)
 		}
 	}
 	profiling.Wait()
 
 	for s := range res.sides {
-		o, st, a := il.sides[s].op, states[s], &acc[s]
-		var h hist
-		var n int64
-		perRound := make([]int64, rounds)
-		for _, wk := range st.workers {
-			h.merge(&wk.h)
-			for r, c := range wk.counts {
-				perRound[r] += c
-				n += c
+		for k, o := range ops[s] {
+			side := ilSideResult(o, states[s][k], &acc[s], rounds)
+			if k == 0 {
+				res.sides[s] = side
+			} else {
+				res.parts[s] = append(res.parts[s], side)
 			}
 		}
-		secs := a.secs.Seconds()
-		side := Side{
-			Name: o.name, Unit: o.unit, Count: n, Seconds: secs,
-			P50Ms: ms(h.quantile(0.50)), P90Ms: ms(h.quantile(0.90)), P99Ms: ms(h.quantile(0.99)), P999Ms: ms(h.quantile(0.999)),
-			MeanMs: ms(h.mean()), MaxMs: ms(h.max), Errors: st.errors.Load(),
-		}
-		if secs > 0 {
-			side.Rate = float64(n) / secs
-			side.ClientCPU = 100 * a.client.Seconds() / secs
-			if a.serverOK {
-				side.ServerCPU = 100 * a.server.Seconds() / secs
-			}
-			if a.dbOK {
-				side.DBCPU = 100 * a.db.Seconds() / secs
-			}
-		}
-		if a.serverOK {
-			side.ServerRSSBytes = a.rss
-		}
-		side.RoundRates = make([]float64, rounds)
-		for r := range rounds {
-			if rs := a.roundSecs[r].Seconds(); rs > 0 {
-				side.RoundRates[r] = float64(perRound[r]) / rs
-			}
-		}
-		if p := st.firstErr.Load(); p != nil {
-			side.FirstError = *p
-		}
-		res.sides[s] = side
 	}
 	res.roundRatios = make([]float64, rounds)
 	for r := range rounds {
@@ -345,8 +336,52 @@ func (il *interleave) run(ctx context.Context) ilResult {
 	return res
 }
 
-// work runs worker w of a side over one window (its lead-in included)
-// until the window ends, then returns with no request in flight.
+// ilSideResult is the figures of an op of a side: its requests over the
+// side's windows, with the side's server, client and database figures.
+func ilSideResult(o op, st *ilState, a *ilAcc, rounds int) Side {
+	var h hist
+	var n int64
+	perRound := make([]int64, rounds)
+	for _, wk := range st.workers {
+		h.merge(&wk.h)
+		for r, c := range wk.counts {
+			perRound[r] += c
+			n += c
+		}
+	}
+	secs := a.secs.Seconds()
+	side := Side{
+		Name: o.name, Unit: o.unit, Count: n, Seconds: secs,
+		P50Ms: ms(h.quantile(0.50)), P90Ms: ms(h.quantile(0.90)), P99Ms: ms(h.quantile(0.99)), P999Ms: ms(h.quantile(0.999)),
+		MeanMs: ms(h.mean()), MaxMs: ms(h.max), Errors: st.errors.Load(),
+	}
+	if secs > 0 {
+		side.Rate = float64(n) / secs
+		side.ClientCPU = 100 * a.client.Seconds() / secs
+		if a.serverOK {
+			side.ServerCPU = 100 * a.server.Seconds() / secs
+		}
+		if a.dbOK {
+			side.DBCPU = 100 * a.db.Seconds() / secs
+		}
+	}
+	if a.serverOK {
+		side.ServerRSSBytes = a.rss
+	}
+	side.RoundRates = make([]float64, rounds)
+	for r := range rounds {
+		if rs := a.roundSecs[r].Seconds(); rs > 0 {
+			side.RoundRates[r] = float64(perRound[r]) / rs
+		}
+	}
+	if p := st.firstErr.Load(); p != nil {
+		side.FirstError = *p
+	}
+	return side
+}
+
+// work runs worker w of an op of a side over one window (its lead-in
+// included) until the window ends, then returns with no request in flight.
 func (il *interleave) work(ctx context.Context, o op, w int, wk *ilWorker, st *ilState, win *ilWindow) {
 	for {
 		start := time.Now()

@@ -20,7 +20,9 @@
 //     each purchase is followed to its final status with the ?wait
 //     long-poll; baseline: the store's raw rate of single-row commits
 //     (same backend and durability) divided by the commits a purchase life
-//     makes, counted in the store after the run.
+//     makes, counted in the store after the run. The commits and the
+//     lives are measured interleaved, as in metadata (the server up but
+//     idle, its ECRs parked, in the commits' windows).
 //   - sessions: N provisioned devices hold idle terminal sessions (raw
 //     WebSocket clients that say hello); the server's RSS increase per
 //     session against a bare gorilla WebSocket server holding as many.
@@ -62,20 +64,22 @@ const (
 // Options configure a run. Zero values take the scenario's defaults.
 type Options struct {
 	// Duration is the measured time of each side (ours, the baseline):
-	// one window, or in metadata the sum of its Rounds windows.
+	// the sum of its Rounds windows (metadata, purchase, mixed), or one
+	// window.
 	Duration time.Duration
 	// Warmup runs before each measured window and is not counted
-	// (default: a fifth of Duration, at most 1 s). In metadata it runs
-	// before each side's first window; later windows get a ramp of at
-	// most 100 ms.
+	// (default: a fifth of Duration, at most 1 s). In the interleaved
+	// scenarios it runs before each side's first window; later windows
+	// get a ramp of at most 100 ms (purchase and mixed: 300 ms).
 	Warmup time.Duration
 	// MaxRequests ends a measured window early once that many requests
-	// (or purchase lives) completed; 0: no limit but Duration. In
-	// metadata it bounds each side's total: each of its windows ends once
-	// it completed its share (MaxRequests/Rounds, at least 1).
+	// (or purchase lives) completed; 0: no limit but Duration. In the
+	// interleaved scenarios it bounds each side's total (mixed: all its
+	// requests): each of its windows ends once it completed its share
+	// (MaxRequests/Rounds, at least 1).
 	MaxRequests int64
-	// Rounds is how many rounds metadata measures the baseline and ours
-	// in, alternately: each round one window of Duration/Rounds per side,
+	// Rounds is how many rounds metadata, purchase and mixed measure the
+	// baseline and ours in, alternately: each round one window of Duration/Rounds per side,
 	// the baseline first in rounds 1, 3, 5... and ours first in rounds 2,
 	// 4, 6... (A B, B A, A B, ...). Default: one round per 2 s of Duration (5 for 10 s), from
 	// 1 to 30. 1: one window per side, the baseline's first.
@@ -158,7 +162,7 @@ type Side struct {
 	// DBCPU is the CPU of the PostgreSQL processes of this machine.
 	DBCPU float64 `json:"dbCpuPercent,omitempty"`
 	// RoundRates are the side's rates in each interleaved round
-	// (metadata).
+	// (metadata, purchase, mixed).
 	RoundRates []float64 `json:"roundRates,omitempty"`
 }
 
@@ -191,8 +195,9 @@ type Result struct {
 	Baseline Side   `json:"baseline"`
 	Parts    []Side `json:"parts,omitempty"`
 
-	// Rounds is the number of interleaved rounds (metadata), RoundRatios
-	// ours over the baseline in each (Ratio is of the totals).
+	// Rounds is the number of interleaved rounds (metadata, purchase,
+	// mixed), RoundRatios ours over the baseline in each (Ratio is of the
+	// totals).
 	Rounds      int       `json:"rounds,omitempty"`
 	RoundRatios []float64 `json:"roundRatios,omitempty"`
 
@@ -202,7 +207,9 @@ type Result struct {
 	Readers   int `json:"readers,omitempty"`
 	// CommitsPerLife is the mean number of commits of a completed purchase
 	// (counted in the store: its row's version); RawCommitRate the store's
-	// single-row commits per second with CommitWriters concurrent writers.
+	// single-row commits per second with CommitWriters concurrent writers
+	// (over the baseline's windows; the baseline's roundRates are lives/s,
+	// its rates per round divided by CommitsPerLife).
 	CommitsPerLife float64 `json:"commitsPerLife,omitempty"`
 	RawCommitRate  float64 `json:"rawCommitRate,omitempty"`
 	CommitWriters  int     `json:"commitWriters,omitempty"`
@@ -421,7 +428,11 @@ func (r *Result) WriteTable(w io.Writer) error {
 		if r.Scenario == "mixed" {
 			fmt.Fprintf(&b, ", %d metadata clients, %d status readers", r.Clients, r.Readers)
 		}
-		fmt.Fprintf(&b, ", %.1f s measured\n", r.Ours.Seconds)
+		fmt.Fprintf(&b, ", %.1f s measured per side", r.Ours.Seconds)
+		if r.Rounds > 1 {
+			fmt.Fprintf(&b, " in %d interleaved rounds (the raw commits first in rounds 1, 3, ..., instore in 2, 4, ...; the server idle in the commits' windows)", r.Rounds)
+		}
+		b.WriteString("\n")
 	case "sessions":
 		fmt.Fprintf(&b, "%d idle terminal sessions, held %.1f s; rates and latencies are of session set-up (dial, hello, answer)\n", r.Sessions, r.HoldSeconds)
 	}

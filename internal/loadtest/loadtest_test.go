@@ -1,8 +1,6 @@
 package loadtest
 
 import (
-	"context"
-	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -116,32 +114,6 @@ func TestLoopbackOnly(t *testing.T) {
 		if err := loopbackURL(u); (err == nil) != ok {
 			t.Errorf("loopbackURL(%s) = %v", u, err)
 		}
-	}
-}
-
-func TestWindowCountsOnlyTheWindow(t *testing.T) {
-	var calls int
-	w := window{warmup: 50 * time.Millisecond, duration: 100 * time.Millisecond}
-	sides := w.run(context.Background(), []op{{name: "x", unit: "req/s", workers: 1, fn: func(ctx context.Context, _ int) error {
-		calls++
-		time.Sleep(time.Millisecond)
-		if calls%10 == 0 {
-			return fmt.Errorf("every tenth fails")
-		}
-		return nil
-	}}})
-	s := sides[0]
-	if s.Count == 0 || s.Count >= int64(calls) || s.Errors == 0 || s.Rate <= 0 || s.FirstError != "every tenth fails" {
-		t.Errorf("side = %+v after %d calls", s, calls)
-	}
-	// MaxRequests ends the window early.
-	w.max = 5
-	s = w.run(context.Background(), []op{{name: "x", workers: 2, fn: func(ctx context.Context, _ int) error {
-		time.Sleep(time.Millisecond)
-		return nil
-	}}})[0]
-	if s.Count < 5 || s.Count > 7 || s.Seconds >= 0.1 {
-		t.Errorf("with max 5: count %d in %.3f s", s.Count, s.Seconds)
 	}
 }
 

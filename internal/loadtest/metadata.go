@@ -94,17 +94,6 @@ func (e *env) metadataOp(name, host string, clients int) op {
 	}}
 }
 
-// window is the measured window of the options for a process's stats;
-// with profile (the server under test) and --profile it also saves a CPU
-// profile of the server over the window and a heap profile after it.
-func (e *env) window(stats func() (procStats, error), profile bool) window {
-	w := window{warmup: e.o.Warmup, duration: e.o.Duration, max: e.o.MaxRequests, stats: stats, dbCPU: e.dbCPU()}
-	if profile {
-		w.onStart = e.profileHook()
-	}
-	return w
-}
-
 // profileHook is, with --profile, what saves the server's profiles: a CPU
 // profile of d from when it is called (rounded up to whole seconds: the
 // profile ends with the window or a little after, never before), then a

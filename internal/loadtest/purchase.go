@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -24,8 +25,21 @@ import (
 // the store cannot be read to count them.
 const nominalCommitsPerLife = 6
 
+// purchaseRamp bounds the lead-in of the purchase's later windows (see
+// interleaveRamp): the ECRs start their lives at once after being parked,
+// and the first ones complete a life's latency later (120-200 ms at 100
+// terminals). A ramp past that starts the window with the lives in flight
+// of a steady state instead of counting the ramp's head start.
+const purchaseRamp = 300 * time.Millisecond
+
 // runPurchase runs the purchase scenario, or mixed: purchases with
 // metadata requests and status reads at the same time.
+//
+// The baseline (raw commits on the store) and ours (the purchase lives)
+// take turns in alternating windows (see interleave): while the commits
+// run, the server is up but idle, its ECR clients parked and its virtual
+// terminals online and idle; while ours run, the baseline's table is
+// idle.
 func runPurchase(ctx context.Context, o *Options, mixed bool) (*Result, error) {
 	name := "purchase"
 	if mixed {
@@ -44,16 +58,6 @@ func runPurchase(ctx context.Context, o *Options, mixed bool) (*Result, error) {
 	if err := e.seed(ctx, o.Terminals); err != nil {
 		return nil, err
 	}
-
-	// The baseline first, while no server runs on the store.
-	r.CommitWriters = e.commitWriters()
-	e.logf("purchase baseline: raw single-row commits on %s, %d writers, %s", e.backend, r.CommitWriters, o.Duration)
-	commits, err := e.measureCommits(ctx)
-	if err != nil {
-		return nil, err
-	}
-	r.RawCommitRate = commits.Rate
-
 	if err := e.startServer(ctx); err != nil {
 		return nil, err
 	}
@@ -65,45 +69,92 @@ func runPurchase(ctx context.Context, o *Options, mixed bool) (*Result, error) {
 		return nil, err
 	}
 	defer stop()
+	commits, err := e.newCommitBaseline(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer commits.close()
 
 	tr := &http.Transport{MaxIdleConnsPerHost: o.ECRs + 8, MaxIdleConns: o.ECRs + 8}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: 2 * time.Minute}
 	recent := &refRing{}
 	var counts lifeCounts
-	ops := []op{e.purchaseOp(client, recent, &counts)}
+	lives := e.purchaseOp(client, recent, &counts)
+	var parts []op
 	if mixed {
 		host, err := hostOf(e.srv.online)
 		if err != nil {
 			return nil, err
 		}
-		ops = append(ops, e.metadataOp("metadata", host, o.Clients), e.statusOp(host, recent))
+		parts = append(parts, e.metadataOp("metadata", host, o.Clients), e.statusOp(host, recent))
 	}
-	e.logf("%s: %d terminals, %d ECR clients, %s", name, o.Terminals, o.ECRs, o.Duration)
-	sides := e.window(e.srv.stats, true).run(ctx, ops)
-	r.Ours, r.Parts = sides[0], sides[1:]
+	r.CommitWriters = commits.op.workers
+	e.logf("%s: raw single-row commits on %s (%d writers) against %d terminals and %d ECR clients, %s per side in %d interleaved rounds",
+		name, e.backend, r.CommitWriters, o.Terminals, o.ECRs, o.Duration, o.Rounds)
+	res := e.purchaseInterleave(commits.op, lives, parts).run(ctx)
+	// The baseline's table goes before the count (which does not read it).
+	commits.close()
+	if ctx.Err() == nil && res.sides[0].Count == 0 {
+		msg := ""
+		if res.sides[0].FirstError != "" {
+			msg = ": " + res.sides[0].FirstError
+		}
+		return nil, errors.New("commit baseline: no commit completed" + msg)
+	}
 	if n := counts.lives.Load(); n > 0 {
 		r.RequestsPerLife = float64(counts.requests.Load()) / float64(n)
 	}
 
-	r.CommitsPerLife = nominalCommitsPerLife
+	perLife := float64(nominalCommitsPerLife)
 	if e.hasStore() {
-		if _, perLife, err := e.countCommits(ctx); err == nil {
-			r.CommitsPerLife = perLife
+		if _, n, err := e.countCommits(ctx); err == nil {
+			perLife = n
 		} else {
 			r.Notes = append(r.Notes, err.Error())
 		}
 	} else {
 		r.Notes = append(r.Notes, "commits per life not counted (no store access): nominal 6")
 	}
-	r.BaselineRate = r.RawCommitRate / r.CommitsPerLife
-	commits.Rate, commits.Unit = r.BaselineRate, "lives/s"
-	commits.Name = fmt.Sprintf("raw commits / %.2f", r.CommitsPerLife)
-	r.Baseline = commits
+	r.setPurchase(res, perLife)
+	return r, nil
+}
+
+// purchaseInterleave is the purchase measurement: the raw commits (side
+// 0, no server figures: the server idles in its windows) and the purchase
+// lives with mixed's parts (side 1) in alternating windows.
+func (e *env) purchaseInterleave(commits, lives op, parts []op) *interleave {
+	il := e.interleave(ilSide{op: commits, dbCPU: e.dbCPU()},
+		ilSide{op: lives, parts: parts, stats: e.srv.stats, dbCPU: e.dbCPU(), onStart: e.profileHook()})
+	il.ramp = min(e.o.Warmup, purchaseRamp)
+	il.logPer, il.logPerName = nominalCommitsPerLife, "commits per life, nominal"
+	return il
+}
+
+// setPurchase sets the figures of a purchase measurement: the baseline is
+// the raw commits per second over their windows divided by perLife, the
+// commits a life makes (counted in the store after the run), in total and
+// in each round.
+func (r *Result) setPurchase(res ilResult, perLife float64) {
+	r.Ours, r.Parts = res.sides[1], res.parts[1]
+	b := res.sides[0]
+	r.RawCommitRate, r.CommitsPerLife = b.Rate, perLife
+	r.BaselineRate = b.Rate / perLife
+	b.Rate, b.Unit = r.BaselineRate, "lives/s"
+	b.Name = fmt.Sprintf("raw commits / %.2f", perLife)
+	b.RoundRates = slices.Clone(b.RoundRates)
+	for i := range b.RoundRates {
+		b.RoundRates[i] /= perLife
+	}
+	r.Baseline = b
+	r.Rounds = len(res.roundRatios)
+	r.RoundRatios = make([]float64, len(res.roundRatios))
+	for i := range r.RoundRatios {
+		r.RoundRatios[i] = safeRatio(r.Ours.RoundRates[i], b.RoundRates[i])
+	}
 	if r.BaselineRate > 0 {
 		r.Ratio = r.Ours.Rate / r.BaselineRate
 	}
-	return r, nil
 }
 
 // startTerminals runs a virtual terminal per device in this process and
