@@ -110,6 +110,8 @@ func TestBearerToken(t *testing.T) {
 		{"Bearer ", "", false},
 		{"Basic abc", "", false},
 		{"Bearer a b", "", false},
+		{"Bearer a\tb", "", false},
+		{"Bearer \ta\t", "a", true},
 		{"Bearer " + strings.Repeat("a", 5000), "", false},
 		{"", "", false},
 	} {
@@ -214,6 +216,43 @@ func TestCacheNeverOutlivesToken(t *testing.T) {
 	clk.Add(3 * time.Minute)
 	if _, err := a.Authenticate(ctx, instore.SurfaceOnline, "Bearer "+tok, f.key); !isUnauthorized(err) {
 		t.Errorf("expired token served from the cache: err = %v", err)
+	}
+}
+
+// TestAuthenticateAt: on the system clock, the cache is checked at the time
+// the caller passes (the request's arrival); an Authenticator with a clock
+// of its own keeps to it, and a zero time means now.
+func TestAuthenticateAt(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	system := f.authn(t, time.Minute, nil)
+	clk := &clock{t: time.Now()}
+	own := f.authn(t, time.Minute, clk.Now)
+	tok, _, err := system.Mint(f.client, time.Hour)
+	check(t, err)
+	hdr := "Bearer " + tok
+	for _, a := range []*auth.Authenticator{system, own} {
+		if _, err := a.AuthenticateAt(ctx, instore.SurfaceOnline, hdr, f.key, time.Now()); err != nil {
+			t.Fatalf("AuthenticateAt: %v", err)
+		}
+	}
+	check(t, f.ad.RevokeKey(ctx, f.keyRec.ID))
+	if _, err := system.AuthenticateAt(ctx, instore.SurfaceOnline, hdr, f.key, time.Now()); err != nil {
+		t.Errorf("within the cache TTL: err = %v, want the cached pair", err)
+	}
+	if _, err := system.AuthenticateAt(ctx, instore.SurfaceOnline, hdr, f.key, time.Time{}); err != nil {
+		t.Errorf("zero time, within the cache TTL: err = %v, want the cached pair", err)
+	}
+	if _, err := system.AuthenticateAt(ctx, instore.SurfaceOnline, hdr, f.key, time.Now().Add(61*time.Second)); !isUnauthorized(err) {
+		t.Errorf("at a time past the cache TTL: err = %v, want the revoked key refused", err)
+	}
+	// Its own clock has not moved: the far time is not its time.
+	if _, err := own.AuthenticateAt(ctx, instore.SurfaceOnline, hdr, f.key, time.Now().Add(time.Hour)); err != nil {
+		t.Errorf("own clock within the cache TTL, a later time passed: err = %v, want the cached pair", err)
+	}
+	clk.Add(61 * time.Second)
+	if _, err := own.AuthenticateAt(ctx, instore.SurfaceOnline, hdr, f.key, time.Now()); !isUnauthorized(err) {
+		t.Errorf("own clock past the cache TTL, an earlier time passed: err = %v, want the revoked key refused", err)
 	}
 }
 

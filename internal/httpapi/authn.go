@@ -30,12 +30,15 @@ type Guard struct {
 // Wrap returns a handler that runs h only for an authenticated request.
 func (g *Guard) Wrap(h AuthedFunc) HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		p, err := g.Auth.Authenticate(r.Context(), g.Surface,
-			r.Header.Get("Authorization"), r.Header.Get("Ocp-Apim-Subscription-Key"))
+		// The clock as the request arrived, read once by the middleware
+		// (zero outside it: then each reads the clock).
+		now := requestStart(w)
+		p, err := g.Auth.AuthenticateAt(r.Context(), g.Surface,
+			headerValue(r.Header, "Authorization"), headerValue(r.Header, "Ocp-Apim-Subscription-Key"), now)
 		if err != nil {
 			return err
 		}
-		if err := g.Limiter.Allow(p.KeyID, w); err != nil {
+		if err := g.Limiter.AllowAt(p.KeyID, now, w); err != nil {
 			return err
 		}
 		return h(w, r, p)
@@ -64,6 +67,12 @@ func NewRateLimiter(perSecond float64, burst int) *RateLimiter {
 
 // Allow takes one token for key, or answers rate-limited with Retry-After.
 func (l *RateLimiter) Allow(key string, w http.ResponseWriter) error {
+	return l.AllowAt(key, time.Time{}, w)
+}
+
+// AllowAt is Allow at now, a time just read from time.Now (the request's
+// arrival); a zero now reads the clock.
+func (l *RateLimiter) AllowAt(key string, now time.Time, w http.ResponseWriter) error {
 	if l == nil {
 		return nil
 	}
@@ -77,7 +86,9 @@ func (l *RateLimiter) Allow(key string, w http.ResponseWriter) error {
 		l.keys[key] = lim
 	}
 	l.mu.Unlock()
-	now := time.Now()
+	if now.IsZero() {
+		now = time.Now()
+	}
 	rsv := lim.ReserveN(now, 1)
 	if d := rsv.DelayFrom(now); d > 0 {
 		rsv.CancelAt(now)

@@ -84,37 +84,39 @@ func mustJSON(v any) []byte {
 // staticDoc is a response encoded once at start: serving it costs a header
 // copy and one write, with ETag revalidation.
 type staticDoc struct {
-	body   []byte
-	etag   string
-	header http.Header
+	body []byte
+	etag string
+	// The header's values, shared by every response (net/http copies the
+	// header before writing it); assigned one by one, which spares a map
+	// iteration per request.
+	contentType, etagValue, cacheControl, contentLength []string
 }
 
 func newStaticDoc(body []byte, contentType string) *staticDoc {
 	sum := sha256.Sum256(body)
 	etag := `"` + hex.EncodeToString(sum[:12]) + `"`
 	return &staticDoc{
-		body: body,
-		etag: etag,
-		header: http.Header{
-			"Content-Type":   {contentType},
-			"Etag":           {etag},
-			"Cache-Control":  {"private, no-cache"},
-			"Content-Length": {strconv.Itoa(len(body))},
-		},
+		body:          body,
+		etag:          etag,
+		contentType:   []string{contentType},
+		etagValue:     []string{etag},
+		cacheControl:  []string{"private, no-cache"},
+		contentLength: []string{strconv.Itoa(len(body))},
 	}
 }
 
 func (d *staticDoc) serve(w http.ResponseWriter, r *http.Request, _ *instore.Principal) error {
 	h := w.Header()
-	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatch(inm, d.etag) {
-		h["Etag"] = d.header["Etag"]
-		h["Cache-Control"] = d.header["Cache-Control"]
+	if inm := r.Header["If-None-Match"]; len(inm) > 0 && inm[0] != "" && etagMatch(inm[0], d.etag) {
+		h["Etag"] = d.etagValue
+		h["Cache-Control"] = d.cacheControl
 		w.WriteHeader(http.StatusNotModified)
 		return nil
 	}
-	for k, v := range d.header {
-		h[k] = v
-	}
+	h["Content-Type"] = d.contentType
+	h["Etag"] = d.etagValue
+	h["Cache-Control"] = d.cacheControl
+	h["Content-Length"] = d.contentLength
 	if r.Method != http.MethodHead {
 		w.Write(d.body)
 	}
