@@ -167,6 +167,30 @@ type ilAcc struct {
 	rss                   int64
 }
 
+// ilSnap is what a window reads of the processes at its start and end:
+// the side's server, this process (the clients) and the database.
+type ilSnap struct {
+	server, client procStats
+	db             cpuSnapshot
+}
+
+// snap reads them; a side's server or database that failed to be read
+// once is not read again (its figures are left out).
+func (a *ilAcc) snap(sd *ilSide) ilSnap {
+	var s ilSnap
+	var err error
+	if a.serverOK {
+		s.server, err = sd.stats()
+		a.serverOK = err == nil
+	}
+	s.client, _ = readProc(0)
+	if a.dbOK {
+		s.db, err = sd.dbCPU()
+		a.dbOK = err == nil
+	}
+	return s
+}
+
 func (il *interleave) run(ctx context.Context) ilResult {
 	plan := il.plan()
 	rounds := max(il.rounds, 1)
@@ -237,18 +261,7 @@ func (il *interleave) run(ctx context.Context) ilResult {
 			ch <- win
 		}
 		sleepUntil(ctx, win.ws, nil)
-		var s0, s1, c0, c1 procStats
-		var d0, d1 cpuSnapshot
-		var err error
-		if a.serverOK {
-			s0, err = sd.stats()
-			a.serverOK = err == nil
-		}
-		c0, _ = readProc(0)
-		if a.dbOK {
-			d0, err = sd.dbCPU()
-			a.dbOK = err == nil
-		}
+		before := a.snap(sd)
 		if !a.begun && sd.onStart != nil {
 			// Until the end of the side's last window, as planned.
 			var d time.Duration
@@ -272,15 +285,7 @@ func (il *interleave) run(ctx context.Context) ilResult {
 		if sleepUntil(ctx, win.we, win.early) {
 			end = *win.earlyAt.Load()
 		}
-		if a.serverOK {
-			s1, err = sd.stats()
-			a.serverOK = err == nil
-		}
-		c1, _ = readProc(0)
-		if a.dbOK {
-			d1, err = sd.dbCPU()
-			a.dbOK = err == nil
-		}
+		after := a.snap(sd)
 		close(win.stop)
 		win.wg.Wait() // the side is idle again: the other may start
 		if ctx.Err() != nil && end.After(time.Now()) {
@@ -289,12 +294,12 @@ func (il *interleave) run(ctx context.Context) ilResult {
 		d := end.Sub(win.ws)
 		a.secs += d
 		a.roundSecs[p.round] += d
-		a.server += s1.CPU - s0.CPU
-		a.client += c1.CPU - c0.CPU
+		a.server += after.server.CPU - before.server.CPU
+		a.client += after.client.CPU - before.client.CPU
 		if a.dbOK {
-			a.db += d1.since(d0)
+			a.db += after.db.since(before.db)
 		}
-		a.rss = s1.RSS
+		a.rss = after.server.RSS
 		res.spans = append(res.spans, ilSpan{side: p.side, round: p.round, start: win.ws, end: end})
 		if il.logf != nil && i%2 == 1 {
 			var rates [2]float64
