@@ -83,7 +83,8 @@ func (s *session) message(h ws.Header) (ws.OpCode, []byte, error) {
 				return 0, nil, err
 			}
 		} else {
-			if int64(len(msg))+h.Length > protocol.MaxFrameBytes {
+			// Not len(msg)+h.Length: a length near 2^63 would overflow.
+			if h.Length > protocol.MaxFrameBytes-int64(len(msg)) {
 				return 0, nil, s.refuse(closeTooBig, errTooBig)
 			}
 			n := len(msg)

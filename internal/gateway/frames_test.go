@@ -52,6 +52,14 @@ func rawFrame(fin bool, rsv, op byte, masked bool, payload []byte) []byte {
 	return b
 }
 
+// hugeHeader is the header of a final masked frame announcing 2^63-1
+// bytes, the most the 64-bit length may say.
+func hugeHeader(op byte) []byte {
+	b := []byte{0x80 | op, 0x80 | 127}
+	b = binary.BigEndian.AppendUint64(b, 1<<63-1)
+	return append(b, 1, 2, 3, 4)
+}
+
 func closePayload(code uint16, reason string) []byte {
 	return append(binary.BigEndian.AppendUint16(nil, code), reason...)
 }
@@ -123,6 +131,8 @@ func TestProtocolViolations(t *testing.T) {
 		{"close with a reason not UTF-8", [][]byte{rawFrame(true, 0, 0x8, true, closePayload(4000, "\xff\xfe"))}, websocket.CloseProtocolError},
 		{"over the limit in fragments", [][]byte{rawFrame(false, 0, 0x1, true, half), rawFrame(true, 0, 0x0, true, half)}, websocket.CloseMessageTooBig},
 		{"binary", [][]byte{rawFrame(true, 0, 0x2, true, ack)}, protocol.CloseMalformed},
+		{"a continuation's length near 2^63", [][]byte{rawFrame(false, 0, 0x1, true, ack[:5]), hugeHeader(0x0)}, websocket.CloseMessageTooBig},
+		{"a first frame's length near 2^63", [][]byte{hugeHeader(0x1)}, websocket.CloseMessageTooBig},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
