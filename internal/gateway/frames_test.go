@@ -6,9 +6,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/gobwas/ws"
 	"github.com/gorilla/websocket"
 
 	"github.com/instore-dev/instore/internal/protocol"
@@ -185,4 +187,31 @@ func TestNothingAfterTheCloseFrame(t *testing.T) {
 		t.Errorf("write after the close frame = %v, want errCloseSent", err)
 	}
 	c.expectClose(4001)
+}
+
+// A panic while a frame is read ends only that session, with 1011; the
+// gateway goes on serving the others.
+func TestPanicReadingAFrame(t *testing.T) {
+	h := newHarness(t, Config{})
+	bystander := h.connect("SN-CALM")
+	c := h.connect("SN-PANIC")
+	hook := func(hd ws.Header) {
+		if hd.OpCode == ws.OpBinary {
+			panic("reading bug")
+		}
+	}
+	testHookFrame.Store(&hook)
+	t.Cleanup(func() { testHookFrame.Store(nil) })
+	c.writeRaw(rawFrame(true, 0, 0x2, true, []byte("x")))
+	c.expectClose(websocket.CloseInternalServerErr)
+	waitFor(t, "DeviceDisconnected", func() bool { return h.ev.count("disconnected SN-PANIC") == 1 })
+	if !strings.Contains(h.logs.String(), "terminal frame reading panicked") {
+		t.Error("the panic was not logged")
+	}
+	if err := h.g.SendLinkCode(context.Background(), "SN-CALM", "654321"); err != nil {
+		t.Fatal(err)
+	}
+	if env := bystander.next(); env.Type != protocol.TypeLinkCode {
+		t.Errorf("bystander got %+v, want link-code", env)
+	}
 }

@@ -127,10 +127,22 @@ func (s *session) writePongs() {
 
 // frame reads the rest of the frame of header h, and of its message, and
 // handles it. It returns an error only when reading failed or the frame
-// was refused, which ends the read loop.
+// was refused, which ends the read loop. A panic while reading the frame
+// ends only this session, with 1011, like one while handling it (offload):
+// nothing above the read loop would recover it, and the whole process
+// would stop.
 //
 //go:noinline
-func (s *session) frame(h ws.Header) error {
+func (s *session) frame(h ws.Header) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.g.log.Error("terminal frame reading panicked", "serialNumber", s.serial, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			err = s.refuse(closeInternal, errors.New("internal error"))
+		}
+	}()
+	if hook := testHookFrame.Load(); hook != nil {
+		(*hook)(h)
+	}
 	if h.OpCode.IsControl() {
 		return s.control(h)
 	}
@@ -193,6 +205,9 @@ func (s *session) offload(fn func() (int, string)) (int, string) {
 	a := <-done
 	return a.code, a.reason
 }
+
+// testHookFrame, when set by a test, runs at the start of every frame.
+var testHookFrame atomic.Pointer[func(ws.Header)]
 
 // extend moves the liveness deadline. A close in progress keeps its own,
 // shorter deadline: the second check covers a close that raced with the
