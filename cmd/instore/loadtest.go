@@ -70,7 +70,7 @@ apply: start it with --rate-limit 0, or its per-key limit answers 429.
 Linux only: it reads /proc.`,
 		Example: `  instore loadtest metadata --duration 10s
   instore loadtest purchase --terminals 100 --sqlite-synchronous NORMAL --json
-  instore loadtest sessions --sessions 10000
+  instore loadtest sessions --sessions 5000
   instore loadtest all --database-url 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -135,7 +135,7 @@ Linux only: it reads /proc.`,
 	fs.BoolVar(&o.Progress, "progress", false, "purchase, mixed: the ECRs follow every change of a purchase (afterVersion), as a till showing the terminal's progress does, instead of only its final status")
 	fs.IntVar(&o.ECRs, "ecrs", 0, "concurrent ECR clients, each driving its share of the terminals (default: one per terminal)")
 	fs.IntVar(&o.Readers, "readers", 8, "concurrent status readers (mixed)")
-	fs.IntVar(&o.Sessions, "sessions", 2000, fmt.Sprintf("idle terminal sessions (sessions; at most %d)", loadtest.MaxSessions))
+	fs.IntVar(&o.Sessions, "sessions", 10000, fmt.Sprintf("idle terminal sessions (sessions; at most %d)", loadtest.MaxSessions))
 	fs.StringVar(&o.DatabaseURL, "database-url", "", "PostgreSQL instead of SQLite: a fresh schema is created in it and dropped at the end")
 	fs.StringVar(&o.Synchronous, "sqlite-synchronous", "FULL", "SQLite durability: FULL or NORMAL")
 	fs.StringSliceVar(&targets, "target", nil, "run against a running server: online=URL,terminal=URL,ops=URL (loopback only)")

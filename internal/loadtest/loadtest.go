@@ -98,7 +98,8 @@ type Options struct {
 	Progress bool
 	// Readers is the number of status readers in mixed (default 8).
 	Readers int
-	// Sessions is the number of idle terminal sessions (default 2000).
+	// Sessions is the number of idle terminal sessions (default 10,000, the
+	// count issue 8 sets its memory target at).
 	Sessions int
 
 	// DatabaseURL selects PostgreSQL; the run creates a fresh schema in it
@@ -278,7 +279,7 @@ func (o *Options) defaults(scenario string) error {
 		o.Readers = 8
 	}
 	if o.Sessions <= 0 {
-		o.Sessions = 2000
+		o.Sessions = 10000
 	}
 	switch {
 	case o.Clients > MaxClients:
