@@ -35,11 +35,14 @@ type Service struct {
 	// NewPrintID returns a new printId.
 	NewPrintID func() string
 
-	changes  changes
-	running  running
-	timersMu sync.Mutex
-	timers   map[string]*time.Timer
-	closed   bool
+	changes changes
+	running running
+	// updateWaits holds the terminal IDs whose SCHEDULED update this node
+	// saw waiting for a transaction to end (terminalIdle).
+	updateWaits sync.Map
+	timersMu    sync.Mutex
+	timers      map[string]*time.Timer
+	closed      bool
 }
 
 // Defaults of the Service's time-outs.

@@ -3,6 +3,7 @@ package instore_test
 import (
 	"context"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -108,5 +109,52 @@ func TestRunningRefusesLatePut(t *testing.T) {
 	r.Put(&instore.Transaction{ID: "txn_2", StatusID: instore.StatusPending, Version: 1})
 	if got := r.Get("txn_2"); got == nil || got.Version != 1 {
 		t.Errorf("a running transaction: get = %+v", got)
+	}
+}
+
+// countingStore counts the reads of a terminal's open update.
+type countingStore struct {
+	instore.Store
+	openUpdates atomic.Int64
+}
+
+func (c *countingStore) OpenUpdate(ctx context.Context, terminalID string) (*instore.Update, error) {
+	c.openUpdates.Add(1)
+	return c.Store.OpenUpdate(ctx, terminalID)
+}
+
+// TestTransactionEndWithoutWaitingUpdate: the end of a transaction looks
+// for an update to deliver only when this node saw one waiting for it
+// (TestUpdateWaitsForTransactionAndOfflineTerminal in internal/server has
+// the other case); otherwise the end costs no read of the store.
+func TestTransactionEndWithoutWaitingUpdate(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "NORMAL", "S-1")
+	cs := &countingStore{Store: f.st}
+	f.svc.Store = cs
+	tx := &instore.Transaction{ID: f.svc.NewRef(), MerchantID: f.merchant, TerminalID: f.terminal, SerialNumber: "S-1",
+		Type: instore.TypePurchase, Amount: 1250, Currency: "SEK", StatusID: instore.StatusPending,
+		Progress: instore.ProgressSent, CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
+	if err := f.st.CreateTransaction(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.svc.TerminalAcknowledged(ctx, "S-1", tx.ID); err != nil {
+		t.Fatal(err)
+	}
+	res := instore.TerminalResult{MessageID: "m-1", Ref: tx.ID, StatusID: instore.StatusAbortedByCardholder,
+		Result: instore.Result{Receipt: instore.Receipt{Customer: []string{}, Merchant: []string{}}}}
+	if err := f.svc.TerminalResult(ctx, "S-1", res); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := f.st.Transaction(ctx, tx.ID); err != nil || !got.Final() {
+		t.Fatalf("transaction = %+v, %v; want final", got, err)
+	}
+	// A delivery would run on a goroutine of its own, at once: give it
+	// time to show.
+	for range 20 {
+		time.Sleep(10 * time.Millisecond)
+		if n := cs.openUpdates.Load(); n != 0 {
+			t.Fatalf("the transaction's end read the open update %d times, want none", n)
+		}
 	}
 }

@@ -61,6 +61,10 @@ func (s *Service) installing(ctx context.Context, terminalID string) error {
 	if u.Status == UpdateDownloading || u.DeliveredAt != nil && s.now().Sub(*u.DeliveredAt) < s.ackTimeout() {
 		return Errorf(WP09, "The terminal is installing a software update; retry once it is done.")
 	}
+	if u.Status == UpdateScheduled {
+		// The transaction about to start may keep it waiting.
+		s.updateWaits.Store(terminalID, struct{}{})
+	}
 	return nil
 }
 
@@ -103,10 +107,16 @@ func (s *Service) deliverUpdate(ctx context.Context, terminalID string) {
 		s.log().Error("deliver update: package", "updateId", u.ID, "error", err)
 		return
 	}
+	// Noted before the store's check for a PENDING transaction, so that a
+	// transaction that ends between the two finds it (terminalIdle); once
+	// sent, the note goes.
+	s.updateWaits.Store(terminalID, struct{}{})
 	err = s.Store.MarkUpdateDelivered(ctx, u.ID, now, now.Add(-s.ackTimeout()))
 	if errors.Is(err, ErrConflict) {
 		return // a transaction runs (delivered when it ends), or it was just sent
-	} else if err != nil {
+	}
+	s.updateWaits.Delete(terminalID)
+	if err != nil {
 		s.log().Error("deliver update: mark delivered", "updateId", u.ID, "error", err)
 		return
 	}
@@ -165,9 +175,15 @@ func (s *Service) updateOnHello(ctx context.Context, t *Terminal, h DeviceHello)
 }
 
 // terminalIdle runs when a transaction of the terminal ID ended: an update
-// that waited for it goes now.
+// that waited for it goes now. Only one this node saw waiting (or about to
+// wait: installing, deliverUpdate) is looked for, which spares every other
+// transaction's end a read of the store; an update created on another node
+// while the transaction ran goes with the next sweep (RunUpdates).
 func (s *Service) terminalIdle(terminalID string) {
 	if s.isClosed() {
+		return
+	}
+	if _, waiting := s.updateWaits.LoadAndDelete(terminalID); !waiting {
 		return
 	}
 	go s.deliverUpdate(context.Background(), terminalID)
