@@ -116,6 +116,22 @@ func (s *Service) ActiveMerchant(ctx context.Context, p *Principal) (*Merchant, 
 // of the merchant's, whether it exists elsewhere or not.
 func (s *Service) ownTerminal(ctx context.Context, p *Principal, terminalID string) (*Terminal, error) {
 	t, err := s.Store.Terminal(ctx, terminalID)
+	return ownedBy(p, t, err)
+}
+
+// ownTerminalWithUpdate is ownTerminal that also returns the terminal's
+// unfinished software update (nil if none), read with it.
+func (s *Service) ownTerminalWithUpdate(ctx context.Context, p *Principal, terminalID string) (*Terminal, *Update, error) {
+	t, u, err := s.Store.TerminalWithOpenUpdate(ctx, terminalID)
+	if t, err = ownedBy(p, t, err); err != nil {
+		return nil, nil, err
+	}
+	return t, u, nil
+}
+
+// ownedBy is the terminal of a read (t, err) if it is the principal's
+// merchant's; WP16 if there is none or it is another's.
+func ownedBy(p *Principal, t *Terminal, err error) (*Terminal, error) {
 	if errors.Is(err, ErrNotFound) || err == nil && t.MerchantID != p.MerchantID {
 		return nil, Errorf(WP16, "The terminal ID is not one of this merchant's.")
 	} else if err != nil {
@@ -319,11 +335,11 @@ func (s *Service) Purchase(ctx context.Context, p *Principal, req *PurchaseReque
 			return nil, Errorf(WP22, "paymentMethodId %d is not in the paymentMethods list.", *req.PaymentMethodID)
 		}
 	}
-	term, err := s.ownTerminal(ctx, p, req.TerminalID)
+	term, update, err := s.ownTerminalWithUpdate(ctx, p, req.TerminalID)
 	if err != nil {
 		return nil, err
 	}
-	serial, err := s.readyToCreate(ctx, term)
+	serial, err := s.readyToCreate(ctx, term, update)
 	if err != nil {
 		return nil, err
 	}
@@ -374,12 +390,13 @@ func (s *Service) ready(ctx context.Context, term *Terminal) (string, error) {
 // online, a running transaction is found by the creation itself, which the
 // store refuses while the terminal ID has one (ErrConflict; busy then tells
 // WP30 from WP09), so the check costs no read of its own. The answers are
-// ready's.
-func (s *Service) readyToCreate(ctx context.Context, term *Terminal) (string, error) {
+// ready's. u is the terminal's unfinished software update (nil if none),
+// read with the terminal.
+func (s *Service) readyToCreate(ctx context.Context, term *Terminal, u *Update) (string, error) {
 	if !term.Linked() || !s.Gateway.Online(term.SerialNumber) {
 		return s.ready(ctx, term)
 	}
-	if err := s.installing(ctx, term.TerminalID); err != nil {
+	if err := s.installingWith(term.TerminalID, u); err != nil {
 		return "", err
 	}
 	return term.SerialNumber, nil

@@ -207,6 +207,10 @@ type AccessStore interface {
 	// OpenUpdate returns the unfinished update of a terminal ID
 	// (ErrNotFound if none).
 	OpenUpdate(ctx context.Context, terminalID string) (*Update, error)
+	// TerminalWithOpenUpdate returns a terminal ID and its unfinished
+	// update (nil if none) in one read, as a purchase's checks need both
+	// (ErrNotFound if the terminal ID does not exist).
+	TerminalWithOpenUpdate(ctx context.Context, terminalID string) (*Terminal, *Update, error)
 	// LatestUpdate returns the newest update of a terminal ID, whatever its
 	// status (ErrNotFound if none).
 	LatestUpdate(ctx context.Context, terminalID string) (*Update, error)

@@ -58,6 +58,15 @@ func (s *Service) installing(ctx context.Context, terminalID string) error {
 	} else if err != nil {
 		return fmt.Errorf("open update: %w", err)
 	}
+	return s.installingWith(terminalID, u)
+}
+
+// installingWith is installing with the terminal ID's unfinished update u
+// (nil if none) already read.
+func (s *Service) installingWith(terminalID string, u *Update) error {
+	if u == nil {
+		return nil
+	}
 	if u.Status == UpdateDownloading || u.DeliveredAt != nil && s.now().Sub(*u.DeliveredAt) < s.ackTimeout() {
 		return Errorf(WP09, "The terminal is installing a software update; retry once it is done.")
 	}

@@ -191,6 +191,56 @@ func (db *DB) OpenUpdate(ctx context.Context, terminalID string) (*instore.Updat
 	return findUpdate(ctx, db.read(), `WHERE terminal_id = ? AND `+isOpenUpdate, terminalID)
 }
 
+// TerminalWithOpenUpdate returns a terminal ID and its unfinished update
+// (nil if none) with one statement; see instore.AccessStore.
+func (db *DB) TerminalWithOpenUpdate(ctx context.Context, terminalID string) (*instore.Terminal, *instore.Update, error) {
+	var u nullUpdate
+	t, err := scanTerminal(withMore{db.read().queryRow(ctx, terminalWithOpenUpdate, terminalID), u.dest()})
+	if err != nil {
+		return nil, nil, notFound(err, "terminal")
+	}
+	return t, u.update(), nil
+}
+
+// terminalWithOpenUpdate is the terminal's columns and its unfinished
+// update's (at most one: updates_one_open), NULL when there is none.
+var terminalWithOpenUpdate = `SELECT t.` + strings.ReplaceAll(terminalColumns, ", ", ", t.") + `, u.` + strings.ReplaceAll(updateColumns, ", ", ", u.") + `
+	FROM terminals t LEFT JOIN updates u ON u.terminal_id = t.terminal_id AND u.` + isOpenUpdate + `
+	WHERE t.terminal_id = ?`
+
+// withMore scans a row whose first columns are s's caller's and the rest
+// into more.
+type withMore struct {
+	s    scanner
+	more []any
+}
+
+func (w withMore) Scan(dest ...any) error { return w.s.Scan(append(dest, w.more...)...) }
+
+// nullUpdate is an update's columns from the outer side of a join.
+type nullUpdate struct {
+	id, terminalID, packageID, status, reason, version sql.NullString
+	notBefore, delivered, created, updatedAt           sql.NullInt64
+}
+
+func (n *nullUpdate) dest() []any {
+	return []any{&n.id, &n.terminalID, &n.packageID, &n.status, &n.reason, &n.notBefore, &n.version, &n.delivered,
+		&n.created, &n.updatedAt}
+}
+
+// update is the update scanned, or nil when the join found none.
+func (n *nullUpdate) update() *instore.Update {
+	if !n.id.Valid {
+		return nil
+	}
+	return &instore.Update{
+		ID: n.id.String, TerminalID: n.terminalID.String, PackageID: n.packageID.String, Status: n.status.String,
+		Reason: n.reason.String, SoftwareVersion: n.version.String,
+		NotBefore: fromNullMicros(n.notBefore), DeliveredAt: fromNullMicros(n.delivered),
+		CreatedAt: fromMicros(n.created.Int64), UpdatedAt: fromMicros(n.updatedAt.Int64),
+	}
+}
+
 // LatestUpdate returns the newest update of a terminal ID.
 func (db *DB) LatestUpdate(ctx context.Context, terminalID string) (*instore.Update, error) {
 	return findUpdate(ctx, db.read(), `WHERE terminal_id = ? ORDER BY created_at DESC, id DESC LIMIT 1`, terminalID)

@@ -289,6 +289,9 @@ var accessTests = []test{
 	}},
 	{"Updates", func(t *testing.T, s instore.Store) {
 		term := updateFixture(t, s)
+		checkWithOpenUpdate(t, s, term, nil)
+		_, _, err := s.TerminalWithOpenUpdate(t.Context(), "99999999")
+		checkNotFound(t, "TerminalWithOpenUpdate(unknown terminal ID)", err, "")
 		notBefore := at(30)
 		u := newUpdate("upd_1", term, "pkg-1", at(2))
 		u.NotBefore = &notBefore
@@ -300,6 +303,7 @@ var accessTests = []test{
 		if err != nil || open.ID != "upd_1" {
 			t.Errorf("OpenUpdate() = %v, %v, want upd_1", open, err)
 		}
+		checkWithOpenUpdate(t, s, term, storedUpdate(u))
 		checkConflict(t, "CreateUpdate(second unfinished)", s.CreateUpdate(t.Context(), newUpdate("upd_2", term, "pkg-1", at(3))))
 		checkConflict(t, "CreateUpdate(missing package)", s.CreateUpdate(t.Context(), newUpdate("upd_x", term, "nope", at(3))))
 		checkConflict(t, "CreateUpdate(missing terminal)", s.CreateUpdate(t.Context(), newUpdate("upd_y", "99999999", "pkg-1", at(3))))
@@ -311,6 +315,7 @@ var accessTests = []test{
 		if err := s.SetUpdateStatus(t.Context(), down, instore.UpdateScheduled); err != nil {
 			t.Fatalf("SetUpdateStatus(DOWNLOADING) = %v", err)
 		}
+		checkWithOpenUpdate(t, s, term, down)
 		done := *down
 		done.Status, done.SoftwareVersion, done.UpdatedAt = instore.UpdateInstalled, "2.0.0", stored(at(5))
 		if err := s.SetUpdateStatus(t.Context(), &done, instore.UpdateScheduled, instore.UpdateDownloading); err != nil {
@@ -325,6 +330,7 @@ var accessTests = []test{
 		checkConflict(t, "SetUpdateStatus(after the end)", s.SetUpdateStatus(t.Context(), &done, instore.UpdateScheduled, instore.UpdateDownloading))
 		_, err = s.OpenUpdate(t.Context(), term)
 		checkNotFound(t, "OpenUpdate(after INSTALLED)", err, "")
+		checkWithOpenUpdate(t, s, term, nil)
 
 		// A new update may follow; it is the latest, and it fails.
 		mustCreateUpdate(t, s, newUpdate("upd_2", term, "pkg-1", at(6)))
@@ -416,4 +422,24 @@ var accessTests = []test{
 		checkConflict(t, "MarkUpdateDelivered(DOWNLOADING)", s.MarkUpdateDelivered(ctx, "upd_1", at(8), at(8)))
 		checkConflict(t, "MarkUpdateDelivered(unknown)", s.MarkUpdateDelivered(ctx, "upd_none", at(8), at(8)))
 	}},
+}
+
+// checkWithOpenUpdate checks TerminalWithOpenUpdate against Terminal and
+// the unfinished update want (nil: none).
+func checkWithOpenUpdate(t *testing.T, s instore.Store, term string, want *instore.Update) {
+	t.Helper()
+	gotT, gotU, err := s.TerminalWithOpenUpdate(t.Context(), term)
+	if err != nil {
+		t.Fatalf("TerminalWithOpenUpdate(%s) = %v", term, err)
+	}
+	wantT, err := s.Terminal(t.Context(), term)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := diff(wantT, gotT); d != "" {
+		t.Errorf("TerminalWithOpenUpdate() terminal mismatch (-want +got):\n%s", d)
+	}
+	if d := diff(want, gotU); d != "" {
+		t.Errorf("TerminalWithOpenUpdate() update mismatch (-want +got):\n%s", d)
+	}
 }
