@@ -239,16 +239,20 @@ func (e *env) newCommitBaseline(ctx context.Context) (*commitBaseline, error) {
 	return c, nil
 }
 
+// storeDB opens the server's store directly (PostgreSQL: the run's schema;
+// SQLite: its file, with the driver's query parameters sqliteParams).
+func (e *env) storeDB(sqliteParams string) (*sql.DB, error) {
+	if e.backend == "postgres" {
+		return sql.Open("pgx", e.dbURL)
+	}
+	return sql.Open("sqlite", filepath.Join(e.dataDir, "instore.db")+"?"+sqliteParams)
+}
+
 // countCommits reads, after a run, how many commits a completed purchase
 // made: each is one transaction row, inserted at version 1, and every
 // committed change of it adds one to its version.
 func (e *env) countCommits(ctx context.Context) (lives int64, perLife float64, err error) {
-	var db *sql.DB
-	if e.backend == "postgres" {
-		db, err = sql.Open("pgx", e.dbURL)
-	} else {
-		db, err = sql.Open("sqlite", filepath.Join(e.dataDir, "instore.db")+"?_query_only=on&_busy_timeout=5000")
-	}
+	db, err := e.storeDB("_query_only=on&_busy_timeout=5000")
 	if err != nil {
 		return 0, 0, err
 	}

@@ -238,11 +238,11 @@ func (e *env) close() {
 
 // serverProc is the server under test, however it runs.
 type serverProc struct {
-	kind                         string // child, in-process, target
-	online, terminal, ops, pprof string
-	pid                          int
-	child                        *child
-	inproc                       *server.Server
+	kind                  string // child, in-process, target
+	online, terminal, ops string
+	pid                   int
+	child                 *child
+	inproc                *server.Server
 }
 
 // stats reads the server's RSS and CPU.

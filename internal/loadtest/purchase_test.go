@@ -175,12 +175,7 @@ func TestCommitBaselineLeavesTheStoreAlone(t *testing.T) {
 				t.Fatal(err)
 			}
 			// A completed purchase of six commits, as the server leaves it.
-			var store *sql.DB
-			if e.backend == "postgres" {
-				store, err = sql.Open("pgx", e.dbURL)
-			} else {
-				store, err = sql.Open("sqlite", filepath.Join(e.dataDir, "instore.db")+"?_busy_timeout=5000")
-			}
+			store, err := e.storeDB("_busy_timeout=5000")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -53,7 +53,7 @@ type env struct {
 	accessV      *apitest.Validator
 	accessClient *http.Client
 
-	customer, merchant           *instore.Customer
+	customer                     *instore.Customer
 	merchantRec                  *instore.Merchant
 	clientID, clientSecret, key  string
 	token                        string
