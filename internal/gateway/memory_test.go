@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"strings"
 	"sync"
@@ -138,9 +139,25 @@ func rawSession(addr, path, serial, secret string, frames ...string) (net.Conn, 
 // idleCost opens n sessions with open(i), sends each the tail open
 // returned, and once ready() reports them all ready returns the memory
 // per session.
+//
+// No collection runs while the sessions are set up: an allocation during
+// one may make the allocating goroutine assist it, deep in the runtime,
+// and a read loop that allocated then (reading a message) keeps the stack
+// that took for good, which is chance, not the read path's depth: on a
+// loaded machine one run in ten had some read loops at 4 KiB that way.
+// The figures are read after collections (sampleMemory), as before.
 func idleCost(t *testing.T, n int, open func(i int) (net.Conn, []byte, error), ready func() bool) memSample {
 	t.Helper()
 	before := sampleMemory()
+	gc := debug.SetGCPercent(-1)
+	restored := false
+	restore := func() {
+		if !restored {
+			debug.SetGCPercent(gc)
+			restored = true
+		}
+	}
+	defer restore()
 	conns := make([]net.Conn, 0, n)
 	tails := make([][]byte, 0, n)
 	defer func() {
@@ -163,6 +180,7 @@ func idleCost(t *testing.T, n int, open func(i int) (net.Conn, []byte, error), r
 	}
 	tails = nil
 	waitFor(t, "all sessions ready", ready)
+	restore()
 	return sampleMemory().per(before, n)
 }
 
