@@ -25,8 +25,9 @@ const (
 	// running belongs to a request that died with its process: no request
 	// runs that long, so a retry may take the key over.
 	idempotencyAbandoned = 5 * time.Minute
-	// idempotencyWait bounds how long a retry waits for the first request.
-	idempotencyWait = 90 * time.Second
+	// DefaultIdempotencyWait bounds how long a retry waits for the first
+	// request by default.
+	DefaultIdempotencyWait = 30 * time.Second
 )
 
 // replayedHeaders are the response headers kept with a record and replayed.
@@ -42,6 +43,9 @@ type Idempotency struct {
 	Store  instore.IdempotencyStore
 	Logger *slog.Logger
 	Now    func() time.Time
+	// Wait bounds how long a retry waits for the first request (default
+	// DefaultIdempotencyWait).
+	Wait time.Duration
 
 	mu      sync.Mutex
 	waiters map[string]chan struct{} // merchant+key -> closed when completed here
@@ -84,7 +88,11 @@ func (m *Idempotency) Wrap(h httpapi.AuthedFunc) httpapi.AuthedFunc {
 			RequestHash: sum[:], CreatedAt: m.Now().UTC().Truncate(time.Microsecond),
 		}
 		ctx := r.Context()
-		deadline := time.Now().Add(idempotencyWait)
+		wait := m.Wait
+		if wait <= 0 {
+			wait = DefaultIdempotencyWait
+		}
+		deadline := time.Now().Add(wait)
 		for {
 			existing, err := m.Store.BeginIdempotency(ctx, rec)
 			if err != nil {

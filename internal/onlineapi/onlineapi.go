@@ -34,6 +34,11 @@ type Config struct {
 	// only, it enables the sandbox control API (/sandbox/v1).
 	Fleet  *sim.Fleet
 	Logger *slog.Logger
+	// IdempotencyWait bounds how long a retry waits for the first request
+	// with its Idempotency-Key before it answers 409 (default
+	// DefaultIdempotencyWait). It must be shorter than the server's write
+	// timeout, or the answer is lost.
+	IdempotencyWait time.Duration
 }
 
 // Register adds the Online API's routes to cfg.API: the route table.
@@ -43,7 +48,7 @@ func Register(cfg Config) {
 	doc := newStaticDoc(cfg.OpenAPI, "application/yaml")
 
 	h := &handlers{svc: cfg.Service, meta: cfg.Metadata}
-	idem := &Idempotency{API: a, Store: cfg.Store, Logger: cfg.Logger, Now: time.Now}
+	idem := &Idempotency{API: a, Store: cfg.Store, Logger: cfg.Logger, Now: time.Now, Wait: cfg.IdempotencyWait}
 	post := func(f httpapi.AuthedFunc) httpapi.HandlerFunc { return g.Wrap(idem.Wrap(f)) }
 
 	a.Handle("POST /oauth2/token", httpapi.TokenHandler(g.Auth, instore.SurfaceOnline))
