@@ -18,6 +18,9 @@ import (
 // (original), conflict (original not an approved purchase), WP22, WP16,
 // WP01, WP30, WP23, WP09, validation (amount over what is left).
 func (s *Service) Refund(ctx context.Context, p *Principal, req *RefundRequest) (*Transaction, error) {
+	if c := idempotencyOf(ctx); c != nil && c.Resume != "" {
+		return s.resume(ctx, p, c.Resume)
+	}
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
@@ -30,8 +33,10 @@ func (s *Service) Refund(ctx context.Context, p *Principal, req *RefundRequest) 
 		if err != nil {
 			return nil, err
 		}
-		if o.Type != TypePurchase || o.StatusID != StatusApproved {
-			return nil, Errorf(EConflict, "Only an APPROVED purchase can be refunded; the original is a %s in status %d.", o.Type, o.StatusID)
+		// The original's own state, in the contract's order; the whole rule
+		// is decided again with the creation.
+		if err := CheckOnOriginal(o, nil, &Transaction{Type: TypeRefund}); err != nil {
+			return nil, err
 		}
 		if o.Currency != req.Currency {
 			return nil, &Error{Code: EValidation, Detail: "The request is not valid; see errors.",
@@ -74,18 +79,9 @@ func (s *Service) Refund(ctx context.Context, p *Principal, req *RefundRequest) 
 	create := s.Store.CreateTransaction
 	if orig != nil {
 		t.OriginalID = orig.ID
-		create = s.Store.CreateRefund
+		create = s.Store.CreateOnOriginal
 	}
-	got, err := s.start(ctx, t, create, func(ctx context.Context) error { return s.Gateway.SendPayment(ctx, serial, t) })
-	if errors.Is(err, ErrRefundExceeded) {
-		left := orig.Amount
-		if done, e := s.Store.RefundedAmount(ctx, orig.ID); e == nil {
-			left -= done
-		}
-		return nil, &Error{Code: EValidation, Detail: "The request is not valid; see errors.",
-			Fields: []FieldError{{Field: "/amount", Message: fmt.Sprintf("exceeds what is left to refund of the original (%d)", left)}}}
-	}
-	return got, err
+	return s.start(ctx, t, create, func(ctx context.Context) error { return s.Gateway.SendPayment(ctx, serial, t) })
 }
 
 // ownTransaction loads one of the merchant's transactions (WP04 otherwise).
@@ -105,6 +101,9 @@ func (s *Service) ownTransaction(ctx context.Context, p *Principal, ref string) 
 // Errors, in order: validation, WP03, WP04, not-reversible, WP01, WP30,
 // WP23, WP09.
 func (s *Service) Reversal(ctx context.Context, p *Principal, req *ReversalRequest) (*Transaction, error) {
+	if c := idempotencyOf(ctx); c != nil && c.Resume != "" {
+		return s.resume(ctx, p, c.Resume)
+	}
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
@@ -115,13 +114,10 @@ func (s *Service) Reversal(ctx context.Context, p *Principal, req *ReversalReque
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case orig.Type != TypePurchase:
-		return nil, Errorf(ENotReversible, "Only a purchase can be reversed; this is a %s.", orig.Type)
-	case orig.StatusID == StatusReversed:
-		return nil, Errorf(ENotReversible, "The purchase is already reversed.")
-	case orig.StatusID != StatusApproved:
-		return nil, Errorf(ENotReversible, "Only an APPROVED purchase can be reversed; this one ended in status %d.", orig.StatusID)
+	// The original's own state, in the contract's order; the whole rule
+	// (its refunds included) is decided again with the creation.
+	if err := CheckOnOriginal(orig, nil, &Transaction{Type: TypeReversal}); err != nil {
+		return nil, err
 	}
 	latest, err := s.Store.LatestTransaction(ctx, orig.TerminalID)
 	if err != nil {
@@ -147,7 +143,7 @@ func (s *Service) Reversal(ctx context.Context, p *Principal, req *ReversalReque
 		ECRReference: req.ECRReference, OriginalID: orig.ID, Reverses: orig.ID,
 		StatusID: StatusPending, Progress: ProgressSent, CreatedAt: s.now(),
 	}
-	return s.start(ctx, t, s.Store.CreateTransaction, func(ctx context.Context) error {
+	return s.start(ctx, t, s.Store.CreateOnOriginal, func(ctx context.Context) error {
 		return s.Gateway.SendReversal(ctx, serial, t.ID, orig.ID, CancelByECR)
 	})
 }

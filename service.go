@@ -324,6 +324,9 @@ func (s *Service) assignLinkCode(ctx context.Context, serial string) (string, er
 // acknowledged it. Errors, in the contract's order: validation, WP03, WP22,
 // WP16, WP01, WP30, WP23, WP09; WP25 when no ack came in time.
 func (s *Service) Purchase(ctx context.Context, p *Principal, req *PurchaseRequest) (*Transaction, error) {
+	if c := idempotencyOf(ctx); c != nil && c.Resume != "" {
+		return s.resume(ctx, p, c.Resume)
+	}
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
@@ -404,25 +407,34 @@ func (s *Service) readyToCreate(ctx context.Context, term *Terminal, u *Update) 
 
 // start stores a new PENDING transaction with create, sends it to its
 // terminal with send and waits for the ack (or a final status) up to the
-// ack timeout.
+// ack timeout. With an idempotency record in ctx, the record gets the
+// transaction in the creation's database transaction.
 func (s *Service) start(ctx context.Context, t *Transaction, create func(context.Context, *Transaction) error, send func(context.Context) error) (*Transaction, error) {
 	// Until the ack, the deadline the terminal is told is the latest the
 	// result can be awaited; the ack sets the real one.
 	t.DeadlineAt = ptr(t.CreatedAt.Add(s.ackTimeout() + s.deadline()))
+	t.Idempotency = idempotencyOf(ctx)
 	// Subscribed before anything can change it: the wait for the ack starts
 	// from the created state without reading it back.
 	w, gen, release := s.changes.subscribe(t.ID)
 	defer release()
-	if err := create(ctx, t); errors.Is(err, ErrConflict) {
+	var rule *Error
+	switch err := create(ctx, t); {
+	case err == nil:
+	case errors.As(err, &rule):
+		return nil, rule
+	case errors.Is(err, ErrConflict):
 		return nil, s.busy(ctx, t.TerminalID)
-	} else if err != nil {
+	case errors.Is(err, ErrIdempotencyLost):
+		return nil, Errorf(EConflict, "Another request with this Idempotency-Key took it over; retry with the same key for its answer.")
+	default:
 		return nil, fmt.Errorf("create transaction: %w", err)
 	}
+	t.Idempotency = nil
 	created := *t
 	s.running.put(&created)
 	s.changes.publishState(t.ID, &created)
-	ackBy := t.CreatedAt.Add(s.ackTimeout())
-	s.arm(t.ID, ackBy, s.ackExpired)
+	s.arm(t.ID, t.CreatedAt.Add(s.ackTimeout()), s.ackExpired)
 	if err := send(ctx); err != nil {
 		// The session went away between the check and the send: the command
 		// never left. Record it as a technical error and say so.
@@ -433,21 +445,59 @@ func (s *Service) start(ctx context.Context, t *Transaction, create func(context
 			t.StatusID, t.ErrorID, t.Progress, t.CompletedAt = StatusTechnicalError, s.errorID(WP23), ProgressFinal, ptr(s.now())
 			return true
 		})
-		e := Errorf(WP23, "The terminal went offline before the request reached it.")
-		e.OnlineAPIRefID = t.ID
-		return nil, e
+		return nil, s.wp23(t.ID)
 	}
-	known := created
-	got, err := s.waitOn(ctx, t.ID, w, gen, &known, ackBy.Add(time.Second), func(t *Transaction) bool { return t.Acknowledged() || t.Final() })
+	return s.awaitAck(ctx, &created, w, gen)
+}
+
+// resume answers a retry of a request that created the transaction ref
+// (its idempotency record is tied to it), after a crash or while the first
+// still runs, as the first answered or would have: once the terminal
+// acknowledged it or it ended, with the problem the first got (WP25,
+// WP23). It creates and sends nothing.
+func (s *Service) resume(ctx context.Context, p *Principal, ref string) (*Transaction, error) {
+	w, gen, release := s.changes.subscribe(ref)
+	defer release()
+	t := s.running.get(ref)
+	if t == nil || t.MerchantID != p.MerchantID {
+		var err error
+		if t, err = s.ownTransaction(ctx, p, ref); err != nil {
+			return nil, err
+		}
+	}
+	return s.awaitAck(ctx, t, w, gen)
+}
+
+// awaitAck waits until the transaction t (its state read or created after
+// w was subscribed at generation gen) is acknowledged or final, at most
+// until its ack time-out has passed, and answers as a creating request
+// does: the transaction, or WP25 / WP23 when it ended unacknowledged for
+// that reason.
+func (s *Service) awaitAck(ctx context.Context, t *Transaction, w *watch, gen uint64) (*Transaction, error) {
+	ackBy := t.CreatedAt.Add(s.ackTimeout())
+	got, err := s.waitOn(ctx, t.ID, w, gen, t, ackBy.Add(time.Second), func(t *Transaction) bool { return t.Acknowledged() || t.Final() })
 	if err != nil {
 		return nil, err
 	}
-	if !got.Acknowledged() && got.Final() && got.ErrorID != nil && *got.ErrorID == *s.errorID(WP25) {
-		e := Errorf(WP25, "The terminal did not acknowledge the request in time.")
-		e.OnlineAPIRefID = got.ID
-		return nil, e
+	if !got.Acknowledged() && got.Final() && got.ErrorID != nil {
+		switch *got.ErrorID {
+		case *s.errorID(WP25):
+			e := Errorf(WP25, "The terminal did not acknowledge the request in time.")
+			e.OnlineAPIRefID = got.ID
+			return nil, e
+		case *s.errorID(WP23):
+			return nil, s.wp23(got.ID)
+		}
 	}
 	return got, nil
+}
+
+// wp23 is the problem of a transaction whose command never reached its
+// terminal.
+func (s *Service) wp23(ref string) error {
+	e := Errorf(WP23, "The terminal went offline before the request reached it.")
+	e.OnlineAPIRefID = ref
+	return e
 }
 
 func (s *Service) ackTimeout() time.Duration {

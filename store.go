@@ -2,7 +2,6 @@ package instore
 
 import (
 	"context"
-	"errors"
 	"time"
 )
 
@@ -103,7 +102,10 @@ type TerminalStore interface {
 // transaction per terminal ID.
 type TransactionStore interface {
 	// CreateTransaction stores a new transaction (Version 1). ErrConflict
-	// when the terminal ID already has a PENDING transaction.
+	// when the terminal ID already has a PENDING transaction. With
+	// t.Idempotency set, the idempotency record it names gets the
+	// transaction in the same database transaction, or nothing is stored
+	// (ErrIdempotencyLost).
 	CreateTransaction(ctx context.Context, t *Transaction) error
 	Transaction(ctx context.Context, id string) (*Transaction, error)
 	// ActiveTransaction returns the PENDING transaction of a terminal ID
@@ -129,19 +131,18 @@ type IdempotencyStore interface {
 	// with its merchant and key exists; then it returns that record and
 	// stores nothing.
 	BeginIdempotency(ctx context.Context, rec *IdempotencyRecord) (existing *IdempotencyRecord, err error)
-	// CompleteIdempotency stores the response of a running record.
-	CompleteIdempotency(ctx context.Context, merchantID, key string, status int, header map[string]string, body []byte) error
+	// CompleteIdempotency stores the response of the running record of
+	// attempt (ErrNotFound if there is none).
+	CompleteIdempotency(ctx context.Context, merchantID, key, attempt string, status int, header map[string]string, body []byte) error
 	// IdempotencyRecord reads a record (ErrNotFound if none).
 	IdempotencyRecord(ctx context.Context, merchantID, key string) (*IdempotencyRecord, error)
-	// DeleteIdempotency removes a record (an abandoned running one).
-	DeleteIdempotency(ctx context.Context, merchantID, key string) error
+	// DeleteIdempotency removes the record of attempt unless it is tied to
+	// a transaction (ErrNotFound if there is no such record): a running
+	// record abandoned before it created anything, or an expired one.
+	DeleteIdempotency(ctx context.Context, merchantID, key, attempt string) error
 	// ExpireIdempotency deletes records created before t and says how many.
 	ExpireIdempotency(ctx context.Context, before time.Time) (int, error)
 }
-
-// ErrRefundExceeded is returned when a refund would take the refunds of a
-// purchase past its amount.
-var ErrRefundExceeded = errors.New("refunds exceed the original amount")
 
 // HistoryStore holds what refunds, reversals, listings and printing need.
 type HistoryStore interface {
@@ -151,15 +152,17 @@ type HistoryStore interface {
 	// LatestTransaction returns the newest transaction of a terminal ID
 	// (ErrNotFound if none).
 	LatestTransaction(ctx context.Context, terminalID string) (*Transaction, error)
-	// RefundedAmount sums the refunds of an original that are APPROVED or
-	// PENDING.
-	RefundedAmount(ctx context.Context, originalID string) (int64, error)
-	// CreateRefund stores a new REFUND like CreateTransaction, checking in
-	// the same database transaction that the APPROVED and PENDING refunds of
-	// t.OriginalID plus t.Amount do not exceed the original's amount
-	// (ErrRefundExceeded otherwise). Two refunds racing on one original
-	// cannot both pass.
-	CreateRefund(ctx context.Context, t *Transaction) error
+	// OnOriginal lists the refunds and reversals of an original, oldest
+	// first.
+	OnOriginal(ctx context.Context, originalID string) ([]*Transaction, error)
+	// CreateOnOriginal stores a new REFUND or REVERSAL of t.OriginalID like
+	// CreateTransaction, if CheckOnOriginal allows it: the original is
+	// locked, its refunds and reversals read and the rule applied in the
+	// same database transaction as the insert, so requests racing on one
+	// original are decided one after the other. The rule's error is
+	// returned as it is (an *Error); ErrNotFound when the original does
+	// not exist.
+	CreateOnOriginal(ctx context.Context, t *Transaction) error
 	// UpdateTransactionPair applies two compare-and-set updates in one
 	// database transaction: both or neither (ErrConflict).
 	UpdateTransactionPair(ctx context.Context, a *Transaction, aFrom int64, b *Transaction, bFrom int64) error

@@ -1,6 +1,10 @@
 package instore
 
-import "time"
+import (
+	"context"
+	"errors"
+	"time"
+)
 
 // Transaction types.
 const (
@@ -55,6 +59,11 @@ type Transaction struct {
 	AcknowledgedAt  *time.Time
 	DeadlineAt      *time.Time
 	CompletedAt     *time.Time
+	// Idempotency is the idempotency record of the request creating the
+	// transaction (nil: the request had no Idempotency-Key). It is used by
+	// the creation only, not stored with the transaction: the record gets
+	// the transaction's id in the same database transaction.
+	Idempotency *IdempotencyClaim
 }
 
 // Final reports whether the transaction has a final status.
@@ -87,9 +96,49 @@ type IdempotencyRecord struct {
 	Method      string
 	Path        string
 	RequestHash []byte
+	// Attempt identifies the request that holds the record (IdempotencyClaim).
+	Attempt string
+	// TransactionID is the transaction the request created, written in the
+	// same database transaction as the creation ("" until then).
+	TransactionID string
 	// StatusCode is 0 while the first request still runs.
 	StatusCode int
 	Header     map[string]string
 	Body       []byte
 	CreatedAt  time.Time
+}
+
+// IdempotencyClaim is the idempotency record a request holds while it runs.
+// A retry after a crash that finds the record tied to a transaction answers
+// about that transaction (Resume) and never creates a second one; one whose
+// record has no transaction runs again under a new Attempt, and the old
+// attempt, if it still ran, can no longer create anything.
+type IdempotencyClaim struct {
+	MerchantID, Key string
+	// Attempt is the holder's id, unique per request: the record is tied to
+	// a transaction only if it is still this attempt's.
+	Attempt string
+	// Resume is the transaction the record is tied to, when the request is
+	// a retry of one that created it: the operation answers about it.
+	Resume string
+}
+
+// ErrIdempotencyLost is returned by a creation whose idempotency record is
+// no longer its attempt's (another attempt took the key over): nothing was
+// stored.
+var ErrIdempotencyLost = errors.New("the idempotency record was taken over by another attempt")
+
+type idempotencyKey struct{}
+
+// WithIdempotency returns ctx carrying the idempotency record of the
+// request, which the Service's creating operations tie their transaction
+// to, or resume from.
+func WithIdempotency(ctx context.Context, c *IdempotencyClaim) context.Context {
+	return context.WithValue(ctx, idempotencyKey{}, c)
+}
+
+// idempotencyOf returns the claim WithIdempotency put in ctx (nil: none).
+func idempotencyOf(ctx context.Context) *IdempotencyClaim {
+	c, _ := ctx.Value(idempotencyKey{}).(*IdempotencyClaim)
+	return c
 }

@@ -15,16 +15,13 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/httpapi"
+	"github.com/instore-dev/instore/internal/ids"
 )
 
 // Idempotency limits.
 const (
 	// IdempotencyTTL is how long a key is remembered.
 	IdempotencyTTL = 24 * time.Hour
-	// idempotencyAbandoned is the age after which a record still marked
-	// running belongs to a request that died with its process: no request
-	// runs that long, so a retry may take the key over.
-	idempotencyAbandoned = 5 * time.Minute
 	// DefaultIdempotencyWait bounds how long a retry waits for the first
 	// request by default.
 	DefaultIdempotencyWait = 30 * time.Second
@@ -35,9 +32,18 @@ var replayedHeaders = []string{"Content-Type", "Location", "X-Request-Id"}
 
 // Idempotency implements Idempotency-Key on POST operations: scope
 // merchant, 24 h; the same key and body replay the first response with
-// Idempotent-Replayed: true; another body answers 422; a retry while the
-// first request runs waits for it, so a retried purchase never charges
-// twice. Records survive restarts (they are in the store).
+// Idempotent-Replayed: true; another body answers 422. Records are in the
+// store and survive restarts.
+//
+// A request that creates a transaction ties its record to it in the
+// creation's database transaction (instore.IdempotencyClaim). A retry
+// whose record is tied answers about that transaction at once (its state
+// once acknowledged, or the problem the first request got), whether the
+// first request still runs or died with its process, and never creates a
+// second one. A retry whose record is running and untied waits for the
+// first request while it runs here; when it does not (its process died
+// before it created anything) the retry runs again under a new attempt,
+// and the old attempt could no longer tie anything to the record.
 type Idempotency struct {
 	API    *httpapi.API
 	Store  instore.IdempotencyStore
@@ -48,6 +54,7 @@ type Idempotency struct {
 	Wait time.Duration
 
 	mu      sync.Mutex
+	running map[string]string        // merchant+key -> the attempt running here
 	waiters map[string]chan struct{} // merchant+key -> closed when completed here
 }
 
@@ -82,10 +89,12 @@ func (m *Idempotency) Wrap(h httpapi.AuthedFunc) httpapi.AuthedFunc {
 			}
 			return instore.Errorf(instore.EValidation, "The request body could not be read.")
 		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		sum := sha256.Sum256(append([]byte(r.Method+" "+r.URL.Path+"\n"), body...))
 		rec := &instore.IdempotencyRecord{
 			MerchantID: p.MerchantID, Key: key, Method: r.Method, Path: r.URL.Path,
 			RequestHash: sum[:], CreatedAt: m.Now().UTC().Truncate(time.Microsecond),
+			Attempt: ids.New("att"),
 		}
 		ctx := r.Context()
 		wait := m.Wait
@@ -99,14 +108,12 @@ func (m *Idempotency) Wrap(h httpapi.AuthedFunc) httpapi.AuthedFunc {
 				return fmt.Errorf("idempotency: %w", err)
 			}
 			if existing == nil {
-				r.Body = io.NopCloser(bytes.NewReader(body))
-				return m.first(w, r, p, h, rec)
+				return m.run(w, r, p, h, &instore.IdempotencyClaim{MerchantID: p.MerchantID, Key: key, Attempt: rec.Attempt})
 			}
-			age := rec.CreatedAt.Sub(existing.CreatedAt)
 			switch {
-			case age > IdempotencyTTL || existing.StatusCode == 0 && age > idempotencyAbandoned:
-				// Expired, or abandoned by a request that died: take it over.
-				if err := m.Store.DeleteIdempotency(ctx, p.MerchantID, key); err != nil && !errors.Is(err, instore.ErrNotFound) {
+			case rec.CreatedAt.Sub(existing.CreatedAt) > IdempotencyTTL:
+				// Expired: the key is free again.
+				if _, err := m.Store.ExpireIdempotency(ctx, rec.CreatedAt.Add(-IdempotencyTTL)); err != nil {
 					return fmt.Errorf("idempotency: %w", err)
 				}
 				continue
@@ -114,8 +121,24 @@ func (m *Idempotency) Wrap(h httpapi.AuthedFunc) httpapi.AuthedFunc {
 				return instore.Errorf(instore.EIdempotencyConflict, "This Idempotency-Key was used with a different request; use a new key for a new request.")
 			case existing.StatusCode != 0:
 				return replay(w, existing)
+			case existing.TransactionID != "":
+				// The first request created a transaction: answer about it,
+				// whether that request still runs or died.
+				return m.run(w, r, p, h, &instore.IdempotencyClaim{MerchantID: p.MerchantID, Key: key,
+					Attempt: existing.Attempt, Resume: existing.TransactionID})
+			case !m.runsHere(p.MerchantID, key, existing.Attempt):
+				// Abandoned before it created anything: its process died
+				// (one node: every running record of another process is
+				// one; with several nodes the holder's liveness decides),
+				// or it ended without storing an answer. Run again; the old
+				// attempt can no longer tie a transaction to the key.
+				if err := m.Store.DeleteIdempotency(ctx, p.MerchantID, key, existing.Attempt); err != nil && !errors.Is(err, instore.ErrNotFound) {
+					return fmt.Errorf("idempotency: %w", err)
+				}
+				continue
 			}
-			// The first request is still running: wait for it.
+			// The first request runs here and has created nothing yet: wait
+			// for it, within what the server's write timeout allows.
 			if time.Now().After(deadline) {
 				return instore.Errorf(instore.EConflict, "A request with this Idempotency-Key is still running; retry later.")
 			}
@@ -126,12 +149,22 @@ func (m *Idempotency) Wrap(h httpapi.AuthedFunc) httpapi.AuthedFunc {
 	}
 }
 
-// first runs the handler for the first request with a key and stores its
-// response, whatever it is: a retry must see the same answer (a WP25 or a
-// 500 included), never a second attempt at the payment.
-func (m *Idempotency) first(w http.ResponseWriter, r *http.Request, p *instore.Principal, h httpapi.AuthedFunc, rec *instore.IdempotencyRecord) error {
+// run runs the handler for the request holding the record of c, and stores
+// its response, a retry must see the same answer (a WP25 included), never a
+// second attempt at the payment. A response that is no answer is not
+// stored: a 500 or 503 (the service failed, not the request), or one whose
+// client went away before it was given. The record then stays for a retry
+// to answer about the transaction it is tied to, or, when the request
+// created nothing, is removed so that a retry runs again.
+func (m *Idempotency) run(w http.ResponseWriter, r *http.Request, p *instore.Principal, h httpapi.AuthedFunc, c *instore.IdempotencyClaim) error {
+	m.enter(c)
+	defer m.leave(c)
+	if c.Resume != "" {
+		// Not the first run: an answer about what the first one created.
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
 	cw := &captureWriter{ResponseWriter: w}
-	err := h(cw, r, p)
+	err := h(cw, r.WithContext(instore.WithIdempotency(r.Context(), c)), p)
 	if err != nil {
 		m.API.Error(cw, r, err)
 	}
@@ -139,18 +172,59 @@ func (m *Idempotency) first(w http.ResponseWriter, r *http.Request, p *instore.P
 	if status == 0 {
 		status = http.StatusOK
 	}
+	ctx := context.WithoutCancel(r.Context())
+	if status == http.StatusInternalServerError || status == http.StatusServiceUnavailable || r.Context().Err() != nil {
+		if c.Resume == "" {
+			// Refused when the record was tied meanwhile: it then stays.
+			if derr := m.Store.DeleteIdempotency(ctx, c.MerchantID, c.Key, c.Attempt); derr != nil && !errors.Is(derr, instore.ErrNotFound) {
+				m.Logger.Error("release idempotency record", "error", derr)
+			}
+		}
+		return nil
+	}
 	hdr := map[string]string{}
 	for _, k := range replayedHeaders {
 		if v := w.Header().Get(k); v != "" {
 			hdr[k] = v
 		}
 	}
-	ctx := context.WithoutCancel(r.Context())
-	if cerr := m.Store.CompleteIdempotency(ctx, p.MerchantID, rec.Key, status, hdr, cw.body.Bytes()); cerr != nil {
+	cerr := m.Store.CompleteIdempotency(ctx, c.MerchantID, c.Key, c.Attempt, status, hdr, cw.body.Bytes())
+	if cerr != nil && !errors.Is(cerr, instore.ErrConflict) && !errors.Is(cerr, instore.ErrNotFound) {
+		// ErrConflict: a concurrent retry answered first, the same way;
+		// ErrNotFound: another attempt took the key over.
 		m.Logger.Error("store idempotent response", "error", cerr)
 	}
-	m.done(p.MerchantID, rec.Key)
 	return nil
+}
+
+// runsHere reports whether attempt holds merchant+key in this process.
+func (m *Idempotency) runsHere(merchantID, key, attempt string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.running[merchantID+"\x00"+key] == attempt
+}
+
+func (m *Idempotency) enter(c *instore.IdempotencyClaim) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.running == nil {
+		m.running = map[string]string{}
+	}
+	m.running[c.MerchantID+"\x00"+c.Key] = c.Attempt
+}
+
+// leave forgets the running attempt and wakes the requests waiting for it.
+func (m *Idempotency) leave(c *instore.IdempotencyClaim) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := c.MerchantID + "\x00" + c.Key
+	if m.running[k] == c.Attempt {
+		delete(m.running, k)
+	}
+	if ch := m.waiters[k]; ch != nil {
+		close(ch)
+		delete(m.waiters, k)
+	}
 }
 
 func replay(w http.ResponseWriter, rec *instore.IdempotencyRecord) error {
@@ -188,16 +262,6 @@ func (m *Idempotency) wait(ctx context.Context, merchantID, key string) error {
 		return ctx.Err()
 	}
 	return nil
-}
-
-func (m *Idempotency) done(merchantID, key string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	k := merchantID + "\x00" + key
-	if ch := m.waiters[k]; ch != nil {
-		close(ch)
-		delete(m.waiters, k)
-	}
 }
 
 // captureWriter passes a response through and keeps its status and body.

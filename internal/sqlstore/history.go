@@ -4,16 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/instore-dev/instore"
 )
-
-// countsAsRefunded selects the refunds that take from an original's amount:
-// APPROVED and PENDING. Written into the SQL, like isPending.
-var countsAsRefunded = "type = '" + instore.TypeRefund + "' AND status_id IN (" +
-	strconv.Itoa(instore.StatusApproved) + ", " + strconv.Itoa(instore.StatusPending) + ")"
 
 // ListTransactions lists a merchant's transactions created in [f.From, f.To),
 // optionally of one terminal ID, status and ECR reference (exact), newest
@@ -111,51 +105,50 @@ func (db *DB) LatestTransaction(ctx context.Context, terminalID string) (*instor
 	return t, nil
 }
 
-// RefundedAmount sums the APPROVED and PENDING refunds of an original; 0
-// when it has none (or does not exist).
-func (db *DB) RefundedAmount(ctx context.Context, originalID string) (int64, error) {
-	return refundedAmount(ctx, db.read(), originalID)
+// OnOriginal lists the refunds and reversals of an original, oldest first
+// (transactions_original).
+func (db *DB) OnOriginal(ctx context.Context, originalID string) ([]*instore.Transaction, error) {
+	return onOriginal(ctx, db.read(), originalID)
 }
 
-func refundedAmount(ctx context.Context, c conn, originalID string) (int64, error) {
-	var sum int64
-	// The CAST keeps the type BIGINT: PostgreSQL sums BIGINT as NUMERIC.
-	if err := c.queryRow(ctx, `SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM transactions
-		WHERE original_id = ? AND `+countsAsRefunded, originalID).Scan(&sum); err != nil {
-		return 0, fmt.Errorf("sum refunds: %w", err)
+func onOriginal(ctx context.Context, c conn, originalID string) ([]*instore.Transaction, error) {
+	rows, err := c.query(ctx, `SELECT `+transactionColumns+` FROM transactions
+		WHERE original_id = ? ORDER BY created_at, id`, originalID)
+	if err != nil {
+		return nil, fmt.Errorf("list on original: %w", err)
 	}
-	return sum, nil
+	return collect(rows, scanTransaction, "list on original")
 }
 
-// CreateRefund stores the REFUND t like CreateTransaction (Version 1, the
-// same ErrConflict rules) if the APPROVED and PENDING refunds of its
-// original plus t.Amount stay within the original's amount, and returns a
-// wrapped instore.ErrRefundExceeded otherwise; instore.ErrNotFound when the
-// original does not exist. The check and the insert are one database
-// transaction that first locks the original's row (SELECT ... FOR UPDATE on
-// PostgreSQL; SQLite's BEGIN IMMEDIATE holds the one write lock already),
-// so refunds of one original are checked one after the other and racing
-// ones cannot both pass. t is unchanged on error.
-func (db *DB) CreateRefund(ctx context.Context, t *instore.Transaction) error {
-	if t.Type != instore.TypeRefund {
-		return fmt.Errorf("create refund: type is %q, want %s", t.Type, instore.TypeRefund)
+// CreateOnOriginal stores the REFUND or REVERSAL t like CreateTransaction
+// (Version 1, the same ErrConflict rules, the idempotency record tied) if
+// instore.CheckOnOriginal allows it, and returns the rule's error
+// otherwise; instore.ErrNotFound when the original does not exist. The
+// rule and the insert are one database transaction that first locks the
+// original's row (SELECT ... FOR UPDATE on PostgreSQL; SQLite's one writer
+// holds the write lock already), so the refunds and reversals of one
+// original are decided one after the other and racing ones cannot both
+// pass. t is unchanged on error.
+func (db *DB) CreateOnOriginal(ctx context.Context, t *instore.Transaction) error {
+	if t.OriginalID == "" {
+		return fmt.Errorf("create on original: original transaction %w", instore.ErrNotFound)
 	}
 	err := db.update(ctx, func(c conn) error {
-		var amount int64
-		if err := c.queryRow(ctx, `SELECT amount FROM transactions WHERE id = ?`+c.d.forUpdate, t.OriginalID).Scan(&amount); err != nil {
+		orig, err := scanTransaction(c.queryRow(ctx, `SELECT `+transactionColumns+` FROM transactions WHERE id = ?`+c.d.forUpdate, t.OriginalID))
+		if err != nil {
 			return notFound(err, "original transaction")
 		}
-		refunded, err := refundedAmount(ctx, c, t.OriginalID)
+		others, err := onOriginal(ctx, c, t.OriginalID)
 		if err != nil {
-			return fmt.Errorf("create refund: %w", err)
+			return err
 		}
-		if refunded+t.Amount > amount {
-			return fmt.Errorf("create refund: %w", instore.ErrRefundExceeded)
+		if err := instore.CheckOnOriginal(orig, others, t); err != nil {
+			return err
 		}
 		if err := insertTransaction(ctx, c, t); err != nil {
-			return c.conflictErr("create refund", err)
+			return c.conflictErr("create on original", err)
 		}
-		return nil
+		return tieIdempotency(ctx, c, t)
 	})
 	if err != nil {
 		return err

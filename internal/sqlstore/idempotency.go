@@ -33,10 +33,11 @@ func (db *DB) BeginIdempotency(ctx context.Context, rec *instore.IdempotencyReco
 	return existing, nil
 }
 
-// CompleteIdempotency stores the response of a running record. A missing
-// record is instore.ErrNotFound; a completed one is instore.ErrConflict (the
-// first response is the one replayed).
-func (db *DB) CompleteIdempotency(ctx context.Context, merchantID, key string, status int, header map[string]string, body []byte) error {
+// CompleteIdempotency stores the response of the running record of
+// attempt. A missing record, or one of another attempt, is
+// instore.ErrNotFound; a completed one is instore.ErrConflict (the first
+// response is the one replayed).
+func (db *DB) CompleteIdempotency(ctx context.Context, merchantID, key, attempt string, status int, header map[string]string, body []byte) error {
 	if status <= 0 {
 		// status_code NULL (StatusCode 0) means running.
 		return fmt.Errorf("complete idempotency: status %d is not an HTTP status", status)
@@ -47,8 +48,8 @@ func (db *DB) CompleteIdempotency(ctx context.Context, merchantID, key string, s
 	}
 	return db.update(ctx, func(c conn) error {
 		res, err := c.exec(ctx, `UPDATE idempotency_keys SET status_code = ?, response_headers = ?, response_body = ?
-			WHERE merchant_id = ? AND key = ? AND status_code IS NULL`,
-			status, headers, body, merchantID, key)
+			WHERE merchant_id = ? AND key = ? AND attempt = ? AND status_code IS NULL`,
+			status, headers, body, merchantID, key, attempt)
 		if err != nil {
 			return fmt.Errorf("complete idempotency: %w", err)
 		}
@@ -57,8 +58,12 @@ func (db *DB) CompleteIdempotency(ctx context.Context, merchantID, key string, s
 		} else if n > 0 {
 			return nil
 		}
-		if _, err := findIdempotency(ctx, c, merchantID, key); err != nil {
+		rec, err := findIdempotency(ctx, c, merchantID, key)
+		if err != nil {
 			return err
+		}
+		if rec.Attempt != attempt {
+			return fmt.Errorf("idempotency record of another attempt %w", instore.ErrNotFound)
 		}
 		return fmt.Errorf("complete idempotency: %w (already complete)", instore.ErrConflict)
 	})
@@ -69,10 +74,12 @@ func (db *DB) IdempotencyRecord(ctx context.Context, merchantID, key string) (*i
 	return findIdempotency(ctx, db.read(), merchantID, key)
 }
 
-// DeleteIdempotency removes a record; a missing one is instore.ErrNotFound.
-func (db *DB) DeleteIdempotency(ctx context.Context, merchantID, key string) error {
+// DeleteIdempotency removes the record of attempt unless it names a
+// transaction; when there is no such record it is instore.ErrNotFound.
+func (db *DB) DeleteIdempotency(ctx context.Context, merchantID, key, attempt string) error {
 	return db.update(ctx, func(c conn) error {
-		res, err := c.exec(ctx, `DELETE FROM idempotency_keys WHERE merchant_id = ? AND key = ?`, merchantID, key)
+		res, err := c.exec(ctx, `DELETE FROM idempotency_keys
+			WHERE merchant_id = ? AND key = ? AND attempt = ? AND transaction_id IS NULL`, merchantID, key, attempt)
 		if err != nil {
 			return fmt.Errorf("delete idempotency: %w", err)
 		}
@@ -109,10 +116,11 @@ func insertIdempotencyIfAbsent(ctx context.Context, c conn, rec *instore.Idempot
 	}
 	status := sql.NullInt64{Int64: int64(rec.StatusCode), Valid: rec.StatusCode != 0}
 	res, err := c.exec(ctx, `INSERT INTO idempotency_keys
-		(merchant_id, key, method, path, request_hash, status_code, response_body, response_headers, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (merchant_id, key) DO NOTHING`,
+		(merchant_id, key, method, path, request_hash, status_code, response_body, response_headers, created_at,
+		attempt, transaction_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (merchant_id, key) DO NOTHING`,
 		rec.MerchantID, rec.Key, rec.Method, rec.Path, rec.RequestHash, status, rec.Body, headers,
-		micros(rec.CreatedAt))
+		micros(rec.CreatedAt), rec.Attempt, nullString(rec.TransactionID))
 	if err != nil {
 		return false, err
 	}
@@ -123,7 +131,8 @@ func insertIdempotencyIfAbsent(ctx context.Context, c conn, rec *instore.Idempot
 	return n > 0, nil
 }
 
-const idempotencyColumns = `merchant_id, key, method, path, request_hash, status_code, response_body, response_headers, created_at`
+const idempotencyColumns = `merchant_id, key, method, path, request_hash, status_code, response_body, response_headers, created_at,
+	attempt, transaction_id`
 
 func scanIdempotency(s scanner) (*instore.IdempotencyRecord, error) {
 	var (
@@ -131,11 +140,13 @@ func scanIdempotency(s scanner) (*instore.IdempotencyRecord, error) {
 		status  sql.NullInt64
 		headers sql.NullString
 		created int64
+		txID    sql.NullString
 	)
 	if err := s.Scan(&rec.MerchantID, &rec.Key, &rec.Method, &rec.Path, &rec.RequestHash, &status,
-		&rec.Body, &headers, &created); err != nil {
+		&rec.Body, &headers, &created, &rec.Attempt, &txID); err != nil {
 		return nil, err
 	}
+	rec.TransactionID = txID.String
 	rec.StatusCode = int(status.Int64)
 	if headers.Valid {
 		if err := json.Unmarshal([]byte(headers.String), &rec.Header); err != nil {

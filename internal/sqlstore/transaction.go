@@ -19,16 +19,44 @@ var isPending = "status_id = " + strconv.Itoa(instore.StatusPending)
 // a terminal ID (the unique partial index transactions_one_active), a taken
 // id or a missing reference is instore.ErrConflict.
 func (db *DB) CreateTransaction(ctx context.Context, t *instore.Transaction) error {
-	err := db.single(ctx, func(c conn) error {
+	write := db.single
+	if t.Idempotency != nil {
+		write = db.update // the insert and the record's tie: two statements
+	}
+	err := write(ctx, func(c conn) error {
 		if err := insertTransaction(ctx, c, t); err != nil {
 			return c.conflictErr("create transaction", err)
 		}
-		return nil
+		return tieIdempotency(ctx, c, t)
 	})
 	if err != nil {
 		return err
 	}
 	t.Version = 1
+	return nil
+}
+
+// tieIdempotency writes t's id into the idempotency record of the request
+// creating it, if that record is still the request's attempt's and has no
+// transaction: in the creation's database transaction, so that the record
+// names the transaction if and only if it exists. Otherwise
+// instore.ErrIdempotencyLost, and the caller rolls the insert back.
+func tieIdempotency(ctx context.Context, c conn, t *instore.Transaction) error {
+	k := t.Idempotency
+	if k == nil {
+		return nil
+	}
+	res, err := c.exec(ctx, `UPDATE idempotency_keys SET transaction_id = ?
+		WHERE merchant_id = ? AND key = ? AND attempt = ? AND transaction_id IS NULL AND status_code IS NULL`,
+		t.ID, k.MerchantID, k.Key, k.Attempt)
+	if err != nil {
+		return fmt.Errorf("tie idempotency record: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("tie idempotency record: %w", err)
+	} else if n != 1 {
+		return fmt.Errorf("tie idempotency record: %w", instore.ErrIdempotencyLost)
+	}
 	return nil
 }
 

@@ -13,7 +13,7 @@ import (
 func newIdempotency(merchantID, key string, created time.Time) *instore.IdempotencyRecord {
 	return &instore.IdempotencyRecord{
 		MerchantID: merchantID, Key: key, Method: "POST", Path: "/in-store/api/v1/transactions/purchase",
-		RequestHash: hash("request " + key), CreatedAt: created,
+		RequestHash: hash("request " + key), CreatedAt: created, Attempt: "att-" + key,
 	}
 }
 
@@ -41,7 +41,85 @@ func mustIdempotency(t *testing.T, s instore.Store, merchantID, key string) *ins
 	return rec
 }
 
+// claim is the idempotency claim of the record newIdempotency makes.
+func claim(key string) *instore.IdempotencyClaim {
+	return &instore.IdempotencyClaim{MerchantID: "mer_1", Key: key, Attempt: "att-" + key}
+}
+
 var idempotencyTests = []test{
+	{"Tie", func(t *testing.T, s instore.Store) {
+		// A creation ties the record of its request to the transaction in
+		// the same database transaction; a record tied is never deleted as
+		// abandoned.
+		a := seed(t, s)
+		mustBeginIdempotency(t, s, newIdempotency("mer_1", "key-1", at(0)))
+		tx := newTransaction("txn_1", "mer_1", a, "SN-1", instore.StatusPending, at(1))
+		tx.Idempotency = claim("key-1")
+		mustCreateTransaction(t, s, tx)
+		if got := mustIdempotency(t, s, "mer_1", "key-1"); got.TransactionID != "txn_1" || got.StatusCode != 0 {
+			t.Errorf("IdempotencyRecord() after the creation = transaction %q, status %d; want txn_1, running", got.TransactionID, got.StatusCode)
+		}
+		err := s.DeleteIdempotency(t.Context(), "mer_1", "key-1", "att-key-1")
+		checkNotFound(t, "DeleteIdempotency(tied)", err, "")
+		mustIdempotency(t, s, "mer_1", "key-1")
+
+		// A refund or reversal is tied the same way.
+		tx.StatusID, tx.Progress = instore.StatusApproved, instore.ProgressFinal
+		mustUpdateTransaction(t, s, tx, tx.Version)
+		mustBeginIdempotency(t, s, newIdempotency("mer_1", "key-2", at(2)))
+		r := newRefund("txn_r", a, "SN-1", tx.ID, 100, instore.StatusPending, at(3))
+		r.Idempotency = claim("key-2")
+		mustCreateRefund(t, s, r)
+		if got := mustIdempotency(t, s, "mer_1", "key-2"); got.TransactionID != "txn_r" {
+			t.Errorf("IdempotencyRecord() after CreateOnOriginal = transaction %q, want txn_r", got.TransactionID)
+		}
+	}},
+	{"TieLost", func(t *testing.T, s instore.Store) {
+		// A creation whose record is another attempt's, tied already,
+		// completed or gone stores nothing.
+		a := seed(t, s)
+		b := seedTerminal(t, s, "SN-2")
+		orig := purchase(t, s, "txn_orig", b, "SN-2", 1000, at(0))
+		mustBeginIdempotency(t, s, newIdempotency("mer_1", "key-other", at(0)))
+		mustBeginIdempotency(t, s, newIdempotency("mer_1", "key-done", at(0)))
+		if err := s.CompleteIdempotency(t.Context(), "mer_1", "key-done", "att-key-done", 201, nil, nil); err != nil {
+			t.Fatalf("CompleteIdempotency() = %v", err)
+		}
+		mustBeginIdempotency(t, s, newIdempotency("mer_1", "key-tied", at(0)))
+		tied := newTransaction("txn_tied", "mer_1", b, "SN-2", instore.StatusApproved, at(0))
+		tied.Idempotency = claim("key-tied")
+		mustCreateTransaction(t, s, tied)
+		for _, tc := range []struct {
+			name string
+			c    *instore.IdempotencyClaim
+		}{
+			{"another attempt", &instore.IdempotencyClaim{MerchantID: "mer_1", Key: "key-other", Attempt: "att-old"}},
+			{"completed", claim("key-done")},
+			{"tied already", claim("key-tied")},
+			{"missing", claim("key-missing")},
+		} {
+			for _, create := range []struct {
+				name string
+				tx   *instore.Transaction
+				f    func(*instore.Transaction) error
+			}{
+				{"CreateTransaction", newTransaction("txn_lost", "mer_1", a, "SN-1", instore.StatusPending, at(1)),
+					func(tx *instore.Transaction) error { return s.CreateTransaction(t.Context(), tx) }},
+				{"CreateOnOriginal", newRefund("txn_lost", a, "SN-1", orig.ID, 100, instore.StatusPending, at(1)),
+					func(tx *instore.Transaction) error { return s.CreateOnOriginal(t.Context(), tx) }},
+			} {
+				create.tx.Idempotency = tc.c
+				if err := create.f(create.tx); !errors.Is(err, instore.ErrIdempotencyLost) {
+					t.Errorf("%s(record %s) = %v, want instore.ErrIdempotencyLost", create.name, tc.name, err)
+				}
+				_, err := s.Transaction(t.Context(), "txn_lost")
+				checkNotFound(t, "Transaction("+create.name+" with record "+tc.name+")", err, "")
+			}
+		}
+		if got := mustIdempotency(t, s, "mer_1", "key-other"); got.TransactionID != "" {
+			t.Errorf("IdempotencyRecord(another attempt's) tied to %q, want untied", got.TransactionID)
+		}
+	}},
 	{"RoundTrip", func(t *testing.T, s instore.Store) {
 		rec := newIdempotency("mer_1", "key-1", base)
 		mustBeginIdempotency(t, s, rec)
@@ -51,7 +129,7 @@ var idempotencyTests = []test{
 
 		header := map[string]string{"Content-Type": "application/json", "Location": "/in-store/api/v1/transactions/txn_1"}
 		body := []byte("{\"onlineAPIRefId\":\"txn_1\"}\n\x00\xff")
-		if err := s.CompleteIdempotency(t.Context(), "mer_1", "key-1", 201, header, body); err != nil {
+		if err := s.CompleteIdempotency(t.Context(), "mer_1", "key-1", "att-key-1", 201, header, body); err != nil {
 			t.Fatalf("CompleteIdempotency() = %v", err)
 		}
 		want := storedIdempotency(rec)
@@ -62,7 +140,7 @@ var idempotencyTests = []test{
 
 		// A response without header and body.
 		mustBeginIdempotency(t, s, newIdempotency("mer_1", "key-2", at(1)))
-		if err := s.CompleteIdempotency(t.Context(), "mer_1", "key-2", 204, nil, nil); err != nil {
+		if err := s.CompleteIdempotency(t.Context(), "mer_1", "key-2", "att-key-2", 204, nil, nil); err != nil {
 			t.Fatalf("CompleteIdempotency(no header, no body) = %v", err)
 		}
 		got := mustIdempotency(t, s, "mer_1", "key-2")
@@ -87,7 +165,7 @@ var idempotencyTests = []test{
 		}
 
 		// Completed, it is returned with its response.
-		if err := s.CompleteIdempotency(t.Context(), "mer_1", "key-1", 202, map[string]string{"A": "b"}, []byte("x")); err != nil {
+		if err := s.CompleteIdempotency(t.Context(), "mer_1", "key-1", "att-key-1", 202, map[string]string{"A": "b"}, []byte("x")); err != nil {
 			t.Fatalf("CompleteIdempotency() = %v", err)
 		}
 		existing, err = s.BeginIdempotency(t.Context(), second)
@@ -107,17 +185,17 @@ var idempotencyTests = []test{
 		}
 	}},
 	{"Complete", func(t *testing.T, s instore.Store) {
-		err := s.CompleteIdempotency(t.Context(), "mer_1", "key-missing-6b0e", 201, nil, []byte("x"))
+		err := s.CompleteIdempotency(t.Context(), "mer_1", "key-missing-6b0e", "att-key-missing-6b0e", 201, nil, []byte("x"))
 		checkNotFound(t, "CompleteIdempotency(missing)", err, "key-missing-6b0e")
 		_, err = s.IdempotencyRecord(t.Context(), "mer_1", "key-missing-6b0e")
 		checkNotFound(t, "IdempotencyRecord(missing)", err, "key-missing-6b0e")
 
 		// Only a running record takes a response: the first one stays.
 		mustBeginIdempotency(t, s, newIdempotency("mer_1", "key-1", at(0)))
-		if err := s.CompleteIdempotency(t.Context(), "mer_1", "key-1", 201, nil, []byte("first")); err != nil {
+		if err := s.CompleteIdempotency(t.Context(), "mer_1", "key-1", "att-key-1", 201, nil, []byte("first")); err != nil {
 			t.Fatalf("CompleteIdempotency() = %v", err)
 		}
-		err = s.CompleteIdempotency(t.Context(), "mer_1", "key-1", 500, nil, []byte("second"))
+		err = s.CompleteIdempotency(t.Context(), "mer_1", "key-1", "att-key-1", 500, nil, []byte("second"))
 		checkConflict(t, "CompleteIdempotency(completed)", err)
 		if got := mustIdempotency(t, s, "mer_1", "key-1"); got.StatusCode != 201 || string(got.Body) != "first" {
 			t.Errorf("IdempotencyRecord() = %d %q after a second completion, want 201 \"first\"", got.StatusCode, got.Body)
@@ -126,13 +204,13 @@ var idempotencyTests = []test{
 	{"Delete", func(t *testing.T, s instore.Store) {
 		mustBeginIdempotency(t, s, newIdempotency("mer_1", "key-1", at(0)))
 		mustBeginIdempotency(t, s, newIdempotency("mer_2", "key-1", at(0)))
-		if err := s.DeleteIdempotency(t.Context(), "mer_1", "key-1"); err != nil {
+		if err := s.DeleteIdempotency(t.Context(), "mer_1", "key-1", "att-key-1"); err != nil {
 			t.Fatalf("DeleteIdempotency() = %v", err)
 		}
 		_, err := s.IdempotencyRecord(t.Context(), "mer_1", "key-1")
 		checkNotFound(t, "IdempotencyRecord(deleted)", err, "")
 		mustIdempotency(t, s, "mer_2", "key-1")
-		err = s.DeleteIdempotency(t.Context(), "mer_1", "key-1")
+		err = s.DeleteIdempotency(t.Context(), "mer_1", "key-1", "att-key-1")
 		checkNotFound(t, "DeleteIdempotency(missing)", err, "key-1")
 		// The key is free again.
 		mustBeginIdempotency(t, s, newIdempotency("mer_1", "key-1", at(1)))
@@ -219,7 +297,7 @@ var idempotencyTests = []test{
 		}
 
 		header := map[string]string{"Content-Type": "application/json"}
-		if err := s.CompleteIdempotency(t.Context(), "mer_1", "key-1", 201, header, []byte(`{"ok":true}`)); err != nil {
+		if err := s.CompleteIdempotency(t.Context(), "mer_1", "key-1", "att-key-1", 201, header, []byte(`{"ok":true}`)); err != nil {
 			t.Fatalf("CompleteIdempotency() = %v", err)
 		}
 		want.StatusCode, want.Header, want.Body = 201, header, []byte(`{"ok":true}`)

@@ -19,21 +19,22 @@ func newRefund(id, terminalID, serial, originalID string, amount int64, status i
 
 func mustCreateRefund(t *testing.T, s instore.Store, tx *instore.Transaction) *instore.Transaction {
 	t.Helper()
-	if err := s.CreateRefund(t.Context(), tx); err != nil {
-		t.Fatalf("CreateRefund(%q, %d) = %v", tx.ID, tx.Amount, err)
+	if err := s.CreateOnOriginal(t.Context(), tx); err != nil {
+		t.Fatalf("CreateOnOriginal(%q, %d) = %v", tx.ID, tx.Amount, err)
 	}
 	return tx
 }
 
-// checkRefunded fails unless RefundedAmount(originalID) is want.
+// checkRefunded fails unless the refunds of originalID that count
+// (instore.Refunded of OnOriginal) sum to want.
 func checkRefunded(t *testing.T, s instore.Store, originalID string, want int64) {
 	t.Helper()
-	got, err := s.RefundedAmount(t.Context(), originalID)
+	others, err := s.OnOriginal(t.Context(), originalID)
 	if err != nil {
-		t.Fatalf("RefundedAmount(%q) = %v", originalID, err)
+		t.Fatalf("OnOriginal(%q) = %v", originalID, err)
 	}
-	if got != want {
-		t.Errorf("RefundedAmount(%q) = %d, want %d", originalID, got, want)
+	if got := instore.Refunded(others); got != want {
+		t.Errorf("Refunded(OnOriginal(%q)) = %d, want %d", originalID, got, want)
 	}
 }
 
@@ -71,7 +72,7 @@ var refundTests = []test{
 			tx.Version = 42 // ignored: a new transaction has version 1
 			mustCreateRefund(t, s, tx)
 			if tx.Version != 1 {
-				t.Errorf("CreateRefund(%q) set Version %d, want 1", tx.ID, tx.Version)
+				t.Errorf("CreateOnOriginal(%q) set Version %d, want 1", tx.ID, tx.Version)
 			}
 			if d := diff(storedTransaction(tx), mustTransaction(t, s, tx.ID)); d != "" {
 				t.Errorf("Transaction(%q) after CreateRefund mismatch (-want +got):\n%s", tx.ID, d)
@@ -96,9 +97,9 @@ var refundTests = []test{
 		// Past the amount: refused, nothing stored, t unchanged.
 		over := newRefund("txn_over", terminals[2], serial(2), orig.ID, 301, instore.StatusPending, at(4))
 		over.Version = 7
-		checkExceeded(t, "CreateRefund(700 refunded + 301 of 1000)", s.CreateRefund(t.Context(), over))
+		checkExceeded(t, "CreateOnOriginal(700 refunded + 301 of 1000)", s.CreateOnOriginal(t.Context(), over))
 		if over.Version != 7 {
-			t.Errorf("CreateRefund(refused) set Version %d, want it unchanged (7)", over.Version)
+			t.Errorf("CreateOnOriginal(refused) set Version %d, want it unchanged (7)", over.Version)
 		}
 		_, err := s.Transaction(t.Context(), over.ID)
 		checkNotFound(t, "Transaction(refused refund)", err, "")
@@ -107,8 +108,8 @@ var refundTests = []test{
 		// but are not refunds, do not count.
 		declined := newRefund("txn_declined", terminals[2], serial(2), orig.ID, 900, instore.StatusTransactionDeclined, at(4))
 		mustCreateTransaction(t, s, declined)
-		reversal := newTransaction("txn_reversal", "mer_1", terminals[3], serial(3), instore.StatusApproved, at(4))
-		reversal.Type, reversal.Amount, reversal.OriginalID = instore.TypeReversal, 1000, orig.ID
+		reversal := newTransaction("txn_reversal", "mer_1", terminals[3], serial(3), instore.StatusTransactionDeclined, at(4))
+		reversal.Type, reversal.Amount, reversal.OriginalID, reversal.ResultMessageID = instore.TypeReversal, 1000, orig.ID, "msg-rev"
 		mustCreateTransaction(t, s, reversal)
 		mustCreateRefund(t, s, newRefund("txn_r_other", terminals[3], serial(3), other.ID, 4000, instore.StatusApproved, at(4)))
 		checkRefunded(t, s, orig.ID, 700)
@@ -117,8 +118,8 @@ var refundTests = []test{
 		// Up to the amount exactly is fine; one more is not.
 		mustCreateRefund(t, s, newRefund("txn_r3", terminals[2], serial(2), orig.ID, 300, instore.StatusApproved, at(5)))
 		checkRefunded(t, s, orig.ID, 1000)
-		checkExceeded(t, "CreateRefund(1 more than the amount)",
-			s.CreateRefund(t.Context(), newRefund("txn_over2", terminals[4], serial(4), orig.ID, 1, instore.StatusPending, at(6))))
+		checkExceeded(t, "CreateOnOriginal(1 more than the amount)",
+			s.CreateOnOriginal(t.Context(), newRefund("txn_over2", terminals[4], serial(4), orig.ID, 1, instore.StatusPending, at(6))))
 
 		// A PENDING refund that fails frees its amount.
 		pending.StatusID, pending.Progress = instore.StatusAbortedByCardholder, instore.ProgressFinal
@@ -141,9 +142,9 @@ var refundTests = []test{
 		for _, original := range []string{"txn_missing_7c2d", ""} {
 			tx := newRefund("txn_r", a, "SN-1", original, 100, instore.StatusPending, at(2))
 			tx.Version = 7
-			checkNotFound(t, "CreateRefund(missing original)", s.CreateRefund(t.Context(), tx), original)
+			checkNotFound(t, "CreateOnOriginal(missing original)", s.CreateOnOriginal(t.Context(), tx), original)
 			if tx.Version != 7 {
-				t.Errorf("CreateRefund(missing original) set Version %d, want it unchanged (7)", tx.Version)
+				t.Errorf("CreateOnOriginal(missing original) set Version %d, want it unchanged (7)", tx.Version)
 			}
 		}
 		for _, tc := range []struct {
@@ -155,9 +156,9 @@ var refundTests = []test{
 			{"missing terminal ID", newRefund("txn_r", "99999998", "", orig.ID, 100, instore.StatusPending, at(2))},
 		} {
 			tc.tx.Version = 7
-			checkConflict(t, "CreateRefund("+tc.name+")", s.CreateRefund(t.Context(), tc.tx))
+			checkConflict(t, "CreateOnOriginal("+tc.name+")", s.CreateOnOriginal(t.Context(), tc.tx))
 			if tc.tx.Version != 7 {
-				t.Errorf("CreateRefund(%s) refused but set Version %d", tc.name, tc.tx.Version)
+				t.Errorf("CreateOnOriginal(%s) refused but set Version %d", tc.name, tc.tx.Version)
 			}
 		}
 		_, err := s.Transaction(t.Context(), "txn_r")
@@ -186,7 +187,7 @@ var refundTests = []test{
 			txs[i] = newRefund(fmt.Sprintf("txn_r%d", i), terminals[i+1], fmt.Sprintf("SN-R%d", i), orig.ID, 30, instore.StatusPending, at(2))
 			wg.Go(func() {
 				<-start
-				errs[i] = s.CreateRefund(t.Context(), txs[i])
+				errs[i] = s.CreateOnOriginal(t.Context(), txs[i])
 			})
 		}
 		close(start)
@@ -203,11 +204,11 @@ var refundTests = []test{
 				_, err := s.Transaction(t.Context(), txs[i].ID)
 				checkNotFound(t, "Transaction(refused refund)", err, "")
 			default:
-				t.Errorf("concurrent CreateRefund #%d = %v, want nil or instore.ErrRefundExceeded", i, err)
+				t.Errorf("concurrent CreateOnOriginal #%d = %v, want nil or instore.ErrRefundExceeded", i, err)
 			}
 		}
 		if wins != 3 {
-			t.Errorf("concurrent CreateRefund(30 of 100) x %d: %d succeeded, want 3", n, wins)
+			t.Errorf("concurrent CreateOnOriginal(30 of 100) x %d: %d succeeded, want 3", n, wins)
 		}
 		checkRefunded(t, s, orig.ID, 90)
 	}},

@@ -45,6 +45,7 @@ func Run(t *testing.T, open func(t *testing.T) instore.Store) {
 		{"Idempotency", idempotencyTests},
 		{"Listing", listingTests},
 		{"Refund", refundTests},
+		{"Payback", paybackTests},
 		{"TransactionPair", pairTests},
 		{"PrintJob", printJobTests},
 		{"Access", accessTests},

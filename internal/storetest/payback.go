@@ -1,0 +1,208 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/instore-dev/instore"
+)
+
+// newReversal returns a reversal of originalID with the fields a new one has.
+func newReversal(id, terminalID, serial, originalID string, amount int64, status int) *instore.Transaction {
+	tx := newTransaction(id, "mer_1", terminalID, serial, status, at(3))
+	tx.Type, tx.Amount, tx.OriginalID, tx.Reverses = instore.TypeReversal, amount, originalID, originalID
+	return tx
+}
+
+// checkCode fails unless err is an *instore.Error with code.
+func checkCode(t *testing.T, op string, err error, code string) {
+	t.Helper()
+	var e *instore.Error
+	if !errors.As(err, &e) || e.Code != code {
+		t.Errorf("%s error = %v, want an instore.Error %s", op, err, code)
+	}
+}
+
+// paidBack is what the refunds and reversals of orig pay back, or may:
+// APPROVED and PENDING refunds, and the amount of a reversal that is
+// PENDING or APPROVED.
+func paidBack(t *testing.T, s instore.Store, origID string) int64 {
+	t.Helper()
+	others, err := s.OnOriginal(t.Context(), origID)
+	if err != nil {
+		t.Fatalf("OnOriginal(%q) = %v", origID, err)
+	}
+	sum := instore.Refunded(others)
+	for _, o := range others {
+		if o.Type == instore.TypeReversal && (o.StatusID == instore.StatusPending || o.StatusID == instore.StatusApproved) {
+			sum += o.Amount
+		}
+	}
+	return sum
+}
+
+// paybackCase seeds case i of a table test on one store (cus_1 and mer_1
+// exist): devices SN-Ai and SN-Bi linked to two terminal IDs, and an
+// APPROVED purchase of 1000 on the first.
+func paybackCase(t *testing.T, s instore.Store, i string) (a, b string, orig *instore.Transaction) {
+	t.Helper()
+	a = seedTerminal(t, s, "SN-A"+i)
+	b = seedTerminal(t, s, "SN-B"+i)
+	return a, b, purchase(t, s, "txn_orig"+i, a, "SN-A"+i, 1000, at(1))
+}
+
+var paybackTests = []test{
+	{"ReversalAfterRefund", func(t *testing.T, s instore.Store) {
+		// A refund approved or pending refuses a reversal; a failed one
+		// does not.
+		mustCreateCustomer(t, s, "cus_1", at(0))
+		mustCreateMerchant(t, s, "mer_1", "cus_1", at(0))
+		for n, tc := range []struct {
+			name    string
+			status  int
+			message string
+			refused bool
+		}{
+			{"approved refund", instore.StatusApproved, "msg-1", true},
+			{"pending refund", instore.StatusPending, "", true},
+			{"declined refund", instore.StatusTransactionDeclined, "msg-1", false},
+			{"refund ended without a result", instore.StatusTechnicalError, "", false},
+		} {
+			i := fmt.Sprint(n)
+			t.Run(tc.name, func(t *testing.T) {
+				a, b, orig := paybackCase(t, s, i)
+				r := newRefund("txn_refund"+i, b, "SN-B"+i, orig.ID, 1000, tc.status, at(2))
+				r.ResultMessageID = tc.message
+				mustCreateRefund(t, s, r)
+				rev := newReversal("txn_rev"+i, a, "SN-A"+i, orig.ID, 1000, instore.StatusPending)
+				err := s.CreateOnOriginal(t.Context(), rev)
+				if !tc.refused {
+					if err != nil {
+						t.Fatalf("CreateOnOriginal(reversal after a %s) = %v, want nil", tc.name, err)
+					}
+					return
+				}
+				checkCode(t, "CreateOnOriginal(reversal after a "+tc.name+")", err, instore.ENotReversible)
+				_, err = s.Transaction(t.Context(), rev.ID)
+				checkNotFound(t, "Transaction(refused reversal)", err, "")
+			})
+		}
+	}},
+	{"RefundAfterReversal", func(t *testing.T, s instore.Store) {
+		// A reversal pending, approved, or ended without a result (the
+		// terminal may still report it approved) refuses a refund; one
+		// that failed with a result does not.
+		mustCreateCustomer(t, s, "cus_1", at(0))
+		mustCreateMerchant(t, s, "mer_1", "cus_1", at(0))
+		for n, tc := range []struct {
+			name    string
+			status  int
+			message string
+			refused bool
+		}{
+			{"pending reversal", instore.StatusPending, "", true},
+			{"approved reversal", instore.StatusApproved, "msg-1", true},
+			{"reversal ended without a result", instore.StatusTechnicalError, "", true},
+			{"reversal that failed", instore.StatusTechnicalError, "msg-1", false},
+			{"declined reversal", instore.StatusTransactionDeclined, "msg-1", false},
+		} {
+			i := fmt.Sprint(n)
+			t.Run(tc.name, func(t *testing.T) {
+				a, b, orig := paybackCase(t, s, i)
+				rev := newReversal("txn_rev"+i, a, "SN-A"+i, orig.ID, 1000, tc.status)
+				rev.ResultMessageID = tc.message
+				mustCreateRefund(t, s, rev)
+				r := newRefund("txn_refund"+i, b, "SN-B"+i, orig.ID, 100, instore.StatusPending, at(4))
+				err := s.CreateOnOriginal(t.Context(), r)
+				if !tc.refused {
+					if err != nil {
+						t.Fatalf("CreateOnOriginal(refund after a %s) = %v, want nil", tc.name, err)
+					}
+					return
+				}
+				checkCode(t, "CreateOnOriginal(refund after a "+tc.name+")", err, instore.EConflict)
+				_, err = s.Transaction(t.Context(), r.ID)
+				checkNotFound(t, "Transaction(refused refund)", err, "")
+			})
+		}
+	}},
+	{"Original", func(t *testing.T, s instore.Store) {
+		// Only an APPROVED purchase takes a refund or a reversal; the
+		// original's state is read in the creation's database transaction.
+		a := seed(t, s)
+		b := seedTerminal(t, s, "SN-2")
+		orig := purchase(t, s, "txn_orig", a, "SN-1", 1000, at(1))
+		orig.StatusID = instore.StatusReversed
+		mustUpdateTransaction(t, s, orig, orig.Version)
+		checkCode(t, "CreateOnOriginal(refund of a REVERSED purchase)",
+			s.CreateOnOriginal(t.Context(), newRefund("txn_r", b, "SN-2", orig.ID, 1, instore.StatusPending, at(2))), instore.EConflict)
+		checkCode(t, "CreateOnOriginal(reversal of a REVERSED purchase)",
+			s.CreateOnOriginal(t.Context(), newReversal("txn_v", b, "SN-2", orig.ID, 1000, instore.StatusPending)), instore.ENotReversible)
+		refund := newRefund("txn_refund", a, "SN-1", "", 100, instore.StatusApproved, at(2))
+		refund.ID = "txn_refund"
+		mustCreateTransaction(t, s, refund)
+		checkCode(t, "CreateOnOriginal(refund of a refund)",
+			s.CreateOnOriginal(t.Context(), newRefund("txn_r", b, "SN-2", refund.ID, 1, instore.StatusPending, at(3))), instore.EConflict)
+		checkCode(t, "CreateOnOriginal(reversal of a refund)",
+			s.CreateOnOriginal(t.Context(), newReversal("txn_v", b, "SN-2", refund.ID, 100, instore.StatusPending)), instore.ENotReversible)
+	}},
+	{"Concurrent", func(t *testing.T, s instore.Store) {
+		// A reversal and four full refunds of one purchase race, each on a
+		// terminal ID of its own: exactly one of them wins, and never more
+		// than the amount is paid back. Several rounds, so that each kind
+		// gets to win.
+		const refunds = 4
+		mustCreateCustomer(t, s, "cus_1", at(0))
+		mustCreateMerchant(t, s, "mer_1", "cus_1", at(0))
+		for round := range 6 {
+			t.Run(fmt.Sprint("round", round), func(t *testing.T) {
+				sn := func(i int) string { return fmt.Sprintf("SN-C%d-%d", round, i) }
+				var terminals []string
+				for i := range refunds + 2 {
+					terminals = append(terminals, seedTerminal(t, s, sn(i)))
+				}
+				orig := purchase(t, s, fmt.Sprintf("txn_orig%d", round), terminals[0], sn(0), 2000, at(1))
+				txs := []*instore.Transaction{newReversal(fmt.Sprintf("txn_rev%d", round), terminals[1], sn(1), orig.ID, 2000, instore.StatusPending)}
+				for i := range refunds {
+					txs = append(txs, newRefund(fmt.Sprintf("txn_r%d_%d", round, i), terminals[i+2], sn(i+2), orig.ID, 2000, instore.StatusPending, at(2)))
+				}
+				// Alternate which one asks first.
+				if round%2 == 1 {
+					txs[0], txs[len(txs)-1] = txs[len(txs)-1], txs[0]
+				}
+				var (
+					start = make(chan struct{})
+					wg    sync.WaitGroup
+					errs  = make([]error, len(txs))
+				)
+				for i := range txs {
+					wg.Go(func() {
+						<-start
+						errs[i] = s.CreateOnOriginal(t.Context(), txs[i])
+					})
+				}
+				close(start)
+				wg.Wait()
+				wins := 0
+				for i, err := range errs {
+					var e *instore.Error
+					switch {
+					case err == nil:
+						wins++
+					case errors.As(err, &e):
+					default:
+						t.Errorf("concurrent CreateOnOriginal(%s) = %v, want nil or the rule's error", txs[i].ID, err)
+					}
+				}
+				if wins != 1 {
+					t.Errorf("a reversal and %d full refunds of one purchase: %d created, want 1 (%v)", refunds, wins, errs)
+				}
+				if got := paidBack(t, s, orig.ID); got > orig.Amount {
+					t.Errorf("paid back %d of a purchase of %d", got, orig.Amount)
+				}
+			})
+		}
+	}},
+}

@@ -1,0 +1,99 @@
+package instore
+
+import "fmt"
+
+// ErrRefundExceeded is wrapped by the error of a refund that would take the
+// refunds of a purchase past its amount.
+var ErrRefundExceeded = fmt.Errorf("refunds exceed the original amount")
+
+// CheckOnOriginal is the one rule of money paid back on a purchase: it
+// decides whether t, a new REFUND or REVERSAL of the purchase orig, may be
+// created, given the other refunds and reversals of orig (others, as
+// stored). Stores call it inside the database transaction that locks orig
+// and inserts t (Store.CreateOnOriginal), so two requests racing on one
+// purchase are decided one after the other; the Service calls it before,
+// with others nil, only to answer in the contract's order.
+//
+// The rule: the APPROVED and PENDING refunds of a purchase plus a reversal
+// of it never exceed its amount. So only an APPROVED purchase takes either;
+// a reversal is refused while any refund of the purchase is APPROVED or
+// PENDING; a refund is refused while a reversal of it is PENDING or
+// APPROVED, or ended TECHNICAL_ERROR without a result from the terminal
+// (its outcome is unknown: the terminal may still report it approved); and
+// a refund is refused past what is left of the amount.
+//
+// A refund that ended TECHNICAL_ERROR without a result does not block a
+// reversal: if the terminal reports it approved late, the service reverses
+// it on the terminal (TerminalResult), so it pays nothing back in the end.
+func CheckOnOriginal(orig *Transaction, others []*Transaction, t *Transaction) error {
+	switch t.Type {
+	case TypeRefund:
+		if orig.Type != TypePurchase || orig.StatusID != StatusApproved {
+			return Errorf(EConflict, "Only an APPROVED purchase can be refunded; the original is a %s in status %d.", orig.Type, orig.StatusID)
+		}
+		for _, o := range others {
+			if o.Type == TypeReversal && reversalMayPayBack(o) {
+				e := Errorf(EConflict, "The purchase is being reversed (reversal %s); it cannot be refunded as well.", o.ID)
+				e.OnlineAPIRefID = o.ID
+				return e
+			}
+		}
+		if left := orig.Amount - Refunded(others); t.Amount > left {
+			return &Error{Code: EValidation, Detail: "The request is not valid; see errors.", Err: ErrRefundExceeded,
+				Fields: []FieldError{{Field: "/amount", Message: fmt.Sprintf("exceeds what is left to refund of the original (%d)", left)}}}
+		}
+		return nil
+	case TypeReversal:
+		switch {
+		case orig.Type != TypePurchase:
+			return Errorf(ENotReversible, "Only a purchase can be reversed; this is a %s.", orig.Type)
+		case orig.StatusID == StatusReversed:
+			return Errorf(ENotReversible, "The purchase is already reversed.")
+		case orig.StatusID != StatusApproved:
+			return Errorf(ENotReversible, "Only an APPROVED purchase can be reversed; this one ended in status %d.", orig.StatusID)
+		}
+		for _, o := range others {
+			switch {
+			case o.Type == TypeRefund && countsAsRefunded(o):
+				e := Errorf(ENotReversible, "The purchase has a refund that is approved or pending (%s); refund what is left instead of reversing it.", o.ID)
+				e.OnlineAPIRefID = o.ID
+				return e
+			case o.Type == TypeReversal && (o.StatusID == StatusPending || o.StatusID == StatusApproved):
+				e := Errorf(ENotReversible, "The purchase is being reversed already (reversal %s).", o.ID)
+				e.OnlineAPIRefID = o.ID
+				return e
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("check on original: a %s does not refer to an original", t.Type)
+}
+
+// Refunded sums the refunds among others that take from their original's
+// amount: APPROVED and PENDING ones.
+func Refunded(others []*Transaction) int64 {
+	var sum int64
+	for _, o := range others {
+		if o.Type == TypeRefund && countsAsRefunded(o) {
+			sum += o.Amount
+		}
+	}
+	return sum
+}
+
+func countsAsRefunded(t *Transaction) bool {
+	return t.StatusID == StatusApproved || t.StatusID == StatusPending
+}
+
+// reversalMayPayBack reports whether the reversal r has paid the purchase
+// back or still may: PENDING, APPROVED, or ended TECHNICAL_ERROR by the
+// service (WP25, WP36) with no result from the terminal yet.
+func reversalMayPayBack(r *Transaction) bool {
+	switch r.StatusID {
+	case StatusPending, StatusApproved:
+		return true
+	case StatusTechnicalError:
+		return r.ResultMessageID == ""
+	}
+	return false
+}
