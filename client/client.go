@@ -36,7 +36,7 @@ const (
 	// DefaultTimeout bounds one attempt of a call (a long-poll gets its
 	// wait on top). The service holds a purchase until the terminal
 	// acknowledges it (10 s by default) and an idempotent retry until the
-	// first request ends (up to 90 s), so the bound is generous; a
+	// first request ends (30 s by default), so the bound is generous; a
 	// context deadline bounds the whole call.
 	DefaultTimeout = 100 * time.Second
 	// maxBody is the largest response body read.
