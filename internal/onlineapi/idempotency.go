@@ -54,8 +54,8 @@ type Idempotency struct {
 	Wait time.Duration
 
 	mu      sync.Mutex
-	running map[string]string        // merchant+key -> the attempt running here
-	waiters map[string]chan struct{} // merchant+key -> closed when completed here
+	running map[string]int           // merchant+key+attempt -> requests of that attempt running here
+	waiters map[string]chan struct{} // merchant+key -> closed when an attempt ends here
 }
 
 func validIdempotencyKey(k string) bool {
@@ -96,6 +96,11 @@ func (m *Idempotency) Wrap(h httpapi.AuthedFunc) httpapi.AuthedFunc {
 			RequestHash: sum[:], CreatedAt: m.Now().UTC().Truncate(time.Microsecond),
 			Attempt: ids.New("att"),
 		}
+		// Running here from before its record exists, so that a retry never
+		// takes it for abandoned.
+		own := &instore.IdempotencyClaim{MerchantID: p.MerchantID, Key: key, Attempt: rec.Attempt}
+		m.enter(own)
+		defer m.leave(own)
 		ctx := r.Context()
 		wait := m.Wait
 		if wait <= 0 {
@@ -108,7 +113,7 @@ func (m *Idempotency) Wrap(h httpapi.AuthedFunc) httpapi.AuthedFunc {
 				return fmt.Errorf("idempotency: %w", err)
 			}
 			if existing == nil {
-				return m.run(w, r, p, h, &instore.IdempotencyClaim{MerchantID: p.MerchantID, Key: key, Attempt: rec.Attempt})
+				return m.run(w, r, p, h, own)
 			}
 			switch {
 			case rec.CreatedAt.Sub(existing.CreatedAt) > IdempotencyTTL:
@@ -157,8 +162,6 @@ func (m *Idempotency) Wrap(h httpapi.AuthedFunc) httpapi.AuthedFunc {
 // to answer about the transaction it is tied to, or, when the request
 // created nothing, is removed so that a retry runs again.
 func (m *Idempotency) run(w http.ResponseWriter, r *http.Request, p *instore.Principal, h httpapi.AuthedFunc, c *instore.IdempotencyClaim) error {
-	m.enter(c)
-	defer m.leave(c)
 	if c.Resume != "" {
 		// Not the first run: an answer about what the first one created.
 		w.Header().Set("Idempotent-Replayed", "true")
@@ -197,30 +200,31 @@ func (m *Idempotency) run(w http.ResponseWriter, r *http.Request, p *instore.Pri
 	return nil
 }
 
-// runsHere reports whether attempt holds merchant+key in this process.
+// runsHere reports whether attempt of merchant+key runs in this process.
 func (m *Idempotency) runsHere(merchantID, key, attempt string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.running[merchantID+"\x00"+key] == attempt
+	return m.running[merchantID+"\x00"+key+"\x00"+attempt] > 0
 }
 
 func (m *Idempotency) enter(c *instore.IdempotencyClaim) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.running == nil {
-		m.running = map[string]string{}
+		m.running = map[string]int{}
 	}
-	m.running[c.MerchantID+"\x00"+c.Key] = c.Attempt
+	m.running[c.MerchantID+"\x00"+c.Key+"\x00"+c.Attempt]++
 }
 
-// leave forgets the running attempt and wakes the requests waiting for it.
+// leave forgets a running attempt and wakes the requests waiting on its key.
 func (m *Idempotency) leave(c *instore.IdempotencyClaim) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	k := c.MerchantID + "\x00" + c.Key
-	if m.running[k] == c.Attempt {
-		delete(m.running, k)
+	a := c.MerchantID + "\x00" + c.Key + "\x00" + c.Attempt
+	if m.running[a]--; m.running[a] <= 0 {
+		delete(m.running, a)
 	}
+	k := c.MerchantID + "\x00" + c.Key
 	if ch := m.waiters[k]; ch != nil {
 		close(ch)
 		delete(m.waiters, k)
