@@ -154,13 +154,19 @@ func (m *Idempotency) Wrap(h httpapi.AuthedFunc) httpapi.AuthedFunc {
 	}
 }
 
-// run runs the handler for the request holding the record of c, and stores
-// its response, a retry must see the same answer (a WP25 included), never a
-// second attempt at the payment. A response that is no answer is not
-// stored: a 500 or 503 (the service failed, not the request), or one whose
-// client went away before it was given. The record then stays for a retry
-// to answer about the transaction it is tied to, or, when the request
-// created nothing, is removed so that a retry runs again.
+// run runs the handler for the request holding the record of c, and keeps
+// its answer if the request started something: a retry must see the same
+// answer (a WP25 included), never a second attempt at the payment.
+//
+// Kept: a 2xx answer (the operation was done), and any answer of a request
+// whose record is tied to the transaction it created (WP25, WP23 after the
+// creation). Not kept, the record removed so that a retry runs again: a
+// refusal before anything started (validation, WP01, WP09, WP16, WP22,
+// WP23, WP30, ...: the retry after the terminal comes back online is not a
+// replay of 409 WP23 for 24 h), as Stripe does. Not kept either, whatever
+// the record: a 500 or 503 (the service failed, not the request), and an
+// answer whose client went away before it was given; a tied record then
+// stays running, for a retry to answer about its transaction.
 func (m *Idempotency) run(w http.ResponseWriter, r *http.Request, p *instore.Principal, h httpapi.AuthedFunc, c *instore.IdempotencyClaim) error {
 	if c.Resume != "" {
 		// Not the first run: an answer about what the first one created.
@@ -176,14 +182,19 @@ func (m *Idempotency) run(w http.ResponseWriter, r *http.Request, p *instore.Pri
 		status = http.StatusOK
 	}
 	ctx := context.WithoutCancel(r.Context())
-	if status == http.StatusInternalServerError || status == http.StatusServiceUnavailable || r.Context().Err() != nil {
-		if c.Resume == "" {
-			// Refused when the record was tied meanwhile: it then stays.
-			if derr := m.Store.DeleteIdempotency(ctx, c.MerchantID, c.Key, c.Attempt); derr != nil && !errors.Is(derr, instore.ErrNotFound) {
-				m.Logger.Error("release idempotency record", "error", derr)
-			}
+	failed := status == http.StatusInternalServerError || status == http.StatusServiceUnavailable || r.Context().Err() != nil
+	if failed || status >= 300 && c.Resume == "" {
+		// Removed unless it is tied to a transaction (the store refuses
+		// then, atomically): a refusal of a request that started nothing.
+		derr := m.Store.DeleteIdempotency(ctx, c.MerchantID, c.Key, c.Attempt)
+		switch {
+		case derr == nil || failed:
+			return nil
+		case !errors.Is(derr, instore.ErrNotFound):
+			m.Logger.Error("release idempotency record", "error", derr)
+			return nil
 		}
-		return nil
+		// Tied: the answer of the transaction the request created is kept.
 	}
 	hdr := map[string]string{}
 	for _, k := range replayedHeaders {

@@ -480,12 +480,36 @@ func TestIdempotency(t *testing.T) {
 		t.Errorf("replay after completion = %d %s", resp.StatusCode, b)
 	}
 	s.post(t, "/in-store/api/v1/purchase", body, map[string]string{"Idempotency-Key": strings.Repeat("k", 256)}).problem(t, 400, "validation")
-	// An error answer is replayed too (never a second attempt).
+	// A refusal before anything started is not kept: the retry runs again.
 	k2 := map[string]string{"Idempotency-Key": "bad-terminal"}
-	s.post(t, "/in-store/api/v1/purchase", map[string]any{"terminalId": "99999999", "amount": 1, "currency": "SEK"}, k2).problem(t, 403, "WP16")
-	resp, b = s.post(t, "/in-store/api/v1/purchase", map[string]any{"terminalId": "99999999", "amount": 1, "currency": "SEK"}, k2).parts()
-	if resp.StatusCode != 403 || resp.Header.Get("Idempotent-Replayed") != "true" {
-		t.Errorf("replayed WP16 = %d %s %v", resp.StatusCode, b, resp.Header)
+	for range 2 {
+		r := s.post(t, "/in-store/api/v1/purchase", map[string]any{"terminalId": "99999999", "amount": 1, "currency": "SEK"}, k2)
+		r.problem(t, 403, "WP16")
+		if got := r.resp.Header.Get("Idempotent-Replayed"); got != "" {
+			t.Errorf("a refusal was replayed (Idempotent-Replayed %q), want it run again", got)
+		}
+	}
+	// So the retry of a purchase refused while the terminal was offline
+	// runs once it is back, under the same key.
+	k3 := map[string]string{"Idempotency-Key": "while-offline"}
+	s.post(t, "/sandbox/v1/terminals/"+term+"/offline", nil, nil)
+	s.waitDevices(t, func(ds []device) bool { return !ds[2].Online })
+	s.post(t, "/in-store/api/v1/purchase", body, k3).problem(t, 409, "WP23")
+	s.post(t, "/sandbox/v1/terminals/"+term+"/online", nil, nil)
+	s.waitDevices(t, func(ds []device) bool { return ds[2].Online })
+	back := s.post(t, "/in-store/api/v1/purchase", body, k3).tx(t, 201)
+	if back.OnlineAPIRefID == refs[0] {
+		t.Errorf("the retry after the terminal came back answered the first key's transaction")
+	}
+	s.final(t, back.OnlineAPIRefID)
+	// An answer of a transaction the request created is kept, an error
+	// included: WP25 (the virtual terminal does not acknowledge ...91).
+	k4 := map[string]string{"Idempotency-Key": "no-ack"}
+	noAck := map[string]any{"terminalId": term, "amount": 2591, "currency": "SEK"}
+	first := s.post(t, "/in-store/api/v1/purchase", noAck, k4).problem(t, 504, "WP25")
+	r := s.post(t, "/in-store/api/v1/purchase", noAck, k4)
+	if p := r.problem(t, 504, "WP25"); p.OnlineAPIRefID != first.OnlineAPIRefID || r.resp.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("retry of a WP25 = %s replayed %q, want the replay of %s", p.OnlineAPIRefID, r.resp.Header.Get("Idempotent-Replayed"), first.OnlineAPIRefID)
 	}
 }
 
