@@ -65,7 +65,7 @@ func (r *TerminalIDRequest) Validate() error {
 	if r.MerchantID != "" && !accountPattern.MatchString(r.MerchantID) {
 		f.add("/merchantId", "is not a merchant id")
 	}
-	if r.SerialNumber != "" && !serialPattern.MatchString(r.SerialNumber) {
+	if r.SerialNumber != "" && !ValidSerialNumber(r.SerialNumber) {
 		f.add("/serialNumber", "must be 1-64 of A-Z a-z 0-9 . _ -")
 	}
 	if r.Model != "" && !ValidModel(r.Model) {

@@ -49,6 +49,10 @@ var (
 	serialPattern  = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 )
 
+// ValidSerialNumber reports whether s has the shape of a device's serial
+// number: 1-64 of A-Z a-z 0-9 . _ -.
+func ValidSerialNumber(s string) bool { return serialPattern.MatchString(s) }
+
 // ValidPackageID reports whether s has the shape of a packageId.
 func ValidPackageID(s string) bool { return packageIDPattern.MatchString(s) }
 

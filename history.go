@@ -2,12 +2,8 @@ package instore
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
-	"unicode/utf8"
 )
 
 // Refund creates a REFUND on a terminal and answers once the terminal
@@ -190,99 +186,4 @@ func (s *Service) applyReversal(ctx context.Context, rev *Transaction, r Termina
 		s.changes.publish(orig.ID)
 		return nil
 	}
-}
-
-// ListQuery is what GET /transactions asks, parsed.
-type ListQuery struct {
-	From, To     *time.Time
-	TerminalID   string
-	StatusID     *int
-	ECRReference string
-	Limit        int
-	Cursor       string
-}
-
-type cursorJSON struct {
-	T int64  `json:"t"`
-	I string `json:"i"`
-}
-
-// Transactions lists the merchant's transactions, newest first, a page at
-// a time; the returned cursor (empty on the last page) continues it.
-// Errors, in order: validation, WP03, WP26 (a range over 30 days), WP27 (a
-// start more than 90 days ago), WP16 (terminalId).
-func (s *Service) Transactions(ctx context.Context, p *Principal, q ListQuery) ([]*Transaction, string, error) {
-	var f fields
-	now := s.Now().UTC()
-	to, from := now, now.Add(-DefaultListRange)
-	switch {
-	case q.From != nil && q.To != nil:
-		from, to = *q.From, *q.To
-	case q.From != nil:
-		from = *q.From
-	case q.To != nil:
-		to, from = *q.To, q.To.Add(-DefaultListRange)
-	}
-	if !from.Before(to) {
-		f.add("from", "must be before to")
-	}
-	limit := q.Limit
-	if limit == 0 {
-		limit = DefaultListLimit
-	} else if limit < 1 || limit > MaxListLimit {
-		f.add("limit", "must be 1-%d", MaxListLimit)
-	}
-	if q.TerminalID != "" && !ValidTerminalID(q.TerminalID) {
-		f.add("terminalId", "must be 8 digits")
-	}
-	if q.StatusID != nil {
-		if _, ok := s.Metadata.TransactionStatus(*q.StatusID); !ok {
-			f.add("statusId", "must be an id of the transactionStatuses list")
-		}
-	}
-	if utf8.RuneCountInString(q.ECRReference) > MaxECRReferenceLen {
-		f.add("ecrReference", "must be at most %d characters", MaxECRReferenceLen)
-	}
-	var after *TransactionCursor
-	if q.Cursor != "" {
-		var c cursorJSON
-		b, err := base64.RawURLEncoding.DecodeString(q.Cursor)
-		if err != nil || json.Unmarshal(b, &c) != nil || !ValidRef(c.I) {
-			f.add("cursor", "is not a cursor this service returned")
-		} else {
-			after = &TransactionCursor{CreatedAt: time.UnixMicro(c.T).UTC(), ID: c.I}
-		}
-	}
-	if err := f.err(); err != nil {
-		return nil, "", err
-	}
-	if _, err := s.merchant(ctx, p); err != nil {
-		return nil, "", err
-	}
-	if to.Sub(from) > MaxListRange {
-		return nil, "", Errorf(WP26, "A listing may cover at most 30 days; narrow from and to.")
-	}
-	if from.Before(now.Add(-MaxListAge)) {
-		return nil, "", Errorf(WP27, "Only the past 90 days can be listed; move from forward.")
-	}
-	if q.TerminalID != "" {
-		if _, err := s.ownTerminal(ctx, p, q.TerminalID); err != nil {
-			return nil, "", err
-		}
-	}
-	ts, err := s.Store.ListTransactions(ctx, TransactionFilter{
-		MerchantID: p.MerchantID, From: from, To: to, TerminalID: q.TerminalID, StatusID: q.StatusID,
-		ECRReference: q.ECRReference, Limit: limit + 1, After: after,
-	})
-	if err != nil {
-		return nil, "", fmt.Errorf("list transactions: %w", err)
-	}
-	next := ""
-	if len(ts) > limit {
-		ts = ts[:limit]
-		last := ts[len(ts)-1]
-		b, _ := json.Marshal(cursorJSON{T: last.CreatedAt.UnixMicro(), I: last.ID})
-		next = base64.RawURLEncoding.EncodeToString(b)
-	}
-	return ts, next, nil
 }

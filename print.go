@@ -2,10 +2,7 @@ package instore
 
 import (
 	"strconv"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 )
 
 // Print limits.
@@ -56,7 +53,7 @@ func (r *PrintRequest) Validate() error {
 			f.add("/lines", "must hold 1 to %d lines", MaxPrintLines)
 		}
 		for i, l := range r.Lines {
-			if !utf8.ValidString(l) || utf8.RuneCountInString(l) > MaxPrintLineLen || strings.IndexFunc(l, unicode.IsControl) >= 0 {
+			if !ValidText(l, MaxPrintLineLen) {
 				f.add("/lines/"+strconv.Itoa(i), "must be at most %d characters, without control characters", MaxPrintLineLen)
 			}
 		}

@@ -3,7 +3,6 @@ package instore
 import (
 	"fmt"
 	"regexp"
-	"unicode/utf8"
 )
 
 // Limits of request fields.
@@ -39,6 +38,15 @@ func (f fields) err() error {
 		return nil
 	}
 	return &Error{Code: EValidation, Detail: "The request is not valid; see errors.", Fields: f}
+}
+
+// checkECRReference checks an ecrReference, of a body or of a query
+// (field names the one or the other): free text the terminal protocol
+// carries to the terminal (ValidText).
+func checkECRReference(f *fields, field, ref string) {
+	if !ValidText(ref, MaxECRReferenceLen) {
+		f.add(field, "must be at most %d characters, without control characters", MaxECRReferenceLen)
+	}
 }
 
 func checkTerminalID(f *fields, id string) {
@@ -117,9 +125,7 @@ func (r *PurchaseRequest) Validate() error {
 	} else if !currencyPattern.MatchString(r.Currency) {
 		f.add("/currency", "must be an ISO 4217 alphabetic code such as SEK")
 	}
-	if utf8.RuneCountInString(r.ECRReference) > MaxECRReferenceLen || !utf8.ValidString(r.ECRReference) {
-		f.add("/ecrReference", "must be at most %d characters", MaxECRReferenceLen)
-	}
+	checkECRReference(&f, "/ecrReference", r.ECRReference)
 	return f.err()
 }
 
@@ -151,9 +157,7 @@ func (r *RefundRequest) Validate() error {
 	if r.OriginalOnlineAPIRefID != "" && !ValidRef(r.OriginalOnlineAPIRefID) {
 		f.add("/originalOnlineAPIRefId", "is not an onlineAPIRefId")
 	}
-	if utf8.RuneCountInString(r.ECRReference) > MaxECRReferenceLen || !utf8.ValidString(r.ECRReference) {
-		f.add("/ecrReference", "must be at most %d characters", MaxECRReferenceLen)
-	}
+	checkECRReference(&f, "/ecrReference", r.ECRReference)
 	return f.err()
 }
 
@@ -171,8 +175,6 @@ func (r *ReversalRequest) Validate() error {
 	} else if !ValidRef(r.OnlineAPIRefID) {
 		f.add("/onlineAPIRefId", "is not an onlineAPIRefId")
 	}
-	if utf8.RuneCountInString(r.ECRReference) > MaxECRReferenceLen || !utf8.ValidString(r.ECRReference) {
-		f.add("/ecrReference", "must be at most %d characters", MaxECRReferenceLen)
-	}
+	checkECRReference(&f, "/ecrReference", r.ECRReference)
 	return f.err()
 }

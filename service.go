@@ -769,10 +769,12 @@ func (s *Service) Recover(ctx context.Context) error {
 	return nil
 }
 
-// AuthenticateDevice checks a device's serial number and secret.
+// AuthenticateDevice checks a device's serial number and secret. A serial
+// number no device can have (NUL, bytes that are not UTF-8, which
+// PostgreSQL refuses) fails like an unknown one, without asking the store.
 func (s *Service) AuthenticateDevice(ctx context.Context, serial, secret string) (*Device, error) {
 	unauthorized := Errorf(EUnauthorized, "Unknown device or wrong secret.")
-	if serial == "" || secret == "" || len(serial) > 64 || len(secret) > 255 {
+	if !ValidSerialNumber(serial) || secret == "" || len(secret) > 255 {
 		return nil, unauthorized
 	}
 	d, err := s.Store.Device(ctx, serial)

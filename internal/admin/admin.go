@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -143,7 +142,7 @@ func (a *Admin) RevokeKey(ctx context.Context, id string) error {
 // customerID may be empty: the device then belongs to the customer of the
 // first terminal ID it is linked to.
 func (a *Admin) CreateDevice(ctx context.Context, serial, model, customerID string) (*instore.Device, string, error) {
-	if !serialPattern.MatchString(serial) {
+	if !instore.ValidSerialNumber(serial) {
 		return nil, "", fmt.Errorf("serial number must be 1-64 of A-Z a-z 0-9 . _ -")
 	}
 	if !instore.ValidModel(model) {
@@ -161,8 +160,6 @@ func (a *Admin) CreateDevice(ctx context.Context, serial, model, customerID stri
 	}
 	return d, secret, nil
 }
-
-var serialPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // AllocateTerminals allocates n terminal IDs to a merchant (at most 1000 at
 // a time) with the domain operation behind the Access API's

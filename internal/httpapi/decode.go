@@ -2,13 +2,17 @@ package httpapi
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/instore-dev/instore"
 )
@@ -28,18 +32,33 @@ func DecodeJSON(r *http.Request, dst any) error {
 	return DecodeJSONBytes(body, dst)
 }
 
+// strictJSON are the decoding options of every request body, the defaults
+// of encoding/json/v2 spelled out so that no change of default loosens
+// them: a member name matches a field only exactly ("TERMINALID" is not
+// terminalId), a name given twice and text that is not UTF-8 (raw bytes,
+// or an escaped lone surrogate) are refused rather than one of the values
+// silently winning or the text being replaced, and unknown members are
+// refused.
+var strictJSON = json.JoinOptions(
+	jsontext.AllowDuplicateNames(false),
+	jsontext.AllowInvalidUTF8(false),
+	json.MatchCaseInsensitiveNames(false),
+	json.RejectUnknownMembers(true),
+)
+
 // DecodeJSONBytes is the decoding half of DecodeJSON, for a body already
-// read (the idempotency layer hashes the bytes first).
+// read (the idempotency layer hashes the bytes first). A null member is
+// the field's zero value, as if it were absent, and a null body an empty
+// object: the operation's own validation then asks for what it requires.
 func DecodeJSONBytes(body []byte, dst any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return validation(instore.FieldError{Field: "", Message: "a JSON request body is required"})
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		return jsonError(err)
+	dec := jsontext.NewDecoder(bytes.NewReader(body), strictJSON)
+	if err := json.UnmarshalDecode(dec, dst, strictJSON); err != nil {
+		return jsonError(body, err)
 	}
-	if _, err := dec.Token(); err != io.EOF {
+	if _, err := dec.ReadToken(); err != io.EOF {
 		return validation(instore.FieldError{Field: "", Message: "the body must hold exactly one JSON value"})
 	}
 	return nil
@@ -95,64 +114,75 @@ func validation(fields ...instore.FieldError) error {
 // Validation returns a validation error listing fields.
 func Validation(fields ...instore.FieldError) error { return validation(fields...) }
 
-// jsonError turns an encoding/json error into field errors whose field is a
-// JSON pointer.
-func jsonError(err error) error {
+// jsonError turns a decoding error into a field error whose field is the
+// JSON pointer the decoder reports: "" for the body as a whole.
+func jsonError(body []byte, err error) error {
 	var (
-		syn *json.SyntaxError
-		typ *json.UnmarshalTypeError
+		syn *jsontext.SyntacticError
+		sem *json.SemanticError
 	)
 	switch {
 	case errors.As(err, &syn):
-		return validation(instore.FieldError{Field: "", Message: fmt.Sprintf("malformed JSON at byte %d", syn.Offset)})
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return validation(instore.FieldError{Field: "", Message: "malformed JSON: unexpected end of input"})
-	case errors.As(err, &typ):
-		field := pointer(typ.Field)
-		if typ.Field == "" {
+		field := string(syn.JSONPointer)
+		switch {
+		case errors.Is(err, jsontext.ErrDuplicateName):
+			return validation(instore.FieldError{Field: field, Message: "given more than once"})
+		case invalidUTF8At(body, syn.ByteOffset):
+			return validation(instore.FieldError{Field: field, Message: "not valid UTF-8"})
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return validation(instore.FieldError{Field: "", Message: "malformed JSON: unexpected end of input"})
+		}
+		return validation(instore.FieldError{Field: "", Message: fmt.Sprintf("malformed JSON at byte %d", syn.ByteOffset)})
+	case errors.As(err, &sem):
+		field := string(sem.JSONPointer)
+		switch {
+		case errors.Is(err, json.ErrUnknownName):
+			return validation(instore.FieldError{Field: field, Message: "unknown field"})
+		case field == "" && sem.GoType != nil && sem.GoType.Kind() == reflect.Struct:
 			return validation(instore.FieldError{Field: "", Message: "the body must be a JSON object"})
-		}
-		if strings.HasPrefix(typ.Value, "number") && isNumberKind(typ.Type.Kind().String()) {
+		case sem.GoType != nil && sem.JSONKind == '0' && isNumberKind(sem.GoType.Kind()):
 			return validation(instore.FieldError{Field: field, Message: "number out of range or not an integer"})
+		case sem.GoType != nil:
+			return validation(instore.FieldError{Field: field, Message: "must be " + jsonKind(sem.GoType.Kind())})
 		}
-		return validation(instore.FieldError{Field: field, Message: "must be " + jsonKind(typ.Type.Kind().String())})
-	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		name = strings.Trim(name, `"`)
-		return validation(instore.FieldError{Field: "/" + escapePointer(name), Message: "unknown field"})
+		return validation(instore.FieldError{Field: field, Message: "of another type"})
 	}
 	return validation(instore.FieldError{Field: "", Message: "malformed JSON"})
 }
 
-func isNumberKind(k string) bool {
-	return strings.HasPrefix(k, "int") || strings.HasPrefix(k, "uint") || strings.HasPrefix(k, "float")
+// invalidUTF8At reports whether the decoder stopped at a byte that does not
+// start valid UTF-8: the error carries no sentinel for it, its offset
+// points at that byte.
+func invalidUTF8At(body []byte, offset int64) bool {
+	if offset < 0 || offset >= int64(len(body)) {
+		return false
+	}
+	r, n := utf8.DecodeRune(body[offset:])
+	return r == utf8.RuneError && n <= 1
 }
 
-func jsonKind(k string) string {
+func isNumberKind(k reflect.Kind) bool {
+	switch k {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64:
+		return true
+	}
+	return false
+}
+
+func jsonKind(k reflect.Kind) string {
 	switch {
 	case isNumberKind(k):
 		return "a number"
-	case k == "string":
+	case k == reflect.String:
 		return "a string"
-	case k == "bool":
+	case k == reflect.Bool:
 		return "a boolean"
-	case k == "slice" || k == "array":
+	case k == reflect.Slice || k == reflect.Array:
 		return "an array"
-	case k == "map" || k == "struct":
+	case k == reflect.Map || k == reflect.Struct:
 		return "an object"
 	}
 	return "of another type"
-}
-
-// pointer turns encoding/json's dotted field path into a JSON pointer.
-func pointer(dotted string) string {
-	parts := strings.Split(dotted, ".")
-	for i, p := range parts {
-		parts[i] = escapePointer(p)
-	}
-	return "/" + strings.Join(parts, "/")
-}
-
-func escapePointer(s string) string {
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
 }

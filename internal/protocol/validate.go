@@ -3,16 +3,15 @@ package protocol
 import (
 	"slices"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/instore-dev/instore"
 )
 
 // Limits of data fields.
 const (
-	// MaxTextLen bounds free-text fields (model, software version, ECR
-	// reference, entry mode, card brand) in characters.
+	// MaxTextLen bounds free-text fields (model, software version) in
+	// characters. The ECR reference and print lines have the Online API's
+	// limits (instore.MaxECRReferenceLen, instore.MaxPrintLineLen).
 	MaxTextLen = 64
 	// MaxReceiptLines and MaxReceiptLineLen bound each receipt copy, like
 	// the lines of a print job on the Online API.
@@ -22,21 +21,14 @@ const (
 	MaxAmount = 99999999
 )
 
-// validText reports whether s is valid UTF-8 of at most max characters with
-// no control characters, and not empty when required.
+// validText reports whether s is free text the protocol carries
+// (instore.ValidText, the rule the Online API's request validation uses
+// too), and not empty when required.
 func validText(s string, max int, required bool) bool {
 	if s == "" {
 		return !required
 	}
-	if !utf8.ValidString(s) || utf8.RuneCountInString(s) > max {
-		return false
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return false
-		}
-	}
-	return true
+	return instore.ValidText(s, max)
 }
 
 func textError(field string, max int, required bool) error {
@@ -92,8 +84,8 @@ func (p *Payment) Validate() error {
 		return errorf("data.currency", "must be an ISO 4217 code of three capital letters")
 	case p.PaymentMethodID != nil && *p.PaymentMethodID < 0:
 		return errorf("data.paymentMethodId", "must be 0 or more")
-	case !validText(p.ECRReference, MaxTextLen, false):
-		return textError("data.ecrReference", MaxTextLen, false)
+	case !validText(p.ECRReference, instore.MaxECRReferenceLen, false):
+		return textError("data.ecrReference", instore.MaxECRReferenceLen, false)
 	case p.OriginalRef != "" && !validID(p.OriginalRef):
 		return errorf("data.originalRef", "must be 1-%d printable ASCII characters without spaces", MaxIDLen)
 	case !validText(p.PaymentMethodCode, MaxIDLen, false):
