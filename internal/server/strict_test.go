@@ -223,6 +223,8 @@ func TestStrictQueriesAndCredentials(t *testing.T) {
 			{"tab in ecrReference", api + "/transactions?ecrReference=A%091", nil, 400, "validation"},
 			{"NUL in terminalId", api + "/transactions?terminalId=1000%000", nil, 400, "validation"},
 			{"NUL in cursor", api + "/transactions?cursor=%00", nil, 400, "validation"},
+			{"ecrReference twice", api + "/transactions?ecrReference=A-1&ecrReference=B-2", nil, 400, "validation"},
+			{"wait twice", api + "/transaction/txn_1?wait=0&wait=60", nil, 400, "validation"},
 			{"NUL in a path onlineAPIRefId", api + "/transaction/txn%00", nil, 404, "WP04"},
 			{"invalid UTF-8 in a path printId", api + "/print/prt%FF", nil, 404, "not-found"},
 			{"NUL in a path terminalId", api + "/terminal/1000%000", nil, 400, "validation"},
