@@ -70,7 +70,8 @@ type Principal struct {
 	CustomerID string
 	// MerchantID is set on the Online API.
 	MerchantID string
-	// KeyID is the subscription key used; rate limits count per key.
+	// KeyID is the subscription key used. (Rate limits count per client,
+	// ClientID, taken before the key is looked up.)
 	KeyID string
 	// Merchant is the merchant (Online API) as authentication read it, kept
 	// with the verified credentials for as long as they are cached, so that

@@ -26,6 +26,10 @@ const DefaultInstallTimeout = 15 * time.Minute
 // DefaultUpdateSweep is how often RunUpdates looks for work.
 const DefaultUpdateSweep = 30 * time.Second
 
+// MaxUpdateReasonLen bounds the reason a terminal gives for a FAILED
+// update, in characters (free text: ValidText).
+const MaxUpdateReasonLen = 200
+
 // CatalogueSetting names the setting the store changes with every import
 // that adds packages, so that nodes notice a new catalogue.
 const CatalogueSetting = "package_catalogue"

@@ -39,9 +39,9 @@ func TestAccessOperations(t *testing.T) {
 	want := map[string][]string{
 		"POST /getTerminalId":                            {"201", "400", "401", "403", "409", "413", "415", "422", "429", "500"},
 		"POST /getTerminalInfo":                          {"200", "400", "401", "403", "413", "415", "429", "500"},
-		"GET /terminal/getPackages/{customerId}/{model}": {"200", "401", "403", "429", "500"},
+		"GET /terminal/getPackages/{customerId}/{model}": {"200", "400", "401", "403", "429", "500"},
 		"POST /terminal/createUpdate":                    {"201", "400", "401", "403", "409", "413", "415", "422", "429", "500"},
-		"GET /openapi.yaml":                              {"200", "304", "401", "429", "500"},
+		"GET /openapi.yaml":                              {"200", "304", "400", "401", "429", "500"},
 		"POST /oauth2/token":                             {"200", "400", "401", "413", "415", "429", "500"},
 	}
 	got := map[string][]string{}

@@ -141,11 +141,30 @@ func LoadSigningKey(ctx context.Context, store instore.Store, configured []byte)
 	return key, nil
 }
 
+// MaxClientIDLen bounds a client id.
+const MaxClientIDLen = 255
+
+// ValidClientID reports whether id can be a client id: 1-255 printable
+// ASCII characters (RFC 6749's VSCHAR, %x20-7E). Anything else (a NUL,
+// bytes that are not UTF-8, which PostgreSQL refuses) names no client and
+// is never looked up.
+func ValidClientID(id string) bool {
+	if id == "" || len(id) > MaxClientIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x20 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
 // IssueToken checks a client's credentials (client credentials grant) and
 // returns a signed access token for the client's surface.
 func (a *Authenticator) IssueToken(ctx context.Context, surface instore.Surface, clientID, secret string) (token string, expires time.Time, err error) {
-	if clientID == "" || secret == "" || len(clientID) > 255 || len(secret) > 255 {
-		return "", time.Time{}, errUnauthorized("client id or secret missing or too long")
+	if !ValidClientID(clientID) || secret == "" || len(secret) > 255 {
+		return "", time.Time{}, errUnauthorized("client id or secret missing, malformed or too long")
 	}
 	c, err := a.store.APIClient(ctx, clientID)
 	if errors.Is(err, instore.ErrNotFound) {
@@ -217,6 +236,27 @@ func (a *Authenticator) Authenticate(ctx context.Context, surface instore.Surfac
 // as Authenticate does. A token's signature and expiry are always checked
 // against the Authenticator's clock.
 func (a *Authenticator) AuthenticateAt(ctx context.Context, surface instore.Surface, authorization, subscriptionKey string, now time.Time) (*instore.Principal, error) {
+	return a.AuthenticateLimited(ctx, surface, authorization, subscriptionKey, now, nil)
+}
+
+// Limiter is a rate limit per API client that authentication applies
+// before it reads the store.
+type Limiter interface {
+	// Limit takes one request of clientID's allowance at now (the zero
+	// time: the clock's), or returns the error to answer with.
+	Limit(clientID string, now time.Time) error
+}
+
+// AuthenticateLimited is AuthenticateAt that takes a request of the token's
+// client from limit (nil: none) before anything is read from the store:
+// once the token's signature, audience and expiry are verified, or the
+// credentials were found in the cache. A request over the limit is
+// answered with limit's error, whatever its subscription key, and costs
+// no read; one whose token does not verify is unauthorized without a read
+// either. Keyed by the signed client id, the limit cannot be escaped with
+// made-up keys or tokens, and its buckets are bounded by the number of
+// clients. now is passed to limit as given.
+func (a *Authenticator) AuthenticateLimited(ctx context.Context, surface instore.Surface, authorization, subscriptionKey string, now time.Time, limit Limiter) (*instore.Principal, error) {
 	token, ok := BearerToken(authorization)
 	if !ok {
 		return nil, errUnauthorized("Authorization header missing or malformed")
@@ -224,6 +264,7 @@ func (a *Authenticator) AuthenticateAt(ctx context.Context, surface instore.Surf
 	if subscriptionKey == "" || len(subscriptionKey) > maxCredentialLen {
 		return nil, errUnauthorized("subscription key missing or malformed")
 	}
+	arrived := now
 	if !a.systemClock || now.IsZero() {
 		now = a.now()
 	}
@@ -233,10 +274,15 @@ func (a *Authenticator) AuthenticateAt(ctx context.Context, surface instore.Surf
 		e, hit := a.cache[pair]
 		a.mu.RUnlock()
 		if hit && now.Before(e.until) && e.principal.Surface == surface {
+			if limit != nil {
+				if err := limit.Limit(e.principal.ClientID, arrived); err != nil {
+					return nil, err
+				}
+			}
 			return e.principal, nil
 		}
 	}
-	p, exp, err := a.verify(ctx, surface, token, subscriptionKey)
+	p, exp, err := a.verify(ctx, surface, token, subscriptionKey, limit, arrived)
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +311,7 @@ func (a *Authenticator) VerifyToken(surface instore.Surface, token string) (clie
 	return claims.Subject, nil
 }
 
-func (a *Authenticator) verify(ctx context.Context, surface instore.Surface, token, subscriptionKey string) (*instore.Principal, time.Time, error) {
+func (a *Authenticator) verify(ctx context.Context, surface instore.Surface, token, subscriptionKey string, limit Limiter, now time.Time) (*instore.Principal, time.Time, error) {
 	var claims jwt.RegisteredClaims
 	_, err := a.parser[surface].ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return a.key, nil })
 	if err != nil {
@@ -276,6 +322,11 @@ func (a *Authenticator) verify(ctx context.Context, surface instore.Surface, tok
 			return nil, time.Time{}, errUnauthorized("token of another surface")
 		default:
 			return nil, time.Time{}, errUnauthorized("token invalid")
+		}
+	}
+	if limit != nil {
+		if err := limit.Limit(claims.Subject, now); err != nil {
+			return nil, time.Time{}, err
 		}
 	}
 	client, err := a.store.APIClient(ctx, claims.Subject)

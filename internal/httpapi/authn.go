@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"net/url"
@@ -19,8 +20,8 @@ import (
 // AuthedFunc is a handler of an authenticated route.
 type AuthedFunc func(w http.ResponseWriter, r *http.Request, p *instore.Principal) error
 
-// Guard authenticates requests of one surface and applies the per-key rate
-// limit.
+// Guard authenticates requests of one surface and applies the rate limit
+// per API client, before authentication reads the store.
 type Guard struct {
 	Auth    *auth.Authenticator
 	Surface instore.Surface
@@ -28,30 +29,62 @@ type Guard struct {
 }
 
 // Wrap returns a handler that runs h only for an authenticated request.
+// Each credential header must come once: a second Authorization or
+// Ocp-Apim-Subscription-Key is a validation error, not a choice of one.
 func (g *Guard) Wrap(h AuthedFunc) HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
+		authz, key := r.Header["Authorization"], r.Header["Ocp-Apim-Subscription-Key"]
+		if err := once("Authorization", authz, "Ocp-Apim-Subscription-Key", key); err != nil {
+			return err
+		}
 		// The clock as the request arrived, read once by the middleware
 		// (zero outside it: then each reads the clock).
 		now := requestStart(w)
-		p, err := g.Auth.AuthenticateAt(r.Context(), g.Surface,
-			headerValue(r.Header, "Authorization"), headerValue(r.Header, "Ocp-Apim-Subscription-Key"), now)
-		if err != nil {
-			return err
+		var limit auth.Limiter
+		if g.Limiter != nil {
+			limit = g.Limiter
 		}
-		if err := g.Limiter.AllowAt(p.KeyID, now, w); err != nil {
+		p, err := g.Auth.AuthenticateLimited(r.Context(), g.Surface, first(authz), first(key), now, limit)
+		if err != nil {
+			setRetryAfter(w, err)
 			return err
 		}
 		return h(w, r, p)
 	}
 }
 
-// RateLimiter is a token bucket per subscription key.
+// once refuses a header given more than once: names and values in pairs.
+func once(name1 string, v1 []string, name2 string, v2 []string) error {
+	var fs []instore.FieldError
+	if len(v1) > 1 {
+		fs = append(fs, instore.FieldError{Field: name1, Message: "must be sent once"})
+	}
+	if len(v2) > 1 {
+		fs = append(fs, instore.FieldError{Field: name2, Message: "must be sent once"})
+	}
+	if fs != nil {
+		return validation(fs...)
+	}
+	return nil
+}
+
+func first(v []string) string {
+	if len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// RateLimiter is a token bucket per key: the Guard's key is the API client
+// of the request's token (auth.Limiter).
 type RateLimiter struct {
 	limit rate.Limit
 	burst int
 	mu    sync.Mutex
 	keys  map[string]*rate.Limiter
 }
+
+var _ auth.Limiter = (*RateLimiter)(nil)
 
 // NewRateLimiter allows perSecond requests per key with bursts of burst.
 // perSecond <= 0 disables limiting (nil limiter).
@@ -65,6 +98,24 @@ func NewRateLimiter(perSecond float64, burst int) *RateLimiter {
 	return &RateLimiter{limit: rate.Limit(perSecond), burst: burst, keys: map[string]*rate.Limiter{}}
 }
 
+// rateLimited is the error of a request over the limit: rate-limited, and
+// the seconds to wait for Retry-After.
+type rateLimited struct {
+	err        *instore.Error
+	retryAfter int
+}
+
+func (e *rateLimited) Error() string { return e.err.Error() }
+func (e *rateLimited) Unwrap() error { return e.err }
+
+// setRetryAfter sets Retry-After when err is a rate limit's.
+func setRetryAfter(w http.ResponseWriter, err error) {
+	var rl *rateLimited
+	if errors.As(err, &rl) {
+		w.Header().Set("Retry-After", strconv.Itoa(rl.retryAfter))
+	}
+}
+
 // Allow takes one token for key, or answers rate-limited with Retry-After.
 func (l *RateLimiter) Allow(key string, w http.ResponseWriter) error {
 	return l.AllowAt(key, time.Time{}, w)
@@ -73,6 +124,14 @@ func (l *RateLimiter) Allow(key string, w http.ResponseWriter) error {
 // AllowAt is Allow at now, a time just read from time.Now (the request's
 // arrival); a zero now reads the clock.
 func (l *RateLimiter) AllowAt(key string, now time.Time, w http.ResponseWriter) error {
+	err := l.Limit(key, now)
+	setRetryAfter(w, err)
+	return err
+}
+
+// Limit takes one token for key at now (zero: the clock's), or returns a
+// rate-limited error that says when to retry.
+func (l *RateLimiter) Limit(key string, now time.Time) error {
 	if l == nil {
 		return nil
 	}
@@ -93,20 +152,31 @@ func (l *RateLimiter) AllowAt(key string, now time.Time, w http.ResponseWriter) 
 	if d := rsv.DelayFrom(now); d > 0 {
 		rsv.CancelAt(now)
 		secs := int(math.Ceil(d.Seconds()))
-		w.Header().Set("Retry-After", strconv.Itoa(secs))
-		return instore.Errorf(instore.ERateLimited, "Rate limit of %g requests per second per subscription key exceeded; retry after %d s.", float64(l.limit), secs)
+		return &rateLimited{retryAfter: secs, err: instore.Errorf(instore.ERateLimited,
+			"Rate limit of %g requests per second per API client exceeded; retry after %d s.", float64(l.limit), secs)}
 	}
 	return nil
 }
 
 // TokenHandler is POST /oauth2/token: the RFC 6749 client credentials grant,
-// with the client authenticated by HTTP Basic or by form fields.
+// with the client authenticated by HTTP Basic or by form fields. A
+// parameter given twice (RFC 6749 3.2), a second Authorization header and
+// a client_id that cannot be one (auth.ValidClientID) are invalid_request
+// (400), before any read of the store.
 func TokenHandler(a *auth.Authenticator, surface instore.Surface) HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if err := ReadForm(r); err != nil {
 			return err
 		}
 		form := r.PostForm
+		for _, name := range []string{"grant_type", "client_id", "client_secret"} {
+			if len(form[name]) > 1 {
+				return oauthError("invalid_request", name+" is given more than once", instore.EValidation, "/"+name)
+			}
+		}
+		if len(r.Header["Authorization"]) > 1 {
+			return oauthError("invalid_request", "the Authorization header is given more than once", instore.EValidation, "Authorization")
+		}
 		if gt := form.Get("grant_type"); gt != "client_credentials" {
 			if gt == "" {
 				return oauthError("invalid_request", "grant_type is required", instore.EValidation, "/grant_type")
@@ -127,6 +197,9 @@ func TokenHandler(a *auth.Authenticator, surface instore.Surface) HandlerFunc {
 			}
 		} else {
 			id, secret = form.Get("client_id"), form.Get("client_secret")
+		}
+		if id != "" && !auth.ValidClientID(id) {
+			return oauthError("invalid_request", fmt.Sprintf("client_id must be 1-%d printable ASCII characters", auth.MaxClientIDLen), instore.EValidation, "/client_id")
 		}
 		tok, _, err := a.IssueToken(r.Context(), surface, id, secret)
 		if err != nil {

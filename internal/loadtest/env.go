@@ -399,7 +399,7 @@ func probe(ctx context.Context, u string) error {
 	return nil
 }
 
-// serverRateLimit is the server's rate limit per subscription key during a
+// serverRateLimit is the server's rate limit per API client during a
 // run: far above any rate here, so the limiter's cost is in the figures but
 // it never answers 429.
 const serverRateLimit = 1000000

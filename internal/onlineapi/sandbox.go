@@ -2,8 +2,8 @@ package onlineapi
 
 import (
 	"context"
+	"fmt"
 	"net/http"
-	"unicode/utf8"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/httpapi"
@@ -160,8 +160,8 @@ func (s *sandbox) nextInstall(w http.ResponseWriter, r *http.Request, p *instore
 	if body.Fail == nil {
 		bad = append(bad, instore.FieldError{Field: "/fail", Message: "is required"})
 	}
-	if n := utf8.RuneCountInString(body.Reason); n > 200 || !utf8.ValidString(body.Reason) {
-		bad = append(bad, instore.FieldError{Field: "/reason", Message: "must be at most 200 characters"})
+	if !instore.ValidText(body.Reason, instore.MaxUpdateReasonLen) {
+		bad = append(bad, instore.FieldError{Field: "/reason", Message: fmt.Sprintf("must be at most %d characters, without control characters", instore.MaxUpdateReasonLen)})
 	}
 	if len(bad) > 0 {
 		return httpapi.Validation(bad...)

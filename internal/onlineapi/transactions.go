@@ -3,6 +3,7 @@ package onlineapi
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -182,7 +183,22 @@ func (h *handlers) purchase(w http.ResponseWriter, r *http.Request, p *instore.P
 	return writeJSON(w, http.StatusCreated, toJSON(h.meta, t))
 }
 
+// repeated names the parameters of v given more than once: one of two
+// values is not a choice to make for the client.
+func repeated(v url.Values, names ...string) []instore.FieldError {
+	var errs []instore.FieldError
+	for _, name := range names {
+		if len(v[name]) > 1 {
+			errs = append(errs, instore.FieldError{Field: name, Message: "must be given once"})
+		}
+	}
+	return errs
+}
+
 func (h *handlers) transaction(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	if errs := repeated(r.URL.Query(), "wait", "afterVersion"); errs != nil {
+		return httpapi.Validation(errs...)
+	}
 	wait := 0
 	if q := r.URL.Query(); q.Has("wait") {
 		n, err := strconv.Atoi(q.Get("wait"))
@@ -250,7 +266,7 @@ func (h *handlers) reversal(w http.ResponseWriter, r *http.Request, p *instore.P
 func listQuery(r *http.Request) (instore.ListQuery, error) {
 	v := r.URL.Query()
 	var q instore.ListQuery
-	var errs []instore.FieldError
+	errs := repeated(v, "from", "to", "terminalId", "statusId", "ecrReference", "limit", "cursor")
 	parseTime := func(name string) *time.Time {
 		if !v.Has(name) {
 			return nil

@@ -236,8 +236,8 @@ func (u *UpdateStatus) Validate() error {
 			return textError("data.softwareVersion", MaxTextLen, true)
 		}
 	case UpdateFailed:
-		if !validText(u.Reason, 200, true) {
-			return textError("data.reason", 200, true)
+		if !validText(u.Reason, instore.MaxUpdateReasonLen, true) {
+			return textError("data.reason", instore.MaxUpdateReasonLen, true)
 		}
 	default:
 		return errorf("data.status", "must be DOWNLOADING, INSTALLED or FAILED")
@@ -245,8 +245,8 @@ func (u *UpdateStatus) Validate() error {
 	if !validText(u.SoftwareVersion, MaxTextLen, false) {
 		return textError("data.softwareVersion", MaxTextLen, false)
 	}
-	if !validText(u.Reason, 200, false) {
-		return textError("data.reason", 200, false)
+	if !validText(u.Reason, instore.MaxUpdateReasonLen, false) {
+		return textError("data.reason", instore.MaxUpdateReasonLen, false)
 	}
 	return nil
 }

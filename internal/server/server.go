@@ -56,7 +56,7 @@ type Config struct {
 	// PaymentMethods replaces the default paymentMethods list when set.
 	PaymentMethods []instore.Code
 
-	// RateLimit is requests per second per subscription key (0: off).
+	// RateLimit is requests per second per API client (0: off).
 	RateLimit float64
 	RateBurst int
 

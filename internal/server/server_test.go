@@ -20,6 +20,7 @@ import (
 	"github.com/instore-dev/instore/internal/apitest"
 	"github.com/instore-dev/instore/internal/logging"
 	"github.com/instore-dev/instore/internal/server"
+	"github.com/instore-dev/instore/internal/sqlstore"
 )
 
 // syncBuffer collects log output written from many goroutines.
@@ -66,6 +67,13 @@ var validator, accessValidator *apitest.Validator
 
 func start(t testing.TB, mutate func(*server.Config)) *env {
 	t.Helper()
+	return startWrapped(t, mutate, nil)
+}
+
+// startWrapped is start on the configured store as wrap wraps it (nil: as
+// it is).
+func startWrapped(t testing.TB, mutate func(*server.Config), wrap func(instore.Store) instore.Store) *env {
+	t.Helper()
 	logs := &syncBuffer{}
 	cfg := server.Config{
 		ListenOnline: "127.0.0.1:0", ListenAccess: "127.0.0.1:0", ListenTerminal: "127.0.0.1:0", ListenOps: "127.0.0.1:0",
@@ -77,7 +85,16 @@ func start(t testing.TB, mutate func(*server.Config)) *env {
 		mutate(&cfg)
 	}
 	ctx := context.Background()
-	srv, err := server.New(ctx, cfg)
+	var srv *server.Server
+	var err error
+	if wrap == nil {
+		srv, err = server.New(ctx, cfg)
+	} else {
+		var st *sqlstore.DB
+		if st, err = server.OpenStore(ctx, cfg); err == nil {
+			srv, err = server.NewWithStore(ctx, cfg, wrap(st))
+		}
+	}
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
 	}
