@@ -12,22 +12,9 @@ import (
 	"github.com/instore-dev/instore/internal/server"
 )
 
-// backends runs f on a sandbox on SQLite and, when INSTORE_TEST_DATABASE_URL
-// is set, on a fresh PostgreSQL schema.
-func backends(t *testing.T, f func(t *testing.T, s *sandbox), mutate ...func(*server.Config)) {
-	for _, backend := range []string{"sqlite", "postgres"} {
-		t.Run(backend, func(t *testing.T) {
-			ms := mutate
-			if backend == "postgres" {
-				u := freshPostgres(t)
-				if u == "" {
-					t.Skip("INSTORE_TEST_DATABASE_URL is not set")
-				}
-				ms = append([]func(*server.Config){func(c *server.Config) { c.DatabaseURL = u }}, mutate...)
-			}
-			f(t, startSandbox(t, ms...))
-		})
-	}
+// sandboxes runs f on a sandbox on each backend (see backends).
+func sandboxes(t *testing.T, f func(t *testing.T, s *sandbox)) {
+	backends(t, func(t *testing.T, mutate func(*server.Config)) { f(t, startSandbox(t, mutate)) })
 }
 
 // paidBack sums what the refunds and reversals of orig took back, once
@@ -47,7 +34,7 @@ func (s *sandbox) paidBack(t *testing.T, refs []string) int64 {
 // TestRefundThenReversal: a purchase refunded in full on another terminal
 // ID can no longer be reversed (it paid 200 % back before).
 func TestRefundThenReversal(t *testing.T) {
-	backends(t, func(t *testing.T, s *sandbox) {
+	sandboxes(t, func(t *testing.T, s *sandbox) {
 		orig := s.approved(t, map[string]any{"terminalId": s.terminals[0], "amount": 10000, "currency": "SEK"})
 		refund := s.post(t, "/in-store/api/v1/refund", map[string]any{"terminalId": s.terminals[1], "amount": 10000,
 			"currency": "SEK", "originalOnlineAPIRefId": orig.OnlineAPIRefID}, nil).tx(t, 201)
@@ -71,7 +58,7 @@ func TestRefundThenReversal(t *testing.T) {
 
 // TestReversalThenRefund: a reversed purchase takes no refund.
 func TestReversalThenRefund(t *testing.T) {
-	backends(t, func(t *testing.T, s *sandbox) {
+	sandboxes(t, func(t *testing.T, s *sandbox) {
 		orig := s.approved(t, map[string]any{"terminalId": s.terminals[0], "amount": 10000, "currency": "SEK"})
 		rev := s.post(t, "/in-store/api/v1/reversal", map[string]any{"onlineAPIRefId": orig.OnlineAPIRefID}, nil).tx(t, 201)
 		if got := s.final(t, rev.OnlineAPIRefID); got.StatusID != instore.StatusApproved {
@@ -85,7 +72,7 @@ func TestReversalThenRefund(t *testing.T) {
 // TestReversalAndRefundsRace: a reversal and full refunds of one sale sent
 // at once pay back the sale once at most (40.00 of 20.00 before).
 func TestReversalAndRefundsRace(t *testing.T) {
-	backends(t, func(t *testing.T, s *sandbox) {
+	sandboxes(t, func(t *testing.T, s *sandbox) {
 		for round := range 3 {
 			orig := s.approved(t, map[string]any{"terminalId": s.terminals[0], "amount": 2000, "currency": "SEK"})
 			var (
@@ -131,7 +118,7 @@ func TestReversalAndRefundsRace(t *testing.T) {
 // answered about that transaction at any later time, never with a second
 // purchase; a record that created nothing runs again.
 func TestIdempotentRetryAfterCrash(t *testing.T) {
-	backends(t, func(t *testing.T, s *sandbox) {
+	sandboxes(t, func(t *testing.T, s *sandbox) {
 		ctx := context.Background()
 		st := s.srv.Store
 		term, err := st.Terminal(ctx, s.terminals[0])
