@@ -2,8 +2,11 @@ package sqlstore
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -118,14 +121,37 @@ func TestSQLiteConnections(t *testing.T) {
 // TestPostgresPoolBounded: the pool never opens more connections than
 // postgresMaxConns, so a burst of requests queues in the pool instead of
 // failing with "too many clients" at the server's max_connections.
-// openPostgresTest opens the store on INSTORE_TEST_DATABASE_URL, or skips.
+// openPostgresTest opens the store on a fresh schema of
+// INSTORE_TEST_DATABASE_URL, or skips: never on the database's own schema,
+// which another branch's migrations may have moved on.
 func openPostgresTest(t *testing.T) *DB {
 	t.Helper()
-	u := os.Getenv("INSTORE_TEST_DATABASE_URL")
-	if u == "" {
+	base := os.Getenv("INSTORE_TEST_DATABASE_URL")
+	if base == "" {
 		t.Skip("INSTORE_TEST_DATABASE_URL is not set; set it to a postgres:// URL to run the PostgreSQL tests")
 	}
-	db, err := Open(t.Context(), u, Options{})
+	admin, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 8)
+	rand.Read(b)
+	schema := "dialecttest_" + hex.EncodeToString(b)
+	if _, err := admin.ExecContext(t.Context(), "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		admin.Exec("DROP SCHEMA " + schema + " CASCADE")
+		admin.Close()
+	})
+	pu, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := pu.Query()
+	q.Set("search_path", schema)
+	pu.RawQuery = q.Encode()
+	db, err := Open(t.Context(), pu.String(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
