@@ -66,6 +66,12 @@ var validator, accessValidator *apitest.Validator
 
 func start(t testing.TB, mutate func(*server.Config)) *env {
 	t.Helper()
+	return startWith(t, mutate, nil)
+}
+
+// startWith is start with a function called between New and Start.
+func startWith(t testing.TB, mutate func(*server.Config), beforeStart func(*server.Server)) *env {
+	t.Helper()
 	logs := &syncBuffer{}
 	cfg := server.Config{
 		ListenOnline: "127.0.0.1:0", ListenAccess: "127.0.0.1:0", ListenTerminal: "127.0.0.1:0", ListenOps: "127.0.0.1:0",
@@ -80,6 +86,9 @@ func start(t testing.TB, mutate func(*server.Config)) *env {
 	srv, err := server.New(ctx, cfg)
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
+	}
+	if beforeStart != nil {
+		beforeStart(srv)
 	}
 	if err := srv.Start(); err != nil {
 		t.Fatalf("Start: %v", err)
