@@ -81,6 +81,10 @@ type Config struct {
 	// for the first request with its key (default
 	// onlineapi.DefaultIdempotencyWait).
 	IdempotencyWait time.Duration
+	// IdempotencySweep is how often the Idempotency-Key records older than
+	// onlineapi.IdempotencyTTL are deleted (default
+	// DefaultIdempotencySweep).
+	IdempotencySweep time.Duration
 	// WriteTimeout is the HTTP listeners' write time-out (default 90 s). The
 	// Online API's is raised to LongestRequest plus WaitMargin when that is
 	// longer, so that no answer a request waits for is cut by it; tests set
@@ -127,6 +131,8 @@ type Server struct {
 	fleetCancel    context.CancelFunc
 	// updatesCancel stops the software update sweep (Access API).
 	updatesCancel context.CancelFunc
+	// expiryCancel stops the sweep of expired idempotency records.
+	expiryCancel context.CancelFunc
 	// drain is cancelled at Close: the waits of status requests and
 	// console streams end, and they answer what they have.
 	drain        context.Context
@@ -373,6 +379,13 @@ func (s *Server) Start() error {
 		defer s.wg.Done()
 		s.Service.RunUpdates(updCtx, s.cfg.UpdateSweep, s.cfg.InstallTimeout)
 	}()
+	expCtx, expCancel := context.WithCancel(context.Background())
+	s.expiryCancel = expCancel
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.expireIdempotency(expCtx)
+	}()
 	if s.Fleet != nil {
 		for _, d := range s.sandboxDevices {
 			version := d.SoftwareVersion
@@ -399,6 +412,38 @@ func (s *Server) Start() error {
 		s.Fleet.Start(ctx)
 	}
 	return nil
+}
+
+// DefaultIdempotencySweep is how often the idempotency records past their
+// window are deleted.
+const DefaultIdempotencySweep = 10 * time.Minute
+
+// expireIdempotency deletes the Idempotency-Key records older than
+// onlineapi.IdempotencyTTL at start and then every IdempotencySweep, until
+// ctx ends; without it the table grows with every keyed request. (A record
+// past its window that is not deleted yet is already ignored by the
+// middleware: a request with its key runs as new.)
+func (s *Server) expireIdempotency(ctx context.Context) {
+	interval := s.cfg.IdempotencySweep
+	if interval <= 0 {
+		interval = DefaultIdempotencySweep
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		n, err := s.Store.ExpireIdempotency(ctx, s.cfg.Now().Add(-onlineapi.IdempotencyTTL))
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.logger.Warn("expire idempotency records", "error", err)
+		case n > 0:
+			s.logger.Info("idempotency records expired", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // DataDir returns the SQLite data directory ("" with PostgreSQL).
@@ -456,6 +501,9 @@ func (s *Server) Close() error {
 		}
 		if s.updatesCancel != nil {
 			s.updatesCancel()
+		}
+		if s.expiryCancel != nil {
+			s.expiryCancel()
 		}
 		var wg sync.WaitGroup
 		for _, srv := range s.servers {
