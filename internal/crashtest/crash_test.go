@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -169,6 +170,9 @@ func (e *crashEnv) storeEnv() []string {
 	return []string{"INSTORE_DATA=" + filepath.Join(e.dir, "data")}
 }
 
+// accountIDs matches the identifiers a message must not show in clear.
+var accountIDs = regexp.MustCompile(`\b(mer|cus|cli|key)_[0-9A-Za-z]+`)
+
 // admin runs `instore admin --json` and decodes its output.
 func (e *crashEnv) admin(out any, args ...string) {
 	e.t.Helper()
@@ -178,7 +182,7 @@ func (e *crashEnv) admin(out any, args ...string) {
 	cmd.Stderr = &stderr
 	b, err := cmd.Output()
 	if err != nil {
-		e.t.Fatalf("instore admin %s: %v\n%s", args[0], err, stderr.String())
+		e.t.Fatalf("instore admin %s: %v\n%s", args[0], err, accountIDs.ReplaceAllString(stderr.String(), "${1}_…"))
 	}
 	if err := json.Unmarshal(b, out); err != nil {
 		e.t.Fatalf("instore admin %s output: %v", args[0], err)
