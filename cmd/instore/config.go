@@ -17,6 +17,7 @@ import (
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/auth"
 	"github.com/instore-dev/instore/internal/logging"
+	"github.com/instore-dev/instore/internal/onlineapi"
 	"github.com/instore-dev/instore/internal/server"
 )
 
@@ -148,6 +149,7 @@ type serviceFlags struct {
 
 	sandbox                                        bool
 	ackTimeout, txDeadline, printTimeout, simDelay time.Duration
+	idempotencyWait                                time.Duration
 	pprof                                          bool
 }
 
@@ -165,10 +167,11 @@ func (s *serviceFlags) register(fs *pflag.FlagSet, host string) {
 	fs.StringVar(&s.paymentMethodsFile, "payment-methods-file", "", "JSON file replacing the paymentMethods list (three entries, ids 0, 1, 2)")
 	fs.Float64Var(&s.rateLimit, "rate-limit", 100, "requests per second allowed per subscription key (0: no limit)")
 	fs.IntVar(&s.rateBurst, "rate-burst", 200, "burst allowed above --rate-limit")
-	fs.DurationVar(&s.shutdownTimeout, "shutdown-timeout", 15*time.Second, "how long in-flight requests may take to finish on SIGINT/SIGTERM")
+	fs.DurationVar(&s.shutdownTimeout, "shutdown-timeout", 0, "how long operations in flight may take to finish on SIGINT/SIGTERM; longer than the longest wait for a terminal (--ack-timeout + 1s, --print-timeout) by at least 1s (default: that wait plus 10s, 40s with the other defaults)")
 	fs.DurationVar(&s.ackTimeout, "ack-timeout", 10*time.Second, "how long a purchase waits for the terminal's acknowledgement (then WP25)")
 	fs.DurationVar(&s.txDeadline, "transaction-deadline", 120*time.Second, "how long an acknowledged transaction may wait for its result (then WP36)")
 	fs.DurationVar(&s.printTimeout, "print-timeout", 30*time.Second, "how long a print job waits for the terminal (then TIMEOUT)")
+	fs.DurationVar(&s.idempotencyWait, "idempotency-wait", onlineapi.DefaultIdempotencyWait, "how long a retry with an Idempotency-Key on the Online API waits for the first request with its key (then 409 conflict)")
 	fs.DurationVar(&s.simDelay, "sim-delay", 1500*time.Millisecond, "how long the built-in virtual terminals take to \"read a card\" (sandbox)")
 	s.log.register(fs)
 }
@@ -231,13 +234,13 @@ func (s *serviceFlags) config(logger *slog.Logger) (server.Config, error) {
 	if s.rateLimit < 0 || s.rateBurst < 0 {
 		return cfg, usageError{fmt.Errorf("--rate-limit and --rate-burst must not be negative")}
 	}
-	if s.shutdownTimeout <= 0 {
-		return cfg, usageError{fmt.Errorf("--shutdown-timeout must be positive")}
+	if s.shutdownTimeout < 0 {
+		return cfg, usageError{fmt.Errorf("--shutdown-timeout must not be negative")}
 	}
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
-	}{{"ack-timeout", s.ackTimeout}, {"transaction-deadline", s.txDeadline}, {"print-timeout", s.printTimeout}} {
+	}{{"ack-timeout", s.ackTimeout}, {"transaction-deadline", s.txDeadline}, {"print-timeout", s.printTimeout}, {"idempotency-wait", s.idempotencyWait}} {
 		if d.v < 100*time.Millisecond || d.v > time.Hour {
 			return cfg, usageError{fmt.Errorf("--%s must be between 100ms and 1h, got %s", d.flag, d.v)}
 		}
@@ -247,6 +250,10 @@ func (s *serviceFlags) config(logger *slog.Logger) (server.Config, error) {
 	}
 	cfg.Sandbox, cfg.Pprof = s.sandbox, s.pprof
 	cfg.AckTimeout, cfg.TransactionDeadline, cfg.PrintTimeout, cfg.SimDelay = s.ackTimeout, s.txDeadline, s.printTimeout, s.simDelay
+	cfg.IdempotencyWait = s.idempotencyWait
+	if err := checkShutdownTimeout(cfg); err != nil {
+		return cfg, err
+	}
 	if s.paymentMethodsFile != "" {
 		f, err := os.Open(s.paymentMethodsFile)
 		if err != nil {
@@ -260,4 +267,23 @@ func (s *serviceFlags) config(logger *slog.Logger) (server.Config, error) {
 		cfg.PaymentMethods = pm
 	}
 	return cfg, nil
+}
+
+// checkShutdownTimeout refuses a shutdown time-out that an operation in
+// flight can outlast: its answer would be lost at shutdown, and its
+// Idempotency-Key record left running. (The Online API's write time-out
+// needs no check: it is derived from the waits, see server.Config.)
+func checkShutdownTimeout(cfg server.Config) error {
+	if cfg.ShutdownTimeout == 0 {
+		return nil
+	}
+	wait, flag := cfg.PostWait(), "--print-timeout"
+	if wait == cfg.AckTimeout+time.Second {
+		flag = "--ack-timeout + 1s"
+	}
+	if least := wait + time.Second; cfg.ShutdownTimeout < least {
+		return usageError{fmt.Errorf("--shutdown-timeout %s is too short: an operation in flight at shutdown may still wait %s for its terminal (%s), and its answer would be lost; set at least %s, or leave it unset (%s)",
+			cfg.ShutdownTimeout, wait, flag, least, cfg.DefaultShutdownTimeout())}
+	}
+	return nil
 }

@@ -383,6 +383,12 @@ func TestServeConfigValidation(t *testing.T) {
 		{"bad log format", []string{"serve", "--data", dir, "--log-format", "xml"}, nil, "--log-format"},
 		{"bad payment methods", []string{"serve", "--data", dir, "--payment-methods-file", writeFile(t, `[{"id":0,"code":"A","description":"a"}]`)}, nil, "exactly 3"},
 		{"unknown flag", []string{"serve", "--nope"}, nil, "unknown flag"},
+		// An operation in flight at shutdown would lose its answer.
+		{"shutdown shorter than a print", []string{"serve", "--data", dir, "--shutdown-timeout", "20s"}, nil, "--shutdown-timeout 20s is too short"},
+		{"shutdown shorter than an ack wait", []string{"serve", "--data", dir, "--shutdown-timeout", "40s", "--ack-timeout", "45s"}, nil, "--ack-timeout"},
+		{"shutdown from env", []string{"demo", "--data", dir}, map[string]string{"INSTORE_SHUTDOWN_TIMEOUT": "31s", "INSTORE_PRINT_TIMEOUT": "31s"}, "--shutdown-timeout 31s is too short"},
+		{"bad idempotency wait", []string{"serve", "--data", dir, "--idempotency-wait", "0s"}, nil, "--idempotency-wait"},
+		{"terminal reconnect wait", []string{"terminal", "--gateway", "ws://127.0.0.1:1/terminal/v1/connect", "--serial", "S", "--secret", "x", "--reconnect-max", "-1s"}, nil, "--reconnect-max"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -68,6 +68,10 @@ see in the process list. Other flags may be given as INSTORE_<FLAG>.`,
 				return err
 			}
 			cfg.Logger = logger
+			if cfg.BackoffMax < 0 {
+				return usageError{errors.New("--reconnect-max must not be negative")}
+			}
+			cfg.BackoffMin = min(sim.DefaultBackoffMin, cfg.BackoffMax)
 			t, err := sim.New(cfg)
 			if err != nil {
 				return usageError{err}
@@ -83,6 +87,7 @@ see in the process list. Other flags may be given as INSTORE_<FLAG>.`,
 	fs.StringVar(&cfg.Model, "model", instore.ModelCountertop, "device model: "+strings.Join(instore.Models, ", "))
 	fs.StringVar(&cfg.SoftwareVersion, "software-version", sim.DefaultSoftwareVersion, "software version reported to the gateway")
 	fs.DurationVar(&cfg.Delay, "delay", 1500*time.Millisecond, "how long reading a card takes")
+	fs.DurationVar(&cfg.BackoffMax, "reconnect-max", sim.DefaultBackoffMax, "the longest wait before reconnecting; the wait starts at 500ms (or this, if shorter) and doubles after every session that failed or lasted under a minute")
 	lf.register(fs)
 	return cmd
 }

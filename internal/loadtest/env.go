@@ -324,7 +324,7 @@ func (e *env) startServer(ctx context.Context) error {
 			"--log-format", "json", "--log-level", "info",
 			// The limiter runs (its cost is measured) but never limits.
 			"--rate-limit", fmt.Sprint(serverRateLimit), "--rate-burst", fmt.Sprint(serverRateLimit),
-			"--sqlite-synchronous", o.Synchronous, "--shutdown-timeout", "5s")
+			"--sqlite-synchronous", o.Synchronous)
 		if e.dataDir != "" {
 			args = append(args, "--data", e.dataDir)
 		}

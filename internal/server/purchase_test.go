@@ -87,12 +87,19 @@ type sandbox struct {
 
 func startSandbox(t *testing.T, mutate ...func(*server.Config)) *sandbox {
 	t.Helper()
-	e := start(t, func(c *server.Config) {
+	return startSandboxWith(t, nil, mutate...)
+}
+
+// startSandboxWith is startSandbox with a function called between New and
+// Start.
+func startSandboxWith(t *testing.T, beforeStart func(*server.Server), mutate ...func(*server.Config)) *sandbox {
+	t.Helper()
+	e := startWith(t, func(c *server.Config) {
 		sandboxConfig(c)
 		for _, m := range mutate {
 			m(c)
 		}
-	})
+	}, beforeStart)
 	ts, err := e.ad.AllocateTerminals(context.Background(), e.merchantRec.ID, 3)
 	must(t, err)
 	s := &sandbox{env: e}

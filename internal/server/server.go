@@ -60,6 +60,10 @@ type Config struct {
 	RateLimit float64
 	RateBurst int
 
+	// ShutdownTimeout is how long requests in flight get to finish at
+	// Close; 0: DefaultShutdownTimeout (an operation's longest wait for its
+	// terminal plus WaitMargin). Status requests and console streams that
+	// wait are answered at once at Close (drainer): it need not cover them.
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
 	// AccessLogger writes the access log (one line per HTTP request);
@@ -73,6 +77,19 @@ type Config struct {
 	TransactionDeadline time.Duration
 	// PrintTimeout bounds a print job (TIMEOUT).
 	PrintTimeout time.Duration
+	// IdempotencyWait bounds how long a retry with an Idempotency-Key waits
+	// for the first request with its key (default
+	// onlineapi.DefaultIdempotencyWait).
+	IdempotencyWait time.Duration
+	// IdempotencySweep is how often the Idempotency-Key records older than
+	// onlineapi.IdempotencyTTL are deleted (default
+	// DefaultIdempotencySweep).
+	IdempotencySweep time.Duration
+	// WriteTimeout is the HTTP listeners' write time-out (default 90 s). The
+	// Online API's is raised to LongestRequest plus WaitMargin when that is
+	// longer, so that no answer a request waits for is cut by it; tests set
+	// a short one to prove it.
+	WriteTimeout time.Duration
 
 	// Sandbox runs virtual terminals in-process and the sandbox control API.
 	Sandbox bool
@@ -114,7 +131,13 @@ type Server struct {
 	fleetCancel    context.CancelFunc
 	// updatesCancel stops the software update sweep (Access API).
 	updatesCancel context.CancelFunc
-	consoleCreds  atomic.Pointer[console.Credentials]
+	// expiryCancel stops the sweep of expired idempotency records.
+	expiryCancel context.CancelFunc
+	// drain is cancelled at Close: the waits of status requests and
+	// console streams end, and they answer what they have.
+	drain        context.Context
+	drainCancel  context.CancelFunc
+	consoleCreds atomic.Pointer[console.Credentials]
 
 	handlers  map[string]http.Handler
 	servers   []*http.Server
@@ -148,9 +171,6 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.ShutdownTimeout <= 0 {
-		cfg.ShutdownTimeout = 15 * time.Second
-	}
 	st, err := OpenStore(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -170,6 +190,9 @@ func NewWithStore(ctx context.Context, cfg Config, st instore.Store) (*Server, e
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = cfg.DefaultShutdownTimeout()
 	}
 	meta := instore.DefaultMetadata()
 	if cfg.PaymentMethods != nil {
@@ -198,6 +221,7 @@ func NewWithStore(ctx context.Context, cfg Config, st instore.Store) (*Server, e
 		cfg: cfg, Store: st, Auth: authn, Metadata: &meta, Registry: reg, Service: svc, Gateway: gw, logger: cfg.Logger,
 		listeners: map[string]net.Listener{}, errc: make(chan error, 4),
 	}
+	s.drain, s.drainCancel = context.WithCancel(context.Background())
 	if cfg.Sandbox {
 		s.Fleet = sim.NewFleet()
 		if s.sandboxDevices, err = ensureSandboxDevices(ctx, st); err != nil {
@@ -236,6 +260,8 @@ func (s *Server) buildHandlers() map[string]http.Handler {
 		OpenAPI:  api.OnlineYAML,
 		Fleet:    s.Fleet,
 		Logger:   s.logger,
+
+		IdempotencyWait: s.cfg.IdempotencyWait,
 	})
 
 	access := httpapi.NewAPI("access", s.logger, s.Metadata, m)
@@ -287,13 +313,17 @@ func (s *Server) buildHandlers() map[string]http.Handler {
 		ops.Mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
 
-	return map[string]http.Handler{"online": online, "access": access, "terminal": gatewayAPI, "ops": ops}
+	return map[string]http.Handler{"online": &drainer{next: online, drain: s.drain}, "access": access, "terminal": gatewayAPI, "ops": ops}
 }
 
 // Start binds the four listeners and serves until Close. It returns once
 // every listener accepts connections.
 func (s *Server) Start() error {
 	hs := s.handlers
+	writeTimeout := s.cfg.WriteTimeout
+	if writeTimeout <= 0 {
+		writeTimeout = DefaultWriteTimeout
+	}
 	addrs := map[string]string{
 		"online": s.cfg.ListenOnline, "access": s.cfg.ListenAccess,
 		"terminal": s.cfg.ListenTerminal, "ops": s.cfg.ListenOps,
@@ -309,13 +339,18 @@ func (s *Server) Start() error {
 			Handler:           hs[name],
 			ReadHeaderTimeout: 10 * time.Second,
 			ReadTimeout:       30 * time.Second,
-			// Long-polls hold up to 60 s; the write deadline leaves room.
-			WriteTimeout:   90 * time.Second,
-			IdleTimeout:    120 * time.Second,
-			MaxHeaderBytes: 16 << 10,
-			ErrorLog:       slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+			WriteTimeout:      writeTimeout,
+			IdleTimeout:       120 * time.Second,
+			MaxHeaderBytes:    16 << 10,
+			ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
 		}
-		if name == "terminal" {
+		switch name {
+		case "online":
+			// Every wait a request can make ends before its write
+			// deadline, which counts from the request's headers (waits.go).
+			// The read deadline needs no room: it ends with the body.
+			srv.WriteTimeout = s.cfg.OnlineWriteTimeout()
+		case "terminal":
 			// Sessions live for days; the gateway sets its own deadlines.
 			srv.ReadTimeout, srv.WriteTimeout = 0, 0
 		}
@@ -329,6 +364,8 @@ func (s *Server) Start() error {
 		}()
 		s.logger.Info("listening", "surface", name, "addr", ln.Addr().String())
 	}
+	// A proxy in front of the Online API must wait at least as long.
+	s.logger.Info("time-outs", "onlineWrite", s.cfg.OnlineWriteTimeout().String(), "shutdown", s.cfg.ShutdownTimeout.String())
 	if err := s.Service.Recover(context.Background()); err != nil {
 		s.Close()
 		return err
@@ -341,6 +378,13 @@ func (s *Server) Start() error {
 	go func() {
 		defer s.wg.Done()
 		s.Service.RunUpdates(updCtx, s.cfg.UpdateSweep, s.cfg.InstallTimeout)
+	}()
+	expCtx, expCancel := context.WithCancel(context.Background())
+	s.expiryCancel = expCancel
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.expireIdempotency(expCtx)
 	}()
 	if s.Fleet != nil {
 		for _, d := range s.sandboxDevices {
@@ -368,6 +412,38 @@ func (s *Server) Start() error {
 		s.Fleet.Start(ctx)
 	}
 	return nil
+}
+
+// DefaultIdempotencySweep is how often the idempotency records past their
+// window are deleted.
+const DefaultIdempotencySweep = 10 * time.Minute
+
+// expireIdempotency deletes the Idempotency-Key records older than
+// onlineapi.IdempotencyTTL at start and then every IdempotencySweep, until
+// ctx ends; without it the table grows with every keyed request. (A record
+// past its window that is not deleted yet is already ignored by the
+// middleware: a request with its key runs as new.)
+func (s *Server) expireIdempotency(ctx context.Context) {
+	interval := s.cfg.IdempotencySweep
+	if interval <= 0 {
+		interval = DefaultIdempotencySweep
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		n, err := s.Store.ExpireIdempotency(ctx, s.cfg.Now().Add(-onlineapi.IdempotencyTTL))
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.logger.Warn("expire idempotency records", "error", err)
+		case n > 0:
+			s.logger.Info("idempotency records expired", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // DataDir returns the SQLite data directory ("" with PostgreSQL).
@@ -410,18 +486,24 @@ func hostPort(a net.Addr) string {
 	return net.JoinHostPort(ta.IP.String(), fmt.Sprint(ta.Port))
 }
 
-// Close stops accepting, lets in-flight requests finish within the shutdown
-// timeout, and closes the store.
+// Close stops accepting, answers the requests that wait for a change (a
+// status request's long-poll, the console's stream) with what they have,
+// lets operations in flight finish within the shutdown timeout, and closes
+// the store.
 func (s *Server) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 		defer cancel()
+		s.drainCancel()
 		if s.Fleet != nil {
 			s.Fleet.Stop()
 		}
 		if s.updatesCancel != nil {
 			s.updatesCancel()
+		}
+		if s.expiryCancel != nil {
+			s.expiryCancel()
 		}
 		var wg sync.WaitGroup
 		for _, srv := range s.servers {

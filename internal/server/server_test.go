@@ -67,12 +67,22 @@ var validator, accessValidator *apitest.Validator
 
 func start(t testing.TB, mutate func(*server.Config)) *env {
 	t.Helper()
-	return startWrapped(t, mutate, nil)
+	return startFull(t, mutate, nil, nil)
 }
 
-// startWrapped is start on the configured store as wrap wraps it (nil: as
-// it is).
+// startWrapped is start on the configured store as wrap wraps it.
 func startWrapped(t testing.TB, mutate func(*server.Config), wrap func(instore.Store) instore.Store) *env {
+	return startFull(t, mutate, wrap, nil)
+}
+
+// startWith is start with a function called between New and Start.
+func startWith(t testing.TB, mutate func(*server.Config), beforeStart func(*server.Server)) *env {
+	return startFull(t, mutate, nil, beforeStart)
+}
+
+// startFull is start on the configured store as wrap wraps it (nil: as it
+// is), calling beforeStart (if not nil) between New and Start.
+func startFull(t testing.TB, mutate func(*server.Config), wrap func(instore.Store) instore.Store, beforeStart func(*server.Server)) *env {
 	t.Helper()
 	logs := &syncBuffer{}
 	cfg := server.Config{
@@ -97,6 +107,9 @@ func startWrapped(t testing.TB, mutate func(*server.Config), wrap func(instore.S
 	}
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
+	}
+	if beforeStart != nil {
+		beforeStart(srv)
 	}
 	if err := srv.Start(); err != nil {
 		t.Fatalf("Start: %v", err)

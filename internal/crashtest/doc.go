@@ -1,0 +1,19 @@
+// Package crashtest holds the crash test of the whole service (its tests
+// only): it builds the instore binary, provisions it with `instore admin`,
+// runs `instore serve` (SQLite, and PostgreSQL when
+// INSTORE_TEST_DATABASE_URL is set) with virtual terminals in processes of
+// their own (`instore terminal`), drives concurrent purchases with
+// Idempotency-Key and retries as an ECR does, kills the server with
+// SIGKILL at random moments and restarts it on the same data, and checks
+// after each restart that nothing acknowledged was lost, that no key has
+// two transactions, that no transaction stays PENDING past its deadline
+// and that every terminal still takes a payment.
+//
+//	go test -run TestCrash -v ./internal/crashtest/                          # 3 rounds, about a minute
+//	INSTORE_CRASH_SOAK=1 go test -run TestCrash -v -timeout 2h ./internal/crashtest/   # 40 rounds, longer runs
+//
+// INSTORE_CRASH_ROUNDS sets the number of rounds, INSTORE_CRASH_SEED the
+// seed of the kill moments (logged at start; the processes' own timing is
+// not reproduced). Every process it starts listens on or connects to
+// loopback only, and only those processes are ever killed.
+package crashtest

@@ -1,0 +1,63 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/onlineapi"
+	"github.com/instore-dev/instore/internal/server"
+)
+
+// TestIdempotencyRecordsExpire moves the service's clock past the
+// Idempotency-Key window: the sweep deletes the record, and the key then
+// runs as a new request (a second purchase), not a replay.
+func TestIdempotencyRecordsExpire(t *testing.T) {
+	var offset atomic.Int64 // added to the wall clock
+	s := startSandbox(t, func(c *server.Config) {
+		c.Now = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+		c.IdempotencySweep = 10 * time.Millisecond
+	})
+	ctx := context.Background()
+	body := map[string]any{"terminalId": s.terminals[0], "amount": 2500, "currency": "SEK"}
+	key := map[string]string{"Idempotency-Key": "order-expiring"}
+	first := s.post(t, "/in-store/api/v1/purchase", body, key).tx(t, 201)
+	s.final(t, first.OnlineAPIRefID)
+
+	// Within the window: kept (sweeps run meanwhile) and replayed.
+	replay := s.post(t, "/in-store/api/v1/purchase", body, key)
+	if got := replay.tx(t, 201); got.OnlineAPIRefID != first.OnlineAPIRefID || replay.resp.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("retry within the window = %s (replayed %q), want the replay of %s", got.OnlineAPIRefID, replay.resp.Header.Get("Idempotent-Replayed"), first.OnlineAPIRefID)
+	}
+	if _, err := s.srv.Store.IdempotencyRecord(ctx, s.merchantRec.ID, "order-expiring"); err != nil {
+		t.Fatalf("IdempotencyRecord within the window = %v, want it kept", err)
+	}
+
+	offset.Store(int64(onlineapi.IdempotencyTTL + time.Minute))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := s.srv.Store.IdempotencyRecord(ctx, s.merchantRec.ID, "order-expiring")
+		if errors.Is(err, instore.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("IdempotencyRecord = %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the record was not deleted within 10 s of its window's end")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	again := s.post(t, "/in-store/api/v1/purchase", body, key)
+	got := again.tx(t, 201)
+	if got.OnlineAPIRefID == first.OnlineAPIRefID || again.resp.Header.Get("Idempotent-Replayed") != "" {
+		t.Errorf("the key after its window = %s (replayed %q), want a new purchase, not %s", got.OnlineAPIRefID, again.resp.Header.Get("Idempotent-Replayed"), first.OnlineAPIRefID)
+	}
+	if tx := s.final(t, got.OnlineAPIRefID); tx.StatusID != instore.StatusApproved {
+		t.Errorf("the new purchase ended %d, want APPROVED", tx.StatusID)
+	}
+}
