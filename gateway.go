@@ -15,6 +15,18 @@ const (
 	CancelAckTimeout = "ACK_TIMEOUT" // the ack did not come in time: drop the command
 )
 
+// Reversal reasons a reversal message carries.
+const (
+	// ReversalByECR: the ECR asked for it (POST /reversal); the message's
+	// ref is a new REVERSAL transaction, acknowledged and reported on like
+	// a purchase (SendPayment).
+	ReversalByECR = "ECR"
+	// ReversalLateApproval: the terminal approved a transaction the
+	// service had already ended (WP25, WP36); the ref is that transaction,
+	// the terminal confirms the message and reports nothing (SendReversal).
+	ReversalLateApproval = "LATE_APPROVAL"
+)
+
 // Gateway is the terminal gateway as the domain sees it: the sessions of
 // connected devices, by serial number. Send methods return once the message
 // is handed to the session (not when the terminal acted on it), or

@@ -47,6 +47,7 @@ func Run(t *testing.T, open func(t *testing.T) instore.Store) {
 		{"Refund", refundTests},
 		{"TransactionPair", pairTests},
 		{"PrintJob", printJobTests},
+		{"Effect", effectTests},
 		{"Access", accessTests},
 	}
 	for _, g := range groups {
