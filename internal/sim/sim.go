@@ -127,6 +127,10 @@ type Terminal struct {
 	results     []*stored // unconfirmed results and a few recent confirmed ones
 	nextOutcome *int
 	nextPrint   *int
+	// printed holds the status each recently answered print job got, in
+	// the order of printedOrder (keepPrinted of them).
+	printed      map[string]int
+	printedOrder []string
 	// Software (update.go): the version it runs, the minimum its model
 	// needs, the installation in progress, and whether the next one fails.
 	version     string
@@ -314,7 +318,7 @@ func (t *Terminal) SetNextOutcome(statusID int) error {
 }
 
 // SetNextPrint stores the print status the next print job ends with
-// (0-6; other values are ignored). Printing is not simulated yet.
+// (0-6; other values are ignored; TIMEOUT: the terminal does not answer).
 func (t *Terminal) SetNextPrint(statusID int) {
 	if statusID < instore.PrintSuccess || statusID > instore.PrintTimeout {
 		return
