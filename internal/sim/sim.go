@@ -9,7 +9,11 @@
 // A Terminal runs one session at a time and reconnects after any close with
 // exponential backoff. Results it has not seen confirmed are kept and resent
 // (same message id) after every hello, so no outcome is lost to a dropped
-// connection.
+// connection. The other way round it confirms every cancel, reversal of a
+// late approval and print, which the gateway sends again after each hello
+// until confirmed: a transaction the service ended while the terminal was
+// away is cancelled when it comes back, and a print sent again is printed
+// once.
 package sim
 
 import (
