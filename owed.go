@@ -53,9 +53,10 @@ func (s *Service) write(o *owed) func(ctx context.Context, t *Transaction, from 
 }
 
 // deliver sends an effect to its device; lines are a print's. A device
-// offline now gets it after its next hello; any other failure dropped the
-// session (the gateway closes it), so that too is sent again after the
-// device reconnects. It returns the error of the send.
+// offline now, or whose session broke on the write (the gateway then
+// closes it: ErrOffline too), gets it after its next hello. Any other error
+// is a message the gateway refuses, logged. It returns the error of the
+// send.
 func (s *Service) deliver(ctx context.Context, e *Effect, lines []string) error {
 	var err error
 	switch e.Kind {
