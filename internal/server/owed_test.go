@@ -523,3 +523,40 @@ func TestOwedMessageDroppedAfterItsBound(t *testing.T) {
 	d = dialDevice(t, s.srv.URL("terminal"), "RAW-TTL", secret)
 	d.owedNothing()
 }
+
+// TestUnacknowledgedCommandResentAfterReconnect: the ECR's reversal that
+// a terminal lost with its session before acknowledging it is sent again
+// after it reconnects within the ack timeout, and goes on as usual.
+func TestUnacknowledgedCommandResentAfterReconnect(t *testing.T) {
+	s := owedEnv(t, func(*server.Config) {}, func(c *server.Config) { c.AckTimeout = 10 * time.Second })
+	term, secret := s.provision(t, "RAW-CMD")
+	d := dialDevice(t, s.srv.URL("terminal"), "RAW-CMD", secret)
+	done := make(chan txJSON, 1)
+	go func() { done <- s.purchase(t, term, 5000).tx(t, 201) }()
+	cmd := d.expect(protocol.TypePurchase)
+	d.send(protocol.TypeAck, "", "", cmd.Ref, nil)
+	<-done
+	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: instore.StatusApproved})
+	d.expect(protocol.TypeConfirm)
+
+	revDone := make(chan txJSON, 1)
+	go func() {
+		revDone <- s.post(t, "/in-store/api/v1/reversal", map[string]any{"onlineAPIRefId": cmd.Ref}, nil).tx(t, 201)
+	}()
+	rev := d.expect(protocol.TypeReversal)
+	d.conn.Close()
+	s.waitOffline(t, "RAW-CMD")
+	d = dialDevice(t, s.srv.URL("terminal"), "RAW-CMD", secret)
+	again := d.expect(protocol.TypeReversal)
+	var r protocol.Reversal
+	if err := protocol.DecodeData(&again, &r); err != nil || again.Ref != rev.Ref || r != (protocol.Reversal{Reason: instore.ReversalByECR, OriginalRef: cmd.Ref}) {
+		t.Fatalf("after the reconnect: %+v %+v (%v), want the reversal %s of %s again", again, r, err, rev.Ref, cmd.Ref)
+	}
+	d.send(protocol.TypeAck, "", "", again.Ref, nil)
+	<-revDone
+	d.send(protocol.TypeResult, "", "", again.Ref, protocol.Result{StatusID: instore.StatusApproved})
+	d.expect(protocol.TypeConfirm)
+	if got := s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200); got.StatusID != instore.StatusReversed {
+		t.Errorf("purchase after its reversal = %d, want REVERSED", got.StatusID)
+	}
+}
