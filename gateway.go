@@ -15,22 +15,42 @@ const (
 	CancelAckTimeout = "ACK_TIMEOUT" // the ack did not come in time: drop the command
 )
 
+// Reversal reasons a reversal message carries.
+const (
+	// ReversalByECR: the ECR asked for it (POST /reversal); the message's
+	// ref is a new REVERSAL transaction, acknowledged and reported on like
+	// a purchase (SendPayment).
+	ReversalByECR = "ECR"
+	// ReversalLateApproval: the terminal approved a transaction the
+	// service had already ended (WP25, WP36); the ref is that transaction,
+	// the terminal confirms the message and reports nothing (SendReversal).
+	ReversalLateApproval = "LATE_APPROVAL"
+)
+
 // Gateway is the terminal gateway as the domain sees it: the sessions of
 // connected devices, by serial number. Send methods return once the message
 // is handed to the session (not when the terminal acted on it), or
-// ErrOffline.
+// ErrOffline. The messages the service owes a device until it confirms
+// them (cancel, reversal, print: effect.go) are sent with the effect's id
+// as message id, so that every send of one carries the same id and the
+// device's confirm names it.
 type Gateway interface {
 	Online(serial string) bool
-	// SendPayment sends a PURCHASE or REFUND transaction to its device.
+	// SendPayment sends the command of a PENDING transaction to its
+	// device: a purchase, a refund, or the ECR's reversal (a REVERSAL
+	// transaction: a reversal message with reason ReversalByECR and the
+	// purchase it reverses).
 	SendPayment(ctx context.Context, serial string, t *Transaction) error
-	SendCancel(ctx context.Context, serial, ref, reason string) error
-	// SendReversal asks the device to reverse the approved transaction
-	// originalRef at once. ref is the REVERSAL transaction the terminal
-	// acknowledges and reports on; for a late approval the service reverses
-	// on its own, ref is originalRef and no report is expected.
-	SendReversal(ctx context.Context, serial, ref, originalRef, reason string) error
-	// SendPrint asks the device to print lines for the print job printID.
-	SendPrint(ctx context.Context, serial, printID string, lines []string) error
+	// SendCancel asks the device to stop the transaction ref for reason
+	// (CancelByECR, CancelDeadline, CancelAckTimeout); id is the message id.
+	SendCancel(ctx context.Context, serial, id, ref, reason string) error
+	// SendReversal asks the device to reverse the approved transaction ref
+	// at once, for reason ReversalLateApproval: the service had ended it
+	// and reversed it on its own; id is the message id.
+	SendReversal(ctx context.Context, serial, id, ref, reason string) error
+	// SendPrint asks the device to print lines for the print job printID;
+	// id is the message id.
+	SendPrint(ctx context.Context, serial, id, printID string, lines []string) error
 	// SendLinked tells the device its terminal ID and, with it, the
 	// minimum software version of its model (see MinSoftwareVersion).
 	SendLinked(ctx context.Context, serial, terminalID string) error
@@ -72,6 +92,9 @@ type TerminalEvents interface {
 	TerminalResult(ctx context.Context, serial string, r TerminalResult) error
 	// TerminalPrintResult records the final status of a print job.
 	TerminalPrintResult(ctx context.Context, serial, printID string, statusID int) error
+	// TerminalConfirmed records the device's confirm of the server message
+	// messageID: a message owed to it (effect.go) is then not sent again.
+	TerminalConfirmed(ctx context.Context, serial, messageID string) error
 	// TerminalUpdateStatus records what the device reported about the
 	// software update updateID; the gateway confirms the report to the
 	// device once it returned nil.

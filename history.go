@@ -139,8 +139,9 @@ func (s *Service) Reversal(ctx context.Context, p *Principal, req *ReversalReque
 		ECRReference: req.ECRReference, OriginalID: orig.ID, Reverses: orig.ID,
 		StatusID: StatusPending, Progress: ProgressSent, CreatedAt: s.now(),
 	}
+	// A command like a purchase's: acknowledged and reported on.
 	return s.start(ctx, t, s.Store.CreateOnOriginal, func(ctx context.Context) error {
-		return s.Gateway.SendReversal(ctx, serial, t.ID, orig.ID, CancelByECR)
+		return s.Gateway.SendPayment(ctx, serial, t)
 	})
 }
 
@@ -162,6 +163,8 @@ func (s *Service) applyReversal(ctx context.Context, rev *Transaction, r Termina
 			return nil
 		}
 		rvFrom, origFrom := rv.Version, orig.Version
+		// A cancel was owed (the ECR's, or the expiry's): moot now.
+		cancelled := rv.CancelRequested || rv.Final()
 		now := s.now()
 		result := r.Result
 		if !rv.Final() {
@@ -179,6 +182,9 @@ func (s *Service) applyReversal(ctx context.Context, rev *Transaction, r Termina
 			return fmt.Errorf("apply reversal: %w", err)
 		}
 		s.disarm(rv.ID)
+		if cancelled {
+			s.endOwed(ctx, rv.ID, EffectCancel)
+		}
 		rvDone, origDone := *rv, *orig
 		s.running.put(&rvDone)
 		s.running.put(&origDone)

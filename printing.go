@@ -68,20 +68,20 @@ func (s *Service) Print(ctx context.Context, p *Principal, req *PrintRequest) (*
 	return s.runPrint(ctx, term.SerialNumber, job)
 }
 
-// runPrint stores a running job, sends it and waits for its final status
-// up to the print timeout, woken by the terminal's answer.
+// runPrint stores a running job with the effect that sends it, sends it
+// and waits for its final status up to the print timeout, woken by the
+// terminal's answer. The job does not depend on the wait: a timer, re-armed
+// by Recover after a restart and backed by the sweep, ends it TIMEOUT, and
+// until then it is sent again after every hello of the device.
 func (s *Service) runPrint(ctx context.Context, serial string, job *PrintJob) (*PrintJob, error) {
-	if err := s.Store.CreatePrintJob(ctx, job); err != nil {
-		return nil, fmt.Errorf("create print job: %w", err)
-	}
-	until := time.Now().Add(s.printTimeout())
+	e := s.newEffect(EffectPrint, serial, job.ID, "")
 	ch, release := s.changes.watch(job.ID)
 	defer release()
-	if err := s.Gateway.SendPrint(ctx, serial, job.ID, job.Lines); err != nil {
-		s.completePrint(context.WithoutCancel(ctx), job.ID, PrintError)
-		return s.Store.PrintJob(context.WithoutCancel(ctx), job.ID)
+	if err := s.Store.CreatePrintJobEffect(ctx, job, e); err != nil {
+		return nil, fmt.Errorf("create print job: %w", err)
 	}
-	timer := time.NewTimer(time.Until(until))
+	until := s.startPrint(context.WithoutCancel(ctx), job, e)
+	timer := time.NewTimer(until.Sub(s.Now()))
 	defer timer.Stop()
 	select {
 	case <-ch:
@@ -89,34 +89,48 @@ func (s *Service) runPrint(ctx context.Context, serial string, job *PrintJob) (*
 		s.completePrint(context.WithoutCancel(ctx), job.ID, PrintTimeout)
 	case <-ctx.Done():
 		// The ECR went away; the job still ends, by answer or time-out.
-		go func() {
-			select {
-			case <-ch:
-			case <-timer.C:
-				s.completePrint(context.Background(), job.ID, PrintTimeout)
-			}
-		}()
 	}
 	return s.Store.PrintJob(context.WithoutCancel(ctx), job.ID)
 }
 
-// completePrint sets a job's final status unless it has one.
+// startPrint arms the time-out of a stored running job and sends it with
+// its effect e; it returns when the job times out. A device offline now
+// gets it after its next hello, within the time-out; a job that cannot be
+// sent at all (a message the gateway refuses) ends ERROR.
+func (s *Service) startPrint(ctx context.Context, job *PrintJob, e *Effect) time.Time {
+	until := job.CreatedAt.Add(s.printTimeout())
+	s.arm(job.ID, until, s.printExpired)
+	if err := s.deliver(ctx, e, job.Lines); err != nil && !errors.Is(err, ErrOffline) {
+		s.completePrint(ctx, job.ID, PrintError)
+	}
+	return until
+}
+
+// printExpired ends a job the terminal did not answer within the print
+// timeout.
+func (s *Service) printExpired(id string) { s.completePrint(context.Background(), id, PrintTimeout) }
+
+// completePrint sets a job's final status unless it has one (its print is
+// then owed no longer: CompletePrintJob).
 func (s *Service) completePrint(ctx context.Context, id string, statusID int) {
+	s.disarm(id)
 	err := s.Store.CompletePrintJob(ctx, id, statusID, s.now())
 	if err != nil && !errors.Is(err, ErrConflict) {
 		s.log().Error("complete print job", "printId", id, "error", err)
 	}
+	if err == nil && statusID == PrintTimeout {
+		s.log().Info("print job timed out", "printId", id)
+	}
 	s.changes.publish(id)
 }
 
-// printReceipt prints a transaction's customer copy for printReceipt.
-func (s *Service) printReceipt(t *Transaction, lines []string) {
-	ctx := context.Background()
+// receiptJob is the print job of a transaction's customer copy for
+// printReceipt, and the effect that sends it to the device serial; the
+// result that brings the receipt stores both with it.
+func (s *Service) receiptJob(t *Transaction, serial string, lines []string) (*PrintJob, *Effect) {
 	job := &PrintJob{ID: s.NewPrintID(), MerchantID: t.MerchantID, TerminalID: t.TerminalID, TransactionID: t.ID,
 		Copy: CopyCustomer, Lines: lines, CreatedAt: s.now()}
-	if _, err := s.runPrint(ctx, t.SerialNumber, job); err != nil {
-		s.log().Error("print receipt", "ref", t.ID, "error", err)
-	}
+	return job, s.newEffect(EffectPrint, serial, job.ID, "")
 }
 
 // PrintJob returns one of the merchant's print jobs (not-found otherwise).

@@ -34,6 +34,9 @@ type Service struct {
 	PrintTimeout time.Duration
 	// NewPrintID returns a new printId.
 	NewPrintID func() string
+	// EffectTTL bounds how long a message owed to a terminal (a cancel, a
+	// reversal, a print: effect.go) is kept owed; DefaultEffectTTL when 0.
+	EffectTTL time.Duration
 
 	changes changes
 	running running
@@ -623,11 +626,17 @@ func (s *Service) Cancel(ctx context.Context, p *Principal, req *TerminalRequest
 	if active == nil {
 		return nil, Errorf(WP18, "No transaction is running on this terminal.")
 	}
-	t, err := s.finish(ctx, active.ID, func(t *Transaction) bool {
+	// The request and the cancel it owes the terminal are stored together:
+	// a cancel that cannot be sent now is sent after the device's next
+	// hello (effect.go).
+	var o owed
+	t, err := s.finishWith(ctx, active.ID, nil, s.write(&o), func(t *Transaction) bool {
+		o.reset()
 		if t.Final() || t.CancelRequested {
 			return false
 		}
 		t.CancelRequested = true
+		o.effects = []*Effect{s.newEffect(EffectCancel, t.SerialNumber, t.ID, CancelByECR)}
 		return true
 	})
 	if err != nil {
@@ -636,8 +645,8 @@ func (s *Service) Cancel(ctx context.Context, p *Principal, req *TerminalRequest
 	if t.Final() {
 		return t, nil // the terminal got there first
 	}
-	if err := s.Gateway.SendCancel(ctx, t.SerialNumber, t.ID, CancelByECR); err != nil && !errors.Is(err, ErrOffline) {
-		return nil, fmt.Errorf("send cancel: %w", err)
+	if len(o.effects) > 0 {
+		s.deliver(context.WithoutCancel(ctx), o.effects[0], nil)
 	}
 	return t, nil
 }
@@ -728,32 +737,37 @@ func (s *Service) deadlineExpired(ref string) { s.expire(ref, WP36, CancelDeadli
 
 // expire ends a PENDING transaction (only an unacknowledged one when
 // unackedOnly) as TECHNICAL_ERROR with code and tells its terminal why.
+// The cancel is stored with the change: a terminal offline now, or after a
+// restart, gets it after its next hello (effect.go).
 func (s *Service) expire(ref, code, reason string, unackedOnly bool) {
 	ctx := context.Background()
-	expired := false
-	t, err := s.finish(ctx, ref, func(t *Transaction) bool {
+	var o owed
+	_, err := s.finishWith(ctx, ref, nil, s.write(&o), func(t *Transaction) bool {
+		o.reset()
 		if t.Final() || unackedOnly && t.Acknowledged() {
 			return false
 		}
 		t.StatusID, t.ErrorID, t.Progress, t.CompletedAt = StatusTechnicalError, s.errorID(code), ProgressFinal, ptr(s.now())
-		expired = true
+		o.effects = []*Effect{s.newEffect(EffectCancel, t.SerialNumber, ref, reason)}
 		return true
 	})
 	if err != nil {
-		s.log().Error("expire transaction", "ref", ref, "errorCode", code, "error", err)
+		if !s.isClosed() { // at shutdown the store may be gone already
+			s.log().Error("expire transaction", "ref", ref, "errorCode", code, "error", err)
+		}
 		return
 	}
-	if expired {
+	if len(o.effects) > 0 {
 		s.log().Info("transaction expired", "ref", ref, "errorCode", code)
-		if err := s.Gateway.SendCancel(ctx, t.SerialNumber, ref, reason); err != nil && !errors.Is(err, ErrOffline) {
-			s.log().Warn("send cancel", "ref", ref, "reason", reason, "error", err)
-		}
+		s.deliver(ctx, o.effects[0], nil)
 	}
 }
 
-// Recover re-arms the time-outs of every PENDING transaction after a start:
-// an unacknowledged one expires at its ack time (at once if it passed), an
-// acknowledged one at its deadline.
+// Recover re-arms the time-outs the store implies after a start: an
+// unacknowledged PENDING transaction expires at its ack time (at once if
+// it passed), an acknowledged one at its deadline, a running print job at
+// its print timeout. What the service owes terminals needs no re-arming:
+// each device is sent it after its next hello.
 func (s *Service) Recover(ctx context.Context) error {
 	ts, err := s.Store.PendingTransactions(ctx)
 	if err != nil {
@@ -765,6 +779,13 @@ func (s *Service) Recover(ctx context.Context) error {
 		} else {
 			s.arm(t.ID, t.CreatedAt.Add(s.ackTimeout()), s.ackExpired)
 		}
+	}
+	jobs, err := s.Store.RunningPrintJobs(ctx)
+	if err != nil {
+		return fmt.Errorf("running print jobs: %w", err)
+	}
+	for _, j := range jobs {
+		s.arm(j.ID, j.CreatedAt.Add(s.printTimeout()), s.printExpired)
 	}
 	return nil
 }
@@ -791,7 +812,10 @@ func (s *Service) AuthenticateDevice(ctx context.Context, serial, secret string)
 }
 
 // DeviceConnected records the device's hello and tells it what to show: its
-// terminal ID, or a link code while unlinked.
+// terminal ID, or a link code while unlinked. Then it resumes what the
+// device may have missed: the command of its transaction if it has not
+// acknowledged it, every message still owed to it (effect.go), and its
+// software update.
 func (s *Service) DeviceConnected(ctx context.Context, serial string, h DeviceHello) error {
 	if err := s.Store.DeviceSeen(ctx, serial, h.SoftwareVersion, s.now()); err != nil {
 		return fmt.Errorf("device seen: %w", err)
@@ -802,6 +826,8 @@ func (s *Service) DeviceConnected(ctx context.Context, serial string, h DeviceHe
 		if err := s.Gateway.SendLinked(ctx, serial, t.TerminalID); err != nil {
 			return err
 		}
+		s.resendCommand(ctx, t)
+		s.resendOwed(ctx, serial)
 		// Access API: finish, resend or deliver the terminal's software update.
 		s.updateOnHello(ctx, t, h)
 		return nil
@@ -816,7 +842,12 @@ func (s *Service) DeviceConnected(ctx context.Context, serial string, h DeviceHe
 				return fmt.Errorf("link code: %w", err)
 			}
 		}
-		return s.Gateway.SendLinkCode(ctx, serial, code)
+		if err := s.Gateway.SendLinkCode(ctx, serial, code); err != nil {
+			return err
+		}
+		// Unlinked since, it may still run a transaction the service ended.
+		s.resendOwed(ctx, serial)
+		return nil
 	default:
 		return fmt.Errorf("terminal by serial: %w", err)
 	}
@@ -926,10 +957,16 @@ func (s *Service) TerminalResult(ctx context.Context, serial string, r TerminalR
 		// back, so the original is REVERSED either way.
 		return s.applyReversal(ctx, t, r)
 	}
-	reverse, applied := false, false
+	// The late approval's reversal and the receipt's print job are stored
+	// with the result (effect.go).
+	reverse, applied, cancelled := false, false, false
+	var o owed
 	result := r.Result
-	_, err = s.finishFrom(ctx, r.Ref, t, func(t *Transaction) bool {
+	_, err = s.finishWith(ctx, r.Ref, t, s.write(&o), func(t *Transaction) bool {
 		reverse, applied = false, false
+		o.reset()
+		// A cancel was owed: the ECR's, or the expiry's.
+		cancelled = t.CancelRequested || t.Final()
 		if t.ResultMessageID != "" {
 			return false
 		}
@@ -947,6 +984,7 @@ func (s *Service) TerminalResult(ctx context.Context, serial string, r TerminalR
 			// A late approval of a sale the ECR saw fail.
 			t.StatusID = StatusReversed
 			reverse = true
+			o.effects = []*Effect{s.newEffect(EffectReversal, serial, t.ID, ReversalLateApproval)}
 		default:
 			return false // the first final status stands
 		}
@@ -955,19 +993,29 @@ func (s *Service) TerminalResult(ctx context.Context, serial string, r TerminalR
 			t.CompletedAt = &now
 		}
 		applied = true
+		if !reverse && t.PrintReceipt && len(result.Receipt.Customer) > 0 {
+			// printReceipt: the customer copy, once the terminal is free again.
+			job, e := s.receiptJob(t, serial, result.Receipt.Customer)
+			o.job, o.effects = job, append(o.effects, e)
+		}
 		return true
 	})
 	if err != nil {
 		return err
 	}
-	if reverse {
+	if cancelled {
+		// The terminal has a final result for ref: a cancel changes nothing.
+		s.endOwed(ctx, r.Ref, EffectCancel)
+	}
+	switch {
+	case reverse:
 		s.log().Warn("late approval reversed", "ref", r.Ref)
-		if err := s.Gateway.SendReversal(ctx, serial, r.Ref, r.Ref, "LATE_APPROVAL"); err != nil {
-			s.log().Error("send reversal of a late approval", "ref", r.Ref, "error", err)
-		}
-	} else if applied && t.PrintReceipt && len(result.Receipt.Customer) > 0 {
-		// printReceipt: the customer copy, once the terminal is free again.
-		go s.printReceipt(t, result.Receipt.Customer)
+		s.deliver(ctx, o.effects[0], nil)
+	case applied && o.job != nil:
+		job, e := o.job, o.effects[len(o.effects)-1]
+		// After the result's confirm, mostly: the gateway confirms once
+		// this returns.
+		go s.startPrint(context.WithoutCancel(ctx), job, e)
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ type Store interface {
 	IdempotencyStore
 	HistoryStore
 	AccessStore
+	EffectStore
 
 	// Ping reports whether the store is reachable (readiness).
 	Ping(ctx context.Context) error
@@ -169,9 +170,44 @@ type HistoryStore interface {
 
 	CreatePrintJob(ctx context.Context, p *PrintJob) error
 	PrintJob(ctx context.Context, id string) (*PrintJob, error)
-	// CompletePrintJob sets the final print status of a running job;
-	// ErrConflict when it already has one.
+	// CompletePrintJob sets the final print status of a running job and, in
+	// the same database transaction, ends the job's open print effects
+	// (EffectMoot); ErrConflict when it already has one.
 	CompletePrintJob(ctx context.Context, id string, statusID int, at time.Time) error
+}
+
+// EffectStore keeps the effects: the messages the service owes terminal
+// devices (effect.go), each written in the database transaction of the
+// change that makes it owed.
+type EffectStore interface {
+	// UpdateTransactionEffects is UpdateTransaction that also stores, in
+	// the same database transaction, effects and job, the print job one of
+	// them prints (nil: none). On any error, ErrConflict included, nothing
+	// is written.
+	UpdateTransactionEffects(ctx context.Context, t *Transaction, fromVersion int64, job *PrintJob, effects []*Effect) error
+	// CreatePrintJobEffect stores a print job and the effect that sends it
+	// in one database transaction; ErrConflict as CreatePrintJob, or when
+	// the effect's id is taken (then neither is stored).
+	CreatePrintJobEffect(ctx context.Context, p *PrintJob, e *Effect) error
+	// RunningPrintJobs lists the print jobs without a final status, oldest
+	// first (created_at, then id).
+	RunningPrintJobs(ctx context.Context) ([]*PrintJob, error)
+	// Effect returns one effect (ErrNotFound if none).
+	Effect(ctx context.Context, id string) (*Effect, error)
+	// OpenEffects lists the effects owed to a device that are not done,
+	// oldest first (created_at, then id).
+	OpenEffects(ctx context.Context, serial string) ([]*Effect, error)
+	// EndEffect marks the open effect id of the device serial done with
+	// outcome at t. ErrNotFound when the device has no open effect with
+	// that id: none exists, it is another device's, or it is done already
+	// (the first outcome stays).
+	EndEffect(ctx context.Context, id, serial, outcome string, at time.Time) error
+	// EndEffectsOf marks every open effect of kind for ref done with
+	// outcome at t, and says how many there were.
+	EndEffectsOf(ctx context.Context, ref, kind, outcome string, at time.Time) (int, error)
+	// ExpireEffects marks every open effect created before `before` done
+	// (EffectExpired at t) and returns them, done, oldest first.
+	ExpireEffects(ctx context.Context, before, at time.Time) ([]*Effect, error)
 }
 
 // AccessStore holds what the Access API needs: terminal IDs allocated with

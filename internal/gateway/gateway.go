@@ -355,13 +355,17 @@ func (g *Server) newID() string {
 	return g.idPrefix + strconv.FormatUint(g.idSeq.Add(1), 36)
 }
 
-// send encodes a message and hands it to the serial's session.
-func (g *Server) send(ctx context.Context, serial, typ, ref string, data any) error {
+// send encodes a message and hands it to the serial's session, with id as
+// its message id ("" for a new one).
+func (g *Server) send(ctx context.Context, serial, typ, id, ref string, data any) error {
 	s := g.session(serial)
 	if s == nil {
 		return instore.ErrOffline
 	}
-	env, err := protocol.NewEnvelope(typ, g.newID(), ref, data)
+	if id == "" {
+		id = g.newID()
+	}
+	env, err := protocol.NewEnvelope(typ, id, ref, data)
 	if err != nil {
 		return fmt.Errorf("gateway: %s: %w", typ, err)
 	}
@@ -372,7 +376,9 @@ func (g *Server) send(ctx context.Context, serial, typ, ref string, data any) er
 	return s.write(ctx, frame)
 }
 
-// SendPayment sends a purchase or refund command for t.
+// SendPayment sends the command of t: a purchase, a refund, or the ECR's
+// reversal (a REVERSAL transaction, sent as a reversal with reason ECR and
+// the purchase it reverses).
 func (g *Server) SendPayment(ctx context.Context, serial string, t *instore.Transaction) error {
 	var typ string
 	switch t.Type {
@@ -380,8 +386,11 @@ func (g *Server) SendPayment(ctx context.Context, serial string, t *instore.Tran
 		typ = protocol.TypePurchase
 	case instore.TypeRefund:
 		typ = protocol.TypeRefund
+	case instore.TypeReversal:
+		return g.send(ctx, serial, protocol.TypeReversal, "", t.ID,
+			&protocol.Reversal{Reason: instore.ReversalByECR, OriginalRef: t.OriginalID})
 	default:
-		return fmt.Errorf("gateway: a %s transaction is not sent as a payment", t.Type)
+		return fmt.Errorf("gateway: a %s transaction has no command", t.Type)
 	}
 	p := &protocol.Payment{
 		Amount:          t.Amount,
@@ -400,27 +409,25 @@ func (g *Server) SendPayment(ctx context.Context, serial string, t *instore.Tran
 	if t.DeadlineAt != nil {
 		p.Deadline = t.DeadlineAt.UTC()
 	}
-	return g.send(ctx, serial, typ, t.ID, p)
+	return g.send(ctx, serial, typ, "", t.ID, p)
 }
 
 // SendCancel asks the device to stop the transaction ref for reason (one
-// of instore.CancelByECR, CancelDeadline, CancelAckTimeout).
-func (g *Server) SendCancel(ctx context.Context, serial, ref, reason string) error {
-	return g.send(ctx, serial, protocol.TypeCancel, ref, &protocol.Cancel{Reason: reason})
+// of instore.CancelByECR, CancelDeadline, CancelAckTimeout), as message id.
+func (g *Server) SendCancel(ctx context.Context, serial, id, ref, reason string) error {
+	return g.send(ctx, serial, protocol.TypeCancel, id, ref, &protocol.Cancel{Reason: reason})
 }
 
-// SendReversal asks the device to reverse the approved transaction ref.
-func (g *Server) SendReversal(ctx context.Context, serial, ref, originalRef, reason string) error {
-	r := &protocol.Reversal{Reason: reason}
-	if originalRef != ref {
-		r.OriginalRef = originalRef
-	}
-	return g.send(ctx, serial, protocol.TypeReversal, ref, r)
+// SendReversal asks the device to reverse the approved transaction ref
+// (a late approval the service reversed on its own), as message id.
+func (g *Server) SendReversal(ctx context.Context, serial, id, ref, reason string) error {
+	return g.send(ctx, serial, protocol.TypeReversal, id, ref, &protocol.Reversal{Reason: reason})
 }
 
-// SendPrint asks the device to print lines for the print job printID.
-func (g *Server) SendPrint(ctx context.Context, serial, printID string, lines []string) error {
-	return g.send(ctx, serial, protocol.TypePrint, printID, &protocol.Print{Lines: lines})
+// SendPrint asks the device to print lines for the print job printID, as
+// message id.
+func (g *Server) SendPrint(ctx context.Context, serial, id, printID string, lines []string) error {
+	return g.send(ctx, serial, protocol.TypePrint, id, printID, &protocol.Print{Lines: lines})
 }
 
 // SendLinked tells the device the terminal ID it is linked to and the
@@ -434,17 +441,17 @@ func (g *Server) SendLinked(ctx context.Context, serial, terminalID string) erro
 		}
 		l.MinSoftwareVersion = v
 	}
-	return g.send(ctx, serial, protocol.TypeLinked, "", l)
+	return g.send(ctx, serial, protocol.TypeLinked, "", "", l)
 }
 
 // SendUpdate asks the device to install the package of update u.
 func (g *Server) SendUpdate(ctx context.Context, serial string, u *instore.Update, p *instore.Package) error {
-	return g.send(ctx, serial, protocol.TypeUpdate, u.ID, &protocol.Update{
+	return g.send(ctx, serial, protocol.TypeUpdate, "", u.ID, &protocol.Update{
 		PackageID: p.ID, Name: p.Name, Version: p.Version, SizeBytes: p.SizeBytes, SHA256: p.SHA256, Mandatory: p.Mandatory,
 	})
 }
 
 // SendLinkCode tells an unlinked device the code to show.
 func (g *Server) SendLinkCode(ctx context.Context, serial, code string) error {
-	return g.send(ctx, serial, protocol.TypeLinkCode, "", &protocol.LinkCode{Code: code})
+	return g.send(ctx, serial, protocol.TypeLinkCode, "", "", &protocol.LinkCode{Code: code})
 }

@@ -139,6 +139,11 @@ func (r *recorder) TerminalPrintResult(ctx context.Context, serial, printID stri
 	return nil
 }
 
+func (r *recorder) TerminalConfirmed(ctx context.Context, serial, messageID string) error {
+	r.add("confirm %s %s", serial, messageID)
+	return nil
+}
+
 // syncBuffer collects log output from many goroutines.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -652,28 +657,33 @@ func TestSend(t *testing.T) {
 	if err := h.g.SendPayment(ctx, serial, refund); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.g.SendCancel(ctx, serial, "txn_r", instore.CancelByECR); err != nil {
+	if err := h.g.SendCancel(ctx, serial, "eff_c", "txn_r", instore.CancelByECR); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.g.SendReversal(ctx, serial, "txn_p", "txn_p", "LATE_APPROVAL"); err != nil {
+	if err := h.g.SendReversal(ctx, serial, "eff_r", "txn_p", instore.ReversalLateApproval); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.g.SendReversal(ctx, serial, "txn_v", "txn_p", "ECR"); err != nil {
+	reversal := &instore.Transaction{ID: "txn_v", Type: instore.TypeReversal, Amount: 1250, Currency: "SEK", OriginalID: "txn_p"}
+	if err := h.g.SendPayment(ctx, serial, reversal); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.g.SendPrint(ctx, serial, "prt_1", []string{"Thank you", ""}); err != nil {
+	if err := h.g.SendPrint(ctx, serial, "eff_p", "prt_1", []string{"Thank you", ""}); err != nil {
 		t.Fatal(err)
 	}
 
 	type msg struct {
-		Type, Ref string
-		Data      any
+		Type, ID, Ref string
+		Data          any
 	}
 	var got []msg
 	ids := map[string]bool{}
 	for range 6 {
 		env := c.next()
 		ids[env.ID] = true
+		id := env.ID
+		if !strings.HasPrefix(id, "eff_") {
+			id = "" // the gateway's own
+		}
 		var data any
 		switch env.Type {
 		case protocol.TypePurchase, protocol.TypeRefund:
@@ -701,31 +711,35 @@ func TestSend(t *testing.T) {
 			}
 			data = x
 		}
-		got = append(got, msg{env.Type, env.Ref, data})
+		got = append(got, msg{env.Type, id, env.Ref, data})
 	}
+	// The messages owed until confirmed go with the id the domain gives
+	// (its effect's), so that every send of one has the same.
 	want := []msg{
-		{protocol.TypePurchase, "txn_p", protocol.Payment{Amount: 1250, CashbackAmount: 200, VATAmount: &vat, Currency: "SEK",
+		{protocol.TypePurchase, "", "txn_p", protocol.Payment{Amount: 1250, CashbackAmount: 200, VATAmount: &vat, Currency: "SEK",
 			PaymentMethodID: &method, ECRReference: "R-1", Deadline: deadline.UTC()}},
-		{protocol.TypeRefund, "txn_r", protocol.Payment{Amount: 500, Currency: "SEK", Deadline: time.Time{}.UTC(), OriginalRef: "txn_p"}},
-		{protocol.TypeCancel, "txn_r", protocol.Cancel{Reason: instore.CancelByECR}},
-		{protocol.TypeReversal, "txn_p", protocol.Reversal{Reason: "LATE_APPROVAL"}},
-		{protocol.TypeReversal, "txn_v", protocol.Reversal{Reason: "ECR", OriginalRef: "txn_p"}},
-		{protocol.TypePrint, "prt_1", protocol.Print{Lines: []string{"Thank you", ""}}},
+		{protocol.TypeRefund, "", "txn_r", protocol.Payment{Amount: 500, Currency: "SEK", Deadline: time.Time{}.UTC(), OriginalRef: "txn_p"}},
+		{protocol.TypeCancel, "eff_c", "txn_r", protocol.Cancel{Reason: instore.CancelByECR}},
+		{protocol.TypeReversal, "eff_r", "txn_p", protocol.Reversal{Reason: "LATE_APPROVAL"}},
+		{protocol.TypeReversal, "", "txn_v", protocol.Reversal{Reason: "ECR", OriginalRef: "txn_p"}},
+		{protocol.TypePrint, "eff_p", "prt_1", protocol.Print{Lines: []string{"Thank you", ""}}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("messages mismatch (-want +got):\n%s", diff)
 	}
-	// A print result reaches the domain.
+	// A print result and a confirm reach the domain.
 	c.send(`{"type":"print-result","id":"pr-1","ref":"prt_1","data":{"statusId":2}}`)
 	waitFor(t, "print-result", func() bool { return len(h.ev.Events("print-result "+serial+" prt_1 2")) == 1 })
+	c.send(`{"type":"confirm","id":"c-1","re":"eff_c","ref":"txn_r"}`)
+	waitFor(t, "confirm", func() bool { return len(h.ev.Events("confirm "+serial+" eff_c")) == 1 })
 	if len(ids) != 6 {
 		t.Errorf("message ids %v are not unique", ids)
 	}
 
 	if err := h.g.SendPayment(ctx, serial, &instore.Transaction{ID: "txn_x", Type: instore.TypeReversal, Amount: 1, Currency: "SEK"}); err == nil {
-		t.Error("SendPayment(REVERSAL) = nil, want an error")
+		t.Error("SendPayment(REVERSAL without its original) = nil, want an error")
 	}
-	if err := h.g.SendCancel(ctx, serial, "txn_r", "BORED"); err == nil || errors.Is(err, instore.ErrOffline) {
+	if err := h.g.SendCancel(ctx, serial, "eff_x", "txn_r", "BORED"); err == nil || errors.Is(err, instore.ErrOffline) {
 		t.Errorf("SendCancel(bad reason) = %v, want a validation error", err)
 	}
 }
@@ -736,9 +750,9 @@ func TestSendOffline(t *testing.T) {
 	tx := &instore.Transaction{ID: "txn_1", Type: instore.TypePurchase, Amount: 1, Currency: "SEK"}
 	for name, err := range map[string]error{
 		"SendPayment":  h.g.SendPayment(ctx, "SN-NONE", tx),
-		"SendCancel":   h.g.SendCancel(ctx, "SN-NONE", "txn_1", instore.CancelDeadline),
-		"SendReversal": h.g.SendReversal(ctx, "SN-NONE", "txn_1", "txn_1", "LATE_APPROVAL"),
-		"SendPrint":    h.g.SendPrint(ctx, "SN-NONE", "prt_1", []string{"x"}),
+		"SendCancel":   h.g.SendCancel(ctx, "SN-NONE", "eff_1", "txn_1", instore.CancelDeadline),
+		"SendReversal": h.g.SendReversal(ctx, "SN-NONE", "eff_2", "txn_1", instore.ReversalLateApproval),
+		"SendPrint":    h.g.SendPrint(ctx, "SN-NONE", "eff_3", "prt_1", []string{"x"}),
 		"SendLinked":   h.g.SendLinked(ctx, "SN-NONE", "10000001"),
 		"SendLinkCode": h.g.SendLinkCode(ctx, "SN-NONE", "123456"),
 	} {

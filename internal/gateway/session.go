@@ -498,9 +498,12 @@ func (s *session) handle(frame []byte) (int, string) {
 			break
 		}
 		s.confirm(ctx, env)
-	default: // confirm: nothing to do
-		s.g.log.LogAttrs(ctx, slog.LevelDebug, "terminal message ignored",
-			slog.String("serialNumber", s.serial), slog.String("type", env.Type), slog.String("ref", env.Ref))
+	case protocol.TypeConfirm:
+		// The terminal has a message the server owes it until confirmed
+		// (cancel, reversal, print): not sent again.
+		if err := ev.TerminalConfirmed(ctx, s.serial, env.Re); err != nil {
+			s.logEventError("confirm", env.Ref, err)
+		}
 	}
 	return 0, ""
 }

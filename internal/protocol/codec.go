@@ -51,14 +51,16 @@ type typeSpec struct {
 	from int
 	ref  bool // ref required
 	re   bool // re required
-	data int
+	// reAllowed: re may be given (confirm; ack, naming the command).
+	reAllowed bool
+	data      int
 	// dataType is the Go type of the data object (nil: not defined yet).
 	dataType reflect.Type
 }
 
 var types = map[string]typeSpec{
 	TypeHello:        {from: fromTerminal, data: dataRequired, dataType: reflect.TypeFor[Hello]()},
-	TypeAck:          {from: fromTerminal, ref: true, data: dataNone},
+	TypeAck:          {from: fromTerminal, ref: true, reAllowed: true, data: dataNone},
 	TypeProgress:     {from: fromTerminal, ref: true, data: dataRequired, dataType: reflect.TypeFor[Progress]()},
 	TypeResult:       {from: fromTerminal, ref: true, data: dataRequired, dataType: reflect.TypeFor[Result]()},
 	TypePrintResult:  {from: fromTerminal, ref: true, data: dataRequired, dataType: reflect.TypeFor[PrintResult]()},
@@ -71,7 +73,7 @@ var types = map[string]typeSpec{
 	TypeCancel:       {from: fromServer, ref: true, data: dataRequired, dataType: reflect.TypeFor[Cancel]()},
 	TypePrint:        {from: fromServer, ref: true, data: dataRequired, dataType: reflect.TypeFor[Print]()},
 	TypeUpdate:       {from: fromServer, ref: true, data: dataRequired, dataType: reflect.TypeFor[Update]()},
-	TypeConfirm:      {from: fromTerminal | fromServer, re: true, data: dataNone},
+	TypeConfirm:      {from: fromTerminal | fromServer, re: true, reAllowed: true, data: dataNone},
 }
 
 // FromTerminal reports whether a terminal may send messages of type typ.
@@ -115,6 +117,8 @@ func (env *Envelope) Validate() error {
 		return errorf("ref", "must be 1-%d printable ASCII characters without spaces", MaxIDLen)
 	case spec.re && env.Re == "":
 		return errorf("re", "required for %s", env.Type)
+	case env.Re != "" && !spec.reAllowed:
+		return errorf("re", "not allowed for %s", env.Type)
 	case spec.ref && env.Ref == "":
 		return errorf("ref", "required for %s", env.Type)
 	case len(env.Data) > MaxFrameBytes:

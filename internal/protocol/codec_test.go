@@ -46,6 +46,9 @@ func TestDecode(t *testing.T) {
 		{"re too long", `{"type":"confirm","id":"1","re":"` + long + `"}`, nil, "re"},
 		{"ack without ref", `{"type":"ack","id":"1"}`, nil, "ref"},
 		{"confirm without re", `{"type":"confirm","id":"1"}`, nil, "re"},
+		{"ack naming its command", `{"type":"ack","id":"3","re":"s-1","ref":"r"}`, &Envelope{Type: TypeAck, ID: "3", Re: "s-1", Ref: "r"}, ""},
+		{"re on a result", `{"type":"result","id":"1","re":"s-1","ref":"r","data":{"statusId":0}}`, nil, "re"},
+		{"re on a print-result", `{"type":"print-result","id":"1","re":"s-1","ref":"r","data":{"statusId":0}}`, nil, "re"},
 		{"hello without data", `{"type":"hello","id":"1"}`, nil, "data"},
 		{"data not an object", `{"type":"hello","id":"1","data":[1]}`, nil, "data"},
 		{"data on ack", `{"type":"ack","id":"1","ref":"r","data":{"a":1}}`, nil, "data"},
@@ -183,6 +186,9 @@ func TestEncode(t *testing.T) {
 	}{
 		{"invalid payment", TypePurchase, &Payment{Amount: 0, Currency: "SEK"}},
 		{"invalid cancel", TypeCancel, Cancel{Reason: "nope"}},
+		{"reversal of an unknown reason", TypeReversal, Reversal{Reason: "sync"}},
+		{"ECR reversal without its original", TypeReversal, Reversal{Reason: "ECR"}},
+		{"late approval reversal with an original", TypeReversal, Reversal{Reason: "LATE_APPROVAL", OriginalRef: "txn_1"}},
 		{"unknown type", "nope", nil},
 		{"data missing", TypeLinked, nil},
 	} {

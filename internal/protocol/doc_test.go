@@ -50,6 +50,10 @@ func TestDocExamples(t *testing.T) {
 			dst = &Update{}
 		case TypeUpdateStatus:
 			dst = &UpdateStatus{}
+		case TypePrint:
+			dst = &Print{}
+		case TypePrintResult:
+			dst = &PrintResult{}
 		default:
 			continue
 		}

@@ -45,8 +45,10 @@ const (
 	TypeCancel   = "cancel"
 	TypePrint    = "print"
 	TypeUpdate   = "update"
-	// TypeConfirm goes both ways: the server confirms a result once it is
-	// committed; a terminal may confirm a server message it must not lose.
+	// TypeConfirm goes both ways: the server confirms a result or an
+	// update-status once it is committed; a terminal confirms a cancel, a
+	// reversal of a late approval and a print, which the server sends again
+	// after every reconnect until confirmed.
 	TypeConfirm = "confirm"
 )
 
@@ -124,17 +126,22 @@ type Cancel struct {
 }
 
 // Reversal asks the terminal to reverse an approved transaction at once,
-// with no card interaction. With reason "ECR" Ref is a new REVERSAL
-// transaction the terminal acknowledges and reports a result for, and
-// OriginalRef the purchase it reverses. With reason "LATE_APPROVAL" Ref is
-// the approved transaction itself, which the server had already failed: no
-// ack or result is expected.
+// with no card interaction. With reason "ECR" (instore.ReversalByECR) Ref is
+// a new REVERSAL transaction the terminal acknowledges and reports a result
+// for, like a purchase, and OriginalRef the purchase it reverses. With
+// reason "LATE_APPROVAL" (instore.ReversalLateApproval) Ref is the approved
+// transaction itself, which the server had already failed and now records
+// REVERSED: there is no OriginalRef, and no ack or result is expected; the
+// terminal confirms the message.
 type Reversal struct {
 	Reason      string `json:"reason"`
 	OriginalRef string `json:"originalRef,omitempty"`
 }
 
-// Print asks the terminal to print lines; Ref is the printId.
+// Print asks the terminal to print lines; Ref is the printId. The server
+// sends it again, same message id, after every reconnect until the
+// terminal confirms it or the job ends (print-result, or the print
+// timeout); a terminal prints a printId once.
 type Print struct {
 	Lines []string `json:"lines"`
 }

@@ -117,13 +117,20 @@ func (c *Cancel) Validate() error {
 	return nil
 }
 
-// Validate checks a reversal.
+// Validate checks a reversal: the ECR's names the purchase it reverses,
+// a late approval's does not (its ref is that transaction).
 func (r *Reversal) Validate() error {
-	if !validID(r.Reason) {
-		return errorf("data.reason", "must be 1-%d printable ASCII characters without spaces", MaxIDLen)
-	}
-	if r.OriginalRef != "" && !validID(r.OriginalRef) {
-		return errorf("data.originalRef", "must be 1-%d printable ASCII characters without spaces", MaxIDLen)
+	switch r.Reason {
+	case instore.ReversalByECR:
+		if !validID(r.OriginalRef) {
+			return errorf("data.originalRef", "required with reason ECR: 1-%d printable ASCII characters without spaces", MaxIDLen)
+		}
+	case instore.ReversalLateApproval:
+		if r.OriginalRef != "" {
+			return errorf("data.originalRef", "not allowed with reason LATE_APPROVAL")
+		}
+	default:
+		return errorf("data.reason", "must be ECR or LATE_APPROVAL")
 	}
 	return nil
 }

@@ -386,6 +386,13 @@ func (s *Server) Start() error {
 		defer s.wg.Done()
 		s.expireIdempotency(expCtx)
 	}()
+	// Print jobs past their time-out, messages owed to terminals past
+	// their bound (a lost timer, another node).
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.Service.RunSweep(updCtx, 0)
+	}()
 	if s.Fleet != nil {
 		for _, d := range s.sandboxDevices {
 			version := d.SoftwareVersion

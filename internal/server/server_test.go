@@ -43,7 +43,9 @@ func (s *syncBuffer) String() string {
 
 // env is a running server with one seeded merchant and its credentials.
 type env struct {
-	srv    *server.Server
+	srv *server.Server
+	// cfg is the server's configuration, which restart starts again.
+	cfg    server.Config
 	online string
 	access string
 	logs   *syncBuffer
@@ -121,7 +123,7 @@ func startFull(t testing.TB, mutate func(*server.Config), wrap func(instore.Stor
 	if accessValidator == nil {
 		accessValidator = apitest.NewValidator(t, api.AccessYAML)
 	}
-	e := &env{srv: srv, online: srv.URL("online"), access: srv.URL("access"), logs: logs, v: validator, client: validator.Client(t), ad: admin.New(srv.Store),
+	e := &env{srv: srv, cfg: cfg, online: srv.URL("online"), access: srv.URL("access"), logs: logs, v: validator, client: validator.Client(t), ad: admin.New(srv.Store),
 		accessV: accessValidator, accessClient: accessValidator.Client(t)}
 	e.customer, err = e.ad.CreateCustomer(ctx, "Shop AB")
 	must(t, err)

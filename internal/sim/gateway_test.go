@@ -47,6 +47,9 @@ type gwConn struct {
 	in     chan protocol.Envelope // closed when the connection ends
 	wmu    sync.Mutex
 	seq    atomic.Int64
+	// confirms holds the terminal's confirms that next skipped, for
+	// expectConfirm; held the other messages expectConfirm read, for next.
+	confirms, held []protocol.Envelope
 }
 
 func newGateway(t *testing.T) *gateway {
@@ -185,9 +188,10 @@ func (c *gwConn) purchase(ref string, p protocol.Payment) string {
 	return c.send(protocol.TypePurchase, "", ref, p)
 }
 
-func (c *gwConn) cancel(ref, reason string) {
+// cancel sends a cancel and returns its message id.
+func (c *gwConn) cancel(ref, reason string) string {
 	c.t.Helper()
-	c.send(protocol.TypeCancel, "", ref, protocol.Cancel{Reason: reason})
+	return c.send(protocol.TypeCancel, "", ref, protocol.Cancel{Reason: reason})
 }
 
 func (c *gwConn) confirm(resultID string) {
@@ -195,8 +199,27 @@ func (c *gwConn) confirm(resultID string) {
 	c.send(protocol.TypeConfirm, resultID, "", nil)
 }
 
-// next returns the terminal's next message.
+// next returns the terminal's next message but a confirm: those the
+// terminal sends for the gateway's cancels, reversals and prints are kept
+// for expectConfirm.
 func (c *gwConn) next() protocol.Envelope {
+	c.t.Helper()
+	for {
+		var env protocol.Envelope
+		if len(c.held) > 0 {
+			env, c.held = c.held[0], c.held[1:]
+		} else {
+			env = c.nextAny()
+		}
+		if env.Type != protocol.TypeConfirm {
+			return env
+		}
+		c.confirms = append(c.confirms, env)
+	}
+}
+
+// nextAny returns the terminal's next message, whatever its type.
+func (c *gwConn) nextAny() protocol.Envelope {
 	c.t.Helper()
 	select {
 	case env, ok := <-c.in:
@@ -211,6 +234,29 @@ func (c *gwConn) next() protocol.Envelope {
 		c.t.Fatal("no message from the terminal")
 	}
 	return protocol.Envelope{}
+}
+
+// expectConfirm waits for the terminal's confirm of the gateway's message
+// id, for ref; messages of other types that come first are kept for next.
+func (c *gwConn) expectConfirm(id, ref string) {
+	c.t.Helper()
+	for {
+		for i, env := range c.confirms {
+			if env.Re == id {
+				if env.Ref != ref {
+					c.t.Errorf("confirm of %s names ref %q, want %q", id, env.Ref, ref)
+				}
+				c.confirms = append(c.confirms[:i], c.confirms[i+1:]...)
+				return
+			}
+		}
+		env := c.nextAny()
+		if env.Type != protocol.TypeConfirm {
+			c.held = append(c.held, env)
+			continue
+		}
+		c.confirms = append(c.confirms, env)
+	}
 }
 
 // expect returns the next message, which must be of type typ.

@@ -265,7 +265,7 @@ func (t *Terminal) handle(ctx context.Context, s *session, env protocol.Envelope
 	case protocol.TypePurchase, protocol.TypeRefund:
 		t.command(ctx, s, env)
 	case protocol.TypeCancel:
-		t.cancel(env)
+		t.cancel(s, env)
 	case protocol.TypeReversal:
 		t.reversal(s, env)
 	case protocol.TypePrint:
@@ -300,6 +300,13 @@ func (t *Terminal) sendOn(s *session, env protocol.Envelope) bool {
 		return false
 	}
 	return true
+}
+
+// confirmOn tells the gateway, on s, that the terminal has the server
+// message env and acted on it: a cancel, a reversal or a print, which the
+// gateway sends again after every reconnect until confirmed.
+func (t *Terminal) confirmOn(s *session, env protocol.Envelope) {
+	t.sendOn(s, protocol.Envelope{Type: protocol.TypeConfirm, ID: t.newID(), Re: env.ID, Ref: env.Ref})
 }
 
 // envelope builds a message with a new id, checked by the protocol's own

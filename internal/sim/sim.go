@@ -9,7 +9,11 @@
 // A Terminal runs one session at a time and reconnects after any close with
 // exponential backoff. Results it has not seen confirmed are kept and resent
 // (same message id) after every hello, so no outcome is lost to a dropped
-// connection.
+// connection. The other way round it confirms every cancel, reversal of a
+// late approval and print, which the gateway sends again after each hello
+// until confirmed: a transaction the service ended while the terminal was
+// away is cancelled when it comes back, and a print sent again is printed
+// once.
 package sim
 
 import (
@@ -127,6 +131,10 @@ type Terminal struct {
 	results     []*stored // unconfirmed results and a few recent confirmed ones
 	nextOutcome *int
 	nextPrint   *int
+	// printed holds the status each recently answered print job got, in
+	// the order of printedOrder (keepPrinted of them).
+	printed      map[string]int
+	printedOrder []string
 	// Software (update.go): the version it runs, the minimum its model
 	// needs, the installation in progress, and whether the next one fails.
 	version     string
@@ -314,7 +322,7 @@ func (t *Terminal) SetNextOutcome(statusID int) error {
 }
 
 // SetNextPrint stores the print status the next print job ends with
-// (0-6; other values are ignored). Printing is not simulated yet.
+// (0-6; other values are ignored; TIMEOUT: the terminal does not answer).
 func (t *Terminal) SetNextPrint(statusID int) {
 	if statusID < instore.PrintSuccess || statusID > instore.PrintTimeout {
 		return

@@ -390,8 +390,7 @@ func TestResendUntilConfirmed(t *testing.T) {
 	c2.expectAck(c2.purchase("ref-2", payment(1000)), "ref-2")
 	env2, _, _ := c2.result("ref-2")
 	c2.confirm(env2.ID)
-	c2.send(protocol.TypeReversal, "", "ref-none", protocol.Reversal{Reason: "sync"})
-	c2.expect(protocol.TypeAck)
+	c2.expectConfirm(c2.send(protocol.TypeReversal, "", "ref-none", protocol.Reversal{Reason: instore.ReversalLateApproval}), "ref-none")
 
 	if err := c2.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "restart"), time.Now().Add(time.Second)); err != nil {
 		t.Fatal(err)
@@ -508,10 +507,10 @@ func TestReversal(t *testing.T) {
 	env, _, _ := c.result("ref-1")
 	c.confirm(env.ID)
 
-	// A late approval the service reverses on its own: acknowledged, no
-	// result (the next message is the ack of the next command).
-	id := c.send(protocol.TypeReversal, "", "ref-1", protocol.Reversal{Reason: "LATE_APPROVAL"})
-	c.expectAck(id, "ref-1")
+	// A late approval the service reverses on its own: confirmed, no ack
+	// and no result (the next message is the ack of the next command).
+	id := c.send(protocol.TypeReversal, "", "ref-1", protocol.Reversal{Reason: instore.ReversalLateApproval})
+	c.expectConfirm(id, "ref-1")
 	waitState(t, r.Terminal, "REVERSED", func(s State) bool { return s.Screen == "REVERSED" })
 	c.expectAck(c.purchase("ref-2", payment(1000)), "ref-2")
 	c.result("ref-2")
@@ -739,5 +738,49 @@ func TestInteractiveWaitsForAPerson(t *testing.T) {
 	}
 	if err := r.Terminal.Decide(99); err == nil {
 		t.Errorf("Decide(99) accepted")
+	}
+}
+
+// TestConfirmsOwedMessages: the terminal confirms what the gateway sends
+// again after every reconnect until confirmed (docs/terminal-protocol.md,
+// section 7): a cancel, whether it knows the ref or not, a reversal of a
+// late approval, a print; and a print sent again is not printed twice.
+func TestConfirmsOwedMessages(t *testing.T) {
+	t.Parallel()
+	g, r, c := linked(t, func(c *Config) { c.Delay = time.Hour })
+
+	c.expectAck(c.purchase("ref-1", payment(1000)), "ref-1")
+	c.expectConfirm(c.cancel("ref-1", instore.CancelDeadline), "ref-1")
+	if _, res, _ := c.result("ref-1"); res.StatusID != instore.StatusTechnicalError {
+		t.Errorf("after cancel DEADLINE: statusId %d, want %d", res.StatusID, instore.StatusTechnicalError)
+	}
+	c.expectConfirm(c.cancel("ref-unknown", instore.CancelAckTimeout), "ref-unknown")
+
+	r.SetNextPrint(instore.PrintOutOfPaper)
+	print := func(c *gwConn, printID string) int {
+		t.Helper()
+		id := c.send(protocol.TypePrint, "", printID, protocol.Print{Lines: []string{"Thank you"}})
+		c.expectConfirm(id, printID)
+		env := c.expect(protocol.TypePrintResult)
+		var pr protocol.PrintResult
+		if err := protocol.DecodeData(&env, &pr); err != nil || env.Ref != printID {
+			t.Fatalf("print-result %+v: %v, want one for %s", env, err, printID)
+		}
+		return pr.StatusID
+	}
+	if got := print(c, "prt-1"); got != instore.PrintOutOfPaper {
+		t.Errorf("print prt-1 = %d, want the outcome set, %d", got, instore.PrintOutOfPaper)
+	}
+	// The gateway sends it again after a reconnect: the same status, not a
+	// second print (which would take the next outcome, SUCCESS).
+	c.ws.Close()
+	c2 := g.accept(t)
+	c2.link("10000001")
+	c2.expect(protocol.TypeResult) // the result of ref-1, never confirmed
+	if got := print(c2, "prt-1"); got != instore.PrintOutOfPaper {
+		t.Errorf("print prt-1 again = %d, want %d as the first time", got, instore.PrintOutOfPaper)
+	}
+	if got := print(c2, "prt-2"); got != instore.PrintSuccess {
+		t.Errorf("print prt-2 = %d, want %d", got, instore.PrintSuccess)
 	}
 }

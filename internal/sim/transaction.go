@@ -31,6 +31,9 @@ const (
 	// keepConfirmed is how many confirmed results are remembered, to answer
 	// a command or cancel the gateway repeats.
 	keepConfirmed = 16
+	// keepPrinted is how many answered print jobs are remembered, so that
+	// a job the gateway sends again is not printed twice.
+	keepPrinted = 64
 )
 
 // mode is how a transaction behaves, chosen by the sandbox outcome rules.
@@ -381,14 +384,17 @@ func (t *Terminal) confirm(id string) {
 
 // cancel handles a cancel: the transaction in progress stops and finish
 // reports per the reason; a transaction that already has a result keeps
-// it, and the result is resent.
-func (t *Terminal) cancel(env protocol.Envelope) {
+// it, and the result is resent. Either way, and for a ref it does not
+// know, the terminal confirms the cancel, so that the gateway stops
+// sending it after every reconnect.
+func (t *Terminal) cancel(s *session, env protocol.Envelope) {
 	var d protocol.Cancel
 	_ = json.Unmarshal(env.Data, &d)
 	reason := d.Reason
 	if reason == "" {
 		reason = "UNSPECIFIED"
 	}
+	defer t.confirmOn(s, env)
 	t.mu.Lock()
 	if tx := t.tx; tx != nil && tx.ref == env.Ref {
 		if tx.cancel == "" {
@@ -400,7 +406,6 @@ func (t *Terminal) cancel(env protocol.Envelope) {
 		return
 	}
 	r := t.resultLocked(env.Ref)
-	s := t.sess
 	t.mu.Unlock()
 	if r != nil && !r.confirmed {
 		t.log.Info("sim: cancel after the result; resending it", "ref", env.Ref, "reason", reason)
@@ -410,14 +415,11 @@ func (t *Terminal) cancel(env protocol.Envelope) {
 	t.log.Debug("sim: nothing to cancel", "ref", env.Ref, "reason", reason)
 }
 
-// reversalByECR is the reason of a reversal the ECR asked for (POST
-// /reversal): its Ref is a new REVERSAL transaction, acknowledged and
-// answered with a result. Other reasons (LATE_APPROVAL: the service
-// reverses a late approval on its own) are only acknowledged.
-const reversalByECR = "ECR"
-
 // reversal reverses an approved transaction at once, with no card
-// interaction, and acknowledges.
+// interaction. The ECR's reversal (reason ECR) is a transaction of its
+// own: acknowledged and answered with a result, once per ref. A late
+// approval's (reason LATE_APPROVAL: the service reverses on its own) is
+// confirmed, and reported on no further.
 func (t *Terminal) reversal(s *session, env protocol.Envelope) {
 	if env.Ref == "" {
 		t.log.Warn("sim: ignoring a reversal without a reference")
@@ -427,7 +429,7 @@ func (t *Terminal) reversal(s *session, env protocol.Envelope) {
 	_ = json.Unmarshal(env.Data, &d)
 	var r *stored
 	t.update(func() {
-		if d.Reason == reversalByECR {
+		if d.Reason == instore.ReversalByECR {
 			if r = t.resultLocked(env.Ref); r == nil { // not a repeat
 				r = t.storeLocked(&txn{ref: env.Ref, kind: protocol.TypeReversal}, instore.StatusApproved)
 			}
@@ -437,10 +439,12 @@ func (t *Terminal) reversal(s *session, env protocol.Envelope) {
 		}
 	})
 	t.log.Info("sim: reversed", "ref", env.Ref, "reason", d.Reason)
-	t.sendOn(s, t.envelope(protocol.TypeAck, env.ID, env.Ref, nil))
-	if r != nil {
-		t.sendOn(s, r.env)
+	if r == nil {
+		t.confirmOn(s, env)
+		return
 	}
+	t.sendOn(s, t.envelope(protocol.TypeAck, env.ID, env.Ref, nil))
+	t.sendOn(s, r.env)
 }
 
 // Screens.
@@ -492,7 +496,10 @@ func outcomeText(status int) string {
 
 // print prints a job and reports its print status: the sandbox's next
 // print outcome if one is set (TIMEOUT: no answer at all), ERROR on the
-// PIN pad (no printer), BUSY during a transaction, SUCCESS otherwise.
+// PIN pad (no printer), BUSY during a transaction, SUCCESS otherwise. It
+// confirms the job first. A printId it answered already (the gateway sends
+// a job again after a reconnect until it has its result) is not printed
+// twice: its status is reported again.
 func (t *Terminal) print(s *session, env protocol.Envelope) {
 	var d protocol.Print
 	if err := json.Unmarshal(env.Data, &d); err != nil || env.Ref == "" {
@@ -500,7 +507,12 @@ func (t *Terminal) print(s *session, env protocol.Envelope) {
 		return
 	}
 	status := instore.PrintSuccess
+	repeat := false
 	t.update(func() {
+		if st, ok := t.printed[env.Ref]; ok {
+			status, repeat = st, true
+			return
+		}
 		switch {
 		case t.nextPrint != nil:
 			status, t.nextPrint = *t.nextPrint, nil
@@ -509,6 +521,18 @@ func (t *Terminal) print(s *session, env protocol.Envelope) {
 		case t.tx != nil:
 			status = instore.PrintBusy
 		}
+		if status == instore.PrintTimeout {
+			return
+		}
+		if t.printed == nil {
+			t.printed = map[string]int{}
+		}
+		if len(t.printedOrder) >= keepPrinted {
+			delete(t.printed, t.printedOrder[0])
+			t.printedOrder = t.printedOrder[1:]
+		}
+		t.printed[env.Ref] = status
+		t.printedOrder = append(t.printedOrder, env.Ref)
 		if t.tx == nil && status == instore.PrintSuccess {
 			t.showLocked("Printing")
 		}
@@ -517,5 +541,9 @@ func (t *Terminal) print(s *session, env protocol.Envelope) {
 		t.log.Info("sim: print never answered", "printId", env.Ref)
 		return
 	}
+	if repeat {
+		t.log.Info("sim: print already answered; reporting it again", "printId", env.Ref)
+	}
+	t.confirmOn(s, env)
 	t.sendOn(s, t.envelope(protocol.TypePrintResult, "", env.Ref, protocol.PrintResult{StatusID: status}))
 }

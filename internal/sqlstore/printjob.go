@@ -17,6 +17,10 @@ const printJobColumns = `id, merchant_id, terminal_id, transaction_id, copy, lin
 // NULL. A taken id or a missing merchant, terminal or transaction is
 // instore.ErrConflict.
 func (db *DB) CreatePrintJob(ctx context.Context, p *instore.PrintJob) error {
+	return db.update(ctx, func(c conn) error { return insertPrintJob(ctx, c, p) })
+}
+
+func insertPrintJob(ctx context.Context, c conn, p *instore.PrintJob) error {
 	lines := p.Lines
 	if lines == nil {
 		lines = []string{}
@@ -25,20 +29,37 @@ func (db *DB) CreatePrintJob(ctx context.Context, p *instore.PrintJob) error {
 	if err != nil {
 		return fmt.Errorf("create print job: encode lines: %w", err)
 	}
-	return db.update(ctx, func(c conn) error {
-		_, err := c.exec(ctx, `INSERT INTO print_jobs (`+printJobColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			p.ID, p.MerchantID, p.TerminalID, nullString(p.TransactionID), nullString(p.Copy), string(b),
-			nullInt(p.StatusID), micros(p.CreatedAt), nullMicros(p.CompletedAt))
-		if err != nil {
-			return c.conflictErr("create print job", err)
-		}
-		return nil
-	})
+	_, err = c.exec(ctx, `INSERT INTO print_jobs (`+printJobColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		p.ID, p.MerchantID, p.TerminalID, nullString(p.TransactionID), nullString(p.Copy), string(b),
+		nullInt(p.StatusID), micros(p.CreatedAt), nullMicros(p.CompletedAt))
+	if err != nil {
+		return c.conflictErr("create print job", err)
+	}
+	return nil
 }
 
 // PrintJob returns the print job with id. A job stored without lines
 // returns nil Lines.
 func (db *DB) PrintJob(ctx context.Context, id string) (*instore.PrintJob, error) {
+	p, err := scanPrintJob(db.read().queryRow(ctx, `SELECT `+printJobColumns+` FROM print_jobs WHERE id = ?`, id))
+	if err != nil {
+		return nil, notFound(err, "print job")
+	}
+	return p, nil
+}
+
+// RunningPrintJobs lists the jobs without a final status, oldest first
+// (the partial index print_jobs_running, migration 0008).
+func (db *DB) RunningPrintJobs(ctx context.Context) ([]*instore.PrintJob, error) {
+	rows, err := db.read().query(ctx, `SELECT `+printJobColumns+` FROM print_jobs
+		WHERE status_id IS NULL ORDER BY created_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("list running print jobs: %w", err)
+	}
+	return collect(rows, scanPrintJob, "list running print jobs")
+}
+
+func scanPrintJob(s scanner) (*instore.PrintJob, error) {
 	var (
 		p                   instore.PrintJob
 		transactionID, cpy  sql.NullString
@@ -46,10 +67,9 @@ func (db *DB) PrintJob(ctx context.Context, id string) (*instore.PrintJob, error
 		statusID, completed sql.NullInt64
 		created             int64
 	)
-	err := db.read().queryRow(ctx, `SELECT `+printJobColumns+` FROM print_jobs WHERE id = ?`, id).Scan(
-		&p.ID, &p.MerchantID, &p.TerminalID, &transactionID, &cpy, &lines, &statusID, &created, &completed)
+	err := s.Scan(&p.ID, &p.MerchantID, &p.TerminalID, &transactionID, &cpy, &lines, &statusID, &created, &completed)
 	if err != nil {
-		return nil, notFound(err, "print job")
+		return nil, err
 	}
 	if err := json.Unmarshal([]byte(lines), &p.Lines); err != nil {
 		return nil, fmt.Errorf("decode print job lines: %w", err)
@@ -66,8 +86,9 @@ func (db *DB) PrintJob(ctx context.Context, id string) (*instore.PrintJob, error
 }
 
 // CompletePrintJob sets the print status and completion time of a running
-// job. The status is set once: a job that already has one is
-// instore.ErrConflict (the first status stays), a missing one
+// job, and ends its open print effects (instore.EffectMoot): nothing is
+// owed for a job that ended. The status is set once: a job that already
+// has one is instore.ErrConflict (the first status stays), a missing one
 // instore.ErrNotFound.
 func (db *DB) CompletePrintJob(ctx context.Context, id string, statusID int, at time.Time) error {
 	return db.update(ctx, func(c conn) error {
@@ -81,7 +102,8 @@ func (db *DB) CompletePrintJob(ctx context.Context, id string, statusID int, at 
 			return fmt.Errorf("complete print job: %w", err)
 		}
 		if n > 0 {
-			return nil
+			_, err := endEffectsOf(ctx, c, id, instore.EffectPrint, instore.EffectMoot, at)
+			return err
 		}
 		var exists int
 		if err := c.queryRow(ctx, `SELECT COUNT(*) FROM print_jobs WHERE id = ?`, id).Scan(&exists); err != nil {

@@ -48,6 +48,7 @@ func Run(t *testing.T, open func(t *testing.T) instore.Store) {
 		{"Payback", paybackTests},
 		{"TransactionPair", pairTests},
 		{"PrintJob", printJobTests},
+		{"Effect", effectTests},
 		{"Access", accessTests},
 	}
 	for _, g := range groups {

@@ -1,0 +1,161 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/instore-dev/instore"
+)
+
+// Effects (migration 0008): the messages the service owes terminal
+// devices. Open ones (done_at NULL) are few, and every query that reads
+// them goes through a partial index of the open rows only.
+
+const effectColumns = `id, kind, device_serial, ref, reason, created_at, done_at, outcome`
+
+// UpdateTransactionEffects writes t as UpdateTransaction does and, in the
+// same database transaction, job (when not nil) and effects. A refused
+// compare-and-set, or a refused insert, rolls all of it back.
+func (db *DB) UpdateTransactionEffects(ctx context.Context, t *instore.Transaction, fromVersion int64, job *instore.PrintJob, effects []*instore.Effect) error {
+	err := db.update(ctx, func(c conn) error {
+		if err := updateTransaction(ctx, c, t, fromVersion); err != nil {
+			return err
+		}
+		if job != nil {
+			if err := insertPrintJob(ctx, c, job); err != nil {
+				return err
+			}
+		}
+		for _, e := range effects {
+			if err := insertEffect(ctx, c, e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	t.Version = fromVersion + 1
+	return nil
+}
+
+// CreatePrintJobEffect stores p and e in one database transaction.
+func (db *DB) CreatePrintJobEffect(ctx context.Context, p *instore.PrintJob, e *instore.Effect) error {
+	return db.update(ctx, func(c conn) error {
+		if err := insertPrintJob(ctx, c, p); err != nil {
+			return err
+		}
+		return insertEffect(ctx, c, e)
+	})
+}
+
+func insertEffect(ctx context.Context, c conn, e *instore.Effect) error {
+	_, err := c.exec(ctx, `INSERT INTO effects (`+effectColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.ID, e.Kind, e.SerialNumber, e.Ref, e.Reason, micros(e.CreatedAt), nullMicros(e.DoneAt), nullString(e.Outcome))
+	if err != nil {
+		return c.conflictErr("create effect", err)
+	}
+	return nil
+}
+
+// Effect returns the effect with id.
+func (db *DB) Effect(ctx context.Context, id string) (*instore.Effect, error) {
+	e, err := scanEffect(db.read().queryRow(ctx, `SELECT `+effectColumns+` FROM effects WHERE id = ?`, id))
+	if err != nil {
+		return nil, notFound(err, "effect")
+	}
+	return e, nil
+}
+
+// OpenEffects lists the open effects of a device, oldest first.
+func (db *DB) OpenEffects(ctx context.Context, serial string) ([]*instore.Effect, error) {
+	rows, err := db.read().query(ctx, `SELECT `+effectColumns+` FROM effects
+		WHERE device_serial = ? AND done_at IS NULL ORDER BY created_at, id`, serial)
+	if err != nil {
+		return nil, fmt.Errorf("list open effects: %w", err)
+	}
+	return collect(rows, scanEffect, "list open effects")
+}
+
+// EndEffect marks one open effect of a device done.
+func (db *DB) EndEffect(ctx context.Context, id, serial, outcome string, at time.Time) error {
+	return db.single(ctx, func(c conn) error {
+		res, err := c.exec(ctx, `UPDATE effects SET done_at = ?, outcome = ?
+			WHERE id = ? AND device_serial = ? AND done_at IS NULL`, micros(at), outcome, id, serial)
+		if err != nil {
+			return fmt.Errorf("end effect: %w", err)
+		}
+		return mustAffect(res, "open effect")
+	})
+}
+
+// EndEffectsOf marks the open effects of kind for ref done.
+func (db *DB) EndEffectsOf(ctx context.Context, ref, kind, outcome string, at time.Time) (int, error) {
+	var n int64
+	err := db.single(ctx, func(c conn) error {
+		var err error
+		n, err = endEffectsOf(ctx, c, ref, kind, outcome, at)
+		return err
+	})
+	return int(n), err
+}
+
+func endEffectsOf(ctx context.Context, c conn, ref, kind, outcome string, at time.Time) (int64, error) {
+	res, err := c.exec(ctx, `UPDATE effects SET done_at = ?, outcome = ?
+		WHERE ref = ? AND kind = ? AND done_at IS NULL`, micros(at), outcome, ref, kind)
+	if err != nil {
+		return 0, fmt.Errorf("end effects: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("end effects: %w", err)
+	}
+	return n, nil
+}
+
+// ExpireEffects marks the open effects created before `before` done.
+func (db *DB) ExpireEffects(ctx context.Context, before, at time.Time) ([]*instore.Effect, error) {
+	var list []*instore.Effect
+	err := db.single(ctx, func(c conn) error {
+		rows, err := c.query(ctx, `UPDATE effects SET done_at = ?, outcome = ?
+			WHERE done_at IS NULL AND created_at < ? RETURNING `+effectColumns,
+			micros(at), instore.EffectExpired, micros(before))
+		if err != nil {
+			return fmt.Errorf("expire effects: %w", err)
+		}
+		list, err = collect(rows, scanEffect, "expire effects")
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	// RETURNING gives no order: oldest first, as the other lists.
+	slices.SortFunc(list, func(a, b *instore.Effect) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return list, nil
+}
+
+func scanEffect(s scanner) (*instore.Effect, error) {
+	var (
+		e       instore.Effect
+		created int64
+		done    sql.NullInt64
+		outcome sql.NullString
+	)
+	if err := s.Scan(&e.ID, &e.Kind, &e.SerialNumber, &e.Ref, &e.Reason, &created, &done, &outcome); err != nil {
+		return nil, err
+	}
+	e.CreatedAt = fromMicros(created)
+	e.DoneAt = fromNullMicros(done)
+	e.Outcome = outcome.String
+	return &e, nil
+}

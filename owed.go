@@ -1,0 +1,219 @@
+package instore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// effectIDPrefix starts every effect id, and so the message id of every
+// message sent for an effect.
+const effectIDPrefix = "eff_"
+
+// newEffect returns a new effect of kind for ref, owed to serial.
+func (s *Service) newEffect(kind, serial, ref, reason string) *Effect {
+	now := s.now()
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(now.UnixMilli())<<16)
+	rand.Read(b[6:])
+	return &Effect{ID: effectIDPrefix + hex.EncodeToString(b[:]), Kind: kind, SerialNumber: serial, Ref: ref, Reason: reason, CreatedAt: now}
+}
+
+func (s *Service) effectTTL() time.Duration {
+	if s.EffectTTL > 0 {
+		return s.EffectTTL
+	}
+	return DefaultEffectTTL
+}
+
+// owed collects what one change of a transaction makes the service owe
+// its terminal. The change function fills it (after reset, as it may run
+// more than once), and write stores it with the change.
+type owed struct {
+	effects []*Effect
+	job     *PrintJob // the receipt print job of a print effect
+}
+
+func (o *owed) reset() { o.effects, o.job = nil, nil }
+
+// write returns the update of finishWith that stores the transaction and,
+// in the same database transaction, what o holds.
+func (s *Service) write(o *owed) func(ctx context.Context, t *Transaction, from int64) error {
+	return func(ctx context.Context, t *Transaction, from int64) error {
+		if len(o.effects) == 0 && o.job == nil {
+			return s.Store.UpdateTransaction(ctx, t, from)
+		}
+		return s.Store.UpdateTransactionEffects(ctx, t, from, o.job, o.effects)
+	}
+}
+
+// deliver sends an effect to its device; lines are a print's. A device
+// offline now, or whose session broke on the write (the gateway then
+// closes it: ErrOffline too), gets it after its next hello. Any other error
+// is a message the gateway refuses, logged. It returns the error of the
+// send.
+func (s *Service) deliver(ctx context.Context, e *Effect, lines []string) error {
+	var err error
+	switch e.Kind {
+	case EffectCancel:
+		err = s.Gateway.SendCancel(ctx, e.SerialNumber, e.ID, e.Ref, e.Reason)
+	case EffectReversal:
+		err = s.Gateway.SendReversal(ctx, e.SerialNumber, e.ID, e.Ref, e.Reason)
+	case EffectPrint:
+		err = s.Gateway.SendPrint(ctx, e.SerialNumber, e.ID, e.Ref, lines)
+	default:
+		err = fmt.Errorf("unknown effect kind %q", e.Kind)
+	}
+	if err != nil && !errors.Is(err, ErrOffline) {
+		s.log().Warn("send owed message", "kind", e.Kind, "ref", e.Ref, "serialNumber", e.SerialNumber, "error", err)
+	}
+	return err
+}
+
+// endOwed marks the open effects of kind for ref done as moot: what they
+// asked for no longer matters. A failure only means they are sent again
+// after the next hello, which the device answers without effect.
+func (s *Service) endOwed(ctx context.Context, ref, kind string) {
+	if _, err := s.Store.EndEffectsOf(ctx, ref, kind, EffectMoot, s.now()); err != nil {
+		s.log().Warn("end owed messages", "kind", kind, "ref", ref, "error", err)
+	}
+}
+
+// resendCommand sends again the command of the terminal's PENDING
+// transaction when its device has not acknowledged it: it may have been
+// lost with the previous session. A terminal acknowledges a command whose
+// ref it knows again and never starts it twice (docs/terminal-protocol.md,
+// section 6); the ack timeout still ends one that stays unacknowledged.
+func (s *Service) resendCommand(ctx context.Context, term *Terminal) {
+	t, err := s.Store.ActiveTransaction(ctx, term.TerminalID)
+	if errors.Is(err, ErrNotFound) {
+		return
+	} else if err != nil {
+		s.log().Error("resend command: active transaction", "terminalId", term.TerminalID, "error", err)
+		return
+	}
+	if t.Acknowledged() || t.SerialNumber != term.SerialNumber {
+		return
+	}
+	if err := s.Gateway.SendPayment(ctx, t.SerialNumber, t); err != nil && !errors.Is(err, ErrOffline) {
+		s.log().Warn("resend command", "ref", t.ID, "error", err)
+	}
+}
+
+// resendOwed sends a device, after its hello, every effect still owed to
+// it, oldest first, each with its own id. One that became moot without
+// being marked (a failure after its transaction's result or its print
+// job's end) is marked now instead; one past EffectTTL is left to the
+// sweep.
+func (s *Service) resendOwed(ctx context.Context, serial string) {
+	es, err := s.Store.OpenEffects(ctx, serial)
+	if err != nil {
+		s.log().Error("resend owed messages", "serialNumber", serial, "error", err)
+		return
+	}
+	now := s.now()
+	for _, e := range es {
+		if now.Sub(e.CreatedAt) > s.effectTTL() {
+			continue
+		}
+		var lines []string
+		moot := false
+		switch e.Kind {
+		case EffectCancel:
+			t, err := s.Store.Transaction(ctx, e.Ref)
+			if err != nil {
+				s.log().Error("resend owed messages: transaction", "ref", e.Ref, "error", err)
+				continue
+			}
+			moot = t.ResultMessageID != ""
+		case EffectPrint:
+			j, err := s.Store.PrintJob(ctx, e.Ref)
+			if err != nil {
+				s.log().Error("resend owed messages: print job", "printId", e.Ref, "error", err)
+				continue
+			}
+			if j.StatusID == nil && !now.Before(j.CreatedAt.Add(s.printTimeout())) {
+				continue // ending TIMEOUT now (its timer, or the sweep)
+			}
+			moot, lines = j.StatusID != nil, j.Lines
+		}
+		if moot {
+			s.endOwed(ctx, e.Ref, e.Kind)
+			continue
+		}
+		s.log().Info("owed message sent again", "kind", e.Kind, "ref", e.Ref, "reason", e.Reason, "serialNumber", serial)
+		if err := s.deliver(ctx, e, lines); err != nil {
+			return // the session went away: the next hello sends the rest
+		}
+	}
+}
+
+// TerminalConfirmed records a device's confirm of a server message: an
+// effect it confirms is done and not sent again. A confirm of any other
+// message, of an effect done already or of another device's is ignored.
+func (s *Service) TerminalConfirmed(ctx context.Context, serial, messageID string) error {
+	if !strings.HasPrefix(messageID, effectIDPrefix) {
+		return nil // a message nothing is owed for (linked, a command...)
+	}
+	err := s.Store.EndEffect(ctx, messageID, serial, EffectConfirmed, s.now())
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("end effect: %w", err)
+	}
+	s.log().Debug("owed message confirmed", "effectId", messageID, "serialNumber", serial)
+	return nil
+}
+
+// Sweep ends what a lost timer or another node left behind: every print
+// job past its print timeout ends TIMEOUT, and every effect owed longer
+// than EffectTTL is dropped, each with a log line. RunSweep runs it
+// periodically; Recover does the print jobs' part at start.
+func (s *Service) Sweep(ctx context.Context) {
+	now := s.now()
+	jobs, err := s.Store.RunningPrintJobs(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log().Error("sweep: running print jobs", "error", err)
+		}
+		return
+	}
+	for _, j := range jobs {
+		if !now.Before(j.CreatedAt.Add(s.printTimeout())) {
+			s.completePrint(ctx, j.ID, PrintTimeout)
+		}
+	}
+	dropped, err := s.Store.ExpireEffects(ctx, now.Add(-s.effectTTL()), now)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log().Error("sweep: expire owed messages", "error", err)
+		}
+		return
+	}
+	for _, e := range dropped {
+		s.log().Warn("owed message dropped: not confirmed within its bound", "kind", e.Kind, "ref", e.Ref, "reason", e.Reason,
+			"serialNumber", e.SerialNumber, "effectId", e.ID, "createdAt", e.CreatedAt, "bound", s.effectTTL().String())
+	}
+}
+
+// RunSweep runs Sweep every interval (DefaultSweep when 0) until ctx ends.
+func (s *Service) RunSweep(ctx context.Context, interval time.Duration) {
+	if interval <= 0 {
+		interval = DefaultSweep
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		s.Sweep(ctx)
+	}
+}
