@@ -339,10 +339,10 @@ func TestDocTerminal(t *testing.T) {
 	}
 
 	// purchase: ack, progress, result, confirm.
-	purchase := func(body map[string]any) (string, chan txJSON) {
+	purchase := func(body map[string]any) (string, chan reply) {
 		t.Helper()
-		done := make(chan txJSON, 1)
-		go func() { done <- s.post(t, "/in-store/api/v1/purchase", body, nil).tx(t, 201) }()
+		done := make(chan reply, 1)
+		go func() { done <- s.post(t, "/in-store/api/v1/purchase", body, nil) }()
 		cmd := d.expect("purchase", "")
 		if data := dataOf(cmd); data["amount"] != float64(body["amount"].(int)) || data["currency"] != "SEK" {
 			t.Errorf("purchase data %v, want the ECR's amount and currency", data)
@@ -354,7 +354,7 @@ func TestDocTerminal(t *testing.T) {
 		return cmd["ref"].(string), done
 	}
 	ref, done := purchase(map[string]any{"terminalId": term, "amount": 1250, "currency": "SEK"})
-	<-done
+	(<-done).tx(t, 201)
 	d.send(doc.frame(t, "progress", map[string]any{"id": d.id(), "ref": ref}, nil))
 	d.result(ref, instore.StatusApproved)
 	if got := s.get(t, "/in-store/api/v1/transaction/"+ref).tx(t, 200); got.StatusID != instore.StatusApproved {
@@ -362,9 +362,9 @@ func TestDocTerminal(t *testing.T) {
 	}
 
 	// print: confirm, print-result.
-	printed := make(chan printJob, 1)
+	printed := make(chan reply, 1)
 	go func() {
-		printed <- s.post(t, "/in-store/api/v1/print", map[string]any{"terminalId": term, "lines": []string{"Thank you", "", "Welcome back"}}, nil).job(t)
+		printed <- s.post(t, "/in-store/api/v1/print", map[string]any{"terminalId": term, "lines": []string{"Thank you", "", "Welcome back"}}, nil)
 	}()
 	p := d.expect("print", "")
 	if lines := dataOf(p)["lines"]; fmt.Sprint(lines) != fmt.Sprint([]any{"Thank you", "", "Welcome back"}) {
@@ -372,22 +372,20 @@ func TestDocTerminal(t *testing.T) {
 	}
 	d.confirm(p)
 	d.send(doc.frame(t, "print-result", map[string]any{"id": d.id(), "ref": p["ref"]}, map[string]any{"statusId": instore.PrintSuccess}))
-	if j := <-printed; *j.Status != "SUCCESS" || j.PrintID != p["ref"] {
+	if j := (<-printed).job(t); *j.Status != "SUCCESS" || j.PrintID != p["ref"] {
 		t.Errorf("print job %+v, want %v SUCCESS", j, p["ref"])
 	}
 
 	// The ECR's reversal: a transaction of its own, acknowledged and
 	// reported on.
-	revDone := make(chan txJSON, 1)
-	go func() {
-		revDone <- s.post(t, "/in-store/api/v1/reversal", map[string]any{"onlineAPIRefId": ref}, nil).tx(t, 201)
-	}()
+	revDone := make(chan reply, 1)
+	go func() { revDone <- s.post(t, "/in-store/api/v1/reversal", map[string]any{"onlineAPIRefId": ref}, nil) }()
 	rev := d.expect("reversal", "")
 	if data := dataOf(rev); data["reason"] != "ECR" || data["originalRef"] != ref || rev["ref"] == ref {
 		t.Fatalf("ECR reversal %v, want reason ECR, originalRef %s and a ref of its own", rev, ref)
 	}
 	d.ack(rev)
-	<-revDone
+	(<-revDone).tx(t, 201)
 	d.result(rev["ref"].(string), instore.StatusApproved)
 	if got := s.get(t, "/in-store/api/v1/transaction/"+ref).tx(t, 200); got.StatusID != instore.StatusReversed {
 		t.Errorf("reversed purchase = %d, want REVERSED", got.StatusID)
@@ -399,7 +397,7 @@ func TestDocTerminal(t *testing.T) {
 	// cancel ECR: confirm, ABORTED_BY_CASHIER.
 	// (paid with a payment method, whose code comes with it).
 	ref, done = purchase(map[string]any{"terminalId": term, "amount": 2000, "currency": "SEK", "paymentMethodId": 0})
-	<-done
+	(<-done).tx(t, 201)
 	s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": term}, nil).tx(t, 202)
 	c := d.expect("cancel", ref)
 	if dataOf(c)["reason"] != "ECR" {
@@ -414,7 +412,7 @@ func TestDocTerminal(t *testing.T) {
 	// A late approval: cancel DEADLINE, then the reversal LATE_APPROVAL,
 	// which the terminal confirms.
 	ref, done = purchase(map[string]any{"terminalId": term, "amount": 3000, "currency": "SEK"})
-	<-done
+	(<-done).tx(t, 201)
 	c = d.expect("cancel", ref)
 	if dataOf(c)["reason"] != "DEADLINE" {
 		t.Errorf("cancel %v, want reason DEADLINE", c)
@@ -432,7 +430,7 @@ func TestDocTerminal(t *testing.T) {
 
 	// printReceipt: the customer receipt of the result is printed.
 	ref, done = purchase(map[string]any{"terminalId": term, "amount": 4000, "currency": "SEK", "printReceipt": true})
-	<-done
+	(<-done).tx(t, 201)
 	d.result(ref, instore.StatusApproved)
 	p = d.expect("print", "")
 	if want := dataOf(doc.examples["result"][0])["customerReceipt"]; fmt.Sprint(dataOf(p)["lines"]) != fmt.Sprint(want) {

@@ -43,7 +43,9 @@ func owedEnv(t *testing.T, store func(*server.Config), mutate func(*server.Confi
 	t.Helper()
 	e := start(t, func(c *server.Config) {
 		store(c)
-		c.AckTimeout = time.Second
+		// Long enough for a loaded machine; the tests that wait for it
+		// to pass set a shorter one.
+		c.AckTimeout = 5 * time.Second
 		c.TransactionDeadline = 2 * time.Second
 		c.RateLimit = 0
 		if mutate != nil {
@@ -204,15 +206,15 @@ func TestExpiredTransactionCancelledAfterReconnect(t *testing.T) {
 // same message id, until it confirms.
 func TestAckTimeoutCancelResentUntilConfirmed(t *testing.T) {
 	eachBackend(t, func(t *testing.T, store func(*server.Config)) {
-		s := owedEnv(t, store, nil)
+		s := owedEnv(t, store, func(c *server.Config) { c.AckTimeout = time.Second })
 		term, secret := s.provision(t, "RAW-ACK")
 		d := dialDevice(t, s.srv.URL("terminal"), "RAW-ACK", secret)
-		done := make(chan problem, 1)
-		go func() { done <- s.purchase(t, term, 5000).problem(t, 504, "WP25") }()
+		done := make(chan reply, 1)
+		go func() { done <- s.purchase(t, term, 5000) }()
 		cmd := d.expect(protocol.TypePurchase)
 		d.conn.Close()
 		s.waitOffline(t, "RAW-ACK")
-		if p := <-done; p.OnlineAPIRefID != cmd.Ref {
+		if p := (<-done).problem(t, 504, "WP25"); p.OnlineAPIRefID != cmd.Ref {
 			t.Fatalf("WP25 names %q, the command was %q", p.OnlineAPIRefID, cmd.Ref)
 		}
 		var first protocol.Envelope
@@ -253,11 +255,11 @@ func TestECRCancelResentAfterRestart(t *testing.T) {
 		s := owedEnv(t, store, func(c *server.Config) { c.TransactionDeadline = 60 * time.Second })
 		term, secret := s.provision(t, "RAW-ECR")
 		d := dialDevice(t, s.srv.URL("terminal"), "RAW-ECR", secret)
-		done := make(chan txJSON, 1)
-		go func() { done <- s.purchase(t, term, 5000).tx(t, 201) }()
+		done := make(chan reply, 1)
+		go func() { done <- s.purchase(t, term, 5000) }()
 		cmd := d.expect(protocol.TypePurchase)
 		d.send(protocol.TypeAck, "", "", cmd.Ref, nil)
-		<-done
+		(<-done).tx(t, 201)
 		s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": term}, nil).tx(t, 202)
 		first := d.expect(protocol.TypeCancel)
 		if got := cancelOf(t, first); got.Reason != instore.CancelByECR || first.Ref != cmd.Ref {
@@ -294,11 +296,11 @@ func TestLateApprovalReversalResentUntilConfirmed(t *testing.T) {
 		s := owedEnv(t, store, nil)
 		term, secret := s.provision(t, "RAW-LATE")
 		d := dialDevice(t, s.srv.URL("terminal"), "RAW-LATE", secret)
-		done := make(chan txJSON, 1)
-		go func() { done <- s.purchase(t, term, 5000).tx(t, 201) }()
+		done := make(chan reply, 1)
+		go func() { done <- s.purchase(t, term, 5000) }()
 		cmd := d.expect(protocol.TypePurchase)
 		d.send(protocol.TypeAck, "", "", cmd.Ref, nil)
-		<-done
+		(<-done).tx(t, 201)
 		d.confirm(d.expect(protocol.TypeCancel)) // DEADLINE
 		d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: instore.StatusApproved, AuthorizationCode: "LATE1"})
 		rev := d.expect(protocol.TypeReversal)
@@ -357,13 +359,13 @@ func TestReceiptPrintNotLost(t *testing.T) {
 		s := owedEnv(t, store, func(c *server.Config) { c.TransactionDeadline = 60 * time.Second })
 		term, secret := s.provision(t, "RAW-RCPT")
 		d := dialDevice(t, s.srv.URL("terminal"), "RAW-RCPT", secret)
-		done := make(chan txJSON, 1)
+		done := make(chan reply, 1)
 		go func() {
-			done <- s.post(t, "/in-store/api/v1/purchase", map[string]any{"terminalId": term, "amount": 700, "currency": "SEK", "printReceipt": true}, nil).tx(t, 201)
+			done <- s.post(t, "/in-store/api/v1/purchase", map[string]any{"terminalId": term, "amount": 700, "currency": "SEK", "printReceipt": true}, nil)
 		}()
 		cmd := d.expect(protocol.TypePurchase)
 		d.send(protocol.TypeAck, "", "", cmd.Ref, nil)
-		<-done
+		(<-done).tx(t, 201)
 		receipt := []string{"ACME STORE", "PURCHASE", "SEK 7.00", "APPROVED"}
 		d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: instore.StatusApproved, CustomerReceipt: receipt, MerchantReceipt: receipt})
 		d.conn.Close()
@@ -493,16 +495,17 @@ func TestUpdateResentAfterRestart(t *testing.T) {
 func TestOwedMessageDroppedAfterItsBound(t *testing.T) {
 	var offset atomic.Int64
 	s := owedEnv(t, func(*server.Config) {}, func(c *server.Config) {
+		c.AckTimeout = time.Second
 		c.Now = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 	})
 	term, secret := s.provision(t, "RAW-TTL")
 	d := dialDevice(t, s.srv.URL("terminal"), "RAW-TTL", secret)
-	done := make(chan problem, 1)
-	go func() { done <- s.purchase(t, term, 5000).problem(t, 504, "WP25") }()
+	done := make(chan reply, 1)
+	go func() { done <- s.purchase(t, term, 5000) }()
 	d.expect(protocol.TypePurchase)
 	d.conn.Close()
 	s.waitOffline(t, "RAW-TTL")
-	<-done
+	(<-done).problem(t, 504, "WP25")
 	ctx := context.Background()
 	es, err := s.srv.Store.OpenEffects(ctx, "RAW-TTL")
 	if err != nil || len(es) != 1 || es[0].Kind != instore.EffectCancel || es[0].Reason != instore.CancelAckTimeout {
@@ -531,17 +534,17 @@ func TestUnacknowledgedCommandResentAfterReconnect(t *testing.T) {
 	s := owedEnv(t, func(*server.Config) {}, func(c *server.Config) { c.AckTimeout = 10 * time.Second })
 	term, secret := s.provision(t, "RAW-CMD")
 	d := dialDevice(t, s.srv.URL("terminal"), "RAW-CMD", secret)
-	done := make(chan txJSON, 1)
-	go func() { done <- s.purchase(t, term, 5000).tx(t, 201) }()
+	done := make(chan reply, 1)
+	go func() { done <- s.purchase(t, term, 5000) }()
 	cmd := d.expect(protocol.TypePurchase)
 	d.send(protocol.TypeAck, "", "", cmd.Ref, nil)
-	<-done
+	(<-done).tx(t, 201)
 	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: instore.StatusApproved})
 	d.expect(protocol.TypeConfirm)
 
-	revDone := make(chan txJSON, 1)
+	revDone := make(chan reply, 1)
 	go func() {
-		revDone <- s.post(t, "/in-store/api/v1/reversal", map[string]any{"onlineAPIRefId": cmd.Ref}, nil).tx(t, 201)
+		revDone <- s.post(t, "/in-store/api/v1/reversal", map[string]any{"onlineAPIRefId": cmd.Ref}, nil)
 	}()
 	rev := d.expect(protocol.TypeReversal)
 	d.conn.Close()
@@ -553,7 +556,7 @@ func TestUnacknowledgedCommandResentAfterReconnect(t *testing.T) {
 		t.Fatalf("after the reconnect: %+v %+v (%v), want the reversal %s of %s again", again, r, err, rev.Ref, cmd.Ref)
 	}
 	d.send(protocol.TypeAck, "", "", again.Ref, nil)
-	<-revDone
+	(<-revDone).tx(t, 201)
 	d.send(protocol.TypeResult, "", "", again.Ref, protocol.Result{StatusID: instore.StatusApproved})
 	d.expect(protocol.TypeConfirm)
 	if got := s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200); got.StatusID != instore.StatusReversed {
