@@ -440,14 +440,27 @@ func (s *Service) start(ctx context.Context, t *Transaction, create func(context
 	s.arm(t.ID, t.CreatedAt.Add(s.ackTimeout()), s.ackExpired)
 	if err := send(ctx); err != nil {
 		// The session went away between the check and the send: the command
-		// never left. Record it as a technical error and say so.
-		s.finish(context.WithoutCancel(ctx), t.ID, func(t *Transaction) bool {
+		// most likely never left. Record it as a technical error and say so;
+		// in case its frame reached the terminal all the same, the terminal
+		// is owed a cancel ACK_TIMEOUT (it drops a command it never
+		// acknowledged, and ignores a ref it does not know), sent after its
+		// next hello.
+		var o owed
+		bg := context.WithoutCancel(ctx)
+		_, err := s.finishWith(bg, t.ID, nil, s.write(&o), func(t *Transaction) bool {
+			o.reset()
 			if t.Final() {
 				return false
 			}
 			t.StatusID, t.ErrorID, t.Progress, t.CompletedAt = StatusTechnicalError, s.errorID(WP23), ProgressFinal, ptr(s.now())
+			o.effects = []*Effect{s.newEffect(EffectCancel, t.SerialNumber, t.ID, CancelAckTimeout)}
 			return true
 		})
+		if err != nil {
+			s.log().Error("end a transaction whose command was not sent", "ref", t.ID, "error", err)
+		} else if len(o.effects) > 0 {
+			s.deliver(bg, o.effects[0], nil)
+		}
 		return nil, s.wp23(t.ID)
 	}
 	return s.awaitAck(ctx, &created, w, gen)

@@ -2,6 +2,7 @@ package instore_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -156,5 +157,46 @@ func TestTransactionEndWithoutWaitingUpdate(t *testing.T) {
 		if n := cs.openUpdates.Load(); n != 0 {
 			t.Fatalf("the transaction's end read the open update %d times, want none", n)
 		}
+	}
+}
+
+// lostSession is a gateway whose device looks online but whose session is
+// gone by the time a command is sent.
+type lostSession struct{ instore.Gateway }
+
+func (lostSession) Online(string) bool { return true }
+func (lostSession) SendPayment(context.Context, string, *instore.Transaction) error {
+	return instore.ErrOffline
+}
+
+// TestSendFailureOwesCancel: a purchase whose command could not be sent
+// answers WP23 naming its transaction, which ends TECHNICAL_ERROR with
+// WP23, and the terminal is owed a cancel ACK_TIMEOUT in case the frame
+// reached it all the same.
+func TestSendFailureOwesCancel(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "NORMAL", "S-1")
+	f.svc.Gateway = lostSession{f.svc.Gateway}
+	p := &instore.Principal{MerchantID: f.merchant}
+	amount := int64(100)
+	_, err := f.svc.Purchase(ctx, p, &instore.PurchaseRequest{TerminalID: f.terminal, Amount: &amount, Currency: "SEK"})
+	var e *instore.Error
+	if !errors.As(err, &e) || e.Code != instore.WP23 || e.OnlineAPIRefID == "" {
+		t.Fatalf("Purchase with a lost session = %v, want WP23 naming the transaction", err)
+	}
+	tx, err := f.st.Transaction(ctx, e.OnlineAPIRefID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wp23, _ := f.svc.Metadata.ErrorCode(instore.WP23)
+	if tx.StatusID != instore.StatusTechnicalError || tx.ErrorID == nil || *tx.ErrorID != wp23.ID {
+		t.Errorf("transaction = status %d, error %v; want TECHNICAL_ERROR with WP23", tx.StatusID, tx.ErrorID)
+	}
+	owed, err := f.st.OpenEffects(ctx, "S-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(owed) != 1 || owed[0].Kind != instore.EffectCancel || owed[0].Ref != tx.ID || owed[0].Reason != instore.CancelAckTimeout {
+		t.Errorf("owed after a lost send = %+v, want one cancel ACK_TIMEOUT of %s", owed, tx.ID)
 	}
 }
