@@ -112,11 +112,11 @@ func TestLateApprovalAfterDeadlineIsReversed(t *testing.T) {
 	s := rawEnv(t, nil)
 	term, secret := s.provision(t, "RAW-1")
 	d := dialDevice(t, s.srv.URL("terminal"), "RAW-1", secret)
-	done := make(chan txJSON, 1)
-	go func() { done <- s.purchase(t, term, 5000).tx(t, 201) }()
+	done := make(chan reply, 1)
+	go func() { done <- s.purchase(t, term, 5000) }()
 	cmd := d.expect(protocol.TypePurchase)
 	d.send(protocol.TypeAck, "", cmd.ID, cmd.Ref, nil)
-	tx := <-done
+	tx := (<-done).tx(t, 201)
 	cancel := d.expect(protocol.TypeCancel)
 	var c protocol.Cancel
 	must(t, json.Unmarshal(cancel.Data, &c))
@@ -152,10 +152,10 @@ func TestLateApprovalAfterAckTimeoutIsReversed(t *testing.T) {
 	s := rawEnv(t, nil)
 	term, secret := s.provision(t, "RAW-2")
 	d := dialDevice(t, s.srv.URL("terminal"), "RAW-2", secret)
-	done := make(chan problem, 1)
-	go func() { done <- s.purchase(t, term, 5000).problem(t, 504, "WP25") }()
+	done := make(chan reply, 1)
+	go func() { done <- s.purchase(t, term, 5000) }()
 	cmd := d.expect(protocol.TypePurchase)
-	p := <-done
+	p := (<-done).problem(t, 504, "WP25")
 	if p.OnlineAPIRefID != cmd.Ref {
 		t.Fatalf("WP25 names %q, command was %q", p.OnlineAPIRefID, cmd.Ref)
 	}
@@ -179,11 +179,11 @@ func TestCancelRacesResult(t *testing.T) {
 	s := rawEnv(t, func(c *server.Config) { c.TransactionDeadline = 10 * time.Second })
 	term, secret := s.provision(t, "RAW-3")
 	d := dialDevice(t, s.srv.URL("terminal"), "RAW-3", secret)
-	done := make(chan txJSON, 1)
-	go func() { done <- s.purchase(t, term, 5000).tx(t, 201) }()
+	done := make(chan reply, 1)
+	go func() { done <- s.purchase(t, term, 5000) }()
 	cmd := d.expect(protocol.TypePurchase)
 	d.send(protocol.TypeAck, "", cmd.ID, cmd.Ref, nil)
-	<-done
+	(<-done).tx(t, 201)
 	s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": term}, nil).tx(t, 202)
 	d.expect(protocol.TypeCancel)
 	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: 0})
@@ -200,11 +200,11 @@ func TestRestartMidTransaction(t *testing.T) {
 	s := rawEnv(t, func(c *server.Config) { c.TransactionDeadline = 30 * time.Second })
 	term, secret := s.provision(t, "RAW-4")
 	d := dialDevice(t, s.srv.URL("terminal"), "RAW-4", secret)
-	done := make(chan txJSON, 1)
-	go func() { done <- s.purchase(t, term, 5000).tx(t, 201) }()
+	done := make(chan reply, 1)
+	go func() { done <- s.purchase(t, term, 5000) }()
 	cmd := d.expect(protocol.TypePurchase)
 	d.send(protocol.TypeAck, "", cmd.ID, cmd.Ref, nil)
-	<-done
+	(<-done).tx(t, 201)
 	addrs := map[string]string{}
 	for _, n := range []string{"online", "access", "terminal", "ops"} {
 		addrs[n] = s.srv.URL(n)[len("http://"):]
@@ -244,20 +244,20 @@ func TestLateReversalStillReversesTheOriginal(t *testing.T) {
 	s := rawEnv(t, func(c *server.Config) { c.TransactionDeadline = 10 * time.Second })
 	term, secret := s.provision(t, "RAW-5")
 	d := dialDevice(t, s.srv.URL("terminal"), "RAW-5", secret)
-	done := make(chan txJSON, 1)
-	go func() { done <- s.purchase(t, term, 5000).tx(t, 201) }()
+	done := make(chan reply, 1)
+	go func() { done <- s.purchase(t, term, 5000) }()
 	cmd := d.expect(protocol.TypePurchase)
 	d.send(protocol.TypeAck, "", cmd.ID, cmd.Ref, nil)
-	<-done
+	(<-done).tx(t, 201)
 	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: 0})
 	d.expect(protocol.TypeConfirm)
 
-	pc := make(chan problem, 1)
+	pc := make(chan reply, 1)
 	go func() {
-		pc <- s.post(t, "/in-store/api/v1/reversal", map[string]any{"onlineAPIRefId": cmd.Ref}, nil).problem(t, 504, "WP25")
+		pc <- s.post(t, "/in-store/api/v1/reversal", map[string]any{"onlineAPIRefId": cmd.Ref}, nil)
 	}()
 	rev := d.expect(protocol.TypeReversal)
-	p := <-pc
+	p := (<-pc).problem(t, 504, "WP25")
 	if p.OnlineAPIRefID != rev.Ref {
 		t.Fatalf("WP25 names %q, the reversal command was %q", p.OnlineAPIRefID, rev.Ref)
 	}
