@@ -37,7 +37,10 @@ const (
 	// wait on top). The service holds a purchase until the terminal
 	// acknowledges it (10 s by default) and an idempotent retry until the
 	// first request ends (30 s by default), so the bound is generous; a
-	// context deadline bounds the whole call.
+	// context deadline bounds the whole call. Against a service whose
+	// operator raised its waits (--ack-timeout, --print-timeout,
+	// --idempotency-wait: the service logs its write timeout at start),
+	// set Timeout above that write timeout.
 	DefaultTimeout = 100 * time.Second
 	// maxBody is the largest response body read.
 	maxBody = 8 << 20

@@ -165,7 +165,7 @@ func (s *serviceFlags) register(fs *pflag.FlagSet, host string) {
 	fs.DurationVar(&s.tokenTTL, "token-ttl", time.Hour, "lifetime of issued access tokens (1m to 24h)")
 	fs.DurationVar(&s.cacheTTL, "auth-cache-ttl", time.Second, "how long a verified token and key pair is trusted before the store is asked again; revocations take effect within it (0 to 1m)")
 	fs.StringVar(&s.paymentMethodsFile, "payment-methods-file", "", "JSON file replacing the paymentMethods list (three entries, ids 0, 1, 2)")
-	fs.Float64Var(&s.rateLimit, "rate-limit", 100, "requests per second allowed per subscription key (0: no limit)")
+	fs.Float64Var(&s.rateLimit, "rate-limit", 100, "requests per second allowed per API client, taken before the store is read (0: no limit)")
 	fs.IntVar(&s.rateBurst, "rate-burst", 200, "burst allowed above --rate-limit")
 	fs.DurationVar(&s.shutdownTimeout, "shutdown-timeout", 0, "how long operations in flight may take to finish on SIGINT/SIGTERM; longer than the longest wait for a terminal (--ack-timeout + 1s, --print-timeout) by at least 1s (default: that wait plus 10s, 40s with the other defaults)")
 	fs.DurationVar(&s.ackTimeout, "ack-timeout", 10*time.Second, "how long a purchase waits for the terminal's acknowledgement (then WP25)")
