@@ -45,7 +45,7 @@ func Register(cfg Config) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	h := &handlers{svc: cfg.Service}
-	idem := &onlineapi.Idempotency{API: a, Store: cfg.Store, Logger: logger, Now: time.Now}
+	idem := &onlineapi.Idempotency{API: a, Store: cfg.Store, Logger: logger, Now: cfg.Service.Now}
 	post := func(f httpapi.AuthedFunc) httpapi.HandlerFunc { return g.Wrap(perCustomer(idem, f)) }
 	doc := newDoc(cfg.OpenAPI)
 

@@ -93,7 +93,7 @@ func (m *Idempotency) Wrap(h httpapi.AuthedFunc) httpapi.AuthedFunc {
 		sum := sha256.Sum256(append([]byte(r.Method+" "+r.URL.Path+"\n"), body...))
 		rec := &instore.IdempotencyRecord{
 			MerchantID: p.MerchantID, Key: key, Method: r.Method, Path: r.URL.Path,
-			RequestHash: sum[:], CreatedAt: m.Now().UTC().Truncate(time.Microsecond),
+			RequestHash: sum[:], CreatedAt: m.now().UTC().Truncate(time.Microsecond),
 			Attempt: ids.New("att"),
 		}
 		// Running here from before its record exists, so that a retry never
@@ -209,6 +209,14 @@ func (m *Idempotency) run(w http.ResponseWriter, r *http.Request, p *instore.Pri
 		m.Logger.Error("store idempotent response", "error", cerr)
 	}
 	return nil
+}
+
+// now is the clock that dates records (time.Now when Now is nil).
+func (m *Idempotency) now() time.Time {
+	if m.Now == nil {
+		return time.Now()
+	}
+	return m.Now()
 }
 
 // runsHere reports whether attempt of merchant+key runs in this process.

@@ -48,7 +48,8 @@ func Register(cfg Config) {
 	doc := newStaticDoc(cfg.OpenAPI, "application/yaml")
 
 	h := &handlers{svc: cfg.Service, meta: cfg.Metadata}
-	idem := &Idempotency{API: a, Store: cfg.Store, Logger: cfg.Logger, Now: time.Now, Wait: cfg.IdempotencyWait}
+	// The service's clock, which also dates the expiry sweep's cut.
+	idem := &Idempotency{API: a, Store: cfg.Store, Logger: cfg.Logger, Now: cfg.Service.Now, Wait: cfg.IdempotencyWait}
 	post := func(f httpapi.AuthedFunc) httpapi.HandlerFunc { return g.Wrap(idem.Wrap(f)) }
 
 	a.Handle("POST /oauth2/token", httpapi.TokenHandler(g.Auth, instore.SurfaceOnline))
