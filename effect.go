@@ -13,7 +13,8 @@ import "time"
 // device confirms it (`confirm` with `re` = its id, which is the message
 // id of every send), when what it concerns ends (a result for the
 // transaction, a final status of the print job), or when it is older than
-// EffectTTL (the sweep drops it with a log line). docs/decisions.md, owed
+// EffectTTL (the sweep drops it with a log line), except a reversal, which
+// gives money back and stays owed until the device confirms it. docs/decisions.md, owed
 // messages; docs/terminal-protocol.md, section 7.
 //
 // A command (purchase, refund, the ECR's reversal) needs no effect: its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Refund creates a REFUND on a terminal and answers once the terminal
@@ -115,12 +116,24 @@ func (s *Service) Reversal(ctx context.Context, p *Principal, req *ReversalReque
 	if err := CheckOnOriginal(orig, nil, &Transaction{Type: TypeReversal}); err != nil {
 		return nil, err
 	}
-	latest, err := s.Store.LatestTransaction(ctx, orig.TerminalID)
+	// The latest transaction of its terminal, earlier reversals of it
+	// aside: a reversal that failed, or ended without a known outcome, can
+	// be followed by another (two approved reversals void one
+	// authorisation once; CheckOnOriginal refuses one while another is
+	// PENDING or APPROVED).
+	newer, err := s.Store.ListTransactions(ctx, TransactionFilter{MerchantID: orig.MerchantID, TerminalID: orig.TerminalID,
+		From: orig.CreatedAt, To: s.now().Add(time.Hour), Limit: 100})
 	if err != nil {
-		return nil, fmt.Errorf("latest transaction: %w", err)
+		return nil, fmt.Errorf("newer transactions: %w", err)
 	}
-	if latest.ID != orig.ID {
-		return nil, Errorf(ENotReversible, "Only the latest transaction of a terminal can be reversed; a newer one exists on this terminal. Refund it instead.")
+	for _, n := range newer {
+		if n.Type == TypeReversal && n.OriginalID == orig.ID {
+			continue
+		}
+		if n.ID != orig.ID {
+			return nil, Errorf(ENotReversible, "Only the latest transaction of a terminal can be reversed; a newer one exists on this terminal. Refund it instead.")
+		}
+		break
 	}
 	term, err := s.Store.Terminal(ctx, orig.TerminalID)
 	if err != nil {

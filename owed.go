@@ -170,12 +170,31 @@ func (s *Service) TerminalConfirmed(ctx context.Context, serial, messageID strin
 	return nil
 }
 
-// Sweep ends what a lost timer or another node left behind: every print
-// job past its print timeout ends TIMEOUT, and every effect owed longer
-// than EffectTTL is dropped, each with a log line. RunSweep runs it
+// Sweep ends what a lost timer, a failed write or another node left
+// behind: every PENDING transaction past its ack time (unacknowledged) or
+// deadline ends as its timer would have ended it, every print job past its
+// print timeout ends TIMEOUT, and every effect owed longer than EffectTTL
+// is dropped (a reversal never), each with a log line. RunSweep runs it
 // periodically; Recover does the print jobs' part at start.
 func (s *Service) Sweep(ctx context.Context) {
 	now := s.now()
+	// PENDING transactions past their ack time or deadline: a timer lost,
+	// or an expiry whose write failed.
+	pending, err := s.Store.PendingTransactions(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log().Error("sweep: pending transactions", "error", err)
+		}
+		return
+	}
+	for _, t := range pending {
+		switch {
+		case !t.Acknowledged() && !now.Before(t.CreatedAt.Add(s.ackTimeout())):
+			s.ackExpired(t.ID)
+		case t.Acknowledged() && t.DeadlineAt != nil && !now.Before(*t.DeadlineAt):
+			s.deadlineExpired(t.ID)
+		}
+	}
 	jobs, err := s.Store.RunningPrintJobs(ctx)
 	if err != nil {
 		if ctx.Err() == nil {

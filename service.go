@@ -495,6 +495,16 @@ func (s *Service) awaitAck(ctx context.Context, t *Transaction, w *watch, gen ui
 	if err != nil {
 		return nil, err
 	}
+	if !got.Acknowledged() && !got.Final() && !s.Now().Before(ackBy) {
+		// Its ack time passed and its timer has not ended it (late, or not
+		// armed yet after a start): end it now, so that the answer is the
+		// WP25 the first request got or would have got, never a 201 for a
+		// sale that is about to fail.
+		s.ackExpired(got.ID)
+		if got, err = s.Store.Transaction(context.WithoutCancel(ctx), got.ID); err != nil {
+			return nil, fmt.Errorf("transaction: %w", err)
+		}
+	}
 	if !got.Acknowledged() && got.Final() && got.ErrorID != nil {
 		switch *got.ErrorID {
 		case *s.errorID(WP25):
@@ -755,9 +765,17 @@ func (s *Service) deadlineExpired(ref string) { s.expire(ref, WP36, CancelDeadli
 func (s *Service) expire(ref, code, reason string, unackedOnly bool) {
 	ctx := context.Background()
 	var o owed
+	var deadline *time.Time
 	_, err := s.finishWith(ctx, ref, nil, s.write(&o), func(t *Transaction) bool {
 		o.reset()
-		if t.Final() || unackedOnly && t.Acknowledged() {
+		deadline = nil
+		if t.Final() {
+			return false
+		}
+		if unackedOnly && t.Acknowledged() {
+			// Acknowledged meanwhile: its deadline applies, whatever timer
+			// this one replaced (an ack recorded while Recover re-armed).
+			deadline = t.DeadlineAt
 			return false
 		}
 		t.StatusID, t.ErrorID, t.Progress, t.CompletedAt = StatusTechnicalError, s.errorID(code), ProgressFinal, ptr(s.now())
@@ -766,9 +784,13 @@ func (s *Service) expire(ref, code, reason string, unackedOnly bool) {
 	})
 	if err != nil {
 		if !s.isClosed() { // at shutdown the store may be gone already
+			// The sweep tries again (Sweep, overdue transactions).
 			s.log().Error("expire transaction", "ref", ref, "errorCode", code, "error", err)
 		}
 		return
+	}
+	if deadline != nil {
+		s.arm(ref, *deadline, s.deadlineExpired)
 	}
 	if len(o.effects) > 0 {
 		s.log().Info("transaction expired", "ref", ref, "errorCode", code)
@@ -998,6 +1020,14 @@ func (s *Service) TerminalResult(ctx context.Context, serial string, r TerminalR
 			t.StatusID = StatusReversed
 			reverse = true
 			o.effects = []*Effect{s.newEffect(EffectReversal, serial, t.ID, ReversalLateApproval)}
+		case t.StatusID == StatusTechnicalError:
+			// The terminal's own outcome, not an approval, of a transaction
+			// the service had ended (WP25, WP23, WP36): the status stands,
+			// and the report is kept, as every result is: it settles that
+			// the terminal took no money (CheckOnOriginal reads it for a
+			// reversal whose outcome was unknown).
+			t.Result, t.ResultMessageID = &result, r.MessageID
+			return true
 		default:
 			return false // the first final status stands
 		}

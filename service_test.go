@@ -200,3 +200,105 @@ func TestSendFailureOwesCancel(t *testing.T) {
 		t.Errorf("owed after a lost send = %+v, want one cancel ACK_TIMEOUT of %s", owed, tx.ID)
 	}
 }
+
+// failExpiryOnce fails the first write of an expiry, as a store blip would.
+type failExpiryOnce struct {
+	instore.Store
+	failed atomic.Bool
+}
+
+func (s *failExpiryOnce) UpdateTransactionEffects(ctx context.Context, t *instore.Transaction, from int64, job *instore.PrintJob, es []*instore.Effect) error {
+	if s.failed.CompareAndSwap(false, true) {
+		return context.DeadlineExceeded
+	}
+	return s.Store.UpdateTransactionEffects(ctx, t, from, job, es)
+}
+
+// pendingFixture stores a PENDING purchase on f's terminal created at
+// created.
+func pendingFixture(t *testing.T, f *fixture, created time.Time) *instore.Transaction {
+	t.Helper()
+	tx := &instore.Transaction{ID: f.svc.NewRef(), MerchantID: f.merchant, TerminalID: f.terminal, SerialNumber: "S-1",
+		Type: instore.TypePurchase, Amount: 1250, Currency: "SEK", StatusID: instore.StatusPending,
+		Progress: instore.ProgressSent, CreatedAt: created.UTC().Truncate(time.Microsecond)}
+	if err := f.st.CreateTransaction(context.Background(), tx); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
+// TestSweepEndsOverdueTransactions: an expiry whose write failed is not
+// lost: the sweep ends the transaction, WP25 with its cancel owed.
+func TestSweepEndsOverdueTransactions(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "NORMAL", "S-1")
+	f.svc.Store = &failExpiryOnce{Store: f.st}
+	tx := pendingFixture(t, f, time.Now().Add(-time.Hour))
+	f.svc.Sweep(ctx) // the expiry's write fails
+	if got, _ := f.st.Transaction(ctx, tx.ID); got.StatusID != instore.StatusPending {
+		t.Fatalf("after a failed expiry: status %d, want still PENDING (the blip)", got.StatusID)
+	}
+	f.svc.Sweep(ctx)
+	got, err := f.st.Transaction(ctx, tx.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wp25, _ := f.svc.Metadata.ErrorCode(instore.WP25)
+	if got.StatusID != instore.StatusTechnicalError || got.ErrorID == nil || *got.ErrorID != wp25.ID {
+		t.Errorf("after the next sweep: status %d, error %v; want TECHNICAL_ERROR with WP25", got.StatusID, got.ErrorID)
+	}
+	if owed, _ := f.st.OpenEffects(ctx, "S-1"); len(owed) != 1 || owed[0].Reason != instore.CancelAckTimeout {
+		t.Errorf("owed after the sweep's expiry = %+v, want one cancel ACK_TIMEOUT", owed)
+	}
+}
+
+// ackDuringRecover acknowledges a transaction between Recover's read of
+// the PENDING transactions and its arming of their timers.
+type ackDuringRecover struct {
+	instore.Store
+	hook func()
+}
+
+func (s *ackDuringRecover) PendingTransactions(ctx context.Context) ([]*instore.Transaction, error) {
+	ts, err := s.Store.PendingTransactions(ctx)
+	if h := s.hook; h != nil {
+		s.hook = nil
+		h()
+	}
+	return ts, err
+}
+
+// TestAckTimerOfAcknowledgedArmsDeadline: an ack timer that finds its
+// transaction acknowledged (the ack came in while Recover armed it) arms
+// the deadline instead of doing nothing, so the transaction still ends.
+func TestAckTimerOfAcknowledgedArmsDeadline(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "NORMAL", "S-1")
+	f.svc.AckTimeout, f.svc.Deadline = time.Second, 50*time.Millisecond
+	tx := pendingFixture(t, f, time.Now().Add(-time.Hour)) // its ack time passed: the ack timer fires at once
+	f.svc.Store = &ackDuringRecover{Store: f.st, hook: func() {
+		if err := f.svc.TerminalAcknowledged(ctx, "S-1", tx.ID); err != nil {
+			t.Error(err)
+		}
+	}}
+	if err := f.svc.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Bounded by the test's own patience, not asserted on: the deadline
+	// timer ends it, or nothing ever will.
+	for range 500 {
+		got, err := f.st.Transaction(ctx, tx.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Final() {
+			wp36, _ := f.svc.Metadata.ErrorCode(instore.WP36)
+			if got.ErrorID == nil || *got.ErrorID != wp36.ID {
+				t.Errorf("ended with error %v, want WP36 (its deadline)", got.ErrorID)
+			}
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("an acknowledged transaction whose ack timer fired never ended")
+}

@@ -206,7 +206,9 @@ type EffectStore interface {
 	// outcome at t, and says how many there were.
 	EndEffectsOf(ctx context.Context, ref, kind, outcome string, at time.Time) (int, error)
 	// ExpireEffects marks every open effect created before `before` done
-	// (EffectExpired at t) and returns them, done, oldest first.
+	// (EffectExpired at t) and returns them, done, oldest first; but a
+	// reversal, which gives a cardholder money back, stays owed until the
+	// device confirms it.
 	ExpireEffects(ctx context.Context, before, at time.Time) ([]*Effect, error)
 }
 

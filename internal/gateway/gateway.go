@@ -321,8 +321,12 @@ func (g *Server) session(serial string) *session {
 	return g.sessions[serial]
 }
 
-// Online reports whether the device has a session (it said hello).
-func (g *Server) Online(serial string) bool { return g.session(serial) != nil }
+// Online reports whether the device has a session that is ready: it said
+// hello and was sent what DeviceConnected sends (what it is owed first).
+func (g *Server) Online(serial string) bool {
+	s := g.session(serial)
+	return s != nil && s.ready.Load()
+}
 
 // Sessions returns the number of devices online.
 func (g *Server) Sessions() int {

@@ -58,6 +58,11 @@ type session struct {
 	ended atomic.Bool
 	// registered is set by the read loop after hello; only it reads it.
 	registered bool
+	// ready is set once DeviceConnected ran: the device was told what it
+	// shows and sent what it is owed (cancels of transactions the server
+	// ended). Until then it takes messages but counts as offline, so that
+	// no new command overtakes what it is owed.
+	ready atomic.Bool
 }
 
 func newSession(g *Server, nc net.Conn, serial string) *session {
@@ -422,6 +427,7 @@ func (s *session) hello(frame []byte) (int, string) {
 			slog.String("serialNumber", s.serial), slog.String("error", err.Error()))
 		return closeInternal, "internal error; reconnect"
 	}
+	s.ready.Store(true)
 	return 0, ""
 }
 

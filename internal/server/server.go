@@ -324,6 +324,13 @@ func (s *Server) Start() error {
 	if writeTimeout <= 0 {
 		writeTimeout = DefaultWriteTimeout
 	}
+	// The timers the store implies are armed before a terminal can connect
+	// and acknowledge: an ack recorded first would otherwise have its
+	// deadline timer replaced by the ack timer Recover read.
+	if err := s.Service.Recover(context.Background()); err != nil {
+		s.Close()
+		return err
+	}
 	addrs := map[string]string{
 		"online": s.cfg.ListenOnline, "access": s.cfg.ListenAccess,
 		"terminal": s.cfg.ListenTerminal, "ops": s.cfg.ListenOps,
@@ -366,10 +373,6 @@ func (s *Server) Start() error {
 	}
 	// A proxy in front of the Online API must wait at least as long.
 	s.logger.Info("time-outs", "onlineWrite", s.cfg.OnlineWriteTimeout().String(), "shutdown", s.cfg.ShutdownTimeout.String())
-	if err := s.Service.Recover(context.Background()); err != nil {
-		s.Close()
-		return err
-	}
 	// Access API: deliver due software updates, end stalled installations,
 	// announce a new package catalogue's minimum versions.
 	updCtx, updCancel := context.WithCancel(context.Background())

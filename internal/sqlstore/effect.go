@@ -123,8 +123,8 @@ func (db *DB) ExpireEffects(ctx context.Context, before, at time.Time) ([]*insto
 	var list []*instore.Effect
 	err := db.single(ctx, func(c conn) error {
 		rows, err := c.query(ctx, `UPDATE effects SET done_at = ?, outcome = ?
-			WHERE done_at IS NULL AND created_at < ? RETURNING `+effectColumns,
-			micros(at), instore.EffectExpired, micros(before))
+			WHERE done_at IS NULL AND created_at < ? AND kind <> ? RETURNING `+effectColumns,
+			micros(at), instore.EffectExpired, micros(before), instore.EffectReversal)
 		if err != nil {
 			return fmt.Errorf("expire effects: %w", err)
 		}

@@ -351,14 +351,18 @@ var effectTests = []test{
 		if err != nil {
 			t.Fatalf("ExpireEffects() = %v", err)
 		}
+		// The reversal stays owed: it gives money back.
 		want := []*instore.Effect{
-			done(es[2], instore.EffectExpired, at(20)), done(es[1], instore.EffectExpired, at(20)), done(es[0], instore.EffectExpired, at(20)),
+			done(es[2], instore.EffectExpired, at(20)), done(es[0], instore.EffectExpired, at(20)),
 		}
 		if d := diff(want, got); d != "" {
 			t.Errorf("ExpireEffects() mismatch (-want +got):\n%s", d)
 		}
 		if d := diff([]*instore.Effect{storedEffect(es[3])}, mustOpenEffects(t, s, "SN-1")); d != "" {
 			t.Errorf("OpenEffects(SN-1) after ExpireEffects (-want +got):\n%s", d)
+		}
+		if d := diff([]*instore.Effect{storedEffect(es[1])}, mustOpenEffects(t, s, "SN-2")); d != "" {
+			t.Errorf("OpenEffects(SN-2) after ExpireEffects: the reversal must stay owed (-want +got):\n%s", d)
 		}
 		if d := diff(done(es[4], instore.EffectConfirmed, at(3)), mustEffect(t, s, "eff_done")); d != "" {
 			t.Errorf("ExpireEffects() changed a done effect (-want +got):\n%s", d)

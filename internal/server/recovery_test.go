@@ -1,0 +1,139 @@
+package server_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/protocol"
+	"github.com/instore-dev/instore/internal/server"
+)
+
+// slowOwed delays the read of what a device is owed, as a loaded store
+// would, to widen the window between a terminal's hello and its owed
+// messages.
+type slowOwed struct {
+	instore.Store
+	slow atomic.Bool
+}
+
+func (s *slowOwed) OpenEffects(ctx context.Context, serial string) ([]*instore.Effect, error) {
+	if s.slow.Load() {
+		time.Sleep(300 * time.Millisecond)
+	}
+	return s.Store.OpenEffects(ctx, serial)
+}
+
+// TestOwedCancelBeforeNewCommand: a terminal reconnecting with a
+// transaction the server ended gets the owed cancel before any new
+// command: until the hello's work is done the device counts as offline.
+func TestOwedCancelBeforeNewCommand(t *testing.T) {
+	var w *slowOwed
+	e := startWrapped(t, func(c *server.Config) {
+		c.AckTimeout, c.TransactionDeadline, c.RateLimit = 5*time.Second, time.Second, 0
+	}, func(st instore.Store) instore.Store { w = &slowOwed{Store: st}; return w })
+	s := &sandbox{env: e}
+	term, secret := s.provision(t, "RAW-ORD")
+	d := dialDevice(t, s.srv.URL("terminal"), "RAW-ORD", secret)
+	done := make(chan reply, 1)
+	go func() { done <- s.purchase(t, term, 5000) }()
+	cmd := d.expect(protocol.TypePurchase)
+	d.send(protocol.TypeAck, "", cmd.ID, cmd.Ref, nil)
+	(<-done).tx(t, 201)
+	d.conn.Close()
+	s.waitOffline(t, "RAW-ORD")
+	waitFor(t, "deadline passed", func() bool {
+		return s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200).StatusID == instore.StatusTechnicalError
+	})
+	w.slow.Store(true)
+	// The ECR sends a purchase as soon as the terminal counts as online.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for !s.srv.Gateway.Online("RAW-ORD") {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+		done <- s.purchase(t, term, 6000)
+	}()
+	d2 := dialDevice(t, s.srv.URL("terminal"), "RAW-ORD", secret)
+	first := ""
+	for first == "" {
+		env := d2.next()
+		switch env.Type {
+		case protocol.TypePurchase, protocol.TypeCancel:
+			first = env.Type + " " + env.Ref
+		}
+	}
+	if first != protocol.TypeCancel+" "+cmd.Ref {
+		t.Errorf("first message after the reconnect = %s; want the owed cancel of %s (the terminal still runs it and would decline the new one TERMINAL_IS_BUSY)", first, cmd.Ref)
+	}
+}
+
+// TestFailedReversalLeavesAWayOut: a reversal that ended without paying
+// back does not block the purchase for good. One the terminal reported
+// TECHNICAL_ERROR for after the deadline (the report is kept) lets a
+// refund through; one it never acknowledged (its outcome unknown: no
+// refund yet) can be followed by a new reversal.
+func TestFailedReversalLeavesAWayOut(t *testing.T) {
+	for _, mode := range []string{"deadline, reported TECHNICAL_ERROR", "never acknowledged"} {
+		t.Run(mode, func(t *testing.T) {
+			s := rawEnv(t, nil)
+			serialA, serialB := "REV-A", "REV-B"
+			termA, secretA := s.provision(t, serialA)
+			termB, secretB := s.provision(t, serialB)
+			d := dialDevice(t, s.srv.URL("terminal"), serialA, secretA)
+			db := dialDevice(t, s.srv.URL("terminal"), serialB, secretB)
+			done := make(chan reply, 1)
+			go func() { done <- s.purchase(t, termA, 5000) }()
+			cmd := d.expect(protocol.TypePurchase)
+			d.send(protocol.TypeAck, "", cmd.ID, cmd.Ref, nil)
+			(<-done).tx(t, 201)
+			d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: 0})
+			d.expect(protocol.TypeConfirm)
+
+			go func() {
+				done <- s.post(t, "/in-store/api/v1/reversal", map[string]any{"onlineAPIRefId": cmd.Ref}, nil)
+			}()
+			rev := d.expect(protocol.TypeReversal)
+			refund := map[string]any{"terminalId": termB, "amount": 5000, "currency": "SEK", "originalOnlineAPIRefId": cmd.Ref}
+			if mode == "never acknowledged" {
+				(<-done).problem(t, 504, "WP25")
+				d.confirm(d.expect(protocol.TypeCancel)) // ACK_TIMEOUT: dropped, nothing reported
+				// The outcome is unknown to the service: no refund...
+				s.post(t, "/in-store/api/v1/refund", refund, nil).problem(t, 409, "conflict")
+				// ...but a new reversal, which settles it.
+				go func() {
+					done <- s.post(t, "/in-store/api/v1/reversal", map[string]any{"onlineAPIRefId": cmd.Ref}, nil)
+				}()
+				rev2 := d.expect(protocol.TypeReversal)
+				d.send(protocol.TypeAck, "", rev2.ID, rev2.Ref, nil)
+				(<-done).tx(t, 201)
+				d.send(protocol.TypeResult, "", "", rev2.Ref, protocol.Result{StatusID: 0})
+				d.expect(protocol.TypeConfirm)
+				waitFor(t, "the purchase REVERSED", func() bool {
+					return s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200).StatusID == instore.StatusReversed
+				})
+				return
+			}
+			d.send(protocol.TypeAck, "", rev.ID, rev.Ref, nil)
+			(<-done).tx(t, 201)
+			d.confirm(d.expect(protocol.TypeCancel)) // DEADLINE
+			d.send(protocol.TypeResult, "", "", rev.Ref, protocol.Result{StatusID: instore.StatusTechnicalError})
+			d.expect(protocol.TypeConfirm)
+			got := s.get(t, "/in-store/api/v1/transaction/"+rev.Ref).tx(t, 200)
+			if got.StatusID != instore.StatusTechnicalError || got.ErrorCode == nil || *got.ErrorCode != instore.WP36 || got.Result == nil {
+				t.Errorf("reversal after its TECHNICAL_ERROR report = status %d, error %v, result %v; want TECHNICAL_ERROR, WP36 kept, the report kept", got.StatusID, got.ErrorCode, got.Result != nil)
+			}
+			go func() { done <- s.post(t, "/in-store/api/v1/refund", refund, nil) }()
+			rf := db.expect(protocol.TypeRefund)
+			db.send(protocol.TypeAck, "", rf.ID, rf.Ref, nil)
+			(<-done).tx(t, 201)
+		})
+	}
+}
