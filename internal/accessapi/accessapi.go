@@ -49,7 +49,7 @@ func Register(cfg Config) {
 	post := func(f httpapi.AuthedFunc) httpapi.HandlerFunc { return g.Wrap(perCustomer(idem, f)) }
 	doc := newDoc(cfg.OpenAPI)
 
-	a.Handle("POST /oauth2/token", httpapi.TokenHandler(g.Auth, instore.SurfaceAccess))
+	a.Handle("POST /oauth2/token", httpapi.LimitPeer(g.Limiter, httpapi.TokenHandler(g.Auth, instore.SurfaceAccess)))
 	a.Handle("GET /openapi.yaml", g.Wrap(doc.serve))
 	a.Handle("POST /getTerminalId", post(h.getTerminalID))
 	a.Handle("POST /getTerminalInfo", g.Wrap(h.getTerminalInfo))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -153,9 +154,28 @@ func (l *RateLimiter) Limit(key string, now time.Time) error {
 		rsv.CancelAt(now)
 		secs := int(math.Ceil(d.Seconds()))
 		return &rateLimited{retryAfter: secs, err: instore.Errorf(instore.ERateLimited,
-			"Rate limit of %g requests per second per API client exceeded; retry after %d s.", float64(l.limit), secs)}
+			"Rate limit of %g requests per second exceeded; retry after %d s.", float64(l.limit), secs)}
 	}
 	return nil
+}
+
+// LimitPeer applies l to h per peer address (the connection's IP, before
+// any proxy), for an endpoint that must look up the store before it knows
+// the client: the token endpoint. A nil l does not limit.
+func LimitPeer(l *RateLimiter, h HandlerFunc) HandlerFunc {
+	if l == nil {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request) error {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			host = r.RemoteAddr
+		}
+		if err := l.Allow("peer "+host, w); err != nil {
+			return err
+		}
+		return h(w, r)
+	}
 }
 
 // TokenHandler is POST /oauth2/token: the RFC 6749 client credentials grant,

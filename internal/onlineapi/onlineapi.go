@@ -52,7 +52,9 @@ func Register(cfg Config) {
 	idem := &Idempotency{API: a, Store: cfg.Store, Logger: cfg.Logger, Now: cfg.Service.Now, Wait: cfg.IdempotencyWait}
 	post := func(f httpapi.AuthedFunc) httpapi.HandlerFunc { return g.Wrap(idem.Wrap(f)) }
 
-	a.Handle("POST /oauth2/token", httpapi.TokenHandler(g.Auth, instore.SurfaceOnline))
+	// Limited per peer: the endpoint reads the store for any well-formed
+	// client_id, before it knows the client.
+	a.Handle("POST /oauth2/token", httpapi.LimitPeer(g.Limiter, httpapi.TokenHandler(g.Auth, instore.SurfaceOnline)))
 	a.Handle("GET "+Prefix+"/metadata", g.Wrap(meta.serve))
 	a.Handle("GET "+Prefix+"/openapi.yaml", g.Wrap(doc.serve))
 	a.Handle("POST "+Prefix+"/terminal/link", post(h.link))

@@ -465,3 +465,44 @@ func TestRateLimitBeforeTheStore(t *testing.T) {
 		}
 	})
 }
+
+// TestTokenEndpointLimitedPerPeer: the token endpoint reads the store for
+// any well-formed client_id before it knows the client, so it is limited
+// per peer address, before that read.
+func TestTokenEndpointLimitedPerPeer(t *testing.T) {
+	counter := &readCounter{}
+	const burst = 5
+	e := startWrapped(t, func(c *server.Config) {
+		c.RateLimit, c.RateBurst = 0.001, burst
+	}, func(st instore.Store) instore.Store { counter.Store = st; return counter })
+	// start took two tokens of this peer's burst (the Online API's and the
+	// Access API's), so burst-2 made-up clients are looked up, then none.
+	var limited int
+	var readsAtLimit int64 = -1
+	for i := range 20 {
+		form := url.Values{"grant_type": {"client_credentials"}, "client_id": {fmt.Sprintf("cli_made_up_%d", i)}, "client_secret": {"x"}}
+		resp, body := e.do(t, "POST", e.online+"/oauth2/token", strings.NewReader(form.Encode()), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
+		switch resp.StatusCode {
+		case 401:
+			if readsAtLimit >= 0 {
+				t.Fatalf("token request %d = 401 after the limit was reached", i)
+			}
+		case 429:
+			if resp.Header.Get("Retry-After") == "" {
+				t.Errorf("429 without Retry-After")
+			}
+			if readsAtLimit < 0 {
+				readsAtLimit = counter.reads.Load()
+			}
+			limited++
+		default:
+			t.Fatalf("token request %d = %d %s, want 401 or 429", i, resp.StatusCode, body)
+		}
+	}
+	if want := 20 - (burst - 2); limited != want {
+		t.Errorf("limited = %d of 20, want %d", limited, want)
+	}
+	if n := counter.reads.Load(); n != readsAtLimit {
+		t.Errorf("store reads of the %d limited token requests = %d, want 0", limited, n-readsAtLimit)
+	}
+}
