@@ -51,7 +51,10 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		Short:         "Online In-Store Payment API: ECRs drive card terminals over HTTP/JSON",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version prints what `instore version` does.
+		Version: versionString(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })

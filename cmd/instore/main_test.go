@@ -433,13 +433,6 @@ func TestEnvironmentConfiguresDemo(t *testing.T) {
 	}
 }
 
-func TestVersion(t *testing.T) {
-	out, _, code := runCmd(t, "version")
-	if code != 0 || !strings.HasPrefix(out, "instore ") {
-		t.Errorf("instore version = %d %q", code, out)
-	}
-}
-
 // TestBinarySIGTERM builds the real binary, runs `instore demo --json` as
 // the README does, and stops it with SIGTERM: it must exit 0, with the
 // buffered access log written out (the flush interval here is longer than
@@ -448,10 +441,7 @@ func TestBinarySIGTERM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "instore")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t)
 	cmd := exec.Command(bin, "demo", "--json", "--listen-online", "127.0.0.1:0", "--listen-access", "127.0.0.1:0",
 		"--listen-terminal", "127.0.0.1:0", "--listen-ops", "127.0.0.1:0", "--access-log-flush", "10s")
 	stdout, _ := cmd.StdoutPipe()
@@ -558,6 +548,18 @@ func TestTerminalCommand(t *testing.T) {
 	if got := waitFinal(t, info, ref); got != instore.StatusApproved {
 		t.Errorf("purchase on `instore terminal` ended %d", got)
 	}
+}
+
+// buildBinary builds the instore binary with extra go build arguments
+// (such as -ldflags) and returns its path.
+func buildBinary(t *testing.T, args ...string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "instore")
+	args = append(append([]string{"build", "-o", bin}, args...), ".")
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
 }
 
 func must(t *testing.T, err error) {
