@@ -403,6 +403,47 @@ func TestServeConfigValidation(t *testing.T) {
 	}
 }
 
+// TestUsageErrors checks that every wrong call exits 2 with the error and
+// where to find the usage on stderr, as the README promises.
+func TestUsageErrors(t *testing.T) {
+	cases := []struct {
+		name       string
+		args       []string
+		want, help string
+	}{
+		{"unknown command", []string{"bogus"}, `unknown command "bogus" for "instore"`, "instore"},
+		{"misspelled command", []string{"serv"}, "did you mean serve?", "instore"},
+		{"unknown admin command", []string{"admin", "bogus"}, `unknown command "bogus" for "instore admin"`, "instore admin"},
+		{"unknown nested command", []string{"admin", "customer", "bogus"}, `unknown command "bogus" for "instore admin customer"`, "instore admin customer"},
+		{"unknown ecr command", []string{"ecr", "pay"}, `unknown command "pay" for "instore ecr"`, "instore ecr"},
+		{"unknown root flag", []string{"--bogus"}, "unknown flag: --bogus", "instore"},
+		{"unknown flag", []string{"demo", "--bogus"}, "unknown flag: --bogus", "instore demo"},
+		{"unknown shorthand", []string{"-v"}, "unknown shorthand flag", "instore"},
+		{"argument to version", []string{"version", "extra"}, `unknown command "extra" for "instore version"`, "instore version"},
+		{"missing argument", []string{"admin", "--data", t.TempDir(), "merchant", "activate"}, "accepts 1 arg(s), received 0", "instore admin merchant activate"},
+		{"missing required flag", []string{"admin", "--data", t.TempDir(), "customer", "create"}, `required flag(s) "name" not set`, "instore admin customer create"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errs, code := runCmd(t, tc.args...)
+			wantHelp := "Run '" + tc.help + " --help' for usage.\n"
+			if code != 2 || !strings.Contains(errs, tc.want) || !strings.HasSuffix(errs, wantHelp) {
+				t.Errorf("instore %v = exit %d, stderr %q; want exit 2, %q and %q", tc.args, code, errs, tc.want, wantHelp)
+			}
+			if out != "" {
+				t.Errorf("instore %v printed %q on stdout, want nothing", tc.args, out)
+			}
+		})
+	}
+	// A group alone shows its help: that is no error.
+	for _, args := range [][]string{nil, {"admin"}, {"ecr"}} {
+		out, errs, code := runCmd(t, args...)
+		if code != 0 || !strings.Contains(out, "Usage:") {
+			t.Errorf("instore %v = exit %d, stdout %q, stderr %q; want exit 0 and the help", args, code, out, errs)
+		}
+	}
+}
+
 func writeFile(t *testing.T, content string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "f")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os/exec"
 	"runtime"
@@ -72,7 +73,8 @@ func TestVersion(t *testing.T) {
 }
 
 // TestBinaryVersionLdflags builds the binary as a release does, with the
-// version, commit and date given by -ldflags -X.
+// version, commit and date given by -ldflags -X, and checks that it exits
+// 2 on wrong usage.
 func TestBinaryVersionLdflags(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -87,5 +89,13 @@ func TestBinaryVersionLdflags(t *testing.T) {
 		if got := string(out); !strings.HasPrefix(got, want) {
 			t.Errorf("instore %s = %q, want it to start with %q", arg, got, want)
 		}
+	}
+	// main exits with run's code: wrong usage is 2.
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin, "bogus")
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(stderr.String(), "Run 'instore --help' for usage.") {
+		t.Errorf("instore bogus = %v, stderr %q; want exit status 2 and the usage hint", err, stderr.String())
 	}
 }
