@@ -387,6 +387,8 @@ func TestServeConfigValidation(t *testing.T) {
 		{"shutdown shorter than a print", []string{"serve", "--data", dir, "--shutdown-timeout", "20s"}, nil, "--shutdown-timeout 20s is too short"},
 		{"shutdown shorter than an ack wait", []string{"serve", "--data", dir, "--shutdown-timeout", "40s", "--ack-timeout", "45s"}, nil, "--ack-timeout"},
 		{"shutdown from env", []string{"demo", "--data", dir}, map[string]string{"INSTORE_SHUTDOWN_TIMEOUT": "31s", "INSTORE_PRINT_TIMEOUT": "31s"}, "--shutdown-timeout 31s is too short"},
+		{"demo on two stores", []string{"demo", "--data", dir, "--database-url", "postgres://127.0.0.1/x"}, nil, "exclude each other"},
+		{"demo on two stores from env", []string{"demo", "--database-url", "postgres://127.0.0.1/x"}, map[string]string{"INSTORE_DATA": dir}, "exclude each other"},
 		{"bad idempotency wait", []string{"serve", "--data", dir, "--idempotency-wait", "0s"}, nil, "--idempotency-wait"},
 		{"terminal reconnect wait", []string{"terminal", "--gateway", "ws://127.0.0.1:1/terminal/v1/connect", "--serial", "S", "--secret", "x", "--reconnect-max", "-1s"}, nil, "--reconnect-max"},
 	}
