@@ -130,7 +130,7 @@ func Start(ctx context.Context, cfg server.Config) (*Demo, error) {
 // directory, or PostgreSQL (its URL may hold a password).
 func (d *Demo) Storage() string {
 	if d.DataDir == "" {
-		return "PostgreSQL (--database-url)"
+		return "the PostgreSQL database of --database-url"
 	}
 	return d.DataDir
 }
