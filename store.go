@@ -54,6 +54,9 @@ type Store interface {
 	// and returns the value that is stored: the first writer wins, also
 	// across nodes.
 	InitSetting(ctx context.Context, name, value string) (string, error)
+	// PutSetting stores value under name, replacing any value there: for
+	// a setting that changes, such as the demo's refreshed tokens.
+	PutSetting(ctx context.Context, name, value string) error
 }
 
 // DeviceStore keeps devices.

@@ -23,10 +23,11 @@ func newDemoCmd() *cobra.Command {
 		Use:   "demo",
 		Short: "Run everything with no setup: seeded merchant and credentials, sandbox on",
 		Long: `Run the whole service on this machine with no configuration: SQLite in --data DIR
-(or a temporary directory removed at exit), one customer, one active merchant,
-Online API and Access API credentials and a bearer token valid for 24 h.
-Started again on the same --data DIR it keeps everything and prints the same
-credentials.`,
+(or a temporary directory removed at exit), or the PostgreSQL database of
+--database-url; one customer, one active merchant, three linked virtual
+terminals, Online API and Access API credentials and bearer tokens valid for
+24 h. Started again on the same --data DIR or database it keeps everything and
+prints the same credentials (kept in clear: a demo's, never production's).`,
 		Args: cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, args []string) error {
 			return bindEnv(cmd)
@@ -34,6 +35,9 @@ credentials.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if asJSON && asEnv {
 				return usageError{errors.New("--json and --env exclude each other")}
+			}
+			if f.data != "" && f.databaseURL != "" {
+				return usageError{errors.New("--data (SQLite) and --database-url (PostgreSQL) exclude each other")}
 			}
 			logger, accessLog, stopLog, err := f.log.loggers(cmd.ErrOrStderr())
 			if err != nil {
@@ -84,7 +88,7 @@ credentials.`,
 func printBanner(w io.Writer, d *demo.Demo, info demo.Info) {
 	c := d.Credentials
 	var b strings.Builder
-	fmt.Fprintf(&b, "instore demo is running (sandbox; data in %s)\n\n", d.DataDir)
+	fmt.Fprintf(&b, "instore demo is running (sandbox; data in %s)\n\n", d.Storage())
 	fmt.Fprintf(&b, "  Online API        %s/in-store/api/v1\n", info.OnlineAPIBaseURL)
 	fmt.Fprintf(&b, "  OAuth token       %s/oauth2/token\n", info.OnlineAPIBaseURL)
 	fmt.Fprintf(&b, "  Access API 2.0    %s\n", info.AccessAPIBaseURL)

@@ -53,6 +53,6 @@ func printEnv(w io.Writer, d *demo.Demo, info demo.Info) {
 		line(client.EnvAccessAPIClientSecret, c.AccessClientSecret)
 	}
 	line("INSTORE_CUSTOMER_ID", info.CustomerID)
-	fmt.Fprintf(&b, "# instore demo is running (data in %s); Ctrl-C stops it.\n", d.DataDir)
+	fmt.Fprintf(&b, "# instore demo is running (data in %s); Ctrl-C stops it.\n", d.Storage())
 	io.WriteString(w, b.String())
 }

@@ -156,7 +156,7 @@ func TestLoadtestUsage(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"loadtest", "nosuch"}, 2, "unknown scenario"},
-		{[]string{"loadtest"}, 1, "requires at least 1 arg"},
+		{[]string{"loadtest"}, 2, "requires at least 1 arg"},
 		{[]string{"loadtest", "metadata", "--target", "http://10.1.2.3:8080"}, 1, "not a loopback address"},
 		{[]string{"loadtest", "metadata", "--duration", "11m"}, 1, "bound"},
 		{[]string{"loadtest", "metadata", "--duration", "300ms", "--rounds", "10"}, 1, "under 50ms"},

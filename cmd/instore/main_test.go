@@ -387,6 +387,8 @@ func TestServeConfigValidation(t *testing.T) {
 		{"shutdown shorter than a print", []string{"serve", "--data", dir, "--shutdown-timeout", "20s"}, nil, "--shutdown-timeout 20s is too short"},
 		{"shutdown shorter than an ack wait", []string{"serve", "--data", dir, "--shutdown-timeout", "40s", "--ack-timeout", "45s"}, nil, "--ack-timeout"},
 		{"shutdown from env", []string{"demo", "--data", dir}, map[string]string{"INSTORE_SHUTDOWN_TIMEOUT": "31s", "INSTORE_PRINT_TIMEOUT": "31s"}, "--shutdown-timeout 31s is too short"},
+		{"demo on two stores", []string{"demo", "--data", dir, "--database-url", "postgres://127.0.0.1/x"}, nil, "exclude each other"},
+		{"demo on two stores from env", []string{"demo", "--database-url", "postgres://127.0.0.1/x"}, map[string]string{"INSTORE_DATA": dir}, "exclude each other"},
 		{"bad idempotency wait", []string{"serve", "--data", dir, "--idempotency-wait", "0s"}, nil, "--idempotency-wait"},
 		{"terminal reconnect wait", []string{"terminal", "--gateway", "ws://127.0.0.1:1/terminal/v1/connect", "--serial", "S", "--secret", "x", "--reconnect-max", "-1s"}, nil, "--reconnect-max"},
 	}
@@ -400,6 +402,47 @@ func TestServeConfigValidation(t *testing.T) {
 				t.Errorf("instore %v = exit %d, stderr %q; want exit 2 mentioning %q", tc.args, code, errs, tc.want)
 			}
 		})
+	}
+}
+
+// TestUsageErrors checks that every wrong call exits 2 with the error and
+// where to find the usage on stderr, as the README promises.
+func TestUsageErrors(t *testing.T) {
+	cases := []struct {
+		name       string
+		args       []string
+		want, help string
+	}{
+		{"unknown command", []string{"bogus"}, `unknown command "bogus" for "instore"`, "instore"},
+		{"misspelled command", []string{"serv"}, "did you mean serve?", "instore"},
+		{"unknown admin command", []string{"admin", "bogus"}, `unknown command "bogus" for "instore admin"`, "instore admin"},
+		{"unknown nested command", []string{"admin", "customer", "bogus"}, `unknown command "bogus" for "instore admin customer"`, "instore admin customer"},
+		{"unknown ecr command", []string{"ecr", "pay"}, `unknown command "pay" for "instore ecr"`, "instore ecr"},
+		{"unknown root flag", []string{"--bogus"}, "unknown flag: --bogus", "instore"},
+		{"unknown flag", []string{"demo", "--bogus"}, "unknown flag: --bogus", "instore demo"},
+		{"unknown shorthand", []string{"-v"}, "unknown shorthand flag", "instore"},
+		{"argument to version", []string{"version", "extra"}, `unknown command "extra" for "instore version"`, "instore version"},
+		{"missing argument", []string{"admin", "--data", t.TempDir(), "merchant", "activate"}, "accepts 1 arg(s), received 0", "instore admin merchant activate"},
+		{"missing required flag", []string{"admin", "--data", t.TempDir(), "customer", "create"}, `required flag(s) "name" not set`, "instore admin customer create"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errs, code := runCmd(t, tc.args...)
+			wantHelp := "Run '" + tc.help + " --help' for usage.\n"
+			if code != 2 || !strings.Contains(errs, tc.want) || !strings.HasSuffix(errs, wantHelp) {
+				t.Errorf("instore %v = exit %d, stderr %q; want exit 2, %q and %q", tc.args, code, errs, tc.want, wantHelp)
+			}
+			if out != "" {
+				t.Errorf("instore %v printed %q on stdout, want nothing", tc.args, out)
+			}
+		})
+	}
+	// A group alone shows its help: that is no error.
+	for _, args := range [][]string{nil, {"admin"}, {"ecr"}} {
+		out, errs, code := runCmd(t, args...)
+		if code != 0 || !strings.Contains(out, "Usage:") {
+			t.Errorf("instore %v = exit %d, stdout %q, stderr %q; want exit 0 and the help", args, code, out, errs)
+		}
 	}
 }
 
@@ -433,13 +476,6 @@ func TestEnvironmentConfiguresDemo(t *testing.T) {
 	}
 }
 
-func TestVersion(t *testing.T) {
-	out, _, code := runCmd(t, "version")
-	if code != 0 || !strings.HasPrefix(out, "instore ") {
-		t.Errorf("instore version = %d %q", code, out)
-	}
-}
-
 // TestBinarySIGTERM builds the real binary, runs `instore demo --json` as
 // the README does, and stops it with SIGTERM: it must exit 0, with the
 // buffered access log written out (the flush interval here is longer than
@@ -448,10 +484,7 @@ func TestBinarySIGTERM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "instore")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t)
 	cmd := exec.Command(bin, "demo", "--json", "--listen-online", "127.0.0.1:0", "--listen-access", "127.0.0.1:0",
 		"--listen-terminal", "127.0.0.1:0", "--listen-ops", "127.0.0.1:0", "--access-log-flush", "10s")
 	stdout, _ := cmd.StdoutPipe()
@@ -558,6 +591,18 @@ func TestTerminalCommand(t *testing.T) {
 	if got := waitFinal(t, info, ref); got != instore.StatusApproved {
 		t.Errorf("purchase on `instore terminal` ended %d", got)
 	}
+}
+
+// buildBinary builds the instore binary with extra go build arguments
+// (such as -ldflags) and returns its path.
+func buildBinary(t *testing.T, args ...string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "instore")
+	args = append(append([]string{"build", "-o", bin}, args...), ".")
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
 }
 
 func must(t *testing.T, err error) {

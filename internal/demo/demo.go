@@ -1,6 +1,6 @@
 // Package demo runs the whole service with no configuration: SQLite in a
-// data directory, a seeded customer and merchant with credentials, and (as
-// later parts arrive) virtual terminals and the console.
+// data directory (or a PostgreSQL database), a seeded customer and merchant
+// with credentials, virtual terminals and the console.
 package demo
 
 import (
@@ -23,6 +23,10 @@ import (
 // directory so that a restart prints the same ones. Production never does
 // this: there secrets exist only as digests.
 const CredentialsFile = "demo-credentials.json"
+
+// CredentialsSetting keeps them, as CredentialsFile does, in the store
+// when the demo runs on PostgreSQL, which has no data directory.
+const CredentialsSetting = "demo_credentials"
 
 // packagesJSON is the demo's package catalogue (Access API): for each of
 // the three models a mandatory 1.0.0, which the virtual terminals run, and
@@ -81,23 +85,28 @@ type Info struct {
 type Demo struct {
 	Server      *server.Server
 	Credentials *Credentials
-	DataDir     string
-	tempDir     bool
+	// DataDir is the SQLite data directory, "" on PostgreSQL.
+	DataDir string
+	tempDir bool
 }
 
-// Start seeds (first start) or loads (later starts) the demo in
-// cfg.DataDir, or in a new temporary directory when it is empty, and starts
-// every listener.
+// Start seeds (first start) or loads (later starts) the demo in the
+// PostgreSQL database cfg.DatabaseURL when it is set, else in SQLite in
+// cfg.DataDir, or in a new temporary directory when that is empty too, and
+// starts every listener.
 func Start(ctx context.Context, cfg server.Config) (*Demo, error) {
-	d := &Demo{DataDir: cfg.DataDir}
-	if d.DataDir == "" {
-		dir, err := os.MkdirTemp("", "instore-demo-")
-		if err != nil {
-			return nil, err
+	d := &Demo{}
+	if cfg.DatabaseURL == "" {
+		d.DataDir = cfg.DataDir
+		if d.DataDir == "" {
+			dir, err := os.MkdirTemp("", "instore-demo-")
+			if err != nil {
+				return nil, err
+			}
+			d.DataDir, d.tempDir = dir, true
 		}
-		d.DataDir, d.tempDir = dir, true
 	}
-	cfg.DataDir, cfg.DatabaseURL, cfg.Sandbox = d.DataDir, "", true
+	cfg.DataDir, cfg.Sandbox = d.DataDir, true
 	srv, err := server.New(ctx, cfg)
 	if err != nil {
 		d.cleanup()
@@ -115,6 +124,15 @@ func Start(ctx context.Context, cfg server.Config) (*Demo, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// Storage says where the demo keeps its data, for people: the data
+// directory, or PostgreSQL (its URL may hold a password).
+func (d *Demo) Storage() string {
+	if d.DataDir == "" {
+		return "the PostgreSQL database of --database-url"
+	}
+	return d.DataDir
 }
 
 // Info returns what the demo prints.
@@ -153,8 +171,7 @@ func (d *Demo) cleanup() {
 
 func (d *Demo) seed(ctx context.Context) (*Credentials, error) {
 	st := d.Server.Store
-	path := filepath.Join(d.DataDir, CredentialsFile)
-	c, err := readCredentials(path)
+	c, err := d.readCredentials(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +228,7 @@ func (d *Demo) seed(ctx context.Context) (*Credentials, error) {
 		return nil, err
 	}
 	if changed {
-		if err := writeCredentials(path, c); err != nil {
+		if err := d.writeCredentials(ctx, c); err != nil {
 			return nil, err
 		}
 	}
@@ -268,25 +285,45 @@ func create(ctx context.Context, st instore.Store) (*Credentials, error) {
 	}, nil
 }
 
-func readCredentials(path string) (*Credentials, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
+// readCredentials reads the credentials of an earlier start: from
+// CredentialsFile in the data directory, or the store's CredentialsSetting
+// on PostgreSQL. It returns nil at the first start.
+func (d *Demo) readCredentials(ctx context.Context) (*Credentials, error) {
+	var (
+		b     []byte
+		err   error
+		where = CredentialsFile
+	)
+	if d.DataDir == "" {
+		where = "setting " + CredentialsSetting
+		var v string
+		v, err = d.Server.Store.Setting(ctx, CredentialsSetting)
+		b = []byte(v)
+	} else {
+		b, err = os.ReadFile(filepath.Join(d.DataDir, CredentialsFile))
+	}
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, instore.ErrNotFound) {
 		return nil, nil
 	} else if err != nil {
 		return nil, err
 	}
 	var c Credentials
 	if err := json.Unmarshal(b, &c); err != nil {
-		return nil, fmt.Errorf("%s is damaged: %w", CredentialsFile, err)
+		return nil, fmt.Errorf("%s is damaged: %w", where, err)
 	}
 	return &c, nil
 }
 
-func writeCredentials(path string, c *Credentials) error {
+// writeCredentials keeps c where readCredentials finds it.
+func (d *Demo) writeCredentials(ctx context.Context, c *Credentials) error {
 	b, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
 		return err
 	}
+	if d.DataDir == "" {
+		return d.Server.Store.PutSetting(ctx, CredentialsSetting, string(b))
+	}
+	path := filepath.Join(d.DataDir, CredentialsFile)
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return err

@@ -29,6 +29,18 @@ func (db *DB) InitSetting(ctx context.Context, name, value string) (string, erro
 	return stored, nil
 }
 
+// PutSetting stores value under name, replacing any value there.
+func (db *DB) PutSetting(ctx context.Context, name, value string) error {
+	return db.update(ctx, func(c conn) error {
+		_, err := c.exec(ctx, `INSERT INTO settings (name, value) VALUES (?, ?)
+			ON CONFLICT (name) DO UPDATE SET value = excluded.value`, name, value)
+		if err != nil {
+			return fmt.Errorf("put setting: %w", err)
+		}
+		return nil
+	})
+}
+
 func findSetting(ctx context.Context, c conn, name string) (string, error) {
 	var value string
 	if err := c.queryRow(ctx, `SELECT value FROM settings WHERE name = ?`, name).Scan(&value); err != nil {

@@ -40,6 +40,28 @@ var settingTests = []test{
 			}
 		}
 	}},
+	{"Put", func(t *testing.T, s instore.Store) {
+		for _, tc := range []struct{ op, value, want string }{
+			{"put", "first", "first"},
+			{"put", "second", "second"},
+			{"init", "third", "second"},
+			{"put", "", ""},
+		} {
+			var err error
+			if tc.op == "put" {
+				err = s.PutSetting(t.Context(), "demo", tc.value)
+			} else {
+				_, err = s.InitSetting(t.Context(), "demo", tc.value)
+			}
+			if err != nil {
+				t.Fatalf("%s %q: %v", tc.op, tc.value, err)
+			}
+			got, err := s.Setting(t.Context(), "demo")
+			if err != nil || got != tc.want {
+				t.Errorf("after %s %q Setting() = %q, %v; want %q", tc.op, tc.value, got, err, tc.want)
+			}
+		}
+	}},
 	{"Concurrent", func(t *testing.T, s instore.Store) {
 		const n = 16
 		var (
