@@ -35,7 +35,14 @@ const (
 // as message id, so that every send of one carries the same id and the
 // device's confirm names it.
 type Gateway interface {
+	// Online reports whether the device has a session: messages can be
+	// sent to it.
 	Online(serial string) bool
+	// Ready reports whether the device is online and was sent everything
+	// its hello calls for (what it is owed first: the cancels of
+	// transactions the server ended): it may take a new command. A device
+	// that just reconnected is online a moment before it is ready.
+	Ready(serial string) bool
 	// SendPayment sends the command of a PENDING transaction to its
 	// device: a purchase, a refund, or the ECR's reversal (a REVERSAL
 	// transaction: a reversal message with reason ReversalByECR and the

@@ -51,7 +51,7 @@ func (s *Service) Print(ctx context.Context, p *Principal, req *PrintRequest) (*
 	if !term.Linked() {
 		return nil, Errorf(WP01, "The terminal ID has no linked terminal.")
 	}
-	if !s.Gateway.Online(term.SerialNumber) {
+	if !s.Gateway.Ready(term.SerialNumber) {
 		return nil, Errorf(WP23, "The terminal is offline.")
 	}
 	if _, err := s.Store.ActiveTransaction(ctx, term.TerminalID); err == nil {

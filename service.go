@@ -376,7 +376,7 @@ func (s *Service) ready(ctx context.Context, term *Terminal) (string, error) {
 	if e := wp30(active, s.Gateway); e != nil {
 		return "", e
 	}
-	if !s.Gateway.Online(term.SerialNumber) {
+	if !s.Gateway.Ready(term.SerialNumber) {
 		return "", Errorf(WP23, "The terminal is offline.")
 	}
 	if active != nil {
@@ -399,7 +399,7 @@ func (s *Service) ready(ctx context.Context, term *Terminal) (string, error) {
 // ready's. u is the terminal's unfinished software update (nil if none),
 // read with the terminal.
 func (s *Service) readyToCreate(ctx context.Context, term *Terminal, u *Update) (string, error) {
-	if !term.Linked() || !s.Gateway.Online(term.SerialNumber) {
+	if !term.Linked() || !s.Gateway.Ready(term.SerialNumber) {
 		return s.ready(ctx, term)
 	}
 	if err := s.installingWith(term.TerminalID, u); err != nil {

@@ -165,6 +165,7 @@ func TestTransactionEndWithoutWaitingUpdate(t *testing.T) {
 type lostSession struct{ instore.Gateway }
 
 func (lostSession) Online(string) bool { return true }
+func (lostSession) Ready(string) bool  { return true }
 func (lostSession) SendPayment(context.Context, string, *instore.Transaction) error {
 	return instore.ErrOffline
 }

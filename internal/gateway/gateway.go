@@ -96,9 +96,16 @@ type Server struct {
 	// closed once Events.DeviceDisconnected returned, so that a new
 	// session's DeviceConnected always comes after it.
 	leaving map[string]chan struct{}
+	// readied is closed (and dropped) when a session becomes ready; Ready
+	// waits on it.
+	readied chan struct{}
 	closed  bool
 	wg      sync.WaitGroup
 }
+
+// readyWait bounds how long Ready waits for a session that said hello to
+// become ready: DeviceConnected takes a few store round trips.
+const readyWait = 3 * time.Second
 
 var (
 	_ instore.Gateway = (*Server)(nil)
@@ -321,11 +328,54 @@ func (g *Server) session(serial string) *session {
 	return g.sessions[serial]
 }
 
-// Online reports whether the device has a session that is ready: it said
-// hello and was sent what DeviceConnected sends (what it is owed first).
-func (g *Server) Online(serial string) bool {
-	s := g.session(serial)
-	return s != nil && s.ready.Load()
+// Online reports whether the device has a session (it said hello).
+func (g *Server) Online(serial string) bool { return g.session(serial) != nil }
+
+// Ready reports whether the device's session is ready for a new command:
+// DeviceConnected ran, so what the device is owed went first. A session
+// that said hello and is not ready yet is waited for, up to readyWait, so
+// that a command sent the moment a terminal reconnects goes right after
+// what the terminal is owed instead of being refused.
+func (g *Server) Ready(serial string) bool {
+	var timer *time.Timer
+	for {
+		s := g.session(serial)
+		if s == nil {
+			return false
+		}
+		if s.ready.Load() {
+			return true
+		}
+		g.mu.Lock()
+		if g.readied == nil {
+			g.readied = make(chan struct{})
+		}
+		ch := g.readied
+		g.mu.Unlock()
+		if s.ready.Load() { // readied while the channel was taken
+			return true
+		}
+		if timer == nil {
+			timer = time.NewTimer(readyWait)
+			defer timer.Stop()
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return false
+		}
+	}
+}
+
+// markReady makes s ready and wakes whoever waits in Ready.
+func (g *Server) markReady(s *session) {
+	s.ready.Store(true)
+	g.mu.Lock()
+	if g.readied != nil {
+		close(g.readied)
+		g.readied = nil
+	}
+	g.mu.Unlock()
 }
 
 // Sessions returns the number of devices online.

@@ -60,8 +60,8 @@ type session struct {
 	registered bool
 	// ready is set once DeviceConnected ran: the device was told what it
 	// shows and sent what it is owed (cancels of transactions the server
-	// ended). Until then it takes messages but counts as offline, so that
-	// no new command overtakes what it is owed.
+	// ended). Until then it takes messages but is not Ready for a new
+	// command, so that none overtakes what it is owed.
 	ready atomic.Bool
 }
 
@@ -427,7 +427,7 @@ func (s *session) hello(frame []byte) (int, string) {
 			slog.String("serialNumber", s.serial), slog.String("error", err.Error()))
 		return closeInternal, "internal error; reconnect"
 	}
-	s.ready.Store(true)
+	s.g.markReady(s)
 	return 0, ""
 }
 

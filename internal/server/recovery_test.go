@@ -48,11 +48,11 @@ func TestOwedCancelBeforeNewCommand(t *testing.T) {
 		return s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200).StatusID == instore.StatusTechnicalError
 	})
 	w.slow.Store(true)
-	// The ECR sends a purchase as soon as the terminal counts as online.
+	// The ECR sends a purchase as soon as the terminal is ready for one.
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
-		for !s.srv.Gateway.Online("RAW-ORD") {
+		for !s.srv.Gateway.Ready("RAW-ORD") {
 			select {
 			case <-stop:
 				return
