@@ -135,8 +135,10 @@ type Server struct {
 	expiryCancel context.CancelFunc
 	// drain is cancelled at Close: the waits of status requests and
 	// console streams end, and they answer what they have.
-	drain        context.Context
-	drainCancel  context.CancelFunc
+	drain       context.Context
+	drainCancel context.CancelFunc
+	// opsServer is the ops listener's server, shut down last.
+	opsServer    *http.Server
 	consoleCreds atomic.Pointer[console.Credentials]
 
 	handlers  map[string]http.Handler
@@ -295,6 +297,11 @@ func (s *Server) buildHandlers() map[string]http.Handler {
 		return nil
 	})
 	ops.Handle("GET /readyz", func(w http.ResponseWriter, r *http.Request) error {
+		if s.drain.Err() != nil {
+			// Shutting down: a load balancer stops sending here while what
+			// is in flight is answered (the ops listener closes last).
+			return &instore.Error{Code: instore.EUnavailable, Detail: "The server is shutting down."}
+		}
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := s.Store.Ping(ctx); err != nil {
@@ -362,6 +369,9 @@ func (s *Server) Start() error {
 			srv.ReadTimeout, srv.WriteTimeout = 0, 0
 		}
 		s.servers = append(s.servers, srv)
+		if name == "ops" {
+			s.opsServer = srv
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -515,17 +525,35 @@ func (s *Server) Close() error {
 		if s.expiryCancel != nil {
 			s.expiryCancel()
 		}
-		var wg sync.WaitGroup
-		for _, srv := range s.servers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if e := srv.Shutdown(ctx); e != nil {
-					srv.Close()
-				}
-			}()
+		// Every listener but ops stops taking requests and answers what is
+		// in flight; ops goes last, so that /readyz answers 503 while they
+		// drain.
+		shutdown := func(srvs []*http.Server) {
+			var wg sync.WaitGroup
+			for _, srv := range srvs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if e := srv.Shutdown(ctx); e != nil {
+						srv.Close()
+					}
+				}()
+			}
+			wg.Wait()
 		}
-		wg.Wait()
+		var ops *http.Server
+		others := make([]*http.Server, 0, len(s.servers))
+		for _, srv := range s.servers {
+			if s.opsServer == srv {
+				ops = srv
+			} else {
+				others = append(others, srv)
+			}
+		}
+		shutdown(others)
+		if ops != nil {
+			shutdown([]*http.Server{ops})
+		}
 		for _, ln := range s.listeners {
 			ln.Close()
 		}

@@ -178,3 +178,60 @@ func TestCloseAnswersWaitingRequests(t *testing.T) {
 		r.problem(t, 504, "WP25")
 	}
 }
+
+// TestReadyzDuringShutdown: from the moment Close starts, /readyz answers
+// 503 while what is in flight is answered (the ops listener closes last).
+func TestReadyzDuringShutdown(t *testing.T) {
+	e := start(t, func(c *server.Config) {
+		c.AckTimeout = 2 * time.Second
+		c.RateLimit = 0
+	})
+	s := &sandbox{env: e}
+	readyz := e.srv.URL("ops") + "/readyz"
+	status := func() int {
+		resp, err := http.Get(readyz)
+		if err != nil {
+			return 0 // closed
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := status(); got != 200 {
+		t.Fatalf("/readyz before the shutdown = %d, want 200", got)
+	}
+	term, secret := s.provision(t, "RAW-RDY")
+	d := dialDevice(t, s.srv.URL("terminal"), "RAW-RDY", secret)
+	purchase := make(chan reply, 1)
+	go func() {
+		var r reply
+		defer func() { purchase <- r }()
+		r = s.purchase(t, term, 700)
+	}()
+	d.expect(protocol.TypePurchase) // in flight: waits for an ack that never comes
+	closed := make(chan error, 1)
+	go func() { closed <- s.srv.Close() }()
+	saw503 := false
+	for !saw503 {
+		select {
+		case <-purchase:
+			t.Fatalf("the in-flight purchase was answered before /readyz turned 503")
+		default:
+		}
+		switch got := status(); got {
+		case 503:
+			saw503 = true
+		case 200:
+			time.Sleep(5 * time.Millisecond)
+		default:
+			t.Fatalf("/readyz during the shutdown = %d, want 200 until it turns 503", got)
+		}
+	}
+	if r := <-purchase; r.resp == nil {
+		t.Errorf("the in-flight purchase got no answer")
+	} else {
+		r.problem(t, 504, "WP25")
+	}
+	if err := <-closed; err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}
