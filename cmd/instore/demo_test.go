@@ -1,10 +1,6 @@
 package main
 
 import (
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
-	"net/url"
 	"os"
 	"testing"
 
@@ -12,6 +8,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/pgtest"
 )
 
 // freshPostgres returns the URL of a new, empty schema in the database of
@@ -19,28 +16,11 @@ import (
 // the variable is unset.
 func freshPostgres(t *testing.T) string {
 	t.Helper()
-	base := os.Getenv("INSTORE_TEST_DATABASE_URL")
-	if base == "" {
+	u := pgtest.Schema(t, "demo")
+	if u == "" {
 		t.Skip("INSTORE_TEST_DATABASE_URL is unset: no PostgreSQL to run the demo on")
 	}
-	admin, err := sql.Open("pgx", base)
-	must(t, err)
-	b := make([]byte, 6)
-	rand.Read(b)
-	schema := "demo_" + hex.EncodeToString(b)
-	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		admin.Exec("DROP SCHEMA " + schema + " CASCADE")
-		admin.Close()
-	})
-	u, err := url.Parse(base)
-	must(t, err)
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
+	return u
 }
 
 // TestDemoPostgresRestart runs the demo on a fresh PostgreSQL schema: it

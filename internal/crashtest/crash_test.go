@@ -2,15 +2,12 @@ package crashtest
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +22,7 @@ import (
 	_ "modernc.org/sqlite"             // the "sqlite" driver, for the checks
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/pgtest"
 	"github.com/instore-dev/instore/internal/protocol"
 )
 
@@ -102,34 +100,9 @@ func TestCrash(t *testing.T) {
 	})
 }
 
-// freshPostgres returns a URL of a new schema in $INSTORE_TEST_DATABASE_URL
-// (dropped at the end), or "" when the variable is unset.
-func freshPostgres(t *testing.T) string {
-	t.Helper()
-	base := os.Getenv("INSTORE_TEST_DATABASE_URL")
-	if base == "" {
-		return ""
-	}
-	admin, err := sql.Open("pgx", base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := make([]byte, 6)
-	rand.Read(b)
-	schema := "crash_" + hex.EncodeToString(b)
-	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		admin.Exec("DROP SCHEMA " + schema + " CASCADE")
-		admin.Close()
-	})
-	u, _ := url.Parse(base)
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+// freshPostgres returns a URL of a new schema of the test database, or ""
+// when INSTORE_TEST_DATABASE_URL is unset.
+func freshPostgres(t *testing.T) string { return pgtest.Schema(t, "crash") }
 
 // crashEnv is one store's run: the server, its terminals, the ECR.
 type crashEnv struct {

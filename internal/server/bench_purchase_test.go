@@ -3,16 +3,11 @@ package server_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
-	"os"
 	"sort"
 	"sync"
 	"testing"
@@ -21,6 +16,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/pgtest"
 	"github.com/instore-dev/instore/internal/protocol"
 	"github.com/instore-dev/instore/internal/server"
 	"github.com/instore-dev/instore/internal/sim"
@@ -28,30 +24,7 @@ import (
 
 // freshPostgres returns a URL of a new schema in $INSTORE_TEST_DATABASE_URL
 // (dropped at the end), or "" when the variable is unset.
-func freshPostgres(tb testing.TB) string {
-	tb.Helper()
-	base := os.Getenv("INSTORE_TEST_DATABASE_URL")
-	if base == "" {
-		return ""
-	}
-	admin, err := sql.Open("pgx", base)
-	must(tb, err)
-	b := make([]byte, 6)
-	rand.Read(b)
-	schema := "bench_" + hex.EncodeToString(b)
-	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
-		tb.Fatalf("create schema: %v", err)
-	}
-	tb.Cleanup(func() {
-		admin.Exec("DROP SCHEMA " + schema + " CASCADE")
-		admin.Close()
-	})
-	u, _ := url.Parse(base)
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+func freshPostgres(tb testing.TB) string { return pgtest.Schema(tb, "bench") }
 
 // BenchmarkPurchaseLife measures the whole life of a purchase as an ECR sees
 // it: POST /purchase (stored, sent to the terminal, acknowledged: 201), then

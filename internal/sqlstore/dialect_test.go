@@ -2,18 +2,15 @@ package sqlstore
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
-	"net/url"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/pgtest"
 )
 
 func TestRebind(t *testing.T) {
@@ -126,32 +123,11 @@ func TestSQLiteConnections(t *testing.T) {
 // which another branch's migrations may have moved on.
 func openPostgresTest(t *testing.T) *DB {
 	t.Helper()
-	base := os.Getenv("INSTORE_TEST_DATABASE_URL")
-	if base == "" {
+	u := pgtest.Schema(t, "dialecttest")
+	if u == "" {
 		t.Skip("INSTORE_TEST_DATABASE_URL is not set; set it to a postgres:// URL to run the PostgreSQL tests")
 	}
-	admin, err := sql.Open("pgx", base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := make([]byte, 8)
-	rand.Read(b)
-	schema := "dialecttest_" + hex.EncodeToString(b)
-	if _, err := admin.ExecContext(t.Context(), "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		admin.Exec("DROP SCHEMA " + schema + " CASCADE")
-		admin.Close()
-	})
-	pu, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := pu.Query()
-	q.Set("search_path", schema)
-	pu.RawQuery = q.Encode()
-	db, err := Open(t.Context(), pu.String(), Options{})
+	db, err := Open(t.Context(), u, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
