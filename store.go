@@ -153,9 +153,6 @@ type HistoryStore interface {
 	// ListTransactions lists transactions by f, newest first (created_at,
 	// then id, both descending), at most f.Limit.
 	ListTransactions(ctx context.Context, f TransactionFilter) ([]*Transaction, error)
-	// LatestTransaction returns the newest transaction of a terminal ID
-	// (ErrNotFound if none).
-	LatestTransaction(ctx context.Context, terminalID string) (*Transaction, error)
 	// OnOriginal lists the refunds and reversals of an original, oldest
 	// first.
 	OnOriginal(ctx context.Context, originalID string) ([]*Transaction, error)

@@ -94,17 +94,6 @@ func listIndex(f instore.TransactionFilter) string {
 	}
 }
 
-// LatestTransaction returns the newest transaction of a terminal ID
-// (created_at, then id), read from transactions_terminal_created.
-func (db *DB) LatestTransaction(ctx context.Context, terminalID string) (*instore.Transaction, error) {
-	t, err := scanTransaction(db.read().queryRow(ctx, `SELECT `+transactionColumns+` FROM transactions
-		WHERE terminal_id = ? ORDER BY created_at DESC, id DESC LIMIT 1`, terminalID))
-	if err != nil {
-		return nil, notFound(err, "latest transaction")
-	}
-	return t, nil
-}
-
 // OnOriginal lists the refunds and reversals of an original, oldest first
 // (transactions_original).
 func (db *DB) OnOriginal(ctx context.Context, originalID string) ([]*instore.Transaction, error) {

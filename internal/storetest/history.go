@@ -319,39 +319,4 @@ var listingTests = []test{
 			}
 		}
 	}},
-	{"Latest", func(t *testing.T, s instore.Store) {
-		a := seed(t, s)
-		b := seedTerminal(t, s, "SN-2")
-		empty := seedTerminal(t, s, "SN-3")
-		_, err := s.LatestTransaction(t.Context(), a)
-		checkNotFound(t, "LatestTransaction(terminal ID without transactions)", err, a)
-		mustCreateTransaction(t, s, newTransaction("txn_a1", "mer_1", a, "SN-1", instore.StatusApproved, at(1)))
-		mustCreateTransaction(t, s, newTransaction("txn_a3", "mer_1", a, "SN-1", instore.StatusApproved, at(3)))
-		// Two at the newest time: the greater id is the newer one.
-		mustCreateTransaction(t, s, newTransaction("txn_a4x", "mer_1", a, "SN-1", instore.StatusTechnicalError, at(4)))
-		newest := mustCreateTransaction(t, s, newTransaction("txn_a4y", "mer_1", a, "SN-1", instore.StatusPending, at(4)))
-		mustCreateTransaction(t, s, newTransaction("txn_a2", "mer_1", a, "SN-1", instore.StatusApproved, at(2)))
-		// Newer ones of another terminal ID do not count.
-		other := mustCreateTransaction(t, s, newTransaction("txn_b9", "mer_1", b, "SN-2", instore.StatusApproved, at(9)))
-
-		for terminalID, want := range map[string]*instore.Transaction{a: newest, b: other} {
-			got, err := s.LatestTransaction(t.Context(), terminalID)
-			if err != nil {
-				t.Fatalf("LatestTransaction(%q) = %v", terminalID, err)
-			}
-			if d := diff(storedTransaction(want), got); d != "" {
-				t.Errorf("LatestTransaction(%q) mismatch (-want +got):\n%s", terminalID, d)
-			}
-		}
-		// A final status keeps it the latest.
-		newest.StatusID, newest.Progress = instore.StatusApproved, instore.ProgressFinal
-		mustUpdateTransaction(t, s, newest, newest.Version)
-		if got, err := s.LatestTransaction(t.Context(), a); err != nil || got.ID != newest.ID || got.Version != newest.Version {
-			t.Errorf("LatestTransaction(%q) after an update = %v, %v; want %s version %d", a, got, err, newest.ID, newest.Version)
-		}
-		_, err = s.LatestTransaction(t.Context(), empty)
-		checkNotFound(t, "LatestTransaction(terminal ID without transactions)", err, empty)
-		_, err = s.LatestTransaction(t.Context(), "99999998")
-		checkNotFound(t, "LatestTransaction(missing terminal ID)", err, "99999998")
-	}},
 }
