@@ -3,6 +3,7 @@ package instore
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -102,7 +103,10 @@ type Error struct {
 	Fields []FieldError
 	// OnlineAPIRefID names the transaction an error is about (WP09, WP25, WP30).
 	OnlineAPIRefID string
-	Err            error
+	// Reason refines Code where one code has several causes a client
+	// treats differently: for WP09, ReasonTransaction or ReasonUpdate.
+	Reason string
+	Err    error
 }
 
 func (e *Error) Error() string {
@@ -117,6 +121,13 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// Reasons of WP09 (Error.Reason): the terminal runs a transaction (named
+// by OnlineAPIRefID), or installs a software update.
+const (
+	ReasonTransaction = "TRANSACTION_IN_PROGRESS"
+	ReasonUpdate      = "SOFTWARE_UPDATE"
+)
 
 // Errorf returns an *Error with a client-safe detail message.
 func Errorf(code, format string, args ...any) *Error {
@@ -140,3 +151,15 @@ var ErrNotFound = errors.New("not found")
 // ErrConflict is returned by stores when a unique constraint or a guard on
 // the current state refused a write.
 var ErrConflict = errors.New("conflict")
+
+// ProblemNames lists every problem name a request can be answered with
+// (the names of urn:instore:problem:<name>), sorted: the problem names
+// above and the service error codes that answer requests.
+func ProblemNames() []string {
+	names := make([]string, 0, len(httpStatus))
+	for n := range httpStatus {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}

@@ -75,7 +75,26 @@ func (r *LinkRequest) Validate() error {
 	return f.err()
 }
 
-// TerminalRequest is the body of POST /terminal/unlink and POST /cancel.
+// CancelRequest is the body of POST /cancel. OnlineAPIRefID, optional,
+// names the transaction the ECR means to cancel: when another one (or none)
+// runs on the terminal, the cancel is refused with WP18 and nothing is
+// cancelled, so a late cancel never hits the next sale.
+type CancelRequest struct {
+	TerminalID     string `json:"terminalId"`
+	OnlineAPIRefID string `json:"onlineAPIRefId"`
+}
+
+// Validate checks the fields' shapes.
+func (r *CancelRequest) Validate() error {
+	var f fields
+	checkTerminalID(&f, r.TerminalID)
+	if r.OnlineAPIRefID != "" && !ValidRef(r.OnlineAPIRefID) {
+		f.add("/onlineAPIRefId", "is not an onlineAPIRefId")
+	}
+	return f.err()
+}
+
+// TerminalRequest is the body of POST /terminal/unlink.
 type TerminalRequest struct {
 	TerminalID string `json:"terminalId"`
 }
@@ -120,11 +139,7 @@ func (r *PurchaseRequest) Validate() error {
 	if r.VATAmount != nil && (*r.VATAmount < 0 || r.Amount != nil && *r.VATAmount > *r.Amount) {
 		f.add("/vatAmount", "must be between 0 and amount")
 	}
-	if r.Currency == "" {
-		f.add("/currency", "is required")
-	} else if !currencyPattern.MatchString(r.Currency) {
-		f.add("/currency", "must be an ISO 4217 alphabetic code such as SEK")
-	}
+	checkCurrency(&f, r.Currency)
 	checkECRReference(&f, "/ecrReference", r.ECRReference)
 	return f.err()
 }
@@ -149,11 +164,7 @@ func (r *RefundRequest) Validate() error {
 	case *r.Amount < MinAmount || *r.Amount > MaxAmount:
 		f.add("/amount", "must be between %d and %d (minor units)", MinAmount, MaxAmount)
 	}
-	if r.Currency == "" {
-		f.add("/currency", "is required")
-	} else if !currencyPattern.MatchString(r.Currency) {
-		f.add("/currency", "must be an ISO 4217 alphabetic code such as SEK")
-	}
+	checkCurrency(&f, r.Currency)
 	if r.OriginalOnlineAPIRefID != "" && !ValidRef(r.OriginalOnlineAPIRefID) {
 		f.add("/originalOnlineAPIRefId", "is not an onlineAPIRefId")
 	}

@@ -162,6 +162,15 @@ func (s *Service) view(ctx context.Context, t *Terminal) (*TerminalView, error) 
 	case !errors.Is(err, ErrNotFound):
 		return nil, fmt.Errorf("active transaction: %w", err)
 	}
+	u, err := s.Store.OpenUpdate(ctx, t.TerminalID)
+	switch {
+	case err == nil:
+		if s.installs(u) {
+			v.Busy, v.Updating = true, true
+		}
+	case !errors.Is(err, ErrNotFound):
+		return nil, fmt.Errorf("open update: %w", err)
+	}
 	return v, nil
 }
 
@@ -277,6 +286,7 @@ func (s *Service) busy(ctx context.Context, terminalID string) error {
 		return e
 	}
 	e := Errorf(WP09, "The terminal is processing a transaction.")
+	e.Reason = ReasonTransaction
 	if a != nil {
 		e.OnlineAPIRefID = a.ID
 	}
@@ -381,7 +391,7 @@ func (s *Service) ready(ctx context.Context, term *Terminal) (string, error) {
 	}
 	if active != nil {
 		e := Errorf(WP09, "The terminal is processing a transaction.")
-		e.OnlineAPIRefID = active.ID
+		e.OnlineAPIRefID, e.Reason = active.ID, ReasonTransaction
 		return "", e
 	}
 	// Access API: a terminal installing a software update is busy (WP09).
@@ -622,11 +632,11 @@ func (s *Service) waitOn(ctx context.Context, ref string, w *watch, gen uint64, 
 	}
 }
 
-// Cancel asks the terminal to abort its running transaction. The
-// transaction ends ABORTED_BY_CASHIER with WP37, or in the final status the
-// terminal reached first. Errors, in order: validation, WP03, WP16, WP01,
-// WP30, WP23, WP18.
-func (s *Service) Cancel(ctx context.Context, p *Principal, req *TerminalRequest) (*Transaction, error) {
+// Cancel asks the terminal to abort its running transaction (the one
+// req names, if it names one). The transaction ends ABORTED_BY_CASHIER
+// with WP37, or in the final status the terminal reached first. Errors, in
+// order: validation, WP03, WP16, WP01, WP30, WP23, WP18.
+func (s *Service) Cancel(ctx context.Context, p *Principal, req *CancelRequest) (*Transaction, error) {
 	term, err := s.terminalOp(ctx, p, req, req.TerminalID)
 	if err != nil {
 		return nil, err
@@ -648,6 +658,9 @@ func (s *Service) Cancel(ctx context.Context, p *Principal, req *TerminalRequest
 	}
 	if active == nil {
 		return nil, Errorf(WP18, "No transaction is running on this terminal.")
+	}
+	if req.OnlineAPIRefID != "" && req.OnlineAPIRefID != active.ID {
+		return nil, Errorf(WP18, "The transaction onlineAPIRefId names is not the one running on this terminal; nothing was cancelled.")
 	}
 	// The request and the cancel it owes the terminal are stored together:
 	// a cancel that cannot be sent now is sent after the device's next

@@ -63,6 +63,7 @@ type TerminalView struct {
 	SoftwareVersion *string    `json:"softwareVersion"`
 	Online          bool       `json:"online"`
 	Busy            bool       `json:"busy"`
+	Updating        bool       `json:"updating"`
 	CurrentRefID    *string    `json:"currentOnlineAPIRefId"`
 	LinkedAt        *time.Time `json:"linkedAt"`
 	LastSeenAt      *time.Time `json:"lastSeenAt"`

@@ -65,14 +65,23 @@ func (s *Service) installing(ctx context.Context, terminalID string) error {
 	return s.installingWith(terminalID, u)
 }
 
+// installs reports whether the unfinished update u (nil: none) keeps its
+// terminal busy: DOWNLOADING, or handed to the device within the ack
+// timeout and not reported on yet.
+func (s *Service) installs(u *Update) bool {
+	return u != nil && (u.Status == UpdateDownloading || u.DeliveredAt != nil && s.now().Sub(*u.DeliveredAt) < s.ackTimeout())
+}
+
 // installingWith is installing with the terminal ID's unfinished update u
 // (nil if none) already read.
 func (s *Service) installingWith(terminalID string, u *Update) error {
 	if u == nil {
 		return nil
 	}
-	if u.Status == UpdateDownloading || u.DeliveredAt != nil && s.now().Sub(*u.DeliveredAt) < s.ackTimeout() {
-		return Errorf(WP09, "The terminal is installing a software update; retry once it is done.")
+	if s.installs(u) {
+		e := Errorf(WP09, "The terminal is installing a software update; retry once it is done.")
+		e.Reason = ReasonUpdate
+		return e
 	}
 	if u.Status == UpdateScheduled {
 		// The transaction about to start may keep it waiting.

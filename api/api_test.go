@@ -118,6 +118,36 @@ func TestProblemNames(t *testing.T) {
 			t.Errorf("Problem description lacks the row %q", row)
 		}
 	}
+
+	// The enumerations a generated client switches on: type lists every
+	// problem name the server answers with, errorCode every code that
+	// answers a request, reason every Error.Reason.
+	props := doc.Components.Schemas["Problem"].Value.Properties
+	enum := func(prop string) []string {
+		var out []string
+		for _, v := range props[prop].Value.Enum {
+			out = append(out, v.(string))
+		}
+		slices.Sort(out)
+		return out
+	}
+	var types, codes []string
+	for _, n := range instore.ProblemNames() {
+		types = append(types, "urn:instore:problem:"+n)
+		if _, ok := md.ErrorCode(n); ok {
+			codes = append(codes, n)
+		}
+	}
+	slices.Sort(types)
+	if diff := cmp.Diff(types, enum("type")); diff != "" {
+		t.Errorf("Problem.type enum (-server +schema):\n%s", diff)
+	}
+	if diff := cmp.Diff(codes, enum("errorCode")); diff != "" {
+		t.Errorf("Problem.errorCode enum (-server +schema):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{instore.ReasonUpdate, instore.ReasonTransaction}, enum("reason")); diff != "" {
+		t.Errorf("Problem.reason enum (-server +schema):\n%s", diff)
+	}
 }
 
 // TestDescriptions checks that every property of every schema has a
@@ -483,6 +513,7 @@ func TestRequestSchemas(t *testing.T) {
 	for name, typ := range map[string]reflect.Type{
 		"LinkRequest":     reflect.TypeFor[instore.LinkRequest](),
 		"TerminalRequest": reflect.TypeFor[instore.TerminalRequest](),
+		"CancelRequest":   reflect.TypeFor[instore.CancelRequest](),
 		"PurchaseRequest": reflect.TypeFor[instore.PurchaseRequest](),
 		"RefundRequest":   reflect.TypeFor[instore.RefundRequest](),
 		"ReversalRequest": reflect.TypeFor[instore.ReversalRequest](),

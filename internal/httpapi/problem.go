@@ -27,6 +27,7 @@ type Problem struct {
 	ErrorID        *int                 `json:"errorId,omitempty"`
 	ErrorCode      string               `json:"errorCode,omitempty"`
 	OnlineAPIRefID string               `json:"onlineAPIRefId,omitempty"`
+	Reason         string               `json:"reason,omitempty"`
 	Errors         []instore.FieldError `json:"errors,omitempty"`
 	// OAuthError and OAuthErrorDescription are the RFC 6749 members the
 	// token endpoint adds, so OAuth client libraries understand the answer.
@@ -68,6 +69,7 @@ func NewProblem(err error, requestID string, meta *instore.Metadata) *Problem {
 		Detail:         e.Detail,
 		RequestID:      requestID,
 		OnlineAPIRefID: e.OnlineAPIRefID,
+		Reason:         e.Reason,
 		Errors:         e.Fields,
 	}
 	if c, ok := meta.ErrorCode(e.Code); ok {

@@ -223,7 +223,7 @@ func (h *handlers) transaction(w http.ResponseWriter, r *http.Request, p *instor
 }
 
 func (h *handlers) cancel(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	var req instore.TerminalRequest
+	var req instore.CancelRequest
 	if err := httpapi.DecodeJSON(r, &req); err != nil {
 		return err
 	}

@@ -682,21 +682,30 @@ func TestPurchaseDuringInstallWP09(t *testing.T) {
 		t.Fatalf("update command = %+v %+v (%v), want update %s of countertop-1.2.0", cmd, data, err, u.UpdateID)
 	}
 	s := e
-	// Delivered, not reported yet: busy.
-	s.purchase(t, term, 1000).problem(t, 409, "WP09")
+	// Delivered, not reported yet: busy, and the terminal shows why.
+	if p := s.purchase(t, term, 1000).problem(t, 409, "WP09"); p.Reason != instore.ReasonUpdate {
+		t.Errorf("WP09 of an install has reason %q, want %s", p.Reason, instore.ReasonUpdate)
+	}
+	view := s.get(t, "/in-store/api/v1/terminal/"+term)
+	if !strings.Contains(string(view.body), `"busy":true,"updating":true,"currentOnlineAPIRefId":null`) {
+		t.Errorf("terminal while installing = %s, want busy and updating", view.body)
+	}
 	d.send(protocol.TypeUpdateStatus, "", "", u.UpdateID, protocol.UpdateStatus{Status: protocol.UpdateDownloading})
 	d.expect(protocol.TypeConfirm)
 	e.waitInfo(t, term, "DOWNLOADING", func(in infoJSON) bool {
 		return in.PendingUpdate != nil && in.PendingUpdate.Status == instore.UpdateDownloading
 	})
 	p := s.purchase(t, term, 1000).problem(t, 409, "WP09")
-	if p.OnlineAPIRefID != "" {
-		t.Errorf("WP09 of an install names a transaction %q", p.OnlineAPIRefID)
+	if p.OnlineAPIRefID != "" || p.Reason != instore.ReasonUpdate {
+		t.Errorf("WP09 of an install names a transaction %q, reason %q", p.OnlineAPIRefID, p.Reason)
 	}
 	// The device restarts into the new version: its hello ends the update.
 	d.conn.Close()
 	d2 := dialDevice2(t, e.srv.URL("terminal"), "SN-RAW-UPD", secret, "1.2.0")
 	in := e.waitInfo(t, term, "INSTALLED", lastStatus(instore.UpdateInstalled))
+	if view := s.get(t, "/in-store/api/v1/terminal/"+term); !strings.Contains(string(view.body), `"busy":false,"updating":false`) {
+		t.Errorf("terminal after the install = %s, want neither busy nor updating", view.body)
+	}
 	if *in.SoftwareVersion != "1.2.0" || *in.LastUpdate.SoftwareVersion != "1.2.0" {
 		t.Errorf("after the restart: %+v, last %+v", in, in.LastUpdate)
 	}

@@ -194,6 +194,41 @@ func TestCancelRacesResult(t *testing.T) {
 	}
 }
 
+// TestCancelDuringAckWait: a cancel sent while the purchase request still
+// waits for the terminal's ack, naming the transaction GET /terminal shows,
+// reaches the terminal; the purchase request then answers 201 with the
+// aborted transaction (ABORTED_BY_CASHIER with WP37), as the contract's
+// cancel section says.
+func TestCancelDuringAckWait(t *testing.T) {
+	s := rawEnv(t, func(c *server.Config) { c.AckTimeout = 10 * time.Second })
+	term, secret := s.provision(t, "RAW-CANCEL-ACK")
+	d := dialDevice(t, s.srv.URL("terminal"), "RAW-CANCEL-ACK", secret)
+	done := make(chan reply, 1)
+	go func() { done <- s.purchase(t, term, 5000) }()
+	cmd := d.expect(protocol.TypePurchase)
+	var view struct {
+		Busy    bool    `json:"busy"`
+		Current *string `json:"currentOnlineAPIRefId"`
+	}
+	must(t, json.Unmarshal(s.get(t, "/in-store/api/v1/terminal/"+term).body, &view))
+	if !view.Busy || view.Current == nil || *view.Current != cmd.Ref {
+		t.Fatalf("terminal during the ack wait = %+v, want busy with %s", view, cmd.Ref)
+	}
+	c := s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": term, "onlineAPIRefId": cmd.Ref}, nil).tx(t, 202)
+	if c.OnlineAPIRefID != cmd.Ref || c.StatusID != instore.StatusPending {
+		t.Errorf("cancel answered %+v", c)
+	}
+	if got := d.expect(protocol.TypeCancel); got.Ref != cmd.Ref {
+		t.Errorf("cancel for %q, want %q", got.Ref, cmd.Ref)
+	}
+	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: instore.StatusAbortedByCashier})
+	d.expect(protocol.TypeConfirm)
+	tx := (<-done).tx(t, 201)
+	if tx.StatusID != instore.StatusAbortedByCashier || tx.ErrorCode == nil || *tx.ErrorCode != "WP37" {
+		t.Errorf("purchase answered %d %v, want ABORTED_BY_CASHIER with WP37", tx.StatusID, tx.ErrorCode)
+	}
+}
+
 // TestRestartMidTransaction: the server stops after the ack; the terminal's
 // result, resent to the restarted server, is applied exactly once.
 func TestRestartMidTransaction(t *testing.T) {

@@ -73,6 +73,7 @@ type problem struct {
 	Status         int    `json:"status"`
 	ErrorCode      string `json:"errorCode"`
 	OnlineAPIRefID string `json:"onlineAPIRefId"`
+	Reason         string `json:"reason"`
 	Errors         []struct {
 		Field string `json:"field"`
 	} `json:"errors"`
@@ -328,8 +329,8 @@ func TestDeadlineWP36AndBusyWP09(t *testing.T) {
 		t.Fatalf("201 transaction = %+v, want PENDING and acknowledged", tx)
 	}
 	p := s.purchase(t, s.terminals[0], 1000).problem(t, 409, "WP09")
-	if p.OnlineAPIRefID != tx.OnlineAPIRefID {
-		t.Errorf("WP09 names %q, want the running %q", p.OnlineAPIRefID, tx.OnlineAPIRefID)
+	if p.OnlineAPIRefID != tx.OnlineAPIRefID || p.Reason != instore.ReasonTransaction {
+		t.Errorf("WP09 names %q with reason %q, want the running %q, %s", p.OnlineAPIRefID, p.Reason, tx.OnlineAPIRefID, instore.ReasonTransaction)
 	}
 	resp, body := s.get(t, "/in-store/api/v1/terminal/"+s.terminals[0]).parts()
 	if !strings.Contains(string(body), `"busy":true`) || !strings.Contains(string(body), tx.OnlineAPIRefID) || resp.StatusCode != 200 {
@@ -380,6 +381,56 @@ func TestCancel(t *testing.T) {
 		t.Fatal("not approved")
 	}
 	s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": term}, nil).problem(t, 409, "WP18")
+}
+
+// TestCancelNamingTransaction: a cancel that names the transaction it
+// means cancels nothing when another one runs (the one it meant ended), so
+// a late cancel never aborts the next sale; naming the running one cancels
+// it.
+func TestCancelNamingTransaction(t *testing.T) {
+	s := startSandbox(t)
+	term := s.terminals[0]
+	first := s.purchase(t, term, 1000).tx(t, 201)
+	if s.final(t, first.OnlineAPIRefID).StatusID != instore.StatusApproved {
+		t.Fatal("first purchase not approved")
+	}
+	s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": term, "onlineAPIRefId": first.OnlineAPIRefID}, nil).problem(t, 409, "WP18")
+	next := s.purchase(t, term, 1092).tx(t, 201) // 92: waits until the deadline
+	p := s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": term, "onlineAPIRefId": first.OnlineAPIRefID}, nil).problem(t, 409, "WP18")
+	if p.OnlineAPIRefID != "" {
+		t.Errorf("WP18 names %q", p.OnlineAPIRefID)
+	}
+	if now := s.get(t, "/in-store/api/v1/transaction/"+next.OnlineAPIRefID).tx(t, 200); now.StatusID != instore.StatusPending {
+		t.Fatalf("the running sale after a cancel naming another: %d, want PENDING", now.StatusID)
+	}
+	s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": term, "onlineAPIRefId": "not a ref"}, nil).problem(t, 400, "validation")
+	s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": term, "onlineAPIRefId": next.OnlineAPIRefID}, nil).tx(t, 202)
+	final := s.final(t, next.OnlineAPIRefID)
+	if final.StatusID != instore.StatusAbortedByCashier || final.ErrorCode == nil || *final.ErrorCode != "WP37" {
+		t.Errorf("cancelled purchase ended %d %v, want ABORTED_BY_CASHIER with WP37", final.StatusID, final.ErrorCode)
+	}
+}
+
+// TestCurrencyISO4217: a well-formed code that is no active ISO 4217
+// currency is a validation error on /currency, for purchases and refunds;
+// currencies with 0 and 3 decimals are taken.
+func TestCurrencyISO4217(t *testing.T) {
+	s := startSandbox(t)
+	term := s.terminals[0]
+	for _, c := range []string{"XYZ", "XTS", "XXX", "BGN"} {
+		for _, path := range []string{"/in-store/api/v1/purchase", "/in-store/api/v1/refund"} {
+			p := s.post(t, path, map[string]any{"terminalId": term, "amount": 100, "currency": c}, nil).problem(t, 400, "validation")
+			if len(p.Errors) != 1 || p.Errors[0].Field != "/currency" {
+				t.Errorf("%s in %s: errors %+v, want /currency", c, path, p.Errors)
+			}
+		}
+	}
+	for _, c := range []string{"JPY", "KWD"} {
+		tx := s.post(t, "/in-store/api/v1/purchase", map[string]any{"terminalId": term, "amount": 1000, "currency": c}, nil).tx(t, 201)
+		if s.final(t, tx.OnlineAPIRefID).StatusID != instore.StatusApproved {
+			t.Errorf("purchase in %s not approved", c)
+		}
+	}
 }
 
 func TestErrorRows(t *testing.T) {
