@@ -65,7 +65,7 @@ prints the same credentials (kept in clear: a demo's, never production's).`,
 			} else if asEnv {
 				printEnv(out, d, info)
 			} else {
-				printBanner(out, d, info)
+				printBanner(out, d, info, interactive)
 			}
 			select {
 			case <-cmd.Context().Done():
@@ -85,7 +85,9 @@ prints the same credentials (kept in clear: a demo's, never production's).`,
 	return cmd
 }
 
-func printBanner(w io.Writer, d *demo.Demo, info demo.Info) {
+// printBanner prints what the demo runs and its credentials for people;
+// with interactive, it says which terminal waits for a click.
+func printBanner(w io.Writer, d *demo.Demo, info demo.Info, interactive bool) {
 	c := d.Credentials
 	var b strings.Builder
 	fmt.Fprintf(&b, "instore demo is running (sandbox; data in %s)\n\n", d.Storage())
@@ -110,10 +112,18 @@ func printBanner(w io.Writer, d *demo.Demo, info demo.Info) {
 		fmt.Fprintf(&b, "Terminals: none yet.\n\n")
 	} else {
 		fmt.Fprintf(&b, "Virtual terminals (linked):\n")
-		for _, t := range info.Terminals {
-			fmt.Fprintf(&b, "  %s  %-10s  %s\n", t.TerminalID, t.Model, t.SerialNumber)
+		for i, t := range info.Terminals {
+			fmt.Fprintf(&b, "  %s  %-10s  %s", t.TerminalID, t.Model, t.SerialNumber)
+			if interactive && i == 0 {
+				b.WriteString("  <- interactive: waits for your click in the console")
+			}
+			b.WriteString("\n")
 		}
 		b.WriteString("\n")
+		if interactive {
+			fmt.Fprintf(&b, "Interactive: terminal %s shows each transaction and waits until you click Approve,\nDecline, ... on its card at %s; the others follow the amount rules.\n\n",
+				info.Terminals[0].TerminalID, info.ConsoleURL)
+		}
 	}
 	fmt.Fprintf(&b, "Try it:\n  curl -s %s/in-store/api/v1/metadata -H 'accept: application/json' -H 'Ocp-Apim-Subscription-Key: %s' -H 'Authorization: Bearer %s'\n\n",
 		info.OnlineAPIBaseURL, info.SubscriptionKey, info.AccessToken)

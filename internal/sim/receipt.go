@@ -155,6 +155,9 @@ func receipt(tx *txn, res *protocol.Result, terminalID string, now time.Time, me
 	if tx.pay.OriginalRef != "" {
 		b.pair("Original reference", tx.pay.OriginalRef)
 	}
+	if tx.pay.ECRReference != "" {
+		b.pair("ECR reference", tx.pay.ECRReference)
+	}
 	return b.lines
 }
 
@@ -192,17 +195,11 @@ func (b *receiptBuilder) pair(label, value string) {
 	b.line(value)
 }
 
-// currencyExponents are the ISO 4217 minor-unit exponents other than 2.
-var currencyExponents = map[string]int{
-	"JPY": 0, "KRW": 0, "ISK": 0, "CLP": 0, "VND": 0, "XAF": 0, "XOF": 0,
-	"KWD": 3, "BHD": 3, "JOD": 3, "OMR": 3, "TND": 3, "IQD": 3, "LYD": 3,
-}
-
 // formatAmount writes an amount in minor units with its currency's
 // exponent: "SEK 12.50", "JPY 1250", "KWD 1.250".
 func formatAmount(amount int64, currency string) string {
 	currency = strings.ToUpper(currency)
-	exp, ok := currencyExponents[currency]
+	exp, ok := instore.CurrencyExponent(currency)
 	if !ok {
 		exp = 2
 	}

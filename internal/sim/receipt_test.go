@@ -86,7 +86,7 @@ func TestReceipts(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 30, 0, 0, time.UTC)
 	vat := int64(250)
 	tx := &txn{ref: "01JQ7ZK3T8YV5N2M4P6R8S0T2W", kind: protocol.TypePurchase,
-		pay: protocol.Payment{Amount: 1250, CashbackAmount: 200, VATAmount: &vat, Currency: "SEK"}}
+		pay: protocol.Payment{Amount: 1250, CashbackAmount: 200, VATAmount: &vat, Currency: "SEK", ECRReference: "ORDER-4711"}}
 
 	res := buildResult(tx, instore.StatusApproved, "10000001", now)
 	checkReceipts(t, res, tx.ref)
@@ -96,6 +96,7 @@ func TestReceipts(t *testing.T) {
 		"VAT                             SEK 2.50",
 		"Terminal                        10000001",
 		"2026-03-01 12:30:00 UTC",
+		"ECR reference                 ORDER-4711",
 	} {
 		if !slices.Contains(res.MerchantReceipt, want) {
 			t.Errorf("merchant receipt lacks line %q:\n%s", want, strings.Join(res.MerchantReceipt, "\n"))
