@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/client"
 	"github.com/instore-dev/instore/internal/protocol"
 )
 
@@ -192,17 +193,12 @@ func (b *receiptBuilder) pair(label, value string) {
 	b.line(value)
 }
 
-// currencyExponents are the ISO 4217 minor-unit exponents other than 2.
-var currencyExponents = map[string]int{
-	"JPY": 0, "KRW": 0, "ISK": 0, "CLP": 0, "VND": 0, "XAF": 0, "XOF": 0,
-	"KWD": 3, "BHD": 3, "JOD": 3, "OMR": 3, "TND": 3, "IQD": 3, "LYD": 3,
-}
-
 // formatAmount writes an amount in minor units with its currency's
-// exponent: "SEK 12.50", "JPY 1250", "KWD 1.250".
+// exponent (the SDK's ISO 4217 table): "SEK 12.50", "JPY 1250", "KWD 1.250",
+// "CLF 1.2500"; an unknown code gets 2 decimals.
 func formatAmount(amount int64, currency string) string {
 	currency = strings.ToUpper(currency)
-	exp, ok := currencyExponents[currency]
+	exp, ok := client.CurrencyExponent(currency)
 	if !ok {
 		exp = 2
 	}
