@@ -3,8 +3,9 @@ package instore
 import "strings"
 
 // iso4217 lists the active ISO 4217 currencies (list one of the ISO 4217
-// maintenance agency, amendment 179, with XCG and ZWG) with their minor unit
-// digits: 1250 SEK is 12.50, 1250 JPY is 1250, 1250 KWD is 1.250. Funds
+// maintenance agency as published on 2024-06-25, with the changes since:
+// XCG in, ANG, BGN and CUC out; currency_iso_test.go checks it against
+// testdata) with their minor unit digits: 1250 SEK is 12.50, 1250 JPY is 1250, 1250 KWD is 1.250. Funds
 // codes (BOV, CHE, CHW, CLF, COU, MXV, USN, UYI, UYW) are included, as a
 // card scheme may settle in them; the codes for testing (XTS), no currency
 // (XXX), precious metals (XAU, XAG, XPD, XPT) and bond units (XBA-XBD,

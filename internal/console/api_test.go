@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -158,4 +159,38 @@ func TestConsoleEventsAndActions(t *testing.T) {
 		resp.Body.Close()
 	}
 	next(t, ch, "print", func(s string) bool { return strings.Contains(s, `"status":"SUCCESS"`) })
+}
+
+// TestConsoleDefaultsOnlyToLoopback: the demo's credentials are offered to
+// a browser on the same machine; a request by another name (a DNS name
+// rebound to 127.0.0.1) or through a proxy gets 403 and no credentials.
+func TestConsoleDefaultsOnlyToLoopback(t *testing.T) {
+	d := startDemo(t)
+	info := d.Info()
+	get := func(host, forwarded string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", info.OnlineAPIBaseURL+"/console/defaults", nil)
+		if host != "" {
+			req.Host = host
+		}
+		if forwarded != "" {
+			req.Header.Set("X-Forwarded-For", forwarded)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("", ""); code != 200 || !strings.Contains(body, info.AccessToken) {
+		t.Errorf("GET /console/defaults from this machine = %d, want 200 with the demo's token", code)
+	}
+	for _, tc := range [][2]string{{"rebound.example:8080", ""}, {"", "203.0.113.9"}} {
+		code, body := get(tc[0], tc[1])
+		if code != 403 || strings.Contains(body, info.AccessToken) || strings.Contains(body, info.SubscriptionKey) {
+			t.Errorf("GET /console/defaults with Host %q, X-Forwarded-For %q = %d, want 403 without credentials", tc[0], tc[1], code)
+		}
+	}
 }

@@ -13,7 +13,9 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -74,13 +76,16 @@ func Register(cfg Config) *Console {
 	})
 	cfg.API.Mux.Handle("GET /console/static/", http.StripPrefix("/console/static/", files))
 	cfg.API.Handle("GET /console/defaults", func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Cache-Control", "no-store")
+		if !fromLoopback(r) {
+			return instore.Errorf(instore.EForbidden, "The demo's credentials are offered only to a browser on the machine that runs it; enter your subscription key and access token.")
+		}
 		d := &Credentials{}
 		if cfg.Defaults != nil {
 			if c := cfg.Defaults(); c != nil {
 				d = c
 			}
 		}
-		w.Header().Set("Cache-Control", "no-store")
 		return writeJSON(w, d)
 	})
 	cfg.API.Handle("GET /console/events", cfg.Guard.Wrap(c.events))
@@ -94,14 +99,23 @@ func Register(cfg Config) *Console {
 }
 
 // deviceJSON is a virtual device as the console shows it: the sandbox's
-// view plus whether it waits for a person.
+// view plus whether it waits for a person, the outcome and print status
+// set for its next transaction and print job (null when none), and the
+// state's version, by which the page keeps the newer of two states (a
+// click's answer can arrive after the event of a later change).
 type deviceJSON struct {
 	onlineapi.DeviceJSON
-	Interactive bool `json:"interactive"`
+	Interactive bool   `json:"interactive"`
+	NextOutcome *int   `json:"nextOutcome"`
+	NextPrint   *int   `json:"nextPrint"`
+	Version     uint64 `json:"version"`
 }
 
-func (c *Console) device(t *sim.Terminal) *deviceJSON {
-	return &deviceJSON{DeviceJSON: onlineapi.DeviceState(t.State()), Interactive: t.Interactive()}
+func (c *Console) device(t *sim.Terminal) *deviceJSON { return deviceOf(t.State()) }
+
+func deviceOf(st sim.State) *deviceJSON {
+	return &deviceJSON{DeviceJSON: onlineapi.DeviceState(st), Interactive: st.Interactive,
+		NextOutcome: st.NextOutcome, NextPrint: st.NextPrint, Version: st.Version}
 }
 
 // visibleDevices lists the devices a customer may see, as the console
@@ -187,6 +201,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, p *instore.Prin
 	}
 	if err := sse(w, "snapshot", map[string]any{
 		"metadata": c.cfg.Metadata, "devices": devices, "transactions": list, "prints": c.hub.recentPrints(p.MerchantID),
+		"currencyDigits": currencyDigits(),
 	}); err != nil {
 		return nil
 	}
@@ -272,10 +287,8 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request, p *instore.Prin
 		return instore.Errorf(instore.ENotFound, "No virtual terminal with this serial number.")
 	}
 	switch {
-	case action == "offline":
-		t.SetOffline(true)
-	case action == "online":
-		t.SetOffline(false)
+	case action == "offline", action == "online":
+		return writeJSON(w, deviceOf(onlineapi.SwitchOnline(r.Context(), c.cfg.Service, t, action == "online")))
 	case action == "interactive-on", action == "interactive-off":
 		t.SetInteractive(action == "interactive-on")
 	default:
@@ -294,6 +307,33 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request, p *instore.Prin
 		}
 	}
 	return writeJSON(w, c.device(t))
+}
+
+// fromLoopback reports whether r comes straight from a browser on this
+// machine: the peer address is a loopback address, the Host names a
+// loopback address or localhost (not a name another site rebound to
+// 127.0.0.1, which would let its pages read the answer), and no proxy's
+// forwarding header is present (a proxy on this machine would make every
+// client look local).
+func fromLoopback(r *http.Request) bool {
+	peer, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil || !peer.Addr().Unmap().IsLoopback() {
+		return false
+	}
+	for _, h := range []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-Ip"} {
+		if _, ok := r.Header[h]; ok {
+			return false
+		}
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	return err == nil && a.Unmap().IsLoopback()
 }
 
 // event is one change to send to pages.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/httpapi"
@@ -133,9 +134,38 @@ func (s *sandbox) setOffline(offline bool) httpapi.AuthedFunc {
 		if err != nil {
 			return err
 		}
-		vt.SetOffline(offline)
-		return s.state(w, vt)
+		return writeJSON(w, http.StatusOK, DeviceState(SwitchOnline(r.Context(), s.svc, vt, !offline)))
 	}
+}
+
+// OnlineWait bounds how long switching a virtual terminal offline or
+// online waits for the change to show in its state and in the gateway.
+const OnlineWait = 5 * time.Second
+
+// SwitchOnline takes a virtual terminal offline or brings it back, and
+// returns its state after the change: once the terminal shows it (offline
+// at once; online when it has a session again) and the service's gateway
+// sees it too, so that the next request finds the terminal as answered
+// (WP23 after offline, none after online). When that takes longer than
+// OnlineWait or ctx ends first, it returns the state then: a terminal that
+// cannot reconnect shows offline and keeps trying. The sandbox control API
+// and the console both switch through here.
+func SwitchOnline(ctx context.Context, svc *instore.Service, vt *sim.Terminal, online bool) sim.State {
+	vt.SetOffline(!online)
+	ctx, cancel := context.WithTimeout(ctx, OnlineWait)
+	defer cancel()
+	if _, ok := vt.Await(ctx, func(st sim.State) bool { return st.Online == online }); ok && svc.Gateway != nil {
+		// The gateway's view has no change notice: look again shortly.
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for svc.Gateway.Online(vt.SerialNumber()) != online && ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
+			}
+		}
+	}
+	return vt.State()
 }
 
 func (s *sandbox) state(w http.ResponseWriter, vt *sim.Terminal) error {

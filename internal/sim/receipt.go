@@ -196,7 +196,8 @@ func (b *receiptBuilder) pair(label, value string) {
 }
 
 // formatAmount writes an amount in minor units with its currency's
-// exponent: "SEK 12.50", "JPY 1250", "KWD 1.250".
+// exponent (the ISO 4217 table of package instore): "SEK 12.50", "JPY 1250", "KWD 1.250",
+// "CLF 1.2500"; an unknown code gets 2 decimals.
 func formatAmount(amount int64, currency string) string {
 	currency = strings.ToUpper(currency)
 	exp, ok := instore.CurrencyExponent(currency)

@@ -25,6 +25,10 @@ func TestFormatAmount(t *testing.T) {
 		{7, "KRW", "KRW 7"},
 		{1250, "KWD", "KWD 1.250"},
 		{5, "BHD", "BHD 0.005"},
+		{1250, "UGX", "UGX 1250"},
+		{1250, "PYG", "PYG 1250"},
+		{12345, "CLF", "CLF 1.2345"},
+		{1250, "IQD", "IQD 1.250"},
 		{1250, "sek", "SEK 12.50"},
 		{-1250, "SEK", "SEK -12.50"},
 	} {

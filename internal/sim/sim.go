@@ -17,6 +17,7 @@
 package sim
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -104,6 +105,20 @@ type State struct {
 	Screen string `json:"screen"`
 	// LinkCode is the code shown while unlinked.
 	LinkCode string `json:"linkCode,omitempty"`
+	// Interactive reports whether a person decides each transaction
+	// (SetInteractive).
+	Interactive bool `json:"interactive"`
+	// NextOutcome is the status the next transaction ends with
+	// (SetNextOutcome), until a transaction takes it; nil when none is set.
+	NextOutcome *int `json:"nextOutcome,omitempty"`
+	// NextPrint is the status the next print job ends with (SetNextPrint),
+	// until a print job takes it; nil when none is set.
+	NextPrint *int `json:"nextPrint,omitempty"`
+	// Version grows with every change of the terminal's state: of two
+	// states of one terminal, the one with the higher Version is the newer
+	// (listeners run concurrently, so states can reach a reader out of
+	// order). It starts at 0 in every process.
+	Version uint64 `json:"version"`
 }
 
 // Terminal is one virtual terminal. Its control methods (SetNextOutcome,
@@ -144,6 +159,8 @@ type Terminal struct {
 	installFail *string
 	interactive bool // SetInteractive: a person decides each outcome
 	listeners   []func()
+	rev         uint64        // State.Version: counts the changes
+	changed     chan struct{} // closed and replaced at every change (Await)
 }
 
 // New validates cfg and returns a terminal ready to Run.
@@ -216,6 +233,7 @@ func New(cfg Config) (*Terminal, error) {
 		url:      u.String(),
 		idPrefix: "vt" + hex.EncodeToString(sum[:4]) + "-" + hex.EncodeToString(rnd[:]),
 		wake:     make(chan struct{}, 1),
+		changed:  make(chan struct{}),
 	}, nil
 }
 
@@ -226,6 +244,10 @@ func (t *Terminal) SerialNumber() string { return t.cfg.SerialNumber }
 func (t *Terminal) State() State {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.stateLocked()
+}
+
+func (t *Terminal) stateLocked() State {
 	return State{
 		SerialNumber: t.cfg.SerialNumber,
 		Model:        t.cfg.Model,
@@ -233,6 +255,38 @@ func (t *Terminal) State() State {
 		Online:       t.sess != nil,
 		Screen:       t.screenLocked(),
 		LinkCode:     t.linkCode,
+		Interactive:  t.interactive,
+		NextOutcome:  copyInt(t.nextOutcome),
+		NextPrint:    copyInt(t.nextPrint),
+		Version:      t.rev,
+	}
+}
+
+func copyInt(p *int) *int {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
+// Await waits until the terminal's state satisfies ok or ctx ends, and
+// returns the state it saw last (which satisfies ok unless ctx ended
+// first) and whether it does.
+func (t *Terminal) Await(ctx context.Context, ok func(State) bool) (State, bool) {
+	for {
+		t.mu.Lock()
+		st, ch := t.stateLocked(), t.changed
+		t.mu.Unlock()
+		if ok(st) {
+			return st, true
+		}
+		select {
+		case <-ctx.Done():
+			st := t.State()
+			return st, ok(st)
+		case <-ch:
+		}
 	}
 }
 
@@ -266,11 +320,20 @@ func (t *Terminal) OnChange(f func()) {
 func (t *Terminal) update(f func()) {
 	t.mu.Lock()
 	f()
-	ls := t.listeners
+	ls := t.changedLocked()
 	t.mu.Unlock()
 	for _, l := range ls {
 		l()
 	}
+}
+
+// changedLocked records a change of the state (a new Version, wakes
+// Await) and returns the listeners to call once the lock is released.
+func (t *Terminal) changedLocked() []func() {
+	t.rev++
+	close(t.changed)
+	t.changed = make(chan struct{})
+	return t.listeners
 }
 
 // ErrNothingToDecide is returned by Decide when no transaction waits for a
@@ -315,9 +378,7 @@ func (t *Terminal) SetNextOutcome(statusID int) error {
 	if statusID < instore.StatusApproved || statusID > instore.StatusWrongPIN {
 		return fmt.Errorf("sim: next outcome %d is not a transaction status id from 0 to 12", statusID)
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.nextOutcome = &statusID
+	t.update(func() { t.nextOutcome = &statusID })
 	return nil
 }
 
@@ -327,19 +388,20 @@ func (t *Terminal) SetNextPrint(statusID int) {
 	if statusID < instore.PrintSuccess || statusID > instore.PrintTimeout {
 		return
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.nextPrint = &statusID
+	t.update(func() { t.nextPrint = &statusID })
 }
 
 // SetOffline(true) drops the session, as if the terminal lost its network,
-// and keeps it disconnected until SetOffline(false). A transaction in
-// progress goes on; its result is kept and delivered after reconnecting.
+// and keeps it disconnected until SetOffline(false); the state shows it
+// offline when SetOffline returns. A transaction in progress goes on; its
+// result is kept and delivered after reconnecting. SetOffline(false) lets
+// it reconnect, which takes a moment (Await the state's Online).
 func (t *Terminal) SetOffline(offline bool) {
 	t.update(func() {
 		t.offline = offline
 		if offline && t.sess != nil {
 			t.sess.drop()
+			t.sess = nil
 		}
 	})
 	t.nudge()

@@ -157,7 +157,7 @@ func (t *Terminal) command(ctx context.Context, s *session, env protocol.Envelop
 	t.tx = tx
 	t.txScreen = amountScreen(tx)
 	t.screenGen++
-	ls := t.listeners
+	ls := t.changedLocked()
 	t.mu.Unlock()
 	for _, l := range ls {
 		l()

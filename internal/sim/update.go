@@ -98,7 +98,7 @@ func (t *Terminal) install(ctx context.Context, s *session, env protocol.Envelop
 	fail := t.installFail
 	t.installFail = nil
 	t.installing, t.updScreen = in, "Updating to "+u.Version
-	ls := t.listeners
+	ls := t.changedLocked()
 	t.mu.Unlock()
 	for _, l := range ls {
 		l()

@@ -3,7 +3,7 @@
 // URL) and drives the virtual terminals through the console API.
 "use strict";
 
-const state = { key: "", token: "", meta: null, devices: new Map(), txs: new Map(), prints: new Map() };
+const state = { key: "", token: "", meta: null, digits: {}, devices: new Map(), txs: new Map(), prints: new Map() };
 const $ = (sel) => document.querySelector(sel);
 
 function headers() {
@@ -97,15 +97,32 @@ function handleEvent(block) {
   switch (kind) {
     case "snapshot":
       state.meta = v.metadata;
+      state.digits = v.currencyDigits || {};
       state.devices = new Map(v.devices.map((d) => [d.serialNumber, d]));
       state.txs = new Map(v.transactions.map((t) => [t.onlineAPIRefId, t]));
       state.prints = new Map((v.prints || []).map((p) => [p.printId, p]));
       renderMeta(); renderDevices(); renderTxs(); renderPrints();
       break;
-    case "device": state.devices.set(v.serialNumber, v); renderDevices(); break;
+    case "device": if (keepDevice(v)) renderDevices(); break;
     case "transaction": state.txs.set(v.onlineAPIRefId, v); renderTxs(v.onlineAPIRefId); break;
     case "print": state.prints.set(v.printId, v); renderPrints(); break;
   }
+}
+
+// keepDevice stores a device's state unless the page already has a newer
+// one: a click's answer can arrive after the event of a later change (the
+// terminal showing APPROVED), and must not put the older screen back.
+function keepDevice(d) {
+  const cur = state.devices.get(d.serialNumber);
+  if (cur && cur.version > d.version) return false;
+  state.devices.set(d.serialNumber, d);
+  return true;
+}
+
+// codeName names an id of a metadata code list: "TRANSACTION_DECLINED (11)".
+function codeName(list, id) {
+  const e = ((state.meta || {})[list] || []).find((x) => x.id === id);
+  return e ? `${e.code} (${id})` : String(id);
 }
 
 const modelNames = { countertop: "Countertop", mobile: "Mobile", pinpad: "PIN pad" };
@@ -130,6 +147,12 @@ function renderDevices() {
     on.className = "online " + (d.online ? "on" : "off");
     el.querySelector(".tid").textContent = d.terminalId ? `Terminal ${d.terminalId} · ${d.serialNumber}` : `Unlinked · ${d.serialNumber}`;
     el.querySelector(".screen").textContent = d.screen || "";
+    const next = [];
+    if (d.nextOutcome != null) next.push(`Next transaction: ${codeName("transactionStatuses", d.nextOutcome)}`);
+    if (d.nextPrint != null) next.push(`Next print: ${codeName("printStatuses", d.nextPrint)}`);
+    const nextEl = el.querySelector(".next");
+    nextEl.textContent = next.join(" · ");
+    nextEl.hidden = next.length === 0;
     el.querySelector(".interactive-box").checked = !!d.interactive;
     const toggle = el.querySelector(".toggle-online");
     toggle.dataset.action = d.online ? "offline" : "online";
@@ -141,9 +164,7 @@ function renderDevices() {
 async function act(serial, action) {
   const resp = await fetch(`/console/devices/${encodeURIComponent(serial)}/${action}`, { method: "POST", headers: headers() });
   if (resp.ok) {
-    const d = await resp.json();
-    state.devices.set(d.serialNumber, d);
-    renderDevices();
+    if (keepDevice(await resp.json())) renderDevices();
   } else {
     const p = await resp.json().catch(() => ({}));
     setConn(p.detail || p.title || `Action failed (${resp.status})`, "down");
@@ -151,15 +172,18 @@ async function act(serial, action) {
   }
 }
 
-function exponent(cur) {
-  if (["JPY", "KRW", "ISK", "CLP", "VND"].includes(cur)) return 0;
-  if (["KWD", "BHD", "JOD", "OMR", "TND"].includes(cur)) return 3;
-  return 2;
-}
-
+// money writes an amount in minor units with its currency's ISO 4217
+// decimals, which the server sends in the snapshot (2 for a code it does
+// not know). Integer arithmetic: no rounding through floating point.
 function money(amount, cur) {
-  const e = exponent(cur);
-  return `${cur} ${(amount / Math.pow(10, e)).toFixed(e)}`;
+  const e = Object.hasOwn(state.digits, cur) ? state.digits[cur] : 2;
+  const neg = amount < 0;
+  let s = String(Math.abs(amount));
+  if (e > 0) {
+    s = s.padStart(e + 1, "0");
+    s = `${s.slice(0, -e)}.${s.slice(-e)}`;
+  }
+  return `${cur} ${neg ? "-" : ""}${s}`;
 }
 
 function time(iso) {
@@ -170,6 +194,17 @@ function cell(text, cls) {
   const td = document.createElement("td");
   td.textContent = text;
   if (cls) td.className = cls;
+  return td;
+}
+
+// codeCell is a cell for a code such as TERMINAL_MUST_UPDATE that may
+// break after each underscore.
+function codeCell(code) {
+  const td = document.createElement("td");
+  code.split("_").forEach((part, i, all) => {
+    td.append(part + (i < all.length - 1 ? "_" : ""));
+    if (i < all.length - 1) td.append(document.createElement("wbr"));
+  });
   return td;
 }
 
@@ -217,7 +252,7 @@ function renderMeta() {
     const tbody = document.createElement("tbody");
     for (const e of state.meta[k]) {
       const tr = document.createElement("tr");
-      tr.append(cell(String(e.id)), cell(e.code), cell(e.description));
+      tr.append(cell(String(e.id)), codeCell(e.code), cell(e.description));
       tbody.append(tr);
     }
     table.append(thead, tbody);
