@@ -287,9 +287,14 @@ func startTransaction(cmd *cobra.Command, f *ecrFlags, tf *txFlags, c *client.Cl
 	tx, err := start(ctx, opts...)
 	out := newOutput(cmd.OutOrStdout(), f.json, tf.receipt)
 	if err != nil {
-		if ended := endedTransaction(ctx, c, err); ended != nil {
-			out.show(ended)
-			return outcome(ended)
+		if ref, ok := endedBy(err); ok {
+			// The answer ended the transaction: show it as any other
+			// final status; if it cannot be read, say how it ended.
+			if tx, terr := c.Transaction(ctx, ref, 0); terr == nil && tx.Final() {
+				out.show(tx)
+				return outcome(tx)
+			}
+			return exitError{exitNotApproved, fmt.Errorf("%v; transaction %s ended TECHNICAL_ERROR", failTyped(op, err, typed), ref)}
 		}
 		return failTyped(op, err, typed)
 	}
@@ -342,21 +347,17 @@ func follow(cmd *cobra.Command, c *client.Client, ctx context.Context, out *outp
 	return outcome(final)
 }
 
-// endedTransaction returns the transaction an error answer says was
-// stored and ended: a 504 WP25 (the terminal did not acknowledge it) or a
-// 409 WP23 naming a transaction (the terminal went offline before the
-// request reached it) ends it TECHNICAL_ERROR. It is nil for any other
-// error, and when the transaction cannot be read or is not final.
-func endedTransaction(ctx context.Context, c *client.Client, err error) *client.Transaction {
+// endedBy returns the transaction an error answer ended: a 504 WP25 (the
+// terminal did not acknowledge it) or a 409 WP23 naming a transaction (the
+// terminal went offline before the request reached it) stores it
+// TECHNICAL_ERROR. Other answers naming a transaction (WP09, WP30) are
+// about another one, still running.
+func endedBy(err error) (string, bool) {
 	var e *client.Error
 	if !errors.As(err, &e) || e.OnlineAPIRefID == "" || e.ErrorCode != instore.WP25 && e.ErrorCode != instore.WP23 {
-		return nil
+		return "", false
 	}
-	tx, terr := c.Transaction(ctx, e.OnlineAPIRefID, 0)
-	if terr != nil || !tx.Final() {
-		return nil
-	}
-	return tx
+	return e.OnlineAPIRefID, true
 }
 
 // outcome is the command's result for a transaction shown: nil while it
