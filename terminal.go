@@ -14,6 +14,10 @@ const (
 // Models lists the device models in the demo's order.
 var Models = []string{ModelCountertop, ModelMobile, ModelPINPad}
 
+// ModelHasPrinter reports whether devices of model m have a printer: every
+// model but the PIN pad. A print on one without answers ERROR.
+func ModelHasPrinter(m string) bool { return m != ModelPINPad }
+
 // ValidModel reports whether m is a known device model.
 func ValidModel(m string) bool {
 	for _, x := range Models {

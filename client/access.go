@@ -97,16 +97,16 @@ type CreateUpdateParams struct {
 	NotBefore *time.Time `json:"notBefore,omitempty"`
 }
 
-func (c *Client) accessPost(ctx context.Context, route string, body, out any) error {
-	_, err := c.do(ctx, call{s: c.access, method: http.MethodPost, path: route, route: route, body: body}, out)
+func (c *Client) accessPost(ctx context.Context, route string, body, out any, opts []CallOption) error {
+	_, err := c.do(ctx, call{s: c.access, method: http.MethodPost, path: route, route: route, body: body, opts: opts}, out)
 	return err
 }
 
 // GetTerminalID allocates a new terminal ID (eight digits) to a customer,
 // optionally for one of its merchants and a device.
-func (c *Client) GetTerminalID(ctx context.Context, p GetTerminalIDParams) (*AllocatedTerminal, error) {
+func (c *Client) GetTerminalID(ctx context.Context, p GetTerminalIDParams, opts ...CallOption) (*AllocatedTerminal, error) {
 	var t AllocatedTerminal
-	if err := c.accessPost(ctx, "/getTerminalId", p, &t); err != nil {
+	if err := c.accessPost(ctx, "/getTerminalId", p, &t, opts); err != nil {
 		return nil, err
 	}
 	return &t, nil
@@ -114,9 +114,9 @@ func (c *Client) GetTerminalID(ctx context.Context, p GetTerminalIDParams) (*All
 
 // GetTerminalInfo returns a terminal ID's binding, device, software and
 // pending update.
-func (c *Client) GetTerminalInfo(ctx context.Context, terminalID string) (*TerminalInfo, error) {
+func (c *Client) GetTerminalInfo(ctx context.Context, terminalID string, opts ...CallOption) (*TerminalInfo, error) {
 	var t TerminalInfo
-	if err := c.accessPost(ctx, "/getTerminalInfo", map[string]string{"terminalId": terminalID}, &t); err != nil {
+	if err := c.accessPost(ctx, "/getTerminalInfo", map[string]string{"terminalId": terminalID}, &t, opts); err != nil {
 		return nil, err
 	}
 	return &t, nil
@@ -124,14 +124,14 @@ func (c *Client) GetTerminalInfo(ctx context.Context, terminalID string) (*Termi
 
 // GetPackages lists the software packages of a device model, newest
 // first; an unknown model has none.
-func (c *Client) GetPackages(ctx context.Context, customerID, model string) ([]*Package, error) {
+func (c *Client) GetPackages(ctx context.Context, customerID, model string, opts ...CallOption) ([]*Package, error) {
 	var out struct {
 		Packages []*Package `json:"packages"`
 	}
 	_, err := c.do(ctx, call{
 		s: c.access, method: http.MethodGet,
 		path:  "/terminal/getPackages/" + url.PathEscape(customerID) + "/" + url.PathEscape(model),
-		route: "/terminal/getPackages/{customerId}/{model}",
+		route: "/terminal/getPackages/{customerId}/{model}", opts: opts,
 	}, &out)
 	if err != nil {
 		return nil, err
@@ -141,9 +141,9 @@ func (c *Client) GetPackages(ctx context.Context, customerID, model string) ([]*
 
 // CreateUpdate schedules a package for a terminal: SCHEDULED, then
 // DOWNLOADING and INSTALLED or FAILED as the terminal reports.
-func (c *Client) CreateUpdate(ctx context.Context, p CreateUpdateParams) (*Update, error) {
+func (c *Client) CreateUpdate(ctx context.Context, p CreateUpdateParams, opts ...CallOption) (*Update, error) {
 	var u Update
-	if err := c.accessPost(ctx, "/terminal/createUpdate", p, &u); err != nil {
+	if err := c.accessPost(ctx, "/terminal/createUpdate", p, &u, opts); err != nil {
 		return nil, err
 	}
 	return &u, nil
@@ -151,8 +151,8 @@ func (c *Client) CreateUpdate(ctx context.Context, p CreateUpdateParams) (*Updat
 
 // AccessOpenAPIDocument returns Access API 2.0's OpenAPI document (YAML)
 // as its server serves it.
-func (c *Client) AccessOpenAPIDocument(ctx context.Context) ([]byte, error) {
-	resp, err := c.do(ctx, call{s: c.access, method: http.MethodGet, path: "/openapi.yaml", route: "/openapi.yaml"}, nil)
+func (c *Client) AccessOpenAPIDocument(ctx context.Context, opts ...CallOption) ([]byte, error) {
+	resp, err := c.do(ctx, call{s: c.access, method: http.MethodGet, path: "/openapi.yaml", route: "/openapi.yaml", opts: opts}, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -17,11 +17,13 @@ func CurrencyExponent(currency string) (int, bool) {
 // ParseAmount converts an amount typed as a person does ("12.50",
 // "12,50", "12") into minor units of currency (1250 for SEK). It refuses
 // more decimals than the currency has, signs, thousands separators and
-// unknown currencies; the service checks the range (1 to 99999999).
+// unknown currencies; the service checks the range (1 to 99999999). Its
+// errors say what is wrong with s, not which field s is: prefix them with
+// the field's name (`--cashback: SEK has 2 decimals, got "1.005"`).
 func ParseAmount(s, currency string) (int64, error) {
 	exp, ok := CurrencyExponent(currency)
 	if !ok {
-		return 0, fmt.Errorf("amount: %q is not an ISO 4217 currency code such as SEK", currency)
+		return 0, fmt.Errorf("%q is not an ISO 4217 currency code such as SEK", currency)
 	}
 	whole, frac, hasSep := strings.Cut(s, ".")
 	if !hasSep {
@@ -37,18 +39,18 @@ func ParseAmount(s, currency string) (int64, error) {
 	}
 	switch {
 	case whole == "" || !digits(whole) || !digits(frac) || hasSep && frac == "":
-		return 0, fmt.Errorf("amount: %q is not an amount such as 12.50", s)
+		return 0, fmt.Errorf("%q is not an amount such as 12.50", s)
 	case len(frac) > exp && exp == 0:
-		return 0, fmt.Errorf("amount: %s has no decimals, got %q", currency, s)
+		return 0, fmt.Errorf("%s has no decimals, got %q", currency, s)
 	case len(frac) > exp:
-		return 0, fmt.Errorf("amount: %s has %d decimals, got %q", currency, exp, s)
+		return 0, fmt.Errorf("%s has %d decimals, got %q", currency, exp, s)
 	case len(whole) > 12:
-		return 0, fmt.Errorf("amount: %q is too large", s)
+		return 0, fmt.Errorf("%q is too large", s)
 	}
 	frac += strings.Repeat("0", exp-len(frac))
 	n, err := strconv.ParseInt(whole+frac, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("amount: %q: %w", s, err)
+		return 0, fmt.Errorf("%q: %w", s, err)
 	}
 	return n, nil
 }

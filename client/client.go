@@ -144,7 +144,9 @@ type Config struct {
 	// Timeout bounds each attempt (default DefaultTimeout); a long-poll
 	// adds its wait.
 	Timeout time.Duration
-	// UserAgent is sent as User-Agent (default "instore-go").
+	// UserAgent names the program, such as "till/2.1": the User-Agent
+	// sent is it followed by the SDK's own "instore-go/<Version>" (only
+	// the SDK's when empty), so the service's operator sees both.
 	UserAgent string
 	// Now is the clock the token cache uses (default time.Now); tests set
 	// it to see tokens renewed without waiting an hour.
@@ -195,9 +197,7 @@ func New(cfg Config) (*Client, error) {
 	if c.timeout <= 0 {
 		c.timeout = DefaultTimeout
 	}
-	if c.userAgent == "" {
-		c.userAgent = "instore-go"
-	}
+	c.userAgent = userAgent(c.userAgent)
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -292,17 +292,19 @@ func ConfigFromEnv() (Config, error) {
 
 type idempotencyKeyCtx struct{}
 
-// WithIdempotencyKey returns a context whose POST call uses key as its
-// Idempotency-Key instead of a random one: an ECR that stores the key
-// before it calls Purchase can repeat the same purchase after a crash of its
-// own and get the first answer, never a second charge. Keys are 1-255
-// printable ASCII characters, scoped to the merchant, remembered 24 hours.
+// WithIdempotencyKey returns a context whose POST calls use key as their
+// Idempotency-Key instead of a random one. The IdempotencyKey call option
+// wins over it.
+//
+// Deprecated: pass IdempotencyKey(key) to the one call it belongs to: a
+// context reaches every POST made with it, and two different calls
+// sharing a key is an error (422 idempotency-key-reused).
 func WithIdempotencyKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, idempotencyKeyCtx{}, key)
 }
 
-// NewIdempotencyKey returns a random key of the form WithIdempotencyKey
-// takes.
+// NewIdempotencyKey returns a random key of the form IdempotencyKey
+// takes: what the client sends when the caller gives none.
 func NewIdempotencyKey() string {
 	var b [16]byte
 	crand.Read(b[:])
@@ -323,9 +325,11 @@ type call struct {
 	wait time.Duration
 	// basicUser and basicPass authenticate a token request.
 	basicUser, basicPass string
+	// opts are the caller's options of this call.
+	opts []CallOption
 }
 
-// response is a successful answer.
+// response is an answer, 2xx or not.
 type response struct {
 	status int
 	header http.Header
@@ -333,8 +337,24 @@ type response struct {
 }
 
 // do runs cl until it succeeds, fails for good or runs out of retries, and
-// decodes a 2xx JSON body into out (when out is not nil).
+// decodes a 2xx JSON body into out (when out is not nil). It fills the
+// caller's SaveResponse, whatever the outcome.
 func (c *Client) do(ctx context.Context, cl call, out any) (*response, error) {
+	o := collect(cl.opts)
+	var last *response
+	attempts := 0
+	key := ""
+	if o.resp != nil {
+		defer func() {
+			r := Response{IdempotencyKey: key, Attempts: attempts}
+			if last != nil {
+				r.StatusCode, r.Header = last.status, last.header
+				r.RequestID = last.header.Get("X-Request-Id")
+				r.Replayed = strings.EqualFold(last.header.Get("Idempotent-Replayed"), "true")
+			}
+			*o.resp = r
+		}()
+	}
 	if cl.s == nil {
 		return nil, fmt.Errorf("client: %s %s: no %s base URL configured", cl.method, cl.route, surfaceOf(cl.route))
 	}
@@ -350,13 +370,15 @@ func (c *Client) do(ctx context.Context, cl call, out any) (*response, error) {
 	case cl.form != nil:
 		body, contentType = []byte(cl.form.Encode()), "application/x-www-form-urlencoded"
 	}
-	// Every POST carries a key, the same on every attempt of this call.
-	// A token request (which the service does not deduplicate) never
-	// takes the caller's key: that belongs to the operation.
-	key := ""
+	// Every POST carries a key, the same on every attempt of this call:
+	// the caller's IdempotencyKey, else the context's, else a new one. A
+	// token request (which the service does not deduplicate) never takes
+	// the caller's key: that belongs to the operation.
 	if cl.method == http.MethodPost {
 		if !cl.noAuth {
-			key, _ = ctx.Value(idempotencyKeyCtx{}).(string)
+			if key = o.key; key == "" {
+				key, _ = ctx.Value(idempotencyKeyCtx{}).(string)
+			}
 		}
 		if key == "" {
 			key = NewIdempotencyKey()
@@ -376,6 +398,10 @@ func (c *Client) do(ctx context.Context, cl call, out any) (*response, error) {
 			}
 		}
 		resp, err := c.attempt(ctx, cl, u, body, contentType, key, tok, attempt)
+		attempts++
+		if resp != nil {
+			last = resp
+		}
 		if err == nil {
 			if out != nil && len(resp.body) > 0 {
 				if err := json.Unmarshal(resp.body, out); err != nil {
@@ -438,9 +464,10 @@ func (c *Client) backoff(n int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// attempt sends one request. A network error comes back wrapped with the
-// method and route (never the URL, which may hold a terminal ID); an
-// answer other than 2xx as an *Error.
+// attempt sends one request and returns the answer it got. A network error
+// comes back wrapped with the method and route (never the URL, which may
+// hold a terminal ID); an answer other than 2xx as an *Error, with the
+// answer.
 func (c *Client) attempt(ctx context.Context, cl call, u string, body []byte, contentType, key, tok string, n int) (*response, error) {
 	actx, cancel := context.WithTimeout(ctx, c.timeout+cl.wait)
 	defer cancel()
@@ -486,10 +513,11 @@ func (c *Client) attempt(ctx context.Context, cl call, u string, body []byte, co
 	if err != nil {
 		return nil, fmt.Errorf("client: %s %s: read answer: %w", cl.method, cl.route, err)
 	}
+	ans := &response{status: resp.StatusCode, header: resp.Header, body: b}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		return &response{status: resp.StatusCode, header: resp.Header, body: b}, nil
+		return ans, nil
 	}
-	return nil, newError(cl, resp, b, c.now())
+	return ans, newError(cl, resp, b, c.now())
 }
 
 func (c *Client) log(ctx context.Context, cl call, status int, d time.Duration, rid string, attempt int, err error) {

@@ -14,11 +14,29 @@
 //		// the terminal is busy with e.OnlineAPIRefID
 //	}
 //
+// # Call options and response metadata
+//
+// Every method takes CallOptions after its parameters. IdempotencyKey sends
+// the caller's own Idempotency-Key on that one call; SaveResponse returns
+// the answer's metadata, on success too: the status, the request id
+// (X-Request-Id, to quote in support requests), whether the answer is a
+// replay of an earlier request with the same key (Idempotent-Replayed), the
+// key sent and the number of attempts:
+//
+//	var r client.Response
+//	tx, err := c.Purchase(ctx, p, client.IdempotencyKey(sale.Key), client.SaveResponse(&r))
+//	if err == nil && r.Replayed {
+//		// the purchase sale.Key started before; nothing new was started
+//	}
+//
+// Every request names the SDK in its User-Agent, "instore-go/<Version>",
+// after the program's own name when Config.UserAgent gives one.
+//
 // # Safe retries
 //
-// Every POST carries an Idempotency-Key: a random key per call (or the one
-// set with WithIdempotencyKey), reused unchanged on every retry of that
-// call, so a retried purchase never charges twice. The client retries only
+// Every POST carries an Idempotency-Key: the caller's (IdempotencyKey) or a
+// random key per call, reused unchanged on every retry of that call, so a
+// retried purchase never charges twice. The client retries only
 // what is safe to retry: network errors, 429 (after Retry-After) and 5xx
 // answers that carry no service error code, with exponential backoff and
 // jitter. A 504 WP25 is a final answer (the transaction ended

@@ -81,25 +81,32 @@ func ExampleClient_Cancel() {
 }
 
 // An ECR that stores its own key before calling can repeat the call after
-// a crash and gets the first answer back, never a second transaction.
-func ExampleWithIdempotencyKey() {
+// a crash and gets the first answer back, never a second transaction;
+// SaveResponse shows that the second answer is a replay, and the request
+// id to quote.
+func ExampleIdempotencyKey() {
 	c, err := client.FromEnv()
 	if err != nil {
 		log.Fatal(err)
 	}
-	ctx := client.WithIdempotencyKey(context.Background(), "order-4711-payment-1")
+	ctx := context.Background()
+	key := client.IdempotencyKey("order-4711-payment-1")
 	p := client.PurchaseParams{TerminalID: os.Getenv("INSTORE_TERMINAL_ID"), Amount: 4700, Currency: "SEK", ECRReference: "order-4711"}
-	first, err := c.Purchase(ctx, p)
+	var r client.Response
+	first, err := c.Purchase(ctx, p, key, client.SaveResponse(&r))
 	if err != nil {
 		log.Fatal(err)
 	}
-	again, err := c.Purchase(ctx, p)
+	fmt.Println("first:", r.StatusCode, "replayed:", r.Replayed, "request id:", r.RequestID != "")
+	again, err := c.Purchase(ctx, p, key, client.SaveResponse(&r))
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("same transaction:", first.OnlineAPIRefID == again.OnlineAPIRefID)
-	c.WaitForFinal(context.Background(), first.OnlineAPIRefID, nil)
-	// Output: same transaction: true
+	fmt.Println("again:", r.StatusCode, "replayed:", r.Replayed, "same transaction:", first.OnlineAPIRefID == again.OnlineAPIRefID)
+	c.WaitForFinal(ctx, first.OnlineAPIRefID, nil)
+	// Output:
+	// first: 201 replayed: false request id: true
+	// again: 201 replayed: true same transaction: true
 }
 
 // Listing with a filter, page after page.
@@ -153,5 +160,5 @@ func ExampleParseAmount() {
 	// 1250 12.50 SEK
 	// 1200 1200 JPY
 	// 1250 1.250 KWD
-	// amount: SEK has 2 decimals, got "12.505"
+	// SEK has 2 decimals, got "12.505"
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/api"
@@ -46,19 +47,21 @@ type recorder struct {
 }
 
 type exchange struct {
-	method, path, key string
-	status            int
-	replayed          bool
-	dropped           bool
+	method, path, key    string
+	userAgent, requestID string
+	status               int
+	replayed             bool
+	dropped              bool
 }
 
 func (rec *recorder) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := rec.next.RoundTrip(r)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	x := exchange{method: r.Method, path: r.URL.Path, key: r.Header.Get("Idempotency-Key")}
+	x := exchange{method: r.Method, path: r.URL.Path, key: r.Header.Get("Idempotency-Key"), userAgent: r.Header.Get("User-Agent")}
 	if resp != nil {
 		x.status, x.replayed = resp.StatusCode, resp.Header.Get("Idempotent-Replayed") == "true"
+		x.requestID = resp.Header.Get("X-Request-Id")
 	}
 	if err == nil && rec.drop != nil && rec.drop(r, len(rec.log)) {
 		resp.Body.Close()
@@ -438,8 +441,8 @@ func TestIntegrationErrors(t *testing.T) {
 	badToken := e.newClient(t, func(cfg *client.Config) { cfg.Online.AccessToken = "not-a-token" })
 	approved := payFinal(t, c, client.PurchaseParams{TerminalID: t0, Amount: 1250, Currency: "SEK"})
 	payFinal(t, c, client.PurchaseParams{TerminalID: t0, Amount: 1300, Currency: "SEK"})
-	conflictCtx := client.WithIdempotencyKey(ctx, "it-conflict-1")
-	mustOK[*client.Transaction](t, "Purchase with key")(c.Purchase(conflictCtx, client.PurchaseParams{TerminalID: t0, Amount: 100, Currency: "SEK"}))
+	conflictKey := client.IdempotencyKey("it-conflict-1")
+	mustOK[*client.Transaction](t, "Purchase with key")(c.Purchase(ctx, client.PurchaseParams{TerminalID: t0, Amount: 100, Currency: "SEK"}, conflictKey))
 	mustOK[*client.Transaction](t, "WaitForFinal")(c.WaitForFinal(ctx, approved.OnlineAPIRefID, nil))
 
 	var busyRef string
@@ -478,7 +481,7 @@ func TestIntegrationErrors(t *testing.T) {
 			return err
 		}, 409, instore.ENotReversible, 0, ""},
 		{"idempotency-conflict", func() error {
-			_, err := c.Purchase(conflictCtx, client.PurchaseParams{TerminalID: t0, Amount: 200, Currency: "SEK"})
+			_, err := c.Purchase(ctx, client.PurchaseParams{TerminalID: t0, Amount: 200, Currency: "SEK"}, conflictKey)
 			return err
 		}, 422, instore.EIdempotencyConflict, 0, ""},
 		{"link-code-invalid", func() error { _, err := c.LinkTerminal(ctx, t0, "000000"); return err }, 400, instore.ELinkCodeInvalid, 0, ""},
@@ -594,6 +597,107 @@ func TestIntegrationIdempotentRetry(t *testing.T) {
 	e.c.Cancel(ctx, t0)
 	if n := len(e.rec.exchanges(http.MethodPost, client.Prefix+"/cancel")); n != 1 {
 		t.Errorf("cancel requests after WP18 = %d, want 1", n)
+	}
+}
+
+// TestIntegrationCallOptions drives the call options against the service:
+// IdempotencyKey sends the caller's key on one call only, SaveResponse
+// returns the answer's metadata (request id, Idempotent-Replayed, the key
+// sent, the attempts), and every request names the SDK and its version in
+// User-Agent.
+func TestIntegrationCallOptions(t *testing.T) {
+	e := startDemo(t, nil)
+	ctx := context.Background()
+	c, t0 := e.c, e.terms[0]
+	purchases := func() []exchange { return e.rec.exchanges(http.MethodPost, client.Prefix+"/purchase") }
+	p := client.PurchaseParams{TerminalID: t0, Amount: 2100, Currency: "SEK"}
+
+	var r client.Response
+	tx := mustOK[*client.Transaction](t, "Purchase")(c.Purchase(ctx, p, client.IdempotencyKey("it-order-7"), client.SaveResponse(&r)))
+	sent := purchases()[0]
+	if sent.key != "it-order-7" {
+		t.Errorf("Idempotency-Key sent = %q, want it-order-7", sent.key)
+	}
+	want := client.Response{StatusCode: 201, RequestID: sent.requestID, IdempotencyKey: "it-order-7", Attempts: 1}
+	if diff := cmp.Diff(want, r, cmpopts.IgnoreFields(client.Response{}, "Header")); diff != "" || r.RequestID == "" {
+		t.Errorf("SaveResponse of the first purchase (-want +got):\n%s", diff)
+	}
+	if r.Header.Get("Location") == "" && r.Header.Get("Content-Type") == "" {
+		t.Errorf("SaveResponse kept no header: %v", r.Header)
+	}
+	mustOK[*client.Transaction](t, "WaitForFinal")(c.WaitForFinal(ctx, tx.OnlineAPIRefID, nil))
+
+	// The same key again: the first answer, replayed.
+	var again client.Response
+	tx2 := mustOK[*client.Transaction](t, "Purchase again")(c.Purchase(ctx, p, client.IdempotencyKey("it-order-7"), client.SaveResponse(&again)))
+	if tx2.OnlineAPIRefID != tx.OnlineAPIRefID || again.StatusCode != 201 || !again.Replayed || again.RequestID != purchases()[1].requestID || again.IdempotencyKey != "it-order-7" {
+		t.Errorf("purchase with the same key = %s, %+v; want %s replayed", tx2.OnlineAPIRefID, again, tx.OnlineAPIRefID)
+	}
+
+	// The option is for one call: the next call without it gets a key of
+	// its own, which SaveResponse shows; the option wins over the
+	// (deprecated) context key.
+	ctxKey := client.WithIdempotencyKey(ctx, "it-context-key")
+	var own client.Response
+	tx3 := mustOK[*client.Transaction](t, "Purchase with the context key")(c.Purchase(ctxKey, client.PurchaseParams{TerminalID: t0, Amount: 2200, Currency: "SEK"}, client.IdempotencyKey("it-order-8"), client.SaveResponse(&own)))
+	mustOK[*client.Transaction](t, "WaitForFinal")(c.WaitForFinal(ctx, tx3.OnlineAPIRefID, nil))
+	tx4 := mustOK[*client.Transaction](t, "Purchase without a key")(c.Purchase(ctx, client.PurchaseParams{TerminalID: t0, Amount: 2300, Currency: "SEK"}, client.SaveResponse(&own)))
+	mustOK[*client.Transaction](t, "WaitForFinal")(c.WaitForFinal(ctx, tx4.OnlineAPIRefID, nil))
+	xs := purchases()
+	if got := []string{xs[2].key, xs[3].key}; got[0] != "it-order-8" || len(got[1]) != 32 || own.IdempotencyKey != got[1] || own.Replayed {
+		t.Errorf("keys sent = %q, SaveResponse = %+v; want it-order-8, then a random key that SaveResponse shows", got, own)
+	}
+
+	// A GET: no key; an error answer: its status and request id too, the
+	// same as the *Error's.
+	var meta client.Response
+	mustOK[*client.Metadata](t, "Metadata")(c.Metadata(ctx, client.SaveResponse(&meta)))
+	if meta.StatusCode != 200 || meta.IdempotencyKey != "" || meta.RequestID == "" || meta.Attempts != 1 {
+		t.Errorf("SaveResponse of Metadata = %+v", meta)
+	}
+	var refused client.Response
+	_, err := c.Cancel(ctx, t0, client.SaveResponse(&refused))
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.ErrorCode != instore.WP18 || refused.StatusCode != 409 || refused.RequestID != ce.RequestID || refused.IdempotencyKey == "" {
+		t.Errorf("Cancel with nothing running = %v, SaveResponse %+v; want WP18 with the same status and request id", err, refused)
+	}
+	// The Access API takes the options as well.
+	var acc client.Response
+	mustOK[*client.TerminalInfo](t, "GetTerminalInfo")(c.GetTerminalInfo(ctx, t0, client.SaveResponse(&acc)))
+	if acc.StatusCode != 200 || acc.RequestID == "" {
+		t.Errorf("SaveResponse of GetTerminalInfo = %+v", acc)
+	}
+
+	// A lost answer: two attempts, the second a replay of the first.
+	dropped := false
+	e.rec.drop = func(r *http.Request, _ int) bool {
+		if r.Method == http.MethodPost && r.URL.Path == client.Prefix+"/purchase" && !dropped {
+			dropped = true
+			return true
+		}
+		return false
+	}
+	var retried client.Response
+	tx5 := mustOK[*client.Transaction](t, "Purchase with its answer lost")(c.Purchase(ctx, client.PurchaseParams{TerminalID: t0, Amount: 2400, Currency: "SEK"}, client.SaveResponse(&retried)))
+	mustOK[*client.Transaction](t, "WaitForFinal")(c.WaitForFinal(ctx, tx5.OnlineAPIRefID, nil))
+	if retried.Attempts != 2 || !retried.Replayed || retried.StatusCode != 201 {
+		t.Errorf("SaveResponse after a lost answer = %+v, want 2 attempts, the last replayed", retried)
+	}
+
+	// User-Agent: the SDK and its version, after the program's own name.
+	if client.Version == "" {
+		t.Errorf("client.Version is empty")
+	}
+	for _, x := range e.rec.exchanges(http.MethodGet, client.Prefix+"/metadata") {
+		if x.userAgent != "instore-go/"+client.Version {
+			t.Errorf("User-Agent = %q, want instore-go/%s", x.userAgent, client.Version)
+		}
+	}
+	till := e.newClient(t, func(cfg *client.Config) { cfg.UserAgent = "till/2.1" })
+	mustOK[[]*client.Terminal](t, "Terminals")(till.Terminals(ctx))
+	xs = e.rec.exchanges(http.MethodGet, client.Prefix+"/terminals")
+	if got := xs[len(xs)-1].userAgent; got != "till/2.1 instore-go/"+client.Version {
+		t.Errorf("User-Agent with Config.UserAgent = %q, want till/2.1 instore-go/%s", got, client.Version)
 	}
 }
 

@@ -252,22 +252,22 @@ type TransactionPage struct {
 	NextCursor string `json:"nextCursor"`
 }
 
-func (c *Client) get(ctx context.Context, path, route string, q url.Values, out any) error {
-	_, err := c.do(ctx, call{s: c.online, method: http.MethodGet, path: path, route: route, query: q}, out)
+func (c *Client) get(ctx context.Context, path, route string, q url.Values, out any, opts []CallOption) error {
+	_, err := c.do(ctx, call{s: c.online, method: http.MethodGet, path: path, route: route, query: q, opts: opts}, out)
 	return err
 }
 
-func (c *Client) post(ctx context.Context, route string, body, out any) error {
-	_, err := c.do(ctx, call{s: c.online, method: http.MethodPost, path: route, route: route, body: body}, out)
+func (c *Client) post(ctx context.Context, route string, body, out any, opts []CallOption) error {
+	_, err := c.do(ctx, call{s: c.online, method: http.MethodPost, path: route, route: route, body: body, opts: opts}, out)
 	return err
 }
 
 // Metadata returns the code lists in force: error codes, transaction
 // statuses, payment methods and print statuses. Read them at run time
 // rather than hard-coding them; the payment methods are the operator's.
-func (c *Client) Metadata(ctx context.Context) (*Metadata, error) {
+func (c *Client) Metadata(ctx context.Context, opts ...CallOption) (*Metadata, error) {
 	var m Metadata
-	if err := c.get(ctx, Prefix+"/metadata", Prefix+"/metadata", nil, &m); err != nil {
+	if err := c.get(ctx, Prefix+"/metadata", Prefix+"/metadata", nil, &m, opts); err != nil {
 		return nil, err
 	}
 	return &m, nil
@@ -275,8 +275,8 @@ func (c *Client) Metadata(ctx context.Context) (*Metadata, error) {
 
 // OpenAPIDocument returns the Online API's OpenAPI document (YAML) as the
 // server serves it.
-func (c *Client) OpenAPIDocument(ctx context.Context) ([]byte, error) {
-	resp, err := c.do(ctx, call{s: c.online, method: http.MethodGet, path: Prefix + "/openapi.yaml", route: Prefix + "/openapi.yaml"}, nil)
+func (c *Client) OpenAPIDocument(ctx context.Context, opts ...CallOption) ([]byte, error) {
+	resp, err := c.do(ctx, call{s: c.online, method: http.MethodGet, path: Prefix + "/openapi.yaml", route: Prefix + "/openapi.yaml", opts: opts}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -286,9 +286,9 @@ func (c *Client) OpenAPIDocument(ctx context.Context) ([]byte, error) {
 // LinkTerminal binds the device showing linkCode on its screen to one of
 // the merchant's terminal IDs. Relinking replaces the old binding on both
 // sides. Errors: validation, WP03, WP16, link-code-invalid, WP09.
-func (c *Client) LinkTerminal(ctx context.Context, terminalID, linkCode string) (*Terminal, error) {
+func (c *Client) LinkTerminal(ctx context.Context, terminalID, linkCode string, opts ...CallOption) (*Terminal, error) {
 	var t Terminal
-	if err := c.post(ctx, Prefix+"/terminal/link", map[string]string{"terminalId": terminalID, "linkCode": linkCode}, &t); err != nil {
+	if err := c.post(ctx, Prefix+"/terminal/link", map[string]string{"terminalId": terminalID, "linkCode": linkCode}, &t, opts); err != nil {
 		return nil, err
 	}
 	return &t, nil
@@ -296,20 +296,20 @@ func (c *Client) LinkTerminal(ctx context.Context, terminalID, linkCode string) 
 
 // UnlinkTerminal removes a terminal ID's binding; the device then shows a
 // new link code. Errors: validation, WP03, WP16, WP02, WP09.
-func (c *Client) UnlinkTerminal(ctx context.Context, terminalID string) (*Terminal, error) {
+func (c *Client) UnlinkTerminal(ctx context.Context, terminalID string, opts ...CallOption) (*Terminal, error) {
 	var t Terminal
-	if err := c.post(ctx, Prefix+"/terminal/unlink", map[string]string{"terminalId": terminalID}, &t); err != nil {
+	if err := c.post(ctx, Prefix+"/terminal/unlink", map[string]string{"terminalId": terminalID}, &t, opts); err != nil {
 		return nil, err
 	}
 	return &t, nil
 }
 
 // Terminals lists the merchant's terminal IDs in terminal ID order.
-func (c *Client) Terminals(ctx context.Context) ([]*Terminal, error) {
+func (c *Client) Terminals(ctx context.Context, opts ...CallOption) ([]*Terminal, error) {
 	var out struct {
 		Terminals []*Terminal `json:"terminals"`
 	}
-	if err := c.get(ctx, Prefix+"/terminals", Prefix+"/terminals", nil, &out); err != nil {
+	if err := c.get(ctx, Prefix+"/terminals", Prefix+"/terminals", nil, &out, opts); err != nil {
 		return nil, err
 	}
 	return out.Terminals, nil
@@ -317,9 +317,9 @@ func (c *Client) Terminals(ctx context.Context) ([]*Terminal, error) {
 
 // Terminal returns one of the merchant's terminal IDs. Errors: validation,
 // WP03, WP16.
-func (c *Client) Terminal(ctx context.Context, terminalID string) (*Terminal, error) {
+func (c *Client) Terminal(ctx context.Context, terminalID string, opts ...CallOption) (*Terminal, error) {
 	var t Terminal
-	if err := c.get(ctx, Prefix+"/terminal/"+url.PathEscape(terminalID), Prefix+"/terminal/{terminalId}", nil, &t); err != nil {
+	if err := c.get(ctx, Prefix+"/terminal/"+url.PathEscape(terminalID), Prefix+"/terminal/{terminalId}", nil, &t, opts); err != nil {
 		return nil, err
 	}
 	return &t, nil
@@ -329,9 +329,9 @@ func (c *Client) Terminal(ctx context.Context, terminalID string) (*Terminal, er
 // (status PENDING); follow it with WaitForFinal. Errors, in order:
 // validation, WP03, WP22, WP16, WP01, WP30, WP23, WP09; 504 WP25 when the
 // terminal did not acknowledge (the transaction then is TECHNICAL_ERROR).
-func (c *Client) Purchase(ctx context.Context, p PurchaseParams) (*Transaction, error) {
+func (c *Client) Purchase(ctx context.Context, p PurchaseParams, opts ...CallOption) (*Transaction, error) {
 	var t Transaction
-	if err := c.post(ctx, Prefix+"/purchase", p, &t); err != nil {
+	if err := c.post(ctx, Prefix+"/purchase", p, &t, opts); err != nil {
 		return nil, err
 	}
 	return &t, nil
@@ -339,9 +339,9 @@ func (c *Client) Purchase(ctx context.Context, p PurchaseParams) (*Transaction, 
 
 // Refund starts a refund on a terminal, like Purchase. Errors as Purchase,
 // plus WP04 and conflict for the original.
-func (c *Client) Refund(ctx context.Context, p RefundParams) (*Transaction, error) {
+func (c *Client) Refund(ctx context.Context, p RefundParams, opts ...CallOption) (*Transaction, error) {
 	var t Transaction
-	if err := c.post(ctx, Prefix+"/refund", p, &t); err != nil {
+	if err := c.post(ctx, Prefix+"/refund", p, &t, opts); err != nil {
 		return nil, err
 	}
 	return &t, nil
@@ -351,9 +351,9 @@ func (c *Client) Refund(ctx context.Context, p RefundParams) (*Transaction, erro
 // its terminal, with no card; once the REVERSAL is approved the purchase
 // is REVERSED. Errors: validation, WP03, WP04, not-reversible, WP01,
 // WP30, WP23, WP09.
-func (c *Client) Reversal(ctx context.Context, p ReversalParams) (*Transaction, error) {
+func (c *Client) Reversal(ctx context.Context, p ReversalParams, opts ...CallOption) (*Transaction, error) {
 	var t Transaction
-	if err := c.post(ctx, Prefix+"/reversal", p, &t); err != nil {
+	if err := c.post(ctx, Prefix+"/reversal", p, &t, opts); err != nil {
 		return nil, err
 	}
 	return &t, nil
@@ -363,9 +363,9 @@ func (c *Client) Reversal(ctx context.Context, p ReversalParams) (*Transaction, 
 // returns that transaction: it ends ABORTED_BY_CASHIER with WP37, or in
 // the final status the terminal reached first. Errors: validation, WP03,
 // WP16, WP01, WP30, WP23, WP18 (nothing running).
-func (c *Client) Cancel(ctx context.Context, terminalID string) (*Transaction, error) {
+func (c *Client) Cancel(ctx context.Context, terminalID string, opts ...CallOption) (*Transaction, error) {
 	var t Transaction
-	if err := c.post(ctx, Prefix+"/cancel", map[string]string{"terminalId": terminalID}, &t); err != nil {
+	if err := c.post(ctx, Prefix+"/cancel", map[string]string{"terminalId": terminalID}, &t, opts); err != nil {
 		return nil, err
 	}
 	return &t, nil
@@ -374,19 +374,19 @@ func (c *Client) Cancel(ctx context.Context, terminalID string) (*Transaction, e
 // Transaction returns a transaction. With wait > 0 (at most a minute) the
 // service holds the answer while the transaction is PENDING, until it is
 // final or wait passes (long-poll). Errors: WP03, WP04.
-func (c *Client) Transaction(ctx context.Context, onlineAPIRefID string, wait time.Duration) (*Transaction, error) {
-	return c.transaction(ctx, onlineAPIRefID, wait, -1)
+func (c *Client) Transaction(ctx context.Context, onlineAPIRefID string, wait time.Duration, opts ...CallOption) (*Transaction, error) {
+	return c.transaction(ctx, onlineAPIRefID, wait, -1, opts)
 }
 
 // TransactionAfter is Transaction that also answers as soon as the
 // transaction's version is past afterVersion: any change (the terminal's
 // acknowledgement or a progress stage), for a till that shows the
 // terminal's progress.
-func (c *Client) TransactionAfter(ctx context.Context, onlineAPIRefID string, afterVersion int64, wait time.Duration) (*Transaction, error) {
-	return c.transaction(ctx, onlineAPIRefID, wait, max(afterVersion, 0))
+func (c *Client) TransactionAfter(ctx context.Context, onlineAPIRefID string, afterVersion int64, wait time.Duration, opts ...CallOption) (*Transaction, error) {
+	return c.transaction(ctx, onlineAPIRefID, wait, max(afterVersion, 0), opts)
 }
 
-func (c *Client) transaction(ctx context.Context, onlineAPIRefID string, wait time.Duration, afterVersion int64) (*Transaction, error) {
+func (c *Client) transaction(ctx context.Context, onlineAPIRefID string, wait time.Duration, afterVersion int64, opts []CallOption) (*Transaction, error) {
 	secs := int((wait + time.Second - 1) / time.Second)
 	secs = min(max(secs, 0), instore.MaxWait)
 	q := url.Values{}
@@ -402,7 +402,7 @@ func (c *Client) transaction(ctx context.Context, onlineAPIRefID string, wait ti
 	var t Transaction
 	_, err := c.do(ctx, call{
 		s: c.online, method: http.MethodGet, path: Prefix + "/transaction/" + url.PathEscape(onlineAPIRefID),
-		route: Prefix + "/transaction/{onlineAPIRefId}", query: q, wait: time.Duration(secs) * time.Second,
+		route: Prefix + "/transaction/{onlineAPIRefId}", query: q, wait: time.Duration(secs) * time.Second, opts: opts,
 	}, &t)
 	if err != nil {
 		return nil, err
@@ -419,7 +419,7 @@ func (c *Client) transaction(ctx context.Context, onlineAPIRefID string, wait ti
 // When ctx ends first it returns the latest version seen (or nil) with an
 // error wrapping ctx's; the transaction goes on at the terminal: Cancel it
 // if it should not.
-func (c *Client) WaitForFinal(ctx context.Context, onlineAPIRefID string, onChange func(*Transaction)) (*Transaction, error) {
+func (c *Client) WaitForFinal(ctx context.Context, onlineAPIRefID string, onChange func(*Transaction), opts ...CallOption) (*Transaction, error) {
 	var last *Transaction
 	seen := int64(-1)
 	wait := time.Duration(instore.MaxWait) * time.Second
@@ -434,9 +434,9 @@ func (c *Client) WaitForFinal(ctx context.Context, onlineAPIRefID string, onChan
 		var t *Transaction
 		var err error
 		if onChange != nil && last != nil {
-			t, err = c.TransactionAfter(ctx, onlineAPIRefID, seen, w)
+			t, err = c.TransactionAfter(ctx, onlineAPIRefID, seen, w, opts...)
 		} else {
-			t, err = c.Transaction(ctx, onlineAPIRefID, w)
+			t, err = c.Transaction(ctx, onlineAPIRefID, w, opts...)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -460,9 +460,9 @@ func (c *Client) WaitForFinal(ctx context.Context, onlineAPIRefID string, onChan
 // Transactions returns one page of the merchant's transactions, newest
 // first. Errors: validation, WP03, WP26 (range over 30 days), WP27 (from
 // more than 90 days ago), WP16 (terminalId).
-func (c *Client) Transactions(ctx context.Context, p ListParams) (*TransactionPage, error) {
+func (c *Client) Transactions(ctx context.Context, p ListParams, opts ...CallOption) (*TransactionPage, error) {
 	var page TransactionPage
-	if err := c.get(ctx, Prefix+"/transactions", Prefix+"/transactions", p.query(), &page); err != nil {
+	if err := c.get(ctx, Prefix+"/transactions", Prefix+"/transactions", p.query(), &page, opts); err != nil {
 		return nil, err
 	}
 	return &page, nil
@@ -471,10 +471,10 @@ func (c *Client) Transactions(ctx context.Context, p ListParams) (*TransactionPa
 // AllTransactions iterates over every transaction p selects, newest
 // first, fetching pages as it goes; it stops after the first error, which
 // it yields.
-func (c *Client) AllTransactions(ctx context.Context, p ListParams) iter.Seq2[*Transaction, error] {
+func (c *Client) AllTransactions(ctx context.Context, p ListParams, opts ...CallOption) iter.Seq2[*Transaction, error] {
 	return func(yield func(*Transaction, error) bool) {
 		for {
-			page, err := c.Transactions(ctx, p)
+			page, err := c.Transactions(ctx, p, opts...)
 			if err != nil {
 				yield(nil, err)
 				return
@@ -496,21 +496,21 @@ func (c *Client) AllTransactions(ctx context.Context, p ListParams) iter.Seq2[*T
 // returns the job in its final print status: BUSY at once while the
 // terminal is in a transaction, TIMEOUT when it did not answer in time.
 // Errors: validation, WP03, WP16, WP04, WP01, WP23.
-func (c *Client) Print(ctx context.Context, p PrintParams) (*PrintJob, error) {
+func (c *Client) Print(ctx context.Context, p PrintParams, opts ...CallOption) (*PrintJob, error) {
 	if p.Lines == nil && p.OnlineAPIRefID == "" {
 		return nil, errors.New("client: print: give Lines, or OnlineAPIRefID and Copy")
 	}
 	var j PrintJob
-	if err := c.post(ctx, Prefix+"/print", p, &j); err != nil {
+	if err := c.post(ctx, Prefix+"/print", p, &j, opts); err != nil {
 		return nil, err
 	}
 	return &j, nil
 }
 
 // PrintJob returns a print job. Errors: WP03, not-found.
-func (c *Client) PrintJob(ctx context.Context, printID string) (*PrintJob, error) {
+func (c *Client) PrintJob(ctx context.Context, printID string, opts ...CallOption) (*PrintJob, error) {
 	var j PrintJob
-	if err := c.get(ctx, Prefix+"/print/"+url.PathEscape(printID), Prefix+"/print/{printId}", nil, &j); err != nil {
+	if err := c.get(ctx, Prefix+"/print/"+url.PathEscape(printID), Prefix+"/print/{printId}", nil, &j, opts); err != nil {
 		return nil, err
 	}
 	return &j, nil

@@ -25,11 +25,11 @@ type SandboxDevice struct {
 // mode (instore demo, instore serve --sandbox); elsewhere it answers 404
 // not-found. It takes the Online API credentials.
 
-func (c *Client) sandboxPost(ctx context.Context, terminalID, action, route string, body any) (*SandboxDevice, error) {
+func (c *Client) sandboxPost(ctx context.Context, terminalID, action, route string, body any, opts []CallOption) (*SandboxDevice, error) {
 	var d SandboxDevice
 	_, err := c.do(ctx, call{
 		s: c.online, method: http.MethodPost, path: "/sandbox/v1/terminals/" + url.PathEscape(terminalID) + "/" + action,
-		route: route, body: body,
+		route: route, body: body, opts: opts,
 	}, &d)
 	if err != nil {
 		return nil, err
@@ -40,11 +40,11 @@ func (c *Client) sandboxPost(ctx context.Context, terminalID, action, route stri
 // SandboxDevices lists the virtual devices the merchant may link or use,
 // with their link codes, so a program can link one without a person
 // reading its screen.
-func (c *Client) SandboxDevices(ctx context.Context) ([]*SandboxDevice, error) {
+func (c *Client) SandboxDevices(ctx context.Context, opts ...CallOption) ([]*SandboxDevice, error) {
 	var out struct {
 		Devices []*SandboxDevice `json:"devices"`
 	}
-	if err := c.get(ctx, "/sandbox/v1/devices", "/sandbox/v1/devices", nil, &out); err != nil {
+	if err := c.get(ctx, "/sandbox/v1/devices", "/sandbox/v1/devices", nil, &out, opts); err != nil {
 		return nil, err
 	}
 	return out.Devices, nil
@@ -52,35 +52,35 @@ func (c *Client) SandboxDevices(ctx context.Context) ([]*SandboxDevice, error) {
 
 // SandboxNextOutcome makes the next transaction on the virtual terminal
 // end with statusID (0-12), whatever its amount.
-func (c *Client) SandboxNextOutcome(ctx context.Context, terminalID string, statusID int) (*SandboxDevice, error) {
-	return c.sandboxPost(ctx, terminalID, "next-outcome", "/sandbox/v1/terminals/{terminalId}/next-outcome", map[string]int{"statusId": statusID})
+func (c *Client) SandboxNextOutcome(ctx context.Context, terminalID string, statusID int, opts ...CallOption) (*SandboxDevice, error) {
+	return c.sandboxPost(ctx, terminalID, "next-outcome", "/sandbox/v1/terminals/{terminalId}/next-outcome", map[string]int{"statusId": statusID}, opts)
 }
 
 // SandboxOffline takes the virtual terminal off the gateway until
 // SandboxOnline, as if it lost its network.
-func (c *Client) SandboxOffline(ctx context.Context, terminalID string) (*SandboxDevice, error) {
-	return c.sandboxPost(ctx, terminalID, "offline", "/sandbox/v1/terminals/{terminalId}/offline", nil)
+func (c *Client) SandboxOffline(ctx context.Context, terminalID string, opts ...CallOption) (*SandboxDevice, error) {
+	return c.sandboxPost(ctx, terminalID, "offline", "/sandbox/v1/terminals/{terminalId}/offline", nil, opts)
 }
 
 // SandboxOnline lets the virtual terminal connect again; it resends any
 // result the server has not confirmed.
-func (c *Client) SandboxOnline(ctx context.Context, terminalID string) (*SandboxDevice, error) {
-	return c.sandboxPost(ctx, terminalID, "online", "/sandbox/v1/terminals/{terminalId}/online", nil)
+func (c *Client) SandboxOnline(ctx context.Context, terminalID string, opts ...CallOption) (*SandboxDevice, error) {
+	return c.sandboxPost(ctx, terminalID, "online", "/sandbox/v1/terminals/{terminalId}/online", nil, opts)
 }
 
 // SandboxNextPrint makes the next print job on the virtual terminal end
 // with printStatusID (0-6, e.g. 2 OUT_OF_PAPER).
-func (c *Client) SandboxNextPrint(ctx context.Context, terminalID string, printStatusID int) (*SandboxDevice, error) {
-	return c.sandboxPost(ctx, terminalID, "printer", "/sandbox/v1/terminals/{terminalId}/printer", map[string]int{"statusId": printStatusID})
+func (c *Client) SandboxNextPrint(ctx context.Context, terminalID string, printStatusID int, opts ...CallOption) (*SandboxDevice, error) {
+	return c.sandboxPost(ctx, terminalID, "printer", "/sandbox/v1/terminals/{terminalId}/printer", map[string]int{"statusId": printStatusID}, opts)
 }
 
 // SandboxNextInstall makes the next software update the virtual terminal
 // installs end FAILED with reason (fail true), or clears that (fail
 // false).
-func (c *Client) SandboxNextInstall(ctx context.Context, terminalID string, fail bool, reason string) (*SandboxDevice, error) {
+func (c *Client) SandboxNextInstall(ctx context.Context, terminalID string, fail bool, reason string, opts ...CallOption) (*SandboxDevice, error) {
 	body := struct {
 		Fail   bool   `json:"fail"`
 		Reason string `json:"reason,omitempty"`
 	}{fail, reason}
-	return c.sandboxPost(ctx, terminalID, "next-install", "/sandbox/v1/terminals/{terminalId}/next-install", body)
+	return c.sandboxPost(ctx, terminalID, "next-install", "/sandbox/v1/terminals/{terminalId}/next-install", body, opts)
 }

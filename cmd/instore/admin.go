@@ -302,6 +302,8 @@ func printHuman(w io.Writer, v any) {
 		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		dec := json.NewDecoder(bytes.NewReader(obj))
+		// Numbers as written (50331648), not as float64 (5.0331648e+07).
+		dec.UseNumber()
 		dec.Token() // {
 		for dec.More() {
 			k, _ := dec.Token()

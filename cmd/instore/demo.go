@@ -80,7 +80,7 @@ prints the same credentials (kept in clear: a demo's, never production's).`,
 	f.log.registerAccess(cmd.Flags())
 	f.register(cmd.Flags(), "127.0.0.1")
 	cmd.Flags().BoolVar(&interactive, "interactive", false, "the first virtual terminal waits for a person: its outcome is decided by a click in the console")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object with the URLs and credentials on one line instead of the banner")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object on one line instead of the banner: every value --env prints, and more (keys: docs/sandbox.md)")
 	cmd.Flags().BoolVar(&asEnv, "env", false, "print export INSTORE_...=... lines (for eval, or to paste into another shell) instead of the banner")
 	return cmd
 }

@@ -23,9 +23,10 @@ const (
 	// exitFailed: the request failed (an error answer, the network, a
 	// time-out); nothing or not all was done.
 	exitFailed = 1
-	// exitNotApproved: the terminal answered and said no: the transaction
-	// ended in a final status other than APPROVED (declined, aborted,
-	// technical error, reversed), or the print job did not print.
+	// exitNotApproved: the transaction ended in a final status other than
+	// APPROVED (declined, aborted, technical error, reversed), also when
+	// the answer was an error that ended it (504 WP25: the terminal did
+	// not acknowledge it), or the print job did not print.
 	exitNotApproved = 3
 )
 
@@ -82,10 +83,17 @@ Amounts are typed as a person does, 12.50, in the currency's ISO 4217 decimals
 (JPY none, KWD three); more decimals than the currency has are refused.
 
 Exit codes: 0 success (for a transaction: APPROVED, or still PENDING without
---wait); 1 the request failed (error answer, network, time-out); 2 the command
-was called wrongly; 3 the terminal said no: the transaction ended in another
-final status (declined, aborted, cancelled, technical error, reversed) or the
-print job did not print.`,
+--wait); 1 the request failed (error answer, network, time-out); 2 the
+command was called wrongly; 3 the transaction ended in another
+final status (declined, aborted, cancelled, technical error, reversed), also
+when the terminal did not acknowledge it (504 WP25: it ends TECHNICAL_ERROR,
+shown like any other), or the print job did not print (the terminal has no
+printer, no paper, ...).
+
+Errors about an amount name it as typed, with the amounts they quote in the
+currency's decimals (amount 20.00 SEK exceeds what is left to refund of the
+original (7.50 SEK)). A transaction answered from an earlier request with the
+same --idempotency-key says so on stderr ("replayed").`,
 		Example: `  instore demo --env > demo.env &   # then, once it has printed: . ./demo.env
   instore ecr purchase 12.50 --wait
   instore ecr purchase 12.50 --terminal 10000001 --currency SEK --wait --json
@@ -188,18 +196,29 @@ func (f *ecrFlags) context(cmd *cobra.Command) (context.Context, context.CancelF
 
 // fail turns an error of the SDK into the command's error: a problem
 // answer reads as its code, title, detail and request id.
-func fail(op string, err error) error {
+func fail(op string, err error) error { return failTyped(op, err, nil) }
+
+// failTyped is fail for a request with amounts the user typed: the
+// problem's field errors about them name them as typed and show the
+// amounts they quote in the currency's decimals, not in minor units.
+func failTyped(op string, err error, typed *typedAmounts) error {
 	var e *client.Error
 	if errors.As(err, &e) {
 		msg := fmt.Sprintf("%s: %d %s", op, e.StatusCode, e.Code())
 		if e.Title != "" && e.Title != e.Code() {
 			msg += " " + e.Title
 		}
-		if e.Detail != "" && e.Detail != e.Title {
+		// A validation problem's detail only points at its field errors,
+		// which follow.
+		if e.Detail != "" && e.Detail != e.Title && len(e.Errors) == 0 {
 			msg += ": " + strings.TrimSuffix(e.Detail, ".")
 		}
-		for _, fe := range e.Errors {
-			msg += fmt.Sprintf("; %s %s", fe.Field, fe.Message)
+		for i, fe := range e.Errors {
+			sep := "; "
+			if i == 0 {
+				sep = ": "
+			}
+			msg += sep + typed.fieldError(fe)
 		}
 		if e.OnlineAPIRefID != "" {
 			msg += " (onlineAPIRefId " + e.OnlineAPIRefID + ")"
@@ -462,7 +481,7 @@ func ecrPrintCmd(f *ecrFlags) *cobra.Command {
 			}
 			printJob(cmd.OutOrStdout(), j, f.json)
 			if j.StatusID != nil && *j.StatusID != instore.PrintSuccess {
-				return exitError{exitNotApproved, fmt.Errorf("print job %s ended %s", j.PrintID, j.Status)}
+				return exitError{exitNotApproved, printFailure(ctx, c, j)}
 			}
 			return nil
 		},
@@ -473,6 +492,22 @@ func ecrPrintCmd(f *ecrFlags) *cobra.Command {
 	fs.StringVar(&copyName, "copy", instore.CopyCustomer, "receipt copy: CUSTOMER or MERCHANT")
 	fs.StringVar(&job, "job", "", "show this print job (printId) instead of printing")
 	return cmd
+}
+
+// printFailure says why a print job did not print: its print status and
+// what that means; for an ERROR on a model without a printer, that the
+// terminal has none.
+func printFailure(ctx context.Context, c *client.Client, j *client.PrintJob) error {
+	msg := fmt.Sprintf("print job %s ended %s", j.PrintID, j.Status)
+	if *j.StatusID == instore.PrintError {
+		if t, err := c.Terminal(ctx, j.TerminalID); err == nil && t.Model != nil && !instore.ModelHasPrinter(*t.Model) {
+			return fmt.Errorf("%s: terminal %s has no printer (model %s)", msg, j.TerminalID, *t.Model)
+		}
+	}
+	if st, ok := ecrCodeLists.PrintStatus(*j.StatusID); ok {
+		msg += ": " + st.Description
+	}
+	return errors.New(msg)
 }
 
 // printJSON writes v as one line of JSON.

@@ -170,13 +170,31 @@ func TestEcrPurchase(t *testing.T) {
 				}
 			},
 		},
-		{name: "more decimals than the currency has", args: []string{"purchase", "12.505"}, wantCode: 2, wantStderr: "SEK has 2 decimals"},
+		{name: "more decimals than the currency has", args: []string{"purchase", "12.505"}, wantCode: 2, wantStderr: `instore: amount: SEK has 2 decimals, got "12.505"`},
+		{name: "a cashback not an amount", args: []string{"purchase", "12", "--cashback", "x"}, wantCode: 2, wantStderr: `instore: --cashback: "x" is not an amount such as 12.50`},
 		{name: "decimals in JPY", args: []string{"purchase", "12.5", "--currency", "JPY"}, wantCode: 2, wantStderr: "JPY has no decimals"},
 		{name: "not an amount", args: []string{"purchase", "twelve"}, wantCode: 2, wantStderr: "not an amount"},
 		{name: "no amount", args: []string{"purchase"}, wantCode: 2, wantStderr: "takes the amount"},
 		{name: "unknown payment method", args: []string{"purchase", "1", "--payment-method", "nope"}, wantCode: 2, wantStderr: "paymentMethods"},
 		{name: "another merchant's terminal", args: []string{"purchase", "12.50", "--terminal", "99999999"}, wantCode: exitFailed, wantStderr: "403 WP16 Specified terminal does not belong to the merchant"},
-		{name: "no acknowledgement", args: []string{"purchase", "10.91"}, wantCode: exitFailed, wantStderr: "504 WP25"},
+		// The service's range, in the currency's decimals rather than minor units.
+		{name: "over the largest amount", args: []string{"purchase", "1000000.00"}, wantCode: exitFailed,
+			wantStderr: "purchase: 400 validation Request validation failed: amount 1000000.00 SEK must be between 0.01 SEK and 999999.99 SEK (requestId req_"},
+		{name: "over the largest amount, no decimals", args: []string{"purchase", "100000000", "--currency", "JPY"}, wantCode: exitFailed,
+			wantStderr: "amount 100000000 JPY must be between 1 JPY and 99999999 JPY"},
+		{name: "cashback over the amount", args: []string{"purchase", "10", "--cashback", "20.00"}, wantCode: exitFailed,
+			wantStderr: "validation Request validation failed: --cashback 20.00 SEK must not exceed amount"},
+		// The terminal never acknowledges: the purchase ends TECHNICAL_ERROR
+		// with WP25, shown as any other final status, exit 3.
+		{name: "no acknowledgement", args: []string{"purchase", "10.91"}, wantCode: exitNotApproved,
+			wantStdout: "TECHNICAL_ERROR  PURCHASE 10.91 SEK on terminal " + t0,
+			wantStderr: "ended TECHNICAL_ERROR (8) with WP25 Acknowledgement timed-out from terminal"},
+		{name: "no acknowledgement, for a script", args: []string{"purchase", "10.91", "--wait", "--json"}, wantCode: exitNotApproved,
+			check: func(t *testing.T, out string) {
+				if tx := lastTx(t, out); tx.Status != "TECHNICAL_ERROR" || tx.StatusID != instore.StatusTechnicalError || tx.ErrorCode != instore.WP25 || tx.Amount != 1091 {
+					t.Errorf("last line = %+v, want the purchase of 1091 TECHNICAL_ERROR with WP25", tx)
+				}
+			}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -189,6 +207,11 @@ func TestEcrPurchase(t *testing.T) {
 			}
 			if !strings.Contains(errs, tc.wantStderr) {
 				t.Errorf("stderr = %q, want it to contain %q", errs, tc.wantStderr)
+			}
+			for _, doubled := range []string{"amount: amount:", "(minor units)"} {
+				if strings.Contains(errs, doubled) {
+					t.Errorf("stderr = %q holds %q", errs, doubled)
+				}
 			}
 			if tc.check != nil {
 				tc.check(t, out)
@@ -252,6 +275,8 @@ func TestEcrCommands(t *testing.T) {
 			}
 		}
 	}
+	c, err := client.New(client.Config{OnlineAPIURL: info.OnlineAPIBaseURL, Online: client.Credentials{SubscriptionKey: info.SubscriptionKey, AccessToken: info.AccessToken}})
+	must(t, err)
 
 	contains(ecr(0, "metadata"), "errorCodes", "WP09", "Terminal is busy processing previous transaction", "printStatuses", "OUT_OF_PAPER")
 	var meta instore.Metadata
@@ -276,12 +301,37 @@ func TestEcrCommands(t *testing.T) {
 	}
 	must(t, json.Unmarshal([]byte(job), &pj))
 	contains(ecr(0, "print", "--job", pj.PrintID), "SUCCESS", pj.PrintID)
-	contains(ecr(exitNotApproved, "print", "Hello", "--terminal", t2), "ERROR  print job") // the PIN pad has no printer
+	// The PIN pad has no printer: its print ends ERROR, and the command says why.
+	out, errs, code := runCmd(t, "ecr", "print", "Hello", "--terminal", t2)
+	if code != exitNotApproved || !strings.Contains(out, "ERROR  print job prt_") ||
+		!regexp.MustCompile(`^instore: print job prt_\w+ ended ERROR: terminal `+t2+` has no printer \(model pinpad\)\n$`).MatchString(errs) {
+		t.Errorf("print on the PIN pad = exit %d, stdout %q, stderr %q; want 3 and the terminal has no printer", code, out, errs)
+	}
+	// Another print status reads with its description.
+	if _, err := c.SandboxNextPrint(context.Background(), t0, instore.PrintOutOfPaper); err != nil {
+		t.Fatal(err)
+	}
+	if _, errs, code := runCmd(t, "ecr", "print", "Hello"); code != exitNotApproved || !strings.Contains(errs, "ended OUT_OF_PAPER: Printer has no paper") {
+		t.Errorf("print out of paper = exit %d, stderr %q", code, errs)
+	}
 	ecr(2, "print")
 
 	ref := lastTx(t, ecr(0, "refund", "5", "--original", sale.OnlineAPIRefID, "--wait", "--json"))
 	if ref.Type != instore.TypeRefund || ref.Amount != 500 || ref.Currency != "SEK" || ref.Status != "APPROVED" {
 		t.Errorf("refund = %+v", ref)
+	}
+	// More than is left of the 20.00 sale: the amounts as typed, in SEK.
+	if _, errs, code := runCmd(t, "ecr", "refund", "20.00", "--original", sale.OnlineAPIRefID); code != exitFailed ||
+		!strings.Contains(errs, "refund: 400 validation Request validation failed: amount 20.00 SEK exceeds what is left to refund of the original (15.00 SEK) (requestId req_") {
+		t.Errorf("refund over the sale = exit %d, stderr %q", code, errs)
+	}
+	// The same --idempotency-key again: the first answer, said to be replayed.
+	key := "ecr-test-" + sale.OnlineAPIRefID
+	first := lastTx(t, ecr(0, "purchase", "4", "--terminal", t2, "--idempotency-key", key, "--wait", "--json"))
+	out, errs, code = runCmd(t, "ecr", "purchase", "4", "--terminal", t2, "--idempotency-key", key, "--json")
+	if again := lastTx(t, out); code != 0 || again.OnlineAPIRefID != first.OnlineAPIRefID ||
+		!strings.Contains(errs, "purchase: replayed: the answer to an earlier request with this Idempotency-Key; nothing new was started") {
+		t.Errorf("purchase with the same key = exit %d, %s (first %s), stderr %q", code, again.OnlineAPIRefID, first.OnlineAPIRefID, errs)
 	}
 	latest := lastTx(t, ecr(0, "purchase", "15", "--wait", "--json"))
 	rev := lastTx(t, ecr(0, "reversal", latest.OnlineAPIRefID, "--wait", "--json"))
@@ -314,8 +364,8 @@ func TestEcrCommands(t *testing.T) {
 		}
 	}
 	must(t, json.Unmarshal([]byte(ecr(0, "list", "--json", "--all", "--limit", "2", "--from", "1h")), &page))
-	if len(page.Transactions) != 5 {
-		t.Errorf("list --all = %d transactions, want 5 (sale, refund, purchase, reversal, cancelled)", len(page.Transactions))
+	if len(page.Transactions) != 6 {
+		t.Errorf("list --all = %d transactions, want 6 (sale, refund, purchase with a key, purchase, reversal, cancelled)", len(page.Transactions))
 	}
 	ecr(exitFailed, "list", "--from", "1000h") // WP26
 	ecr(2, "list", "--from", "yesterday")
@@ -323,27 +373,25 @@ func TestEcrCommands(t *testing.T) {
 	// Unlink, then link with the code the device shows.
 	contains(ecr(0, "unlink", t1), t1, "no")
 	ecr(exitFailed, "unlink", t1) // WP02
-	c, err := client.New(client.Config{OnlineAPIURL: info.OnlineAPIBaseURL, Online: client.Credentials{SubscriptionKey: info.SubscriptionKey, AccessToken: info.AccessToken}})
-	must(t, err)
-	code := ""
+	linkCode := ""
 	for range 250 {
 		devs, err := c.SandboxDevices(context.Background())
 		must(t, err)
 		for _, d := range devs {
 			if d.SerialNumber == info.Terminals[1].SerialNumber && d.LinkCode != "" {
-				code = d.LinkCode
+				linkCode = d.LinkCode
 			}
 		}
-		if code != "" {
+		if linkCode != "" {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if code == "" {
+	if linkCode == "" {
 		t.Fatal("no link code shown")
 	}
 	ecr(exitFailed, "link", t1, "000000") // link-code-invalid
-	contains(ecr(0, "link", t1, code, "--json"), `"linked":true`)
+	contains(ecr(0, "link", t1, linkCode, "--json"), `"linked":true`)
 }
 
 func TestEcrCredentials(t *testing.T) {

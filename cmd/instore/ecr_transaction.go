@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -54,6 +55,52 @@ func amount(name, s, currency string) (int64, error) {
 		return 0, usageError{fmt.Errorf("%s: %w", name, err)}
 	}
 	return n, nil
+}
+
+// typedAmounts are the amounts of a request as the user typed them, so
+// that a problem about them reads in the user's words and units: "amount
+// 20.00 SEK exceeds what is left to refund of the original (7.50 SEK)",
+// not "/amount exceeds ... (750)".
+type typedAmounts struct {
+	currency string
+	// fields maps a body member (a JSON pointer, /amount) to what the user
+	// typed for it: the argument or flag name and the text.
+	fields map[string]typedAmount
+}
+
+type typedAmount struct{ name, text string }
+
+func newTypedAmounts(currency string) *typedAmounts {
+	return &typedAmounts{currency: currency, fields: map[string]typedAmount{}}
+}
+
+// add records that the user typed text for the member pointer, as name.
+func (a *typedAmounts) add(pointer, name, text string) { a.fields[pointer] = typedAmount{name, text} }
+
+// minorUnits matches the integers (amounts in minor units) a field error
+// about an amount quotes.
+var minorUnits = regexp.MustCompile(`\b\d+\b`)
+
+// fieldError shows a problem's field error: about an amount the user
+// typed, under the name and text typed, with the amounts it quotes in
+// the currency's decimals; any other as the service names it.
+func (a *typedAmounts) fieldError(fe client.FieldError) string {
+	if a == nil {
+		return fe.Field + " " + fe.Message
+	}
+	typed, ok := a.fields[fe.Field]
+	if !ok {
+		return fe.Field + " " + fe.Message
+	}
+	msg := strings.ReplaceAll(fe.Message, " (minor units)", "")
+	msg = minorUnits.ReplaceAllStringFunc(msg, func(n string) string {
+		v, err := strconv.ParseInt(n, 10, 64)
+		if err != nil {
+			return n
+		}
+		return client.FormatAmount(v, a.currency) + " " + a.currency
+	})
+	return fmt.Sprintf("%s %s %s %s", typed.name, typed.text, a.currency, msg)
 }
 
 // paymentMethod resolves --payment-method given as an id or a code of the
@@ -110,13 +157,16 @@ declined, 10.12 wrong PIN, 10.91 no acknowledgement (WP25), 10.92 no answer
 				return err
 			}
 			p := client.PurchaseParams{TerminalID: term, Currency: cur, ECRReference: tf.reference, PrintReceipt: printReceipt}
+			typed := newTypedAmounts(cur)
 			if p.Amount, err = amount("amount", a[0], cur); err != nil {
 				return err
 			}
+			typed.add("/amount", "amount", a[0])
 			if cashback != "" {
 				if p.CashbackAmount, err = amount("--cashback", cashback, cur); err != nil {
 					return err
 				}
+				typed.add("/cashbackAmount", "--cashback", cashback)
 			}
 			if vat != "" {
 				n, err := amount("--vat", vat, cur)
@@ -124,14 +174,15 @@ declined, 10.12 wrong PIN, 10.91 no acknowledgement (WP25), 10.92 no answer
 					return err
 				}
 				p.VATAmount = &n
+				typed.add("/vatAmount", "--vat", vat)
 			}
 			ctx, cancel := f.context(cmd)
 			defer cancel()
 			if p.PaymentMethodID, err = paymentMethod(ctx, c, tf.paymentMethod); err != nil {
 				return err
 			}
-			return startTransaction(cmd, f, &tf, c, ctx, "purchase", func(ctx context.Context) (*client.Transaction, error) {
-				return c.Purchase(ctx, p)
+			return startTransaction(cmd, f, &tf, c, ctx, "purchase", typed, func(ctx context.Context, opts ...client.CallOption) (*client.Transaction, error) {
+				return c.Purchase(ctx, p, opts...)
 			})
 		},
 	}
@@ -182,11 +233,13 @@ func ecrRefundCmd(f *ecrFlags) *cobra.Command {
 			if p.Amount, err = amount("amount", a[0], cur); err != nil {
 				return err
 			}
+			typed := newTypedAmounts(cur)
+			typed.add("/amount", "amount", a[0])
 			if p.PaymentMethodID, err = paymentMethod(ctx, c, tf.paymentMethod); err != nil {
 				return err
 			}
-			return startTransaction(cmd, f, &tf, c, ctx, "refund", func(ctx context.Context) (*client.Transaction, error) {
-				return c.Refund(ctx, p)
+			return startTransaction(cmd, f, &tf, c, ctx, "refund", typed, func(ctx context.Context, opts ...client.CallOption) (*client.Transaction, error) {
+				return c.Refund(ctx, p, opts...)
 			})
 		},
 	}
@@ -211,8 +264,8 @@ func ecrReversalCmd(f *ecrFlags) *cobra.Command {
 			}
 			ctx, cancel := f.context(cmd)
 			defer cancel()
-			return startTransaction(cmd, f, &tf, c, ctx, "reversal", func(ctx context.Context) (*client.Transaction, error) {
-				return c.Reversal(ctx, client.ReversalParams{OnlineAPIRefID: a[0], ECRReference: tf.reference})
+			return startTransaction(cmd, f, &tf, c, ctx, "reversal", nil, func(ctx context.Context, opts ...client.CallOption) (*client.Transaction, error) {
+				return c.Reversal(ctx, client.ReversalParams{OnlineAPIRefID: a[0], ECRReference: tf.reference}, opts...)
 			})
 		},
 	}
@@ -221,17 +274,33 @@ func ecrReversalCmd(f *ecrFlags) *cobra.Command {
 }
 
 // startTransaction runs start (with the --idempotency-key when given),
-// shows the transaction and, with --wait, follows it to its end.
-func startTransaction(cmd *cobra.Command, f *ecrFlags, tf *txFlags, c *client.Client, ctx context.Context, op string, start func(context.Context) (*client.Transaction, error)) error {
-	sctx := ctx
+// shows the transaction and, with --wait, follows it to its end. typed,
+// when not nil, names the amounts the user typed, for a problem about
+// them.
+func startTransaction(cmd *cobra.Command, f *ecrFlags, tf *txFlags, c *client.Client, ctx context.Context, op string, typed *typedAmounts,
+	start func(context.Context, ...client.CallOption) (*client.Transaction, error)) error {
+	var resp client.Response
+	opts := []client.CallOption{client.SaveResponse(&resp)}
 	if tf.idempotencyKey != "" {
-		sctx = client.WithIdempotencyKey(ctx, tf.idempotencyKey)
+		opts = append(opts, client.IdempotencyKey(tf.idempotencyKey))
 	}
-	tx, err := start(sctx)
-	if err != nil {
-		return fail(op, err)
-	}
+	tx, err := start(ctx, opts...)
 	out := newOutput(cmd.OutOrStdout(), f.json, tf.receipt)
+	if err != nil {
+		if ref, ok := endedBy(err); ok {
+			// The answer ended the transaction: show it as any other
+			// final status; if it cannot be read, say how it ended.
+			if tx, terr := c.Transaction(ctx, ref, 0); terr == nil && tx.Final() {
+				out.show(tx)
+				return outcome(tx)
+			}
+			return exitError{exitNotApproved, fmt.Errorf("%v; transaction %s ended TECHNICAL_ERROR", failTyped(op, err, typed), ref)}
+		}
+		return failTyped(op, err, typed)
+	}
+	if resp.Replayed {
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s: replayed: the answer to an earlier request with this Idempotency-Key; nothing new was started\n", op)
+	}
 	if !tf.wait {
 		out.show(tx)
 		return outcome(tx)
@@ -278,6 +347,19 @@ func follow(cmd *cobra.Command, c *client.Client, ctx context.Context, out *outp
 	return outcome(final)
 }
 
+// endedBy returns the transaction an error answer ended: a 504 WP25 (the
+// terminal did not acknowledge it) or a 409 WP23 naming a transaction (the
+// terminal went offline before the request reached it) stores it
+// TECHNICAL_ERROR. Other answers naming a transaction (WP09, WP30) are
+// about another one, still running.
+func endedBy(err error) (string, bool) {
+	var e *client.Error
+	if !errors.As(err, &e) || e.OnlineAPIRefID == "" || e.ErrorCode != instore.WP25 && e.ErrorCode != instore.WP23 {
+		return "", false
+	}
+	return e.OnlineAPIRefID, true
+}
+
 // outcome is the command's result for a transaction shown: nil while it
 // is PENDING or APPROVED, exit code 3 for any other final status.
 func outcome(tx *client.Transaction) error {
@@ -287,6 +369,9 @@ func outcome(tx *client.Transaction) error {
 	msg := fmt.Sprintf("transaction %s ended %s (%d)", tx.OnlineAPIRefID, tx.Status, tx.StatusID)
 	if tx.ErrorCode != "" {
 		msg += " with " + tx.ErrorCode
+		if c, ok := ecrCodeLists.ErrorCode(tx.ErrorCode); ok {
+			msg += " " + c.Description
+		}
 	}
 	return exitError{exitNotApproved, errors.New(msg)}
 }
@@ -338,8 +423,8 @@ func ecrCancelCmd(f *ecrFlags) *cobra.Command {
 			}
 			ctx, cancel := f.context(cmd)
 			defer cancel()
-			return startTransaction(cmd, f, &tf, c, ctx, "cancel", func(ctx context.Context) (*client.Transaction, error) {
-				return c.Cancel(ctx, term)
+			return startTransaction(cmd, f, &tf, c, ctx, "cancel", nil, func(ctx context.Context, opts ...client.CallOption) (*client.Transaction, error) {
+				return c.Cancel(ctx, term, opts...)
 			})
 		},
 	}

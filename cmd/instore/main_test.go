@@ -120,7 +120,7 @@ func TestDemoJSONExactObjectAndRestart(t *testing.T) {
 		var skip json.RawMessage
 		dec.Decode(&skip)
 	}
-	want := "onlineApiBaseUrl accessApiBaseUrl terminalGatewayUrl consoleUrl subscriptionKey accessToken clientId clientSecret accessSubscriptionKey accessAccessToken customerId merchantId terminals"
+	want := "onlineApiBaseUrl accessApiBaseUrl terminalGatewayUrl consoleUrl opsUrl subscriptionKey accessToken clientId clientSecret accessSubscriptionKey accessAccessToken accessClientId accessClientSecret customerId merchantId currency terminals dataDir"
 	if got := strings.Join(keys, " "); got != want {
 		t.Errorf("demo --json keys = %s, want %s", got, want)
 	}

@@ -57,7 +57,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	amount, err := client.ParseAmount(fs.Arg(0), *currency)
 	if err != nil {
-		fmt.Fprintln(stderr, "ecr:", err)
+		fmt.Fprintln(stderr, "ecr: amount:", err)
 		return 2
 	}
 	c, err := client.FromEnv()
@@ -91,13 +91,13 @@ func pay(ctx context.Context, c *client.Client, stdout io.Writer, p client.Purch
 	// with the sale before the first attempt, so that even a restart
 	// repeats this purchase instead of charging twice.
 	key := client.NewIdempotencyKey()
-	tx, err := c.Purchase(client.WithIdempotencyKey(ctx, key), p)
+	tx, err := c.Purchase(ctx, p, client.IdempotencyKey(key))
 	if err != nil && ctx.Err() != nil {
 		// Interrupted before the answer: the purchase may exist. The same
 		// key gets the first answer back without a second purchase.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		tx, err = c.Purchase(client.WithIdempotencyKey(rctx, key), p)
+		tx, err = c.Purchase(rctx, p, client.IdempotencyKey(key))
 	}
 	if err != nil {
 		var e *client.Error

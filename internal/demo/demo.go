@@ -64,21 +64,33 @@ type Terminal struct {
 	Model        string `json:"model"`
 }
 
-// Info is the object `instore demo --json` prints, field for field.
+// Currency is the currency the demo's --env and --json suggest for
+// transactions (the sandbox takes any ISO 4217 code).
+const Currency = "SEK"
+
+// Info is the object `instore demo --json` prints, field for field: all
+// that --env prints as export lines and the banner shows (docs/sandbox.md
+// lists the keys).
 type Info struct {
 	OnlineAPIBaseURL      string     `json:"onlineApiBaseUrl"`
 	AccessAPIBaseURL      string     `json:"accessApiBaseUrl"`
 	TerminalGatewayURL    string     `json:"terminalGatewayUrl"`
 	ConsoleURL            string     `json:"consoleUrl"`
+	OpsURL                string     `json:"opsUrl"`
 	SubscriptionKey       string     `json:"subscriptionKey"`
 	AccessToken           string     `json:"accessToken"`
 	ClientID              string     `json:"clientId"`
 	ClientSecret          string     `json:"clientSecret"`
 	AccessSubscriptionKey string     `json:"accessSubscriptionKey"`
 	AccessAccessToken     string     `json:"accessAccessToken"`
+	AccessClientID        string     `json:"accessClientId"`
+	AccessClientSecret    string     `json:"accessClientSecret"`
 	CustomerID            string     `json:"customerId"`
 	MerchantID            string     `json:"merchantId"`
+	Currency              string     `json:"currency"`
 	Terminals             []Terminal `json:"terminals"`
+	// DataDir is the SQLite data directory, "" on PostgreSQL.
+	DataDir string `json:"dataDir"`
 }
 
 // Demo is a running demo.
@@ -144,15 +156,20 @@ func (d *Demo) Info() Info {
 		AccessAPIBaseURL:      d.Server.URL("access"),
 		TerminalGatewayURL:    d.Server.URL("terminal") + "/terminal/v1/connect",
 		ConsoleURL:            online + "/console",
+		OpsURL:                d.Server.URL("ops"),
 		SubscriptionKey:       c.SubscriptionKey,
 		AccessToken:           c.AccessToken,
 		ClientID:              c.ClientID,
 		ClientSecret:          c.ClientSecret,
 		AccessSubscriptionKey: c.AccessSubscriptionKey,
 		AccessAccessToken:     c.AccessAccessToken,
+		AccessClientID:        c.AccessClientID,
+		AccessClientSecret:    c.AccessClientSecret,
 		CustomerID:            c.CustomerID,
 		MerchantID:            c.MerchantID,
+		Currency:              Currency,
 		Terminals:             append([]Terminal{}, c.Terminals...),
+		DataDir:               d.DataDir,
 	}
 }
 

@@ -516,7 +516,7 @@ func (t *Terminal) print(s *session, env protocol.Envelope) {
 		switch {
 		case t.nextPrint != nil:
 			status, t.nextPrint = *t.nextPrint, nil
-		case t.cfg.Model == instore.ModelPINPad:
+		case !instore.ModelHasPrinter(t.cfg.Model):
 			status = instore.PrintError
 		case t.tx != nil:
 			status = instore.PrintBusy
