@@ -309,8 +309,12 @@ func TestIntegrationOnlineAPI(t *testing.T) {
 	}
 
 	// Cancel a purchase the terminal never answers (amount ...92).
+	// CancelTransaction naming another transaction cancels nothing (WP18).
 	slow := mustOK[*client.Transaction](t, "Purchase 92")(c.Purchase(ctx, client.PurchaseParams{TerminalID: t1, Amount: 1092, Currency: "SEK"}))
-	cancelled := mustOK[*client.Transaction](t, "Cancel")(c.Cancel(ctx, t1))
+	if _, err := c.CancelTransaction(ctx, t1, free.OnlineAPIRefID); !client.IsCode(err, instore.WP18) {
+		t.Errorf("CancelTransaction of an ended transaction = %v, want WP18", err)
+	}
+	cancelled := mustOK[*client.Transaction](t, "CancelTransaction")(c.CancelTransaction(ctx, t1, slow.OnlineAPIRefID))
 	if cancelled.OnlineAPIRefID != slow.OnlineAPIRefID {
 		t.Errorf("Cancel returned %s, want %s", cancelled.OnlineAPIRefID, slow.OnlineAPIRefID)
 	}

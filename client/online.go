@@ -364,8 +364,21 @@ func (c *Client) Reversal(ctx context.Context, p ReversalParams, opts ...CallOpt
 // the final status the terminal reached first. Errors: validation, WP03,
 // WP16, WP01, WP30, WP23, WP18 (nothing running).
 func (c *Client) Cancel(ctx context.Context, terminalID string, opts ...CallOption) (*Transaction, error) {
+	return c.cancel(ctx, map[string]string{"terminalId": terminalID}, opts)
+}
+
+// CancelTransaction is Cancel of the transaction onlineAPIRefID only: when
+// it is no longer the one running on the terminal (it ended, and maybe
+// another one runs), the answer is WP18 and nothing is cancelled, so a
+// late cancel never aborts the next sale. Prefer it to Cancel whenever
+// the ECR knows the transaction it means.
+func (c *Client) CancelTransaction(ctx context.Context, terminalID, onlineAPIRefID string, opts ...CallOption) (*Transaction, error) {
+	return c.cancel(ctx, map[string]string{"terminalId": terminalID, "onlineAPIRefId": onlineAPIRefID}, opts)
+}
+
+func (c *Client) cancel(ctx context.Context, body map[string]string, opts []CallOption) (*Transaction, error) {
 	var t Transaction
-	if err := c.post(ctx, Prefix+"/cancel", map[string]string{"terminalId": terminalID}, &t, opts); err != nil {
+	if err := c.post(ctx, Prefix+"/cancel", body, &t, opts); err != nil {
 		return nil, err
 	}
 	return &t, nil

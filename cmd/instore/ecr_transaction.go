@@ -336,7 +336,7 @@ func follow(cmd *cobra.Command, c *client.Client, ctx context.Context, out *outp
 	fmt.Fprintf(cmd.ErrOrStderr(), "interrupted: cancelling %s on terminal %s\n", tx.OnlineAPIRefID, tx.TerminalID)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if _, err := c.Cancel(cctx, tx.TerminalID); err != nil && !client.IsCode(err, instore.WP18) {
+	if _, err := c.CancelTransaction(cctx, tx.TerminalID, tx.OnlineAPIRefID); err != nil && !client.IsCode(err, instore.WP18) {
 		return fail("cancel", err)
 	}
 	final, err = c.WaitForFinal(cctx, tx.OnlineAPIRefID, out.progress)

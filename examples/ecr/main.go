@@ -124,7 +124,7 @@ func pay(ctx context.Context, c *client.Client, stdout io.Writer, p client.Purch
 	fmt.Fprintln(stdout, "Cancelling...")
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if _, err := c.Cancel(cctx, tx.TerminalID); err != nil && !client.IsCode(err, "WP18") {
+	if _, err := c.CancelTransaction(cctx, tx.TerminalID, tx.OnlineAPIRefID); err != nil && !client.IsCode(err, "WP18") {
 		return nil, err
 	}
 	return c.WaitForFinal(cctx, tx.OnlineAPIRefID, nil)
