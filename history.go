@@ -180,7 +180,8 @@ func (s *Service) applyReversal(ctx context.Context, rev *Transaction, r Termina
 		cancelled := rv.CancelRequested || rv.Final()
 		now := s.now()
 		result := r.Result
-		if !rv.Final() {
+		wasFinal := rv.Final()
+		if !wasFinal {
 			rv.StatusID, rv.CompletedAt = StatusApproved, &now
 		}
 		rv.Result, rv.ResultMessageID, rv.Progress = &result, r.MessageID, ProgressFinal
@@ -203,6 +204,9 @@ func (s *Service) applyReversal(ctx context.Context, rev *Transaction, r Termina
 		s.running.put(&origDone)
 		s.changes.publish(rv.ID)
 		s.changes.publish(orig.ID)
+		if !wasFinal {
+			s.ended(&rvDone)
+		}
 		return nil
 	}
 }

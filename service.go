@@ -37,6 +37,9 @@ type Service struct {
 	// EffectTTL bounds how long a message owed to a terminal (a cancel, a
 	// reversal, a print: effect.go) is kept owed; DefaultEffectTTL when 0.
 	EffectTTL time.Duration
+	// Observer, if set, is told of every transaction that ends
+	// (observe.go).
+	Observer Observer
 
 	changes changes
 	running running
@@ -715,7 +718,7 @@ func (s *Service) finishWith(ctx context.Context, ref string, known *Transaction
 				return nil, fmt.Errorf("transaction: %w", err)
 			}
 		}
-		from := t.Version
+		from, wasFinal := t.Version, t.Final()
 		if !change(t) {
 			return t, nil
 		}
@@ -733,6 +736,9 @@ func (s *Service) finishWith(ctx context.Context, ref string, known *Transaction
 		published := *t
 		s.running.put(&published)
 		s.changes.publishState(ref, &published)
+		if !wasFinal && t.Final() {
+			s.ended(&published)
+		}
 		return t, nil
 	}
 }
@@ -1010,7 +1016,7 @@ func (s *Service) TerminalResult(ctx context.Context, serial string, r TerminalR
 	reverse, applied, cancelled := false, false, false
 	var o owed
 	result := r.Result
-	_, err = s.finishWith(ctx, r.Ref, t, s.write(&o), func(t *Transaction) bool {
+	after, err := s.finishWith(ctx, r.Ref, t, s.write(&o), func(t *Transaction) bool {
 		reverse, applied = false, false
 		o.reset()
 		// A cancel was owed: the ECR's, or the expiry's.
@@ -1066,6 +1072,7 @@ func (s *Service) TerminalResult(ctx context.Context, serial string, r TerminalR
 	switch {
 	case reverse:
 		s.log().Warn("late approval reversed", "ref", r.Ref)
+		s.lateApprovalReversed(after)
 		s.deliver(ctx, o.effects[0], nil)
 	case applied && o.job != nil:
 		job, e := o.job, o.effects[len(o.effects)-1]

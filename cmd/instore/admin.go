@@ -278,7 +278,44 @@ refused when changed: packages are immutable, a new release takes a new packageI
 	pl.MarkFlagRequired("model")
 	packagesCmd.AddCommand(pi, pl)
 
-	cmd.AddCommand(customerCmd, merchantCmd, clientCmd, keyCmd, deviceCmd, terminalCmd, packagesCmd)
+	var fingerprintKey string
+	fp := &cobra.Command{Use: "fingerprint VALUE", Short: "Print the fingerprint the logs show in place of an identifier (a terminal ID, a merchant id), to find its lines",
+		Long: `Print the fingerprint ("fp:" and 10 hex digits) that the service's log lines
+show in place of VALUE: a terminal ID, a merchant id, a serial number. It is
+computed with the key "instore serve" keeps in the store (or the one given by
+--log-fingerprint-key, as serve was), so grep the logs for it:
+
+  grep "$(instore admin fingerprint --data DIR 12345678)" instore.log`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var ad *admin.Admin
+			if fingerprintKey == "" {
+				st, a, err := af.open(cmd.Context())
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				ad = a
+			} else {
+				ad = admin.New(nil)
+			}
+			fp, err := ad.Fingerprint(cmd.Context(), args[0], []byte(fingerprintKey))
+			if errors.Is(err, admin.ErrNothingToFingerprint) {
+				return usageError{err}
+			} else if err != nil {
+				return err
+			}
+			if af.json {
+				b, _ := json.Marshal(map[string]string{"fingerprint": fp})
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\n", b)
+				return nil
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), fp)
+			return nil
+		}}
+	fp.Flags().StringVar(&fingerprintKey, "log-fingerprint-key", "", "the key serve was given by --log-fingerprint-key, if it was (default: the key kept in the store); secret")
+
+	cmd.AddCommand(customerCmd, merchantCmd, clientCmd, keyCmd, deviceCmd, terminalCmd, packagesCmd, fp)
 	return cmd
 }
 

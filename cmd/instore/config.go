@@ -78,17 +78,25 @@ type logFlags struct {
 func (l *logFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&l.format, "log-format", "auto", "log format: auto (text on a terminal, JSON otherwise), json or text")
 	fs.StringVar(&l.level, "log-level", "info", "log level: debug, info, warn or error")
-	fs.StringVar(&l.fingerprintKey, "log-fingerprint-key", "", "key for the fingerprints that replace identifiers in logs (default: random per process); secret")
+	fs.StringVar(&l.fingerprintKey, "log-fingerprint-key", "", "key for the fingerprints that replace identifiers in logs (default: serve generates one at first start and keeps it in the store; other commands draw one per process); secret")
+}
+
+// check validates the format and level flags.
+func (l *logFlags) check() (format string, level slog.Level, err error) {
+	format, err = logging.ParseFormat(l.format)
+	if err != nil {
+		return "", 0, usageError{fmt.Errorf("--log-format: %w", err)}
+	}
+	if err := level.UnmarshalText([]byte(l.level)); err != nil {
+		return "", 0, usageError{fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", l.level)}
+	}
+	return format, level, nil
 }
 
 func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
-	format, err := logging.ParseFormat(l.format)
+	format, level, err := l.check()
 	if err != nil {
-		return nil, usageError{fmt.Errorf("--log-format: %w", err)}
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(l.level)); err != nil {
-		return nil, usageError{fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", l.level)}
+		return nil, err
 	}
 	var key []byte
 	if l.fingerprintKey != "" {
@@ -199,6 +207,8 @@ func (s *serviceFlags) config(logger *slog.Logger) (server.Config, error) {
 		RateLimit: s.rateLimit, RateBurst: s.rateBurst,
 		ShutdownTimeout: s.shutdownTimeout, Logger: logger,
 	}
+	b := currentBuild()
+	cfg.Version, cfg.Commit = b.Version, b.Commit
 	ports := map[int]string{}
 	for _, f := range []struct{ name, addr string }{
 		{"listen-online", s.listenOnline}, {"listen-access", s.listenAccess},

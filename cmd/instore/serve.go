@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/instore-dev/instore/internal/logging"
 	"github.com/instore-dev/instore/internal/server"
 )
 
@@ -22,22 +23,40 @@ by INSTORE_<FLAG>_FILE naming a file that holds the value. Flags win.`,
 			return bindEnv(cmd)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, _, err := f.log.check(); err != nil {
+				return err
+			}
+			cfg, err := f.config(nil)
+			if err != nil {
+				return err
+			}
+			if cfg.DataDir == "" && cfg.DatabaseURL == "" {
+				return usageError{errors.New("no store: set --data DIR (SQLite) or --database-url postgres://... (or INSTORE_DATA / INSTORE_DATABASE_URL)")}
+			}
+			st, err := server.OpenStore(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			// The loggers fingerprint with the key kept in the store (unless
+			// one is configured): the same on every node and across restarts,
+			// as `instore admin fingerprint` computes it.
+			key, err := logging.LoadFingerprintKey(cmd.Context(), st, []byte(f.log.fingerprintKey))
+			if err != nil {
+				st.Close()
+				return err
+			}
+			f.log.fingerprintKey = string(key)
 			logger, accessLog, stopLog, err := f.log.loggers(cmd.ErrOrStderr())
 			if err != nil {
+				st.Close()
 				return err
 			}
 			// Last, after the server stopped: the buffered access lines.
 			defer stopLog()
-			cfg, err := f.config(logger)
+			cfg.Logger, cfg.AccessLogger = logger, accessLog
+			srv, err := server.NewWithStore(cmd.Context(), cfg, st)
 			if err != nil {
-				return err
-			}
-			cfg.AccessLogger = accessLog
-			if cfg.DataDir == "" && cfg.DatabaseURL == "" {
-				return usageError{errors.New("no store: set --data DIR (SQLite) or --database-url postgres://... (or INSTORE_DATA / INSTORE_DATABASE_URL)")}
-			}
-			srv, err := server.New(cmd.Context(), cfg)
-			if err != nil {
+				st.Close()
 				return err
 			}
 			if err := srv.Start(); err != nil {

@@ -5,6 +5,7 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/auth"
 	"github.com/instore-dev/instore/internal/ids"
+	"github.com/instore-dev/instore/internal/logging"
 )
 
 // Admin runs operator operations on a store.
@@ -221,4 +223,27 @@ func (a *Admin) ImportPackages(ctx context.Context, r io.Reader) (*ImportResult,
 		return nil, fmt.Errorf("import packages: %w", err)
 	}
 	return &ImportResult{Read: len(ps), Added: added}, nil
+}
+
+// ErrNothingToFingerprint is Fingerprint's answer to an empty value.
+var ErrNothingToFingerprint = errors.New("nothing to fingerprint: give a terminal ID, a merchant id or another identifier")
+
+// Fingerprint returns the fingerprint ("fp:" and 10 hex digits) that the
+// service's log lines show in place of value (a terminal ID, a merchant
+// id, a serial number), under the configured key if there is one
+// (--log-fingerprint-key) and otherwise the key `instore serve` keeps in
+// the store: grep the logs for it to find that terminal's or merchant's
+// lines.
+func (a *Admin) Fingerprint(ctx context.Context, value string, configured []byte) (string, error) {
+	if value == "" {
+		return "", ErrNothingToFingerprint
+	}
+	key := configured
+	if len(key) == 0 {
+		var err error
+		if key, err = logging.LoadFingerprintKey(ctx, a.Store, nil); err != nil {
+			return "", err
+		}
+	}
+	return logging.Fingerprint(key, value), nil
 }

@@ -172,6 +172,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, p *instore.Prin
 	if _, err := c.cfg.Service.ActiveMerchant(r.Context(), p); err != nil {
 		return err
 	}
+	httpapi.Waiting(w, httpapi.WaitStream)
 	rc := http.NewResponseController(w)
 	// The stream outlives the server's write timeout.
 	rc.SetWriteDeadline(time.Time{})

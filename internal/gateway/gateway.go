@@ -385,6 +385,14 @@ func (g *Server) Sessions() int {
 	return len(g.sessions)
 }
 
+// Connections returns the number of open WebSocket connections, those
+// that have not said hello yet included.
+func (g *Server) Connections() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.all)
+}
+
 // Close closes every session with 1001 (going away: reconnect), waits for
 // their goroutines, and answers new connections 503 from then on.
 func (g *Server) Close() error {

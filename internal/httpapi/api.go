@@ -214,7 +214,7 @@ func validRequestID(s string) bool {
 // ServeHTTP runs the middleware around the route table: request id, body
 // limit, panic recovery, 404/405 as problems, metrics and the access log.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rw := &responseWriter{ResponseWriter: w, req: r, info: requestInfo{start: time.Now()}}
+	rw := &responseWriter{ResponseWriter: w, req: r, info: requestInfo{start: time.Now()}, metrics: a.Metrics}
 	info := &rw.info
 	rid := headerValue(r.Header, "X-Request-Id")
 	if !validRequestID(rid) {
@@ -316,7 +316,12 @@ func (a *API) finish(r *http.Request, rw *responseWriter, info *requestInfo) {
 		status = http.StatusOK
 	}
 	if a.Metrics != nil {
-		a.Metrics.observe(a.Surface, route, status, d)
+		if rw.wait != 0 {
+			// Its duration is the client's wait, not the service's latency.
+			a.Metrics.waitEnd(rw.wait)
+		} else {
+			a.Metrics.observe(a.Surface, route, status, d)
+		}
 	}
 	level := slog.LevelInfo
 	if status >= 500 {
@@ -394,6 +399,10 @@ type responseWriter struct {
 	exactRoute bool
 	// madeID is set when the server generated the request id.
 	madeID bool
+	// wait is set by Waiting: the request holds its answer.
+	wait WaitKind
+	// metrics are the API's (nil: none).
+	metrics *Metrics
 }
 
 func (w *responseWriter) WriteHeader(code int) {
@@ -448,10 +457,70 @@ func (w *responseWriter) Flush() {
 	}
 }
 
-// Metrics are the HTTP latency histograms, by surface, route and status.
+// WaitKind names a request that holds its answer while it waits for a
+// change (Waiting).
+type WaitKind uint8
+
+const (
+	// WaitLongPoll is a status request's long-poll (GET
+	// /transaction/{onlineAPIRefId}?wait=).
+	WaitLongPoll WaitKind = 1 + iota
+	// WaitStream is a stream of server-sent events (the console's).
+	WaitStream
+)
+
+// Waiting marks the request w answers as one that holds its answer while
+// it waits (kind): its duration is the client's wait, so it is left out of
+// the request-latency histogram and counted instead as a long-poll or an
+// event stream, with a gauge of those waiting now. Call it once the
+// request is valid, before the wait; a second call changes nothing.
+func Waiting(w http.ResponseWriter, kind WaitKind) {
+	for {
+		switch x := w.(type) {
+		case *responseWriter:
+			if x.wait == 0 && kind != 0 {
+				x.wait = kind
+				if x.metrics != nil {
+					x.metrics.waitStart(kind)
+				}
+			}
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return
+		}
+	}
+}
+
+// Metrics are the HTTP latency histograms, by surface, route and status,
+// and the counts of the requests that wait (Waiting).
 type Metrics struct {
 	hist      *prometheus.HistogramVec
 	observers sync.Map // obsKey -> prometheus.Observer
+
+	longPolls, streams            prometheus.Counter
+	longPollsWaiting, streamsOpen prometheus.Gauge
+}
+
+func (m *Metrics) waitStart(kind WaitKind) {
+	switch kind {
+	case WaitLongPoll:
+		m.longPolls.Inc()
+		m.longPollsWaiting.Inc()
+	case WaitStream:
+		m.streams.Inc()
+		m.streamsOpen.Inc()
+	}
+}
+
+func (m *Metrics) waitEnd(kind WaitKind) {
+	switch kind {
+	case WaitLongPoll:
+		m.longPollsWaiting.Dec()
+	case WaitStream:
+		m.streamsOpen.Dec()
+	}
 }
 
 type obsKey struct {
@@ -467,8 +536,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Help:      "Latency of HTTP requests by surface, route pattern and status code.",
 		Buckets:   []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 	}, []string{"surface", "route", "code"})
-	reg.MustRegister(h)
-	return &Metrics{hist: h}
+	m := &Metrics{hist: h,
+		longPolls: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "instore", Name: "long_polls_total",
+			Help: "Status requests that waited for a change (GET /transaction/{onlineAPIRefId}?wait=), left out of instore_http_request_duration_seconds."}),
+		longPollsWaiting: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "instore", Name: "long_polls_waiting",
+			Help: "Status requests waiting for a change now."}),
+		streams: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "instore", Name: "event_streams_total",
+			Help: "Streams of server-sent events opened (the sandbox console's), left out of instore_http_request_duration_seconds."}),
+		streamsOpen: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "instore", Name: "event_streams_open",
+			Help: "Streams of server-sent events open now."}),
+	}
+	reg.MustRegister(h, m.longPolls, m.longPollsWaiting, m.streams, m.streamsOpen)
+	return m
 }
 
 func (m *Metrics) observe(surface, route string, status int, d time.Duration) {

@@ -9,6 +9,9 @@
 package logging
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -138,3 +141,37 @@ func Buffered(w io.Writer, interval time.Duration) (out io.Writer, stop func() e
 type writeOnly struct{ w io.Writer }
 
 func (o writeOnly) Write(p []byte) (int, error) { return o.w.Write(p) }
+
+// FingerprintKeySetting is the store setting that keeps the fingerprint
+// key generated at first start, beside the token signing key.
+const FingerprintKeySetting = "log_fingerprint_key"
+
+// SettingStore is the part of the store that keeps the fingerprint key
+// (instore.Store has it).
+type SettingStore interface {
+	// InitSetting stores value under name unless a value is already
+	// there, and returns the value that is.
+	InitSetting(ctx context.Context, name, value string) (string, error)
+}
+
+// LoadFingerprintKey returns configured if it is set, and otherwise the
+// fingerprint key kept in the store, generated at first start (the first
+// node to start wins). With the key kept, fingerprints stay the same
+// across restarts and nodes, and `instore admin fingerprint VALUE` can
+// compute a terminal's or merchant's to find its lines.
+func LoadFingerprintKey(ctx context.Context, st SettingStore, configured []byte) ([]byte, error) {
+	if len(configured) > 0 {
+		return configured, nil
+	}
+	var b [32]byte
+	rand.Read(b[:]) // never fails since Go 1.24
+	v, err := st.InitSetting(ctx, FingerprintKeySetting, base64.StdEncoding.EncodeToString(b[:]))
+	if err != nil {
+		return nil, fmt.Errorf("log fingerprint key: %w", err)
+	}
+	key, err := base64.StdEncoding.DecodeString(v)
+	if err != nil || len(key) < 16 {
+		return nil, errors.New("log fingerprint key in the store is invalid")
+	}
+	return key, nil
+}

@@ -215,6 +215,9 @@ func (h *handlers) transaction(w http.ResponseWriter, r *http.Request, p *instor
 		}
 		after = &n
 	}
+	if wait > 0 {
+		httpapi.Waiting(w, httpapi.WaitLongPoll)
+	}
 	t, err := h.svc.Transaction(r.Context(), p, r.PathValue("onlineAPIRefId"), time.Duration(wait)*time.Second, after)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +31,7 @@ import (
 	"github.com/instore-dev/instore/internal/gateway"
 	"github.com/instore-dev/instore/internal/httpapi"
 	"github.com/instore-dev/instore/internal/ids"
+	"github.com/instore-dev/instore/internal/metrics"
 	"github.com/instore-dev/instore/internal/onlineapi"
 	"github.com/instore-dev/instore/internal/protocol"
 	"github.com/instore-dev/instore/internal/sim"
@@ -69,6 +72,8 @@ type Config struct {
 	// AccessLogger writes the access log (one line per HTTP request);
 	// nil: Logger. The binary gives it a buffered output (--access-log-flush).
 	AccessLogger *slog.Logger
+	// Version and Commit label instore_build_info (empty: "unknown").
+	Version, Commit string
 
 	// AckTimeout is how long a purchase waits for the terminal's ack (WP25).
 	AckTimeout time.Duration
@@ -210,15 +215,21 @@ func NewWithStore(ctx context.Context, cfg Config, st instore.Store) (*Server, e
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics.RegisterBuildInfo(reg, cfg.Version, cfg.Commit, runtime.Version())
+	if p, ok := st.(interface{ Pools() map[string]*sql.DB }); ok {
+		metrics.RegisterDB(reg, p.Pools())
+	}
 	svc := &instore.Service{
 		Store: st, Metadata: &meta, Logger: cfg.Logger, Now: cfg.Now,
 		NewRef:     func() string { return ids.New("txn") },
 		NewPrintID: func() string { return ids.New("prt") },
 		AckTimeout: cfg.AckTimeout, Deadline: cfg.TransactionDeadline, PrintTimeout: cfg.PrintTimeout,
+		Observer: metrics.NewTransactions(reg),
 	}
 	gw := gateway.New(gateway.Config{Events: svc, Logger: cfg.Logger, Metadata: &meta, PingInterval: cfg.PingInterval, PongTimeout: cfg.PongTimeout,
 		MinSoftwareVersion: svc.MinSoftwareVersion})
 	svc.Gateway = gw
+	metrics.RegisterGateway(reg, gw)
 	s := &Server{
 		cfg: cfg, Store: st, Auth: authn, Metadata: &meta, Registry: reg, Service: svc, Gateway: gw, logger: cfg.Logger,
 		listeners: map[string]net.Listener{}, errc: make(chan error, 4),

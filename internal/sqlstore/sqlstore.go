@@ -114,6 +114,20 @@ func (db *DB) Close() error {
 	return err
 }
 
+// Pools returns the connection pools by name ("writer", "reader" and, on
+// PostgreSQL, "relaxed"), for their statistics (sql.DB.Stats) in metrics.
+// A pool serving two roles is listed once.
+func (db *DB) Pools() map[string]*sql.DB {
+	pools := map[string]*sql.DB{"writer": db.writer}
+	if db.reader != db.writer {
+		pools["reader"] = db.reader
+	}
+	if db.relaxed != nil {
+		pools["relaxed"] = db.relaxed
+	}
+	return pools
+}
+
 // Ping reports whether the database answers a query on the read path.
 func (db *DB) Ping(ctx context.Context) error {
 	var one int
