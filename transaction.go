@@ -64,6 +64,10 @@ type Transaction struct {
 	// the creation only, not stored with the transaction: the record gets
 	// the transaction's id in the same database transaction.
 	Idempotency *IdempotencyClaim
+	// Events are timeline events to append with the next write of the
+	// transaction, in its database transaction (timeline.go); the store
+	// never reads them back into a Transaction.
+	Events []TransactionEvent
 }
 
 // Final reports whether the transaction has a final status.

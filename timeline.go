@@ -1,0 +1,60 @@
+package instore
+
+import (
+	"context"
+	"time"
+)
+
+// A transaction's timeline: every event applied to it, appended in the
+// database transaction that applies it (the store writes t.Events with t),
+// so the timeline never disagrees with the state. Read with
+// GET /in-store/api/v1/transaction/{onlineAPIRefId}/events.
+
+// Kinds of timeline events.
+const (
+	EventCreated         = "CREATED"          // the ECR's request stored it (PENDING, SENT)
+	EventSendFailed      = "SEND_FAILED"      // the terminal's session ended while the command was sent (WP23)
+	EventAcknowledged    = "ACKNOWLEDGED"     // the terminal acknowledged the command; the deadline starts
+	EventProgress        = "PROGRESS"         // the terminal reached a stage (Detail: the stage)
+	EventResult          = "RESULT"           // the terminal's final outcome (Detail: the status)
+	EventCancelRequested = "CANCEL_REQUESTED" // the ECR asked to cancel; the terminal is told
+	EventAckTimeout      = "ACK_TIMEOUT"      // no ack within the ack timeout (WP25)
+	EventDeadline        = "DEADLINE"         // no result by the deadline (WP36)
+	EventLateApproval    = "LATE_APPROVAL"    // an approval after the service ended it: reversed on the terminal
+	EventLateResult      = "LATE_RESULT"      // another outcome after the service ended it: kept, status stands
+	EventReversed        = "REVERSED"         // (of a purchase) a REVERSAL of it was approved (Detail: its ref)
+)
+
+// Who caused a timeline event.
+const (
+	ActorECR      = "ECR"
+	ActorTerminal = "TERMINAL"
+	ActorTimer    = "TIMER"
+	ActorOperator = "OPERATOR"
+)
+
+// TransactionEvent is one entry of a transaction's timeline. Version is
+// the transaction's version after the event (so events sort by it and a
+// transaction has at most one event per version); StatusBefore and
+// StatusAfter are transactionStatuses codes. Detail is short and holds no
+// card data, credential or terminal ID beyond what the transaction shows.
+type TransactionEvent struct {
+	Version      int64     `json:"version"`
+	At           time.Time `json:"at"`
+	Kind         string    `json:"kind"`
+	Actor        string    `json:"actor"`
+	StatusBefore string    `json:"statusBefore"`
+	StatusAfter  string    `json:"statusAfter"`
+	Detail       string    `json:"detail,omitempty"`
+}
+
+// TimelineStore keeps timelines. Every write of a transaction
+// (CreateTransaction, CreateOnOriginal, UpdateTransaction, UpdateProgress,
+// UpdateTransactionEffects, UpdateTransactionPair) also inserts the
+// transaction's pending Events in the same database transaction, and
+// clears nothing: the caller drops them after the write.
+type TimelineStore interface {
+	// TransactionEvents returns the timeline of ref, oldest first (empty,
+	// not ErrNotFound, for a transaction without events).
+	TransactionEvents(ctx context.Context, ref string) ([]TransactionEvent, error)
+}
