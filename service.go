@@ -430,6 +430,8 @@ func (s *Service) start(ctx context.Context, t *Transaction, create func(context
 	// result can be awaited; the ack sets the real one.
 	t.DeadlineAt = ptr(t.CreatedAt.Add(s.ackTimeout() + s.deadline()))
 	t.Idempotency = idempotencyOf(ctx)
+	t.Events = []TransactionEvent{{Version: 1, At: t.CreatedAt, Kind: EventCreated, Actor: ActorECR,
+		StatusAfter: s.rules().Status(t.StatusID), Detail: "the ECR's request; command sent to the terminal"}}
 	// Subscribed before anything can change it: the wait for the ack starts
 	// from the created state without reading it back.
 	w, gen, release := s.changes.subscribe(t.ID)
@@ -446,7 +448,7 @@ func (s *Service) start(ctx context.Context, t *Transaction, create func(context
 	default:
 		return nil, fmt.Errorf("create transaction: %w", err)
 	}
-	t.Idempotency = nil
+	t.Idempotency, t.Events = nil, nil
 	created := *t
 	s.running.put(&created)
 	s.changes.publishState(t.ID, &created)
@@ -458,21 +460,8 @@ func (s *Service) start(ctx context.Context, t *Transaction, create func(context
 		// is owed a cancel ACK_TIMEOUT (it drops a command it never
 		// acknowledged, and ignores a ref it does not know), sent after its
 		// next hello.
-		var o owed
-		bg := context.WithoutCancel(ctx)
-		_, err := s.finishWith(bg, t.ID, nil, s.write(&o), func(t *Transaction) bool {
-			o.reset()
-			if t.Final() {
-				return false
-			}
-			t.StatusID, t.ErrorID, t.Progress, t.CompletedAt = StatusTechnicalError, s.errorID(WP23), ProgressFinal, ptr(s.now())
-			o.effects = []*Effect{s.newEffect(EffectCancel, t.SerialNumber, t.ID, CancelAckTimeout)}
-			return true
-		})
-		if err != nil {
+		if _, _, err := s.apply(context.WithoutCancel(ctx), t.ID, nil, Event{Kind: EventSendFailed, At: s.now()}); err != nil {
 			s.log().Error("end a transaction whose command was not sent", "ref", t.ID, "error", err)
-		} else if len(o.effects) > 0 {
-			s.deliver(bg, o.effects[0], nil)
 		}
 		return nil, s.wp23(t.ID)
 	}
@@ -667,45 +656,22 @@ func (s *Service) Cancel(ctx context.Context, p *Principal, req *CancelRequest) 
 	}
 	// The request and the cancel it owes the terminal are stored together:
 	// a cancel that cannot be sent now is sent after the device's next
-	// hello (effect.go).
-	var o owed
-	t, err := s.finishWith(ctx, active.ID, nil, s.write(&o), func(t *Transaction) bool {
-		o.reset()
-		if t.Final() || t.CancelRequested {
-			return false
-		}
-		t.CancelRequested = true
-		o.effects = []*Effect{s.newEffect(EffectCancel, t.SerialNumber, t.ID, CancelByECR)}
-		return true
-	})
+	// hello (effect.go). A transaction the terminal ended first is
+	// answered as it is.
+	t, _, err := s.apply(ctx, active.ID, nil, Event{Kind: EventCancelRequested, At: s.now()})
 	if err != nil {
 		return nil, err
-	}
-	if t.Final() {
-		return t, nil // the terminal got there first
-	}
-	if len(o.effects) > 0 {
-		s.deliver(context.WithoutCancel(ctx), o.effects[0], nil)
 	}
 	return t, nil
 }
 
-// finish applies change to the stored transaction with compare-and-set,
-// re-reading and retrying when another writer moved it; change returns
-// false to leave it as it is. It publishes the change.
-func (s *Service) finish(ctx context.Context, ref string, change func(*Transaction) bool) (*Transaction, error) {
-	return s.finishFrom(ctx, ref, nil, change)
-}
-
-// finishFrom is finish starting from known, a state of the transaction the
-// caller just read (nil: read it), which it does not keep: change is
-// applied to a copy.
-func (s *Service) finishFrom(ctx context.Context, ref string, known *Transaction, change func(*Transaction) bool) (*Transaction, error) {
-	return s.finishWith(ctx, ref, known, s.Store.UpdateTransaction, change)
-}
-
-// finishWith is finishFrom writing with update (UpdateTransaction, or
-// UpdateProgress for a progress stage).
+// finishWith applies change to the stored transaction with compare-and-set,
+// writing with update (write(&o) for a change with effects, UpdateProgress
+// for a progress stage), re-reading and retrying when another writer
+// moved it; change returns false to leave it as it is. known is a state of
+// the transaction the caller just read (nil: read it), which it does not
+// keep: change is applied to a copy. It publishes the change. Only apply
+// (apply.go) calls it: every change of a transaction is a step of Next.
 func (s *Service) finishWith(ctx context.Context, ref string, known *Transaction, update func(context.Context, *Transaction, int64) error, change func(*Transaction) bool) (*Transaction, error) {
 	for {
 		var t *Transaction
@@ -728,6 +694,7 @@ func (s *Service) finishWith(ctx context.Context, ref string, known *Transaction
 		} else if err != nil {
 			return nil, fmt.Errorf("update transaction: %w", err)
 		}
+		t.Events = nil // written
 		if t.Final() {
 			s.disarm(ref)
 			// Access API: an update waiting for the terminal to be idle goes now.
@@ -771,49 +738,20 @@ func (s *Service) disarm(ref string) {
 
 // ackExpired ends a transaction that was not acknowledged in time: it is
 // stored TECHNICAL_ERROR with WP25 and the terminal is told to drop it.
-func (s *Service) ackExpired(ref string) { s.expire(ref, WP25, CancelAckTimeout, true) }
+func (s *Service) ackExpired(ref string) { s.expire(ref, EventAckTimeout) }
 
 // deadlineExpired ends an acknowledged transaction that got no result in
 // time: TECHNICAL_ERROR with WP36, and the terminal is told to abort.
-func (s *Service) deadlineExpired(ref string) { s.expire(ref, WP36, CancelDeadline, false) }
+func (s *Service) deadlineExpired(ref string) { s.expire(ref, EventDeadline) }
 
-// expire ends a PENDING transaction (only an unacknowledged one when
-// unackedOnly) as TECHNICAL_ERROR with code and tells its terminal why.
-// The cancel is stored with the change: a terminal offline now, or after a
-// restart, gets it after its next hello (effect.go).
-func (s *Service) expire(ref, code, reason string, unackedOnly bool) {
-	ctx := context.Background()
-	var o owed
-	var deadline *time.Time
-	_, err := s.finishWith(ctx, ref, nil, s.write(&o), func(t *Transaction) bool {
-		o.reset()
-		deadline = nil
-		if t.Final() {
-			return false
-		}
-		if unackedOnly && t.Acknowledged() {
-			// Acknowledged meanwhile: its deadline applies, whatever timer
-			// this one replaced (an ack recorded while Recover re-armed).
-			deadline = t.DeadlineAt
-			return false
-		}
-		t.StatusID, t.ErrorID, t.Progress, t.CompletedAt = StatusTechnicalError, s.errorID(code), ProgressFinal, ptr(s.now())
-		o.effects = []*Effect{s.newEffect(EffectCancel, t.SerialNumber, ref, reason)}
-		return true
-	})
-	if err != nil {
-		if !s.isClosed() { // at shutdown the store may be gone already
-			// The sweep tries again (Sweep, overdue transactions).
-			s.log().Error("expire transaction", "ref", ref, "errorCode", code, "error", err)
-		}
-		return
-	}
-	if deadline != nil {
-		s.arm(ref, *deadline, s.deadlineExpired)
-	}
-	if len(o.effects) > 0 {
-		s.log().Info("transaction expired", "ref", ref, "errorCode", code)
-		s.deliver(ctx, o.effects[0], nil)
+// expire applies a timer's event (EventAckTimeout, EventDeadline) to a
+// transaction: a PENDING one ends TECHNICAL_ERROR and its terminal is
+// told why, the cancel stored with the change (effect.go); a failure is
+// logged and the sweep tries again (Sweep, overdue transactions).
+func (s *Service) expire(ref, kind string) {
+	if _, _, err := s.apply(context.Background(), ref, nil, Event{Kind: kind, At: s.now()}); err != nil && !s.isClosed() {
+		// At shutdown the store may be gone already.
+		s.log().Error("expire transaction", "ref", ref, "event", kind, "error", err)
 	}
 }
 
@@ -937,60 +875,30 @@ func (s *Service) TerminalAcknowledged(ctx context.Context, serial, ref string) 
 	if err != nil {
 		return err
 	}
-	var deadline time.Time
-	_, err = s.finishFrom(ctx, ref, known, func(t *Transaction) bool {
-		if t.Final() || t.Acknowledged() {
-			return false
-		}
-		now := s.now()
-		deadline = now.Add(s.deadline())
-		t.AcknowledgedAt, t.DeadlineAt = &now, &deadline
-		if t.Progress == ProgressSent {
-			t.Progress = ProgressAcknowledged
-		}
-		return true
-	})
-	if err == nil && !deadline.IsZero() {
-		s.arm(ref, deadline, s.deadlineExpired)
-	}
+	_, _, err = s.apply(ctx, ref, known, Event{Kind: EventAcknowledged, At: s.now()})
 	return err
 }
 
 // TerminalProgress records a stage the terminal reached; stages only move
 // forward.
 func (s *Service) TerminalProgress(ctx context.Context, serial, ref, stage string) error {
-	rank := func(p string) int {
-		for i, st := range TerminalStages {
-			if st == p {
-				return i + 1
-			}
-		}
-		return 0
-	}
-	if rank(stage) == 0 {
+	if stageRank(stage) == 0 {
 		return fmt.Errorf("unknown progress stage %q", stage)
 	}
 	known, err := s.transactionOf(ctx, serial, ref)
 	if err != nil {
 		return err
 	}
-	// A stage need not wait for the disk: losing it in a crash loses
-	// nothing the terminal will not report again (its result).
-	_, err = s.finishWith(ctx, ref, known, s.Store.UpdateProgress, func(t *Transaction) bool {
-		if t.Final() || rank(stage) <= rank(t.Progress) {
-			return false
-		}
-		t.Progress = stage
-		return true
-	})
+	_, _, err = s.apply(ctx, ref, known, Event{Kind: EventProgress, At: s.now(), Stage: stage})
 	return err
 }
 
-// TerminalResult applies a terminal's final outcome, once. A late APPROVED
-// for a transaction the service already ended (WP25, WP36) is reversed on
-// the terminal at once and the transaction ends REVERSED, keeping its error
-// code, so no money is taken for a sale the ECR saw fail. It returns nil
-// once the outcome is committed (or was before): the gateway then confirms.
+// TerminalResult applies a terminal's final outcome, once (Next). A late
+// APPROVED for a transaction the service already ended (WP25, WP36) is
+// reversed on the terminal at once and the transaction ends REVERSED,
+// keeping its error code, so no money is taken for a sale the ECR saw
+// fail. It returns nil once the outcome is committed (or was before): the
+// gateway then confirms.
 func (s *Service) TerminalResult(ctx context.Context, serial string, r TerminalResult) error {
 	if r.StatusID < 0 || r.StatusID > StatusWrongPIN {
 		return fmt.Errorf("result with status %d is not a terminal outcome", r.StatusID)
@@ -1006,81 +914,14 @@ func (s *Service) TerminalResult(ctx context.Context, serial string, r TerminalR
 	if t.ResultMessageID == r.MessageID {
 		return nil // a resent result, already applied
 	}
+	e := Event{Kind: EventResult, At: s.now(), Result: &r}
 	if t.Type == TypeReversal && r.StatusID == StatusApproved {
 		// An approved reversal, in time or late: the purchase's money went
 		// back, so the original is REVERSED either way.
-		return s.applyReversal(ctx, t, r)
+		return s.applyReversal(ctx, t, e)
 	}
-	// The late approval's reversal and the receipt's print job are stored
-	// with the result (effect.go).
-	reverse, applied, cancelled := false, false, false
-	var o owed
-	result := r.Result
-	after, err := s.finishWith(ctx, r.Ref, t, s.write(&o), func(t *Transaction) bool {
-		reverse, applied = false, false
-		o.reset()
-		// A cancel was owed: the ECR's, or the expiry's.
-		cancelled = t.CancelRequested || t.Final()
-		if t.ResultMessageID != "" {
-			return false
-		}
-		now := s.now()
-		switch {
-		case !t.Final():
-			t.StatusID = r.StatusID
-			if r.StatusID == StatusAbortedByCashier && t.CancelRequested {
-				t.ErrorID = s.errorID(WP37)
-			}
-			if t.AcknowledgedAt == nil {
-				t.AcknowledgedAt = &now
-			}
-		case t.StatusID == StatusTechnicalError && r.StatusID == StatusApproved:
-			// A late approval of a sale the ECR saw fail.
-			t.StatusID = StatusReversed
-			reverse = true
-			o.effects = []*Effect{s.newEffect(EffectReversal, serial, t.ID, ReversalLateApproval)}
-		case t.StatusID == StatusTechnicalError:
-			// The terminal's own outcome, not an approval, of a transaction
-			// the service had ended (WP25, WP23, WP36): the status stands,
-			// and the report is kept, as every result is: it settles that
-			// the terminal took no money (CheckOnOriginal reads it for a
-			// reversal whose outcome was unknown).
-			t.Result, t.ResultMessageID = &result, r.MessageID
-			return true
-		default:
-			return false // the first final status stands
-		}
-		t.Result, t.ResultMessageID, t.Progress = &result, r.MessageID, ProgressFinal
-		if t.CompletedAt == nil || reverse {
-			t.CompletedAt = &now
-		}
-		applied = true
-		if !reverse && t.PrintReceipt && len(result.Receipt.Customer) > 0 {
-			// printReceipt: the customer copy, once the terminal is free again.
-			job, e := s.receiptJob(t, serial, result.Receipt.Customer)
-			o.job, o.effects = job, append(o.effects, e)
-		}
-		return true
-	})
-	if err != nil {
-		return err
-	}
-	if cancelled {
-		// The terminal has a final result for ref: a cancel changes nothing.
-		s.endOwed(ctx, r.Ref, EffectCancel)
-	}
-	switch {
-	case reverse:
-		s.log().Warn("late approval reversed", "ref", r.Ref)
-		s.lateApprovalReversed(after)
-		s.deliver(ctx, o.effects[0], nil)
-	case applied && o.job != nil:
-		job, e := o.job, o.effects[len(o.effects)-1]
-		// After the result's confirm, mostly: the gateway confirms once
-		// this returns.
-		go s.startPrint(context.WithoutCancel(ctx), job, e)
-	}
-	return nil
+	_, _, err = s.apply(ctx, r.Ref, t, e)
+	return err
 }
 
 // running keeps the latest state this node committed of each of its

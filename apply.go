@@ -1,0 +1,142 @@
+package instore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// rules are the Rules of this Service for Next.
+func (s *Service) rules() Rules {
+	return Rules{
+		Deadline: s.deadline(),
+		ErrorID:  s.errorID,
+		Status: func(id int) string {
+			if c, ok := s.Metadata.TransactionStatus(id); ok {
+				return c.Code
+			}
+			return fmt.Sprint(id)
+		},
+	}
+}
+
+// apply runs the state machine (Next) for one event of the transaction
+// ref and carries out what it decides: the new state, its timeline event
+// and the effects it owes (a cancel, a reversal, a receipt's print job)
+// are written in one database transaction (compare-and-set, retried from
+// a fresh read when another writer moved it); after the commit, the
+// effects are sent, the timer armed and moot cancels ended. known is a
+// state of the transaction just read (nil: read it). A progress stage is
+// written without waiting for the disk (UpdateProgress): losing it in a
+// crash loses nothing the terminal will not report again.
+func (s *Service) apply(ctx context.Context, ref string, known *Transaction, e Event) (*Transaction, Step, error) {
+	var o owed
+	var step Step
+	update := s.write(&o)
+	if e.Kind == EventProgress {
+		update = s.Store.UpdateProgress
+	}
+	t, err := s.finishWith(ctx, ref, known, update, func(t *Transaction) bool {
+		o.reset()
+		next, st := Next(*t, e, s.rules())
+		step = st
+		if !st.Changed {
+			return false
+		}
+		*t = next
+		if st.Cancel != "" {
+			o.effects = append(o.effects, s.newEffect(EffectCancel, t.SerialNumber, t.ID, st.Cancel))
+		}
+		if st.Reverse != "" {
+			o.effects = append(o.effects, s.newEffect(EffectReversal, t.SerialNumber, t.ID, st.Reverse))
+		}
+		if st.Print != nil {
+			job, pe := s.receiptJob(t, t.SerialNumber, st.Print)
+			o.job, o.effects = job, append(o.effects, pe)
+		}
+		return true
+	})
+	if err != nil {
+		return nil, step, err
+	}
+	if step.Refused != nil {
+		return t, step, step.Refused
+	}
+	s.carryOut(ctx, t, step, &o)
+	return t, step, nil
+}
+
+// carryOut does, after the commit of a step, what it owes: moot cancels
+// ended, the timer armed, the effects sent (a device offline gets them
+// after its next hello: effect.go) and the receipt's print job started.
+func (s *Service) carryOut(ctx context.Context, t *Transaction, st Step, o *owed) {
+	bg := context.WithoutCancel(ctx)
+	if st.EndCancels {
+		s.endOwed(bg, t.ID, EffectCancel)
+	}
+	if st.Arm != nil && !t.Final() {
+		s.arm(t.ID, *st.Arm, s.deadlineExpired)
+	}
+	if !st.Changed {
+		return
+	}
+	switch {
+	case st.Event.Kind == EventAckTimeout || st.Event.Kind == EventDeadline:
+		s.log().Info("transaction expired", "ref", t.ID, "event", st.Event.Kind)
+	case st.Reverse != "":
+		s.log().Warn("late approval reversed", "ref", t.ID)
+		s.lateApprovalReversed(t)
+	}
+	for _, e := range o.effects {
+		switch e.Kind {
+		case EffectPrint:
+			// After the result's confirm, mostly: the gateway confirms once
+			// the result's apply returns.
+			go s.startPrint(bg, o.job, e)
+		default:
+			s.deliver(bg, e, nil)
+		}
+	}
+}
+
+// applyReversal records an approved REVERSAL and turns its original
+// REVERSED, both in one database transaction (NextReversalPair). A
+// REVERSAL the service had already ended (WP25, WP36) keeps its final
+// status and gets the result; the original is reversed all the same,
+// since the terminal did reverse it.
+func (s *Service) applyReversal(ctx context.Context, rev *Transaction, e Event) error {
+	for {
+		rv, err := s.Store.Transaction(ctx, rev.ID)
+		if err != nil {
+			return fmt.Errorf("transaction: %w", err)
+		}
+		orig, err := s.Store.Transaction(ctx, rv.OriginalID)
+		if err != nil {
+			return fmt.Errorf("original: %w", err)
+		}
+		nrv, norig, st, ok := NextReversalPair(*rv, *orig, e, s.rules())
+		if !ok {
+			return nil
+		}
+		err = s.Store.UpdateTransactionPair(ctx, &nrv, rv.Version, &norig, orig.Version)
+		if errors.Is(err, ErrConflict) {
+			continue
+		} else if err != nil {
+			return fmt.Errorf("apply reversal: %w", err)
+		}
+		s.disarm(nrv.ID)
+		if st.EndCancels {
+			s.endOwed(ctx, nrv.ID, EffectCancel)
+		}
+		nrv.Events, norig.Events = nil, nil
+		rvDone, origDone := nrv, norig
+		s.running.put(&rvDone)
+		s.running.put(&origDone)
+		s.changes.publish(rvDone.ID)
+		s.changes.publish(origDone.ID)
+		if !rv.Final() {
+			s.ended(&rvDone)
+		}
+		return nil
+	}
+}

@@ -1,0 +1,301 @@
+package instore
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// The life of a transaction, as one pure state machine: Next takes the
+// stored transaction, an event and the rules, and returns the next state
+// and what the change makes the service owe (a cancel or a reversal sent
+// to the terminal, a receipt printed, a timer armed, cancels made moot).
+// It does no I/O and reads no clock: the Service (apply, in service.go)
+// reads the transaction, calls Next, writes the new state with its
+// effects and timeline event in one database transaction, and carries
+// the effects out after the commit. docs/lifecycle.md has the diagram.
+//
+// States are (status, acknowledged, cancel requested, result applied):
+//
+//	PENDING, not acknowledged   --ACKNOWLEDGED-->  PENDING, acknowledged (deadline armed)
+//	PENDING                     --PROGRESS------>  PENDING (stage moves forward only)
+//	PENDING                     --CANCEL_REQUESTED-> PENDING, cancel requested (cancel owed)
+//	PENDING                     --RESULT-------->  final (ABORTED_BY_CASHIER gets WP37 after a cancel; receipt printed)
+//	PENDING, not acknowledged   --ACK_TIMEOUT--->  TECHNICAL_ERROR WP25 (cancel owed)
+//	PENDING                     --DEADLINE------>  TECHNICAL_ERROR WP36 (cancel owed)
+//	PENDING                     --SEND_FAILED--->  TECHNICAL_ERROR WP23 (cancel owed)
+//	TECHNICAL_ERROR             --RESULT APPROVED-> REVERSED, error kept (reversal owed): LATE_APPROVAL
+//	TECHNICAL_ERROR             --RESULT other--->  TECHNICAL_ERROR, result kept: LATE_RESULT
+//	REVERSAL PENDING or TECHNICAL_ERROR --RESULT APPROVED--> APPROVED (or kept), original REVERSED (NextReversalPair)
+//
+// Every other (state, event) pair changes nothing (a final status stands).
+
+// Event is something that happens to a transaction.
+type Event struct {
+	// Kind is one of the timeline kinds an event can have: EventAcknowledged,
+	// EventProgress, EventResult, EventCancelRequested, EventAckTimeout,
+	// EventDeadline, EventSendFailed.
+	Kind string
+	// At is when it happened (the service's clock).
+	At time.Time
+	// Stage is the stage of an EventProgress.
+	Stage string
+	// Result is the terminal's report of an EventResult.
+	Result *TerminalResult
+}
+
+// Rules are the settings and code lists Next applies.
+type Rules struct {
+	// Deadline is how long an acknowledged transaction may wait for its
+	// result.
+	Deadline time.Duration
+	// ErrorID returns the errorCodes id of a WP code.
+	ErrorID func(code string) *int
+	// Status returns the transactionStatuses code of a status id.
+	Status func(id int) string
+}
+
+// Step is what one event does to a transaction.
+type Step struct {
+	// Changed: the new state must be written (with Event, and the effects
+	// below that are owed: Cancel, Reverse, Print).
+	Changed bool
+	// Refused is set when the event cannot apply to any transaction (an
+	// unknown progress stage, a result that is no outcome); nothing
+	// changes.
+	Refused error
+	// Event is the timeline entry of the change (Changed only), also
+	// appended to the new state's Events, which the store writes with it.
+	Event *TransactionEvent
+	// Cancel is the reason of a cancel the terminal is owed ("" none).
+	Cancel string
+	// Reverse is the reason of a reversal the terminal is owed ("" none).
+	Reverse string
+	// Print is the customer receipt to print once the terminal is free
+	// (nil: none).
+	Print []string
+	// Arm is the time of the timer the transaction now needs (nil: no
+	// change of timer); a final transaction needs none (Ended).
+	Arm *time.Time
+	// ArmKind is the event the timer at Arm fires: EventDeadline.
+	ArmKind string
+	// EndCancels: the terminal has a final outcome for the transaction,
+	// so the cancels it is owed are moot.
+	EndCancels bool
+	// Ended: the transaction reached its final status with this change.
+	Ended bool
+}
+
+// stageRank orders the progress stages; 0 is no terminal stage.
+func stageRank(p string) int { return slices.Index(TerminalStages, p) + 1 }
+
+// Next applies e to t under r. t is a copy the caller owns; the new state
+// is returned as a value and t is not changed.
+func Next(t Transaction, e Event, r Rules) (Transaction, Step) {
+	before := t
+	var st Step
+	switch e.Kind {
+	case EventAcknowledged:
+		if t.Final() || t.Acknowledged() {
+			return before, st
+		}
+		deadline := e.At.Add(r.Deadline)
+		t.AcknowledgedAt, t.DeadlineAt = ptr(e.At), &deadline
+		if t.Progress == ProgressSent {
+			t.Progress = ProgressAcknowledged
+		}
+		st.Arm, st.ArmKind = &deadline, EventDeadline
+
+	case EventProgress:
+		rank := stageRank(e.Stage)
+		if rank == 0 {
+			st.Refused = fmt.Errorf("unknown progress stage %q", e.Stage)
+			return before, st
+		}
+		if t.Final() || rank <= stageRank(t.Progress) {
+			return before, st
+		}
+		t.Progress = e.Stage
+
+	case EventCancelRequested:
+		if t.Final() || t.CancelRequested {
+			return before, st
+		}
+		t.CancelRequested = true
+		st.Cancel = CancelByECR
+
+	case EventAckTimeout:
+		if t.Final() {
+			return before, st
+		}
+		if t.Acknowledged() {
+			// Acknowledged meanwhile: its deadline applies, whatever timer
+			// this one replaced (an ack recorded while Recover re-armed).
+			st.Arm, st.ArmKind = t.DeadlineAt, EventDeadline
+			return before, st
+		}
+		fail(&t, r, WP25, e.At)
+		st.Cancel = CancelAckTimeout
+
+	case EventDeadline:
+		if t.Final() {
+			return before, st
+		}
+		fail(&t, r, WP36, e.At)
+		st.Cancel = CancelDeadline
+
+	case EventSendFailed:
+		// The session went away while the command was sent: it most likely
+		// never left. In case its frame reached the terminal all the same,
+		// the terminal is owed a cancel ACK_TIMEOUT (it drops a command it
+		// never acknowledged, and ignores a ref it does not know).
+		if t.Final() {
+			return before, st
+		}
+		fail(&t, r, WP23, e.At)
+		st.Cancel = CancelAckTimeout
+
+	case EventResult:
+		return result(t, e, r)
+
+	default:
+		st.Refused = fmt.Errorf("unknown event %q", e.Kind)
+		return before, st
+	}
+	return changed(before, t, e, r, st, e.Kind)
+}
+
+// fail ends t TECHNICAL_ERROR with code at.
+func fail(t *Transaction, r Rules, code string, at time.Time) {
+	t.StatusID, t.ErrorID, t.Progress, t.CompletedAt = StatusTechnicalError, r.ErrorID(code), ProgressFinal, ptr(at)
+}
+
+// actors of the event kinds.
+var actors = map[string]string{
+	EventCreated: ActorECR, EventSendFailed: ActorTerminal, EventAcknowledged: ActorTerminal,
+	EventProgress: ActorTerminal, EventResult: ActorTerminal, EventCancelRequested: ActorECR,
+	EventAckTimeout: ActorTimer, EventDeadline: ActorTimer, EventLateApproval: ActorTerminal,
+	EventLateResult: ActorTerminal, EventReversed: ActorTerminal,
+}
+
+// changed completes st for the change from before to t: its timeline
+// event (of kind, with detail) and whether it ended the transaction.
+func changed(before, t Transaction, e Event, r Rules, st Step, kind string) (Transaction, Step) {
+	st.Changed = true
+	st.Ended = !before.Final() && t.Final()
+	detail := ""
+	switch kind {
+	case EventProgress:
+		detail = t.Progress
+	case EventAckTimeout, EventDeadline, EventSendFailed:
+		if st.Cancel != "" {
+			detail = "cancel " + st.Cancel + " owed to the terminal"
+		}
+	case EventCancelRequested:
+		detail = "cancel sent to the terminal"
+	case EventResult, EventLateResult, EventLateApproval:
+		if e.Result != nil {
+			detail = "terminal reported " + r.Status(e.Result.StatusID)
+		}
+		if st.Reverse != "" {
+			detail += "; reversal " + st.Reverse + " owed to the terminal"
+		}
+		if st.Print != nil {
+			detail += "; customer receipt to print"
+		}
+	}
+	st.Event = &TransactionEvent{
+		Version: before.Version + 1, At: e.At, Kind: kind, Actor: actors[kind],
+		StatusBefore: r.Status(before.StatusID), StatusAfter: r.Status(t.StatusID), Detail: detail,
+	}
+	t.Events = append(slices.Clip(t.Events), *st.Event)
+	return t, st
+}
+
+// result applies a terminal's final outcome to t (not an approved
+// REVERSAL: NextReversalPair): once per result message; a resent one
+// changes nothing.
+func result(t Transaction, e Event, r Rules) (Transaction, Step) {
+	before := t
+	var st Step
+	res := e.Result
+	if res == nil || res.StatusID < 0 || res.StatusID > StatusWrongPIN {
+		st.Refused = fmt.Errorf("a result must carry a terminal outcome")
+		return before, st
+	}
+	if t.ResultMessageID == res.MessageID {
+		return before, st // a resent result, already applied
+	}
+	// A cancel was owed (the ECR's, or the expiry's): the terminal has a
+	// final outcome now, so it changes nothing.
+	st.EndCancels = t.CancelRequested || t.Final()
+	if t.ResultMessageID != "" {
+		return before, st // the first result stands
+	}
+	kind := EventResult
+	result := res.Result
+	switch {
+	case !t.Final():
+		t.StatusID = res.StatusID
+		if res.StatusID == StatusAbortedByCashier && t.CancelRequested {
+			t.ErrorID = r.ErrorID(WP37)
+		}
+		if t.AcknowledgedAt == nil {
+			t.AcknowledgedAt = ptr(e.At)
+		}
+		if t.PrintReceipt && len(result.Receipt.Customer) > 0 {
+			// printReceipt: the customer copy, once the terminal is free.
+			st.Print = result.Receipt.Customer
+		}
+	case t.StatusID == StatusTechnicalError && res.StatusID == StatusApproved:
+		// A late approval of a sale the ECR saw fail: reversed on the
+		// terminal at once, and REVERSED, keeping its error code.
+		t.StatusID = StatusReversed
+		t.CompletedAt = nil // set below: when it was reversed
+		st.Reverse = ReversalLateApproval
+		kind = EventLateApproval
+	case t.StatusID == StatusTechnicalError:
+		// The terminal's own outcome, not an approval, of a transaction the
+		// service had ended (WP25, WP23, WP36): the status stands, and the
+		// report is kept, as every result is: it settles that the terminal
+		// took no money (CheckOnOriginal reads it for a reversal whose
+		// outcome was unknown).
+		t.Result, t.ResultMessageID = &result, res.MessageID
+		return changed(before, t, e, r, st, EventLateResult)
+	default:
+		return before, st // the first final status stands
+	}
+	t.Result, t.ResultMessageID, t.Progress = &result, res.MessageID, ProgressFinal
+	if t.CompletedAt == nil {
+		t.CompletedAt = ptr(e.At)
+	}
+	return changed(before, t, e, r, st, kind)
+}
+
+// NextReversalPair applies an approved result to a REVERSAL rev and its
+// original orig: the money of the purchase went back, so the REVERSAL
+// ends APPROVED (or, if the service had ended it, keeps its status and
+// gets the result) and the original becomes REVERSED naming it, both in
+// one write. ok is false when the result was applied before (or the
+// REVERSAL has another final status): nothing changes.
+func NextReversalPair(rev, orig Transaction, e Event, r Rules) (newRev, newOrig Transaction, st Step, ok bool) {
+	res := e.Result
+	if res == nil || rev.ResultMessageID != "" || rev.Final() && rev.StatusID != StatusTechnicalError {
+		return rev, orig, st, false
+	}
+	revBefore, origBefore := rev, orig
+	st.EndCancels = rev.CancelRequested || rev.Final()
+	result := res.Result
+	if !rev.Final() {
+		rev.StatusID, rev.CompletedAt = StatusApproved, ptr(e.At)
+	}
+	rev.Result, rev.ResultMessageID, rev.Progress = &result, res.MessageID, ProgressFinal
+	if rev.AcknowledgedAt == nil {
+		rev.AcknowledgedAt = ptr(e.At)
+	}
+	rev, st = changed(revBefore, rev, e, r, st, EventResult)
+	orig.StatusID, orig.ReversedBy = StatusReversed, rev.ID
+	orig, _ = changed(origBefore, orig, e, r, Step{}, EventReversed)
+	orig.Events[len(orig.Events)-1].Detail = "by REVERSAL " + rev.ID
+	return rev, orig, st, true
+}

@@ -1,0 +1,300 @@
+package instore_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/instore-dev/instore"
+)
+
+// TestNextEveryStateAndEvent runs the state machine over every pair of a
+// state a transaction can be in and an event that can happen to it, with
+// no store, no gateway and no clock: the table says, for each pair,
+// whether the transaction changes and to what, what the change owes the
+// terminal, and which timeline event it records. A pair missing from the
+// table fails the test.
+func TestNextEveryStateAndEvent(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	now := t0.Add(5 * time.Second)
+	md := instore.DefaultMetadata()
+	rules := instore.Rules{
+		Deadline: 2 * time.Minute,
+		ErrorID: func(code string) *int {
+			c, ok := md.ErrorCode(code)
+			if !ok {
+				panic(code)
+			}
+			return &c.ID
+		},
+		Status: func(id int) string { c, _ := md.TransactionStatus(id); return c.Code },
+	}
+	id := func(code string) *int { return rules.ErrorID(code) }
+	acked := t0.Add(time.Second)
+	deadline := acked.Add(rules.Deadline)
+	receipt := []string{"CUSTOMER COPY", "APPROVED"}
+	base := instore.Transaction{ID: "txn_1", Type: instore.TypePurchase, SerialNumber: "SN1", TerminalID: "10000001",
+		Amount: 1250, Currency: "SEK", PrintReceipt: true, StatusID: instore.StatusPending, Progress: instore.ProgressSent,
+		Version: 3, CreatedAt: t0}
+	states := map[string]func() instore.Transaction{
+		"sent": func() instore.Transaction { return base },
+		"acknowledged": func() instore.Transaction {
+			x := base
+			x.AcknowledgedAt, x.DeadlineAt, x.Progress = &acked, &deadline, instore.ProgressWaitingForCard
+			return x
+		},
+		"cancel requested": func() instore.Transaction {
+			x := states0("acknowledged")
+			x.CancelRequested = true
+			return x
+		},
+		"approved": func() instore.Transaction {
+			x := states0("acknowledged")
+			x.StatusID, x.Progress, x.CompletedAt, x.ResultMessageID = instore.StatusApproved, instore.ProgressFinal, &now, "m-first"
+			x.Result = &instore.Result{}
+			return x
+		},
+		"ack timed out": func() instore.Transaction {
+			x := base
+			x.StatusID, x.ErrorID, x.Progress, x.CompletedAt = instore.StatusTechnicalError, id("WP25"), instore.ProgressFinal, &now
+			return x
+		},
+		"deadline passed, late decline kept": func() instore.Transaction {
+			x := states0("acknowledged")
+			x.StatusID, x.ErrorID, x.Progress, x.CompletedAt = instore.StatusTechnicalError, id("WP36"), instore.ProgressFinal, &now
+			x.ResultMessageID, x.Result = "m-first", &instore.Result{}
+			return x
+		},
+		"late approval reversed": func() instore.Transaction {
+			x := states0("ack timed out")
+			x.StatusID, x.ResultMessageID, x.Result = instore.StatusReversed, "m-first", &instore.Result{}
+			return x
+		},
+	}
+	statesFn = states
+	result := func(msg string, status int) *instore.TerminalResult {
+		return &instore.TerminalResult{MessageID: msg, Ref: "txn_1", StatusID: status,
+			Result: instore.Result{Receipt: instore.Receipt{Customer: receipt}}}
+	}
+	events := map[string]instore.Event{
+		"ack":                   {Kind: instore.EventAcknowledged, At: now},
+		"progress forward":      {Kind: instore.EventProgress, At: now, Stage: instore.ProgressWaitingForPIN},
+		"progress backward":     {Kind: instore.EventProgress, At: now, Stage: instore.ProgressWaitingForCard},
+		"progress unknown":      {Kind: instore.EventProgress, At: now, Stage: "DANCING"},
+		"cancel":                {Kind: instore.EventCancelRequested, At: now},
+		"ack timeout":           {Kind: instore.EventAckTimeout, At: now},
+		"deadline":              {Kind: instore.EventDeadline, At: now},
+		"send failed":           {Kind: instore.EventSendFailed, At: now},
+		"result approved":       {Kind: instore.EventResult, At: now, Result: result("m-2", instore.StatusApproved)},
+		"result declined":       {Kind: instore.EventResult, At: now, Result: result("m-2", instore.StatusTransactionDeclined)},
+		"result aborted":        {Kind: instore.EventResult, At: now, Result: result("m-2", instore.StatusAbortedByCashier)},
+		"result resent":         {Kind: instore.EventResult, At: now, Result: result("m-first", instore.StatusApproved)},
+		"result not an outcome": {Kind: instore.EventResult, At: now, Result: result("m-3", instore.StatusPending)},
+		"unknown event":         {Kind: "BOGUS", At: now},
+	}
+
+	// want is the outcome of a pair: "-" nothing changes and nothing is
+	// owed; "refused" the event is refused; otherwise the fields of a
+	// change, written as a string for a compact table.
+	type want struct {
+		kind     string // timeline event kind ("" unchanged)
+		status   int
+		code     string // the error code after ("" none)
+		progress string // "": as before
+		cancel   string
+		reverse  bool
+		print    bool
+		arm      bool // the deadline timer armed
+		endMoot  bool // cancels owed made moot
+		ended    bool
+	}
+	pending, techErr := instore.StatusPending, instore.StatusTechnicalError
+	unchanged := want{}
+	moot := want{endMoot: true}
+	refused := want{kind: "refused"}
+	ackWant := want{kind: instore.EventAcknowledged, status: pending, progress: instore.ProgressAcknowledged, arm: true}
+	cancelWant := want{kind: instore.EventCancelRequested, status: pending, cancel: instore.CancelByECR}
+	expire := func(code, cancel string) want {
+		return want{kind: kindOf(code), status: techErr, code: code, progress: instore.ProgressFinal, cancel: cancel, ended: true}
+	}
+	final := func(status int, code string, print, endMoot bool) want {
+		return want{kind: instore.EventResult, status: status, code: code, progress: instore.ProgressFinal, print: print, endMoot: endMoot, ended: true}
+	}
+	lateApproval := want{kind: instore.EventLateApproval, status: instore.StatusReversed, code: "WP25", progress: instore.ProgressFinal, reverse: true, endMoot: true}
+	lateResult := func(code string) want {
+		return want{kind: instore.EventLateResult, status: techErr, code: code, progress: instore.ProgressFinal, endMoot: true}
+	}
+	progress := func(p string) want { return want{kind: instore.EventProgress, status: pending, progress: p} }
+	table := map[string]map[string]want{
+		"sent": {
+			"ack": ackWant, "progress forward": progress(instore.ProgressWaitingForPIN), "progress backward": progress(instore.ProgressWaitingForCard),
+			"progress unknown": refused, "cancel": cancelWant,
+			"ack timeout": expire("WP25", instore.CancelAckTimeout), "deadline": expire("WP36", instore.CancelDeadline),
+			"send failed":     expire("WP23", instore.CancelAckTimeout),
+			"result approved": final(instore.StatusApproved, "", true, false), "result declined": final(instore.StatusTransactionDeclined, "", true, false),
+			"result aborted": final(instore.StatusAbortedByCashier, "", true, false), "result resent": final(instore.StatusApproved, "", true, false),
+			"result not an outcome": refused, "unknown event": refused,
+		},
+		"acknowledged": {
+			"ack": unchanged, "progress forward": progress(instore.ProgressWaitingForPIN), "progress backward": unchanged,
+			"progress unknown": refused, "cancel": cancelWant,
+			"ack timeout": {arm: true}, "deadline": expire("WP36", instore.CancelDeadline),
+			"send failed":     expire("WP23", instore.CancelAckTimeout),
+			"result approved": final(instore.StatusApproved, "", true, false), "result declined": final(instore.StatusTransactionDeclined, "", true, false),
+			"result aborted": final(instore.StatusAbortedByCashier, "", true, false), "result resent": final(instore.StatusApproved, "", true, false),
+			"result not an outcome": refused, "unknown event": refused,
+		},
+		"cancel requested": {
+			"ack": unchanged, "progress forward": progress(instore.ProgressWaitingForPIN), "progress backward": unchanged,
+			"progress unknown": refused, "cancel": unchanged,
+			"ack timeout": {arm: true}, "deadline": expire("WP36", instore.CancelDeadline),
+			"send failed":     expire("WP23", instore.CancelAckTimeout),
+			"result approved": final(instore.StatusApproved, "", true, true), "result declined": final(instore.StatusTransactionDeclined, "", true, true),
+			"result aborted": final(instore.StatusAbortedByCashier, "WP37", true, true), "result resent": final(instore.StatusApproved, "", true, true),
+			"result not an outcome": refused, "unknown event": refused,
+		},
+		"approved": {
+			"ack": unchanged, "progress forward": unchanged, "progress backward": unchanged, "progress unknown": refused,
+			"cancel": unchanged, "ack timeout": unchanged, "deadline": unchanged, "send failed": unchanged,
+			"result approved": moot, "result declined": moot, "result aborted": moot, "result resent": unchanged,
+			"result not an outcome": refused, "unknown event": refused,
+		},
+		"ack timed out": {
+			"ack": unchanged, "progress forward": unchanged, "progress backward": unchanged, "progress unknown": refused,
+			"cancel": unchanged, "ack timeout": unchanged, "deadline": unchanged, "send failed": unchanged,
+			"result approved": lateApproval, "result declined": lateResult("WP25"), "result aborted": lateResult("WP25"),
+			"result resent": lateApproval, "result not an outcome": refused, "unknown event": refused,
+		},
+		"deadline passed, late decline kept": {
+			"ack": unchanged, "progress forward": unchanged, "progress backward": unchanged, "progress unknown": refused,
+			"cancel": unchanged, "ack timeout": unchanged, "deadline": unchanged, "send failed": unchanged,
+			"result approved": moot, "result declined": moot, "result aborted": moot, "result resent": unchanged,
+			"result not an outcome": refused, "unknown event": refused,
+		},
+		"late approval reversed": {
+			"ack": unchanged, "progress forward": unchanged, "progress backward": unchanged, "progress unknown": refused,
+			"cancel": unchanged, "ack timeout": unchanged, "deadline": unchanged, "send failed": unchanged,
+			"result approved": moot, "result declined": moot, "result aborted": moot, "result resent": unchanged,
+			"result not an outcome": refused, "unknown event": refused,
+		},
+	}
+
+	for sname, state := range states {
+		for ename, ev := range events {
+			w, ok := table[sname][ename]
+			if !ok {
+				t.Errorf("no expectation for (%s, %s)", sname, ename)
+				continue
+			}
+			t.Run(fmt.Sprintf("%s/%s", sname, ename), func(t *testing.T) {
+				before := state()
+				next, st := instore.Next(before, ev, rules)
+				if w.kind == "refused" {
+					if st.Refused == nil || st.Changed || next.Version != before.Version || len(next.Events) != 0 {
+						t.Errorf("want refused, got %+v", st)
+					}
+					return
+				}
+				if st.Refused != nil {
+					t.Fatalf("refused: %v", st.Refused)
+				}
+				if st.Changed != (w.kind != "") {
+					t.Fatalf("changed %v, want %v (%+v)", st.Changed, w.kind != "", st)
+				}
+				armed := st.Arm != nil
+				if st.Cancel != w.cancel || (st.Reverse != "") != w.reverse || (st.Print != nil) != w.print ||
+					armed != w.arm || st.EndCancels != w.endMoot || st.Ended != w.ended {
+					t.Errorf("effects = cancel %q reverse %q print %v arm %v endMoot %v ended %v; want %+v",
+						st.Cancel, st.Reverse, st.Print != nil, armed, st.EndCancels, st.Ended, w)
+				}
+				if !st.Changed {
+					if fmt.Sprint(next) != fmt.Sprint(before) {
+						t.Errorf("unchanged step changed the state:\n%+v\n%+v", before, next)
+					}
+					return
+				}
+				code := ""
+				for _, c := range md.ErrorCodes {
+					if next.ErrorID != nil && c.ID == *next.ErrorID {
+						code = c.Code
+					}
+				}
+				if w.progress == "" { // a cancel leaves the stage as it was
+					w.progress = before.Progress
+				}
+				if next.StatusID != w.status || code != w.code || next.Progress != w.progress {
+					t.Errorf("state = %d %q %s; want %d %q %s", next.StatusID, code, next.Progress, w.status, w.code, w.progress)
+				}
+				if st.Event == nil || st.Event.Kind != w.kind || st.Event.Version != before.Version+1 || !st.Event.At.Equal(now) ||
+					st.Event.StatusBefore != rules.Status(before.StatusID) || st.Event.StatusAfter != rules.Status(next.StatusID) {
+					t.Errorf("timeline event = %+v, want kind %s at version %d", st.Event, w.kind, before.Version+1)
+				}
+				if len(next.Events) != 1 || next.Events[0] != *st.Event {
+					t.Errorf("the new state carries events %+v, want the step's", next.Events)
+				}
+				if w.ended && (next.CompletedAt == nil || next.ResultMessageID == "" && ev.Kind == instore.EventResult) {
+					t.Errorf("ended without completion or result: %+v", next)
+				}
+				if w.arm && (st.Arm == nil || next.DeadlineAt == nil || !st.Arm.Equal(*next.DeadlineAt)) {
+					t.Errorf("armed %v, deadline %v", st.Arm, next.DeadlineAt)
+				}
+			})
+		}
+	}
+	for sname := range table {
+		if _, ok := states[sname]; !ok {
+			t.Errorf("table state %q is no state", sname)
+		}
+	}
+}
+
+var statesFn map[string]func() instore.Transaction
+
+func states0(name string) instore.Transaction { return statesFn[name]() }
+
+func kindOf(code string) string {
+	switch code {
+	case "WP25":
+		return instore.EventAckTimeout
+	case "WP36":
+		return instore.EventDeadline
+	}
+	return instore.EventSendFailed
+}
+
+// TestNextReversalPair: an approved result of a REVERSAL ends it APPROVED
+// and turns its original REVERSED in one step, each with its timeline
+// event; a REVERSAL the service ended keeps its status and still reverses
+// the original; a result applied before changes nothing.
+func TestNextReversalPair(t *testing.T) {
+	md := instore.DefaultMetadata()
+	rules := instore.Rules{Deadline: time.Minute, ErrorID: func(code string) *int { c, _ := md.ErrorCode(code); return &c.ID },
+		Status: func(id int) string { c, _ := md.TransactionStatus(id); return c.Code }}
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	orig := instore.Transaction{ID: "txn_o", Type: instore.TypePurchase, StatusID: instore.StatusApproved, Version: 6, Progress: instore.ProgressFinal}
+	rev := instore.Transaction{ID: "txn_r", Type: instore.TypeReversal, OriginalID: "txn_o", StatusID: instore.StatusPending, Version: 2, Progress: instore.ProgressAcknowledged}
+	ev := instore.Event{Kind: instore.EventResult, At: now, Result: &instore.TerminalResult{MessageID: "m1", StatusID: instore.StatusApproved}}
+
+	r2, o2, st, ok := instore.NextReversalPair(rev, orig, ev, rules)
+	if !ok || r2.StatusID != instore.StatusApproved || o2.StatusID != instore.StatusReversed || o2.ReversedBy != "txn_r" || !st.Ended {
+		t.Fatalf("pair = %v %d %d %q ended %v", ok, r2.StatusID, o2.StatusID, o2.ReversedBy, st.Ended)
+	}
+	if len(r2.Events) != 1 || r2.Events[0].Kind != instore.EventResult || r2.Events[0].Version != 3 ||
+		len(o2.Events) != 1 || o2.Events[0].Kind != instore.EventReversed || o2.Events[0].Version != 7 || o2.Events[0].StatusAfter != "REVERSED" {
+		t.Errorf("events: reversal %+v, original %+v", r2.Events, o2.Events)
+	}
+	if _, _, _, ok := instore.NextReversalPair(r2, o2, ev, rules); ok {
+		t.Errorf("the same result applied twice")
+	}
+	ended := rev
+	ended.StatusID, ended.ErrorID = instore.StatusTechnicalError, rules.ErrorID("WP25")
+	r3, o3, st, ok := instore.NextReversalPair(ended, orig, ev, rules)
+	if !ok || r3.StatusID != instore.StatusTechnicalError || r3.ResultMessageID != "m1" || o3.StatusID != instore.StatusReversed || st.Ended {
+		t.Errorf("late approved reversal: %v %d %q %d ended %v", ok, r3.StatusID, r3.ResultMessageID, o3.StatusID, st.Ended)
+	}
+	declined := rev
+	declined.StatusID = instore.StatusTransactionDeclined
+	if _, _, _, ok := instore.NextReversalPair(declined, orig, ev, rules); ok {
+		t.Errorf("a REVERSAL that ended otherwise reversed its original")
+	}
+}
