@@ -140,3 +140,48 @@ func (s *Service) applyReversal(ctx context.Context, rev *Transaction, e Event) 
 		return nil
 	}
 }
+
+// finishWith applies change to the stored transaction with compare-and-set,
+// writing with update (write(&o) for a change with effects, UpdateProgress
+// for a progress stage), re-reading and retrying when another writer
+// moved it; change returns false to leave it as it is. known is a state of
+// the transaction the caller just read (nil: read it), which it does not
+// keep: change is applied to a copy. It publishes the change. Only apply
+// (apply.go) calls it: every change of a transaction is a step of Next.
+func (s *Service) finishWith(ctx context.Context, ref string, known *Transaction, update func(context.Context, *Transaction, int64) error, change func(*Transaction) bool) (*Transaction, error) {
+	for {
+		var t *Transaction
+		if known != nil {
+			cp := *known
+			t, known = &cp, nil
+		} else {
+			var err error
+			if t, err = s.Store.Transaction(ctx, ref); err != nil {
+				return nil, fmt.Errorf("transaction: %w", err)
+			}
+		}
+		from, wasFinal := t.Version, t.Final()
+		if !change(t) {
+			return t, nil
+		}
+		err := update(ctx, t, from)
+		if errors.Is(err, ErrConflict) {
+			continue
+		} else if err != nil {
+			return nil, fmt.Errorf("update transaction: %w", err)
+		}
+		t.Events = nil // written
+		if t.Final() {
+			s.disarm(ref)
+			// Access API: an update waiting for the terminal to be idle goes now.
+			s.terminalIdle(t.TerminalID)
+		}
+		published := *t
+		s.running.put(&published)
+		s.changes.publishState(ref, &published)
+		if !wasFinal && t.Final() {
+			s.ended(&published)
+		}
+		return t, nil
+	}
+}

@@ -64,7 +64,7 @@ func (s *Service) Refund(ctx context.Context, p *Principal, req *RefundRequest) 
 	if err != nil {
 		return nil, err
 	}
-	serial, err := s.ready(ctx, term)
+	serial, _, err := s.readiness(ctx, term, needIdle)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +142,7 @@ func (s *Service) Reversal(ctx context.Context, p *Principal, req *ReversalReque
 	if term.MerchantID != p.MerchantID {
 		return nil, Errorf(WP16, "The terminal ID is not one of this merchant's.")
 	}
-	serial, err := s.ready(ctx, term)
+	serial, _, err := s.readiness(ctx, term, needIdle)
 	if err != nil {
 		return nil, err
 	}

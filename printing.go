@@ -48,13 +48,11 @@ func (s *Service) Print(ctx context.Context, p *Principal, req *PrintRequest) (*
 		}
 		job.TransactionID, job.Copy, job.Lines = t.ID, req.Copy, lines
 	}
-	if !term.Linked() {
-		return nil, Errorf(WP01, "The terminal ID has no linked terminal.")
+	serial, active, err := s.readiness(ctx, term, needOnline)
+	if err != nil {
+		return nil, err
 	}
-	if !s.Gateway.Ready(term.SerialNumber) {
-		return nil, Errorf(WP23, "The terminal is offline.")
-	}
-	if _, err := s.Store.ActiveTransaction(ctx, term.TerminalID); err == nil {
+	if active != nil {
 		busy := PrintBusy
 		job.StatusID, job.CompletedAt = &busy, &job.CreatedAt
 		if err := s.Store.CreatePrintJob(ctx, job); err != nil {
@@ -62,10 +60,8 @@ func (s *Service) Print(ctx context.Context, p *Principal, req *PrintRequest) (*
 		}
 		s.changes.publish(job.ID)
 		return job, nil
-	} else if !errors.Is(err, ErrNotFound) {
-		return nil, fmt.Errorf("active transaction: %w", err)
 	}
-	return s.runPrint(ctx, term.SerialNumber, job)
+	return s.runPrint(ctx, serial, job)
 }
 
 // runPrint stores a running job with the effect that sends it, sends it

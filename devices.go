@@ -1,0 +1,151 @@
+package instore
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+)
+
+// AuthenticateDevice checks a device's serial number and secret. A serial
+// number no device can have (NUL, bytes that are not UTF-8, which
+// PostgreSQL refuses) fails like an unknown one, without asking the store.
+func (s *Service) AuthenticateDevice(ctx context.Context, serial, secret string) (*Device, error) {
+	unauthorized := Errorf(EUnauthorized, "Unknown device or wrong secret.")
+	if !ValidSerialNumber(serial) || secret == "" || len(secret) > 255 {
+		return nil, unauthorized
+	}
+	d, err := s.Store.Device(ctx, serial)
+	if errors.Is(err, ErrNotFound) {
+		return nil, unauthorized
+	} else if err != nil {
+		return nil, fmt.Errorf("device: %w", err)
+	}
+	sum := sha256.Sum256([]byte(secret))
+	if subtle.ConstantTimeCompare(sum[:], d.SecretHash) != 1 {
+		return nil, unauthorized
+	}
+	return d, nil
+}
+
+// DeviceConnected records the device's hello and tells it what to show: its
+// terminal ID, or a link code while unlinked. Then it resumes what the
+// device may have missed: the command of its transaction if it has not
+// acknowledged it, every message still owed to it (effect.go), and its
+// software update.
+func (s *Service) DeviceConnected(ctx context.Context, serial string, h DeviceHello) error {
+	if err := s.Store.DeviceSeen(ctx, serial, h.SoftwareVersion, s.now()); err != nil {
+		return fmt.Errorf("device seen: %w", err)
+	}
+	t, err := s.Store.TerminalBySerial(ctx, serial)
+	switch {
+	case err == nil:
+		if err := s.Gateway.SendLinked(ctx, serial, t.TerminalID); err != nil {
+			return err
+		}
+		s.resendCommand(ctx, t)
+		s.resendOwed(ctx, serial)
+		// Access API: finish, resend or deliver the terminal's software update.
+		s.updateOnHello(ctx, t, h)
+		return nil
+	case errors.Is(err, ErrNotFound):
+		d, err := s.Store.Device(ctx, serial)
+		if err != nil {
+			return fmt.Errorf("device: %w", err)
+		}
+		code := d.LinkCode
+		if code == "" {
+			if code, err = s.assignLinkCode(ctx, serial); err != nil {
+				return fmt.Errorf("link code: %w", err)
+			}
+		}
+		if err := s.Gateway.SendLinkCode(ctx, serial, code); err != nil {
+			return err
+		}
+		// Unlinked since, it may still run a transaction the service ended.
+		s.resendOwed(ctx, serial)
+		return nil
+	default:
+		return fmt.Errorf("terminal by serial: %w", err)
+	}
+}
+
+// DeviceDisconnected notes that a device lost its session. Transactions it
+// acknowledged stay PENDING (WP30 for new requests) until it reconnects and
+// resends its result, or the deadline passes.
+func (s *Service) DeviceDisconnected(serial string) {
+	s.log().Debug("device disconnected", "serialNumber", serial)
+}
+
+// transactionOf loads the transaction a device reports on; a report for a
+// transaction that was not sent to that device is refused.
+func (s *Service) transactionOf(ctx context.Context, serial, ref string) (*Transaction, error) {
+	t := s.running.get(ref)
+	if t == nil {
+		var err error
+		if t, err = s.Store.Transaction(ctx, ref); err != nil {
+			return nil, fmt.Errorf("transaction: %w", err)
+		}
+	}
+	if t.SerialNumber != serial {
+		return nil, fmt.Errorf("transaction of another device: %w", ErrNotFound)
+	}
+	return t, nil
+}
+
+// TerminalAcknowledged records the ack: the purchase request answers and
+// the deadline starts.
+func (s *Service) TerminalAcknowledged(ctx context.Context, serial, ref string) error {
+	known, err := s.transactionOf(ctx, serial, ref)
+	if err != nil {
+		return err
+	}
+	_, _, err = s.apply(ctx, ref, known, Event{Kind: EventAcknowledged, At: s.now()})
+	return err
+}
+
+// TerminalProgress records a stage the terminal reached; stages only move
+// forward.
+func (s *Service) TerminalProgress(ctx context.Context, serial, ref, stage string) error {
+	if stageRank(stage) == 0 {
+		return fmt.Errorf("unknown progress stage %q", stage)
+	}
+	known, err := s.transactionOf(ctx, serial, ref)
+	if err != nil {
+		return err
+	}
+	_, _, err = s.apply(ctx, ref, known, Event{Kind: EventProgress, At: s.now(), Stage: stage})
+	return err
+}
+
+// TerminalResult applies a terminal's final outcome, once (Next). A late
+// APPROVED for a transaction the service already ended (WP25, WP36) is
+// reversed on the terminal at once and the transaction ends REVERSED,
+// keeping its error code, so no money is taken for a sale the ECR saw
+// fail. It returns nil once the outcome is committed (or was before): the
+// gateway then confirms.
+func (s *Service) TerminalResult(ctx context.Context, serial string, r TerminalResult) error {
+	if r.StatusID < 0 || r.StatusID > StatusWrongPIN {
+		return fmt.Errorf("result with status %d is not a terminal outcome", r.StatusID)
+	}
+	t, err := s.transactionOf(ctx, serial, r.Ref)
+	if errors.Is(err, ErrNotFound) {
+		// Nothing to apply it to: confirm, so the terminal stops resending.
+		s.log().Warn("result for an unknown transaction", "ref", r.Ref, "serialNumber", serial)
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if t.ResultMessageID == r.MessageID {
+		return nil // a resent result, already applied
+	}
+	e := Event{Kind: EventResult, At: s.now(), Result: &r}
+	if t.Type == TypeReversal && r.StatusID == StatusApproved {
+		// An approved reversal, in time or late: the purchase's money went
+		// back, so the original is REVERSED either way.
+		return s.applyReversal(ctx, t, e)
+	}
+	_, _, err = s.apply(ctx, r.Ref, t, e)
+	return err
+}

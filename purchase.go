@@ -1,0 +1,278 @@
+package instore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Purchase creates a purchase on a terminal and answers once the terminal
+// acknowledged it. Errors, in the contract's order: validation, WP03, WP22,
+// WP16, WP01, WP30, WP23, WP09; WP25 when no ack came in time.
+func (s *Service) Purchase(ctx context.Context, p *Principal, req *PurchaseRequest) (*Transaction, error) {
+	if c := idempotencyOf(ctx); c != nil && c.Resume != "" {
+		return s.resume(ctx, p, c.Resume)
+	}
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	if _, err := s.merchant(ctx, p); err != nil {
+		return nil, err
+	}
+	if req.PaymentMethodID != nil {
+		if _, ok := s.Metadata.PaymentMethod(*req.PaymentMethodID); !ok {
+			return nil, Errorf(WP22, "paymentMethodId %d is not in the paymentMethods list.", *req.PaymentMethodID)
+		}
+	}
+	term, update, err := s.ownTerminalWithUpdate(ctx, p, req.TerminalID)
+	if err != nil {
+		return nil, err
+	}
+	serial, err := s.readyToCreate(ctx, term, update)
+	if err != nil {
+		return nil, err
+	}
+	t := &Transaction{
+		ID: s.NewRef(), MerchantID: p.MerchantID, TerminalID: term.TerminalID, SerialNumber: serial,
+		Type: TypePurchase, Amount: *req.Amount, VATAmount: req.VATAmount, Currency: req.Currency,
+		PaymentMethodID: req.PaymentMethodID, ECRReference: req.ECRReference, PrintReceipt: req.PrintReceipt,
+		StatusID: StatusPending, Progress: ProgressSent, CreatedAt: s.now(),
+	}
+	if req.CashbackAmount != nil {
+		t.CashbackAmount = *req.CashbackAmount
+	}
+	return s.start(ctx, t, s.Store.CreateTransaction, func(ctx context.Context) error {
+		return s.Gateway.SendPayment(ctx, serial, t)
+	})
+}
+
+// start stores a new PENDING transaction with create, sends it to its
+// terminal with send and waits for the ack (or a final status) up to the
+// ack timeout. With an idempotency record in ctx, the record gets the
+// transaction in the creation's database transaction.
+func (s *Service) start(ctx context.Context, t *Transaction, create func(context.Context, *Transaction) error, send func(context.Context) error) (*Transaction, error) {
+	// Until the ack, the deadline the terminal is told is the latest the
+	// result can be awaited; the ack sets the real one.
+	t.DeadlineAt = ptr(t.CreatedAt.Add(s.ackTimeout() + s.deadline()))
+	t.Idempotency = idempotencyOf(ctx)
+	t.Events = []TransactionEvent{{Version: 1, At: t.CreatedAt, Kind: EventCreated, Actor: ActorECR,
+		StatusAfter: s.rules().Status(t.StatusID), Detail: "the ECR's request; command sent to the terminal"}}
+	// Subscribed before anything can change it: the wait for the ack starts
+	// from the created state without reading it back.
+	w, gen, release := s.changes.subscribe(t.ID)
+	defer release()
+	var rule *Error
+	switch err := create(ctx, t); {
+	case err == nil:
+	case errors.As(err, &rule):
+		return nil, rule
+	case errors.Is(err, ErrConflict):
+		return nil, s.busy(ctx, t.TerminalID)
+	case errors.Is(err, ErrIdempotencyLost):
+		return nil, Errorf(EConflict, "Another request with this Idempotency-Key took it over; retry with the same key for its answer.")
+	default:
+		return nil, fmt.Errorf("create transaction: %w", err)
+	}
+	t.Idempotency, t.Events = nil, nil
+	created := *t
+	s.running.put(&created)
+	s.changes.publishState(t.ID, &created)
+	s.arm(t.ID, t.CreatedAt.Add(s.ackTimeout()), s.ackExpired)
+	if err := send(ctx); err != nil {
+		// The session went away between the check and the send: the command
+		// most likely never left. Record it as a technical error and say so;
+		// in case its frame reached the terminal all the same, the terminal
+		// is owed a cancel ACK_TIMEOUT (it drops a command it never
+		// acknowledged, and ignores a ref it does not know), sent after its
+		// next hello.
+		if _, _, err := s.apply(context.WithoutCancel(ctx), t.ID, nil, Event{Kind: EventSendFailed, At: s.now()}); err != nil {
+			s.log().Error("end a transaction whose command was not sent", "ref", t.ID, "error", err)
+		}
+		return nil, s.wp23(t.ID)
+	}
+	return s.awaitAck(ctx, &created, w, gen)
+}
+
+// resume answers a retry of a request that created the transaction ref
+// (its idempotency record is tied to it), after a crash or while the first
+// still runs, as the first answered or would have: once the terminal
+// acknowledged it or it ended, with the problem the first got (WP25,
+// WP23). It creates and sends nothing.
+func (s *Service) resume(ctx context.Context, p *Principal, ref string) (*Transaction, error) {
+	w, gen, release := s.changes.subscribe(ref)
+	defer release()
+	t := s.running.get(ref)
+	if t == nil || t.MerchantID != p.MerchantID {
+		var err error
+		if t, err = s.ownTransaction(ctx, p, ref); err != nil {
+			return nil, err
+		}
+	}
+	return s.awaitAck(ctx, t, w, gen)
+}
+
+// awaitAck waits until the transaction t (its state read or created after
+// w was subscribed at generation gen) is acknowledged or final, at most
+// until its ack time-out has passed, and answers as a creating request
+// does: the transaction, or WP25 / WP23 when it ended unacknowledged for
+// that reason.
+func (s *Service) awaitAck(ctx context.Context, t *Transaction, w *watch, gen uint64) (*Transaction, error) {
+	ackBy := t.CreatedAt.Add(s.ackTimeout())
+	got, err := s.waitOn(ctx, t.ID, w, gen, t, ackBy.Add(time.Second), func(t *Transaction) bool { return t.Acknowledged() || t.Final() })
+	if err != nil {
+		return nil, err
+	}
+	if !got.Acknowledged() && !got.Final() && !s.Now().Before(ackBy) {
+		// Its ack time passed and its timer has not ended it (late, or not
+		// armed yet after a start): end it now, so that the answer is the
+		// WP25 the first request got or would have got, never a 201 for a
+		// sale that is about to fail.
+		s.ackExpired(got.ID)
+		if got, err = s.Store.Transaction(context.WithoutCancel(ctx), got.ID); err != nil {
+			return nil, fmt.Errorf("transaction: %w", err)
+		}
+	}
+	if !got.Acknowledged() && got.Final() && got.ErrorID != nil {
+		switch *got.ErrorID {
+		case *s.errorID(WP25):
+			e := Errorf(WP25, "The terminal did not acknowledge the request in time.")
+			e.OnlineAPIRefID = got.ID
+			return nil, e
+		case *s.errorID(WP23):
+			return nil, s.wp23(got.ID)
+		}
+	}
+	return got, nil
+}
+
+// wp23 is the problem of a transaction whose command never reached its
+// terminal.
+func (s *Service) wp23(ref string) error {
+	e := Errorf(WP23, "The terminal went offline before the request reached it.")
+	e.OnlineAPIRefID = ref
+	return e
+}
+
+func (s *Service) ackTimeout() time.Duration {
+	if s.AckTimeout > 0 {
+		return s.AckTimeout
+	}
+	return DefaultAckTimeout
+}
+
+func (s *Service) deadline() time.Duration {
+	if s.Deadline > 0 {
+		return s.Deadline
+	}
+	return DefaultDeadline
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// Transaction returns one of the merchant's transactions. With wait > 0 it
+// holds the answer while the transaction is PENDING, until it is final or
+// wait passes; with afterVersion as well, also until its version is past
+// afterVersion (any change: a progress stage, the acknowledgement), which
+// is how a till follows the terminal's progress. Errors: WP03, WP04.
+func (s *Service) Transaction(ctx context.Context, p *Principal, ref string, wait time.Duration, afterVersion *int64) (*Transaction, error) {
+	if _, err := s.merchant(ctx, p); err != nil {
+		return nil, err
+	}
+	if !ValidRef(ref) {
+		return nil, Errorf(WP04, "No transaction with this onlineAPIRefId.")
+	}
+	var w *watch
+	var gen uint64
+	if wait > 0 {
+		// Subscribed before the read, so that the read serves the wait too.
+		var release func()
+		w, gen, release = s.changes.subscribe(ref)
+		defer release()
+	}
+	// A running transaction is read from running (this node commits every
+	// change of it, and puts each there before answering anyone), a
+	// finished one from the store.
+	t := s.running.get(ref)
+	if t == nil || t.MerchantID != p.MerchantID {
+		var err error
+		if t, err = s.ownTransaction(ctx, p, ref); err != nil {
+			return nil, err
+		}
+	}
+	if wait <= 0 || t.Final() {
+		return t, nil
+	}
+	cond := (*Transaction).Final
+	if afterVersion != nil {
+		after := *afterVersion
+		cond = func(t *Transaction) bool { return t.Version > after || t.Final() }
+	}
+	return s.waitOn(ctx, ref, w, gen, t, s.Now().Add(wait), cond)
+}
+
+// waitOn waits until cond holds for the transaction ref, the deadline
+// passes or ctx ends, and returns its latest state in every case but a
+// store error. t is its state read (or created) after w was subscribed at
+// generation gen, so no change is missed. It is woken by the changes
+// themselves (no polling), and a change published with its state costs no
+// read.
+func (s *Service) waitOn(ctx context.Context, ref string, w *watch, gen uint64, t *Transaction, until time.Time, cond func(*Transaction) bool) (*Transaction, error) {
+	var err error
+	// Durations are taken against the service's clock, which tests may set.
+	timer := time.NewTimer(until.Sub(s.Now()))
+	defer timer.Stop()
+	for {
+		if cond(t) {
+			return t, nil
+		}
+		newGen, latest, changed, ch := s.changes.since(w, gen)
+		if changed {
+			gen = newGen
+			switch {
+			case latest == nil:
+				if t, err = s.Store.Transaction(ctx, ref); err != nil {
+					return nil, fmt.Errorf("transaction: %w", err)
+				}
+			case latest.Version > t.Version:
+				cp := *latest
+				t = &cp
+			}
+			continue
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return t, nil
+		case <-ctx.Done():
+			return t, nil
+		}
+	}
+}
+
+// Cancel asks the terminal to abort its running transaction (the one
+// req names, if it names one). The transaction ends ABORTED_BY_CASHIER
+// with WP37, or in the final status the terminal reached first. Errors, in
+// order: validation, WP03, WP16, WP01, WP30, WP23, WP18.
+func (s *Service) Cancel(ctx context.Context, p *Principal, req *CancelRequest) (*Transaction, error) {
+	term, err := s.terminalOp(ctx, p, req, req.TerminalID)
+	if err != nil {
+		return nil, err
+	}
+	_, active, err := s.readiness(ctx, term, needRunning)
+	if err != nil {
+		return nil, err
+	}
+	if req.OnlineAPIRefID != "" && req.OnlineAPIRefID != active.ID {
+		return nil, Errorf(WP18, "The transaction onlineAPIRefId names is not the one running on this terminal; nothing was cancelled.")
+	}
+	// The request and the cancel it owes the terminal are stored together:
+	// a cancel that cannot be sent now is sent after the device's next
+	// hello (effect.go). A transaction the terminal ended first is
+	// answered as it is.
+	t, _, err := s.apply(ctx, active.ID, nil, Event{Kind: EventCancelRequested, At: s.now()})
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}

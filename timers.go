@@ -1,0 +1,79 @@
+package instore
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// arm runs fn(ref) at a time (or at once if it passed), replacing any
+// timer the transaction had.
+func (s *Service) arm(ref string, at time.Time, fn func(ref string)) {
+	s.timersMu.Lock()
+	defer s.timersMu.Unlock()
+	if s.closed {
+		return
+	}
+	if s.timers == nil {
+		s.timers = map[string]*time.Timer{}
+	}
+	if old := s.timers[ref]; old != nil {
+		old.Stop()
+	}
+	s.timers[ref] = time.AfterFunc(at.Sub(s.Now()), func() { fn(ref) })
+}
+
+func (s *Service) disarm(ref string) {
+	s.timersMu.Lock()
+	defer s.timersMu.Unlock()
+	if t := s.timers[ref]; t != nil {
+		t.Stop()
+		delete(s.timers, ref)
+	}
+}
+
+// ackExpired ends a transaction that was not acknowledged in time: it is
+// stored TECHNICAL_ERROR with WP25 and the terminal is told to drop it.
+func (s *Service) ackExpired(ref string) { s.expire(ref, EventAckTimeout) }
+
+// deadlineExpired ends an acknowledged transaction that got no result in
+// time: TECHNICAL_ERROR with WP36, and the terminal is told to abort.
+func (s *Service) deadlineExpired(ref string) { s.expire(ref, EventDeadline) }
+
+// expire applies a timer's event (EventAckTimeout, EventDeadline) to a
+// transaction: a PENDING one ends TECHNICAL_ERROR and its terminal is
+// told why, the cancel stored with the change (effect.go); a failure is
+// logged and the sweep tries again (Sweep, overdue transactions).
+func (s *Service) expire(ref, kind string) {
+	if _, _, err := s.apply(context.Background(), ref, nil, Event{Kind: kind, At: s.now()}); err != nil && !s.isClosed() {
+		// At shutdown the store may be gone already.
+		s.log().Error("expire transaction", "ref", ref, "event", kind, "error", err)
+	}
+}
+
+// Recover re-arms the time-outs the store implies after a start: an
+// unacknowledged PENDING transaction expires at its ack time (at once if
+// it passed), an acknowledged one at its deadline, a running print job at
+// its print timeout. What the service owes terminals needs no re-arming:
+// each device is sent it after its next hello.
+func (s *Service) Recover(ctx context.Context) error {
+	ts, err := s.Store.PendingTransactions(ctx)
+	if err != nil {
+		return fmt.Errorf("pending transactions: %w", err)
+	}
+	for _, t := range ts {
+		if t.Acknowledged() && t.DeadlineAt != nil {
+			s.arm(t.ID, *t.DeadlineAt, s.deadlineExpired)
+		} else {
+			s.arm(t.ID, t.CreatedAt.Add(s.ackTimeout()), s.ackExpired)
+		}
+	}
+	jobs, err := s.Store.RunningPrintJobs(ctx)
+	if err != nil {
+		return fmt.Errorf("running print jobs: %w", err)
+	}
+	for _, j := range jobs {
+		s.arm(j.ID, j.CreatedAt.Add(s.printTimeout()), s.printExpired)
+	}
+	return nil
+}
