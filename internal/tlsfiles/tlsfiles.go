@@ -5,8 +5,8 @@
 // why; the handshakes of new connections get the new certificate, those of
 // open connections are not touched.
 //
-// It also reads the CA files that clients (the virtual terminal, the SDK)
-// add to the certificates they trust.
+// The clients' side, a CA file to trust, is the SDK's
+// (client.TLSConfigTrusting), which the virtual terminal uses too.
 package tlsfiles
 
 import (
@@ -197,32 +197,4 @@ func (h *Holder) PinnedClientConfig() *tls.Config {
 			return nil
 		},
 	}
-}
-
-// CAPool returns the system's trusted certificates (none where the system
-// has no store, as in a scratch container) and every certificate in the PEM
-// file caFile. A file that holds no certificate is an error.
-func CAPool(caFile string) (*x509.CertPool, error) {
-	b, err := os.ReadFile(caFile)
-	if err != nil {
-		return nil, fmt.Errorf("CA file: %w", err)
-	}
-	pool, err := x509.SystemCertPool()
-	if err != nil || pool == nil {
-		pool = x509.NewCertPool()
-	}
-	if !pool.AppendCertsFromPEM(b) {
-		return nil, fmt.Errorf("CA file %s: no PEM certificate in it", caFile)
-	}
-	return pool, nil
-}
-
-// ClientConfig returns a client TLS configuration (TLS 1.2 at least) that
-// trusts the system's certificates and those in caFile.
-func ClientConfig(caFile string) (*tls.Config, error) {
-	pool, err := CAPool(caFile)
-	if err != nil {
-		return nil, err
-	}
-	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}, nil
 }

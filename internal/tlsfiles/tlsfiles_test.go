@@ -304,27 +304,3 @@ func TestPinnedClientConfig(t *testing.T) {
 		t.Fatal("pinned dial accepted a certificate that is not the pinned one")
 	}
 }
-
-func TestCAPool(t *testing.T) {
-	ca := tlstest.NewCA(t)
-	pool, err := tlsfiles.CAPool(ca.File)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := ca.Issue(t, 5)
-	leaf, err := tls.X509KeyPair(p.CertPEM, p.KeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := leaf.Leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "localhost"}); err != nil {
-		t.Errorf("a certificate of the CA does not verify with the pool: %v", err)
-	}
-	if _, err := tlsfiles.CAPool(filepath.Join(t.TempDir(), "nope")); err == nil {
-		t.Error("CAPool of a missing file succeeded")
-	}
-	bad := filepath.Join(t.TempDir(), "bad.pem")
-	tlstest.WriteFile(t, bad, p.KeyPEM)
-	if _, err := tlsfiles.CAPool(bad); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
-		t.Errorf("CAPool of a key file = %v, want 'no PEM certificate'", err)
-	}
-}
