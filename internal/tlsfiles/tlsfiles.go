@@ -78,6 +78,7 @@ func Load(certFile, keyFile string, logger *slog.Logger) (*Holder, error) {
 		return nil, err
 	}
 	h.cur.Store(c)
+	h.logLoaded(c)
 	return h, nil
 }
 
@@ -134,9 +135,13 @@ func (h *Holder) reloadLocked() error {
 		h.log.Debug("TLS certificate unchanged", "serial", serial(c.Leaf.SerialNumber))
 		return nil
 	}
+	h.logLoaded(c)
+	return nil
+}
+
+func (h *Holder) logLoaded(c *tls.Certificate) {
 	h.log.Info("TLS certificate loaded", "serial", serial(c.Leaf.SerialNumber),
 		"notAfter", c.Leaf.NotAfter.UTC().Format(time.RFC3339))
-	return nil
 }
 
 // serial is a certificate's serial number as hex (not a secret: every
