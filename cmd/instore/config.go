@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"github.com/instore-dev/instore/internal/logging"
 	"github.com/instore-dev/instore/internal/onlineapi"
 	"github.com/instore-dev/instore/internal/server"
+	"github.com/instore-dev/instore/internal/tlsfiles"
 )
 
 // secretFlags may also be given as INSTORE_<NAME>_FILE (a file holding the
@@ -159,6 +161,18 @@ type serviceFlags struct {
 	ackTimeout, txDeadline, printTimeout, simDelay time.Duration
 	idempotencyWait                                time.Duration
 	pprof                                          bool
+
+	// tlsCert and tlsKey are the PEM files of serve's TLS certificate,
+	// tlsWatch how often they are looked at (registerTLS).
+	tlsCert, tlsKey string
+	tlsWatch        time.Duration
+}
+
+// registerTLS adds the TLS flags (serve).
+func (s *serviceFlags) registerTLS(fs *pflag.FlagSet) {
+	fs.StringVar(&s.tlsCert, "tls-cert", "", "PEM certificate file (with its chain): serve the Online API, the Access API and the gateway (wss://) over TLS; needs --tls-key; reloaded on SIGHUP and when the files change")
+	fs.StringVar(&s.tlsKey, "tls-key", "", "PEM private key file of --tls-cert")
+	fs.DurationVar(&s.tlsWatch, "tls-watch-interval", tlsfiles.DefaultWatchInterval, "how often the TLS files' size and modification time are checked for a change (0: only on SIGHUP)")
 }
 
 func (s *serviceFlags) register(fs *pflag.FlagSet, host string) {
@@ -263,6 +277,19 @@ func (s *serviceFlags) config(logger *slog.Logger) (server.Config, error) {
 	cfg.IdempotencyWait = s.idempotencyWait
 	if err := checkShutdownTimeout(cfg); err != nil {
 		return cfg, err
+	}
+	if s.tlsCert != "" || s.tlsKey != "" {
+		if s.tlsCert == "" || s.tlsKey == "" {
+			return cfg, usageError{errors.New("--tls-cert and --tls-key go together: set both or neither")}
+		}
+		if s.tlsWatch < 0 || s.tlsWatch > time.Hour {
+			return cfg, usageError{fmt.Errorf("--tls-watch-interval must be between 0 and 1h, got %s", s.tlsWatch)}
+		}
+		h, err := tlsfiles.Load(s.tlsCert, s.tlsKey, logger)
+		if err != nil {
+			return cfg, usageError{err}
+		}
+		cfg.TLS = h
 	}
 	if s.paymentMethodsFile != "" {
 		f, err := os.Open(s.paymentMethodsFile)

@@ -53,6 +53,7 @@ type ecrFlags struct {
 	url, key, token, clientID, clientSecret string
 	json, verbose                           bool
 	timeout                                 time.Duration
+	caFile                                  string
 }
 
 func newEcrCmd() *cobra.Command {
@@ -109,6 +110,7 @@ same --idempotency-key says so on stderr ("replayed").`,
 	pf.BoolVar(&f.json, "json", false, "print JSON for scripts (a transaction: one object per line as it changes, the final one last)")
 	pf.BoolVarP(&f.verbose, "verbose", "v", false, "log every HTTP request (method, path, status, duration, request id) to stderr")
 	pf.DurationVar(&f.timeout, "timeout", 5*time.Minute, "give up after this long")
+	pf.StringVar(&f.caFile, "ca-file", "", "PEM file of CA certificates to trust for an https:// URL, besides the system's")
 	cmd.AddCommand(
 		ecrMetadataCmd(f), ecrTerminalsCmd(f), ecrLinkCmd(f), ecrUnlinkCmd(f),
 		ecrPurchaseCmd(f), ecrStatusCmd(f), ecrCancelCmd(f), ecrRefundCmd(f), ecrReversalCmd(f),
@@ -175,6 +177,11 @@ func (f *ecrFlags) client(cmd *cobra.Command) (*client.Client, error) {
 	cfg := client.Config{OnlineAPIURL: base, Online: cr, UserAgent: "instore-ecr/" + version}
 	if f.verbose {
 		cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+	}
+	if f.caFile != "" {
+		if err := cfg.TrustCAFile(f.caFile); err != nil {
+			return nil, usageError{fmt.Errorf("--ca-file: %w", err)}
+		}
 	}
 	c, err := client.New(cfg)
 	if err != nil {

@@ -62,7 +62,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	// Without the -v shorthand cobra would add: `instore ecr -v` is verbose.
 	root.Flags().Bool("version", false, "print the version, commit and build date")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newServeCmd(), newDemoCmd(), newAdminCmd(), newVersionCmd(), newTerminalCmd(), newEcrCmd(), newLoadtestCmd())
+	root.AddCommand(newServeCmd(), newDemoCmd(), newAdminCmd(), newVersionCmd(), newTerminalCmd(), newEcrCmd(), newLoadtestCmd(), newHealthcheckCmd())
 	markUsageErrors(root)
 	return root
 }

@@ -1,13 +1,21 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/instore-dev/instore/internal/logging"
 	"github.com/instore-dev/instore/internal/server"
+	"github.com/instore-dev/instore/internal/tlsfiles"
 )
 
 func newServeCmd() *cobra.Command {
@@ -54,6 +62,13 @@ by INSTORE_<FLAG>_FILE naming a file that holds the value. Flags win.`,
 			// Last, after the server stopped: the buffered access lines.
 			defer stopLog()
 			cfg.Logger, cfg.AccessLogger = logger, accessLog
+			if cfg.TLS != nil {
+				cfg.TLS.SetLogger(logger)
+			}
+			// SIGHUP reloads the TLS files (systemctl reload); without
+			// TLS it is logged and ignored rather than ending the process.
+			stopReload := watchReload(cmd.Context(), cfg.TLS, f.tlsWatch, logger)
+			defer stopReload()
 			srv, err := server.NewWithStore(cmd.Context(), cfg, st)
 			if err != nil {
 				st.Close()
@@ -77,7 +92,41 @@ by INSTORE_<FLAG>_FILE naming a file that holds the value. Flags win.`,
 	}
 	f.log.registerAccess(cmd.Flags())
 	f.register(cmd.Flags(), "")
+	f.registerTLS(cmd.Flags())
 	cmd.Flags().BoolVar(&f.pprof, "pprof", false, "serve Go profiles (net/http/pprof) under /debug/pprof/ on the ops listener")
 	cmd.Flags().BoolVar(&f.sandbox, "sandbox", false, "sandbox mode: run three virtual terminals in-process and serve the sandbox control API (/sandbox/v1)")
 	return cmd
+}
+
+// watchReload reloads the TLS certificate on SIGHUP and, every interval
+// (0: never), when its files changed, until the returned function is
+// called. Without TLS a SIGHUP is logged and ignored.
+func watchReload(ctx context.Context, h *tlsfiles.Holder, interval time.Duration, logger *slog.Logger) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				if h == nil {
+					logger.Info("SIGHUP: nothing to reload (no --tls-cert)")
+					continue
+				}
+				logger.Info("SIGHUP: reloading the TLS certificate")
+				h.Reload() // a failure is logged, the old certificate stays
+			}
+		}
+	})
+	if h != nil {
+		wg.Go(func() { h.Watch(ctx, interval) })
+	}
+	return func() {
+		signal.Stop(hup)
+		cancel()
+		wg.Wait()
+	}
 }

@@ -7,9 +7,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/spf13/cobra"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/client"
 	"github.com/instore-dev/instore/internal/sim"
 )
 
@@ -23,8 +25,9 @@ const (
 
 func newTerminalCmd() *cobra.Command {
 	var (
-		cfg sim.Config
-		lf  logFlags
+		cfg    sim.Config
+		lf     logFlags
+		caFile string
 	)
 	cmd := &cobra.Command{
 		Use:   "terminal",
@@ -38,8 +41,9 @@ changes; it runs until SIGINT or SIGTERM.
 The secret is best given as INSTORE_DEVICE_SECRET or INSTORE_DEVICE_SECRET_FILE
 (a file holding it) rather than --secret, which other users of the machine can
 see in the process list. Other flags may be given as INSTORE_<FLAG>.`,
-		Example: `  instore terminal --gateway ws://127.0.0.1:8082/terminal/v1/connect --serial VT-0001 --delay 1.5s`,
-		Args:    cobra.NoArgs,
+		Example: `  instore terminal --gateway ws://127.0.0.1:8082/terminal/v1/connect --serial VT-0001 --delay 1.5s
+  instore terminal --gateway wss://pos.example:8082/terminal/v1/connect --ca-file ca.pem --serial VT-0001`,
+		Args: cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, args []string) error {
 			fromFlag := cmd.Flags().Changed("secret")
 			if err := bindEnv(cmd); err != nil {
@@ -72,6 +76,15 @@ see in the process list. Other flags may be given as INSTORE_<FLAG>.`,
 				return usageError{errors.New("--reconnect-max must not be negative")}
 			}
 			cfg.BackoffMin = min(sim.DefaultBackoffMin, cfg.BackoffMax)
+			if caFile != "" {
+				tc, err := client.TLSConfigTrusting(caFile)
+				if err != nil {
+					return usageError{fmt.Errorf("--ca-file: %w", err)}
+				}
+				d := *websocket.DefaultDialer
+				d.TLSClientConfig = tc
+				cfg.Dialer = &d
+			}
 			t, err := sim.New(cfg)
 			if err != nil {
 				return usageError{err}
@@ -87,6 +100,7 @@ see in the process list. Other flags may be given as INSTORE_<FLAG>.`,
 	fs.StringVar(&cfg.Model, "model", instore.ModelCountertop, "device model: "+strings.Join(instore.Models, ", "))
 	fs.StringVar(&cfg.SoftwareVersion, "software-version", sim.DefaultSoftwareVersion, "software version reported to the gateway")
 	fs.DurationVar(&cfg.Delay, "delay", 1500*time.Millisecond, "how long reading a card takes")
+	fs.StringVar(&caFile, "ca-file", "", "PEM file of CA certificates to trust for a wss:// gateway, besides the system's (a gateway whose certificate a private CA issued)")
 	fs.DurationVar(&cfg.BackoffMax, "reconnect-max", sim.DefaultBackoffMax, "the longest wait before reconnecting; the wait starts at 500ms (or this, if shorter) and doubles after every session that failed or lasted under a minute")
 	lf.register(fs)
 	return cmd

@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -36,6 +38,7 @@ import (
 	"github.com/instore-dev/instore/internal/protocol"
 	"github.com/instore-dev/instore/internal/sim"
 	"github.com/instore-dev/instore/internal/sqlstore"
+	"github.com/instore-dev/instore/internal/tlsfiles"
 )
 
 // Config is the service's configuration after flags and environment.
@@ -117,6 +120,10 @@ type Config struct {
 	// Pprof serves net/http/pprof under /debug/pprof/ on the ops listener
 	// (serve --pprof; off by default).
 	Pprof bool
+	// TLS, when set, serves the Online API, the Access API and the
+	// gateway (wss://) over TLS with its current certificate (serve
+	// --tls-cert, --tls-key); the ops listener stays plain HTTP.
+	TLS *tlsfiles.Holder
 }
 
 // Server is the running service.
@@ -383,14 +390,27 @@ func (s *Server) Start() error {
 		if name == "ops" {
 			s.opsServer = srv
 		}
+		serve := srv.Serve
+		if s.tlsOn(name) {
+			srv.TLSConfig = s.cfg.TLS.ServerConfig()
+			if name == "terminal" {
+				// A WebSocket upgrades an HTTP/1.1 request (RFC 6455):
+				// no HTTP/2 on the gateway.
+				srv.TLSConfig.NextProtos = []string{"http/1.1"}
+				srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+			}
+			// The certificate comes from TLSConfig.GetCertificate; HTTP/2
+			// is offered on the two APIs.
+			serve = func(ln net.Listener) error { return srv.ServeTLS(ln, "", "") }
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				s.errc <- fmt.Errorf("%s listener: %w", name, err)
 			}
 		}()
-		s.logger.Info("listening", "surface", name, "addr", ln.Addr().String())
+		s.logger.Info("listening", "surface", name, "addr", ln.Addr().String(), "tls", s.tlsOn(name))
 	}
 	// A proxy in front of the Online API must wait at least as long.
 	s.logger.Info("time-outs", "onlineWrite", s.cfg.OnlineWriteTimeout().String(), "shutdown", s.cfg.ShutdownTimeout.String())
@@ -427,7 +447,7 @@ func (s *Server) Start() error {
 			if _, err := s.Fleet.Add(sim.Config{
 				GatewayURL: s.URL("terminal") + protocol.Path, SerialNumber: d.SerialNumber, Secret: d.Secret,
 				Model: d.Model, SoftwareVersion: version, Delay: s.cfg.SimDelay, Logger: s.logger,
-				BackoffMin: 50 * time.Millisecond, BackoffMax: 2 * time.Second,
+				BackoffMin: 50 * time.Millisecond, BackoffMax: 2 * time.Second, Dialer: s.fleetDialer(),
 			}); err != nil {
 				s.Close()
 				return fmt.Errorf("virtual terminal: %w", err)
@@ -443,6 +463,19 @@ func (s *Server) Start() error {
 		s.Fleet.Start(ctx)
 	}
 	return nil
+}
+
+// fleetDialer is the WebSocket dialer of the in-process virtual terminals:
+// the default one, or over TLS one that trusts exactly the certificate this
+// server serves (they dial it by its loopback address, which the
+// certificate need not name).
+func (s *Server) fleetDialer() *websocket.Dialer {
+	if s.cfg.TLS == nil {
+		return nil
+	}
+	d := *websocket.DefaultDialer
+	d.TLSClientConfig = s.cfg.TLS.PinnedClientConfig()
+	return &d
 }
 
 // DefaultIdempotencySweep is how often the idempotency records past their
@@ -499,12 +532,19 @@ func (s *Server) URL(name string) string {
 	if !ok {
 		return ""
 	}
-	scheme := "http://"
+	scheme := "http"
 	if name == "terminal" {
-		scheme = "ws://"
+		scheme = "ws"
 	}
-	return scheme + hostPort(ln.Addr())
+	if s.tlsOn(name) {
+		scheme += "s"
+	}
+	return scheme + "://" + hostPort(ln.Addr())
 }
+
+// tlsOn tells whether a listener serves TLS: every one but ops, when TLS
+// is configured.
+func (s *Server) tlsOn(name string) bool { return s.cfg.TLS != nil && name != "ops" }
 
 func hostPort(a net.Addr) string {
 	ta, ok := a.(*net.TCPAddr)

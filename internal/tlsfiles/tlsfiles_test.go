@@ -1,0 +1,306 @@
+package tlsfiles_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/instore-dev/instore/internal/tlsfiles"
+	"github.com/instore-dev/instore/internal/tlsfiles/tlstest"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// serve runs a TLS listener on the holder's configuration that completes
+// handshakes and closes, until the test ends.
+func serve(t *testing.T, h *tlsfiles.Holder) string {
+	t.Helper()
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", h.ServerConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				c.(*tls.Conn).Handshake()
+				c.Close()
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func served(t *testing.T, addr string, ca *tlstest.CA) int64 {
+	t.Helper()
+	n, err := tlstest.ServedSerial(addr, ca)
+	if err != nil {
+		t.Fatalf("TLS handshake with %s: %v", addr, err)
+	}
+	return n
+}
+
+func TestLoadRefusesBadPairs(t *testing.T) {
+	ca := tlstest.NewCA(t)
+	good, other := ca.Issue(t, 10), ca.Issue(t, 11)
+	dir := t.TempDir()
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		tlstest.WriteFile(t, p, b)
+		return p
+	}
+	cert, key := write("c.pem", good.CertPEM), write("k.pem", good.KeyPEM)
+	if h, err := tlsfiles.Load(cert, key, nil); err != nil || h.Certificate().Leaf.SerialNumber.Int64() != 10 {
+		t.Fatalf("Load of a good pair = %v", err)
+	}
+	expired := ca.IssueValid(t, 12, time.Now().Add(-48*time.Hour), time.Now().Add(-24*time.Hour))
+	for name, files := range map[string][2]string{
+		"missing certificate": {filepath.Join(dir, "nope"), key},
+		"missing key":         {cert, filepath.Join(dir, "nope")},
+		"no file names":       {"", ""},
+		"key of another":      {cert, write("k2.pem", other.KeyPEM)},
+		"garbage key":         {cert, write("g.pem", []byte("not a key"))},
+		"key as certificate":  {key, key},
+		"expired":             {write("e.pem", expired.CertPEM), write("ek.pem", expired.KeyPEM)},
+	} {
+		if _, err := tlsfiles.Load(files[0], files[1], nil); err == nil {
+			t.Errorf("%s: Load succeeded, want an error", name)
+		} else if strings.Contains(err.Error(), "PRIVATE KEY-----") || strings.Contains(err.Error(), string(good.KeyPEM[30:60])) {
+			t.Errorf("%s: the error holds key material: %v", name, err)
+		}
+	}
+}
+
+// TestReload: Reload serves the new certificate to new handshakes; a bad
+// replacement keeps the old one and logs an error without key material.
+func TestReload(t *testing.T) {
+	ca := tlstest.NewCA(t)
+	f := tlstest.NewFiles(t)
+	f.Write(t, ca.Issue(t, 100))
+	logs := &syncBuffer{}
+	h, err := tlsfiles.Load(f.Cert, f.Key, slog.New(slog.NewJSONHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, h)
+	if got := served(t, addr, ca); got != 100 {
+		t.Fatalf("served serial = %d, want 100", got)
+	}
+	p2 := ca.Issue(t, 101)
+	f.Write(t, p2)
+	if err := h.Reload(); err != nil {
+		t.Fatalf("Reload: %v", err)
+	}
+	if got := served(t, addr, ca); got != 101 {
+		t.Fatalf("served serial after Reload = %d, want 101", got)
+	}
+	// A key that does not match, then a truncated certificate: both keep 101.
+	p3 := ca.Issue(t, 102)
+	tlstest.WriteFile(t, f.Cert, p3.CertPEM)
+	if err := h.Reload(); err == nil {
+		t.Fatal("Reload with a mismatched key succeeded")
+	}
+	tlstest.WriteFile(t, f.Cert, p3.CertPEM[:len(p3.CertPEM)/2])
+	tlstest.WriteFile(t, f.Key, p3.KeyPEM)
+	if err := h.Reload(); err == nil {
+		t.Fatal("Reload with a truncated certificate succeeded")
+	}
+	if got := served(t, addr, ca); got != 101 {
+		t.Errorf("served serial after bad reloads = %d, want 101 (the last good one)", got)
+	}
+	out := logs.String()
+	if strings.Count(out, `"level":"ERROR"`) != 2 || !strings.Contains(out, "previous one stays in use") {
+		t.Errorf("want two error lines for the two bad reloads, got:\n%s", out)
+	}
+	for _, p := range []tlstest.Pair{p2, p3} {
+		body := strings.Split(string(p.KeyPEM), "\n")[1]
+		if strings.Contains(out, body) || strings.Contains(out, "PRIVATE KEY") {
+			t.Errorf("the log holds key material:\n%s", out)
+		}
+	}
+}
+
+// TestWatch: a change of the files is picked up without a signal; a bad
+// pair is tried once and again after the next change.
+func TestWatch(t *testing.T) {
+	ca := tlstest.NewCA(t)
+	f := tlstest.NewFiles(t)
+	f.Write(t, ca.Issue(t, 200))
+	logs := &syncBuffer{}
+	h, err := tlsfiles.Load(f.Cert, f.Key, slog.New(slog.NewJSONHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.Watch(ctx, 10*time.Millisecond)
+	}()
+	defer func() { cancel(); <-done }()
+	addr := serve(t, h)
+	waitSerial := func(want int64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			got := served(t, addr, ca)
+			if got == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("served serial = %d 10 s after the files changed, want %d", got, want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	f.Write(t, ca.Issue(t, 201))
+	waitSerial(201)
+
+	// A certificate without its key: refused, logged once, 201 stays.
+	p := ca.Issue(t, 202)
+	tlstest.WriteFile(t, f.Cert, p.CertPEM)
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), `"level":"ERROR"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no error logged for a certificate without its key:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := served(t, addr, ca); got != 201 {
+		t.Fatalf("served serial = %d, want 201 while the key is missing", got)
+	}
+	// The key arrives: the pair is loaded.
+	tlstest.WriteFile(t, f.Key, p.KeyPEM)
+	waitSerial(202)
+	if n := strings.Count(logs.String(), `"level":"ERROR"`); n != 1 {
+		t.Errorf("%d error lines, want 1 (a bad pair is retried only after a change):\n%s", n, logs.String())
+	}
+}
+
+// TestWatchFollowsSymlinkSwap: a Kubernetes secret volume replaces its
+// files by pointing a symbolic link at a new directory.
+func TestWatchFollowsSymlinkSwap(t *testing.T) {
+	ca := tlstest.NewCA(t)
+	dir := t.TempDir()
+	gen := func(name string, p tlstest.Pair) {
+		d := filepath.Join(dir, name)
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		tlstest.WriteFile(t, filepath.Join(d, "tls.crt"), p.CertPEM)
+		tlstest.WriteFile(t, filepath.Join(d, "tls.key"), p.KeyPEM)
+	}
+	gen("v1", ca.Issue(t, 300))
+	gen("v2", ca.Issue(t, 301))
+	link := func(target string) {
+		tmp := filepath.Join(dir, "..data.tmp")
+		if err := os.Symlink(target, tmp); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link("v1")
+	for _, n := range []string{"tls.crt", "tls.key"} {
+		if err := os.Symlink(filepath.Join("..data", n), filepath.Join(dir, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := tlsfiles.Load(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.Watch(ctx, 10*time.Millisecond)
+	}()
+	defer func() { cancel(); <-done }()
+	link("v2")
+	deadline := time.Now().Add(10 * time.Second)
+	for h.Certificate().Leaf.SerialNumber.Int64() != 301 {
+		if time.Now().After(deadline) {
+			t.Fatal("the swapped link was not followed within 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestMinimumVersion(t *testing.T) {
+	ca := tlstest.NewCA(t)
+	f := tlstest.NewFiles(t)
+	f.Write(t, ca.Issue(t, 1))
+	h, err := tlsfiles.Load(f.Cert, f.Key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, h)
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, &tls.Config{RootCAs: pool, MaxVersion: tls.VersionTLS11, MinVersion: tls.VersionTLS10})
+	if err == nil {
+		c.Close()
+		t.Fatal("a TLS 1.1 handshake succeeded, want it refused")
+	}
+}
+
+func TestPinnedClientConfig(t *testing.T) {
+	ca := tlstest.NewCA(t)
+	f := tlstest.NewFiles(t)
+	f.Write(t, ca.Issue(t, 1))
+	h, err := tlsfiles.Load(f.Cert, f.Key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, h)
+	dial := func(h *tlsfiles.Holder) error {
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, h.PinnedClientConfig())
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	if err := dial(h); err != nil {
+		t.Fatalf("pinned dial to its own certificate: %v", err)
+	}
+	// Another holder's certificate, even from the same CA, is refused.
+	g := tlstest.NewFiles(t)
+	g.Write(t, ca.Issue(t, 2))
+	other, err := tlsfiles.Load(g.Cert, g.Key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dial(other); err == nil {
+		t.Fatal("pinned dial accepted a certificate that is not the pinned one")
+	}
+}
