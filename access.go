@@ -206,7 +206,7 @@ func (s *Service) AllocateTerminal(ctx context.Context, p *Principal, req *Termi
 		}
 		return nil, fmt.Errorf("allocate terminal ID: %w", err)
 	}
-	if t.SerialNumber != "" && s.Gateway != nil {
+	if t.SerialNumber != "" {
 		if err := s.Gateway.SendLinked(ctx, t.SerialNumber, t.TerminalID); err != nil && !errors.Is(err, ErrOffline) {
 			s.log().Warn("send linked", "serialNumber", t.SerialNumber, "error", err)
 		}
@@ -251,7 +251,7 @@ func (s *Service) TerminalInfo(ctx context.Context, p *Principal, req *TerminalR
 			return nil, fmt.Errorf("device: %w", err)
 		}
 		info.Device, info.Model = d, d.Model
-		info.Online = s.Gateway != nil && s.Gateway.Online(d.SerialNumber)
+		info.Online = s.Gateway.Online(d.SerialNumber)
 		ps, err := s.Store.Packages(ctx, t.CustomerID, d.Model)
 		if err != nil {
 			return nil, fmt.Errorf("packages: %w", err)

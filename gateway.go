@@ -107,3 +107,31 @@ type TerminalEvents interface {
 	// device once it returned nil.
 	TerminalUpdateStatus(ctx context.Context, serial, updateID string, r UpdateReport) error
 }
+
+// NoGateway is the Gateway of a Service that reaches no device (instore
+// admin, tests of the store): every device is offline, and every send
+// says so (ErrOffline); what is owed stays owed in the store for the
+// serving process to deliver.
+type NoGateway struct{}
+
+func (NoGateway) Online(string) bool { return false }
+func (NoGateway) Ready(string) bool  { return false }
+func (NoGateway) SendPayment(context.Context, string, *Transaction) error {
+	return ErrOffline
+}
+func (NoGateway) SendCancel(context.Context, string, string, string, string) error {
+	return ErrOffline
+}
+func (NoGateway) SendReversal(context.Context, string, string, string, string) error {
+	return ErrOffline
+}
+func (NoGateway) SendPrint(context.Context, string, string, string, []string) error {
+	return ErrOffline
+}
+func (NoGateway) SendLinked(context.Context, string, string) error { return ErrOffline }
+func (NoGateway) SendLinkCode(context.Context, string, string) error {
+	return ErrOffline
+}
+func (NoGateway) SendUpdate(context.Context, string, *Update, *Package) error {
+	return ErrOffline
+}

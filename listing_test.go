@@ -48,7 +48,7 @@ func newListFixture(t *testing.T) *listFixture {
 	}
 	f.other = mer.ID
 	meta := instore.DefaultMetadata()
-	f.node2 = &instore.Service{Store: f.st, Metadata: &meta, Now: time.Now}
+	f.node2 = &instore.Service{Store: f.st, Metadata: &meta, Now: time.Now, Gateway: instore.NoGateway{}}
 	return f
 }
 

@@ -18,6 +18,10 @@ type Service struct {
 	Gateway  Gateway
 	Metadata *Metadata
 	Logger   *slog.Logger
+	// SecretMatches checks a device's secret against its stored digest
+	// (internal/auth.Matches, the one check of stored secrets); nil
+	// refuses every device.
+	SecretMatches func(secret string, digest []byte) bool
 	// NewRef returns a new onlineAPIRefId (unique, time-sortable).
 	NewRef func() string
 	// Now is the clock.

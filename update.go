@@ -96,9 +96,6 @@ func (s *Service) installingWith(terminalID string, u *Update) error {
 // in one step with the check for a PENDING transaction, so two callers
 // never both send it and a transaction created since is seen.
 func (s *Service) deliverUpdate(ctx context.Context, terminalID string) {
-	if s.Gateway == nil {
-		return
-	}
 	u, err := s.Store.OpenUpdate(ctx, terminalID)
 	if errors.Is(err, ErrNotFound) {
 		return
@@ -354,9 +351,6 @@ func (s *Service) sweepUpdates(ctx context.Context, installTimeout time.Duration
 // announceMinVersions sends `linked` again to every online linked device,
 // so that it learns its model's minimum version after a catalogue change.
 func (s *Service) announceMinVersions(ctx context.Context) {
-	if s.Gateway == nil {
-		return
-	}
 	ds, err := s.Store.Devices(ctx, "")
 	if err != nil {
 		s.log().Error("announce minimum versions", "error", err)

@@ -38,6 +38,11 @@ func Digest(secret string) []byte {
 	return d[:]
 }
 
+// Matches reports, in constant time, whether secret is the one whose
+// stored digest is digest: the one check of every stored secret (device
+// secrets included: instore.Service.SecretMatches).
+func Matches(secret string, digest []byte) bool { return Equal(Digest(secret), digest) }
+
 // Equal compares two digests in constant time.
 func Equal(a, b []byte) bool {
 	return len(a) == sha256.Size && subtle.ConstantTimeCompare(a, b) == 1

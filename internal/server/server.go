@@ -232,6 +232,8 @@ func NewWithStore(ctx context.Context, cfg Config, st instore.Store) (*Server, e
 		NewPrintID: func() string { return ids.New("prt") },
 		AckTimeout: cfg.AckTimeout, Deadline: cfg.TransactionDeadline, PrintTimeout: cfg.PrintTimeout,
 		Observer: metrics.NewTransactions(reg),
+		// Device secrets are checked like every stored secret.
+		SecretMatches: auth.Matches,
 	}
 	gw := gateway.New(gateway.Config{Events: svc, Logger: cfg.Logger, Metadata: &meta, PingInterval: cfg.PingInterval, PongTimeout: cfg.PongTimeout,
 		MinSoftwareVersion: svc.MinSoftwareVersion})
