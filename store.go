@@ -18,6 +18,7 @@ type Store interface {
 	HistoryStore
 	AccessStore
 	EffectStore
+	TimelineStore
 
 	// Ping reports whether the store is reachable (readiness).
 	Ping(ctx context.Context) error

@@ -205,6 +205,7 @@ var operations = []struct{ method, path, id string }{
 	{"GET", "/in-store/api/v1/terminal/{terminalId}", "getTerminal"},
 	{"POST", "/in-store/api/v1/purchase", "createPurchase"},
 	{"GET", "/in-store/api/v1/transaction/{onlineAPIRefId}", "getTransaction"},
+	{"GET", "/in-store/api/v1/transaction/{onlineAPIRefId}/events", "getTransactionEvents"},
 	{"POST", "/in-store/api/v1/cancel", "cancelTransaction"},
 	{"POST", "/in-store/api/v1/refund", "createRefund"},
 	{"POST", "/in-store/api/v1/reversal", "createReversal"},
@@ -261,6 +262,7 @@ func TestStatuses(t *testing.T) {
 		"getTerminal":           {"200", "400", "401", "403", "429", "500"},
 		"createPurchase":        {"201", "400", "401", "403", "409", "413", "415", "422", "429", "500", "504"},
 		"getTransaction":        {"200", "400", "401", "403", "404", "429", "500"},
+		"getTransactionEvents":  {"200", "400", "401", "403", "404", "429", "500"},
 		"cancelTransaction":     {"202", "400", "401", "403", "409", "413", "415", "422", "429", "500"},
 		"createRefund":          {"201", "400", "401", "403", "404", "409", "413", "415", "422", "429", "500", "504"},
 		"createReversal":        {"201", "400", "401", "403", "404", "409", "413", "415", "422", "429", "500", "504"},
@@ -511,13 +513,14 @@ func TestTerminalViewSchema(t *testing.T) {
 func TestRequestSchemas(t *testing.T) {
 	doc := loadOnline(t)
 	for name, typ := range map[string]reflect.Type{
-		"LinkRequest":     reflect.TypeFor[instore.LinkRequest](),
-		"TerminalRequest": reflect.TypeFor[instore.TerminalRequest](),
-		"CancelRequest":   reflect.TypeFor[instore.CancelRequest](),
-		"PurchaseRequest": reflect.TypeFor[instore.PurchaseRequest](),
-		"RefundRequest":   reflect.TypeFor[instore.RefundRequest](),
-		"ReversalRequest": reflect.TypeFor[instore.ReversalRequest](),
-		"PrintRequest":    reflect.TypeFor[instore.PrintRequest](),
+		"LinkRequest":      reflect.TypeFor[instore.LinkRequest](),
+		"TerminalRequest":  reflect.TypeFor[instore.TerminalRequest](),
+		"CancelRequest":    reflect.TypeFor[instore.CancelRequest](),
+		"TransactionEvent": reflect.TypeFor[instore.TransactionEvent](),
+		"PurchaseRequest":  reflect.TypeFor[instore.PurchaseRequest](),
+		"RefundRequest":    reflect.TypeFor[instore.RefundRequest](),
+		"ReversalRequest":  reflect.TypeFor[instore.ReversalRequest](),
+		"PrintRequest":     reflect.TypeFor[instore.PrintRequest](),
 	} {
 		s := schema(t, doc, name)
 		if diff := cmp.Diff(jsonNames(typ), propertyNames(s)); diff != "" {

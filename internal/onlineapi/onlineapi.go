@@ -63,6 +63,7 @@ func Register(cfg Config) {
 	a.Handle("GET "+Prefix+"/terminal/{terminalId}", g.Wrap(h.terminal))
 	a.Handle("POST "+Prefix+"/purchase", post(h.purchase))
 	a.Handle("GET "+Prefix+"/transaction/{onlineAPIRefId}", g.Wrap(h.transaction))
+	a.Handle("GET "+Prefix+"/transaction/{onlineAPIRefId}/events", g.Wrap(h.transactionEvents))
 	a.Handle("POST "+Prefix+"/cancel", post(h.cancel))
 	a.Handle("POST "+Prefix+"/refund", post(h.refund))
 	a.Handle("POST "+Prefix+"/reversal", post(h.reversal))

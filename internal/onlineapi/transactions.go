@@ -195,6 +195,18 @@ func repeated(v url.Values, names ...string) []instore.FieldError {
 	return errs
 }
 
+// transactionEvents answers GET /transaction/{onlineAPIRefId}/events: the
+// transaction's timeline.
+func (h *handlers) transactionEvents(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	es, err := h.svc.TransactionEvents(r.Context(), p, r.PathValue("onlineAPIRefId"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, struct {
+		Events []instore.TransactionEvent `json:"events"`
+	}{es})
+}
+
 func (h *handlers) transaction(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
 	if errs := repeated(r.URL.Query(), "wait", "afterVersion"); errs != nil {
 		return httpapi.Validation(errs...)

@@ -20,7 +20,7 @@ var isPending = "status_id = " + strconv.Itoa(instore.StatusPending)
 // id or a missing reference is instore.ErrConflict.
 func (db *DB) CreateTransaction(ctx context.Context, t *instore.Transaction) error {
 	write := db.single
-	if t.Idempotency != nil {
+	if t.Idempotency != nil || !oneStatement(t) {
 		write = db.update // the insert and the record's tie: two statements
 	}
 	err := write(ctx, func(c conn) error {
@@ -81,7 +81,11 @@ func (db *DB) ActiveTransaction(ctx context.Context, terminalID string) (*instor
 // terminal ID has another PENDING transaction, is instore.ErrConflict; a
 // missing transaction is instore.ErrNotFound. t is unchanged on error.
 func (db *DB) UpdateTransaction(ctx context.Context, t *instore.Transaction, fromVersion int64) error {
-	err := db.single(ctx, func(c conn) error {
+	write := db.single
+	if !oneStatement(t) {
+		write = db.update
+	}
+	err := write(ctx, func(c conn) error {
 		return updateTransaction(ctx, c, t, fromVersion)
 	})
 	if err != nil {
@@ -98,7 +102,7 @@ func (db *DB) UpdateTransaction(ctx context.Context, t *instore.Transaction, fro
 // synchronous commit flushes it first); on SQLite it is UpdateTransaction
 // (its group commit already shares the fsync).
 func (db *DB) UpdateProgress(ctx context.Context, t *instore.Transaction, fromVersion int64) error {
-	if db.relaxed == nil {
+	if db.relaxed == nil || !oneStatement(t) {
 		return db.UpdateTransaction(ctx, t, fromVersion)
 	}
 	if err := updateTransaction(ctx, conn{d: db.d, q: db.relaxed}, t, fromVersion); err != nil {
@@ -128,16 +132,25 @@ func insertTransaction(ctx context.Context, c conn, t *instore.Transaction) erro
 	if err != nil {
 		return err
 	}
-	_, err = c.exec(ctx, `INSERT INTO transactions (`+transactionColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		t.ID, t.MerchantID, t.TerminalID, nullString(t.SerialNumber), t.Type,
+	q := `INSERT INTO transactions (` + transactionColumns + `)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	args := []any{t.ID, t.MerchantID, t.TerminalID, nullString(t.SerialNumber), t.Type,
 		t.Amount, t.CashbackAmount, nullInt64(t.VATAmount), t.Currency, nullInt(t.PaymentMethodID),
 		nullString(t.ECRReference), t.PrintReceipt,
 		t.StatusID, nullInt(t.ErrorID), t.Progress, 1, nullString(t.OriginalID), nullString(t.Reverses),
 		nullString(t.ReversedBy), t.CancelRequested,
 		result, nullString(t.ResultMessageID), micros(t.CreatedAt), nullMicros(t.AcknowledgedAt),
-		nullMicros(t.DeadlineAt), nullMicros(t.CompletedAt))
-	return err
+		nullMicros(t.DeadlineAt), nullMicros(t.CompletedAt)}
+	if len(t.Events) == 1 {
+		if q1, args1, ok := c.withEvent(q, args, &t.Events[0]); ok {
+			_, err = c.exec(ctx, q1, args1...)
+			return err
+		}
+	}
+	if _, err = c.exec(ctx, q, args...); err != nil {
+		return err
+	}
+	return insertEvents(ctx, c, t.ID, t.Events)
 }
 
 func updateTransaction(ctx context.Context, c conn, t *instore.Transaction, fromVersion int64) error {
@@ -145,15 +158,23 @@ func updateTransaction(ctx context.Context, c conn, t *instore.Transaction, from
 	if err != nil {
 		return fmt.Errorf("update transaction: %w", err)
 	}
-	res, err := c.exec(ctx, `UPDATE transactions SET
+	q := `UPDATE transactions SET
 		device_serial = ?, status_id = ?, error_id = ?, progress = ?, version = ?,
 		reverses = ?, reversed_by = ?, cancel_requested = ?, result = ?, result_message_id = ?,
 		acknowledged_at = ?, deadline_at = ?, completed_at = ?
-		WHERE id = ? AND version = ?`,
-		nullString(t.SerialNumber), t.StatusID, nullInt(t.ErrorID), t.Progress, fromVersion+1,
+		WHERE id = ? AND version = ?`
+	args := []any{nullString(t.SerialNumber), t.StatusID, nullInt(t.ErrorID), t.Progress, fromVersion + 1,
 		nullString(t.Reverses), nullString(t.ReversedBy), t.CancelRequested, result, nullString(t.ResultMessageID),
 		nullMicros(t.AcknowledgedAt), nullMicros(t.DeadlineAt), nullMicros(t.CompletedAt),
-		t.ID, fromVersion)
+		t.ID, fromVersion}
+	// With one event on PostgreSQL, one statement writes both (its rows
+	// affected are the update's); otherwise the events follow the update
+	// in its database transaction.
+	folded := false
+	if len(t.Events) == 1 {
+		q, args, folded = c.withEvent(q, args, &t.Events[0])
+	}
+	res, err := c.exec(ctx, q, args...)
 	if err != nil {
 		return c.conflictErr("update transaction", err)
 	}
@@ -162,7 +183,10 @@ func updateTransaction(ctx context.Context, c conn, t *instore.Transaction, from
 		return fmt.Errorf("update transaction: %w", err)
 	}
 	if n > 0 {
-		return nil
+		if folded {
+			return nil
+		}
+		return insertEvents(ctx, c, t.ID, t.Events)
 	}
 	var exists int
 	if err := c.queryRow(ctx, `SELECT COUNT(*) FROM transactions WHERE id = ?`, t.ID).Scan(&exists); err != nil {

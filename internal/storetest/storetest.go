@@ -49,6 +49,7 @@ func Run(t *testing.T, open func(t *testing.T) instore.Store) {
 		{"TransactionPair", pairTests},
 		{"PrintJob", printJobTests},
 		{"Effect", effectTests},
+		{"Timeline", timelineTests},
 		{"Access", accessTests},
 	}
 	for _, g := range groups {

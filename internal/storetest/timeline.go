@@ -1,0 +1,131 @@
+package storetest
+
+import (
+	"testing"
+
+	"github.com/instore-dev/instore"
+)
+
+// ev is a timeline event of version v.
+func ev(v int64, kind, before, after string) instore.TransactionEvent {
+	return instore.TransactionEvent{Version: v, At: at(int(v)), Kind: kind, Actor: instore.ActorTerminal,
+		StatusBefore: before, StatusAfter: after, Detail: "d" + kind}
+}
+
+func storedEvents(es ...instore.TransactionEvent) []instore.TransactionEvent {
+	out := []instore.TransactionEvent{}
+	for _, e := range es {
+		e.At = stored(e.At)
+		out = append(out, e)
+	}
+	return out
+}
+
+func mustEvents(t *testing.T, s instore.Store, ref string) []instore.TransactionEvent {
+	t.Helper()
+	es, err := s.TransactionEvents(t.Context(), ref)
+	if err != nil {
+		t.Fatalf("TransactionEvents(%q) = %v", ref, err)
+	}
+	return es
+}
+
+var timelineTests = []test{
+	{"EveryWritePath", func(t *testing.T, s instore.Store) {
+		// Each write of a transaction stores its events with it, in order
+		// of version: create, update, progress, update with effects, and a
+		// pair (both sides).
+		terminalID := seed(t, s)
+		tx := newTransaction("txn_1", "mer_1", terminalID, "SN-1", instore.StatusPending, at(1))
+		created := ev(1, instore.EventCreated, "", "PENDING")
+		tx.Events = []instore.TransactionEvent{created}
+		if err := s.CreateTransaction(t.Context(), tx); err != nil {
+			t.Fatal(err)
+		}
+		ack := ev(2, instore.EventAcknowledged, "PENDING", "PENDING")
+		tx.Events = []instore.TransactionEvent{ack}
+		if err := s.UpdateTransaction(t.Context(), tx, 1); err != nil {
+			t.Fatal(err)
+		}
+		stage := ev(3, instore.EventProgress, "PENDING", "PENDING")
+		tx.Events = []instore.TransactionEvent{stage}
+		tx.Progress = instore.ProgressWaitingForCard
+		if err := s.UpdateProgress(t.Context(), tx, 2); err != nil {
+			t.Fatal(err)
+		}
+		result := ev(4, instore.EventResult, "PENDING", "APPROVED")
+		tx.Events = []instore.TransactionEvent{result}
+		tx.StatusID, tx.Progress, tx.ResultMessageID = instore.StatusApproved, instore.ProgressFinal, "m-1"
+		if err := s.UpdateTransactionEffects(t.Context(), tx, 3, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		if d := diff(storedEvents(created, ack, stage, result), mustEvents(t, s, "txn_1")); d != "" {
+			t.Errorf("timeline mismatch (-want +got):\n%s", d)
+		}
+		if es := mustEvents(t, s, "txn_unknown"); len(es) != 0 {
+			t.Errorf("timeline of an unknown transaction = %+v, want empty", es)
+		}
+	}},
+	{"SeveralEventsInOneWrite", func(t *testing.T, s instore.Store) {
+		terminalID := seed(t, s)
+		tx := newTransaction("txn_1", "mer_1", terminalID, "SN-1", instore.StatusPending, at(1))
+		a, b := ev(1, instore.EventCreated, "", "PENDING"), ev(2, instore.EventAcknowledged, "PENDING", "PENDING")
+		tx.Events = []instore.TransactionEvent{a}
+		mustCreateTransaction(t, s, tx)
+		// An update carrying two events (the second a re-write of the first
+		// is kept once) writes both, in its transaction.
+		tx.Events = []instore.TransactionEvent{b, a}
+		if err := s.UpdateTransaction(t.Context(), tx, 1); err != nil {
+			t.Fatal(err)
+		}
+		if d := diff(storedEvents(a, b), mustEvents(t, s, "txn_1")); d != "" {
+			t.Errorf("timeline mismatch (-want +got):\n%s", d)
+		}
+	}},
+	{"RefusedWriteStoresNoEvent", func(t *testing.T, s instore.Store) {
+		// A failed compare-and-set writes no event, on every path.
+		terminalID := seed(t, s)
+		tx := newTransaction("txn_1", "mer_1", terminalID, "SN-1", instore.StatusPending, at(1))
+		tx.Events = []instore.TransactionEvent{ev(1, instore.EventCreated, "", "PENDING")}
+		mustCreateTransaction(t, s, tx)
+		stale := *tx
+		stale.Events = []instore.TransactionEvent{ev(5, instore.EventDeadline, "PENDING", "TECHNICAL_ERROR")}
+		checkConflict(t, "UpdateTransaction(stale)", s.UpdateTransaction(t.Context(), &stale, 7))
+		checkConflict(t, "UpdateProgress(stale)", s.UpdateProgress(t.Context(), &stale, 7))
+		checkConflict(t, "UpdateTransactionEffects(stale)", s.UpdateTransactionEffects(t.Context(), &stale, 7, nil, nil))
+		two := *tx
+		two.Events = []instore.TransactionEvent{ev(5, instore.EventDeadline, "PENDING", "TECHNICAL_ERROR"), ev(6, instore.EventResult, "x", "y")}
+		checkConflict(t, "UpdateTransaction(stale, two events)", s.UpdateTransaction(t.Context(), &two, 7))
+		// A second PENDING transaction on the terminal ID is refused, with
+		// its event.
+		other := newTransaction("txn_2", "mer_1", terminalID, "SN-1", instore.StatusPending, at(2))
+		other.Events = []instore.TransactionEvent{ev(1, instore.EventCreated, "", "PENDING")}
+		checkConflict(t, "CreateTransaction(second PENDING)", s.CreateTransaction(t.Context(), other))
+		if es := mustEvents(t, s, "txn_1"); len(es) != 1 {
+			t.Errorf("timeline after refused writes = %+v, want the creation only", es)
+		}
+		if es := mustEvents(t, s, "txn_2"); len(es) != 0 {
+			t.Errorf("timeline of a refused creation = %+v, want empty", es)
+		}
+	}},
+	{"Pair", func(t *testing.T, s instore.Store) {
+		terminalID := seed(t, s)
+		orig := newTransaction("txn_o", "mer_1", terminalID, "SN-1", instore.StatusApproved, at(1))
+		mustCreateTransaction(t, s, orig)
+		rev := newTransaction("txn_r", "mer_1", terminalID, "SN-1", instore.StatusPending, at(2))
+		rev.Type, rev.OriginalID, rev.Reverses = instore.TypeReversal, "txn_o", "txn_o"
+		mustCreateTransaction(t, s, rev)
+		revEv, origEv := ev(2, instore.EventResult, "PENDING", "APPROVED"), ev(2, instore.EventReversed, "APPROVED", "REVERSED")
+		rev.StatusID, rev.Events = instore.StatusApproved, []instore.TransactionEvent{revEv}
+		orig.StatusID, orig.ReversedBy, orig.Events = instore.StatusReversed, "txn_r", []instore.TransactionEvent{origEv}
+		if err := s.UpdateTransactionPair(t.Context(), rev, 1, orig, 1); err != nil {
+			t.Fatal(err)
+		}
+		if d := diff(storedEvents(revEv), mustEvents(t, s, "txn_r")); d != "" {
+			t.Errorf("reversal's timeline mismatch (-want +got):\n%s", d)
+		}
+		if d := diff(storedEvents(origEv), mustEvents(t, s, "txn_o")); d != "" {
+			t.Errorf("original's timeline mismatch (-want +got):\n%s", d)
+		}
+	}},
+}
