@@ -321,6 +321,19 @@ func TestIntegrationOnlineAPI(t *testing.T) {
 	if got := mustOK[*client.Transaction](t, "WaitForFinal")(c.WaitForFinal(ctx, slow.OnlineAPIRefID, nil)); got.StatusID != instore.StatusAbortedByCashier || got.ErrorCode != instore.WP37 || got.ErrorID != 37 {
 		t.Errorf("cancelled purchase = %s %s, want ABORTED_BY_CASHIER WP37", got.Status, got.ErrorCode)
 	}
+	// Its timeline says what happened, the cancel included.
+	var kinds []string
+	for _, e := range mustOK[[]client.TransactionEvent](t, "TransactionEvents")(c.TransactionEvents(ctx, slow.OnlineAPIRefID)) {
+		if e.Kind != instore.EventProgress {
+			kinds = append(kinds, e.Kind)
+		}
+	}
+	if want := []string{instore.EventCreated, instore.EventAcknowledged, instore.EventCancelRequested, instore.EventResult}; !slices.Equal(kinds, want) {
+		t.Errorf("TransactionEvents = %v, want %v", kinds, want)
+	}
+	if _, err := c.TransactionEvents(ctx, "txn_unknown"); !client.IsCode(err, instore.WP04) {
+		t.Errorf("TransactionEvents(unknown) = %v, want WP04", err)
+	}
 
 	// Listing: pages of two on t0, and every transaction by iteration.
 	var paged []string

@@ -423,6 +423,26 @@ func (c *Client) transaction(ctx context.Context, onlineAPIRefID string, wait ti
 	return &t, nil
 }
 
+// TransactionEvent is one entry of a transaction's timeline: a change, when
+// it happened, who caused it (ECR, TERMINAL, TIMER), the status before and
+// after, a short detail.
+type TransactionEvent = instore.TransactionEvent
+
+// TransactionEvents returns the timeline of a transaction, oldest first:
+// every change it went through ("what happened to this sale?"). Errors:
+// WP03, WP04.
+func (c *Client) TransactionEvents(ctx context.Context, onlineAPIRefID string, opts ...CallOption) ([]TransactionEvent, error) {
+	var out struct {
+		Events []TransactionEvent `json:"events"`
+	}
+	err := c.get(ctx, Prefix+"/transaction/"+url.PathEscape(onlineAPIRefID)+"/events",
+		Prefix+"/transaction/{onlineAPIRefId}/events", nil, &out, opts)
+	if err != nil {
+		return nil, err
+	}
+	return out.Events, nil
+}
+
 // WaitForFinal follows a transaction with long-polls until it is final and
 // returns it. onChange, when not nil, is called with every version seen,
 // the first and the final one included, so a caller can show the

@@ -99,6 +99,7 @@ same --idempotency-key says so on stderr ("replayed").`,
   instore ecr purchase 12.50 --wait
   instore ecr purchase 12.50 --terminal 10000001 --currency SEK --wait --json
   instore ecr status txn_01... --wait
+  instore ecr timeline txn_01...
   instore ecr list --from 2h`,
 	}
 	pf := cmd.PersistentFlags()
@@ -113,7 +114,7 @@ same --idempotency-key says so on stderr ("replayed").`,
 	pf.StringVar(&f.caFile, "ca-file", "", "PEM file of CA certificates to trust for an https:// URL, besides the system's")
 	cmd.AddCommand(
 		ecrMetadataCmd(f), ecrTerminalsCmd(f), ecrLinkCmd(f), ecrUnlinkCmd(f),
-		ecrPurchaseCmd(f), ecrStatusCmd(f), ecrCancelCmd(f), ecrRefundCmd(f), ecrReversalCmd(f),
+		ecrPurchaseCmd(f), ecrStatusCmd(f), ecrTimelineCmd(f), ecrCancelCmd(f), ecrRefundCmd(f), ecrReversalCmd(f),
 		ecrListCmd(f), ecrPrintCmd(f),
 	)
 	return cmd

@@ -292,6 +292,13 @@ func TestEcrCommands(t *testing.T) {
 	if got := lastTx(t, ecr(0, "status", sale.OnlineAPIRefID, "--wait", "--json")); got.Status != "APPROVED" {
 		t.Errorf("status --wait of a final transaction = %s", got.Status)
 	}
+	contains(ecr(0, "timeline", sale.OnlineAPIRefID), "ECR       CREATED", "TERMINAL  ACKNOWLEDGED", "TERMINAL  RESULT            PENDING -> APPROVED")
+	var firstEvent instore.TransactionEvent
+	must(t, json.Unmarshal([]byte(strings.SplitN(ecr(0, "timeline", sale.OnlineAPIRefID, "--json"), "\n", 2)[0]), &firstEvent))
+	if firstEvent.Kind != instore.EventCreated || firstEvent.Version != 1 {
+		t.Errorf("timeline --json first line = %+v", firstEvent)
+	}
+	ecr(1, "timeline", "txn_unknown")
 
 	contains(ecr(0, "print", "--receipt", sale.OnlineAPIRefID, "--copy", "merchant"), "SUCCESS  print job prt_")
 	job := ecr(0, "print", "Hello", "World", "--json")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -404,6 +405,44 @@ func ecrStatusCmd(f *ecrFlags) *cobra.Command {
 	cmd.Flags().BoolVar(&wait, "wait", false, "follow the transaction to its final status")
 	cmd.Flags().BoolVar(&receipt, "receipt", false, "show the customer receipt")
 	return cmd
+}
+
+func ecrTimelineCmd(f *ecrFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "timeline ONLINE_API_REF_ID",
+		Short: "Show what happened to a transaction: every change, when, and who caused it",
+		Args:  args(1, 1, "an onlineAPIRefId"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			c, err := f.client(cmd)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := f.context(cmd)
+			defer cancel()
+			es, err := c.TransactionEvents(ctx, a[0])
+			if err != nil {
+				return fail("timeline", err)
+			}
+			w := cmd.OutOrStdout()
+			for _, e := range es {
+				if f.json {
+					b, _ := json.Marshal(e)
+					fmt.Fprintf(w, "%s\n", b)
+					continue
+				}
+				change := e.StatusAfter
+				if e.StatusBefore != "" && e.StatusBefore != e.StatusAfter {
+					change = e.StatusBefore + " -> " + e.StatusAfter
+				}
+				line := fmt.Sprintf("%s  %-8s  %-16s  %s", e.At.Local().Format("2006-01-02 15:04:05.000"), e.Actor, e.Kind, change)
+				if e.Detail != "" {
+					line += "  (" + e.Detail + ")"
+				}
+				fmt.Fprintln(w, line)
+			}
+			return nil
+		},
+	}
 }
 
 func ecrCancelCmd(f *ecrFlags) *cobra.Command {

@@ -238,6 +238,18 @@ func TestConsoleInChromium(t *testing.T) {
 			t.Fatalf("the screen went back to the card prompt after APPROVED: %q", screens)
 		}
 	}
+	// A click on the row shows what happened to the sale: its timeline,
+	// read from the Online API, from its creation to the approval.
+	p.click(fmt.Sprintf(`tr[data-ref="%s"] td`, ref))
+	p.poll("the timeline shows the result", `[...document.querySelectorAll("#timeline-list li .kind")].map((e) => e.textContent).includes("RESULT")`)
+	kinds := eval[[]string](p, `[...document.querySelectorAll("#timeline-list li .kind")].map((e) => e.textContent).filter((k) => k !== "PROGRESS")`)
+	if want := []string{"CREATED", "ACKNOWLEDGED", "RESULT"}; !slices.Equal(kinds, want) {
+		t.Errorf("timeline in the console = %q, want %q", kinds, want)
+	}
+	if got := eval[string](p, `document.querySelector("#timeline-ref").textContent`); got != ref {
+		t.Errorf("timeline of %q, want %q", got, ref)
+	}
+
 	png, err := chromedp.Run(p.ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)

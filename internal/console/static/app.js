@@ -104,7 +104,10 @@ function handleEvent(block) {
       renderMeta(); renderDevices(); renderTxs(); renderPrints();
       break;
     case "device": if (keepDevice(v)) renderDevices(); break;
-    case "transaction": state.txs.set(v.onlineAPIRefId, v); renderTxs(v.onlineAPIRefId); break;
+    case "transaction":
+      state.txs.set(v.onlineAPIRefId, v); renderTxs(v.onlineAPIRefId);
+      if (v.onlineAPIRefId === state.selected) showTimeline(v.onlineAPIRefId);
+      break;
     case "print": state.prints.set(v.printId, v); renderPrints(); break;
   }
 }
@@ -214,7 +217,8 @@ function renderTxs(fresh) {
   body.replaceChildren(...rows.slice(0, 200).map((t) => {
     const tr = document.createElement("tr");
     tr.dataset.ref = t.onlineAPIRefId;
-    if (t.onlineAPIRefId === fresh) tr.className = "fresh";
+    tr.className = (t.onlineAPIRefId === fresh ? "fresh " : "") + (t.onlineAPIRefId === state.selected ? "selected" : "");
+    tr.tabIndex = 0;
     const bad = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12].includes(t.statusId);
     tr.append(
       cell(time(t.createdAt)), cell(t.terminalId), cell(t.type), cell(money(t.amount, t.currency), "num"),
@@ -224,6 +228,49 @@ function renderTxs(fresh) {
   }));
   $("#tx-empty").hidden = rows.length > 0;
 }
+
+// The timeline of the transaction clicked last (state.selected), read from
+// the Online API with the page's credentials, and read again when that
+// transaction changes.
+async function showTimeline(ref) {
+  state.selected = ref;
+  const resp = await fetch(`/in-store/api/v1/transaction/${encodeURIComponent(ref)}/events`, { headers: headers(), cache: "no-store" });
+  if (state.selected !== ref) return; // another row was clicked meanwhile
+  const list = $("#timeline-list");
+  $("#timeline-ref").textContent = ref;
+  $("#timeline").hidden = false;
+  if (!resp.ok) {
+    const li = document.createElement("li");
+    li.textContent = `Could not read the timeline (${resp.status}).`;
+    list.replaceChildren(li);
+    return;
+  }
+  const { events } = await resp.json();
+  list.replaceChildren(...events.map((e) => {
+    const li = document.createElement("li");
+    li.className = "event";
+    const change = e.statusBefore && e.statusBefore !== e.statusAfter ? `${e.statusBefore} \u2192 ${e.statusAfter}` : e.statusAfter;
+    li.append(cellText(time(e.at), "time"), cellText(e.actor, "actor"), cellText(e.kind, "kind"), cellText(change, "change"));
+    if (e.detail) li.append(cellText(e.detail, "detail"));
+    return li;
+  }));
+}
+
+function cellText(text, cls) {
+  const s = document.createElement("span");
+  s.className = cls;
+  s.textContent = text;
+  return s;
+}
+
+$("#transactions tbody").addEventListener("keydown", (ev) => {
+  const tr = ev.target.closest("tr[data-ref]");
+  if (tr && ev.key === "Enter") showTimeline(tr.dataset.ref);
+});
+$("#transactions tbody").addEventListener("click", (ev) => {
+  const tr = ev.target.closest("tr[data-ref]");
+  if (tr) showTimeline(tr.dataset.ref);
+});
 
 function renderPrints() {
   const body = $("#prints tbody");
