@@ -6,8 +6,14 @@ import (
 	"fmt"
 )
 
-// rules are the Rules of this Service for Next.
+// rules are the Rules of this Service for Next, made once (the settings
+// do not change once the Service runs).
 func (s *Service) rules() Rules {
+	s.rulesOnce.Do(func() { s.rulesV = s.makeRules() })
+	return s.rulesV
+}
+
+func (s *Service) makeRules() Rules {
 	return Rules{
 		Deadline: s.deadline(),
 		ErrorID:  s.errorID,

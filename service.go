@@ -46,6 +46,8 @@ type Service struct {
 	// updateWaits holds the terminal IDs whose SCHEDULED update this node
 	// saw waiting for a transaction to end (terminalIdle).
 	updateWaits sync.Map
+	rulesOnce   sync.Once
+	rulesV      Rules
 	timersMu    sync.Mutex
 	timers      map[string]*time.Timer
 	closed      bool

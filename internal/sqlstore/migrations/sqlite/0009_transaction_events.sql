@@ -12,4 +12,4 @@ CREATE TABLE transaction_events (
     status_after   TEXT NOT NULL,
     detail         TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (transaction_id, version)
-);
+) WITHOUT ROWID; -- one b-tree, keyed as it is read (a transaction's events in order)
