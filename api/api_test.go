@@ -761,3 +761,19 @@ func TestExamples(t *testing.T) {
 		t.Errorf("only %d examples checked; the walk misses some", n)
 	}
 }
+
+// TestWireTypes checks the root's wire types against their schemas: the
+// same members, so what the handlers encode is what the document says.
+func TestWireTypes(t *testing.T) {
+	doc := loadOnline(t)
+	for name, typ := range map[string]reflect.Type{
+		"Transaction":      reflect.TypeFor[instore.TransactionWire](),
+		"PrintJob":         reflect.TypeFor[instore.PrintJobWire](),
+		"TransactionEvent": reflect.TypeFor[instore.TransactionEvent](),
+		"TerminalView":     reflect.TypeFor[instore.TerminalView](),
+	} {
+		if diff := cmp.Diff(jsonNames(typ), propertyNames(schema(t, doc, name))); diff != "" {
+			t.Errorf("%s members (-Go +schema):\n%s", name, diff)
+		}
+	}
+}

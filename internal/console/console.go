@@ -155,13 +155,13 @@ func (c *Console) changed(id string) {
 		if err != nil {
 			return
 		}
-		c.hub.publish(event{kind: "transaction", merchantID: t.MerchantID, data: onlineapi.TransactionJSON(c.cfg.Metadata, t)})
+		c.hub.publish(event{kind: "transaction", merchantID: t.MerchantID, data: c.cfg.Metadata.TransactionWire(t)})
 	case strings.HasPrefix(id, "prt_"):
 		j, err := c.cfg.Store.PrintJob(ctx, id)
 		if err != nil {
 			return
 		}
-		c.hub.publish(event{kind: "print", merchantID: j.MerchantID, data: onlineapi.PrintJobJSON(c.cfg.Metadata, j)})
+		c.hub.publish(event{kind: "print", merchantID: j.MerchantID, data: c.cfg.Metadata.PrintJobWire(j)})
 	}
 }
 
@@ -189,7 +189,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, p *instore.Prin
 	}
 	list := make([]any, len(txs))
 	for i, t := range txs {
-		list[i] = onlineapi.TransactionJSON(c.cfg.Metadata, t)
+		list[i] = c.cfg.Metadata.TransactionWire(t)
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")

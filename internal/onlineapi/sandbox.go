@@ -203,3 +203,11 @@ func (s *sandbox) nextInstall(w http.ResponseWriter, r *http.Request, p *instore
 	vt.SetNextInstallFail(*body.Fail, body.Reason)
 	return s.state(w, vt)
 }
+
+// optional is s, or nil (JSON null) when empty.
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

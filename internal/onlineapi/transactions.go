@@ -11,104 +11,6 @@ import (
 	"github.com/instore-dev/instore/internal/httpapi"
 )
 
-// transactionJSON is a transaction as the Online API shows it.
-type transactionJSON struct {
-	OnlineAPIRefID  string      `json:"onlineAPIRefId"`
-	Type            string      `json:"type"`
-	TerminalID      string      `json:"terminalId"`
-	Amount          int64       `json:"amount"`
-	CashbackAmount  int64       `json:"cashbackAmount"`
-	VATAmount       *int64      `json:"vatAmount"`
-	Currency        string      `json:"currency"`
-	PaymentMethodID *int        `json:"paymentMethodId"`
-	ECRReference    *string     `json:"ecrReference"`
-	PrintReceipt    bool        `json:"printReceipt"`
-	StatusID        int         `json:"statusId"`
-	Status          string      `json:"status"`
-	ErrorID         *int        `json:"errorId"`
-	ErrorCode       *string     `json:"errorCode"`
-	Progress        string      `json:"progress"`
-	Version         int64       `json:"version"`
-	CreatedAt       time.Time   `json:"createdAt"`
-	AcknowledgedAt  *time.Time  `json:"acknowledgedAt"`
-	CompletedAt     *time.Time  `json:"completedAt"`
-	Reverses        *string     `json:"reverses"`
-	ReversedBy      *string     `json:"reversedBy"`
-	Result          *resultJSON `json:"result,omitempty"`
-}
-
-type resultJSON struct {
-	EntryMode         *string           `json:"entryMode"`
-	CardBrand         *string           `json:"cardBrand"`
-	MaskedPAN         *string           `json:"maskedPan"`
-	AuthorizationCode *string           `json:"authorizationCode"`
-	PaymentMethod     *paymentMethodRef `json:"paymentMethod"`
-	Receipt           instore.Receipt   `json:"receipt"`
-}
-
-type paymentMethodRef struct {
-	ID   int    `json:"id"`
-	Code string `json:"code"`
-}
-
-func optional(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-func nonNil(l []string) []string {
-	if l == nil {
-		return []string{}
-	}
-	return l
-}
-
-// TransactionJSON renders a transaction as the Online API shows it.
-func TransactionJSON(meta *instore.Metadata, t *instore.Transaction) any { return toJSON(meta, t) }
-
-// PrintJobJSON renders a print job as the Online API shows it.
-func PrintJobJSON(meta *instore.Metadata, j *instore.PrintJob) any {
-	return (&handlers{meta: meta}).printJSON(j)
-}
-
-func toJSON(meta *instore.Metadata, t *instore.Transaction) *transactionJSON {
-	out := &transactionJSON{
-		OnlineAPIRefID: t.ID, Type: t.Type, TerminalID: t.TerminalID, Amount: t.Amount,
-		CashbackAmount: t.CashbackAmount, VATAmount: t.VATAmount, Currency: t.Currency,
-		PaymentMethodID: t.PaymentMethodID, ECRReference: optional(t.ECRReference), PrintReceipt: t.PrintReceipt,
-		StatusID: t.StatusID, Progress: t.Progress, Version: t.Version, CreatedAt: t.CreatedAt,
-		AcknowledgedAt: t.AcknowledgedAt, CompletedAt: t.CompletedAt,
-		Reverses: optional(t.Reverses), ReversedBy: optional(t.ReversedBy),
-	}
-	if c, ok := meta.TransactionStatus(t.StatusID); ok {
-		out.Status = c.Code
-	}
-	if t.ErrorID != nil {
-		for _, c := range meta.ErrorCodes {
-			if c.ID == *t.ErrorID {
-				id, code := c.ID, c.Code
-				out.ErrorID, out.ErrorCode = &id, &code
-			}
-		}
-	}
-	if r := t.Result; r != nil {
-		rj := &resultJSON{
-			EntryMode: optional(r.EntryMode), CardBrand: optional(r.CardBrand), MaskedPAN: optional(r.MaskedPAN),
-			AuthorizationCode: optional(r.AuthorizationCode),
-			Receipt:           instore.Receipt{Customer: nonNil(r.Receipt.Customer), Merchant: nonNil(r.Receipt.Merchant)},
-		}
-		if r.PaymentMethodID != nil {
-			if c, ok := meta.PaymentMethod(*r.PaymentMethodID); ok {
-				rj.PaymentMethod = &paymentMethodRef{ID: c.ID, Code: c.Code}
-			}
-		}
-		out.Result = rj
-	}
-	return out
-}
-
 // writeJSON writes v with status.
 func writeJSON(w http.ResponseWriter, status int, v any) error {
 	b, err := json.Marshal(v)
@@ -180,7 +82,7 @@ func (h *handlers) purchase(w http.ResponseWriter, r *http.Request, p *instore.P
 		return err
 	}
 	w.Header().Set("Location", Prefix+"/transaction/"+t.ID)
-	return writeJSON(w, http.StatusCreated, toJSON(h.meta, t))
+	return writeJSON(w, http.StatusCreated, h.meta.TransactionWire(t))
 }
 
 // repeated names the parameters of v given more than once: one of two
@@ -234,7 +136,7 @@ func (h *handlers) transaction(w http.ResponseWriter, r *http.Request, p *instor
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, toJSON(h.meta, t))
+	return writeJSON(w, http.StatusOK, h.meta.TransactionWire(t))
 }
 
 func (h *handlers) cancel(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
@@ -247,7 +149,7 @@ func (h *handlers) cancel(w http.ResponseWriter, r *http.Request, p *instore.Pri
 		return err
 	}
 	w.Header().Set("Location", Prefix+"/transaction/"+t.ID)
-	return writeJSON(w, http.StatusAccepted, toJSON(h.meta, t))
+	return writeJSON(w, http.StatusAccepted, h.meta.TransactionWire(t))
 }
 
 func (h *handlers) refund(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
@@ -260,7 +162,7 @@ func (h *handlers) refund(w http.ResponseWriter, r *http.Request, p *instore.Pri
 		return err
 	}
 	w.Header().Set("Location", Prefix+"/transaction/"+t.ID)
-	return writeJSON(w, http.StatusCreated, toJSON(h.meta, t))
+	return writeJSON(w, http.StatusCreated, h.meta.TransactionWire(t))
 }
 
 func (h *handlers) reversal(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
@@ -273,7 +175,7 @@ func (h *handlers) reversal(w http.ResponseWriter, r *http.Request, p *instore.P
 		return err
 	}
 	w.Header().Set("Location", Prefix+"/transaction/"+t.ID)
-	return writeJSON(w, http.StatusCreated, toJSON(h.meta, t))
+	return writeJSON(w, http.StatusCreated, h.meta.TransactionWire(t))
 }
 
 // listQuery parses the query of GET /transactions; shape errors are
@@ -329,39 +231,21 @@ func (h *handlers) transactions(w http.ResponseWriter, r *http.Request, p *insto
 	if err != nil {
 		return err
 	}
-	out := make([]*transactionJSON, len(ts))
+	out := make([]*instore.TransactionWire, len(ts))
 	for i, t := range ts {
-		out[i] = toJSON(h.meta, t)
+		out[i] = h.meta.TransactionWire(t)
 	}
 	var cursor *string
 	if next != "" {
 		cursor = &next
 	}
 	return writeJSON(w, http.StatusOK, struct {
-		Transactions []*transactionJSON `json:"transactions"`
-		NextCursor   *string            `json:"nextCursor"`
+		Transactions []*instore.TransactionWire `json:"transactions"`
+		NextCursor   *string                    `json:"nextCursor"`
 	}{out, cursor})
 }
 
 // printJobJSON is a print job as the Online API shows it.
-type printJobJSON struct {
-	PrintID     string     `json:"printId"`
-	TerminalID  string     `json:"terminalId"`
-	StatusID    *int       `json:"statusId"`
-	Status      *string    `json:"status"`
-	CreatedAt   time.Time  `json:"createdAt"`
-	CompletedAt *time.Time `json:"completedAt"`
-}
-
-func (h *handlers) printJSON(j *instore.PrintJob) *printJobJSON {
-	out := &printJobJSON{PrintID: j.ID, TerminalID: j.TerminalID, StatusID: j.StatusID, CreatedAt: j.CreatedAt, CompletedAt: j.CompletedAt}
-	if j.StatusID != nil {
-		if c, ok := h.meta.PrintStatus(*j.StatusID); ok {
-			out.Status = &c.Code
-		}
-	}
-	return out
-}
 
 func (h *handlers) print(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
 	var req instore.PrintRequest
@@ -373,7 +257,7 @@ func (h *handlers) print(w http.ResponseWriter, r *http.Request, p *instore.Prin
 		return err
 	}
 	w.Header().Set("Location", Prefix+"/print/"+j.ID)
-	return writeJSON(w, http.StatusOK, h.printJSON(j))
+	return writeJSON(w, http.StatusOK, h.meta.PrintJobWire(j))
 }
 
 func (h *handlers) printJob(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
@@ -381,5 +265,5 @@ func (h *handlers) printJob(w http.ResponseWriter, r *http.Request, p *instore.P
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, h.printJSON(j))
+	return writeJSON(w, http.StatusOK, h.meta.PrintJobWire(j))
 }

@@ -40,32 +40,9 @@ type device struct {
 	LinkCode     *string `json:"linkCode"`
 }
 
-type txJSON struct {
-	OnlineAPIRefID string  `json:"onlineAPIRefId"`
-	Type           string  `json:"type"`
-	TerminalID     string  `json:"terminalId"`
-	Amount         int64   `json:"amount"`
-	StatusID       int     `json:"statusId"`
-	Status         string  `json:"status"`
-	ErrorID        *int    `json:"errorId"`
-	ErrorCode      *string `json:"errorCode"`
-	Progress       string  `json:"progress"`
-	Version        int64   `json:"version"`
-	Result         *struct {
-		EntryMode         *string `json:"entryMode"`
-		CardBrand         *string `json:"cardBrand"`
-		MaskedPAN         *string `json:"maskedPan"`
-		AuthorizationCode *string `json:"authorizationCode"`
-		PaymentMethod     *struct {
-			ID   int    `json:"id"`
-			Code string `json:"code"`
-		} `json:"paymentMethod"`
-		Receipt struct {
-			Customer []string `json:"customer"`
-			Merchant []string `json:"merchant"`
-		} `json:"receipt"`
-	} `json:"result"`
-}
+// txJSON is a transaction as the Online API shows it: the root's one wire
+// type.
+type txJSON = instore.TransactionWire
 
 type problem struct {
 	Type           string `json:"type"`
