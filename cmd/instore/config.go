@@ -17,8 +17,8 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/auth"
+	"github.com/instore-dev/instore/internal/httpapi"
 	"github.com/instore-dev/instore/internal/logging"
-	"github.com/instore-dev/instore/internal/onlineapi"
 	"github.com/instore-dev/instore/internal/server"
 	"github.com/instore-dev/instore/internal/tlsfiles"
 )
@@ -193,7 +193,7 @@ func (s *serviceFlags) register(fs *pflag.FlagSet, host string) {
 	fs.DurationVar(&s.ackTimeout, "ack-timeout", 10*time.Second, "how long a purchase waits for the terminal's acknowledgement (then WP25)")
 	fs.DurationVar(&s.txDeadline, "transaction-deadline", 120*time.Second, "how long an acknowledged transaction may wait for its result (then WP36)")
 	fs.DurationVar(&s.printTimeout, "print-timeout", 30*time.Second, "how long a print job waits for the terminal (then TIMEOUT)")
-	fs.DurationVar(&s.idempotencyWait, "idempotency-wait", onlineapi.DefaultIdempotencyWait, "how long a retry with an Idempotency-Key on the Online API waits for the first request with its key (then 409 conflict)")
+	fs.DurationVar(&s.idempotencyWait, "idempotency-wait", httpapi.DefaultIdempotencyWait, "how long a retry with an Idempotency-Key on the Online API waits for the first request with its key (then 409 conflict)")
 	fs.DurationVar(&s.simDelay, "sim-delay", 1500*time.Millisecond, "how long the built-in virtual terminals take to \"read a card\" (sandbox)")
 	s.log.register(fs)
 }

@@ -17,7 +17,6 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/httpapi"
-	"github.com/instore-dev/instore/internal/onlineapi"
 )
 
 // Config holds what the Access API needs.
@@ -45,8 +44,10 @@ func Register(cfg Config) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	h := &handlers{svc: cfg.Service}
-	idem := &onlineapi.Idempotency{API: a, Store: cfg.Store, Logger: logger, Now: cfg.Service.Now}
-	post := func(f httpapi.AuthedFunc) httpapi.HandlerFunc { return g.Wrap(perCustomer(idem, f)) }
+	// Access API keys are scoped by the principal's customer.
+	idem := &httpapi.Idempotency{API: a, Store: cfg.Store, Logger: logger, Now: cfg.Service.Now,
+		Scope: func(p *instore.Principal) string { return idempotencyScope + p.CustomerID }}
+	post := func(f httpapi.AuthedFunc) httpapi.HandlerFunc { return g.Wrap(idem.Wrap(f)) }
 	doc := newDoc(cfg.OpenAPI)
 
 	a.Handle("POST /oauth2/token", httpapi.LimitPeer(g.Limiter, httpapi.TokenHandler(g.Auth, instore.SurfaceAccess)))
@@ -55,19 +56,6 @@ func Register(cfg Config) {
 	a.Handle("POST /getTerminalInfo", g.Wrap(h.getTerminalInfo))
 	a.Handle("GET /terminal/getPackages/{customerId}/{model}", g.Wrap(h.getPackages))
 	a.Handle("POST /terminal/createUpdate", post(h.createUpdate))
-}
-
-// perCustomer applies the Online API's idempotency to an Access API
-// operation with the records scoped by the principal's customer; the
-// handler still gets the principal as it is.
-func perCustomer(idem *onlineapi.Idempotency, f httpapi.AuthedFunc) httpapi.AuthedFunc {
-	return func(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-		scoped := *p
-		scoped.MerchantID = idempotencyScope + p.CustomerID
-		return idem.Wrap(func(w http.ResponseWriter, r *http.Request, _ *instore.Principal) error {
-			return f(w, r, p)
-		})(w, r, &scoped)
-	}
 }
 
 // handlers are the Access API's operation handlers.

@@ -36,7 +36,7 @@ type Config struct {
 	Logger *slog.Logger
 	// IdempotencyWait bounds how long a retry waits for the first request
 	// with its Idempotency-Key before it answers 409 (default
-	// DefaultIdempotencyWait). It must be shorter than the server's write
+	// httpapi.DefaultIdempotencyWait). It must be shorter than the server's write
 	// timeout, or the answer is lost.
 	IdempotencyWait time.Duration
 }
@@ -49,7 +49,7 @@ func Register(cfg Config) {
 
 	h := &handlers{svc: cfg.Service, meta: cfg.Metadata}
 	// The service's clock, which also dates the expiry sweep's cut.
-	idem := &Idempotency{API: a, Store: cfg.Store, Logger: cfg.Logger, Now: cfg.Service.Now, Wait: cfg.IdempotencyWait}
+	idem := &httpapi.Idempotency{API: a, Store: cfg.Store, Logger: cfg.Logger, Now: cfg.Service.Now, Wait: cfg.IdempotencyWait}
 	post := func(f httpapi.AuthedFunc) httpapi.HandlerFunc { return g.Wrap(idem.Wrap(f)) }
 
 	// Limited per peer: the endpoint reads the store for any well-formed

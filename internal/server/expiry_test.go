@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
-	"github.com/instore-dev/instore/internal/onlineapi"
+	"github.com/instore-dev/instore/internal/httpapi"
 	"github.com/instore-dev/instore/internal/server"
 )
 
@@ -36,7 +36,7 @@ func TestIdempotencyRecordsExpire(t *testing.T) {
 		t.Fatalf("IdempotencyRecord within the window = %v, want it kept", err)
 	}
 
-	offset.Store(int64(onlineapi.IdempotencyTTL + time.Minute))
+	offset.Store(int64(httpapi.IdempotencyTTL + time.Minute))
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		_, err := s.srv.Store.IdempotencyRecord(ctx, s.merchantRec.ID, "order-expiring")

@@ -87,10 +87,10 @@ type Config struct {
 	PrintTimeout time.Duration
 	// IdempotencyWait bounds how long a retry with an Idempotency-Key waits
 	// for the first request with its key (default
-	// onlineapi.DefaultIdempotencyWait).
+	// httpapi.DefaultIdempotencyWait).
 	IdempotencyWait time.Duration
 	// IdempotencySweep is how often the Idempotency-Key records older than
-	// onlineapi.IdempotencyTTL are deleted (default
+	// httpapi.IdempotencyTTL are deleted (default
 	// DefaultIdempotencySweep).
 	IdempotencySweep time.Duration
 	// WriteTimeout is the HTTP listeners' write time-out (default 90 s). The
@@ -485,7 +485,7 @@ func (s *Server) fleetDialer() *websocket.Dialer {
 const DefaultIdempotencySweep = 10 * time.Minute
 
 // expireIdempotency deletes the Idempotency-Key records older than
-// onlineapi.IdempotencyTTL at start and then every IdempotencySweep, until
+// httpapi.IdempotencyTTL at start and then every IdempotencySweep, until
 // ctx ends; without it the table grows with every keyed request. (A record
 // past its window that is not deleted yet is already ignored by the
 // middleware: a request with its key runs as new.)
@@ -497,7 +497,7 @@ func (s *Server) expireIdempotency(ctx context.Context) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
-		n, err := s.Store.ExpireIdempotency(ctx, s.cfg.Now().Add(-onlineapi.IdempotencyTTL))
+		n, err := s.Store.ExpireIdempotency(ctx, s.cfg.Now().Add(-httpapi.IdempotencyTTL))
 		switch {
 		case err != nil && ctx.Err() == nil:
 			s.logger.Warn("expire idempotency records", "error", err)

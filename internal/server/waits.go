@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
-	"github.com/instore-dev/instore/internal/onlineapi"
+	"github.com/instore-dev/instore/internal/httpapi"
 )
 
 // Every wait an Online API request can make ends before the time-outs of
@@ -53,7 +53,7 @@ func (c Config) idempotencyWait() time.Duration {
 	if c.IdempotencyWait > 0 {
 		return c.IdempotencyWait
 	}
-	return onlineapi.DefaultIdempotencyWait
+	return httpapi.DefaultIdempotencyWait
 }
 
 // LongestRequest is the longest an Online API request can wait before it

@@ -1,4 +1,4 @@
-package onlineapi
+package httpapi
 
 import (
 	"bytes"
@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
-	"github.com/instore-dev/instore/internal/httpapi"
 	"github.com/instore-dev/instore/internal/ids"
 )
 
@@ -45,8 +44,12 @@ var replayedHeaders = []string{"Content-Type", "Location", "X-Request-Id"}
 // before it created anything) the retry runs again under a new attempt,
 // and the old attempt could no longer tie anything to the record.
 type Idempotency struct {
-	API    *httpapi.API
-	Store  instore.IdempotencyStore
+	API   *API
+	Store instore.IdempotencyStore
+	// Scope returns the scope of a principal's keys (nil: its merchant, as
+	// the Online API has it; the Access API scopes them by customer).
+	// Records are stored under it in the merchant id's place.
+	Scope  func(p *instore.Principal) string
 	Logger *slog.Logger
 	Now    func() time.Time
 	// Wait bounds how long a retry waits for the first request (default
@@ -71,34 +74,38 @@ func validIdempotencyKey(k string) bool {
 }
 
 // Wrap applies idempotency to an authenticated POST handler.
-func (m *Idempotency) Wrap(h httpapi.AuthedFunc) httpapi.AuthedFunc {
+func (m *Idempotency) Wrap(h AuthedFunc) AuthedFunc {
 	return func(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
 		keys, ok := r.Header["Idempotency-Key"]
 		if !ok {
 			return h(w, r, p)
 		}
+		scope := p.MerchantID
+		if m.Scope != nil {
+			scope = m.Scope(p)
+		}
 		key := keys[0]
 		if len(keys) != 1 || !validIdempotencyKey(key) {
-			return httpapi.Validation(instore.FieldError{Field: "Idempotency-Key", Message: "must be one header of 1-255 printable ASCII characters"})
+			return Validation(instore.FieldError{Field: "Idempotency-Key", Message: "must be one header of 1-255 printable ASCII characters"})
 		}
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
-				return httpapi.Errorf413(mbe.Limit)
+				return Errorf413(mbe.Limit)
 			}
 			return instore.Errorf(instore.EValidation, "The request body could not be read.")
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		sum := sha256.Sum256(append([]byte(r.Method+" "+r.URL.Path+"\n"), body...))
 		rec := &instore.IdempotencyRecord{
-			MerchantID: p.MerchantID, Key: key, Method: r.Method, Path: r.URL.Path,
+			MerchantID: scope, Key: key, Method: r.Method, Path: r.URL.Path,
 			RequestHash: sum[:], CreatedAt: m.now().UTC().Truncate(time.Microsecond),
 			Attempt: ids.New("att"),
 		}
 		// Running here from before its record exists, so that a retry never
 		// takes it for abandoned.
-		own := &instore.IdempotencyClaim{MerchantID: p.MerchantID, Key: key, Attempt: rec.Attempt}
+		own := &instore.IdempotencyClaim{MerchantID: scope, Key: key, Attempt: rec.Attempt}
 		m.enter(own)
 		defer m.leave(own)
 		ctx := r.Context()
@@ -129,15 +136,15 @@ func (m *Idempotency) Wrap(h httpapi.AuthedFunc) httpapi.AuthedFunc {
 			case existing.TransactionID != "":
 				// The first request created a transaction: answer about it,
 				// whether that request still runs or died.
-				return m.run(w, r, p, h, &instore.IdempotencyClaim{MerchantID: p.MerchantID, Key: key,
+				return m.run(w, r, p, h, &instore.IdempotencyClaim{MerchantID: scope, Key: key,
 					Attempt: existing.Attempt, Resume: existing.TransactionID})
-			case !m.runsHere(p.MerchantID, key, existing.Attempt):
+			case !m.runsHere(scope, key, existing.Attempt):
 				// Abandoned before it created anything: its process died
 				// (one node: every running record of another process is
 				// one; with several nodes the holder's liveness decides),
 				// or it ended without storing an answer. Run again; the old
 				// attempt can no longer tie a transaction to the key.
-				if err := m.Store.DeleteIdempotency(ctx, p.MerchantID, key, existing.Attempt); err != nil && !errors.Is(err, instore.ErrNotFound) {
+				if err := m.Store.DeleteIdempotency(ctx, scope, key, existing.Attempt); err != nil && !errors.Is(err, instore.ErrNotFound) {
 					return fmt.Errorf("idempotency: %w", err)
 				}
 				continue
@@ -147,7 +154,7 @@ func (m *Idempotency) Wrap(h httpapi.AuthedFunc) httpapi.AuthedFunc {
 			if time.Now().After(deadline) {
 				return instore.Errorf(instore.EConflict, "A request with this Idempotency-Key is still running; retry later.")
 			}
-			if err := m.wait(ctx, p.MerchantID, key); err != nil {
+			if err := m.wait(ctx, scope, key); err != nil {
 				return instore.Errorf(instore.EConflict, "A request with this Idempotency-Key is still running; retry later.")
 			}
 		}
@@ -167,7 +174,7 @@ func (m *Idempotency) Wrap(h httpapi.AuthedFunc) httpapi.AuthedFunc {
 // the record: a 500 or 503 (the service failed, not the request), and an
 // answer whose client went away before it was given; a tied record then
 // stays running, for a retry to answer about its transaction.
-func (m *Idempotency) run(w http.ResponseWriter, r *http.Request, p *instore.Principal, h httpapi.AuthedFunc, c *instore.IdempotencyClaim) error {
+func (m *Idempotency) run(w http.ResponseWriter, r *http.Request, p *instore.Principal, h AuthedFunc, c *instore.IdempotencyClaim) error {
 	if c.Resume != "" {
 		// Not the first run: an answer about what the first one created.
 		w.Header().Set("Idempotent-Replayed", "true")
