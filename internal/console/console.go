@@ -22,7 +22,7 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/httpapi"
-	"github.com/instore-dev/instore/internal/onlineapi"
+	"github.com/instore-dev/instore/internal/sandbox"
 	"github.com/instore-dev/instore/internal/sim"
 )
 
@@ -104,7 +104,7 @@ func Register(cfg Config) *Console {
 // state's version, by which the page keeps the newer of two states (a
 // click's answer can arrive after the event of a later change).
 type deviceJSON struct {
-	onlineapi.DeviceJSON
+	sandbox.DeviceJSON
 	Interactive bool   `json:"interactive"`
 	NextOutcome *int   `json:"nextOutcome"`
 	NextPrint   *int   `json:"nextPrint"`
@@ -114,14 +114,14 @@ type deviceJSON struct {
 func (c *Console) device(t *sim.Terminal) *deviceJSON { return deviceOf(t.State()) }
 
 func deviceOf(st sim.State) *deviceJSON {
-	return &deviceJSON{DeviceJSON: onlineapi.DeviceState(st), Interactive: st.Interactive,
+	return &deviceJSON{DeviceJSON: sandbox.DeviceState(st), Interactive: st.Interactive,
 		NextOutcome: st.NextOutcome, NextPrint: st.NextPrint, Version: st.Version}
 }
 
 // visibleDevices lists the devices a customer may see, as the console
 // shows them.
 func (c *Console) visibleDevices(ctx context.Context, customerID string) ([]*deviceJSON, error) {
-	ds, err := onlineapi.VisibleDevices(ctx, c.cfg.Store, c.cfg.Fleet, customerID)
+	ds, err := sandbox.VisibleDevices(ctx, c.cfg.Store, c.cfg.Fleet, customerID)
 	if err != nil {
 		return nil, err
 	}
@@ -224,7 +224,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, p *instore.Prin
 			if ev.kind == "device" {
 				if !visible[ev.device.SerialNumber] {
 					// A device becomes visible when linked to this customer.
-					if ds, err := onlineapi.VisibleDevices(r.Context(), c.cfg.Store, c.cfg.Fleet, p.CustomerID); err == nil {
+					if ds, err := sandbox.VisibleDevices(r.Context(), c.cfg.Store, c.cfg.Fleet, p.CustomerID); err == nil {
 						for _, d := range ds {
 							visible[d.SerialNumber] = true
 						}
@@ -274,7 +274,7 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request, p *instore.Prin
 		return err
 	}
 	serial, action := r.PathValue("serialNumber"), r.PathValue("action")
-	devices, err := onlineapi.VisibleDevices(r.Context(), c.cfg.Store, c.cfg.Fleet, p.CustomerID)
+	devices, err := sandbox.VisibleDevices(r.Context(), c.cfg.Store, c.cfg.Fleet, p.CustomerID)
 	if err != nil {
 		return err
 	}
@@ -289,7 +289,7 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request, p *instore.Prin
 	}
 	switch {
 	case action == "offline", action == "online":
-		return writeJSON(w, deviceOf(onlineapi.SwitchOnline(r.Context(), c.cfg.Service, t, action == "online")))
+		return writeJSON(w, deviceOf(sandbox.SwitchOnline(r.Context(), c.cfg.Service, t, action == "online")))
 	case action == "interactive-on", action == "interactive-off":
 		t.SetInteractive(action == "interactive-on")
 	default:

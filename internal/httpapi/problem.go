@@ -121,3 +121,18 @@ func (a *API) Error(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	WriteProblem(w, p)
 }
+
+// WriteJSON answers status with v as a JSON body and its Content-Length
+// (the answers of the API surfaces that are not problems).
+func WriteJSON(w http.ResponseWriter, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	w.Write(b)
+	return nil
+}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/httpapi"
-	"github.com/instore-dev/instore/internal/sim"
 )
 
 // Prefix is the base path of the Online API.
@@ -30,10 +29,7 @@ type Config struct {
 	Store    instore.Store
 	// OpenAPI is the document served at /in-store/api/v1/openapi.yaml.
 	OpenAPI []byte
-	// Fleet holds the in-process virtual terminals; set in sandbox mode
-	// only, it enables the sandbox control API (/sandbox/v1).
-	Fleet  *sim.Fleet
-	Logger *slog.Logger
+	Logger  *slog.Logger
 	// IdempotencyWait bounds how long a retry waits for the first request
 	// with its Idempotency-Key before it answers 409 (default
 	// httpapi.DefaultIdempotencyWait). It must be shorter than the server's write
@@ -70,16 +66,6 @@ func Register(cfg Config) {
 	a.Handle("GET "+Prefix+"/transactions", g.Wrap(h.transactions))
 	a.Handle("POST "+Prefix+"/print", post(h.print))
 	a.Handle("GET "+Prefix+"/print/{printId}", g.Wrap(h.printJob))
-
-	if cfg.Fleet != nil {
-		sb := &sandbox{svc: cfg.Service, store: cfg.Store, fleet: cfg.Fleet}
-		a.Handle("GET /sandbox/v1/devices", g.Wrap(sb.devices))
-		a.Handle("POST /sandbox/v1/terminals/{terminalId}/next-outcome", g.Wrap(sb.nextOutcome))
-		a.Handle("POST /sandbox/v1/terminals/{terminalId}/offline", g.Wrap(sb.setOffline(true)))
-		a.Handle("POST /sandbox/v1/terminals/{terminalId}/online", g.Wrap(sb.setOffline(false)))
-		a.Handle("POST /sandbox/v1/terminals/{terminalId}/printer", g.Wrap(sb.printer))
-		a.Handle("POST /sandbox/v1/terminals/{terminalId}/next-install", g.Wrap(sb.nextInstall))
-	}
 }
 
 func mustJSON(v any) []byte {

@@ -1,7 +1,6 @@
 package onlineapi
 
 import (
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -11,19 +10,8 @@ import (
 	"github.com/instore-dev/instore/internal/httpapi"
 )
 
-// writeJSON writes v with status.
-func writeJSON(w http.ResponseWriter, status int, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(status)
-	w.Write(b)
-	return nil
-}
+// writeJSON answers with a JSON body (httpapi.WriteJSON).
+var writeJSON = httpapi.WriteJSON
 
 // handlers are the Online API's operation handlers: decode, call one
 // operation of the Service, encode.

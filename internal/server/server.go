@@ -36,6 +36,7 @@ import (
 	"github.com/instore-dev/instore/internal/metrics"
 	"github.com/instore-dev/instore/internal/onlineapi"
 	"github.com/instore-dev/instore/internal/protocol"
+	"github.com/instore-dev/instore/internal/sandbox"
 	"github.com/instore-dev/instore/internal/sim"
 	"github.com/instore-dev/instore/internal/sqlstore"
 	"github.com/instore-dev/instore/internal/tlsfiles"
@@ -280,7 +281,6 @@ func (s *Server) buildHandlers() map[string]http.Handler {
 		Service:  s.Service,
 		Store:    s.Store,
 		OpenAPI:  api.OnlineYAML,
-		Fleet:    s.Fleet,
 		Logger:   s.logger,
 
 		IdempotencyWait: s.cfg.IdempotencyWait,
@@ -302,6 +302,9 @@ func (s *Server) buildHandlers() map[string]http.Handler {
 	gatewayAPI.Mux.Handle("GET "+protocol.Path, s.Gateway)
 
 	if s.Fleet != nil {
+		// Sandbox mode: the control API and the console, on the Online
+		// API's listener and credentials.
+		sandbox.Register(online, &httpapi.Guard{Auth: s.Auth, Surface: instore.SurfaceOnline, Limiter: limiter}, s.Service, s.Store, s.Fleet)
 		console.Register(console.Config{
 			API: online, Guard: &httpapi.Guard{Auth: s.Auth, Surface: instore.SurfaceOnline}, Service: s.Service,
 			Store: s.Store, Fleet: s.Fleet, Metadata: s.Metadata, Logger: s.logger,

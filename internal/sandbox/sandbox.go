@@ -1,4 +1,4 @@
-package onlineapi
+package sandbox
 
 import (
 	"context"
@@ -10,6 +10,23 @@ import (
 	"github.com/instore-dev/instore/internal/httpapi"
 	"github.com/instore-dev/instore/internal/sim"
 )
+
+// Package sandbox is the sandbox's control API (/sandbox/v1): it drives the
+// in-process virtual terminals of sandbox mode (internal/sim), and gives the
+// console (internal/console) the same views and switches.
+
+// Register adds the sandbox control API's routes to a, guarded by g (the
+// Online API's credentials): only in sandbox mode, with the fleet of
+// virtual terminals.
+func Register(a *httpapi.API, g *httpapi.Guard, svc *instore.Service, store instore.Store, fleet *sim.Fleet) {
+	sb := &sandbox{svc: svc, store: store, fleet: fleet}
+	a.Handle("GET /sandbox/v1/devices", g.Wrap(sb.devices))
+	a.Handle("POST /sandbox/v1/terminals/{terminalId}/next-outcome", g.Wrap(sb.nextOutcome))
+	a.Handle("POST /sandbox/v1/terminals/{terminalId}/offline", g.Wrap(sb.setOffline(true)))
+	a.Handle("POST /sandbox/v1/terminals/{terminalId}/online", g.Wrap(sb.setOffline(false)))
+	a.Handle("POST /sandbox/v1/terminals/{terminalId}/printer", g.Wrap(sb.printer))
+	a.Handle("POST /sandbox/v1/terminals/{terminalId}/next-install", g.Wrap(sb.nextInstall))
+}
 
 // sandbox serves the sandbox control API (/sandbox/v1), registered only in
 // sandbox mode: it drives the in-process virtual terminals.
@@ -39,7 +56,7 @@ func (s *sandbox) devices(w http.ResponseWriter, r *http.Request, p *instore.Pri
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"devices": out})
+	return httpapi.WriteJSON(w, http.StatusOK, map[string]any{"devices": out})
 }
 
 // VisibleDevices lists the virtual devices a customer may see and use: its
@@ -134,7 +151,7 @@ func (s *sandbox) setOffline(offline bool) httpapi.AuthedFunc {
 		if err != nil {
 			return err
 		}
-		return writeJSON(w, http.StatusOK, DeviceState(SwitchOnline(r.Context(), s.svc, vt, !offline)))
+		return httpapi.WriteJSON(w, http.StatusOK, DeviceState(SwitchOnline(r.Context(), s.svc, vt, !offline)))
 	}
 }
 
@@ -169,7 +186,7 @@ func SwitchOnline(ctx context.Context, svc *instore.Service, vt *sim.Terminal, o
 }
 
 func (s *sandbox) state(w http.ResponseWriter, vt *sim.Terminal) error {
-	return writeJSON(w, http.StatusOK, DeviceState(vt.State()))
+	return httpapi.WriteJSON(w, http.StatusOK, DeviceState(vt.State()))
 }
 
 // nextInstallBody is the body of POST .../next-install.
