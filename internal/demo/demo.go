@@ -16,6 +16,7 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/admin"
+	"github.com/instore-dev/instore/internal/sandbox"
 	"github.com/instore-dev/instore/internal/server"
 )
 
@@ -254,7 +255,7 @@ func (d *Demo) seed(ctx context.Context) (*Credentials, error) {
 
 // linkTerminals allocates a terminal ID per virtual device and links them,
 // in the devices' order.
-func linkTerminals(ctx context.Context, st instore.Store, merchantID string, devices []server.SandboxDevice) ([]Terminal, error) {
+func linkTerminals(ctx context.Context, st instore.Store, merchantID string, devices []sandbox.Device) ([]Terminal, error) {
 	ts, err := admin.New(st).AllocateTerminals(ctx, merchantID, len(devices))
 	if err != nil {
 		return nil, err

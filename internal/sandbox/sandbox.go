@@ -1,3 +1,8 @@
+// Package sandbox is everything of sandbox mode besides the virtual
+// terminals themselves (internal/sim): the control API (/sandbox/v1) that
+// drives them, the console page that shows them (console.go), and the
+// provisioning of their devices (devices.go). The server wires it in
+// sandbox and demo mode only; a production service has none of it.
 package sandbox
 
 import (
@@ -10,10 +15,6 @@ import (
 	"github.com/instore-dev/instore/internal/httpapi"
 	"github.com/instore-dev/instore/internal/sim"
 )
-
-// Package sandbox is the sandbox's control API (/sandbox/v1): it drives the
-// in-process virtual terminals of sandbox mode (internal/sim), and gives the
-// console (internal/console) the same views and switches.
 
 // Register adds the sandbox control API's routes to a, guarded by g (the
 // Online API's credentials): only in sandbox mode, with the fleet of

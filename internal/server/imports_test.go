@@ -15,11 +15,10 @@ func TestImportDirections(t *testing.T) {
 	const mod = "github.com/instore-dev/instore"
 	forbidden := map[string][]string{
 		"../..":        {mod + "/internal/", mod + "/client", mod + "/cmd/"}, // the domain: standard library only
-		"../accessapi": {mod + "/internal/onlineapi", mod + "/internal/console", mod + "/internal/sim"},
-		"../onlineapi": {mod + "/internal/accessapi", mod + "/internal/console", mod + "/internal/sim", mod + "/internal/sandbox"},
-		"../httpapi":   {mod + "/internal/onlineapi", mod + "/internal/accessapi", mod + "/internal/console"},
-		"../console":   {mod + "/internal/accessapi", mod + "/internal/onlineapi"},
-		"../sandbox":   {mod + "/internal/onlineapi", mod + "/internal/accessapi", mod + "/internal/console"},
+		"../accessapi": {mod + "/internal/onlineapi", mod + "/internal/sandbox", mod + "/internal/sim"},
+		"../onlineapi": {mod + "/internal/accessapi", mod + "/internal/sim", mod + "/internal/sandbox"},
+		"../httpapi":   {mod + "/internal/onlineapi", mod + "/internal/accessapi", mod + "/internal/sandbox"},
+		"../sandbox":   {mod + "/internal/onlineapi", mod + "/internal/accessapi", mod + "/internal/server"},
 		"../../client": {mod + "/internal/"},
 		"../sqlstore":  {mod + "/internal/onlineapi", mod + "/internal/accessapi", mod + "/internal/gateway"},
 		"../gateway":   {mod + "/internal/onlineapi", mod + "/internal/accessapi", mod + "/internal/sqlstore"},

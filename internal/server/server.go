@@ -29,7 +29,7 @@ import (
 	"github.com/instore-dev/instore/api"
 	"github.com/instore-dev/instore/internal/accessapi"
 	"github.com/instore-dev/instore/internal/auth"
-	"github.com/instore-dev/instore/internal/console"
+
 	"github.com/instore-dev/instore/internal/gateway"
 	"github.com/instore-dev/instore/internal/httpapi"
 	"github.com/instore-dev/instore/internal/ids"
@@ -140,7 +140,7 @@ type Server struct {
 	Fleet  *sim.Fleet
 	logger *slog.Logger
 
-	sandboxDevices []SandboxDevice
+	sandboxDevices []sandbox.Device
 	fleetCancel    context.CancelFunc
 	// updatesCancel stops the software update sweep (Access API).
 	updatesCancel context.CancelFunc
@@ -152,7 +152,7 @@ type Server struct {
 	drainCancel context.CancelFunc
 	// opsServer is the ops listener's server, shut down last.
 	opsServer    *http.Server
-	consoleCreds atomic.Pointer[console.Credentials]
+	consoleCreds atomic.Pointer[sandbox.Credentials]
 
 	handlers  map[string]http.Handler
 	servers   []*http.Server
@@ -247,7 +247,7 @@ func NewWithStore(ctx context.Context, cfg Config, st instore.Store) (*Server, e
 	s.drain, s.drainCancel = context.WithCancel(context.Background())
 	if cfg.Sandbox {
 		s.Fleet = sim.NewFleet()
-		if s.sandboxDevices, err = ensureSandboxDevices(ctx, st); err != nil {
+		if s.sandboxDevices, err = sandbox.EnsureDevices(ctx, st); err != nil {
 			return nil, fmt.Errorf("sandbox devices: %w", err)
 		}
 	}
@@ -305,10 +305,10 @@ func (s *Server) buildHandlers() map[string]http.Handler {
 		// Sandbox mode: the control API and the console, on the Online
 		// API's listener and credentials.
 		sandbox.Register(online, &httpapi.Guard{Auth: s.Auth, Surface: instore.SurfaceOnline, Limiter: limiter}, s.Service, s.Store, s.Fleet)
-		console.Register(console.Config{
+		sandbox.RegisterConsole(sandbox.ConsoleConfig{
 			API: online, Guard: &httpapi.Guard{Auth: s.Auth, Surface: instore.SurfaceOnline}, Service: s.Service,
 			Store: s.Store, Fleet: s.Fleet, Metadata: s.Metadata, Logger: s.logger,
-			Defaults: func() *console.Credentials { return s.consoleCreds.Load() },
+			Defaults: func() *sandbox.Credentials { return s.consoleCreds.Load() },
 		})
 	}
 
@@ -521,11 +521,11 @@ func (s *Server) DataDir() string { return s.cfg.DataDir }
 // SetConsoleCredentials offers credentials to the console page (the demo
 // offers its own, so the page works without pasting them).
 func (s *Server) SetConsoleCredentials(subscriptionKey, accessToken string) {
-	s.consoleCreds.Store(&console.Credentials{SubscriptionKey: subscriptionKey, AccessToken: accessToken})
+	s.consoleCreds.Store(&sandbox.Credentials{SubscriptionKey: subscriptionKey, AccessToken: accessToken})
 }
 
 // SandboxDevices are the virtual devices of sandbox mode, in model order.
-func (s *Server) SandboxDevices() []SandboxDevice { return s.sandboxDevices }
+func (s *Server) SandboxDevices() []sandbox.Device { return s.sandboxDevices }
 
 // Err delivers a fatal error of a listener.
 func (s *Server) Err() <-chan error { return s.errc }

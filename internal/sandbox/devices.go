@@ -1,4 +1,4 @@
-package server
+package sandbox
 
 import (
 	"context"
@@ -10,55 +10,55 @@ import (
 	"github.com/instore-dev/instore/internal/admin"
 )
 
-// SandboxDevice is a virtual device of sandbox mode with its secret. The
+// Device is a virtual device of sandbox mode with its secret. The
 // sandbox keeps these secrets in the store in clear (settings
 // "sandbox_devices") so that it can run the devices after a restart; a
 // production service has no virtual devices and never does this.
-type SandboxDevice struct {
+type Device struct {
 	SerialNumber    string `json:"serialNumber"`
 	Model           string `json:"model"`
 	SoftwareVersion string `json:"softwareVersion"`
 	Secret          string `json:"secret"`
 }
 
-const sandboxDevicesSetting = "sandbox_devices"
+const devicesSetting = "sandbox_devices"
 
-// sandboxSerials are the virtual devices' serial numbers, one per model in
+// serials are the virtual devices' serial numbers, one per model in
 // the demo's order: countertop, mobile, PIN pad.
-var sandboxSerials = map[string]string{
+var serials = map[string]string{
 	instore.ModelCountertop: "VT-COUNTERTOP-01",
 	instore.ModelMobile:     "VT-MOBILE-01",
 	instore.ModelPINPad:     "VT-PINPAD-01",
 }
 
-// ensureSandboxDevices provisions the virtual devices at the first start
+// EnsureDevices provisions the virtual devices at the first start
 // in sandbox mode and returns them.
-func ensureSandboxDevices(ctx context.Context, st instore.Store) ([]SandboxDevice, error) {
-	v, err := st.Setting(ctx, sandboxDevicesSetting)
+func EnsureDevices(ctx context.Context, st instore.Store) ([]Device, error) {
+	v, err := st.Setting(ctx, devicesSetting)
 	if err == nil {
-		var ds []SandboxDevice
+		var ds []Device
 		if err := json.Unmarshal([]byte(v), &ds); err != nil {
-			return nil, fmt.Errorf("setting %s is damaged: %w", sandboxDevicesSetting, err)
+			return nil, fmt.Errorf("setting %s is damaged: %w", devicesSetting, err)
 		}
 		return ds, nil
 	} else if !errors.Is(err, instore.ErrNotFound) {
 		return nil, err
 	}
 	ad := admin.New(st)
-	var ds []SandboxDevice
+	var ds []Device
 	for _, model := range instore.Models {
-		d, secret, err := ad.CreateDevice(ctx, sandboxSerials[model], model, "")
+		d, secret, err := ad.CreateDevice(ctx, serials[model], model, "")
 		if err != nil {
 			return nil, err
 		}
-		ds = append(ds, SandboxDevice{SerialNumber: d.SerialNumber, Model: model, SoftwareVersion: "1.0.0", Secret: secret})
+		ds = append(ds, Device{SerialNumber: d.SerialNumber, Model: model, SoftwareVersion: "1.0.0", Secret: secret})
 	}
 	b, _ := json.Marshal(ds)
-	stored, err := st.InitSetting(ctx, sandboxDevicesSetting, string(b))
+	stored, err := st.InitSetting(ctx, devicesSetting, string(b))
 	if err != nil {
 		return nil, err
 	}
-	var out []SandboxDevice
+	var out []Device
 	if err := json.Unmarshal([]byte(stored), &out); err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package console
+package sandbox
 
 import (
 	"net/http/httptest"

@@ -1,4 +1,4 @@
-package console_test
+package sandbox_test
 
 import (
 	"bufio"

@@ -3,7 +3,7 @@
 // the shop, and follows transactions and print jobs live through
 // server-sent events. It is served from embedded files (no Node toolchain)
 // in sandbox and demo mode only.
-package console
+package sandbox
 
 import (
 	"context"
@@ -22,7 +22,6 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/httpapi"
-	"github.com/instore-dev/instore/internal/sandbox"
 	"github.com/instore-dev/instore/internal/sim"
 )
 
@@ -36,8 +35,8 @@ type Credentials struct {
 	AccessToken     string `json:"accessToken"`
 }
 
-// Config holds what the console needs.
-type Config struct {
+// ConsoleConfig holds what the console needs.
+type ConsoleConfig struct {
 	API      *httpapi.API
 	Guard    *httpapi.Guard
 	Service  *instore.Service
@@ -51,13 +50,13 @@ type Config struct {
 
 // Console serves the page and its event stream.
 type Console struct {
-	cfg Config
+	cfg ConsoleConfig
 	hub *hub
 }
 
-// Register adds /console and its API to cfg.API and starts following the
-// service's and the virtual terminals' changes.
-func Register(cfg Config) *Console {
+// RegisterConsole adds /console and its API to cfg.API and starts
+// following the service's and the virtual terminals' changes.
+func RegisterConsole(cfg ConsoleConfig) *Console {
 	c := &Console{cfg: cfg, hub: newHub()}
 	sub, _ := fs.Sub(staticFS, "static")
 	files := http.FileServer(http.FS(sub))
@@ -86,7 +85,7 @@ func Register(cfg Config) *Console {
 				d = c
 			}
 		}
-		return writeJSON(w, d)
+		return httpapi.WriteJSON(w, http.StatusOK, d)
 	})
 	cfg.API.Handle("GET /console/events", cfg.Guard.Wrap(c.events))
 	cfg.API.Handle("POST /console/devices/{serialNumber}/{action}", cfg.Guard.Wrap(c.action))
@@ -98,50 +97,40 @@ func Register(cfg Config) *Console {
 	return c
 }
 
-// deviceJSON is a virtual device as the console shows it: the sandbox's
+// consoleDevice is a virtual device as the console shows it: the sandbox's
 // view plus whether it waits for a person, the outcome and print status
 // set for its next transaction and print job (null when none), and the
 // state's version, by which the page keeps the newer of two states (a
 // click's answer can arrive after the event of a later change).
-type deviceJSON struct {
-	sandbox.DeviceJSON
+type consoleDevice struct {
+	DeviceJSON
 	Interactive bool   `json:"interactive"`
 	NextOutcome *int   `json:"nextOutcome"`
 	NextPrint   *int   `json:"nextPrint"`
 	Version     uint64 `json:"version"`
 }
 
-func (c *Console) device(t *sim.Terminal) *deviceJSON { return deviceOf(t.State()) }
+func (c *Console) device(t *sim.Terminal) *consoleDevice { return deviceOf(t.State()) }
 
-func deviceOf(st sim.State) *deviceJSON {
-	return &deviceJSON{DeviceJSON: sandbox.DeviceState(st), Interactive: st.Interactive,
+func deviceOf(st sim.State) *consoleDevice {
+	return &consoleDevice{DeviceJSON: DeviceState(st), Interactive: st.Interactive,
 		NextOutcome: st.NextOutcome, NextPrint: st.NextPrint, Version: st.Version}
 }
 
 // visibleDevices lists the devices a customer may see, as the console
 // shows them.
-func (c *Console) visibleDevices(ctx context.Context, customerID string) ([]*deviceJSON, error) {
-	ds, err := sandbox.VisibleDevices(ctx, c.cfg.Store, c.cfg.Fleet, customerID)
+func (c *Console) visibleDevices(ctx context.Context, customerID string) ([]*consoleDevice, error) {
+	ds, err := VisibleDevices(ctx, c.cfg.Store, c.cfg.Fleet, customerID)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*deviceJSON, 0, len(ds))
+	out := make([]*consoleDevice, 0, len(ds))
 	for _, d := range ds {
 		if t, ok := c.cfg.Fleet.Get(d.SerialNumber); ok {
 			out = append(out, c.device(t))
 		}
 	}
 	return out, nil
-}
-
-func writeJSON(w http.ResponseWriter, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Write(b)
-	return nil
 }
 
 // changed is called after every committed change of a transaction or a
@@ -224,7 +213,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, p *instore.Prin
 			if ev.kind == "device" {
 				if !visible[ev.device.SerialNumber] {
 					// A device becomes visible when linked to this customer.
-					if ds, err := sandbox.VisibleDevices(r.Context(), c.cfg.Store, c.cfg.Fleet, p.CustomerID); err == nil {
+					if ds, err := VisibleDevices(r.Context(), c.cfg.Store, c.cfg.Fleet, p.CustomerID); err == nil {
 						for _, d := range ds {
 							visible[d.SerialNumber] = true
 						}
@@ -274,7 +263,7 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request, p *instore.Prin
 		return err
 	}
 	serial, action := r.PathValue("serialNumber"), r.PathValue("action")
-	devices, err := sandbox.VisibleDevices(r.Context(), c.cfg.Store, c.cfg.Fleet, p.CustomerID)
+	devices, err := VisibleDevices(r.Context(), c.cfg.Store, c.cfg.Fleet, p.CustomerID)
 	if err != nil {
 		return err
 	}
@@ -289,7 +278,7 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request, p *instore.Prin
 	}
 	switch {
 	case action == "offline", action == "online":
-		return writeJSON(w, deviceOf(sandbox.SwitchOnline(r.Context(), c.cfg.Service, t, action == "online")))
+		return httpapi.WriteJSON(w, http.StatusOK, deviceOf(SwitchOnline(r.Context(), c.cfg.Service, t, action == "online")))
 	case action == "interactive-on", action == "interactive-off":
 		t.SetInteractive(action == "interactive-on")
 	default:
@@ -307,7 +296,7 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request, p *instore.Prin
 			return instore.Errorf(instore.ENotFound, "Unknown action.")
 		}
 	}
-	return writeJSON(w, c.device(t))
+	return httpapi.WriteJSON(w, http.StatusOK, c.device(t))
 }
 
 // fromLoopback reports whether r comes straight from a browser on this
@@ -342,7 +331,7 @@ type event struct {
 	kind       string // transaction, print, device
 	merchantID string // for transaction and print; "" for device
 	data       any
-	device     *deviceJSON
+	device     *consoleDevice
 }
 
 // hub fans events out to the subscribed pages. A page that cannot keep up
