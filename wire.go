@@ -1,43 +1,61 @@
 package instore
 
-import "time"
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+)
 
 // TransactionWire is a transaction as the Online API shows it: the one
 // wire type of the resource (api/online-api.yaml, schema Transaction), which
 // the Online API, the console and the tests encode and decode.
 type TransactionWire struct {
-	OnlineAPIRefID  string      `json:"onlineAPIRefId"`
-	Type            string      `json:"type"`
-	TerminalID      string      `json:"terminalId"`
-	Amount          int64       `json:"amount"`
-	CashbackAmount  int64       `json:"cashbackAmount"`
-	VATAmount       *int64      `json:"vatAmount"`
-	Currency        string      `json:"currency"`
-	PaymentMethodID *int        `json:"paymentMethodId"`
-	ECRReference    *string     `json:"ecrReference"`
-	PrintReceipt    bool        `json:"printReceipt"`
-	StatusID        int         `json:"statusId"`
-	Status          string      `json:"status"`
-	ErrorID         *int        `json:"errorId"`
-	ErrorCode       *string     `json:"errorCode"`
-	Progress        string      `json:"progress"`
-	Version         int64       `json:"version"`
-	CreatedAt       time.Time   `json:"createdAt"`
-	AcknowledgedAt  *time.Time  `json:"acknowledgedAt"`
-	CompletedAt     *time.Time  `json:"completedAt"`
-	Reverses        *string     `json:"reverses"`
-	ReversedBy      *string     `json:"reversedBy"`
-	Result          *ResultWire `json:"result,omitempty"`
+	OnlineAPIRefID string `json:"onlineAPIRefId"`
+	// Type is PURCHASE, REFUND or REVERSAL (TypePurchase...).
+	Type       string `json:"type"`
+	TerminalID string `json:"terminalId"`
+	// Amount is the total charged, cashback included, in minor units.
+	Amount          int64      `json:"amount"`
+	CashbackAmount  int64      `json:"cashbackAmount"`
+	VATAmount       *int64     `json:"vatAmount"`
+	Currency        string     `json:"currency"`
+	PaymentMethodID *int       `json:"paymentMethodId"`
+	ECRReference    NullString `json:"ecrReference"`
+	PrintReceipt    bool       `json:"printReceipt"`
+	// StatusID and Status are an entry of transactionStatuses; 14
+	// PENDING until the transaction is final.
+	StatusID int    `json:"statusId"`
+	Status   string `json:"status"`
+	// ErrorID and ErrorCode are set when the service ended the
+	// transaction with a code (WP23, WP25, WP36, WP37); 0 and "" (null on
+	// the wire) otherwise: no code has id 0.
+	ErrorID   NullInt    `json:"errorId"`
+	ErrorCode NullString `json:"errorCode"`
+	// Progress is the latest stage the terminal reported while PENDING
+	// (SENT, ACKNOWLEDGED, WAITING_FOR_CARD, WAITING_FOR_PIN,
+	// AUTHORIZING), FINAL after.
+	Progress string `json:"progress"`
+	// Version increases with every change.
+	Version        int64      `json:"version"`
+	CreatedAt      time.Time  `json:"createdAt"`
+	AcknowledgedAt *time.Time `json:"acknowledgedAt"`
+	CompletedAt    *time.Time `json:"completedAt"`
+	// Reverses and ReversedBy link a REVERSAL and its purchase.
+	Reverses   NullString `json:"reverses"`
+	ReversedBy NullString `json:"reversedBy"`
+	// Result is what the terminal reported; nil before.
+	Result *ResultWire `json:"result,omitempty"`
 }
 
 // ResultWire is a final result as the Online API shows it.
 type ResultWire struct {
-	EntryMode         *string           `json:"entryMode"`
-	CardBrand         *string           `json:"cardBrand"`
-	MaskedPAN         *string           `json:"maskedPan"`
-	AuthorizationCode *string           `json:"authorizationCode"`
-	PaymentMethod     *PaymentMethodRef `json:"paymentMethod"`
-	Receipt           Receipt           `json:"receipt"`
+	EntryMode         NullString `json:"entryMode"`
+	CardBrand         NullString `json:"cardBrand"`
+	MaskedPAN         NullString `json:"maskedPan"`
+	AuthorizationCode NullString `json:"authorizationCode"`
+	// PaymentMethod is the payment method used (nil for a card).
+	PaymentMethod *PaymentMethodRef `json:"paymentMethod"`
+	Receipt       Receipt           `json:"receipt"`
 }
 
 // PaymentMethodRef names an entry of the paymentMethods list.
@@ -46,11 +64,52 @@ type PaymentMethodRef struct {
 	Code string `json:"code"`
 }
 
-func optional(s string) *string {
+// NullString is a string member the wire shows as null when it is empty,
+// so that Go code reads it as a plain string (the zero value for null).
+type NullString string
+
+// MarshalJSON encodes "" as null.
+func (s NullString) MarshalJSON() ([]byte, error) {
 	if s == "" {
+		return []byte("null"), nil
+	}
+	return json.Marshal(string(s))
+}
+
+// UnmarshalJSON decodes null as "".
+func (s *NullString) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*s = ""
 		return nil
 	}
-	return &s
+	var v string
+	err := json.Unmarshal(b, &v)
+	*s = NullString(v)
+	return err
+}
+
+// NullInt is an int member the wire shows as null when it is 0 (a member
+// for which 0 is no valid value, such as errorId).
+type NullInt int
+
+// MarshalJSON encodes 0 as null.
+func (n NullInt) MarshalJSON() ([]byte, error) {
+	if n == 0 {
+		return []byte("null"), nil
+	}
+	return strconv.AppendInt(nil, int64(n), 10), nil
+}
+
+// UnmarshalJSON decodes null as 0.
+func (n *NullInt) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*n = 0
+		return nil
+	}
+	var v int
+	err := json.Unmarshal(b, &v)
+	*n = NullInt(v)
+	return err
 }
 
 func nonNil(l []string) []string {
@@ -65,10 +124,10 @@ func (meta *Metadata) TransactionWire(t *Transaction) *TransactionWire {
 	out := &TransactionWire{
 		OnlineAPIRefID: t.ID, Type: t.Type, TerminalID: t.TerminalID, Amount: t.Amount,
 		CashbackAmount: t.CashbackAmount, VATAmount: t.VATAmount, Currency: t.Currency,
-		PaymentMethodID: t.PaymentMethodID, ECRReference: optional(t.ECRReference), PrintReceipt: t.PrintReceipt,
+		PaymentMethodID: t.PaymentMethodID, ECRReference: NullString(t.ECRReference), PrintReceipt: t.PrintReceipt,
 		StatusID: t.StatusID, Progress: t.Progress, Version: t.Version, CreatedAt: t.CreatedAt,
 		AcknowledgedAt: t.AcknowledgedAt, CompletedAt: t.CompletedAt,
-		Reverses: optional(t.Reverses), ReversedBy: optional(t.ReversedBy),
+		Reverses: NullString(t.Reverses), ReversedBy: NullString(t.ReversedBy),
 	}
 	if c, ok := meta.TransactionStatus(t.StatusID); ok {
 		out.Status = c.Code
@@ -76,15 +135,14 @@ func (meta *Metadata) TransactionWire(t *Transaction) *TransactionWire {
 	if t.ErrorID != nil {
 		for _, c := range meta.ErrorCodes {
 			if c.ID == *t.ErrorID {
-				id, code := c.ID, c.Code
-				out.ErrorID, out.ErrorCode = &id, &code
+				out.ErrorID, out.ErrorCode = NullInt(c.ID), NullString(c.Code)
 			}
 		}
 	}
 	if r := t.Result; r != nil {
 		rj := &ResultWire{
-			EntryMode: optional(r.EntryMode), CardBrand: optional(r.CardBrand), MaskedPAN: optional(r.MaskedPAN),
-			AuthorizationCode: optional(r.AuthorizationCode),
+			EntryMode: NullString(r.EntryMode), CardBrand: NullString(r.CardBrand), MaskedPAN: NullString(r.MaskedPAN),
+			AuthorizationCode: NullString(r.AuthorizationCode),
 			Receipt:           Receipt{Customer: nonNil(r.Receipt.Customer), Merchant: nonNil(r.Receipt.Merchant)},
 		}
 		if r.PaymentMethodID != nil {
@@ -99,10 +157,12 @@ func (meta *Metadata) TransactionWire(t *Transaction) *TransactionWire {
 
 // PrintJobWire is a print job as the Online API shows it (schema PrintJob).
 type PrintJobWire struct {
-	PrintID     string     `json:"printId"`
-	TerminalID  string     `json:"terminalId"`
+	PrintID    string `json:"printId"`
+	TerminalID string `json:"terminalId"`
+	// StatusID and Status are an entry of printStatuses (0 SUCCESS ...);
+	// nil and "" (null on the wire) while the job runs.
 	StatusID    *int       `json:"statusId"`
-	Status      *string    `json:"status"`
+	Status      NullString `json:"status"`
 	CreatedAt   time.Time  `json:"createdAt"`
 	CompletedAt *time.Time `json:"completedAt"`
 }
@@ -112,7 +172,7 @@ func (meta *Metadata) PrintJobWire(j *PrintJob) *PrintJobWire {
 	out := &PrintJobWire{PrintID: j.ID, TerminalID: j.TerminalID, StatusID: j.StatusID, CreatedAt: j.CreatedAt, CompletedAt: j.CompletedAt}
 	if j.StatusID != nil {
 		if c, ok := meta.PrintStatus(*j.StatusID); ok {
-			out.Status = &c.Code
+			out.Status = NullString(c.Code)
 		}
 	}
 	return out

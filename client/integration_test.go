@@ -277,13 +277,13 @@ func TestIntegrationOnlineAPI(t *testing.T) {
 
 	// Reversal of the latest purchase: the purchase becomes REVERSED.
 	rev := mustOK[*client.Transaction](t, "Reversal")(c.Reversal(ctx, client.ReversalParams{OnlineAPIRefID: tx.OnlineAPIRefID}))
-	if rev.Type != instore.TypeReversal || rev.Reverses != tx.OnlineAPIRefID {
+	if rev.Type != instore.TypeReversal || string(rev.Reverses) != tx.OnlineAPIRefID {
 		t.Errorf("Reversal = %+v", rev)
 	}
 	if rf := mustOK[*client.Transaction](t, "WaitForFinal reversal")(c.WaitForFinal(ctx, rev.OnlineAPIRefID, nil)); !rf.Approved() {
 		t.Errorf("reversal ended %s", rf.Status)
 	}
-	if orig := mustOK[*client.Transaction](t, "Transaction")(c.Transaction(ctx, tx.OnlineAPIRefID, 0)); orig.StatusID != instore.StatusReversed || orig.ReversedBy != rev.OnlineAPIRefID {
+	if orig := mustOK[*client.Transaction](t, "Transaction")(c.Transaction(ctx, tx.OnlineAPIRefID, 0)); orig.StatusID != instore.StatusReversed || string(orig.ReversedBy) != rev.OnlineAPIRefID {
 		t.Errorf("original after reversal = %s reversedBy %q", orig.Status, orig.ReversedBy)
 	}
 

@@ -32,65 +32,22 @@ type Terminal = instore.TerminalView
 // per line.
 type Receipt = instore.Receipt
 
-// Transaction is a purchase, refund or reversal as the Online API shows it.
-// Members the service sends as null are zero here (ErrorID 0 and
-// ErrorCode "" mean no error code; no WP code has id 0); RawJSON returns
-// the object exactly as sent.
+// Transaction is a purchase, refund or reversal as the Online API shows it:
+// the service's own wire type (instore.TransactionWire), whose members the
+// service sends as null are zero here (ErrorID 0 and ErrorCode "" mean no
+// error code; no WP code has id 0); RawJSON returns the object exactly as
+// sent.
 type Transaction struct {
-	OnlineAPIRefID string `json:"onlineAPIRefId"`
-	// Type is PURCHASE, REFUND or REVERSAL (instore.TypePurchase...).
-	Type       string `json:"type"`
-	TerminalID string `json:"terminalId"`
-	// Amount is the total charged, cashback included, in minor units.
-	Amount          int64  `json:"amount"`
-	CashbackAmount  int64  `json:"cashbackAmount"`
-	VATAmount       *int64 `json:"vatAmount"`
-	Currency        string `json:"currency"`
-	PaymentMethodID *int   `json:"paymentMethodId"`
-	ECRReference    string `json:"ecrReference"`
-	PrintReceipt    bool   `json:"printReceipt"`
-	// StatusID and Status are an entry of transactionStatuses; 14
-	// PENDING until the transaction is final.
-	StatusID int    `json:"statusId"`
-	Status   string `json:"status"`
-	// ErrorID and ErrorCode are set when the service ended the
-	// transaction with a code: WP23, WP25, WP36, WP37.
-	ErrorID   int    `json:"errorId"`
-	ErrorCode string `json:"errorCode"`
-	// Progress is the latest stage the terminal reported while PENDING
-	// (SENT, ACKNOWLEDGED, WAITING_FOR_CARD, WAITING_FOR_PIN,
-	// AUTHORIZING), FINAL after.
-	Progress string `json:"progress"`
-	// Version increases with every change.
-	Version        int64      `json:"version"`
-	CreatedAt      time.Time  `json:"createdAt"`
-	AcknowledgedAt *time.Time `json:"acknowledgedAt"`
-	CompletedAt    *time.Time `json:"completedAt"`
-	// Reverses and ReversedBy link a REVERSAL and its purchase.
-	Reverses   string `json:"reverses"`
-	ReversedBy string `json:"reversedBy"`
-	// Result is what the terminal reported; nil before.
-	Result *Result `json:"result,omitempty"`
+	instore.TransactionWire
 
 	raw json.RawMessage
 }
 
 // Result is what the terminal reported with a final status.
-type Result struct {
-	EntryMode         string `json:"entryMode"`
-	CardBrand         string `json:"cardBrand"`
-	MaskedPAN         string `json:"maskedPan"`
-	AuthorizationCode string `json:"authorizationCode"`
-	// PaymentMethod is the payment method used (nil for a card).
-	PaymentMethod *PaymentMethodRef `json:"paymentMethod"`
-	Receipt       Receipt           `json:"receipt"`
-}
+type Result = instore.ResultWire
 
 // PaymentMethodRef names an entry of the paymentMethods list.
-type PaymentMethodRef struct {
-	ID   int    `json:"id"`
-	Code string `json:"code"`
-}
+type PaymentMethodRef = instore.PaymentMethodRef
 
 // UnmarshalJSON decodes the object and keeps it for RawJSON.
 func (t *Transaction) UnmarshalJSON(b []byte) error {
@@ -115,15 +72,10 @@ func (t *Transaction) Final() bool { return t.StatusID != instore.StatusPending 
 // Approved reports whether the transaction ended APPROVED (0).
 func (t *Transaction) Approved() bool { return t.StatusID == instore.StatusApproved }
 
-// PrintJob is text printed on a terminal's printer.
+// PrintJob is text printed on a terminal's printer, as the service shows
+// it (instore.PrintJobWire): StatusID nil and Status "" while it runs.
 type PrintJob struct {
-	PrintID    string `json:"printId"`
-	TerminalID string `json:"terminalId"`
-	// StatusID and Status are an entry of printStatuses (0 SUCCESS ...).
-	StatusID    *int       `json:"statusId"`
-	Status      string     `json:"status"`
-	CreatedAt   time.Time  `json:"createdAt"`
-	CompletedAt *time.Time `json:"completedAt"`
+	instore.PrintJobWire
 
 	raw json.RawMessage
 }

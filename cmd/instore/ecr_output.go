@@ -184,31 +184,31 @@ func txBlock(tx *client.Transaction, receipt bool) string {
 		}
 	}
 	row("onlineAPIRefId", tx.OnlineAPIRefID)
-	row("ecrReference", tx.ECRReference)
+	row("ecrReference", string(tx.ECRReference))
 	if tx.CashbackAmount > 0 {
 		row("cashback", client.FormatAmount(tx.CashbackAmount, tx.Currency)+" "+tx.Currency)
 	}
-	if tx.ErrorCode != "" {
+	if string(tx.ErrorCode) != "" {
 		desc := ""
-		if c, ok := ecrCodeLists.ErrorCode(tx.ErrorCode); ok {
+		if c, ok := ecrCodeLists.ErrorCode(string(tx.ErrorCode)); ok {
 			desc = " " + c.Description
 		}
-		row("error", tx.ErrorCode+desc)
+		row("error", string(tx.ErrorCode)+desc)
 	}
 	if r := tx.Result; r != nil {
 		if r.PaymentMethod != nil {
 			row("paid with", r.PaymentMethod.Code)
-		} else if r.CardBrand != "" || r.MaskedPAN != "" {
-			card := strings.TrimSpace(r.CardBrand + " " + r.MaskedPAN)
-			if r.EntryMode != "" {
-				card += " (" + r.EntryMode + ")"
+		} else if string(r.CardBrand) != "" || string(r.MaskedPAN) != "" {
+			card := strings.TrimSpace(string(r.CardBrand) + " " + string(r.MaskedPAN))
+			if string(r.EntryMode) != "" {
+				card += " (" + string(r.EntryMode) + ")"
 			}
 			row("card", card)
 		}
-		row("authorization", r.AuthorizationCode)
+		row("authorization", string(r.AuthorizationCode))
 	}
-	row("reverses", tx.Reverses)
-	row("reversed by", tx.ReversedBy)
+	row("reverses", string(tx.Reverses))
+	row("reversed by", string(tx.ReversedBy))
 	row("created", tx.CreatedAt.UTC().Format(time.RFC3339))
 	if tx.CompletedAt != nil {
 		row("completed", tx.CompletedAt.UTC().Format(time.RFC3339))
@@ -288,11 +288,11 @@ func printList(w io.Writer, page *client.TransactionPage) {
 	fmt.Fprintln(tl, "CREATED\tONLINEAPIREFID\tTYPE\tTERMINAL\tAMOUNT\tSTATUS\tECRREFERENCE")
 	for _, tx := range page.Transactions {
 		status := tx.Status
-		if tx.ErrorCode != "" {
-			status += " " + tx.ErrorCode
+		if string(tx.ErrorCode) != "" {
+			status += " " + string(tx.ErrorCode)
 		}
 		fmt.Fprintf(tl, "%s\t%s\t%s\t%s\t%s %s\t%s\t%s\n", tx.CreatedAt.UTC().Format(time.RFC3339), tx.OnlineAPIRefID, tx.Type, tx.TerminalID,
-			client.FormatAmount(tx.Amount, tx.Currency), tx.Currency, status, tx.ECRReference)
+			client.FormatAmount(tx.Amount, tx.Currency), tx.Currency, status, string(tx.ECRReference))
 	}
 	tl.Flush()
 	if len(page.Transactions) == 0 {
@@ -308,7 +308,7 @@ func printJob(w io.Writer, j *client.PrintJob, asJSON bool) {
 		writeJSONLine(w, j)
 		return
 	}
-	status := j.Status
+	status := string(j.Status)
 	if status == "" {
 		status = "PRINTING"
 	}

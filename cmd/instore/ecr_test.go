@@ -545,8 +545,8 @@ func TestDemoEnv(t *testing.T) {
 // TestSpinnerOnlyOnATerminal draws the progress line as it is drawn when
 // stdout is a terminal, and checks it is cleared before the final status.
 func TestSpinnerOnlyOnATerminal(t *testing.T) {
-	pending := &client.Transaction{OnlineAPIRefID: "txn_1", Type: instore.TypePurchase, TerminalID: "10000001", Amount: 1250, Currency: "SEK",
-		StatusID: instore.StatusPending, Status: "PENDING", Progress: instore.ProgressWaitingForCard, Version: 3}
+	pending := &client.Transaction{TransactionWire: instore.TransactionWire{OnlineAPIRefID: "txn_1", Type: instore.TypePurchase, TerminalID: "10000001", Amount: 1250, Currency: "SEK",
+		StatusID: instore.StatusPending, Status: "PENDING", Progress: instore.ProgressWaitingForCard, Version: 3}}
 	final := *pending
 	final.StatusID, final.Status, final.Progress, final.Version = instore.StatusApproved, "APPROVED", instore.ProgressFinal, 6
 	cases := []struct {

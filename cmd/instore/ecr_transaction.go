@@ -368,9 +368,9 @@ func outcome(tx *client.Transaction) error {
 		return nil
 	}
 	msg := fmt.Sprintf("transaction %s ended %s (%d)", tx.OnlineAPIRefID, tx.Status, tx.StatusID)
-	if tx.ErrorCode != "" {
-		msg += " with " + tx.ErrorCode
-		if c, ok := ecrCodeLists.ErrorCode(tx.ErrorCode); ok {
+	if string(tx.ErrorCode) != "" {
+		msg += " with " + string(tx.ErrorCode)
+		if c, ok := ecrCodeLists.ErrorCode(string(tx.ErrorCode)); ok {
 			msg += " " + c.Description
 		}
 	}

@@ -134,7 +134,7 @@ func TestLateApprovalAfterDeadlineIsReversed(t *testing.T) {
 		t.Errorf("confirm re %q, want %q", conf.Re, resID)
 	}
 	final := s.get(t, "/in-store/api/v1/transaction/"+tx.OnlineAPIRefID).tx(t, 200)
-	if final.StatusID != instore.StatusReversed || final.ErrorCode == nil || *final.ErrorCode != "WP36" {
+	if final.StatusID != instore.StatusReversed || final.ErrorCode != "WP36" {
 		t.Errorf("late approval: %d %v, want REVERSED keeping WP36", final.StatusID, final.ErrorCode)
 	}
 	// The same result again (a resend): confirmed, nothing changes.
@@ -168,7 +168,7 @@ func TestLateApprovalAfterAckTimeoutIsReversed(t *testing.T) {
 	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: 0})
 	d.expect(protocol.TypeReversal)
 	final := s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200)
-	if final.StatusID != instore.StatusReversed || final.ErrorCode == nil || *final.ErrorCode != "WP25" {
+	if final.StatusID != instore.StatusReversed || final.ErrorCode != "WP25" {
 		t.Errorf("late approval after WP25: %d %v, want REVERSED keeping WP25", final.StatusID, final.ErrorCode)
 	}
 }
@@ -189,7 +189,7 @@ func TestCancelRacesResult(t *testing.T) {
 	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: 0})
 	d.expect(protocol.TypeConfirm)
 	final := s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200)
-	if final.StatusID != instore.StatusApproved || final.ErrorCode != nil {
+	if final.StatusID != instore.StatusApproved || final.ErrorCode != "" {
 		t.Errorf("cancel racing an approval: %d %v, want APPROVED without error", final.StatusID, final.ErrorCode)
 	}
 }
@@ -224,7 +224,7 @@ func TestCancelDuringAckWait(t *testing.T) {
 	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: instore.StatusAbortedByCashier})
 	d.expect(protocol.TypeConfirm)
 	tx := (<-done).tx(t, 201)
-	if tx.StatusID != instore.StatusAbortedByCashier || tx.ErrorCode == nil || *tx.ErrorCode != "WP37" {
+	if tx.StatusID != instore.StatusAbortedByCashier || tx.ErrorCode != "WP37" {
 		t.Errorf("purchase answered %d %v, want ABORTED_BY_CASHIER with WP37", tx.StatusID, tx.ErrorCode)
 	}
 }
@@ -304,7 +304,7 @@ func TestLateReversalStillReversesTheOriginal(t *testing.T) {
 	if orig.StatusID != instore.StatusReversed || orig.ReversedBy == nil || *orig.ReversedBy != rev.Ref {
 		t.Errorf("original = %d reversedBy %v, want REVERSED by %s", orig.StatusID, orig.ReversedBy, rev.Ref)
 	}
-	if r.StatusID != instore.StatusTechnicalError || r.ErrorCode == nil || *r.ErrorCode != "WP25" || r.Result == nil {
+	if r.StatusID != instore.StatusTechnicalError || r.ErrorCode != "WP25" || r.Result == nil {
 		t.Errorf("late reversal = %d %v, want TECHNICAL_ERROR with WP25 and its result", r.StatusID, r.ErrorCode)
 	}
 }

@@ -405,7 +405,7 @@ func TestDocTerminal(t *testing.T) {
 	}
 	d.confirm(c)
 	d.result(ref, instore.StatusAbortedByCashier)
-	if got := s.get(t, "/in-store/api/v1/transaction/"+ref).tx(t, 200); got.StatusID != instore.StatusAbortedByCashier || got.ErrorCode == nil || *got.ErrorCode != "WP37" {
+	if got := s.get(t, "/in-store/api/v1/transaction/"+ref).tx(t, 200); got.StatusID != instore.StatusAbortedByCashier || got.ErrorCode != "WP37" {
 		t.Errorf("cancelled purchase = %d %v, want ABORTED_BY_CASHIER with WP37", got.StatusID, got.ErrorCode)
 	}
 
@@ -424,7 +424,7 @@ func TestDocTerminal(t *testing.T) {
 		t.Errorf("late approval reversal %v, want reason LATE_APPROVAL without originalRef", late)
 	}
 	d.confirm(late)
-	if got := s.get(t, "/in-store/api/v1/transaction/"+ref).tx(t, 200); got.StatusID != instore.StatusReversed || got.ErrorCode == nil || *got.ErrorCode != "WP36" {
+	if got := s.get(t, "/in-store/api/v1/transaction/"+ref).tx(t, 200); got.StatusID != instore.StatusReversed || got.ErrorCode != "WP36" {
 		t.Errorf("late approval = %d %v, want REVERSED keeping WP36", got.StatusID, got.ErrorCode)
 	}
 

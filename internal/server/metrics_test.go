@@ -146,7 +146,7 @@ func metricsWhilePurchasesRun(t *testing.T, s *sandbox) {
 	}
 	s.waitMetric(t, "instore_long_polls_waiting", nil, 1)
 	s.waitMetric(t, "instore_event_streams_open", nil, 1)
-	if tx := <-polled; tx.StatusID != instore.StatusTechnicalError || tx.ErrorCode == nil || *tx.ErrorCode != "WP36" {
+	if tx := <-polled; tx.StatusID != instore.StatusTechnicalError || tx.ErrorCode != "WP36" {
 		t.Fatalf("long-polled transaction = %+v, want TECHNICAL_ERROR WP36", tx)
 	}
 	cancel()

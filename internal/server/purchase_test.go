@@ -262,15 +262,15 @@ func TestSandboxOutcomes(t *testing.T) {
 			t.Errorf("purchase %d answered status %d", amount, tx.StatusID)
 		}
 		tx = s.final(t, tx.OnlineAPIRefID)
-		if tx.StatusID != st || tx.Progress != "FINAL" || tx.ErrorCode != nil {
+		if tx.StatusID != st || tx.Progress != "FINAL" || tx.ErrorCode != "" {
 			t.Errorf("amount %d ended %d %s (error %v), want status %d", amount, tx.StatusID, tx.Status, tx.ErrorCode, st)
 		}
 		if st == 0 {
 			r := tx.Result
-			if r == nil || r.MaskedPAN == nil || r.AuthorizationCode == nil || len(r.Receipt.Customer) == 0 || len(r.Receipt.Merchant) == 0 {
+			if r == nil || r.MaskedPAN == "" || r.AuthorizationCode == "" || len(r.Receipt.Customer) == 0 || len(r.Receipt.Merchant) == 0 {
 				t.Fatalf("approved result = %+v", r)
 			}
-			pan := *r.MaskedPAN
+			pan := string(r.MaskedPAN)
 			if len(pan) < 10 || strings.Count(pan, "*") < 2 {
 				t.Errorf("maskedPan = %q, want first 6 and last 4", pan)
 			}
@@ -289,7 +289,7 @@ func TestAckTimeoutWP25(t *testing.T) {
 		t.Fatalf("WP25 problem = %s", body)
 	}
 	tx := s.get(t, "/in-store/api/v1/transaction/"+p.OnlineAPIRefID).tx(t, 200)
-	if tx.StatusID != instore.StatusTechnicalError || tx.ErrorCode == nil || *tx.ErrorCode != "WP25" {
+	if tx.StatusID != instore.StatusTechnicalError || tx.ErrorCode != "WP25" {
 		t.Errorf("after WP25 the transaction is %d %v, want TECHNICAL_ERROR with WP25", tx.StatusID, tx.ErrorCode)
 	}
 	// The terminal is free again.
@@ -314,7 +314,7 @@ func TestDeadlineWP36AndBusyWP09(t *testing.T) {
 		t.Errorf("terminal while busy = %s", body)
 	}
 	final := s.final(t, tx.OnlineAPIRefID)
-	if final.StatusID != instore.StatusTechnicalError || final.ErrorCode == nil || *final.ErrorCode != "WP36" {
+	if final.StatusID != instore.StatusTechnicalError || final.ErrorCode != "WP36" {
 		t.Errorf("after the deadline: %d %v, want TECHNICAL_ERROR with WP36", final.StatusID, final.ErrorCode)
 	}
 }
@@ -349,7 +349,7 @@ func TestCancel(t *testing.T) {
 	c := s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": term}, nil).tx(t, 202)
 	_ = c
 	final := s.final(t, tx.OnlineAPIRefID)
-	if final.StatusID != instore.StatusAbortedByCashier || final.ErrorCode == nil || *final.ErrorCode != "WP37" {
+	if final.StatusID != instore.StatusAbortedByCashier || final.ErrorCode != "WP37" {
 		t.Errorf("cancelled purchase ended %d %v, want ABORTED_BY_CASHIER with WP37", final.StatusID, final.ErrorCode)
 	}
 	// Cancel after the result: nothing is processing.
@@ -383,7 +383,7 @@ func TestCancelNamingTransaction(t *testing.T) {
 	s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": term, "onlineAPIRefId": "not a ref"}, nil).problem(t, 400, "validation")
 	s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": term, "onlineAPIRefId": next.OnlineAPIRefID}, nil).tx(t, 202)
 	final := s.final(t, next.OnlineAPIRefID)
-	if final.StatusID != instore.StatusAbortedByCashier || final.ErrorCode == nil || *final.ErrorCode != "WP37" {
+	if final.StatusID != instore.StatusAbortedByCashier || final.ErrorCode != "WP37" {
 		t.Errorf("cancelled purchase ended %d %v, want ABORTED_BY_CASHIER with WP37", final.StatusID, final.ErrorCode)
 	}
 }
