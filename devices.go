@@ -35,6 +35,25 @@ func (s *Service) DeviceConnected(ctx context.Context, serial string, h DeviceHe
 	if err := s.Store.DeviceSeen(ctx, serial, h.SoftwareVersion, s.now()); err != nil {
 		return fmt.Errorf("device seen: %w", err)
 	}
+	return s.sendOwed(ctx, serial, &h)
+}
+
+// DeviceWoken sends a device that is online on this node what the store
+// says it is owed: its terminal ID or link code, the command of its
+// transaction if it has not acknowledged it, every message owed to it. It
+// is what a hello sends, and it is idempotent (a terminal acknowledges a
+// command it knows again and never starts it twice; an owed message keeps
+// its id). Another node that committed something for the device wakes the
+// node holding its session with it (internal/cluster); the rescan of lost
+// wake-ups runs it too. Its software update is left to the update sweep
+// of the node holding the session.
+func (s *Service) DeviceWoken(ctx context.Context, serial string) error {
+	return s.sendOwed(ctx, serial, nil)
+}
+
+// sendOwed is the part of a hello (h set) or a wake-up (h nil) that
+// sends the device what it may have missed.
+func (s *Service) sendOwed(ctx context.Context, serial string, h *DeviceHello) error {
 	t, err := s.Store.TerminalBySerial(ctx, serial)
 	switch {
 	case err == nil:
@@ -43,8 +62,10 @@ func (s *Service) DeviceConnected(ctx context.Context, serial string, h DeviceHe
 		}
 		s.resendCommand(ctx, t)
 		s.resendOwed(ctx, serial)
-		// Access API: finish, resend or deliver the terminal's software update.
-		s.updateOnHello(ctx, t, h)
+		if h != nil {
+			// Access API: finish, resend or deliver the terminal's software update.
+			s.updateOnHello(ctx, t, *h)
+		}
 		return nil
 	case errors.Is(err, ErrNotFound):
 		d, err := s.Store.Device(ctx, serial)
@@ -78,7 +99,7 @@ func (s *Service) DeviceDisconnected(serial string) {
 // transactionOf loads the transaction a device reports on; a report for a
 // transaction that was not sent to that device is refused.
 func (s *Service) transactionOf(ctx context.Context, serial, ref string) (*Transaction, error) {
-	t := s.running.get(ref)
+	t := s.runningState(ref)
 	if t == nil {
 		var err error
 		if t, err = s.Store.Transaction(ctx, ref); err != nil {

@@ -102,7 +102,7 @@ func (s *Service) start(ctx context.Context, t *Transaction, create func(context
 func (s *Service) resume(ctx context.Context, p *Principal, ref string) (*Transaction, error) {
 	w, gen, release := s.changes.subscribe(ref)
 	defer release()
-	t := s.running.get(ref)
+	t := s.runningState(ref)
 	if t == nil || t.MerchantID != p.MerchantID {
 		var err error
 		if t, err = s.ownTransaction(ctx, p, ref); err != nil {
@@ -193,7 +193,7 @@ func (s *Service) Transaction(ctx context.Context, p *Principal, ref string, wai
 	// A running transaction is read from running (this node commits every
 	// change of it, and puts each there before answering anyone), a
 	// finished one from the store.
-	t := s.running.get(ref)
+	t := s.runningState(ref)
 	if t == nil || t.MerchantID != p.MerchantID {
 		var err error
 		if t, err = s.ownTransaction(ctx, p, ref); err != nil {

@@ -40,6 +40,10 @@ type Service struct {
 	// Observer, if set, is told of every transaction that ends
 	// (observe.go).
 	Observer Observer
+	// Shared says other processes change the store too (several nodes on
+	// one PostgreSQL: internal/cluster): a status is then always read
+	// from the store, never from what this node last committed.
+	Shared bool
 
 	changes changes
 	running running

@@ -69,6 +69,16 @@ func (r *running) get(ref string) *Transaction {
 	return &cp
 }
 
+// runningState is the state this node last committed of the running
+// transaction ref, or nil: always nil when other processes change the
+// store too (Service.Shared), whose changes running does not see.
+func (s *Service) runningState(ref string) *Transaction {
+	if s.Shared {
+		return nil
+	}
+	return s.running.get(ref)
+}
+
 // changes wakes whoever waits on a transaction when it changes: an entry
 // per watched transaction, kept while someone watches, whose channel
 // publish closes (and replaces). publish also leaves the committed state it
@@ -77,6 +87,9 @@ type changes struct {
 	mu        sync.Mutex
 	m         map[string]*watch
 	observers []func(id string)
+	// committed are told of the changes this process committed, not of
+	// those published for another process (Publish).
+	committed []func(id string)
 }
 
 type watch struct {
@@ -130,13 +143,19 @@ func (c *changes) since(w *watch, gen uint64) (newGen uint64, t *Transaction, ch
 	return w.gen, w.t, w.gen != gen, w.ch
 }
 
-// publish wakes every watcher of ref and tells the observers.
+// publish wakes every watcher of ref and tells the observers, after this
+// process committed a change of it.
 func (c *changes) publish(ref string) { c.publishState(ref, nil) }
 
 // publishState is publish with the transaction's committed state, which
 // the waiters take instead of reading it again. It must be called after
 // the commit, and t not changed afterwards.
-func (c *changes) publishState(ref string, t *Transaction) {
+func (c *changes) publishState(ref string, t *Transaction) { c.publishFrom(ref, t, true) }
+
+// publishFrom wakes the watchers of ref and tells the observers; local
+// says this process committed the change (the committed hooks are told
+// too), as opposed to another process that shares the store.
+func (c *changes) publishFrom(ref string, t *Transaction, local bool) {
 	c.mu.Lock()
 	if w := c.m[ref]; w != nil {
 		switch {
@@ -150,15 +169,49 @@ func (c *changes) publishState(ref string, t *Transaction) {
 		w.ch = make(chan struct{})
 	}
 	obs := c.observers
+	var com []func(string)
+	if local {
+		com = c.committed
+	}
 	c.mu.Unlock()
+	for _, f := range com {
+		f(ref)
+	}
 	for _, f := range obs {
 		f(ref)
 	}
 }
 
-// Publish wakes local waiters of a transaction changed elsewhere (another
-// node), for a store that reports changes.
-func (s *Service) Publish(ref string) { s.changes.publish(ref) }
+// Publish wakes the waiters of a transaction or print job that another
+// process sharing the store changed (another node: internal/cluster), and
+// tells the observers; they read it from the store. The OnCommit hooks
+// are not told: the change is not this process's.
+func (s *Service) Publish(ref string) { s.changes.publishFrom(ref, nil, false) }
+
+// RefreshWaits wakes every wait in progress to read its transaction from
+// the store again: what a node does when it may have missed another
+// node's wake-ups (its notifications' connection broke).
+func (s *Service) RefreshWaits() {
+	s.changes.mu.Lock()
+	refs := make([]string, 0, len(s.changes.m))
+	for ref := range s.changes.m {
+		refs = append(refs, ref)
+	}
+	s.changes.mu.Unlock()
+	for _, ref := range refs {
+		s.Publish(ref)
+	}
+}
+
+// OnCommit registers f to be called with the id of every transaction or
+// print job this process changed, right after the commit (the cluster
+// wakes the other nodes with it). f runs on the changing goroutine: it
+// must be quick.
+func (s *Service) OnCommit(f func(id string)) {
+	s.changes.mu.Lock()
+	defer s.changes.mu.Unlock()
+	s.changes.committed = append(s.changes.committed, f)
+}
 
 // Observe registers f to be called with the id (onlineAPIRefId or printId)
 // of every transaction or print job this Service changes, after the change

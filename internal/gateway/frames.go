@@ -27,6 +27,7 @@ import (
 // protocol's own are in package protocol.
 const (
 	closeGoingAway     = int(ws.StatusGoingAway)           // 1001
+	closeRestart       = 1012                              // service restart: reconnect (to another node) at once
 	closeProtocolError = int(ws.StatusProtocolError)       // 1002
 	closeNoStatus      = int(ws.StatusNoStatusRcvd)        // 1005
 	closeAbnormal      = int(ws.StatusAbnormalClosure)     // 1006

@@ -378,6 +378,17 @@ func (g *Server) markReady(s *session) {
 	g.mu.Unlock()
 }
 
+// Serials lists the devices with a session here.
+func (g *Server) Serials() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]string, 0, len(g.sessions))
+	for serial := range g.sessions {
+		out = append(out, serial)
+	}
+	return out
+}
+
 // Sessions returns the number of devices online.
 func (g *Server) Sessions() int {
 	g.mu.Lock()
@@ -391,6 +402,31 @@ func (g *Server) Connections() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return len(g.all)
+}
+
+// Drain hands the sessions off at the start of a shutdown: it closes every
+// session with 1012 (service restart: the device reconnects at once, to
+// another node when there is one) and answers new connections 503 from
+// then on. It does not wait; Close does.
+func (g *Server) Drain() {
+	g.mu.Lock()
+	g.closed = true
+	all := make([]*session, 0, len(g.all))
+	for s := range g.all {
+		all = append(all, s)
+	}
+	g.mu.Unlock()
+	for _, s := range all {
+		s.close(closeRestart, "server restarting: connect again", false)
+	}
+}
+
+// Drop closes the session of serial, if this gateway holds one, as
+// replaced: the device has a newer session elsewhere (another node).
+func (g *Server) Drop(serial string) {
+	if s := g.session(serial); s != nil {
+		s.close(protocol.CloseReplaced, "replaced by a newer connection of the device", false)
+	}
 }
 
 // Close closes every session with 1001 (going away: reconnect), waits for

@@ -29,6 +29,7 @@ import (
 	"github.com/instore-dev/instore/api"
 	"github.com/instore-dev/instore/internal/accessapi"
 	"github.com/instore-dev/instore/internal/auth"
+	"github.com/instore-dev/instore/internal/cluster"
 
 	"github.com/instore-dev/instore/internal/gateway"
 	"github.com/instore-dev/instore/internal/httpapi"
@@ -125,6 +126,11 @@ type Config struct {
 	// gateway (wss://) over TLS with its current certificate (serve
 	// --tls-cert, --tls-key); the ops listener stays plain HTTP.
 	TLS *tlsfiles.Holder
+	// NodeID names this node in a cluster on PostgreSQL (default: random
+	// at each start); ClusterHeartbeat, ClusterDead and ClusterRescan tune
+	// it (internal/cluster defaults when 0). SQLite has no cluster.
+	NodeID                                       string
+	ClusterHeartbeat, ClusterDead, ClusterRescan time.Duration
 }
 
 // Server is the running service.
@@ -136,6 +142,9 @@ type Server struct {
 	Registry *prometheus.Registry
 	Service  *instore.Service
 	Gateway  *gateway.Server
+	// Node is this process's membership of the cluster of nodes sharing
+	// the PostgreSQL database; nil on SQLite.
+	Node *cluster.Node
 	// Fleet holds the in-process virtual terminals (sandbox mode).
 	Fleet  *sim.Fleet
 	logger *slog.Logger
@@ -236,12 +245,27 @@ func NewWithStore(ctx context.Context, cfg Config, st instore.Store) (*Server, e
 		// Device secrets are checked like every stored secret.
 		SecretMatches: auth.Matches,
 	}
-	gw := gateway.New(gateway.Config{Events: svc, Logger: cfg.Logger, Metadata: &meta, PingInterval: cfg.PingInterval, PongTimeout: cfg.PongTimeout,
+	var events instore.TerminalEvents = svc
+	var node *cluster.Node
+	if cfg.DatabaseURL != "" {
+		// Any number of nodes may share the database: this one wakes the
+		// others after its commits, and sends through them (cluster).
+		if node, err = cluster.New(ctx, cluster.Config{DatabaseURL: cfg.DatabaseURL, NodeID: cfg.NodeID, Service: svc, Logger: cfg.Logger,
+			Heartbeat: cfg.ClusterHeartbeat, Dead: cfg.ClusterDead, Rescan: cfg.ClusterRescan}); err != nil {
+			return nil, err
+		}
+		svc.Shared = true
+		events = node.Events(svc)
+	}
+	gw := gateway.New(gateway.Config{Events: events, Logger: cfg.Logger, Metadata: &meta, PingInterval: cfg.PingInterval, PongTimeout: cfg.PongTimeout,
 		MinSoftwareVersion: svc.MinSoftwareVersion})
 	svc.Gateway = gw
+	if node != nil {
+		svc.Gateway = node.Gateway()
+	}
 	metrics.RegisterGateway(reg, gw)
 	s := &Server{
-		cfg: cfg, Store: st, Auth: authn, Metadata: &meta, Registry: reg, Service: svc, Gateway: gw, logger: cfg.Logger,
+		cfg: cfg, Store: st, Auth: authn, Metadata: &meta, Registry: reg, Service: svc, Gateway: gw, Node: node, logger: cfg.Logger,
 		listeners: map[string]net.Listener{}, errc: make(chan error, 4),
 	}
 	s.drain, s.drainCancel = context.WithCancel(context.Background())
@@ -360,6 +384,12 @@ func (s *Server) Start() error {
 	if err := s.Service.Recover(context.Background()); err != nil {
 		s.Close()
 		return err
+	}
+	if s.Node != nil {
+		if err := s.Node.Start(context.Background(), s.Gateway); err != nil {
+			s.Close()
+			return err
+		}
 	}
 	addrs := map[string]string{
 		"online": s.cfg.ListenOnline, "access": s.cfg.ListenAccess,
@@ -571,7 +601,15 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 		defer cancel()
+		// Draining: /readyz answers 503 from now on, and the terminals'
+		// sessions are handed off at once (closed with 1012: reconnect,
+		// to another node when there is one), not after what is in
+		// flight is answered.
 		s.drainCancel()
+		if s.Node != nil {
+			s.Node.Drain()
+		}
+		s.Gateway.Drain()
 		if s.Fleet != nil {
 			s.Fleet.Stop()
 		}
@@ -618,6 +656,9 @@ func (s *Server) Close() error {
 		// reconnect hint, then stop the time-outs.
 		s.Gateway.Close()
 		s.Service.Close()
+		if s.Node != nil {
+			s.Node.Close()
+		}
 		err = s.Store.Close()
 	})
 	return err

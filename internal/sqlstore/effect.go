@@ -82,6 +82,25 @@ func (db *DB) OpenEffects(ctx context.Context, serial string) ([]*instore.Effect
 	return collect(rows, scanEffect, "list open effects")
 }
 
+// OwedDevices lists the devices owed an open effect (the partial index of
+// open effects serves it).
+func (db *DB) OwedDevices(ctx context.Context) ([]string, error) {
+	rows, err := db.read().query(ctx, `SELECT DISTINCT device_serial FROM effects WHERE done_at IS NULL`)
+	if err != nil {
+		return nil, fmt.Errorf("owed devices: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, fmt.Errorf("owed devices: %w", err)
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
 // EndEffect marks one open effect of a device done.
 func (db *DB) EndEffect(ctx context.Context, id, serial, outcome string, at time.Time) error {
 	return db.single(ctx, func(c conn) error {

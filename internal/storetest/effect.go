@@ -86,6 +86,15 @@ var effectTests = []test{
 		if d := diff([]*instore.Effect{storedEffect(cancel)}, mustOpenEffects(t, s, "SN-1")); d != "" {
 			t.Errorf("OpenEffects(SN-1) mismatch (-want +got):\n%s", d)
 		}
+		if owed, err := s.OwedDevices(t.Context()); err != nil || len(owed) != 1 || owed[0] != "SN-1" {
+			t.Errorf("OwedDevices() = %v, %v; want [SN-1]", owed, err)
+		}
+		if _, err := s.EndEffectsOf(t.Context(), tx.ID, instore.EffectCancel, instore.EffectMoot, at(4)); err != nil {
+			t.Fatal(err)
+		}
+		if owed, err := s.OwedDevices(t.Context()); err != nil || len(owed) != 0 {
+			t.Errorf("OwedDevices() after the effect ended = %v, %v; want none", owed, err)
+		}
 	}},
 	{"UpdateTransactionEffectsWithPrintJob", func(t *testing.T, s instore.Store) {
 		tx := owing(t, s)

@@ -1,0 +1,226 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/instore-dev/instore"
+)
+
+// ErrStaleSession is what a node answers a device's report on a session
+// whose epoch is no longer the device's current one: the device connected
+// again (to this node or another) since. The gateway does not confirm the
+// report; the device resends it on its current session.
+var ErrStaleSession = errors.New("cluster: the device has a newer session; report refused")
+
+// claim records a new session of serial on this node: its epoch grows
+// past every earlier one, so an older session anywhere is stale from now.
+func (n *Node) claim(ctx context.Context, serial string) (int64, error) {
+	var epoch int64
+	err := n.pool.QueryRow(ctx, `INSERT INTO terminal_sessions (serial_number, node_id, epoch, connected_at)
+		VALUES ($1, $2, 1, now())
+		ON CONFLICT (serial_number) DO UPDATE SET node_id = EXCLUDED.node_id,
+			epoch = terminal_sessions.epoch + 1, connected_at = now()
+		RETURNING epoch`, serial, n.id).Scan(&epoch)
+	if err != nil {
+		return 0, fmt.Errorf("cluster: claim session: %w", err)
+	}
+	n.mu.Lock()
+	n.epochs[serial] = epoch
+	n.mu.Unlock()
+	n.send("s", serial+":"+strconv.FormatInt(epoch, 10))
+	return epoch, nil
+}
+
+// release ends this node's session of serial, if it is still the current
+// one.
+func (n *Node) release(serial string) {
+	n.mu.Lock()
+	epoch, ok := n.epochs[serial]
+	delete(n.epochs, serial)
+	n.mu.Unlock()
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := n.pool.Exec(ctx, `UPDATE terminal_sessions SET node_id = NULL
+		WHERE serial_number = $1 AND node_id = $2 AND epoch = $3`, serial, n.id, epoch); err != nil && !n.closed.Load() {
+		n.log.Warn("cluster: release session", "serialNumber", serial, "error", err)
+	}
+}
+
+// current reports whether this node's session of serial is the device's
+// current one (its epoch is the stored one, and it names this node).
+// When it is not, the local session is dropped.
+func (n *Node) current(ctx context.Context, serial string) error {
+	n.mu.Lock()
+	epoch, ok := n.epochs[serial]
+	n.mu.Unlock()
+	if !ok {
+		return ErrStaleSession
+	}
+	var stored int64
+	var node *string
+	err := n.pool.QueryRow(ctx, `SELECT epoch, node_id FROM terminal_sessions WHERE serial_number = $1`, serial).Scan(&stored, &node)
+	if err != nil {
+		return fmt.Errorf("cluster: session of the device: %w", err)
+	}
+	if stored != epoch || node == nil || *node != n.id {
+		n.log.Info("cluster: report on a stale session refused; session dropped", "serialNumber", serial)
+		n.local.Drop(serial)
+		return ErrStaleSession
+	}
+	return nil
+}
+
+// remote returns the node holding serial's session when it is another
+// live node.
+func (n *Node) remote(ctx context.Context, serial string) (string, bool) {
+	var node string
+	err := n.pool.QueryRow(ctx, `SELECT s.node_id FROM terminal_sessions s JOIN cluster_nodes c ON c.id = s.node_id
+		WHERE s.serial_number = $1 AND c.id <> $2 AND c.beat_at > now() - make_interval(secs => $3)`,
+		serial, n.id, n.cfg.Dead.Seconds()).Scan(&node)
+	if err != nil {
+		if !errors.Is(err, pgx.ErrNoRows) {
+			n.log.Warn("cluster: session lookup", "serialNumber", serial, "error", err)
+		}
+		return "", false
+	}
+	return node, true
+}
+
+// Gateway is the Service's gateway on a node: the local gateway for a
+// device with a session here; for a device whose session another live node
+// holds, what is sent was committed first, so that node is woken and sends
+// it from the store (DeviceWoken); ErrOffline otherwise.
+func (n *Node) Gateway() instore.Gateway { return gatewayOf{n} }
+
+type gatewayOf struct{ n *Node }
+
+func (g gatewayOf) Online(serial string) bool {
+	if g.n.local.Online(serial) {
+		return true
+	}
+	_, ok := g.n.remote(context.Background(), serial)
+	return ok
+}
+
+func (g gatewayOf) Ready(serial string) bool {
+	if g.n.local.Online(serial) {
+		return g.n.local.Ready(serial)
+	}
+	_, ok := g.n.remote(context.Background(), serial)
+	return ok
+}
+
+// via sends with the local gateway when the device is online here, and
+// wakes the node that holds its session otherwise.
+func (g gatewayOf) via(ctx context.Context, serial string, local func() error) error {
+	if g.n.local.Online(serial) {
+		err := local()
+		if !errors.Is(err, instore.ErrOffline) {
+			return err
+		}
+	}
+	if _, ok := g.n.remote(ctx, serial); !ok {
+		return instore.ErrOffline
+	}
+	g.n.send("w", serial)
+	return nil
+}
+
+func (g gatewayOf) SendPayment(ctx context.Context, serial string, t *instore.Transaction) error {
+	return g.via(ctx, serial, func() error { return g.n.local.SendPayment(ctx, serial, t) })
+}
+
+func (g gatewayOf) SendCancel(ctx context.Context, serial, id, ref, reason string) error {
+	return g.via(ctx, serial, func() error { return g.n.local.SendCancel(ctx, serial, id, ref, reason) })
+}
+
+func (g gatewayOf) SendReversal(ctx context.Context, serial, id, ref, reason string) error {
+	return g.via(ctx, serial, func() error { return g.n.local.SendReversal(ctx, serial, id, ref, reason) })
+}
+
+func (g gatewayOf) SendPrint(ctx context.Context, serial, id, printID string, lines []string) error {
+	return g.via(ctx, serial, func() error { return g.n.local.SendPrint(ctx, serial, id, printID, lines) })
+}
+
+func (g gatewayOf) SendLinked(ctx context.Context, serial, terminalID string) error {
+	return g.via(ctx, serial, func() error { return g.n.local.SendLinked(ctx, serial, terminalID) })
+}
+
+func (g gatewayOf) SendLinkCode(ctx context.Context, serial, code string) error {
+	return g.via(ctx, serial, func() error { return g.n.local.SendLinkCode(ctx, serial, code) })
+}
+
+// SendUpdate sends only on a session of this node: the update sweep of the
+// node holding the device's session delivers it (every node runs it).
+func (g gatewayOf) SendUpdate(ctx context.Context, serial string, u *instore.Update, p *instore.Package) error {
+	return g.n.local.SendUpdate(ctx, serial, u, p)
+}
+
+// Events wraps the Service as the local gateway's TerminalEvents: a hello
+// claims the device's session for this node (a new epoch), a disconnect
+// releases it, and what the device reports on a session that is no longer
+// its current one is refused (fencing).
+func (n *Node) Events(inner instore.TerminalEvents) instore.TerminalEvents {
+	return events{TerminalEvents: inner, n: n}
+}
+
+type events struct {
+	instore.TerminalEvents
+	n *Node
+}
+
+func (e events) DeviceConnected(ctx context.Context, serial string, h instore.DeviceHello) error {
+	if _, err := e.n.claim(ctx, serial); err != nil {
+		return err
+	}
+	return e.TerminalEvents.DeviceConnected(ctx, serial, h)
+}
+
+func (e events) DeviceDisconnected(serial string) {
+	e.TerminalEvents.DeviceDisconnected(serial)
+	e.n.release(serial)
+}
+
+func (e events) TerminalAcknowledged(ctx context.Context, serial, ref string) error {
+	if err := e.n.current(ctx, serial); err != nil {
+		return err
+	}
+	return e.TerminalEvents.TerminalAcknowledged(ctx, serial, ref)
+}
+
+func (e events) TerminalResult(ctx context.Context, serial string, r instore.TerminalResult) error {
+	if err := e.n.current(ctx, serial); err != nil {
+		return err
+	}
+	return e.TerminalEvents.TerminalResult(ctx, serial, r)
+}
+
+func (e events) TerminalPrintResult(ctx context.Context, serial, printID string, statusID int) error {
+	if err := e.n.current(ctx, serial); err != nil {
+		return err
+	}
+	return e.TerminalEvents.TerminalPrintResult(ctx, serial, printID, statusID)
+}
+
+func (e events) TerminalConfirmed(ctx context.Context, serial, messageID string) error {
+	if err := e.n.current(ctx, serial); err != nil {
+		return err
+	}
+	return e.TerminalEvents.TerminalConfirmed(ctx, serial, messageID)
+}
+
+func (e events) TerminalUpdateStatus(ctx context.Context, serial, updateID string, r instore.UpdateReport) error {
+	if err := e.n.current(ctx, serial); err != nil {
+		return err
+	}
+	return e.TerminalEvents.TerminalUpdateStatus(ctx, serial, updateID, r)
+}
