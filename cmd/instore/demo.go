@@ -51,6 +51,13 @@ prints the same credentials (kept in clear: a demo's, never production's).`,
 			}
 			cfg.AccessLogger = accessLog
 			cfg.Sandbox, cfg.InteractiveFirst = true, interactive
+			// --data: one process per directory, as serve (a temporary
+			// directory is the demo's own).
+			release, err := lockDataDir(cfg)
+			if err != nil {
+				return err
+			}
+			defer release()
 			d, err := demo.Start(cmd.Context(), cfg)
 			if err != nil {
 				return err

@@ -390,6 +390,9 @@ func TestServeConfigValidation(t *testing.T) {
 		{"demo on two stores", []string{"demo", "--data", dir, "--database-url", "postgres://127.0.0.1/x"}, nil, "exclude each other"},
 		{"demo on two stores from env", []string{"demo", "--database-url", "postgres://127.0.0.1/x"}, map[string]string{"INSTORE_DATA": dir}, "exclude each other"},
 		{"bad idempotency wait", []string{"serve", "--data", dir, "--idempotency-wait", "0s"}, nil, "--idempotency-wait"},
+		{"terminal gateway twice", []string{"terminal", "--gateway", "ws://127.0.0.1:1/terminal/v1/connect", "--gateway", "http://127.0.0.1:1/terminal/v1/connect", "--serial", "S", "--secret", "x"}, nil, "listed twice"},
+		{"terminal second gateway invalid", []string{"terminal", "--gateway", "ws://127.0.0.1:1/terminal/v1/connect", "--gateway", "ftp://h/x", "--serial", "S", "--secret", "x"}, nil, "not ws or wss"},
+		{"terminal gateways from env", []string{"terminal", "--serial", "S", "--secret", "x"}, map[string]string{"INSTORE_GATEWAY": "ws://127.0.0.1:1/terminal/v1/connect  ws://127.0.0.1:1/terminal/v1/connect"}, "listed twice"},
 		{"terminal reconnect wait", []string{"terminal", "--gateway", "ws://127.0.0.1:1/terminal/v1/connect", "--serial", "S", "--secret", "x", "--reconnect-max", "-1s"}, nil, "--reconnect-max"},
 	}
 	for _, tc := range cases {
@@ -561,7 +564,8 @@ func TestTerminalCommand(t *testing.T) {
 	t.Setenv("INSTORE_DEVICE_SECRET", dev.Secret)
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"terminal", "--gateway", info.TerminalGatewayURL, "--serial", "SHOP-7", "--model", "mobile", "--delay", "0"}, pw, io.Discard)
+		// The first URL is dead: the terminal goes on to the second.
+		done <- run(ctx, []string{"terminal", "--gateway", "ws://127.0.0.1:1/terminal/v1/connect", "--gateway", info.TerminalGatewayURL, "--serial", "SHOP-7", "--model", "mobile", "--delay", "0"}, pw, io.Discard)
 		pw.Close()
 	}()
 	defer func() {

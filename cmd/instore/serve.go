@@ -41,6 +41,12 @@ by INSTORE_<FLAG>_FILE naming a file that holds the value. Flags win.`,
 			if cfg.DataDir == "" && cfg.DatabaseURL == "" {
 				return usageError{errors.New("no store: set --data DIR (SQLite) or --database-url postgres://... (or INSTORE_DATA / INSTORE_DATABASE_URL)")}
 			}
+			release, err := lockDataDir(cfg)
+			if err != nil {
+				return err
+			}
+			// Last of all: the store is closed by then.
+			defer release()
 			st, err := server.OpenStore(cmd.Context(), cfg)
 			if err != nil {
 				return err
@@ -96,6 +102,25 @@ by INSTORE_<FLAG>_FILE naming a file that holds the value. Flags win.`,
 	cmd.Flags().BoolVar(&f.pprof, "pprof", false, "serve Go profiles (net/http/pprof) under /debug/pprof/ on the ops listener")
 	cmd.Flags().BoolVar(&f.sandbox, "sandbox", false, "sandbox mode: run three virtual terminals in-process and serve the sandbox control API (/sandbox/v1)")
 	return cmd
+}
+
+// lockDataDir takes the lock of the SQLite data directory that serve and
+// demo run on (none on PostgreSQL, which serves several nodes): a second
+// process on the same directory is refused with exit status 2, the lock
+// being released when this one ends, however it ends (kill -9 too).
+// `instore admin` takes no lock; it shares the store with the server.
+func lockDataDir(cfg server.Config) (release func(), err error) {
+	if cfg.DatabaseURL != "" || cfg.DataDir == "" {
+		return func() {}, nil
+	}
+	l, err := server.LockDataDir(cfg.DataDir)
+	if errors.Is(err, server.ErrDataDirLocked) {
+		return nil, exitError{code: 2, err: err}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = l.Release() }, nil
 }
 
 // watchReload reloads the TLS certificate on SIGHUP and, every interval

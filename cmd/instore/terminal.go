@@ -38,10 +38,20 @@ unlinked and answers purchases and refunds by the sandbox outcome rules (the
 last two digits of the amount). Its screen is printed to stdout whenever it
 changes; it runs until SIGINT or SIGTERM.
 
+--gateway may be given several times, one URL per node of the service: the
+terminal connects to the first, and when a session ends or a connection fails
+it tries the next at once (after the last, the first again). It waits before
+reconnecting only after every URL failed in a row, from 500ms doubling up to
+--reconnect-max; a session that got as far as hello starts the wait over. A
+node that closes the session for a restart (1012) or shutdown (1001) sends it
+to the next URL at once. INSTORE_GATEWAY may list several URLs separated by
+spaces.
+
 The secret is best given as INSTORE_DEVICE_SECRET or INSTORE_DEVICE_SECRET_FILE
 (a file holding it) rather than --secret, which other users of the machine can
 see in the process list. Other flags may be given as INSTORE_<FLAG>.`,
 		Example: `  instore terminal --gateway ws://127.0.0.1:8082/terminal/v1/connect --serial VT-0001 --delay 1.5s
+  instore terminal --gateway ws://node-a:8082/terminal/v1/connect --gateway ws://node-b:8082/terminal/v1/connect --serial VT-0001
   instore terminal --gateway wss://pos.example:8082/terminal/v1/connect --ca-file ca.pem --serial VT-0001`,
 		Args: cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, args []string) error {
@@ -59,8 +69,15 @@ see in the process list. Other flags may be given as INSTORE_<FLAG>.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// Several URLs in one value (INSTORE_GATEWAY): a URL has no
+			// spaces.
+			var urls []string
+			for _, v := range cfg.GatewayURLs {
+				urls = append(urls, strings.Fields(v)...)
+			}
+			cfg.GatewayURLs = urls
 			switch {
-			case cfg.GatewayURL == "":
+			case len(cfg.GatewayURLs) == 0:
 				return usageError{errors.New("--gateway is required (the gateway's ws:// or wss:// URL)")}
 			case cfg.SerialNumber == "":
 				return usageError{errors.New("--serial is required")}
@@ -94,14 +111,14 @@ see in the process list. Other flags may be given as INSTORE_<FLAG>.`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&cfg.GatewayURL, "gateway", "", "terminal gateway URL, e.g. ws://127.0.0.1:8082/terminal/v1/connect")
+	fs.StringArrayVar(&cfg.GatewayURLs, "gateway", nil, "terminal gateway URL, e.g. ws://127.0.0.1:8082/terminal/v1/connect; repeat it for each node, tried in order")
 	fs.StringVar(&cfg.SerialNumber, "serial", "", "the device's serial number")
 	fs.StringVar(&cfg.Secret, "secret", "", "the device secret (prefer "+envDeviceSecret+" or "+envDeviceSecretFile+"); secret")
 	fs.StringVar(&cfg.Model, "model", instore.ModelCountertop, "device model: "+strings.Join(instore.Models, ", "))
 	fs.StringVar(&cfg.SoftwareVersion, "software-version", sim.DefaultSoftwareVersion, "software version reported to the gateway")
 	fs.DurationVar(&cfg.Delay, "delay", 1500*time.Millisecond, "how long reading a card takes")
 	fs.StringVar(&caFile, "ca-file", "", "PEM file of CA certificates to trust for a wss:// gateway, besides the system's (a gateway whose certificate a private CA issued)")
-	fs.DurationVar(&cfg.BackoffMax, "reconnect-max", sim.DefaultBackoffMax, "the longest wait before reconnecting; the wait starts at 500ms (or this, if shorter) and doubles after every session that failed or lasted under a minute")
+	fs.DurationVar(&cfg.BackoffMax, "reconnect-max", sim.DefaultBackoffMax, "the longest wait before reconnecting; the terminal waits only after every --gateway failed in a row, from 500ms (or this, if shorter) doubling up to this, and starts over after a session that got as far as hello")
 	lf.register(fs)
 	return cmd
 }

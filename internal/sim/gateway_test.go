@@ -384,9 +384,21 @@ func (r *running) waitExit(t *testing.T) error {
 // adjusts its configuration.
 func startTerminal(t *testing.T, g *gateway, mod func(*Config)) *running {
 	t.Helper()
+	return startTerminalWith(t, g, mod, nil)
+}
+
+// startTerminalWith is startTerminal with a hook that sees the terminal
+// before it runs (to replace its sleep); g may be nil if mod sets the
+// URLs.
+func startTerminalWith(t *testing.T, g *gateway, mod func(*Config), hook func(*Terminal)) *running {
+	t.Helper()
 	logs := &syncBuffer{}
+	gw := ""
+	if g != nil {
+		gw = g.url()
+	}
 	cfg := Config{
-		GatewayURL:   g.url(),
+		GatewayURL:   gw,
 		SerialNumber: testSerial,
 		Secret:       testSecret,
 		BackoffMin:   5 * time.Millisecond,
@@ -399,6 +411,9 @@ func startTerminal(t *testing.T, g *gateway, mod func(*Config)) *running {
 	term, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
+	}
+	if hook != nil {
+		hook(term)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{Terminal: term, log: logs, exited: make(chan struct{})}

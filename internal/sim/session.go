@@ -21,10 +21,16 @@ const (
 	// idleTimeout ends a session on which nothing, not even a ping, came
 	// for that long: the gateway pings far more often.
 	idleTimeout = 2 * time.Minute
-	// stableSession is how long a session must last for the backoff to
-	// start over.
-	stableSession = time.Minute
+	// dialTimeout bounds one connection attempt (TCP, TLS and the
+	// WebSocket handshake), so that a node that does not answer at all
+	// holds up the failover to the next URL no longer than that.
+	dialTimeout = 10 * time.Second
 )
+
+// closeServiceRestart is WebSocket close code 1012 (Service Restart, RFC
+// 6455 section 7.4 via the IANA registry), which gorilla/websocket names
+// too: what a node sends while it drains for a restart.
+const closeServiceRestart = websocket.CloseServiceRestart
 
 // session is one WebSocket connection to the gateway. Writes are
 // serialised by wmu; drop and Close may be called from any goroutine.
@@ -57,6 +63,10 @@ func (s *session) drop() { _ = s.conn.Close() }
 // reconnects after every close until ctx is done; it returns nil then. It
 // returns ErrRevoked or ErrUnsupported when the gateway closes the session
 // with 4401 or 4426, which reconnecting cannot cure.
+//
+// After a session ends or a dial fails, Run goes on with the next gateway
+// URL at once (see after); it waits a backoff step only when a full round
+// of URLs failed in a row, or after a close 4409.
 func (t *Terminal) Run(ctx context.Context) error {
 	t.mu.Lock()
 	if t.running {
@@ -75,45 +85,110 @@ func (t *Terminal) Run(ctx context.Context) error {
 		t.mu.Unlock()
 	}()
 
-	backoff := t.cfg.BackoffMin
-	for {
+	r := reconnect{min: t.cfg.BackoffMin, step: t.cfg.BackoffMin}
+	for next := 0; ; {
 		if !t.waitAllowed(ctx) {
 			return nil
 		}
-		start := time.Now()
-		established, err := t.serve(ctx)
+		gw := t.urls[next]
+		established, err := t.serve(ctx, gw)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if ce := (*websocket.CloseError)(nil); errors.As(err, &ce) {
-			switch ce.Code {
-			case protocol.CloseRevoked:
-				t.log.Error("sim: the gateway revoked the device; stopping")
-				return ErrRevoked
-			case protocol.CloseUnsupported:
-				t.log.Error("sim: the gateway does not support this protocol version; stopping")
-				return ErrUnsupported
-			}
+		code := closeCode(err)
+		switch code {
+		case protocol.CloseRevoked:
+			t.log.Error("sim: the gateway revoked the device; stopping", "gateway", gw)
+			return ErrRevoked
+		case protocol.CloseUnsupported:
+			t.log.Error("sim: the gateway does not support this protocol version; stopping", "gateway", gw)
+			return ErrUnsupported
 		}
 		if t.heldOrOffline() {
 			// Dropped on purpose (SetOffline, sandbox outcome 93):
-			// waitAllowed decides when to come back.
+			// waitAllowed decides when to come back, to the same URL.
 			continue
 		}
-		if established && time.Since(start) >= stableSession {
-			backoff = t.cfg.BackoffMin
+		next = (next + 1) % len(t.urls)
+		wait, ok := r.after(established, code, len(t.urls), t.cfg.BackoffMax)
+		if !ok {
+			t.log.Info("sim: session ended; trying the next gateway at once", "gateway", gw, "err", err)
+			continue
 		}
-		wait := backoff/2 + rand.N(backoff/2+1) // jitter: half to the whole step
-		t.log.Info("sim: session ended; reconnecting", "err", err, "in", wait.Round(time.Millisecond))
-		backoff = min(backoff*2, t.cfg.BackoffMax)
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+		t.log.Info("sim: session ended; reconnecting", "gateway", gw, "err", err, "in", wait.Round(time.Millisecond))
+		if !t.sleep(ctx, wait) {
 			return nil
-		case <-timer.C:
 		}
 	}
+}
+
+// reconnect is Run's backoff state: the current step and the attempts
+// that failed in a row since the last success or wait.
+type reconnect struct {
+	min, step time.Duration
+	failed    int
+}
+
+// after records how an attempt ended (whether it got as far as hello, and
+// the close code, 0 for none) and says whether to wait before the next
+// URL, and how long. Of n URLs:
+//
+//   - 1012 (Service Restart) and 1001 (Going Away): the node drains or
+//     shuts down; the next URL at once, and the step starts over.
+//   - 4409 (replaced): another connection of the serial number took over;
+//     never at once, so that two devices wrongly sharing a serial number
+//     do not evict each other in a loop: wait a step.
+//   - A session that got as far as hello and was not closed for a fault
+//     (see faultClose): a success; the next URL at once, the step starts
+//     over.
+//   - Anything else (a failed dial or handshake, a fault): a failure; the
+//     next URL at once, unless the last n attempts all failed (a full
+//     round), when the terminal waits a step.
+//
+// Every wait is drawn between half the step and the whole step (jitter,
+// so that terminals dropped together do not come back together), and
+// doubles the step up to maxStep.
+func (r *reconnect) after(established bool, code, n int, maxStep time.Duration) (time.Duration, bool) {
+	switch {
+	case code == closeServiceRestart || code == websocket.CloseGoingAway:
+		r.step, r.failed = r.min, 0
+		return 0, false
+	case code == protocol.CloseReplaced:
+	case established && !faultClose(code):
+		r.step, r.failed = r.min, 0
+		return 0, false
+	default:
+		r.failed++
+		if r.failed < n {
+			return 0, false
+		}
+	}
+	r.failed = 0
+	wait := r.step/2 + rand.N(r.step/2+1)
+	r.step = min(r.step*2, maxStep)
+	return wait, true
+}
+
+// faultClose reports whether a close code blames the session: a frame
+// the server refused (1002, 1009, 4400), a server error (1011: a result
+// the terminal resends after every hello could cause it again) or a
+// liveness time-out (4408). Reconnecting at once after those could loop.
+func faultClose(code int) bool {
+	switch code {
+	case websocket.CloseProtocolError, websocket.CloseMessageTooBig, websocket.CloseInternalServerErr,
+		protocol.CloseMalformed, protocol.CloseTimeout:
+		return true
+	}
+	return false
+}
+
+// closeCode returns the code of the close frame that ended a session, or
+// 0 when it ended otherwise.
+func closeCode(err error) int {
+	if ce := (*websocket.CloseError)(nil); errors.As(err, &ce) {
+		return ce.Code
+	}
+	return 0
 }
 
 func (t *Terminal) heldOrOffline() bool {
@@ -152,16 +227,18 @@ func (t *Terminal) waitAllowed(ctx context.Context) bool {
 	}
 }
 
-// serve runs one session: dial, hello, resend the unconfirmed results, then
+// serve runs one session with the gateway at URL gw: dial, hello, resend the unconfirmed results, then
 // read and handle messages until the connection ends. established reports
 // whether the session got as far as hello.
-func (t *Terminal) serve(ctx context.Context) (established bool, err error) {
+func (t *Terminal) serve(ctx context.Context, gw string) (established bool, err error) {
 	h := http.Header{}
 	h.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(t.cfg.SerialNumber+":"+t.cfg.Secret)))
-	conn, resp, err := t.cfg.Dialer.DialContext(ctx, t.url, h)
+	dctx, dcancel := context.WithTimeout(ctx, dialTimeout)
+	conn, resp, err := t.cfg.Dialer.DialContext(dctx, gw, h)
+	dcancel()
 	if err != nil {
 		if resp != nil {
-			t.log.Warn("sim: the gateway refused the connection", "status", resp.StatusCode)
+			t.log.Warn("sim: the gateway refused the connection", "gateway", gw, "status", resp.StatusCode)
 		}
 		return false, err
 	}
@@ -215,7 +292,7 @@ func (t *Terminal) serve(ctx context.Context) (established bool, err error) {
 			t.sess = nil
 		}
 	})
-	t.log.Info("sim: connected", "resending", len(pending))
+	t.log.Info("sim: connected", "gateway", gw, "resending", len(pending))
 	for _, env := range pending {
 		if err := s.writeLocked(env); err != nil {
 			s.wmu.Unlock()

@@ -6,8 +6,10 @@
 // the last two digits of the amount pick the outcome. The demo, the sandbox,
 // the tests and `instore terminal` all run it.
 //
-// A Terminal runs one session at a time and reconnects after any close with
-// exponential backoff. Results it has not seen confirmed are kept and resent
+// A Terminal runs one session at a time. It may know several gateway URLs
+// (the nodes of one service): after any close or failed dial it tries the
+// next one at once, and waits an exponential backoff only after a whole
+// round of them failed in a row. Results it has not seen confirmed are kept and resent
 // (same message id) after every hello, so no outcome is lost to a dropped
 // connection. The other way round it confirms every cancel, reversal of a
 // late approval and print, which the gateway sends again after each hello
@@ -58,9 +60,15 @@ var (
 
 // Config describes one virtual terminal.
 type Config struct {
-	// GatewayURL is the gateway's WebSocket URL, such as
+	// GatewayURLs are the gateway's WebSocket URLs, such as
 	// ws://127.0.0.1:8082/terminal/v1/connect (http and https are taken as
-	// ws and wss). It must not carry credentials.
+	// ws and wss), one per node of the service, tried in this order: the
+	// terminal connects to the first, and after a session ends or a dial
+	// fails it goes on with the next (after the last, the first again).
+	// None may carry credentials or appear twice.
+	GatewayURLs []string
+	// GatewayURL is shorthand for GatewayURLs with one URL; set one or the
+	// other.
 	GatewayURL string
 	// SerialNumber and Secret authenticate the device (HTTP Basic).
 	SerialNumber, Secret string
@@ -76,10 +84,12 @@ type Config struct {
 	// Delay is how long the terminal takes to "read a card"; the progress
 	// stages are spread over it. Zero answers at once.
 	Delay time.Duration
-	// BackoffMin and BackoffMax bound the reconnect delay, which doubles
-	// after every failed session (with jitter) and starts over after a
-	// session that lasted a minute. Defaults DefaultBackoffMin and
-	// DefaultBackoffMax.
+	// BackoffMin and BackoffMax bound the reconnect delay. The terminal
+	// waits only after every URL failed in a row (a full round), or after
+	// a close 4409 (replaced); the wait is drawn between half the step and
+	// the whole step, and the step doubles after every wait. A session
+	// that got as far as hello starts it over. Defaults DefaultBackoffMin
+	// and DefaultBackoffMax.
 	BackoffMin, BackoffMax time.Duration
 	// Logger receives the terminal's log; nil discards it. The secret is
 	// never logged; serial numbers and terminal IDs only under the keys
@@ -125,9 +135,12 @@ type State struct {
 // SetOffline, SetNextPrint, State, OnChange) are safe to call from any
 // goroutine, before, during and after Run.
 type Terminal struct {
-	cfg      Config
-	log      *slog.Logger
-	url      string
+	cfg  Config
+	log  *slog.Logger
+	urls []string // normalised GatewayURLs, in order
+	// sleep waits d unless ctx ends first, which it reports with false:
+	// sleepCtx, or a test's recorder.
+	sleep    func(ctx context.Context, d time.Duration) bool
 	idPrefix string
 	seq      atomic.Uint64
 	wake     chan struct{} // nudges a Run waiting while offline or held
@@ -182,21 +195,9 @@ func New(cfg Config) (*Terminal, error) {
 	if cfg.Secret == "" {
 		return nil, errors.New("sim: the device secret is required")
 	}
-	u, err := url.Parse(cfg.GatewayURL)
-	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("sim: gateway URL %q is not an absolute URL", cfg.GatewayURL)
-	}
-	switch u.Scheme {
-	case "ws", "wss":
-	case "http":
-		u.Scheme = "ws"
-	case "https":
-		u.Scheme = "wss"
-	default:
-		return nil, fmt.Errorf("sim: gateway URL scheme %q is not ws or wss", u.Scheme)
-	}
-	if u.User != nil {
-		return nil, errors.New("sim: the gateway URL must not carry credentials; set SerialNumber and Secret")
+	urls, err := gatewayURLs(cfg)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Delay < 0 {
 		return nil, errors.New("sim: negative delay")
@@ -230,12 +231,67 @@ func New(cfg Config) (*Terminal, error) {
 		version:  cfg.SoftwareVersion,
 		cfg:      cfg,
 		log:      logger.With("serialNumber", cfg.SerialNumber),
-		url:      u.String(),
+		urls:     urls,
+		sleep:    sleepCtx,
 		idPrefix: "vt" + hex.EncodeToString(sum[:4]) + "-" + hex.EncodeToString(rnd[:]),
 		wake:     make(chan struct{}, 1),
 		changed:  make(chan struct{}),
 	}, nil
 }
+
+// gatewayURLs validates cfg's gateway URLs and returns them normalised
+// (ws or wss), in order.
+func gatewayURLs(cfg Config) ([]string, error) {
+	raw := cfg.GatewayURLs
+	switch {
+	case cfg.GatewayURL != "" && len(raw) > 0:
+		return nil, errors.New("sim: set GatewayURL or GatewayURLs, not both")
+	case cfg.GatewayURL != "":
+		raw = []string{cfg.GatewayURL}
+	case len(raw) == 0:
+		return nil, errors.New("sim: a gateway URL is required")
+	}
+	urls := make([]string, 0, len(raw))
+	for _, s := range raw {
+		u, err := url.Parse(s)
+		if err != nil || u.Host == "" {
+			return nil, fmt.Errorf("sim: gateway URL %q is not an absolute URL", s)
+		}
+		switch u.Scheme {
+		case "ws", "wss":
+		case "http":
+			u.Scheme = "ws"
+		case "https":
+			u.Scheme = "wss"
+		default:
+			return nil, fmt.Errorf("sim: gateway URL scheme %q is not ws or wss", u.Scheme)
+		}
+		if u.User != nil {
+			return nil, errors.New("sim: a gateway URL must not carry credentials; set SerialNumber and Secret")
+		}
+		if slices.Contains(urls, u.String()) {
+			return nil, fmt.Errorf("sim: gateway URL %q is listed twice", u.String())
+		}
+		urls = append(urls, u.String())
+	}
+	return urls, nil
+}
+
+// sleepCtx waits d unless ctx ends first; it reports whether it waited.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
+}
+
+// GatewayURLs returns the gateway URLs the terminal tries, in order, as
+// it uses them (ws or wss).
+func (t *Terminal) GatewayURLs() []string { return slices.Clone(t.urls) }
 
 // SerialNumber returns the device's serial number.
 func (t *Terminal) SerialNumber() string { return t.cfg.SerialNumber }

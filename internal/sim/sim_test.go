@@ -663,6 +663,11 @@ func TestNewValidates(t *testing.T) {
 		{"no URL", func(c *Config) { c.GatewayURL = "" }},
 		{"ftp URL", func(c *Config) { c.GatewayURL = "ftp://host/x" }},
 		{"credentials in URL", func(c *Config) { c.GatewayURL = "ws://u:p@host/x" }},
+		{"GatewayURL and GatewayURLs", func(c *Config) { c.GatewayURLs = []string{"ws://other/x"} }},
+		{"empty URL list", func(c *Config) { c.GatewayURL, c.GatewayURLs = "", []string{} }},
+		{"second URL invalid", func(c *Config) { c.GatewayURL, c.GatewayURLs = "", []string{"ws://a/x", "ftp://b/x"} }},
+		{"second URL with credentials", func(c *Config) { c.GatewayURL, c.GatewayURLs = "", []string{"ws://a/x", "ws://u:p@b/x"} }},
+		{"URL twice", func(c *Config) { c.GatewayURL, c.GatewayURLs = "", []string{"ws://a/x", "http://a/x"} }},
 		{"negative delay", func(c *Config) { c.Delay = -time.Second }},
 		{"max below min", func(c *Config) { c.BackoffMin, c.BackoffMax = time.Second, time.Millisecond }},
 	} {
@@ -682,8 +687,15 @@ func TestNewValidates(t *testing.T) {
 	cfg := good
 	cfg.GatewayURL = "https://gw.example.com/terminal/v1/connect"
 	term, err = New(cfg)
-	if err != nil || term.url != "wss://gw.example.com/terminal/v1/connect" {
-		t.Errorf("https URL: %v, url %q; want wss", err, term.url)
+	if err != nil || !slices.Equal(term.GatewayURLs(), []string{"wss://gw.example.com/terminal/v1/connect"}) {
+		t.Fatalf("https URL: %v, URLs %q; want wss", err, term.GatewayURLs())
+	}
+	cfg = good
+	cfg.GatewayURL = ""
+	cfg.GatewayURLs = []string{"ws://a.example/terminal/v1/connect", "http://b.example/terminal/v1/connect"}
+	term, err = New(cfg)
+	if err != nil || !slices.Equal(term.GatewayURLs(), []string{"ws://a.example/terminal/v1/connect", "ws://b.example/terminal/v1/connect"}) {
+		t.Errorf("two URLs: %v, URLs %q; want both as ws, in order", err, term.GatewayURLs())
 	}
 }
 
