@@ -72,21 +72,32 @@ func (s *Service) Print(ctx context.Context, p *Principal, req *PrintRequest) (*
 func (s *Service) runPrint(ctx context.Context, serial string, job *PrintJob) (*PrintJob, error) {
 	e := s.newEffect(EffectPrint, serial, job.ID, "")
 	ch, release := s.changes.watch(job.ID)
-	defer release()
+	defer func() { release() }()
 	if err := s.Store.CreatePrintJobEffect(ctx, job, e); err != nil {
 		return nil, fmt.Errorf("create print job: %w", err)
 	}
 	until := s.startPrint(context.WithoutCancel(ctx), job, e)
 	timer := time.NewTimer(until.Sub(s.Now()))
 	defer timer.Stop()
-	select {
-	case <-ch:
-	case <-timer.C:
-		s.completePrint(context.WithoutCancel(ctx), job.ID, PrintTimeout)
-	case <-ctx.Done():
-		// The ECR went away; the job still ends, by answer or time-out.
+	for {
+		select {
+		case <-ch:
+			// A change of the job, or a wake-up to read it again (another
+			// node's): done once it has its final status.
+			release()
+			ch, release = s.changes.watch(job.ID)
+			j, err := s.Store.PrintJob(context.WithoutCancel(ctx), job.ID)
+			if err != nil || j.StatusID != nil {
+				return j, err
+			}
+			continue
+		case <-timer.C:
+			s.completePrint(context.WithoutCancel(ctx), job.ID, PrintTimeout)
+		case <-ctx.Done():
+			// The ECR went away; the job still ends, by answer or time-out.
+		}
+		return s.Store.PrintJob(context.WithoutCancel(ctx), job.ID)
 	}
-	return s.Store.PrintJob(context.WithoutCancel(ctx), job.ID)
 }
 
 // startPrint arms the time-out of a stored running job and sends it with

@@ -198,9 +198,9 @@ type EffectStore interface {
 	// OpenEffects lists the effects owed to a device that are not done,
 	// oldest first (created_at, then id).
 	OpenEffects(ctx context.Context, serial string) ([]*Effect, error)
-	// OwedDevices lists the serial numbers of the devices owed an effect
-	// that is not done, each once.
-	OwedDevices(ctx context.Context) ([]string, error)
+	// OwedDevices returns, for every device owed an effect that is not
+	// done, when the newest of them was created.
+	OwedDevices(ctx context.Context) (map[string]time.Time, error)
 	// EndEffect marks the open effect id of the device serial done with
 	// outcome at t. ErrNotFound when the device has no open effect with
 	// that id: none exists, it is another device's, or it is done already

@@ -17,6 +17,7 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/auth"
+	"github.com/instore-dev/instore/internal/cluster"
 	"github.com/instore-dev/instore/internal/httpapi"
 	"github.com/instore-dev/instore/internal/logging"
 	"github.com/instore-dev/instore/internal/server"
@@ -159,6 +160,8 @@ type serviceFlags struct {
 
 	sandbox                                        bool
 	ackTimeout, txDeadline, printTimeout, simDelay time.Duration
+	nodeID                                         string
+	heartbeat, dead, rescan                        time.Duration
 	idempotencyWait                                time.Duration
 	pprof                                          bool
 
@@ -194,6 +197,10 @@ func (s *serviceFlags) register(fs *pflag.FlagSet, host string) {
 	fs.DurationVar(&s.txDeadline, "transaction-deadline", 120*time.Second, "how long an acknowledged transaction may wait for its result (then WP36)")
 	fs.DurationVar(&s.printTimeout, "print-timeout", 30*time.Second, "how long a print job waits for the terminal (then TIMEOUT)")
 	fs.DurationVar(&s.idempotencyWait, "idempotency-wait", httpapi.DefaultIdempotencyWait, "how long a retry with an Idempotency-Key on the Online API waits for the first request with its key (then 409 conflict)")
+	fs.StringVar(&s.nodeID, "node-id", "", "this node's name in a cluster on PostgreSQL (default: a random one at each start); shown in logs")
+	fs.DurationVar(&s.heartbeat, "cluster-heartbeat", cluster.DefaultHeartbeat, "how often a node on PostgreSQL records that it is alive")
+	fs.DurationVar(&s.dead, "cluster-dead-after", cluster.DefaultDead, "after how long without a heartbeat a node is gone and its terminals' sessions with it (at least twice --cluster-heartbeat)")
+	fs.DurationVar(&s.rescan, "cluster-rescan", cluster.DefaultRescan, "how often a node redoes from the database what a lost wake-up from another node would have done")
 	fs.DurationVar(&s.simDelay, "sim-delay", 1500*time.Millisecond, "how long the built-in virtual terminals take to \"read a card\" (sandbox)")
 	s.log.register(fs)
 }
@@ -274,6 +281,13 @@ func (s *serviceFlags) config(logger *slog.Logger) (server.Config, error) {
 	}
 	cfg.Sandbox, cfg.Pprof = s.sandbox, s.pprof
 	cfg.AckTimeout, cfg.TransactionDeadline, cfg.PrintTimeout, cfg.SimDelay = s.ackTimeout, s.txDeadline, s.printTimeout, s.simDelay
+	if s.heartbeat <= 0 || s.dead < 2*s.heartbeat || s.rescan <= 0 {
+		return cfg, usageError{fmt.Errorf("--cluster-heartbeat and --cluster-rescan must be positive and --cluster-dead-after at least twice --cluster-heartbeat")}
+	}
+	if len(s.nodeID) > 64 || strings.ContainsFunc(s.nodeID, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
+		return cfg, usageError{fmt.Errorf("--node-id must be at most 64 printable ASCII characters without spaces")}
+	}
+	cfg.NodeID, cfg.ClusterHeartbeat, cfg.ClusterDead, cfg.ClusterRescan = s.nodeID, s.heartbeat, s.dead, s.rescan
 	cfg.IdempotencyWait = s.idempotencyWait
 	if err := checkShutdownTimeout(cfg); err != nil {
 		return cfg, err

@@ -99,6 +99,10 @@ type Node struct {
 	mu     sync.Mutex
 	epochs map[string]int64 // serial -> epoch of this node's session
 	waking map[string]bool  // serial -> a wake-up runs (true: run again after)
+	// since holds, per device with a session here, when its hello or its
+	// last wake-up began sending it what it is owed: the rescan wakes it
+	// only for what was committed after.
+	since map[string]time.Time
 
 	outbox   chan string
 	draining atomic.Bool
@@ -136,6 +140,9 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	id := cfg.NodeID
+	if strings.ContainsAny(id, "\n\r") {
+		return nil, errors.New("cluster: a node id has no line breaks")
+	}
 	if id == "" {
 		var b [6]byte
 		rand.Read(b[:])
@@ -157,7 +164,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n := &Node{
 		cfg: cfg, id: id, pool: pool, channel: channelName(schema), svc: cfg.Service,
-		log: cfg.Logger.With("node", id), epochs: map[string]int64{}, waking: map[string]bool{},
+		log: cfg.Logger.With("node", id), epochs: map[string]int64{}, waking: map[string]bool{}, since: map[string]time.Time{},
 		outbox: make(chan string, 4096),
 	}
 	return n, nil
@@ -408,6 +415,11 @@ func (n *Node) wake(serial string) {
 	n.mu.Unlock()
 	go func() {
 		for {
+			n.mu.Lock()
+			if _, ok := n.epochs[serial]; ok {
+				n.since[serial] = time.Now()
+			}
+			n.mu.Unlock()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			if err := n.svc.DeviceWoken(ctx, serial); err != nil && !errors.Is(err, instore.ErrOffline) {
 				n.log.Warn("cluster: wake device", "serialNumber", serial, "error", err)
@@ -427,10 +439,12 @@ func (n *Node) wake(serial string) {
 }
 
 // rescan does what lost wake-ups would have: it sends the devices with a
-// session here that have an unacknowledged command or an owed message
-// what they are owed, and wakes every wait to read the store again.
+// session here what they are owed when something was committed for them
+// (an unacknowledged command, an owed message) after their hello or their
+// last wake-up began, and wakes every wait to read the store again. The
+// nodes' clocks must agree (NTP), as the deadlines already require.
 func (n *Node) rescan(ctx context.Context) {
-	serials := map[string]bool{}
+	newest := map[string]time.Time{}
 	pending, err := n.svc.Store.PendingTransactions(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -439,8 +453,8 @@ func (n *Node) rescan(ctx context.Context) {
 		return
 	}
 	for _, t := range pending {
-		if !t.Acknowledged() {
-			serials[t.SerialNumber] = true
+		if !t.Acknowledged() && t.CreatedAt.After(newest[t.SerialNumber]) {
+			newest[t.SerialNumber] = t.CreatedAt
 		}
 	}
 	owed, err := n.svc.Store.OwedDevices(ctx)
@@ -450,11 +464,16 @@ func (n *Node) rescan(ctx context.Context) {
 		}
 		return
 	}
-	for _, s := range owed {
-		serials[s] = true
+	for s, at := range owed {
+		if at.After(newest[s]) {
+			newest[s] = at
+		}
 	}
-	for s := range serials {
-		if n.local.Online(s) {
+	for s, at := range newest {
+		n.mu.Lock()
+		since, ok := n.since[s]
+		n.mu.Unlock()
+		if ok && at.After(since) && n.local.Online(s) {
 			n.wake(s)
 		}
 	}

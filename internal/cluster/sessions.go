@@ -32,6 +32,7 @@ func (n *Node) claim(ctx context.Context, serial string) (int64, error) {
 	}
 	n.mu.Lock()
 	n.epochs[serial] = epoch
+	n.since[serial] = time.Now() // the hello sends what is owed until now
 	n.mu.Unlock()
 	n.send("s", serial+":"+strconv.FormatInt(epoch, 10))
 	return epoch, nil
@@ -43,6 +44,7 @@ func (n *Node) release(serial string) {
 	n.mu.Lock()
 	epoch, ok := n.epochs[serial]
 	delete(n.epochs, serial)
+	delete(n.since, serial)
 	n.mu.Unlock()
 	if !ok {
 		return

@@ -82,21 +82,22 @@ func (db *DB) OpenEffects(ctx context.Context, serial string) ([]*instore.Effect
 	return collect(rows, scanEffect, "list open effects")
 }
 
-// OwedDevices lists the devices owed an open effect (the partial index of
-// open effects serves it).
-func (db *DB) OwedDevices(ctx context.Context) ([]string, error) {
-	rows, err := db.read().query(ctx, `SELECT DISTINCT device_serial FROM effects WHERE done_at IS NULL`)
+// OwedDevices returns the devices owed an open effect, with the creation
+// time of the newest (the partial index of open effects serves it).
+func (db *DB) OwedDevices(ctx context.Context) (map[string]time.Time, error) {
+	rows, err := db.read().query(ctx, `SELECT device_serial, MAX(created_at) FROM effects WHERE done_at IS NULL GROUP BY device_serial`)
 	if err != nil {
 		return nil, fmt.Errorf("owed devices: %w", err)
 	}
 	defer rows.Close()
-	var out []string
+	out := map[string]time.Time{}
 	for rows.Next() {
 		var s string
-		if err := rows.Scan(&s); err != nil {
+		var at int64
+		if err := rows.Scan(&s, &at); err != nil {
 			return nil, fmt.Errorf("owed devices: %w", err)
 		}
-		out = append(out, s)
+		out[s] = fromMicros(at)
 	}
 	return out, rows.Err()
 }

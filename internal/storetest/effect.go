@@ -86,8 +86,8 @@ var effectTests = []test{
 		if d := diff([]*instore.Effect{storedEffect(cancel)}, mustOpenEffects(t, s, "SN-1")); d != "" {
 			t.Errorf("OpenEffects(SN-1) mismatch (-want +got):\n%s", d)
 		}
-		if owed, err := s.OwedDevices(t.Context()); err != nil || len(owed) != 1 || owed[0] != "SN-1" {
-			t.Errorf("OwedDevices() = %v, %v; want [SN-1]", owed, err)
+		if owed, err := s.OwedDevices(t.Context()); err != nil || len(owed) != 1 || !owed["SN-1"].Equal(storedEffect(cancel).CreatedAt) {
+			t.Errorf("OwedDevices() = %v, %v; want SN-1 at %v", owed, err, storedEffect(cancel).CreatedAt)
 		}
 		if _, err := s.EndEffectsOf(t.Context(), tx.ID, instore.EffectCancel, instore.EffectMoot, at(4)); err != nil {
 			t.Fatal(err)
