@@ -467,10 +467,19 @@ func (s *Server) Start() error {
 	}()
 	// Print jobs past their time-out, messages owed to terminals past
 	// their bound (a lost timer, another node).
+	// On several nodes, a node that dies takes its timers with it: the
+	// others' sweep ends what they would have, within a rescan interval.
+	var sweep time.Duration
+	if s.Node != nil {
+		sweep = s.cfg.ClusterRescan
+		if sweep <= 0 {
+			sweep = cluster.DefaultRescan
+		}
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		s.Service.RunSweep(updCtx, 0)
+		s.Service.RunSweep(updCtx, sweep)
 	}()
 	if s.Fleet != nil {
 		for _, d := range s.sandboxDevices {
