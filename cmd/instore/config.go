@@ -284,8 +284,8 @@ func (s *serviceFlags) config(logger *slog.Logger) (server.Config, error) {
 	if s.heartbeat <= 0 || s.dead < 2*s.heartbeat || s.rescan <= 0 {
 		return cfg, usageError{fmt.Errorf("--cluster-heartbeat and --cluster-rescan must be positive and --cluster-dead-after at least twice --cluster-heartbeat")}
 	}
-	if len(s.nodeID) > 64 || strings.ContainsFunc(s.nodeID, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
-		return cfg, usageError{fmt.Errorf("--node-id must be at most 64 printable ASCII characters without spaces")}
+	if len(s.nodeID) > 64 || strings.ContainsFunc(s.nodeID, func(r rune) bool { return r < 0x21 || r > 0x7e || r == '@' }) {
+		return cfg, usageError{fmt.Errorf("--node-id must be at most 64 printable ASCII characters, without spaces or @")}
 	}
 	cfg.NodeID, cfg.ClusterHeartbeat, cfg.ClusterDead, cfg.ClusterRescan = s.nodeID, s.heartbeat, s.dead, s.rescan
 	cfg.IdempotencyWait = s.idempotencyWait

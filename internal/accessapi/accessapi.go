@@ -29,6 +29,9 @@ type Config struct {
 	// OpenAPI is the document served at /openapi.yaml.
 	OpenAPI []byte
 	Logger  *slog.Logger
+	// IdempotencyHolders tells whether another node holding a key's
+	// attempt is alive (several nodes); nil on one node.
+	IdempotencyHolders httpapi.Holders
 }
 
 // idempotencyScope prefixes the customer id in the idempotency records'
@@ -46,7 +49,8 @@ func Register(cfg Config) {
 	h := &handlers{svc: cfg.Service}
 	// Access API keys are scoped by the principal's customer.
 	idem := &httpapi.Idempotency{API: a, Store: cfg.Store, Logger: logger, Now: cfg.Service.Now,
-		Scope: func(p *instore.Principal) string { return idempotencyScope + p.CustomerID }}
+		Scope:   func(p *instore.Principal) string { return idempotencyScope + p.CustomerID },
+		Holders: cfg.IdempotencyHolders}
 	post := func(f httpapi.AuthedFunc) httpapi.HandlerFunc { return g.Wrap(idem.Wrap(f)) }
 	doc := newDoc(cfg.OpenAPI)
 

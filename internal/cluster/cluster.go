@@ -140,8 +140,8 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	id := cfg.NodeID
-	if strings.ContainsAny(id, "\n\r") {
-		return nil, errors.New("cluster: a node id has no line breaks")
+	if strings.ContainsAny(id, "\n\r@") {
+		return nil, errors.New("cluster: a node id has no line breaks and no @")
 	}
 	if id == "" {
 		var b [6]byte

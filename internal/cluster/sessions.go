@@ -81,6 +81,19 @@ func (n *Node) current(ctx context.Context, serial string) error {
 	return nil
 }
 
+// Self names this node, for the Idempotency-Key attempts it holds.
+func (n *Node) Self() string { return n.id }
+
+// Alive reports whether the node id beat within Dead (an error reading it
+// counts as alive: a retry then waits for the first request rather than
+// risk running beside it).
+func (n *Node) Alive(ctx context.Context, id string) bool {
+	var alive bool
+	err := n.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM cluster_nodes WHERE id = $1 AND beat_at > now() - make_interval(secs => $2))`,
+		id, n.cfg.Dead.Seconds()).Scan(&alive)
+	return alive || err != nil
+}
+
 // remote returns the node holding serial's session when it is another
 // live node.
 func (n *Node) remote(ctx context.Context, serial string) (string, bool) {

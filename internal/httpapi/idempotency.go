@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -55,10 +56,41 @@ type Idempotency struct {
 	// Wait bounds how long a retry waits for the first request (default
 	// DefaultIdempotencyWait).
 	Wait time.Duration
+	// Holders, when set, names this process in its attempts and tells
+	// whether another process that holds an attempt is alive (several
+	// nodes on one database: internal/cluster). Without it, an attempt
+	// not running in this process is taken for abandoned.
+	Holders Holders
 
 	mu      sync.Mutex
 	running map[string]int           // merchant+key+attempt -> requests of that attempt running here
 	waiters map[string]chan struct{} // merchant+key -> closed when an attempt ends here
+}
+
+// Holders are the processes that may hold an attempt.
+type Holders interface {
+	// Self names this process; no "@" in it.
+	Self() string
+	// Alive reports whether the process named holder is alive.
+	Alive(ctx context.Context, holder string) bool
+}
+
+// holderOf is the process named in an attempt ("att_...@node"), or "".
+func holderOf(attempt string) string {
+	if i := strings.LastIndexByte(attempt, '@'); i >= 0 {
+		return attempt[i+1:]
+	}
+	return ""
+}
+
+// abandoned reports whether the attempt, not running in this process, was
+// abandoned: its process is not alive (or unknown: one node).
+func (m *Idempotency) abandoned(ctx context.Context, attempt string) bool {
+	if m.Holders == nil {
+		return true
+	}
+	h := holderOf(attempt)
+	return h == "" || h == m.Holders.Self() || !m.Holders.Alive(ctx, h)
 }
 
 func validIdempotencyKey(k string) bool {
@@ -103,6 +135,9 @@ func (m *Idempotency) Wrap(h AuthedFunc) AuthedFunc {
 			RequestHash: sum[:], CreatedAt: m.now().UTC().Truncate(time.Microsecond),
 			Attempt: ids.New("att"),
 		}
+		if m.Holders != nil {
+			rec.Attempt += "@" + m.Holders.Self()
+		}
 		// Running here from before its record exists, so that a retry never
 		// takes it for abandoned.
 		own := &instore.IdempotencyClaim{MerchantID: scope, Key: key, Attempt: rec.Attempt}
@@ -138,10 +173,10 @@ func (m *Idempotency) Wrap(h AuthedFunc) AuthedFunc {
 				// whether that request still runs or died.
 				return m.run(w, r, p, h, &instore.IdempotencyClaim{MerchantID: scope, Key: key,
 					Attempt: existing.Attempt, Resume: existing.TransactionID})
-			case !m.runsHere(scope, key, existing.Attempt):
+			case !m.runsHere(scope, key, existing.Attempt) && m.abandoned(ctx, existing.Attempt):
 				// Abandoned before it created anything: its process died
 				// (one node: every running record of another process is
-				// one; with several nodes the holder's liveness decides),
+				// one; with several nodes the holder's heartbeat decides),
 				// or it ended without storing an answer. Run again; the old
 				// attempt can no longer tie a transaction to the key.
 				if err := m.Store.DeleteIdempotency(ctx, scope, key, existing.Attempt); err != nil && !errors.Is(err, instore.ErrNotFound) {
@@ -149,8 +184,9 @@ func (m *Idempotency) Wrap(h AuthedFunc) AuthedFunc {
 				}
 				continue
 			}
-			// The first request runs here and has created nothing yet: wait
-			// for it, within what the server's write timeout allows.
+			// The first request runs here (or on another live node) and has
+			// created nothing yet: wait for it, within what the server's
+			// write timeout allows.
 			if time.Now().After(deadline) {
 				return instore.Errorf(instore.EConflict, "A request with this Idempotency-Key is still running; retry later.")
 			}

@@ -35,6 +35,9 @@ type Config struct {
 	// httpapi.DefaultIdempotencyWait). It must be shorter than the server's write
 	// timeout, or the answer is lost.
 	IdempotencyWait time.Duration
+	// IdempotencyHolders tells whether another node holding a key's
+	// attempt is alive (several nodes); nil on one node.
+	IdempotencyHolders httpapi.Holders
 }
 
 // Register adds the Online API's routes to cfg.API: the route table.
@@ -45,7 +48,8 @@ func Register(cfg Config) {
 
 	h := &handlers{svc: cfg.Service, meta: cfg.Metadata}
 	// The service's clock, which also dates the expiry sweep's cut.
-	idem := &httpapi.Idempotency{API: a, Store: cfg.Store, Logger: cfg.Logger, Now: cfg.Service.Now, Wait: cfg.IdempotencyWait}
+	idem := &httpapi.Idempotency{API: a, Store: cfg.Store, Logger: cfg.Logger, Now: cfg.Service.Now, Wait: cfg.IdempotencyWait,
+		Holders: cfg.IdempotencyHolders}
 	post := func(f httpapi.AuthedFunc) httpapi.HandlerFunc { return g.Wrap(idem.Wrap(f)) }
 
 	// Limited per peer: the endpoint reads the store for any well-formed

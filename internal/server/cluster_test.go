@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -114,5 +116,38 @@ func TestTwoNodes(t *testing.T) {
 	tx = a.purchase(t, term, 1400).tx(t, 201)
 	if final := a.final(t, tx.OnlineAPIRefID); final.StatusID != instore.StatusApproved {
 		t.Fatalf("purchase after the failover ended %d %s, want APPROVED", final.StatusID, final.Status)
+	}
+}
+
+// TestAttemptOfAnotherNode: a retry with an Idempotency-Key whose first
+// request runs on another live node, and has created nothing yet, waits for
+// it (409 after the wait) instead of running beside it; the attempt of a
+// node that stopped beating was abandoned, and the retry runs.
+func TestAttemptOfAnotherNode(t *testing.T) {
+	u := freshPostgres(t)
+	if u == "" {
+		t.Skip("INSTORE_TEST_DATABASE_URL is not set; set it to a postgres:// URL to run the cluster tests")
+	}
+	a := startSandbox(t, func(c *server.Config) {
+		c.DatabaseURL, c.IdempotencyWait = u, 300*time.Millisecond
+	})
+	b := startNode(t, a.env)
+	ctx := context.Background()
+	body := map[string]any{"terminalId": a.terminals[0], "amount": 500, "currency": "SEK"}
+	running := func(key, attempt string) {
+		t.Helper()
+		raw, _ := json.Marshal(body)
+		sum := sha256.Sum256(append([]byte("POST /in-store/api/v1/purchase\n"), raw...))
+		rec := &instore.IdempotencyRecord{MerchantID: a.merchantRec.ID, Key: key, Method: "POST",
+			Path: "/in-store/api/v1/purchase", RequestHash: sum[:], Attempt: attempt, CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
+		if existing, err := a.srv.Store.BeginIdempotency(ctx, rec); err != nil || existing != nil {
+			t.Fatalf("BeginIdempotency = %v, %v", existing, err)
+		}
+	}
+	running("on-live-node", "att_first@"+b.Node.ID())
+	a.post(t, "/in-store/api/v1/purchase", body, map[string]string{"Idempotency-Key": "on-live-node"}).problem(t, 409, "conflict")
+	running("on-dead-node", "att_first@node_gone")
+	if tx := a.post(t, "/in-store/api/v1/purchase", body, map[string]string{"Idempotency-Key": "on-dead-node"}).tx(t, 201); tx.OnlineAPIRefID == "" {
+		t.Fatal("no transaction")
 	}
 }

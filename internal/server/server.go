@@ -298,14 +298,19 @@ func (s *Server) buildHandlers() map[string]http.Handler {
 
 	online := httpapi.NewAPI("online", s.logger, s.Metadata, m)
 	online.SetAccessLogger(s.accessLogger())
+	var holders httpapi.Holders
+	if s.Node != nil {
+		holders = s.Node
+	}
 	onlineapi.Register(onlineapi.Config{
-		API:      online,
-		Guard:    &httpapi.Guard{Auth: s.Auth, Surface: instore.SurfaceOnline, Limiter: limiter},
-		Metadata: s.Metadata,
-		Service:  s.Service,
-		Store:    s.Store,
-		OpenAPI:  api.OnlineYAML,
-		Logger:   s.logger,
+		IdempotencyHolders: holders,
+		API:                online,
+		Guard:              &httpapi.Guard{Auth: s.Auth, Surface: instore.SurfaceOnline, Limiter: limiter},
+		Metadata:           s.Metadata,
+		Service:            s.Service,
+		Store:              s.Store,
+		OpenAPI:            api.OnlineYAML,
+		Logger:             s.logger,
 
 		IdempotencyWait: s.cfg.IdempotencyWait,
 	})
@@ -313,12 +318,13 @@ func (s *Server) buildHandlers() map[string]http.Handler {
 	access := httpapi.NewAPI("access", s.logger, s.Metadata, m)
 	access.SetAccessLogger(s.accessLogger())
 	accessapi.Register(accessapi.Config{
-		API:     access,
-		Guard:   &httpapi.Guard{Auth: s.Auth, Surface: instore.SurfaceAccess, Limiter: limiter},
-		Service: s.Service,
-		Store:   s.Store,
-		OpenAPI: api.AccessYAML,
-		Logger:  s.logger,
+		IdempotencyHolders: holders,
+		API:                access,
+		Guard:              &httpapi.Guard{Auth: s.Auth, Surface: instore.SurfaceAccess, Limiter: limiter},
+		Service:            s.Service,
+		Store:              s.Store,
+		OpenAPI:            api.AccessYAML,
+		Logger:             s.logger,
 	})
 
 	gatewayAPI := httpapi.NewAPI("gateway", s.logger, s.Metadata, m)
