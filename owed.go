@@ -225,14 +225,5 @@ func (s *Service) RunSweep(ctx context.Context, interval time.Duration) {
 	if interval <= 0 {
 		interval = DefaultSweep
 	}
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		s.Sweep(ctx)
-	}
+	Every(ctx, s.clock(), interval, func() { s.Sweep(ctx) })
 }

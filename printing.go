@@ -77,8 +77,8 @@ func (s *Service) runPrint(ctx context.Context, serial string, job *PrintJob) (*
 		return nil, fmt.Errorf("create print job: %w", err)
 	}
 	until := s.startPrint(context.WithoutCancel(ctx), job, e)
-	timer := time.NewTimer(until.Sub(s.Now()))
-	defer timer.Stop()
+	timeout, stop := After(s.clock(), until.Sub(s.Now()))
+	defer stop()
 	for {
 		select {
 		case <-ch:
@@ -91,7 +91,7 @@ func (s *Service) runPrint(ctx context.Context, serial string, job *PrintJob) (*
 				return j, err
 			}
 			continue
-		case <-timer.C:
+		case <-timeout:
 			s.completePrint(context.WithoutCancel(ctx), job.ID, PrintTimeout)
 		case <-ctx.Done():
 			// The ECR went away; the job still ends, by answer or time-out.

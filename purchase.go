@@ -219,9 +219,9 @@ func (s *Service) Transaction(ctx context.Context, p *Principal, ref string, wai
 // read.
 func (s *Service) waitOn(ctx context.Context, ref string, w *watch, gen uint64, t *Transaction, until time.Time, cond func(*Transaction) bool) (*Transaction, error) {
 	var err error
-	// Durations are taken against the service's clock, which tests may set.
-	timer := time.NewTimer(until.Sub(s.Now()))
-	defer timer.Stop()
+	// On the service's clock, which tests drive.
+	timeout, stop := After(s.clock(), until.Sub(s.Now()))
+	defer stop()
 	for {
 		if cond(t) {
 			return t, nil
@@ -242,7 +242,7 @@ func (s *Service) waitOn(ctx context.Context, ref string, w *watch, gen uint64, 
 		}
 		select {
 		case <-ch:
-		case <-timer.C:
+		case <-timeout:
 			return t, nil
 		case <-ctx.Done():
 			return t, nil

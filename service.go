@@ -24,8 +24,11 @@ type Service struct {
 	SecretMatches func(secret string, digest []byte) bool
 	// NewRef returns a new onlineAPIRefId (unique, time-sortable).
 	NewRef func() string
-	// Now is the clock.
-	Now func() time.Time
+	// Now is the time of day (stamps, listings' windows); Clock runs the
+	// time-outs, waits and sweeps (nil: the wall clock). The server sets
+	// Now to Clock.Now when it has a Clock.
+	Now   func() time.Time
+	Clock Clock
 	// AckTimeout is how long a purchase waits for the terminal's ack (WP25).
 	AckTimeout time.Duration
 	// Deadline is how long after the ack a transaction may stay PENDING (WP36).
@@ -53,7 +56,7 @@ type Service struct {
 	rulesOnce   sync.Once
 	rulesV      Rules
 	timersMu    sync.Mutex
-	timers      map[string]*time.Timer
+	timers      map[string]Timer
 	closed      bool
 }
 

@@ -15,12 +15,12 @@ func (s *Service) arm(ref string, at time.Time, fn func(ref string)) {
 		return
 	}
 	if s.timers == nil {
-		s.timers = map[string]*time.Timer{}
+		s.timers = map[string]Timer{}
 	}
 	if old := s.timers[ref]; old != nil {
 		old.Stop()
 	}
-	s.timers[ref] = time.AfterFunc(at.Sub(s.Now()), func() { fn(ref) })
+	s.timers[ref] = s.clock().AfterFunc(at.Sub(s.Now()), func() { fn(ref) })
 }
 
 func (s *Service) disarm(ref string) {

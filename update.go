@@ -304,20 +304,13 @@ func (s *Service) RunUpdates(ctx context.Context, interval, installTimeout time.
 		installTimeout = DefaultInstallTimeout
 	}
 	catalogue, _ := s.Store.Setting(ctx, CatalogueSetting)
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	Every(ctx, s.clock(), interval, func() {
 		s.sweepUpdates(ctx, installTimeout)
 		if c, err := s.Store.Setting(ctx, CatalogueSetting); err == nil && c != catalogue {
 			catalogue = c
 			s.announceMinVersions(ctx)
 		}
-	}
+	})
 }
 
 // sweepUpdates is one pass of RunUpdates over the unfinished updates.

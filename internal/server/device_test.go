@@ -96,20 +96,23 @@ func (d *rawDevice) expect(typ string) protocol.Envelope {
 	}
 }
 
-func rawEnv(t *testing.T, mutate func(*server.Config)) *sandbox {
+func rawEnv(t *testing.T, mutate ...func(*server.Config)) *sandbox {
 	e := start(t, func(c *server.Config) {
 		c.AckTimeout = time.Second
 		c.TransactionDeadline = time.Second
 		c.RateLimit = 0
-		if mutate != nil {
-			mutate(c)
+		for _, m := range mutate {
+			if m != nil {
+				m(c)
+			}
 		}
 	})
 	return &sandbox{env: e}
 }
 
 func TestLateApprovalAfterDeadlineIsReversed(t *testing.T) {
-	s := rawEnv(t, nil)
+	ck, clock := newClock()
+	s := rawEnv(t, clock)
 	term, secret := s.provision(t, "RAW-1")
 	d := dialDevice(t, s.srv.URL("terminal"), "RAW-1", secret)
 	done := make(chan reply, 1)
@@ -117,6 +120,7 @@ func TestLateApprovalAfterDeadlineIsReversed(t *testing.T) {
 	cmd := d.expect(protocol.TypePurchase)
 	d.send(protocol.TypeAck, "", cmd.ID, cmd.Ref, nil)
 	tx := (<-done).tx(t, 201)
+	advance(t, ck, time.Second) // the deadline
 	cancel := d.expect(protocol.TypeCancel)
 	var c protocol.Cancel
 	must(t, json.Unmarshal(cancel.Data, &c))
@@ -149,12 +153,14 @@ func TestLateApprovalAfterDeadlineIsReversed(t *testing.T) {
 }
 
 func TestLateApprovalAfterAckTimeoutIsReversed(t *testing.T) {
-	s := rawEnv(t, nil)
+	ck, clock := newClock()
+	s := rawEnv(t, clock)
 	term, secret := s.provision(t, "RAW-2")
 	d := dialDevice(t, s.srv.URL("terminal"), "RAW-2", secret)
 	done := make(chan reply, 1)
 	go func() { done <- s.purchase(t, term, 5000) }()
 	cmd := d.expect(protocol.TypePurchase)
+	advance(t, ck, time.Second) // the ack time-out
 	p := (<-done).problem(t, 504, "WP25")
 	if p.OnlineAPIRefID != cmd.Ref {
 		t.Fatalf("WP25 names %q, command was %q", p.OnlineAPIRefID, cmd.Ref)

@@ -16,7 +16,8 @@ import (
 // another node) while a request is still in flight, which is then
 // answered.
 func TestDrainHandsOffSessionsFirst(t *testing.T) {
-	s := rawEnv(t, func(c *server.Config) { c.AckTimeout = 3 * time.Second })
+	ck, clock := newClock()
+	s := rawEnv(t, clock, func(c *server.Config) { c.AckTimeout = 3 * time.Second })
 	term, secret := s.provision(t, "RAW-DRAIN")
 	d := dialDevice(t, s.srv.URL("terminal"), "RAW-DRAIN", secret)
 
@@ -62,6 +63,7 @@ func TestDrainHandsOffSessionsFirst(t *testing.T) {
 		t.Errorf("/readyz while draining = %d, want 503", resp.StatusCode)
 	}
 	// Answered as a purchase the terminal never acknowledged is: 504 WP25.
+	advance(t, ck, 3*time.Second)
 	if st := <-answered; st != http.StatusGatewayTimeout {
 		t.Errorf("the purchase in flight was answered %d, want 504 WP25", st)
 	}

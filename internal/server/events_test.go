@@ -52,7 +52,8 @@ func kinds(es []eventJSON) []string {
 // transaction's version.
 func TestTimelineOfEachOutcome(t *testing.T) {
 	backends(t, func(t *testing.T, mutate func(*server.Config)) {
-		s := startSandbox(t, mutate)
+		ck, clock := newClock()
+		s := startSandbox(t, mutate, clock)
 		term := s.terminals[0]
 		check := func(name, ref string, want ...string) []eventJSON {
 			t.Helper()
@@ -96,7 +97,10 @@ func TestTimelineOfEachOutcome(t *testing.T) {
 		check("cancelled", slow.OnlineAPIRefID,
 			"CREATED:ECR:PENDING", "ACKNOWLEDGED:TERMINAL:PENDING", "CANCEL_REQUESTED:ECR:PENDING", "RESULT:TERMINAL:ABORTED_BY_CASHIER")
 
-		p := s.purchase(t, term, 1091).problem(t, 504, "WP25")
+		noAck := make(chan reply, 1)
+		go func() { noAck <- s.purchase(t, term, 1091) }()
+		advance(t, ck, testAck)
+		p := (<-noAck).problem(t, 504, "WP25")
 		check("no ack", p.OnlineAPIRefID, "CREATED:ECR:PENDING", "ACK_TIMEOUT:TIMER:TECHNICAL_ERROR")
 
 		// A reversal: its own timeline, and REVERSED on the purchase.

@@ -235,7 +235,8 @@ func (r reply) job(t *testing.T) printJob {
 }
 
 func TestPrinting(t *testing.T) {
-	s := startSandbox(t, func(c *server.Config) { c.PrintTimeout = 700 * time.Millisecond })
+	ck, clock := newClock()
+	s := startSandbox(t, clock, func(c *server.Config) { c.PrintTimeout = 45 * time.Second })
 	counter, mobile, pinpad := s.terminals[0], s.terminals[1], s.terminals[2]
 	lines := map[string]any{"lines": []string{"Thank you for shopping", "", "See you soon"}}
 	printOn := func(term string, body map[string]any) reply {
@@ -262,7 +263,7 @@ func TestPrinting(t *testing.T) {
 		term   string
 		status int
 		code   string
-	}{{counter, 2, "OUT_OF_PAPER"}, {mobile, 3, "LOW_BATTERY"}, {counter, 5, "CANCELLED"}, {counter, 6, "TIMEOUT"}} {
+	}{{counter, 2, "OUT_OF_PAPER"}, {mobile, 3, "LOW_BATTERY"}, {counter, 5, "CANCELLED"}} {
 		s.post(t, "/sandbox/v1/terminals/"+tc.term+"/printer", map[string]any{"statusId": tc.status}, nil)
 		want(printOn(tc.term, lines).job(t), tc.code)
 	}
@@ -289,6 +290,14 @@ func TestPrinting(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// The terminal never answers: the print time-out ends it. (Last: the
+	// clock moves, and the virtual terminals take their time from the
+	// deadlines it dates.)
+	s.post(t, "/sandbox/v1/terminals/"+counter+"/printer", map[string]any{"statusId": 6}, nil)
+	timedOut := make(chan reply, 1)
+	go func() { timedOut <- printOn(counter, lines) }()
+	advance(t, ck, 45*time.Second)
+	want((<-timedOut).job(t), "TIMEOUT")
 	// Errors.
 	printOn(counter, map[string]any{}).problem(t, 400, "validation")
 	printOn(counter, map[string]any{"lines": []string{strings.Repeat("x", 65)}}).problem(t, 400, "validation")

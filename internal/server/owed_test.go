@@ -158,7 +158,8 @@ func TestExpiredTransactionCancelledAfterReconnect(t *testing.T) {
 				name = "restart"
 			}
 			t.Run(name, func(t *testing.T) {
-				s := owedEnv(t, store, nil)
+				ck, clock := newClock()
+				s := owedEnv(t, store, clock)
 				serial := "VT-OWED-" + name
 				term, secret := s.provision(t, serial)
 				vt, err := sim.New(sim.Config{GatewayURL: s.srv.URL("terminal") + protocol.Path, SerialNumber: serial, Secret: secret,
@@ -181,6 +182,7 @@ func TestExpiredTransactionCancelledAfterReconnect(t *testing.T) {
 				if restart {
 					s.restart(t, nil)
 				}
+				advance(t, ck, 2*time.Second) // the deadline
 				if final := s.final(t, tx.OnlineAPIRefID); final.StatusID != instore.StatusTechnicalError || final.ErrorCode != "WP36" {
 					t.Fatalf("while the terminal is away: %d %v, want TECHNICAL_ERROR with WP36", final.StatusID, final.ErrorCode)
 				}
@@ -293,7 +295,8 @@ func TestECRCancelResentAfterRestart(t *testing.T) {
 // confirms it.
 func TestLateApprovalReversalResentUntilConfirmed(t *testing.T) {
 	eachBackend(t, func(t *testing.T, store func(*server.Config)) {
-		s := owedEnv(t, store, nil)
+		ck, clock := newClock()
+		s := owedEnv(t, store, clock)
 		term, secret := s.provision(t, "RAW-LATE")
 		d := dialDevice(t, s.srv.URL("terminal"), "RAW-LATE", secret)
 		done := make(chan reply, 1)
@@ -301,6 +304,7 @@ func TestLateApprovalReversalResentUntilConfirmed(t *testing.T) {
 		cmd := d.expect(protocol.TypePurchase)
 		d.send(protocol.TypeAck, "", "", cmd.Ref, nil)
 		(<-done).tx(t, 201)
+		advance(t, ck, 2*time.Second) // the deadline
 		d.confirm(d.expect(protocol.TypeCancel)) // DEADLINE
 		d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: instore.StatusApproved, AuthorizationCode: "LATE1"})
 		rev := d.expect(protocol.TypeReversal)

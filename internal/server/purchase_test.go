@@ -282,8 +282,12 @@ func TestSandboxOutcomes(t *testing.T) {
 }
 
 func TestAckTimeoutWP25(t *testing.T) {
-	s := startSandbox(t)
-	resp, body := s.purchase(t, s.terminals[0], 1091).parts()
+	ck, clock := newClock()
+	s := startSandbox(t, clock)
+	done := make(chan reply, 1)
+	go func() { done <- s.purchase(t, s.terminals[0], 1091) }()
+	advance(t, ck, testAck)
+	resp, body := (<-done).parts()
 	p := reply{resp, body}.problem(t, 504, "WP25")
 	if p.OnlineAPIRefID == "" || p.Title != "Acknowledgement timed-out from terminal" {
 		t.Fatalf("WP25 problem = %s", body)
@@ -300,7 +304,8 @@ func TestAckTimeoutWP25(t *testing.T) {
 }
 
 func TestDeadlineWP36AndBusyWP09(t *testing.T) {
-	s := startSandbox(t)
+	ck, clock := newClock()
+	s := startSandbox(t, clock)
 	tx := s.purchase(t, s.terminals[0], 1092).tx(t, 201)
 	if tx.StatusID != instore.StatusPending || tx.Progress == "SENT" {
 		t.Fatalf("201 transaction = %+v, want PENDING and acknowledged", tx)
@@ -313,6 +318,7 @@ func TestDeadlineWP36AndBusyWP09(t *testing.T) {
 	if !strings.Contains(string(body), `"busy":true`) || !strings.Contains(string(body), tx.OnlineAPIRefID) || resp.StatusCode != 200 {
 		t.Errorf("terminal while busy = %s", body)
 	}
+	advance(t, ck, testDeadline)
 	final := s.final(t, tx.OnlineAPIRefID)
 	if final.StatusID != instore.StatusTechnicalError || final.ErrorCode != "WP36" {
 		t.Errorf("after the deadline: %d %v, want TECHNICAL_ERROR with WP36", final.StatusID, final.ErrorCode)

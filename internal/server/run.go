@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/cluster"
 	"github.com/instore-dev/instore/internal/httpapi"
 	"github.com/instore-dev/instore/internal/protocol"
@@ -184,9 +185,7 @@ func (s *Server) expireIdempotency(ctx context.Context) {
 	if interval <= 0 {
 		interval = DefaultIdempotencySweep
 	}
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
+	expire := func() {
 		n, err := s.Store.ExpireIdempotency(ctx, s.cfg.Now().Add(-httpapi.IdempotencyTTL))
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -194,12 +193,9 @@ func (s *Server) expireIdempotency(ctx context.Context) {
 		case n > 0:
 			s.logger.Info("idempotency records expired", "count", n)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
 	}
+	expire()
+	instore.Every(ctx, s.Service.Clock, interval, expire)
 }
 
 // Close stops accepting, answers the requests that wait for a change (a

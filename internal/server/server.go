@@ -106,9 +106,12 @@ type Config struct {
 	// PingInterval and PongTimeout tune the gateway's liveness check
 	// (defaults 15 s and 10 s).
 	PingInterval, PongTimeout time.Duration
-	// Now is the service's clock (default time.Now); tests set it to check
+	// Now is the time of day (default Clock.Now); tests set it to check
 	// the 30- and 90-day listing rules.
 	Now func() time.Time
+	// Clock runs the service's time-outs, waits and sweeps (default the
+	// wall clock); tests drive a fake one (internal/clocktest).
+	Clock instore.Clock
 	// UpdateSweep is how often the software update sweep runs (default
 	// instore.DefaultUpdateSweep); InstallTimeout how long an update may
 	// stay DOWNLOADING without a report (default
@@ -210,8 +213,11 @@ func NewWithStore(ctx context.Context, cfg Config, st instore.Store) (*Server, e
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = instore.RealClock{}
+	}
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = cfg.Clock.Now
 	}
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = cfg.DefaultShutdownTimeout()
@@ -235,7 +241,7 @@ func NewWithStore(ctx context.Context, cfg Config, st instore.Store) (*Server, e
 		metrics.RegisterDB(reg, p.Pools())
 	}
 	svc := &instore.Service{
-		Store: st, Metadata: &meta, Logger: cfg.Logger, Now: cfg.Now,
+		Store: st, Metadata: &meta, Logger: cfg.Logger, Now: cfg.Now, Clock: cfg.Clock,
 		NewRef:     func() string { return ids.New("txn") },
 		NewPrintID: func() string { return ids.New("prt") },
 		AckTimeout: cfg.AckTimeout, Deadline: cfg.TransactionDeadline, PrintTimeout: cfg.PrintTimeout,
