@@ -304,7 +304,7 @@ func TestLateApprovalReversalResentUntilConfirmed(t *testing.T) {
 		cmd := d.expect(protocol.TypePurchase)
 		d.send(protocol.TypeAck, "", "", cmd.Ref, nil)
 		(<-done).tx(t, 201)
-		advance(t, ck, 2*time.Second) // the deadline
+		advance(t, ck, 2*time.Second)            // the deadline
 		d.confirm(d.expect(protocol.TypeCancel)) // DEADLINE
 		d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: instore.StatusApproved, AuthorizationCode: "LATE1"})
 		rev := d.expect(protocol.TypeReversal)
