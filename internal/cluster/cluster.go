@@ -170,6 +170,13 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	return n, nil
 }
 
+// Healthy reports whether the node's last heartbeat was written within
+// Dead: the other nodes count it alive. A node that is not sends its
+// terminals elsewhere, and should get no requests (/readyz).
+func (n *Node) Healthy() bool {
+	return time.Since(time.Unix(0, n.lastBeat.Load())) <= n.cfg.Dead
+}
+
 // ID returns the node's id.
 func (n *Node) ID() string { return n.id }
 

@@ -364,6 +364,9 @@ func (s *Server) buildHandlers() map[string]http.Handler {
 		if err := s.Store.Ping(ctx); err != nil {
 			return &instore.Error{Code: instore.EUnavailable, Detail: "The store is not reachable.", Err: err}
 		}
+		if s.Node != nil && !s.Node.Healthy() {
+			return &instore.Error{Code: instore.EUnavailable, Detail: "This node cannot write its heartbeat: the cluster counts it gone."}
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{"status":"ready"}`))
 		return nil
