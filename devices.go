@@ -97,9 +97,13 @@ func (s *Service) DeviceDisconnected(serial string) {
 }
 
 // transactionOf loads the transaction a device reports on; a report for a
-// transaction that was not sent to that device is refused.
+// transaction that was not sent to that device is refused. The state this
+// node last committed serves as a first guess even when other nodes
+// change the store too: every change is a compare-and-set on the version,
+// which reads the store again when the guess was stale, and no report is
+// refused on a guess (a final state is never kept, only read).
 func (s *Service) transactionOf(ctx context.Context, serial, ref string) (*Transaction, error) {
-	t := s.runningState(ref)
+	t := s.running.get(ref)
 	if t == nil {
 		var err error
 		if t, err = s.Store.Transaction(ctx, ref); err != nil {

@@ -57,6 +57,15 @@ func (r *running) put(t *Transaction) {
 	r.m[t.ID] = e
 }
 
+// forget drops what r holds of ref: another process changed it.
+func (r *running) forget(ref string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.m[ref]; ok && e.t != nil {
+		r.m[ref] = runningEntry{version: e.version}
+	}
+}
+
 // get returns a copy of the state of ref if it is running, or nil.
 func (r *running) get(ref string) *Transaction {
 	r.mu.Lock()
@@ -186,7 +195,10 @@ func (c *changes) publishFrom(ref string, t *Transaction, local bool) {
 // process sharing the store changed (another node: internal/cluster), and
 // tells the observers; they read it from the store. The OnCommit hooks
 // are not told: the change is not this process's.
-func (s *Service) Publish(ref string) { s.changes.publishFrom(ref, nil, false) }
+func (s *Service) Publish(ref string) {
+	s.running.forget(ref)
+	s.changes.publishFrom(ref, nil, false)
+}
 
 // RefreshWaits wakes every wait in progress to read its transaction from
 // the store again: what a node does when it may have missed another

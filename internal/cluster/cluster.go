@@ -57,6 +57,9 @@ const (
 	DefaultRescan    = 5 * time.Second
 )
 
+// gatherWindow is how long the sender gathers wake-ups into one NOTIFY.
+const gatherWindow = 2 * time.Millisecond
+
 // maxPayload bounds one NOTIFY's payload (PostgreSQL's limit is 8000
 // bytes); a batch of wake-ups is split below it.
 const maxPayload = 7000
@@ -106,6 +109,9 @@ type Node struct {
 
 	outbox   chan string
 	draining atomic.Bool
+	// peers is how many other live nodes the last heartbeat saw: alone,
+	// a node wakes nobody and checks no epoch (see alone).
+	peers    atomic.Int64
 	lastBeat atomic.Int64 // unix nanoseconds of the last successful beat
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -189,7 +195,11 @@ func (n *Node) Start(ctx context.Context, local Local) error {
 	if err := n.beat(ctx); err != nil {
 		return fmt.Errorf("cluster: register node: %w", err)
 	}
-	n.svc.OnCommit(func(id string) { n.send("t", id) })
+	n.svc.OnCommit(func(id string) {
+		if !n.alone() {
+			n.send("t", id)
+		}
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	listening := make(chan struct{})
@@ -231,15 +241,33 @@ func (n *Node) Close() {
 	n.pool.Close()
 }
 
-// beat records the node's heartbeat.
+// beat records the node's heartbeat and counts the other live nodes.
 func (n *Node) beat(ctx context.Context) error {
-	_, err := n.pool.Exec(ctx, `INSERT INTO cluster_nodes (id, started_at, beat_at, draining) VALUES ($1, now(), now(), $2)
-		ON CONFLICT (id) DO UPDATE SET beat_at = now(), draining = EXCLUDED.draining`, n.id, n.draining.Load())
+	var peers int64
+	err := n.pool.QueryRow(ctx, `WITH b AS (
+			INSERT INTO cluster_nodes (id, started_at, beat_at, draining) VALUES ($1, now(), now(), $2)
+			ON CONFLICT (id) DO UPDATE SET beat_at = now(), draining = EXCLUDED.draining)
+		SELECT count(*) FROM cluster_nodes WHERE id <> $1 AND beat_at > now() - make_interval(secs => $3)`,
+		n.id, n.draining.Load(), n.cfg.Dead.Seconds()).Scan(&peers)
 	if err == nil {
 		n.lastBeat.Store(time.Now().UnixNano())
+		if old := n.peers.Swap(peers); old == 0 && peers > 0 {
+			// Others joined: what they may have missed while this node
+			// thought itself alone is in the store; they rescan at start.
+			n.log.Info("cluster: other nodes are alive", "peers", peers)
+		}
 	}
 	return err
 }
+
+// alone reports whether the last heartbeat saw no other live node. A
+// node alone sends no wake-ups for its changes and reads no epoch before
+// recording a device's report: nobody listens, and no other node holds a
+// session. A node that joins is seen within a heartbeat; until then it
+// catches up by its rescan (at its start and every Rescan), and a session
+// it takes over is dropped here by its "s" wake-up, which is sent
+// regardless.
+func (n *Node) alone() bool { return n.peers.Load() == 0 }
 
 // beating beats every Heartbeat. A node that could not beat for Dead is
 // gone in the others' eyes: it drops its sessions, whose devices then
@@ -295,16 +323,24 @@ func (n *Node) sender(ctx context.Context) {
 		var b strings.Builder
 		b.WriteString(prefix)
 		b.WriteString(first)
+		// Gather what the next moment brings into the same notification:
+		// each NOTIFY is a commit that takes the notification queue's
+		// lock, so a few per millisecond cost the database more than the
+		// millisecond costs a wake-up.
+		gather := time.NewTimer(gatherWindow)
 	more:
 		for b.Len() < maxPayload-200 {
 			select {
 			case m := <-n.outbox:
 				b.WriteByte('\n')
 				b.WriteString(m)
-			default:
+			case <-gather.C:
+				break more
+			case <-ctx.Done():
 				break more
 			}
 		}
+		gather.Stop()
 		nctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		if _, err := n.pool.Exec(nctx, `SELECT pg_notify($1, $2)`, n.channel, b.String()); err != nil && ctx.Err() == nil {
 			n.log.Warn("cluster: notify failed; the rescan will cover it", "error", err)
