@@ -194,10 +194,16 @@ func (e *crashEnv) backend() string {
 	return "sqlite"
 }
 
-// setup provisions the store with `instore admin`, starts the server and
-// the terminals and links them through the API.
-func (e *crashEnv) setup(ctx context.Context) {
-	t := e.t
+// account is what provision made: the ECR's credentials and the devices'
+// secrets, by index (e.terms holds their terminal IDs).
+type account struct {
+	clientID, clientSecret, key string
+	secrets                     []string
+}
+
+// provision makes, with `instore admin`, a customer, a merchant, its Online
+// API credentials and n terminal IDs with a device each.
+func (e *crashEnv) provision(n int) account {
 	var cus struct {
 		ID string `json:"customerId"`
 	}
@@ -218,16 +224,27 @@ func (e *crashEnv) setup(ctx context.Context) {
 	var terms []struct {
 		ID string `json:"terminalId"`
 	}
-	e.admin(&terms, "terminal", "add", "--merchant", mer.ID, "--count", strconv.Itoa(e.set.terminals+1))
-	secrets := make([]string, len(terms))
+	e.admin(&terms, "terminal", "add", "--merchant", mer.ID, "--count", strconv.Itoa(n))
+	acc := account{clientID: cli.ID, clientSecret: cli.Secret, key: key.Key, secrets: make([]string, len(terms))}
 	for i := range terms {
 		var dev struct {
 			Secret string `json:"deviceSecret"`
 		}
 		e.admin(&dev, "device", "add", "--serial", serial(i, len(terms)), "--model", "countertop", "--customer", cus.ID)
-		secrets[i] = dev.Secret
+		acc.secrets[i] = dev.Secret
 		e.terms = append(e.terms, terms[i].ID)
 	}
+	return acc
+}
+
+// setup provisions the store with `instore admin`, starts the server and
+// the terminals and links them through the API.
+func (e *crashEnv) setup(ctx context.Context) {
+	t := e.t
+	acc := e.provision(e.set.terminals + 1)
+	secrets, terms := acc.secrets, e.terms
+	cli := struct{ ID, Secret string }{acc.clientID, acc.clientSecret}
+	key := struct{ Key string }{acc.key}
 
 	ports, err := freePorts(4)
 	if err != nil {

@@ -34,6 +34,7 @@ type answer struct {
 	code     string // a problem's errorCode, or its type's name
 	statusID int    // a transaction's statusId
 	replayed bool
+	body     []byte
 }
 
 func (a answer) String() string {
@@ -98,7 +99,7 @@ func (e *ecr) do(ctx context.Context, method, path string, body []byte, idemKey 
 	if err != nil {
 		return answer{err: err}
 	}
-	a := answer{status: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true"}
+	a := answer{status: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true", body: b}
 	var v struct {
 		Ref       string `json:"onlineAPIRefId"`
 		StatusID  int    `json:"statusId"`

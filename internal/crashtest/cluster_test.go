@@ -1,0 +1,277 @@
+package crashtest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/instore-dev/instore"
+)
+
+// TestCluster runs three real `instore serve` nodes on one PostgreSQL
+// database behind a real HAProxy (deploy/haproxy/instore.cfg, unchanged),
+// with terminals as processes connected through the load balancer and ECRs
+// that retry with their Idempotency-Keys. During the purchases it kills a
+// node with SIGKILL, round after round, and starts it again; then it checks
+// the promises: no purchase acknowledged to the ECR lost, no key with two
+// transactions, none PENDING past its deadline, every terminal taking a
+// purchase again, and the timeline of every acknowledged purchase whole.
+func TestCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the cluster test builds the binary and kills nodes under load for about a minute; run it without -short")
+	}
+	u := freshPostgres(t)
+	if u == "" {
+		t.Skip("INSTORE_TEST_DATABASE_URL is not set; the cluster test needs PostgreSQL")
+	}
+	haproxy, err := exec.LookPath("haproxy")
+	if err != nil {
+		t.Skip("haproxy is not installed (apt-get install haproxy); the cluster test needs a real load balancer")
+	}
+	set := loadSettings(t)
+	set.terminals = 6
+	t.Logf("seed %d (INSTORE_CRASH_SEED=%d repeats the kill moments), %d rounds, %d terminals, 3 nodes", set.seed, set.seed, set.rounds, set.terminals)
+	ctx, cancel := context.WithTimeout(context.Background(), set.limit)
+	defer cancel()
+	e := &crashEnv{t: t, set: set, bin: buildInstore(t, t.TempDir()), dir: t.TempDir(), dbURL: u, led: newLedger(), reported: map[string]bool{}}
+	c := e.startCluster(ctx, haproxy)
+
+	rng := mrand.New(mrand.NewPCG(set.seed, 3))
+	start := time.Now()
+	for round := 1; round <= set.rounds; round++ {
+		c.round(ctx, round, rng)
+		e.check(ctx, fmt.Sprintf("round %d", round))
+	}
+	c.checkTimelines(ctx)
+	if c.moved == 0 {
+		t.Errorf("no node killed held a terminal's session: the test proved no failover (INSTORE_CRASH_SEED=%d)", set.seed)
+	}
+	named, acked := e.led.known()
+	t.Logf("cluster: %d rounds in %s; %d transactions named to the ECR, %d acknowledged (201); %d node kills",
+		set.rounds, time.Since(start).Round(time.Second), len(named), len(acked), c.kills)
+}
+
+// cluster is three nodes behind HAProxy.
+type cluster struct {
+	e     *crashEnv
+	nodes []*server
+	lb    *proc
+	kills int
+	// moved counts the terminal sessions the killed nodes held: each had
+	// to fail over to another node.
+	moved int
+}
+
+// startCluster provisions the database, starts three nodes and HAProxy in
+// front of them, the terminals through the load balancer, and links them.
+func (e *crashEnv) startCluster(ctx context.Context, haproxy string) *cluster {
+	t := e.t
+	acc := e.provision(e.set.terminals)
+	c := &cluster{e: e}
+	for i := range 3 {
+		ports, err := freePorts(4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := &server{bin: e.bin, dir: filepath.Join(e.dir, fmt.Sprintf("node%d", i+1)), ports: ports, env: e.storeEnv(), args: []string{
+			"--node-id", fmt.Sprintf("node%d", i+1),
+			"--ack-timeout", ackTimeout.String(), "--transaction-deadline", txDeadline.String(),
+			"--idempotency-wait", idemWait.String(), "--rate-limit", "0", "--log-format", "json",
+			"--cluster-heartbeat", "200ms", "--cluster-dead-after", "1s", "--cluster-rescan", "1s",
+		}}
+		if err := os.MkdirAll(n.dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if n.p != nil {
+				n.p.kill()
+			}
+		})
+		if err := n.start(ctx); err != nil {
+			t.Fatalf("node %d: %v", i+1, err)
+		}
+		c.nodes = append(c.nodes, n)
+	}
+	e.srv = c.nodes[0] // the checks wait for the last node started
+	lbPorts, err := freePorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{
+		"INSTORE_LB_ONLINE=127.0.0.1:" + strconv.Itoa(lbPorts[0]),
+		"INSTORE_LB_GATEWAY=127.0.0.1:" + strconv.Itoa(lbPorts[1]),
+	}
+	for i, n := range c.nodes {
+		p := fmt.Sprintf("INSTORE_NODE%d_", i+1)
+		env = append(env, p+"ONLINE=127.0.0.1:"+strconv.Itoa(n.ports[0]), p+"GATEWAY=127.0.0.1:"+strconv.Itoa(n.ports[2]),
+			p+"OPS_HOST=127.0.0.1", p+"OPS_PORT="+strconv.Itoa(n.ports[3]))
+	}
+	cfg, err := filepath.Abs(filepath.Join("..", "..", "deploy", "haproxy", "instore.cfg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.lb, err = startProc("haproxy", haproxy, []string{"-db", "-f", cfg}, env, filepath.Join(e.dir, "haproxy.log"), nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.lb.kill)
+	lbOnline := fmt.Sprintf("http://127.0.0.1:%d", lbPorts[0])
+	waitListening(t, lbPorts, c.lb)
+
+	tok, err := token(ctx, lbOnline, acc.clientID, acc.clientSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ecr = &ecr{base: lbOnline, subscriptionKey: acc.key, token: tok, led: e.led, client: &http.Client{Timeout: 30 * time.Second}}
+	e.db = e.openDB()
+	gw := fmt.Sprintf("ws://127.0.0.1:%d/terminal/v1/connect", lbPorts[1])
+	for i := range e.set.terminals {
+		tp, err := startTerminal(e.bin, e.dir, gw, serial(i, e.set.terminals), acc.secrets[i], cardDelays[i%len(cardDelays)])
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(tp.p.kill)
+		e.procs = append(e.procs, tp)
+		code, err := tp.linkCode(ctx)
+		if err != nil {
+			t.Fatalf("terminal %d: %v\n%s", i, err, tp.p.logTail(10))
+		}
+		e.link(ctx, i, code)
+	}
+	return c
+}
+
+// waitListening waits until the load balancer accepts on its ports.
+func waitListening(t *testing.T, ports []int, lb *proc) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, port := range ports {
+		for {
+			conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+			if err == nil {
+				conn.Close()
+				break
+			}
+			if lb.exited() || time.Now().After(deadline) {
+				t.Fatalf("haproxy does not listen on %d:\n%s", port, lb.logTail(20))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// Let the first health checks mark the nodes up (rise 2, inter 500ms).
+	time.Sleep(1500 * time.Millisecond)
+}
+
+// round runs a worker per terminal, kills one node with SIGKILL at a random
+// moment and starts it again after a random pause while they go on, then
+// stops them.
+func (c *cluster) round(ctx context.Context, round int, rng *mrand.Rand) {
+	e := c.e
+	phase, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	counts := make([]map[string]int, len(e.procs))
+	for i := range e.procs {
+		wg.Add(1)
+		seed := rng.Uint64()
+		counts[i] = map[string]int{}
+		go func() {
+			defer wg.Done()
+			e.work(ctx, phase, round, i, mrand.New(mrand.NewPCG(seed, 1)), counts[i])
+		}()
+	}
+	victim := c.nodes[rng.IntN(len(c.nodes))]
+	run := e.set.runMin + time.Duration(rng.Int64N(int64(e.set.runMax-e.set.runMin)))
+	down := 200*time.Millisecond + time.Duration(rng.Int64N(int64(time.Second)))
+	sleep(ctx, run)
+	var held int
+	if err := e.db.QueryRowContext(ctx, `SELECT count(*) FROM terminal_sessions WHERE node_id = $1`, filepath.Base(victim.dir)).Scan(&held); err != nil {
+		e.t.Fatalf("sessions of %s: %v", filepath.Base(victim.dir), err)
+	}
+	victim.kill9()
+	c.kills++
+	c.moved += held
+	sleep(ctx, down)
+	if err := victim.start(ctx); err != nil {
+		stop()
+		e.t.Fatalf("round %d: restart: %v", round, err)
+	}
+	e.srv = victim
+	// Purchases go on a moment with the node back, then stop.
+	sleep(ctx, 500*time.Millisecond)
+	stop()
+	wg.Wait()
+	total := map[string]int{}
+	for _, c := range counts {
+		for k, n := range c {
+			total[k] += n
+		}
+	}
+	e.t.Logf("cluster round %d: SIGKILL of %s (holding %d terminal sessions) after %s of purchases, %s down; purchases: %v", round,
+		filepath.Base(victim.dir), held, run.Round(time.Millisecond), down.Round(time.Millisecond), total)
+}
+
+// checkTimelines reads the timeline of every purchase acknowledged to the
+// ECR: it starts with CREATED, has one entry per version, and its last
+// entry leaves the transaction in the status the API shows.
+func (c *cluster) checkTimelines(ctx context.Context) {
+	e := c.e
+	_, acked := e.led.known()
+	for _, ref := range acked {
+		a := e.ecr.do(ctx, "GET", "/in-store/api/v1/transaction/"+ref+"/events", nil, "")
+		if a.err != nil || a.status != http.StatusOK {
+			e.t.Errorf("timeline of %s: %s", ref, a)
+			continue
+		}
+		var tl struct {
+			Events []struct {
+				Version     int64  `json:"version"`
+				Kind        string `json:"kind"`
+				StatusAfter string `json:"statusAfter"`
+			} `json:"events"`
+		}
+		if err := json.Unmarshal(a.body, &tl); err != nil || len(tl.Events) == 0 {
+			e.t.Errorf("timeline of %s: %v %s", ref, err, a.body)
+			continue
+		}
+		tx := e.ecr.do(ctx, "GET", "/in-store/api/v1/transaction/"+ref, nil, "")
+		var st struct {
+			Status  string `json:"status"`
+			Version int64  `json:"version"`
+		}
+		if err := json.Unmarshal(tx.body, &st); err != nil {
+			e.t.Errorf("transaction %s: %v", ref, err)
+			continue
+		}
+		evs := tl.Events
+		last := evs[len(evs)-1]
+		switch {
+		case evs[0].Kind != instore.EventCreated:
+			e.t.Errorf("timeline of %s starts with %s, not CREATED", ref, evs[0].Kind)
+		case last.StatusAfter != st.Status:
+			e.t.Errorf("timeline of %s ends in %s, the transaction is %s", ref, last.StatusAfter, st.Status)
+		case st.Status == "PENDING":
+			e.t.Errorf("transaction %s is still PENDING at the end", ref)
+		}
+		for i, ev := range evs {
+			// Progress stages are written without waiting for the disk: a
+			// node killed may lose one, and the next change takes its
+			// version. Every other change has its entry.
+			if ev.Version < int64(i+1) {
+				e.t.Errorf("timeline of %s: entry %d has version %d", ref, i, ev.Version)
+				break
+			}
+		}
+		if last.Version != st.Version && e.first("timeline-version", ref) {
+			e.t.Errorf("timeline of %s ends at version %d, the transaction is at %d", ref, last.Version, st.Version)
+		}
+	}
+}
