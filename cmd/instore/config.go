@@ -21,6 +21,7 @@ import (
 	"github.com/instore-dev/instore/internal/httpapi"
 	"github.com/instore-dev/instore/internal/logging"
 	"github.com/instore-dev/instore/internal/server"
+	"github.com/instore-dev/instore/internal/sqlstore"
 	"github.com/instore-dev/instore/internal/tlsfiles"
 )
 
@@ -161,6 +162,7 @@ type serviceFlags struct {
 	sandbox                                        bool
 	ackTimeout, txDeadline, printTimeout, simDelay time.Duration
 	nodeID                                         string
+	dbMaxConns                                     int
 	heartbeat, dead, rescan                        time.Duration
 	idempotencyWait                                time.Duration
 	pprof                                          bool
@@ -197,6 +199,7 @@ func (s *serviceFlags) register(fs *pflag.FlagSet, host string) {
 	fs.DurationVar(&s.txDeadline, "transaction-deadline", 120*time.Second, "how long an acknowledged transaction may wait for its result (then WP36)")
 	fs.DurationVar(&s.printTimeout, "print-timeout", 30*time.Second, "how long a print job waits for the terminal (then TIMEOUT)")
 	fs.DurationVar(&s.idempotencyWait, "idempotency-wait", httpapi.DefaultIdempotencyWait, "how long a retry with an Idempotency-Key on the Online API waits for the first request with its key (then 409 conflict)")
+	fs.IntVar(&s.dbMaxConns, "database-max-conns", sqlstore.DefaultMaxConns, fmt.Sprintf("at most this many PostgreSQL connections on this node (at least %d): two fifths for writes, two for reads, the rest for progress stages; nodes times this stays below max_connections", sqlstore.MinMaxConns))
 	fs.StringVar(&s.nodeID, "node-id", "", "this node's name in a cluster on PostgreSQL (default: a random one at each start); shown in logs")
 	fs.DurationVar(&s.heartbeat, "cluster-heartbeat", cluster.DefaultHeartbeat, "how often a node on PostgreSQL records that it is alive")
 	fs.DurationVar(&s.dead, "cluster-dead-after", cluster.DefaultDead, "after how long without a heartbeat a node is gone and its terminals' sessions with it (at least twice --cluster-heartbeat)")
@@ -288,6 +291,10 @@ func (s *serviceFlags) config(logger *slog.Logger) (server.Config, error) {
 		return cfg, usageError{fmt.Errorf("--node-id must be at most 64 printable ASCII characters, without spaces or @")}
 	}
 	cfg.NodeID, cfg.ClusterHeartbeat, cfg.ClusterDead, cfg.ClusterRescan = s.nodeID, s.heartbeat, s.dead, s.rescan
+	if s.dbMaxConns < sqlstore.MinMaxConns || s.dbMaxConns > 10000 {
+		return cfg, usageError{fmt.Errorf("--database-max-conns must be between %d and 10000, got %d", sqlstore.MinMaxConns, s.dbMaxConns)}
+	}
+	cfg.DatabaseMaxConns = s.dbMaxConns
 	cfg.IdempotencyWait = s.idempotencyWait
 	if err := checkShutdownTimeout(cfg); err != nil {
 		return cfg, err

@@ -56,7 +56,13 @@ Scenarios and baselines:
             gorilla WebSocket server (a child process) holding as many.
   mixed     purchases, metadata and status reads together; the lives
             compared with the purchase baseline.
-  all       every scenario in turn.
+  all       every scenario above in turn.
+  cluster   PostgreSQL and HAProxy: purchase lives of three nodes (instore
+            serve children on one database) behind HAProxy
+            (deploy/haproxy/instore.cfg) against one node behind it, in
+            one run: 1, 3, 1, 3 nodes, each a purchase run on a fresh
+            schema with its commit baseline. Ours is three nodes, the
+            baseline one; the ratio is three over one.
 
 --target online=URL,terminal=URL,ops=URL runs against a server already
 running on this machine (loopback only; its RSS and CPU then come from its
@@ -79,7 +85,7 @@ Linux only: it reads /proc.`,
 				switch {
 				case a == "all":
 					scenarios = append(scenarios, loadtest.Scenarios...)
-				case slices.Contains(loadtest.Scenarios, a):
+				case slices.Contains(loadtest.Scenarios, a) || a == loadtest.ClusterScenario:
 					scenarios = append(scenarios, a)
 				default:
 					return usageError{fmt.Errorf("unknown scenario %q: want %s or all", a, strings.Join(loadtest.Scenarios, ", "))}

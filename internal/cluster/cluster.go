@@ -158,7 +158,8 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, errors.New("cluster: invalid postgres URL (not repeated here: it may hold a password)")
 	}
-	pc.MaxConns = 4
+	// Heartbeats, sessions, wake-ups: a few short statements a second.
+	pc.MaxConns = 2
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: connect: %w", err)

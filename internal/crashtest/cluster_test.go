@@ -99,6 +99,7 @@ func (e *crashEnv) startCluster(ctx context.Context, haproxy string) *cluster {
 			"--ack-timeout", ackTimeout.String(), "--transaction-deadline", txDeadline.String(),
 			"--idempotency-wait", idemWait.String(), "--rate-limit", "0", "--log-format", "json",
 			"--cluster-heartbeat", "200ms", "--cluster-dead-after", "1s", "--cluster-rescan", "1s",
+			"--database-max-conns", "20",
 		}}
 		if err := os.MkdirAll(n.dir, 0o700); err != nil {
 			t.Fatal(err)

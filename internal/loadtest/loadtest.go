@@ -366,6 +366,8 @@ func Run(ctx context.Context, scenario string, o Options) (*Result, error) {
 		r, err = runPurchase(ctx, &o, true)
 	case "sessions":
 		r, err = runSessions(ctx, &o)
+	case ClusterScenario:
+		r, err = runCluster(ctx, &o)
 	default:
 		return nil, fmt.Errorf("unknown scenario %q (want one of %s, or all)", scenario, strings.Join(Scenarios, ", "))
 	}

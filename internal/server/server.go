@@ -51,7 +51,10 @@ type Config struct {
 	// DataDir holds the SQLite database (instore.db) when DatabaseURL is empty.
 	DataDir string
 	// DatabaseURL selects PostgreSQL (postgres://...).
-	DatabaseURL       string
+	DatabaseURL string
+	// DatabaseMaxConns bounds this node's PostgreSQL connections
+	// (sqlstore.Options.MaxConns; 0: sqlstore.DefaultMaxConns).
+	DatabaseMaxConns  int
 	SQLiteSynchronous string
 
 	// TokenSigningKey signs access tokens; empty: generated once, kept in the store.
@@ -188,7 +191,7 @@ func OpenStore(ctx context.Context, cfg Config) (*sqlstore.DB, error) {
 		}
 		dsn = filepath.Join(cfg.DataDir, DatabaseFile)
 	}
-	return sqlstore.Open(ctx, dsn, sqlstore.Options{Synchronous: cfg.SQLiteSynchronous})
+	return sqlstore.Open(ctx, dsn, sqlstore.Options{Synchronous: cfg.SQLiteSynchronous, MaxConns: cfg.DatabaseMaxConns})
 }
 
 // New opens the store and builds the service; Start begins serving.

@@ -198,3 +198,17 @@ func TestPostgresReadsDoNotWaitForWrites(t *testing.T) {
 	lock.Close()
 	blocked.Wait()
 }
+
+func TestPoolSizes(t *testing.T) {
+	for _, tc := range []struct{ max, w, r, x int }{
+		{0, postgresMaxConns, postgresMaxConns, postgresRelaxedConns},
+		{DefaultMaxConns, 16, 16, 8},
+		{20, 8, 8, 4},
+		{1, 2, 2, 1}, // raised to MinMaxConns
+	} {
+		w, r, x := poolSizes(tc.max)
+		if w != tc.w || r != tc.r || x != tc.x || w+r+x > max(tc.max, MinMaxConns) && tc.max > 0 {
+			t.Errorf("poolSizes(%d) = %d %d %d, want %d %d %d", tc.max, w, r, x, tc.w, tc.r, tc.x)
+		}
+	}
+}

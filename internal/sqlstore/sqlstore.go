@@ -23,6 +23,34 @@ type Options struct {
 	// several times faster and survives only a process crash. PostgreSQL
 	// ignores it.
 	Synchronous string
+	// MaxConns bounds a node's PostgreSQL connections (default
+	// DefaultMaxConns, at least MinMaxConns): two fifths for writes, two
+	// fifths for reads, the rest for progress stages. Size it with
+	// max_connections and the number of nodes. SQLite ignores it.
+	MaxConns int
+}
+
+// Bounds of Options.MaxConns.
+const (
+	DefaultMaxConns = 2*postgresMaxConns + postgresRelaxedConns
+	MinMaxConns     = 5
+)
+
+// poolSizes splits a node's connections over its three PostgreSQL pools.
+func poolSizes(max int) (writer, reader, relaxed int) {
+	if max <= 0 {
+		return postgresMaxConns, postgresMaxConns, postgresRelaxedConns
+	}
+	max = maxInt(max, MinMaxConns)
+	writer = max * 2 / 5
+	return writer, writer, max - 2*writer
+}
+
+func maxInt(a, b int) int {
+	if a > b {
+		return a
+	}
+	return b
 }
 
 // DB is an instore.Store on SQLite or PostgreSQL. It is safe for concurrent
@@ -61,16 +89,17 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 
 	db := &DB{}
 	if isPostgres(dsn) {
-		writer, err := openPostgres(ctx, dsn, postgresMaxConns)
+		nw, nr, nx := poolSizes(opts.MaxConns)
+		writer, err := openPostgres(ctx, dsn, nw)
 		if err != nil {
 			return nil, err
 		}
-		reader, err := openPostgres(ctx, dsn, postgresMaxConns)
+		reader, err := openPostgres(ctx, dsn, nr)
 		if err != nil {
 			writer.Close()
 			return nil, err
 		}
-		relaxed, err := openPostgres(ctx, dsn, postgresRelaxedConns, "synchronous_commit", "off")
+		relaxed, err := openPostgres(ctx, dsn, nx, "synchronous_commit", "off")
 		if err != nil {
 			writer.Close()
 			reader.Close()
