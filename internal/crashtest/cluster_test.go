@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,7 +25,8 @@ import (
 // database behind a real HAProxy (deploy/haproxy/instore.cfg, unchanged),
 // with terminals as processes connected through the load balancer and ECRs
 // that retry with their Idempotency-Keys. During the purchases it kills a
-// node with SIGKILL, round after round, and starts it again; then it checks
+// node with SIGKILL (odd rounds) or stops it with SIGTERM as a rolling
+// upgrade does (even rounds), round after round, and starts it again; then it checks
 // the promises: no purchase acknowledged to the ECR lost, no key with two
 // transactions, none PENDING past its deadline, every terminal taking a
 // purchase again, and the timeline of every acknowledged purchase whole.
@@ -219,7 +221,26 @@ func (c *cluster) round(ctx context.Context, round int, rng *mrand.Rand) {
 	rows.Close()
 	held := len(serials)
 	killedAt := time.Now()
-	victim.kill9()
+	// Odd rounds kill the node; even rounds stop it as a rolling upgrade
+	// does (SIGTERM: /readyz 503, its sessions closed with 1012, what is in
+	// flight answered), which must lose nothing either.
+	how := "SIGKILL"
+	if round%2 == 0 {
+		how = "SIGTERM"
+		if err := victim.p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			e.t.Fatal(err)
+		}
+		select {
+		case <-victim.p.done:
+		case <-time.After(60 * time.Second):
+			e.t.Fatalf("round %d: %s did not stop within 60 s of SIGTERM", round, filepath.Base(victim.dir))
+		}
+		if code := victim.p.cmd.ProcessState.ExitCode(); code != 0 {
+			e.t.Errorf("round %d: %s exited %d after SIGTERM, want 0", round, filepath.Base(victim.dir), code)
+		}
+	} else {
+		victim.kill9()
+	}
 	c.kills++
 	c.moved += held
 	sleep(ctx, down)
@@ -253,8 +274,8 @@ func (c *cluster) round(ctx context.Context, round int, rng *mrand.Rand) {
 			total[k] += n
 		}
 	}
-	e.t.Logf("cluster round %d: SIGKILL of %s (holding %d terminal sessions) after %s of purchases, %s down; purchases: %v", round,
-		filepath.Base(victim.dir), held, run.Round(time.Millisecond), down.Round(time.Millisecond), total)
+	e.t.Logf("cluster round %d: %s of %s (holding %d terminal sessions) after %s of purchases, %s down; purchases: %v", round,
+		how, filepath.Base(victim.dir), held, run.Round(time.Millisecond), down.Round(time.Millisecond), total)
 }
 
 // checkTimelines reads the timeline of every purchase acknowledged to the
