@@ -279,6 +279,9 @@ func NewWithStore(ctx context.Context, cfg Config, st instore.Store) (*Server, e
 	if cfg.Sandbox {
 		s.Fleet = sim.NewFleet()
 		if s.sandboxDevices, err = sandbox.EnsureDevices(ctx, st); err != nil {
+			if node != nil {
+				node.Close()
+			}
 			return nil, fmt.Errorf("sandbox devices: %w", err)
 		}
 	}
