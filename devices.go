@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // AuthenticateDevice checks a device's serial number and secret. A serial
@@ -32,10 +33,17 @@ func (s *Service) AuthenticateDevice(ctx context.Context, serial, secret string)
 // acknowledged it, every message still owed to it (effect.go), and its
 // software update.
 func (s *Service) DeviceConnected(ctx context.Context, serial string, h DeviceHello) error {
-	if err := s.Store.DeviceSeen(ctx, serial, h.SoftwareVersion, s.now()); err != nil {
+	at := s.now()
+	if err := s.Store.DeviceSeen(ctx, serial, h.SoftwareVersion, at); err != nil {
 		return fmt.Errorf("device seen: %w", err)
 	}
-	return s.sendOwed(ctx, serial, &h)
+	return s.sendOwed(ctx, serial, &hello{DeviceHello: h, at: at})
+}
+
+// hello is a device's hello with the time it was taken in.
+type hello struct {
+	DeviceHello
+	at time.Time
 }
 
 // DeviceWoken sends a device that is online on this node what the store
@@ -53,7 +61,7 @@ func (s *Service) DeviceWoken(ctx context.Context, serial string) error {
 
 // sendOwed is the part of a hello (h set) or a wake-up (h nil) that
 // sends the device what it may have missed.
-func (s *Service) sendOwed(ctx context.Context, serial string, h *DeviceHello) error {
+func (s *Service) sendOwed(ctx context.Context, serial string, h *hello) error {
 	t, err := s.Store.TerminalBySerial(ctx, serial)
 	switch {
 	case err == nil:

@@ -155,7 +155,7 @@ func (s *Service) deliverUpdate(ctx context.Context, terminalID string) {
 // was installing ends INSTALLED when the device now runs the package's
 // version (it restarted into it) and is sent again otherwise; a SCHEDULED
 // one is delivered if due.
-func (s *Service) updateOnHello(ctx context.Context, t *Terminal, h DeviceHello) {
+func (s *Service) updateOnHello(ctx context.Context, t *Terminal, h hello) {
 	u, err := s.Store.OpenUpdate(ctx, t.TerminalID)
 	if errors.Is(err, ErrNotFound) {
 		return
@@ -182,6 +182,12 @@ func (s *Service) updateOnHello(ctx context.Context, t *Terminal, h DeviceHello)
 			s.log().Warn("resend update", "updateId", u.ID, "error", err)
 		}
 	default:
+		if u.DeliveredAt != nil && !u.DeliveredAt.Before(h.at) {
+			// Sent on this session already (created while its hello was
+			// being answered): clearing it would let a purchase start on
+			// a terminal that is installing.
+			return
+		}
 		if u.DeliveredAt != nil {
 			// Sent on an earlier session, which may have lost it.
 			if err := s.Store.ClearUpdateDelivered(ctx, u.ID); err != nil {
