@@ -114,6 +114,22 @@ func (c *Clock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// Set moves the clock to t: forward, it is Advance(t - Now()), which runs
+// the calls falling due on the way; backward (or to the same time), it
+// only resets the time, and no call runs.
+func (c *Clock) Set(t time.Time) {
+	c.mu.Lock()
+	d := t.Sub(c.now)
+	if d <= 0 {
+		c.now = t
+		c.changed.Broadcast()
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	c.Advance(d)
+}
+
 // Pending returns how many calls wait for the clock.
 func (c *Clock) Pending() int {
 	c.mu.Lock()
@@ -148,6 +164,14 @@ func (c *Clock) BlockUntil(timeout time.Duration, cond func(due []time.Duration)
 		}
 		c.changed.Wait()
 	}
+}
+
+// BlockUntilWaiters waits (up to 10 s in real time) until at least n calls
+// wait for the clock, and reports whether they do. The server's periodic
+// sweeps keep calls of their own pending, so server tests use WaitFor,
+// which names the time-out they mean to pass.
+func (c *Clock) BlockUntilWaiters(n int) bool {
+	return c.BlockUntil(10*time.Second, func(due []time.Duration) bool { return len(due) >= n })
 }
 
 // WaitFor waits (up to 10 s in real time) until a call is due d from now

@@ -133,3 +133,48 @@ func TestImmediateCall(t *testing.T) {
 	c.AfterFunc(0, func() { close(ran) })
 	<-ran
 }
+
+func TestSet(t *testing.T) {
+	c := New(epoch)
+	var ran atomic.Int32
+	c.AfterFunc(time.Hour, func() { ran.Add(1) })
+	c.AfterFunc(3*time.Hour, func() { ran.Add(10) })
+	c.Set(epoch.Add(2 * time.Hour)) // forward: the call due on the way runs
+	if ran.Load() != 1 || !c.Now().Equal(epoch.Add(2*time.Hour)) {
+		t.Fatalf("after Set(+2h): ran %d, Now %v; want 1, +2h", ran.Load(), c.Now())
+	}
+	c.Set(epoch) // backward: only the time changes
+	if ran.Load() != 1 || !c.Now().Equal(epoch) || c.Pending() != 1 {
+		t.Fatalf("after Set(epoch): ran %d, Now %v, pending %d; want 1, epoch, 1", ran.Load(), c.Now(), c.Pending())
+	}
+	c.Advance(2 * time.Hour) // the +3h call is still due at its own time
+	if ran.Load() != 1 {
+		t.Fatalf("the call due at +3h ran at +2h")
+	}
+	c.Advance(time.Hour)
+	if ran.Load() != 11 {
+		t.Errorf("ran %d after +3h, want 11", ran.Load())
+	}
+}
+
+func TestBlockUntilWaiters(t *testing.T) {
+	c := New(epoch)
+	armed := make(chan struct{})
+	for range 2 {
+		go func() {
+			<-armed
+			c.AfterFunc(time.Second, func() {})
+		}()
+	}
+	close(armed)
+	if !c.BlockUntilWaiters(2) {
+		t.Fatal("two calls were armed, BlockUntilWaiters(2) did not see them")
+	}
+	if got := c.Pending(); got != 2 {
+		t.Errorf("Pending = %d, want 2", got)
+	}
+	c.Advance(time.Second)
+	if c.BlockUntil(20*time.Millisecond, func(due []time.Duration) bool { return len(due) >= 1 }) {
+		t.Error("calls still pending after they ran")
+	}
+}
