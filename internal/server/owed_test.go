@@ -208,7 +208,8 @@ func TestExpiredTransactionCancelledAfterReconnect(t *testing.T) {
 // same message id, until it confirms.
 func TestAckTimeoutCancelResentUntilConfirmed(t *testing.T) {
 	eachBackend(t, func(t *testing.T, store func(*server.Config)) {
-		s := owedEnv(t, store, func(c *server.Config) { c.AckTimeout = time.Second })
+		ck, clock := newClock()
+		s := owedEnv(t, store, func(c *server.Config) { clock(c); c.AckTimeout = time.Second })
 		term, secret := s.provision(t, "RAW-ACK")
 		d := dialDevice(t, s.srv.URL("terminal"), "RAW-ACK", secret)
 		done := make(chan reply, 1)
@@ -216,6 +217,7 @@ func TestAckTimeoutCancelResentUntilConfirmed(t *testing.T) {
 		cmd := d.expect(protocol.TypePurchase)
 		d.conn.Close()
 		s.waitOffline(t, "RAW-ACK")
+		advance(t, ck, time.Second) // the ack time-out
 		if p := (<-done).problem(t, 504, "WP25"); p.OnlineAPIRefID != cmd.Ref {
 			t.Fatalf("WP25 names %q, the command was %q", p.OnlineAPIRefID, cmd.Ref)
 		}
@@ -409,7 +411,8 @@ func TestPrintJobRunningAcrossRestart(t *testing.T) {
 			{"answered", time.Minute, "OUT_OF_PAPER"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				s := owedEnv(t, store, func(c *server.Config) { c.PrintTimeout = time.Minute })
+				ck, clock := newClock()
+				s := owedEnv(t, store, func(c *server.Config) { clock(c); c.PrintTimeout = time.Minute })
 				serial := "RAW-PRT-" + strings.ReplaceAll(tc.name, " ", "-")
 				term, secret := s.provision(t, serial)
 				d := dialDevice(t, s.srv.URL("terminal"), serial, secret)
@@ -437,6 +440,9 @@ func TestPrintJobRunningAcrossRestart(t *testing.T) {
 				s.restart(t, func(c *server.Config) { c.PrintTimeout = tc.timeout })
 
 				if tc.want == "TIMEOUT" {
+					// The restarted server armed what is left of the
+					// time-out: all of it, the clock has not moved.
+					advance(t, ck, tc.timeout)
 					if got := s.waitPrint(t, first.Ref); got != tc.want {
 						t.Errorf("print job after the restart = %s, want %s", got, tc.want)
 					}
@@ -497,10 +503,15 @@ func TestUpdateResentAfterRestart(t *testing.T) {
 // back for is dropped by the sweep once older than the bound (24 h), with
 // a log line, and not sent afterwards.
 func TestOwedMessageDroppedAfterItsBound(t *testing.T) {
+	// The time of day jumps past the bound while the time-outs stay on the
+	// fake clock: advancing it by 24 h would run the periodic sweeps
+	// thousands of times.
 	var offset atomic.Int64
+	ck, clock := newClock()
 	s := owedEnv(t, func(*server.Config) {}, func(c *server.Config) {
+		clock(c)
 		c.AckTimeout = time.Second
-		c.Now = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+		c.Now = func() time.Time { return ck.Now().Add(time.Duration(offset.Load())) }
 	})
 	term, secret := s.provision(t, "RAW-TTL")
 	d := dialDevice(t, s.srv.URL("terminal"), "RAW-TTL", secret)
@@ -509,6 +520,7 @@ func TestOwedMessageDroppedAfterItsBound(t *testing.T) {
 	d.expect(protocol.TypePurchase)
 	d.conn.Close()
 	s.waitOffline(t, "RAW-TTL")
+	advance(t, ck, time.Second) // the ack time-out
 	(<-done).problem(t, 504, "WP25")
 	ctx := context.Background()
 	es, err := s.srv.Store.OpenEffects(ctx, "RAW-TTL")

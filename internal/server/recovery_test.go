@@ -31,7 +31,9 @@ func (s *slowOwed) OpenEffects(ctx context.Context, serial string) ([]*instore.E
 // command: until the hello's work is done the device counts as offline.
 func TestOwedCancelBeforeNewCommand(t *testing.T) {
 	var w *slowOwed
+	ck, clock := newClock()
 	e := startWrapped(t, func(c *server.Config) {
+		clock(c)
 		c.AckTimeout, c.TransactionDeadline, c.RateLimit = 5*time.Second, time.Second, 0
 	}, func(st instore.Store) instore.Store { w = &slowOwed{Store: st}; return w })
 	s := &sandbox{env: e}
@@ -44,9 +46,10 @@ func TestOwedCancelBeforeNewCommand(t *testing.T) {
 	(<-done).tx(t, 201)
 	d.conn.Close()
 	s.waitOffline(t, "RAW-ORD")
-	waitFor(t, "deadline passed", func() bool {
-		return s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200).StatusID == instore.StatusTechnicalError
-	})
+	advance(t, ck, time.Second) // the deadline
+	if got := s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200); got.StatusID != instore.StatusTechnicalError {
+		t.Fatalf("after the deadline: status %d, want TECHNICAL_ERROR", got.StatusID)
+	}
 	w.slow.Store(true)
 	// The ECR sends a purchase as soon as the terminal is ready for one.
 	stop := make(chan struct{})
