@@ -28,3 +28,13 @@ func advance(t *testing.T, ck *clocktest.Clock, d time.Duration) {
 	}
 	ck.Advance(d)
 }
+
+// advanceDuring runs req, a request that waits for a time-out of d, while
+// the clock is advanced past it (advance), and returns req's answer.
+func advanceDuring(t *testing.T, ck *clocktest.Clock, d time.Duration, req func() reply) reply {
+	t.Helper()
+	answer := make(chan reply, 1)
+	go func() { answer <- req() }()
+	advance(t, ck, d)
+	return <-answer
+}

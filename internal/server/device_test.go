@@ -282,7 +282,8 @@ func TestRestartMidTransaction(t *testing.T) {
 // on (WP25) that the terminal approves late has returned the money, so the
 // original becomes REVERSED; the reversal keeps its final status.
 func TestLateReversalStillReversesTheOriginal(t *testing.T) {
-	s := rawEnv(t, func(c *server.Config) { c.TransactionDeadline = 10 * time.Second })
+	ck, clock := newClock()
+	s := rawEnv(t, clock, func(c *server.Config) { c.TransactionDeadline = 10 * time.Second })
 	term, secret := s.provision(t, "RAW-5")
 	d := dialDevice(t, s.srv.URL("terminal"), "RAW-5", secret)
 	done := make(chan reply, 1)
@@ -298,6 +299,7 @@ func TestLateReversalStillReversesTheOriginal(t *testing.T) {
 		pc <- s.post(t, "/in-store/api/v1/reversal", map[string]any{"onlineAPIRefId": cmd.Ref}, nil)
 	}()
 	rev := d.expect(protocol.TypeReversal)
+	advance(t, ck, time.Second) // the ack time-out
 	p := (<-pc).problem(t, 504, "WP25")
 	if p.OnlineAPIRefID != rev.Ref {
 		t.Fatalf("WP25 names %q, the reversal command was %q", p.OnlineAPIRefID, rev.Ref)

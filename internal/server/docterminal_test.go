@@ -327,7 +327,9 @@ func TestDocTerminal(t *testing.T) {
 			t.Errorf("problems(%s) = %q, want %d", frame, got, want)
 		}
 	}
+	ck, clock := newClock()
 	s := owedEnv(t, func(*server.Config) {}, func(c *server.Config) {
+		clock(c)
 		c.AckTimeout = 5 * time.Second
 		c.TransactionDeadline = 2 * time.Second
 	})
@@ -413,6 +415,7 @@ func TestDocTerminal(t *testing.T) {
 	// which the terminal confirms.
 	ref, done = purchase(map[string]any{"terminalId": term, "amount": 3000, "currency": "SEK"})
 	(<-done).tx(t, 201)
+	advance(t, ck, 2*time.Second) // the deadline
 	c = d.expect("cancel", ref)
 	if dataOf(c)["reason"] != "DEADLINE" {
 		t.Errorf("cancel %v, want reason DEADLINE", c)

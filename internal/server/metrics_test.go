@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/clocktest"
 	"github.com/instore-dev/instore/internal/server"
 )
 
@@ -104,11 +105,12 @@ func repoFile(t *testing.T, path string) string {
 // metrics` and `promtool check rules` on the example alerts.
 func TestMetricsWhilePurchasesRun(t *testing.T) {
 	backends(t, func(t *testing.T, mutate func(*server.Config)) {
-		metricsWhilePurchasesRun(t, startSandbox(t, mutate, func(c *server.Config) { c.Version, c.Commit = "v9.9.9", "0123abc" }))
+		ck, clock := newClock()
+		metricsWhilePurchasesRun(t, ck, startSandbox(t, mutate, clock, func(c *server.Config) { c.Version, c.Commit = "v9.9.9", "0123abc" }))
 	})
 }
 
-func metricsWhilePurchasesRun(t *testing.T, s *sandbox) {
+func metricsWhilePurchasesRun(t *testing.T, ck *clocktest.Clock, s *sandbox) {
 	term := s.terminals[0]
 	ended := func(typ, status, code string) map[string]string {
 		return map[string]string{"type": typ, "status": status, "code": code}
@@ -122,7 +124,7 @@ func metricsWhilePurchasesRun(t *testing.T, s *sandbox) {
 	}
 	declined := s.purchase(t, term, 1011).tx(t, 201)
 	s.final(t, declined.OnlineAPIRefID)
-	s.purchase(t, term, 1091).problem(t, 504, "WP25")
+	advanceDuring(t, ck, testAck, func() reply { return s.purchase(t, term, 1091) }).problem(t, 504, "WP25")
 
 	// A purchase the terminal acknowledges and never answers: while it
 	// waits for its deadline, a status request long-polls it and a
@@ -146,6 +148,7 @@ func metricsWhilePurchasesRun(t *testing.T, s *sandbox) {
 	}
 	s.waitMetric(t, "instore_long_polls_waiting", nil, 1)
 	s.waitMetric(t, "instore_event_streams_open", nil, 1)
+	advance(t, ck, testDeadline)
 	if tx := <-polled; tx.StatusID != instore.StatusTechnicalError || tx.ErrorCode != "WP36" {
 		t.Fatalf("long-polled transaction = %+v, want TECHNICAL_ERROR WP36", tx)
 	}

@@ -477,7 +477,8 @@ func TestErrorRows(t *testing.T) {
 }
 
 func TestIdempotency(t *testing.T) {
-	s := startSandbox(t, func(c *server.Config) { c.SimDelay = 300 * time.Millisecond })
+	ck, clock := newClock()
+	s := startSandbox(t, clock, func(c *server.Config) { c.SimDelay = 300 * time.Millisecond })
 	term := s.terminals[2]
 	body := map[string]any{"terminalId": term, "amount": 2500, "currency": "SEK"}
 	key := map[string]string{"Idempotency-Key": "order-4711"}
@@ -547,7 +548,7 @@ func TestIdempotency(t *testing.T) {
 	// included: WP25 (the virtual terminal does not acknowledge ...91).
 	k4 := map[string]string{"Idempotency-Key": "no-ack"}
 	noAck := map[string]any{"terminalId": term, "amount": 2591, "currency": "SEK"}
-	first := s.post(t, "/in-store/api/v1/purchase", noAck, k4).problem(t, 504, "WP25")
+	first := advanceDuring(t, ck, testAck, func() reply { return s.post(t, "/in-store/api/v1/purchase", noAck, k4) }).problem(t, 504, "WP25")
 	r := s.post(t, "/in-store/api/v1/purchase", noAck, k4)
 	if p := r.problem(t, 504, "WP25"); p.OnlineAPIRefID != first.OnlineAPIRefID || r.resp.Header.Get("Idempotent-Replayed") != "true" {
 		t.Errorf("retry of a WP25 = %s replayed %q, want the replay of %s", p.OnlineAPIRefID, r.resp.Header.Get("Idempotent-Replayed"), first.OnlineAPIRefID)
@@ -618,13 +619,14 @@ func TestLongPollWokenByChange(t *testing.T) {
 // terminal ID, serial number, device secret, link code or merchant id
 // reaches the log.
 func TestSandboxLogsHoldNoIdentifiers(t *testing.T) {
-	s := startSandbox(t, func(c *server.Config) { c.SimDelay = 50 * time.Millisecond })
+	ck, clock := newClock()
+	s := startSandbox(t, clock, func(c *server.Config) { c.SimDelay = 50 * time.Millisecond })
 	term := s.terminals[0]
 	s.final(t, s.purchase(t, term, 1011).tx(t, 201).OnlineAPIRefID)
 	tx := s.purchase(t, term, 1094).tx(t, 201)
 	s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": term}, nil).tx(t, 202)
 	s.final(t, tx.OnlineAPIRefID)
-	s.purchase(t, s.terminals[1], 1091).problem(t, 504, "WP25")
+	advanceDuring(t, ck, testAck, func() reply { return s.purchase(t, s.terminals[1], 1091) }).problem(t, 504, "WP25")
 	s.post(t, "/in-store/api/v1/terminal/unlink", map[string]any{"terminalId": s.terminals[2]}, nil)
 	devs := s.waitDevices(t, func(ds []device) bool { return ds[2].LinkCode != nil })
 	s.post(t, "/in-store/api/v1/terminal/link", map[string]any{"terminalId": s.terminals[2], "linkCode": *devs[2].LinkCode}, nil)

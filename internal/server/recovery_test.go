@@ -98,7 +98,8 @@ func TestOwedCancelBeforeNewCommand(t *testing.T) {
 func TestFailedReversalLeavesAWayOut(t *testing.T) {
 	for _, mode := range []string{"deadline, reported TECHNICAL_ERROR", "never acknowledged"} {
 		t.Run(mode, func(t *testing.T) {
-			s := rawEnv(t, nil)
+			ck, clock := newClock()
+			s := rawEnv(t, clock)
 			serialA, serialB := "REV-A", "REV-B"
 			termA, secretA := s.provision(t, serialA)
 			termB, secretB := s.provision(t, serialB)
@@ -118,6 +119,7 @@ func TestFailedReversalLeavesAWayOut(t *testing.T) {
 			rev := d.expect(protocol.TypeReversal)
 			refund := map[string]any{"terminalId": termB, "amount": 5000, "currency": "SEK", "originalOnlineAPIRefId": cmd.Ref}
 			if mode == "never acknowledged" {
+				advance(t, ck, time.Second) // the ack time-out
 				(<-done).problem(t, 504, "WP25")
 				d.confirm(d.expect(protocol.TypeCancel)) // ACK_TIMEOUT: dropped, nothing reported
 				// The outcome is unknown to the service: no refund...
@@ -138,6 +140,7 @@ func TestFailedReversalLeavesAWayOut(t *testing.T) {
 			}
 			d.send(protocol.TypeAck, "", rev.ID, rev.Ref, nil)
 			(<-done).tx(t, 201)
+			advance(t, ck, time.Second)              // the deadline
 			d.confirm(d.expect(protocol.TypeCancel)) // DEADLINE
 			d.send(protocol.TypeResult, "", "", rev.Ref, protocol.Result{StatusID: instore.StatusTechnicalError})
 			d.expect(protocol.TypeConfirm)
