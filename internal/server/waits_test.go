@@ -122,7 +122,9 @@ func (r reply) problemRef(t *testing.T) string {
 // its ack time-out).
 func TestCloseAnswersWaitingRequests(t *testing.T) {
 	arrived := make(chan struct{}, 1)
+	ck, clock := newClock()
 	e := startWith(t, func(c *server.Config) {
+		clock(c)
 		c.AckTimeout = 1500 * time.Millisecond
 		// Long enough that only the shutdown can end the status request.
 		c.TransactionDeadline = time.Minute
@@ -164,25 +166,38 @@ func TestCloseAnswersWaitingRequests(t *testing.T) {
 	}()
 	b.expect(protocol.TypePurchase)
 	<-arrived
-	if err := s.srv.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
+	closed := make(chan error, 1)
+	go func() { closed <- s.srv.Close() }()
+	// The status request is answered by the shutdown: the clock has not
+	// moved, so neither its wait nor the deadline ended it.
 	if r := <-status; r.resp == nil {
 		t.Errorf("the status request waiting at shutdown got no answer")
 	} else if got := r.tx(t, 200); got.OnlineAPIRefID != tx.OnlineAPIRefID || got.StatusID != instore.StatusPending {
 		t.Errorf("status request at shutdown answered %s status %d, want %s PENDING", got.OnlineAPIRefID, got.StatusID, tx.OnlineAPIRefID)
 	}
+	// The shutdown lets the purchase run to its ack time-out.
+	select {
+	case r := <-purchase:
+		t.Fatalf("the purchase was answered before its ack time-out (%v)", r.resp != nil)
+	default:
+	}
+	advance(t, ck, 1500*time.Millisecond)
 	if r := <-purchase; r.resp == nil {
 		t.Errorf("the purchase waiting for its acknowledgement at shutdown got no answer")
 	} else {
 		r.problem(t, 504, "WP25")
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
 	}
 }
 
 // TestReadyzDuringShutdown: from the moment Close starts, /readyz answers
 // 503 while what is in flight is answered (the ops listener closes last).
 func TestReadyzDuringShutdown(t *testing.T) {
+	ck, clock := newClock()
 	e := start(t, func(c *server.Config) {
+		clock(c)
 		c.AckTimeout = 2 * time.Second
 		c.RateLimit = 0
 	})
@@ -211,11 +226,15 @@ func TestReadyzDuringShutdown(t *testing.T) {
 	closed := make(chan error, 1)
 	go func() { closed <- s.srv.Close() }()
 	saw503 := false
+	deadline := time.Now().Add(10 * time.Second) // bounds the polling only
 	for !saw503 {
 		select {
 		case <-purchase:
 			t.Fatalf("the in-flight purchase was answered before /readyz turned 503")
 		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz never turned 503 during the shutdown")
 		}
 		switch got := status(); got {
 		case 503:
@@ -226,6 +245,7 @@ func TestReadyzDuringShutdown(t *testing.T) {
 			t.Fatalf("/readyz during the shutdown = %d, want 200 until it turns 503", got)
 		}
 	}
+	advance(t, ck, 2*time.Second) // the in-flight purchase's ack time-out
 	if r := <-purchase; r.resp == nil {
 		t.Errorf("the in-flight purchase got no answer")
 	} else {
