@@ -547,7 +547,8 @@ func TestGetPackages(t *testing.T) {
 // DOWNLOADING, INSTALLED with the new version; FAILED with a reason from
 // the sandbox; the terminal stays usable.
 func TestUpdateLifecycle(t *testing.T) {
-	s := startSandbox(t)
+	ck, clock := newClock()
+	s := startSandbox(t, clock)
 	s.importCatalogue(t, testCatalogue(s.customer.ID))
 	term := s.terminals[0]
 
@@ -572,6 +573,9 @@ func TestUpdateLifecycle(t *testing.T) {
 	}
 	s.post(t, "/sandbox/v1/terminals/"+term+"/next-install", map[string]any{}, nil).problem(t, 400, "validation")
 	s.post(t, "/sandbox/v1/terminals/99999999/next-install", map[string]any{"fail": true}, nil).problem(t, 403, "WP16")
+	// Update ids sort by their creation's millisecond: on a clock that
+	// stands still the second would tie with the first.
+	ck.Advance(time.Millisecond)
 	u = s.createUpdate(t, map[string]any{"terminalId": term, "packageId": "countertop-1.1.0-own"})
 	in = s.waitInfo(t, term, "FAILED", lastStatus(instore.UpdateFailed))
 	if in.LastUpdate.Reason == nil || *in.LastUpdate.Reason != "checksum mismatch" || *in.SoftwareVersion != "1.2.0" {
@@ -606,7 +610,7 @@ func TestUpdateLifecycle(t *testing.T) {
 	}
 
 	// notBefore: it waits; a second update meanwhile is refused.
-	later := time.Now().Add(1500 * time.Millisecond).UTC().Truncate(time.Millisecond)
+	later := ck.Now().Add(1500 * time.Millisecond).UTC().Truncate(time.Millisecond)
 	key := map[string]string{"Idempotency-Key": "upd-later"}
 	body := map[string]any{"terminalId": s.terminals[1], "packageId": "mobile-1.2.0", "notBefore": later.Format(time.RFC3339Nano)}
 	first := s.accessPost(t, "/terminal/createUpdate", body, key)
@@ -619,6 +623,22 @@ func TestUpdateLifecycle(t *testing.T) {
 		t.Errorf("retried createUpdate = %d %s, want the first replayed", again.resp.StatusCode, again.body)
 	}
 	s.accessPost(t, "/terminal/createUpdate", map[string]any{"terminalId": s.terminals[1], "packageId": "mobile-1.0.0"}, nil).problem(t, 409, "conflict")
+	if in := s.info(t, s.terminals[1]); in.PendingUpdate == nil || in.PendingUpdate.Status != instore.UpdateScheduled {
+		t.Errorf("update before its notBefore = %+v, want SCHEDULED", in.PendingUpdate)
+	}
+	// Its delivery is armed for notBefore (within the millisecond the
+	// truncation took off): pass it.
+	if !ck.BlockUntil(10*time.Second, func(due []time.Duration) bool {
+		for _, d := range due {
+			if d > 1498*time.Millisecond && d <= 1500*time.Millisecond {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatalf("no delivery armed for notBefore")
+	}
+	ck.Set(later)
 	in = s.waitInfo(t, s.terminals[1], "INSTALLED after notBefore", lastStatus(instore.UpdateInstalled))
 	if in.LastUpdate.UpdateID != u2.UpdateID {
 		t.Errorf("installed update %s, want %s", in.LastUpdate.UpdateID, u2.UpdateID)
