@@ -777,7 +777,10 @@ func dialDevice2(t *testing.T, gatewayURL, serial, secret, version string) *rawD
 // raises the minimum; the terminal answers purchases TERMINAL_MUST_UPDATE
 // (10) until it installs an update.
 func TestMandatoryVersion(t *testing.T) {
-	s := startSandbox(t, func(c *server.Config) { c.UpdateSweep = 50 * time.Millisecond })
+	// An update sweep interval no other timer has, to pass it by name.
+	const sweep = 7 * time.Minute
+	ck, clock := newClock()
+	s := startSandbox(t, clock, func(c *server.Config) { c.UpdateSweep = sweep })
 	s.importCatalogue(t, testCatalogue(s.customer.ID))
 	term := s.terminals[0]
 	s.importCatalogue(t, `{"packages":[{"packageId":"countertop-2.0.0","model":"countertop","name":"countertop app","version":"2.0.0","mandatory":true,"sizeBytes":5,"sha256":"`+strings.Repeat("a", 64)+`","releasedAt":"2026-06-01T00:00:00Z"}]}`)
@@ -785,7 +788,9 @@ func TestMandatoryVersion(t *testing.T) {
 	if *in.SoftwareVersion != "1.0.0" {
 		t.Fatalf("software version = %s, want 1.0.0", *in.SoftwareVersion)
 	}
-	// The sweep tells the terminal; from then on it refuses to sell.
+	// The sweep tells the terminal; from then on it refuses to sell (once
+	// the message has reached it: the polling waits for that only).
+	advance(t, ck, sweep)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		tx := s.final(t, s.purchase(t, term, 1000).tx(t, 201).OnlineAPIRefID)
