@@ -28,6 +28,16 @@ var errClosed = errors.New("sqlstore: the store is closed")
 // A write whose fn panics is rolled back alone and the panic is raised
 // again on its caller's goroutine (TestGroupCommitPanic).
 //
+// A relaxed write (doRelaxed: a progress stage, which the terminal reports
+// again if it is lost) need not wait for the disk. When the store runs
+// with synchronous FULL, the relaxed writes of a group are committed first,
+// in a transaction of their own with synchronous NORMAL (in WAL mode: the
+// commit is written to the WAL but not flushed), and answered at once; the
+// group's other writes then commit with FULL, whose fsync flushes the
+// relaxed ones too (the WAL is one file, written in order). A crash can
+// lose a relaxed write, never a later durable one, the same promise as
+// PostgreSQL's synchronous_commit off (UpdateProgress).
+//
 // PostgreSQL needs none of this: it has a pool of connections, and its
 // WAL writer flushes concurrent commits together by itself.
 type groupCommitter struct {
@@ -36,17 +46,24 @@ type groupCommitter struct {
 	mu   sync.RWMutex // held (read) while sending to jobs; Close takes it to close it
 	shut bool
 	done chan struct{}
+	// full: the store's synchronous is FULL, so relaxed writes are worth a
+	// transaction of their own (with NORMAL, every commit is relaxed).
+	full bool
+	// normalNow: the writer connection was last set to synchronous NORMAL
+	// (only the committer's goroutine touches it).
+	normalNow bool
 	// groups counts the database transactions committed or tried.
 	groups atomic.Int64
 }
 
 type writeJob struct {
-	fn  func(c conn) error
-	err chan error
+	fn      func(c conn) error
+	err     chan error
+	relaxed bool
 }
 
-func newGroupCommitter(db *DB) *groupCommitter {
-	g := &groupCommitter{db: db, jobs: make(chan *writeJob, maxGroup), done: make(chan struct{})}
+func newGroupCommitter(db *DB, full bool) *groupCommitter {
+	g := &groupCommitter{db: db, jobs: make(chan *writeJob, maxGroup), done: make(chan struct{}), full: full}
 	go g.run()
 	return g
 }
@@ -55,10 +72,19 @@ func newGroupCommitter(db *DB) *groupCommitter {
 // committed (or fn's own error). A write once queued is waited for even if
 // ctx ends, so that an error always means "not committed".
 func (g *groupCommitter) do(ctx context.Context, fn func(c conn) error) error {
+	return g.submit(ctx, &writeJob{fn: fn, err: make(chan error, 1)})
+}
+
+// doRelaxed is do for a write that need not reach the disk before it is
+// answered (see groupCommitter).
+func (g *groupCommitter) doRelaxed(ctx context.Context, fn func(c conn) error) error {
+	return g.submit(ctx, &writeJob{fn: fn, err: make(chan error, 1), relaxed: g.full})
+}
+
+func (g *groupCommitter) submit(ctx context.Context, j *writeJob) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	j := &writeJob{fn: fn, err: make(chan error, 1)}
 	g.mu.RLock()
 	if g.shut {
 		g.mu.RUnlock()
@@ -103,27 +129,57 @@ func (g *groupCommitter) close() {
 
 func (g *groupCommitter) run() {
 	defer close(g.done)
-	group := make([]*writeJob, 0, maxGroup)
+	durable := make([]*writeJob, 0, maxGroup)
+	relaxed := make([]*writeJob, 0, maxGroup)
 	for j := range g.jobs {
-		group = append(group[:0], j)
+		durable, relaxed = durable[:0], relaxed[:0]
+		add := func(j *writeJob) {
+			if j.relaxed {
+				relaxed = append(relaxed, j)
+			} else {
+				durable = append(durable, j)
+			}
+		}
+		add(j)
 	gather:
-		for len(group) < maxGroup {
+		for len(durable)+len(relaxed) < maxGroup {
 			select {
 			case j, ok := <-g.jobs:
 				if !ok {
 					break gather
 				}
-				group = append(group, j)
+				add(j)
 			default:
 				break gather
 			}
 		}
-		g.commit(group)
+		if len(relaxed) > 0 {
+			g.commit(relaxed, "NORMAL")
+		}
+		if len(durable) > 0 {
+			g.commit(durable, "FULL")
+		}
 	}
 }
 
-// commit runs one group in one database transaction.
-func (g *groupCommitter) commit(group []*writeJob) {
+// setSynchronous sets the writer connection's synchronous pragma for the
+// next commit when the store runs with FULL; outside a transaction, as
+// SQLite wants. A failure to go back to FULL fails the durable group.
+func (g *groupCommitter) setSynchronous(ctx context.Context, mode string) error {
+	if !g.full || g.normalNow == (mode == "NORMAL") {
+		return nil
+	}
+	g.normalNow = true // unknown until it succeeds: set it again next time
+	if _, err := g.db.writer.ExecContext(ctx, "PRAGMA synchronous = "+mode); err != nil {
+		return fmt.Errorf("set synchronous %s: %w", mode, err)
+	}
+	g.normalNow = mode == "NORMAL"
+	return nil
+}
+
+// commit runs one group in one database transaction, with the writer
+// connection's synchronous set to mode.
+func (g *groupCommitter) commit(group []*writeJob, mode string) {
 	g.groups.Add(1)
 	db := g.db
 	// The writes run detached from their callers' contexts: an interrupted
@@ -138,6 +194,10 @@ func (g *groupCommitter) commit(group []*writeJob) {
 			}
 			j.err <- errs[i]
 		}
+	}
+	if err := g.setSynchronous(ctx, mode); err != nil {
+		fail(err)
+		return
 	}
 	tx, err := db.writer.BeginTx(ctx, nil)
 	if err != nil {

@@ -135,3 +135,99 @@ func TestGroupCommitPanic(t *testing.T) {
 		t.Errorf("a write after the panic = %v, want the committer still serving", err)
 	}
 }
+
+// TestGroupCommitRelaxed: with synchronous FULL, the relaxed writes
+// (UpdateProgress) queued with durable ones are committed first, in a
+// database transaction of their own with synchronous NORMAL, and the
+// durable ones then with FULL; the writer is left at FULL. With NORMAL
+// everything goes in one group as before.
+func TestGroupCommitRelaxed(t *testing.T) {
+	for _, tc := range []struct {
+		synchronous      string
+		relaxed, durable int64 // PRAGMA synchronous seen inside each kind of write
+		groups           int64
+	}{
+		{"FULL", 1, 2, 2},
+		{"NORMAL", 1, 1, 1},
+	} {
+		t.Run(tc.synchronous, func(t *testing.T) {
+			db, err := Open(t.Context(), filepath.Join(t.TempDir(), "instore.db"), Options{Synchronous: tc.synchronous})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			ctx := t.Context()
+			hold, held := make(chan struct{}), make(chan struct{})
+			first := make(chan error, 1)
+			go func() {
+				first <- db.update(ctx, func(c conn) error {
+					close(held)
+					<-hold
+					return nil
+				})
+			}()
+			<-held
+			const n = 10
+			seen := make([]int64, n)
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					write := db.group.do
+					if i%2 == 0 {
+						write = db.group.doRelaxed
+					}
+					errs[i] = write(ctx, func(c conn) error {
+						if err := synchronousNow(ctx, c, &seen[i]); err != nil {
+							return err
+						}
+						return insertSettingIfAbsent(ctx, c, fmt.Sprintf("k%02d", i), "v")
+					})
+				})
+			}
+			for deadline := time.Now().Add(10 * time.Second); len(db.group.jobs) < n; {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d writes queued, want %d", len(db.group.jobs), n)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			before := db.group.groups.Load()
+			close(hold)
+			wg.Wait()
+			if err := <-first; err != nil {
+				t.Fatal(err)
+			}
+			if got := db.group.groups.Load() - before; got != tc.groups {
+				t.Errorf("the queued writes took %d database transactions, want %d", got, tc.groups)
+			}
+			for i := range n {
+				want := tc.durable
+				if i%2 == 0 {
+					want = tc.relaxed
+				}
+				if errs[i] != nil {
+					t.Errorf("write %d = %v", i, errs[i])
+				} else if seen[i] != want {
+					t.Errorf("write %d (relaxed %v) ran with synchronous %d, want %d", i, i%2 == 0, seen[i], want)
+				}
+				if _, err := db.Setting(ctx, fmt.Sprintf("k%02d", i)); err != nil {
+					t.Errorf("write %d is not stored: %v", i, err)
+				}
+			}
+			// The next write, alone, is durable again.
+			var after int64
+			if err := db.update(ctx, func(c conn) error {
+				return synchronousNow(ctx, c, &after)
+			}); err != nil || after != tc.durable {
+				t.Errorf("a durable write after them ran with synchronous %d (%v), want %d", after, err, tc.durable)
+			}
+		})
+	}
+}
+
+// synchronousNow reads the writer connection's synchronous pragma in a
+// statement prepared now: SQLite puts its value in the statement when it is
+// prepared, so a cached one would answer what it was then.
+func synchronousNow(ctx context.Context, c conn, v *int64) error {
+	return c.q.QueryRowContext(ctx, "PRAGMA synchronous").Scan(v)
+}

@@ -119,7 +119,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("sqlstore: migrate %s: %w", db.d.name, err)
 	}
 	if db.writerStmts != nil {
-		db.group = newGroupCommitter(db)
+		db.group = newGroupCommitter(db, synchronous == "FULL")
 	}
 	return db, nil
 }

@@ -99,13 +99,27 @@ func (db *DB) UpdateTransaction(ctx context.Context, t *instore.Transaction, fro
 // PostgreSQL the statement runs on the pool whose sessions have
 // synchronous_commit off (the commit returns once the WAL is written, not
 // flushed; the WAL writer flushes it within wal_writer_delay, and any later
-// synchronous commit flushes it first); on SQLite it is UpdateTransaction
-// (its group commit already shares the fsync).
+// synchronous commit flushes it first); on SQLite it joins the group
+// committer as a relaxed write (committed with synchronous NORMAL and
+// flushed by the next FULL commit: groupCommitter).
 func (db *DB) UpdateProgress(ctx context.Context, t *instore.Transaction, fromVersion int64) error {
-	if db.relaxed == nil || !oneStatement(t) {
-		return db.UpdateTransaction(ctx, t, fromVersion)
+	if db.group != nil {
+		err := db.group.doRelaxed(ctx, func(c conn) error {
+			return updateProgress(ctx, c, t, fromVersion)
+		})
+		if err != nil {
+			return err
+		}
+		t.Version = fromVersion + 1
+		return nil
 	}
-	if err := updateTransaction(ctx, conn{d: db.d, q: db.relaxed}, t, fromVersion); err != nil {
+	var err error
+	if oneStatement(t) {
+		err = updateProgress(ctx, conn{d: db.d, q: db.relaxed}, t, fromVersion)
+	} else {
+		err = db.update(ctx, func(c conn) error { return updateProgress(ctx, c, t, fromVersion) })
+	}
+	if err != nil {
 		return err
 	}
 	t.Version = fromVersion + 1
@@ -167,6 +181,21 @@ func updateTransaction(ctx context.Context, c conn, t *instore.Transaction, from
 		nullString(t.Reverses), nullString(t.ReversedBy), t.CancelRequested, result, nullString(t.ResultMessageID),
 		nullMicros(t.AcknowledgedAt), nullMicros(t.DeadlineAt), nullMicros(t.CompletedAt),
 		t.ID, fromVersion}
+	return writeUpdate(ctx, c, t, q, args)
+}
+
+// updateProgress is updateTransaction for a change of the progress stage
+// only (UpdateProgress): it sets no indexed column, so SQLite, which
+// rewrites the entries of every index on a column its SET names, changed or
+// not, leaves the transaction's five indexes alone.
+func updateProgress(ctx context.Context, c conn, t *instore.Transaction, fromVersion int64) error {
+	return writeUpdate(ctx, c, t, `UPDATE transactions SET progress = ?, version = ? WHERE id = ? AND version = ?`,
+		[]any{t.Progress, fromVersion + 1, t.ID, fromVersion})
+}
+
+// writeUpdate runs the compare-and-set update q of t (its last two
+// arguments are the id and the version it expects) with t's events.
+func writeUpdate(ctx context.Context, c conn, t *instore.Transaction, q string, args []any) error {
 	// With one event on PostgreSQL, one statement writes both (its rows
 	// affected are the update's); otherwise the events follow the update
 	// in its database transaction.
