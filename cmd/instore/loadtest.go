@@ -138,6 +138,7 @@ Linux only: it reads /proc.`,
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object per scenario instead of the table")
 	fs.IntVar(&o.Clients, "clients", 0, "concurrent metadata clients (default 64; mixed 8)")
 	fs.IntVar(&o.Terminals, "terminals", 100, "virtual terminals (purchase, mixed)")
+	fs.BoolVar(&o.Keyed, "keyed", false, "purchase, mixed: the ECRs send a fresh Idempotency-Key with every purchase, as the Go SDK does (an idempotency record is claimed, tied to the transaction and completed with the answer)")
 	fs.BoolVar(&o.Progress, "progress", false, "purchase, mixed: the ECRs follow every change of a purchase (afterVersion), as a till showing the terminal's progress does, instead of only its final status")
 	fs.IntVar(&o.ECRs, "ecrs", 0, "concurrent ECR clients, each driving its share of the terminals (default: one per terminal)")
 	fs.IntVar(&o.Readers, "readers", 8, "concurrent status readers (mixed)")

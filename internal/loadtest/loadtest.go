@@ -96,6 +96,9 @@ type Options struct {
 	// (afterVersion), as a till that shows the terminal's progress does,
 	// instead of waiting for its final status.
 	Progress bool
+	// Keyed makes the ECRs send a fresh Idempotency-Key with every
+	// purchase, as the Go SDK does by default.
+	Keyed bool
 	// Readers is the number of status readers in mixed (default 8).
 	Readers int
 	// Sessions is the number of idle terminal sessions (default 10,000, the

@@ -3,6 +3,7 @@ package loadtest
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -215,6 +216,9 @@ func (e *env) purchaseOp(client *http.Client, recent *refRing, counts *lifeCount
 			return nil, err
 		}
 		req.Header = hdr.Clone()
+		if e.o.Keyed && method == "POST" {
+			req.Header.Set("Idempotency-Key", crand.Text())
+		}
 		counts.requests.Add(1)
 		resp, err := client.Do(req)
 		if err != nil {

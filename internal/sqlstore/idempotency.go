@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -14,7 +15,27 @@ import (
 // exists, and then returns that record. The insert and the read are one
 // transaction and the insert does nothing on a taken key, so of concurrent
 // first requests exactly one stores its record and the others read it.
+//
+// On PostgreSQL the insert runs on its own (autocommit: one round trip for a
+// first request) and a taken key is read after it; a record deleted between
+// the two (expired) is inserted again.
 func (db *DB) BeginIdempotency(ctx context.Context, rec *instore.IdempotencyRecord) (*instore.IdempotencyRecord, error) {
+	if db.group == nil {
+		for range 3 {
+			inserted, err := insertIdempotencyIfAbsent(ctx, conn{d: db.d, q: db.writer}, rec)
+			if err != nil {
+				return nil, db.conflictErr("begin idempotency", err)
+			}
+			if inserted {
+				return nil, nil
+			}
+			existing, err := findIdempotency(ctx, db.read(), rec.MerchantID, rec.Key)
+			if !errors.Is(err, instore.ErrNotFound) {
+				return existing, err
+			}
+		}
+		return nil, fmt.Errorf("begin idempotency: %w (the key's record keeps disappearing)", instore.ErrConflict)
+	}
 	var existing *instore.IdempotencyRecord
 	err := db.update(ctx, func(c conn) error {
 		inserted, err := insertIdempotencyIfAbsent(ctx, c, rec)

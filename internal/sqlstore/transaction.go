@@ -19,11 +19,17 @@ var isPending = "status_id = " + strconv.Itoa(instore.StatusPending)
 // a terminal ID (the unique partial index transactions_one_active), a taken
 // id or a missing reference is instore.ErrConflict.
 func (db *DB) CreateTransaction(ctx context.Context, t *instore.Transaction) error {
+	// On PostgreSQL the tie, the insert and its event are one statement
+	// (createTied).
+	tied := t.Idempotency != nil && len(t.Events) == 1 && db.d.name == "postgres"
 	write := db.single
-	if t.Idempotency != nil || !oneStatement(t) {
+	if !tied && (t.Idempotency != nil || !oneStatement(t)) {
 		write = db.update // the insert and the record's tie: two statements
 	}
 	err := write(ctx, func(c conn) error {
+		if tied {
+			return createTied(ctx, c, t)
+		}
 		if err := insertTransaction(ctx, c, t); err != nil {
 			return c.conflictErr("create transaction", err)
 		}
@@ -141,20 +147,61 @@ const transactionColumns = `id, merchant_id, terminal_id, device_serial, type,
 	status_id, error_id, progress, version, original_id, reverses, reversed_by, cancel_requested,
 	result, result_message_id, created_at, acknowledged_at, deadline_at, completed_at`
 
-func insertTransaction(ctx context.Context, c conn, t *instore.Transaction) error {
+// transactionValues is the placeholder list of transactionColumns.
+const transactionValues = `?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`
+
+// transactionArgs are the values of transactionColumns for a new t.
+func transactionArgs(t *instore.Transaction) ([]any, error) {
 	result, err := encodeResult(t.Result)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	q := `INSERT INTO transactions (` + transactionColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	args := []any{t.ID, t.MerchantID, t.TerminalID, nullString(t.SerialNumber), t.Type,
+	return []any{t.ID, t.MerchantID, t.TerminalID, nullString(t.SerialNumber), t.Type,
 		t.Amount, t.CashbackAmount, nullInt64(t.VATAmount), t.Currency, nullInt(t.PaymentMethodID),
 		nullString(t.ECRReference), t.PrintReceipt,
 		t.StatusID, nullInt(t.ErrorID), t.Progress, 1, nullString(t.OriginalID), nullString(t.Reverses),
 		nullString(t.ReversedBy), t.CancelRequested,
 		result, nullString(t.ResultMessageID), micros(t.CreatedAt), nullMicros(t.AcknowledgedAt),
-		nullMicros(t.DeadlineAt), nullMicros(t.CompletedAt)}
+		nullMicros(t.DeadlineAt), nullMicros(t.CompletedAt)}, nil
+}
+
+// createTied is, on PostgreSQL, the creation of t with its one event and
+// the tie of its Idempotency-Key record in one statement (one round trip,
+// autocommit, atomic): the record is tied first, and the transaction and
+// its event are inserted for each record tied, so a record no longer the
+// attempt's (or already tied) inserts nothing: instore.ErrIdempotencyLost,
+// nothing written. A conflict of the insert fails the whole statement, tie
+// included.
+func createTied(ctx context.Context, c conn, t *instore.Transaction) error {
+	args, err := transactionArgs(t)
+	if err != nil {
+		return err
+	}
+	k := t.Idempotency
+	q := `WITH k AS (UPDATE idempotency_keys SET transaction_id = ?
+			WHERE merchant_id = ? AND key = ? AND attempt = ? AND transaction_id IS NULL AND status_code IS NULL
+			RETURNING 1),
+		w AS (INSERT INTO transactions (` + transactionColumns + `) SELECT ` + transactionValues + ` FROM k RETURNING id)
+		INSERT INTO transaction_events (` + eventColumns + `) SELECT w.id, ?, ?, ?, ?, ?, ?, ? FROM w`
+	all := append([]any{t.ID, k.MerchantID, k.Key, k.Attempt}, args...)
+	res, err := c.exec(ctx, q, append(all, eventArgs(&t.Events[0])...)...)
+	if err != nil {
+		return c.conflictErr("create transaction", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("create transaction: %w", err)
+	} else if n != 1 {
+		return fmt.Errorf("tie idempotency record: %w", instore.ErrIdempotencyLost)
+	}
+	return nil
+}
+
+func insertTransaction(ctx context.Context, c conn, t *instore.Transaction) error {
+	args, err := transactionArgs(t)
+	if err != nil {
+		return err
+	}
+	q := `INSERT INTO transactions (` + transactionColumns + `) VALUES (` + transactionValues + `)`
 	if len(t.Events) == 1 {
 		if q1, args1, ok := c.withEvent(q, args, &t.Events[0]); ok {
 			_, err = c.exec(ctx, q1, args1...)
