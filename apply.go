@@ -124,6 +124,8 @@ func (s *Service) applyReversal(ctx context.Context, rev *Transaction, e Event) 
 		if !ok {
 			return nil
 		}
+		s.stamp(&nrv)
+		s.stamp(&norig)
 		err = s.Store.UpdateTransactionPair(ctx, &nrv, rv.Version, &norig, orig.Version)
 		if errors.Is(err, ErrConflict) {
 			continue
@@ -134,6 +136,7 @@ func (s *Service) applyReversal(ctx context.Context, rev *Transaction, e Event) 
 		if st.EndCancels {
 			s.endOwed(ctx, nrv.ID, EffectCancel)
 		}
+		s.eventsWritten()
 		nrv.Events, norig.Events = nil, nil
 		rvDone, origDone := nrv, norig
 		s.running.put(&rvDone)
@@ -170,11 +173,15 @@ func (s *Service) finishWith(ctx context.Context, ref string, known *Transaction
 		if !change(t) {
 			return t, nil
 		}
+		s.stamp(t)
 		err := update(ctx, t, from)
 		if errors.Is(err, ErrConflict) {
 			continue
 		} else if err != nil {
 			return nil, fmt.Errorf("update transaction: %w", err)
+		}
+		if len(t.Events) > 0 {
+			s.eventsWritten()
 		}
 		t.Events = nil // written
 		if t.Final() {

@@ -34,8 +34,12 @@ func (s *Service) AuthenticateDevice(ctx context.Context, serial, secret string)
 // software update.
 func (s *Service) DeviceConnected(ctx context.Context, serial string, h DeviceHello) error {
 	at := s.now()
-	if err := s.Store.DeviceSeen(ctx, serial, h.SoftwareVersion, at); err != nil {
+	wctx, told := s.deviceEventCtx(ctx, serial, EventTerminalOnline, true)
+	if err := s.Store.DeviceSeen(wctx, serial, h.SoftwareVersion, at); err != nil {
 		return fmt.Errorf("device seen: %w", err)
+	}
+	if told {
+		s.eventsWritten()
 	}
 	return s.sendOwed(ctx, serial, &hello{DeviceHello: h, at: at})
 }
@@ -101,7 +105,11 @@ func (s *Service) sendOwed(ctx context.Context, serial string, h *hello) error {
 // acknowledged stay PENDING (WP30 for new requests) until it reconnects and
 // resends its result, or the deadline passes.
 func (s *Service) DeviceDisconnected(serial string) {
-	s.log().Debug("device disconnected", "serialNumber", serial)
+	s.log().Debug("device disconnected")
+	ctx := context.Background()
+	if ectx, ok := s.deviceEventCtx(ctx, serial, EventTerminalOffline, false); ok {
+		s.recordEvent(ctx, OutboxOf(ectx)[0])
+	}
 }
 
 // transactionOf loads the transaction a device reports on; a report for a

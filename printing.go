@@ -121,7 +121,16 @@ func (s *Service) printExpired(id string) { s.completePrint(context.Background()
 // then owed no longer: CompletePrintJob).
 func (s *Service) completePrint(ctx context.Context, id string, statusID int) {
 	s.disarm(id)
-	err := s.Store.CompletePrintJob(ctx, id, statusID, s.now())
+	at := s.now()
+	if job, err := s.Store.PrintJob(ctx, id); err == nil && job.StatusID == nil {
+		job.StatusID, job.CompletedAt = &statusID, &at
+		ctx = WithOutbox(ctx, OutboxEvent{MerchantID: job.MerchantID, TerminalID: job.TerminalID, Type: EventPrintFinal,
+			At: at, Data: mustJSON(s.Metadata.PrintJobWire(job))})
+	}
+	err := s.Store.CompletePrintJob(ctx, id, statusID, at)
+	if err == nil {
+		s.eventsWritten()
+	}
 	if err != nil && !errors.Is(err, ErrConflict) {
 		s.log().Error("complete print job", "printId", id, "error", err)
 	}

@@ -63,6 +63,7 @@ func (s *Service) start(ctx context.Context, t *Transaction, create func(context
 	w, gen, release := s.changes.subscribe(t.ID)
 	defer release()
 	var rule *Error
+	s.stamp(t)
 	switch err := create(ctx, t); {
 	case err == nil:
 	case errors.As(err, &rule):
@@ -74,6 +75,7 @@ func (s *Service) start(ctx context.Context, t *Transaction, create func(context
 	default:
 		return nil, fmt.Errorf("create transaction: %w", err)
 	}
+	s.eventsWritten()
 	t.Idempotency, t.Events = nil, nil
 	created := *t
 	s.running.put(&created)

@@ -50,6 +50,7 @@ type Service struct {
 
 	changes changes
 	running running
+	ev      events
 	// updateWaits holds the terminal IDs whose SCHEDULED update this node
 	// saw waiting for a transaction to end (terminalIdle).
 	updateWaits sync.Map

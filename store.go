@@ -19,6 +19,7 @@ type Store interface {
 	AccessStore
 	EffectStore
 	TimelineStore
+	EventStore
 
 	// Ping reports whether the store is reachable (readiness).
 	Ping(ctx context.Context) error

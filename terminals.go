@@ -98,12 +98,20 @@ func (s *Service) Link(ctx context.Context, p *Principal, req *LinkRequest) (*Te
 	} else if err != nil {
 		return nil, fmt.Errorf("device by link code: %w", err)
 	}
-	prevSerial, _, err := s.Store.LinkTerminal(ctx, t.TerminalID, d.SerialNumber, s.now())
+	at := s.now()
+	linked := *t
+	linked.SerialNumber, linked.LinkedAt = d.SerialNumber, &at
+	lctx := ctx
+	if ev, ok := s.terminalEvent(ctx, &linked, EventTerminalLinked, nil); ok {
+		lctx = WithOutbox(ctx, ev)
+	}
+	prevSerial, _, err := s.Store.LinkTerminal(lctx, t.TerminalID, d.SerialNumber, at)
 	if errors.Is(err, ErrConflict) {
 		return nil, s.busy(ctx, t.TerminalID)
 	} else if err != nil {
 		return nil, fmt.Errorf("link: %w", err)
 	}
+	s.eventsWritten()
 	if err := s.Gateway.SendLinked(ctx, d.SerialNumber, t.TerminalID); err != nil && !errors.Is(err, ErrOffline) {
 		s.log().Warn("send linked", "serialNumber", d.SerialNumber, "error", err)
 	}
@@ -124,7 +132,13 @@ func (s *Service) Unlink(ctx context.Context, p *Principal, req *TerminalRequest
 	if err != nil {
 		return nil, err
 	}
-	serial, err := s.Store.UnlinkTerminal(ctx, t.TerminalID)
+	unlinked := *t
+	unlinked.SerialNumber, unlinked.LinkedAt = "", nil
+	uctx := ctx
+	if ev, ok := s.terminalEvent(ctx, &unlinked, EventTerminalUnlinked, nil); ok {
+		uctx = WithOutbox(ctx, ev)
+	}
+	serial, err := s.Store.UnlinkTerminal(uctx, t.TerminalID)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return nil, Errorf(WP02, "The terminal ID is not linked to a terminal.")
@@ -133,6 +147,7 @@ func (s *Service) Unlink(ctx context.Context, p *Principal, req *TerminalRequest
 	case err != nil:
 		return nil, fmt.Errorf("unlink: %w", err)
 	}
+	s.eventsWritten()
 	s.showLinkCode(ctx, serial)
 	t, err = s.Store.Terminal(ctx, t.TerminalID)
 	if err != nil {

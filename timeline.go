@@ -23,6 +23,8 @@ const (
 	EventLateApproval    = "LATE_APPROVAL"    // an approval after the service ended it: reversed on the terminal
 	EventLateResult      = "LATE_RESULT"      // another outcome after the service ended it: kept, status stands
 	EventReversed        = "REVERSED"         // (of a purchase) a REVERSAL of it was approved (Detail: its ref)
+	EventConfirmed       = "CONFIRMED"        // the ECR confirmed an APPROVED sale (confirmWithinSeconds)
+	EventAutoReversed    = "AUTO_REVERSED"    // the confirmation window passed: reversed on the terminal
 )
 
 // Who caused a timeline event.
@@ -46,6 +48,9 @@ type TransactionEvent struct {
 	StatusBefore string    `json:"statusBefore"`
 	StatusAfter  string    `json:"statusAfter"`
 	Detail       string    `json:"detail,omitempty"`
+	// Outbox is the integrator event the store writes with this one
+	// (events.go; nil: none), set by the Service just before the write.
+	Outbox *OutboxEvent `json:"-"`
 }
 
 // TimelineStore keeps timelines. Every write of a transaction

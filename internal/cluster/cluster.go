@@ -201,6 +201,12 @@ func (n *Node) Start(ctx context.Context, local Local) error {
 			n.send("t", id)
 		}
 	})
+	// Events numbered here: the other nodes' streams read them at once.
+	n.svc.OnEventsSequenced(func() {
+		if !n.alone() {
+			n.send("e", "new")
+		}
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	listening := make(chan struct{})
@@ -425,6 +431,8 @@ func (n *Node) handle(payload string) {
 		switch kind {
 		case "t":
 			n.svc.Publish(arg)
+		case "e":
+			n.svc.EventsSequenced()
 		case "w":
 			if n.local.Online(arg) {
 				n.wake(arg)

@@ -70,6 +70,7 @@ func Register(cfg Config) {
 	a.Handle("GET "+Prefix+"/transactions", g.Wrap(h.transactions))
 	a.Handle("POST "+Prefix+"/print", post(h.print))
 	a.Handle("GET "+Prefix+"/print/{printId}", g.Wrap(h.printJob))
+	a.Handle("GET "+Prefix+"/events", g.Wrap(h.events))
 }
 
 func mustJSON(v any) []byte {

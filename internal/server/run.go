@@ -130,6 +130,13 @@ func (s *Server) Start() error {
 		defer s.wg.Done()
 		s.Service.RunSweep(updCtx, sweep)
 	}()
+	// Events for integrators: numbered after each commit that wrote some,
+	// and every second (another node's, a lost poke).
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.Service.RunSequencer(updCtx, time.Second)
+	}()
 	if s.Fleet != nil {
 		for _, d := range s.sandboxDevices {
 			version := d.SoftwareVersion
@@ -192,6 +199,13 @@ func (s *Server) expireIdempotency(ctx context.Context) {
 			s.logger.Warn("expire idempotency records", "error", err)
 		case n > 0:
 			s.logger.Info("idempotency records expired", "count", n)
+		}
+		n, err = s.Store.ExpireEvents(ctx, s.cfg.Now().Add(-instore.DefaultEventRetention))
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.logger.Warn("expire events", "error", err)
+		case n > 0:
+			s.logger.Info("events expired", "count", n)
 		}
 	}
 	expire()

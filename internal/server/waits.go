@@ -124,5 +124,6 @@ func (d *drainer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // waits tells the GET requests that may hold: a status request with wait,
 // the console's event stream.
 func waits(r *http.Request) bool {
-	return strings.Contains(r.URL.RawQuery, "wait=") || r.URL.Path == "/console/events"
+	return strings.Contains(r.URL.RawQuery, "wait=") || r.URL.Path == "/console/events" ||
+		r.URL.Path == "/in-store/api/v1/events"
 }

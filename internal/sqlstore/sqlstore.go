@@ -238,7 +238,20 @@ func (db *DB) read() conn { return conn{d: db.d, q: db.reader, pool: db.readerSt
 // nil. On SQLite, concurrent updates share a group commit (groupCommitter):
 // fn then runs in a savepoint of a transaction that may hold others' writes
 // too, which it must not depend on.
+//
+// The events ctx carries (instore.WithOutbox) are inserted after fn, in its
+// database transaction.
 func (db *DB) update(ctx context.Context, fn func(c conn) error) error {
+	if evs := instore.OutboxOf(ctx); len(evs) > 0 {
+		inner := fn
+		fn = func(c conn) error {
+			if err := inner(c); err != nil {
+				return err
+			}
+			return insertOutbox(ctx, c, evs)
+		}
+		ctx = instore.WithOutbox(ctx) // written here, not again by a nested write
+	}
 	if db.group != nil {
 		return db.group.do(ctx, fn)
 	}
@@ -263,7 +276,7 @@ func (db *DB) update(ctx context.Context, fn func(c conn) error) error {
 // durable by itself, and it costs one round trip instead of three (BEGIN,
 // the statement, COMMIT). On SQLite it joins a group commit like any write.
 func (db *DB) single(ctx context.Context, fn func(c conn) error) error {
-	if db.group != nil {
+	if db.group != nil || len(instore.OutboxOf(ctx)) > 0 {
 		return db.update(ctx, fn)
 	}
 	return fn(conn{d: db.d, q: db.writer})

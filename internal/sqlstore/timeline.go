@@ -28,9 +28,19 @@ func (c conn) withEvent(q string, args []any, e *instore.TransactionEvent) (stri
 	if c.d.name != "postgres" {
 		return q, args, false
 	}
-	q = `WITH w AS (` + q + ` RETURNING id) INSERT INTO transaction_events (` + eventColumns + `)
+	o, oargs := outboxCTE(e)
+	q = `WITH w AS (` + q + ` RETURNING id)` + o + ` INSERT INTO transaction_events (` + eventColumns + `)
 		SELECT w.id, ?, ?, ?, ?, ?, ?, ? FROM w`
-	return q, append(args, eventArgs(e)...), true
+	return q, append(append(args, oargs...), eventArgs(e)...), true
+}
+
+// outboxCTE is the part of a PostgreSQL statement that inserts e's
+// integrator event for each row of w ("" when it has none).
+func outboxCTE(e *instore.TransactionEvent) (string, []any) {
+	if e.Outbox == nil {
+		return "", nil
+	}
+	return `, o AS (INSERT INTO events (` + outboxColumns + `) SELECT ?, ?, ?, ?, ? FROM w)`, outboxArgs(e.Outbox)
 }
 
 // insertEvents inserts the events of the transaction id; it must run in
@@ -38,10 +48,19 @@ func (c conn) withEvent(q string, args []any, e *instore.TransactionEvent) (stri
 // stored (the same key) is the same event: it is kept.
 func insertEvents(ctx context.Context, c conn, id string, events []instore.TransactionEvent) error {
 	for i := range events {
-		_, err := c.exec(ctx, `INSERT INTO transaction_events (`+eventColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		res, err := c.exec(ctx, `INSERT INTO transaction_events (`+eventColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (transaction_id, version) DO NOTHING`, append([]any{id}, eventArgs(&events[i])...)...)
 		if err != nil {
 			return fmt.Errorf("insert transaction event: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("insert transaction event: %w", err)
+		}
+		if o := events[i].Outbox; o != nil && n > 0 { // an event kept already told integrators
+			if err := insertOutbox(ctx, c, []instore.OutboxEvent{*o}); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

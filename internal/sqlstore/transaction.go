@@ -181,9 +181,10 @@ func createTied(ctx context.Context, c conn, t *instore.Transaction) error {
 	q := `WITH k AS (UPDATE idempotency_keys SET transaction_id = ?
 			WHERE merchant_id = ? AND key = ? AND attempt = ? AND transaction_id IS NULL AND status_code IS NULL
 			RETURNING 1),
-		w AS (INSERT INTO transactions (` + transactionColumns + `) SELECT ` + transactionValues + ` FROM k RETURNING id)
-		INSERT INTO transaction_events (` + eventColumns + `) SELECT w.id, ?, ?, ?, ?, ?, ?, ? FROM w`
-	all := append([]any{t.ID, k.MerchantID, k.Key, k.Attempt}, args...)
+		w AS (INSERT INTO transactions (` + transactionColumns + `) SELECT ` + transactionValues + ` FROM k RETURNING id)`
+	o, oargs := outboxCTE(&t.Events[0])
+	q += o + ` INSERT INTO transaction_events (` + eventColumns + `) SELECT w.id, ?, ?, ?, ?, ?, ?, ? FROM w`
+	all := append(append([]any{t.ID, k.MerchantID, k.Key, k.Attempt}, args...), oargs...)
 	res, err := c.exec(ctx, q, append(all, eventArgs(&t.Events[0])...)...)
 	if err != nil {
 		return c.conflictErr("create transaction", err)

@@ -1,0 +1,147 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/instore-dev/instore"
+)
+
+// Events for integrators (instore.EventStore; migration 0011).
+
+const outboxColumns = `merchant_id, type, terminal_id, created_at, data`
+
+func outboxArgs(e *instore.OutboxEvent) []any {
+	return []any{e.MerchantID, e.Type, e.TerminalID, micros(e.At), string(e.Data)}
+}
+
+// insertOutbox inserts events, unnumbered, in the database transaction of
+// the write they describe.
+func insertOutbox(ctx context.Context, c conn, evs []instore.OutboxEvent) error {
+	for i := range evs {
+		if _, err := c.exec(ctx, `INSERT INTO events (`+outboxColumns+`) VALUES (?, ?, ?, ?, ?)`, outboxArgs(&evs[i])...); err != nil {
+			return fmt.Errorf("insert event: %w", err)
+		}
+	}
+	return nil
+}
+
+// AppendEvents writes events of no stored change.
+func (db *DB) AppendEvents(ctx context.Context, evs []instore.OutboxEvent) error {
+	return db.update(ctx, func(c conn) error { return insertOutbox(ctx, c, evs) })
+}
+
+// sequenceLock is the advisory lock that makes one sequencer run at a time
+// across the nodes on one PostgreSQL database.
+const sequenceLock = 0x1a57_e7e7
+
+// SequenceEvents numbers committed events in commit order and fans them
+// out to the webhooks that want them. On SQLite the one writer commits in
+// id order, so an event's number is its id; on PostgreSQL ids are taken at
+// insert, before commit, so the sequencer (one at a time: an advisory
+// lock held to its commit) numbers what committed, after the highest
+// number so far, in id order.
+func (db *DB) SequenceEvents(ctx context.Context, limit int) (int, error) {
+	var n int64
+	err := db.update(ctx, func(c conn) error {
+		var top int64
+		if c.d.name == "postgres" {
+			if _, err := c.exec(ctx, `SELECT pg_advisory_xact_lock(?)`, int64(sequenceLock)); err != nil {
+				return fmt.Errorf("sequence events: lock: %w", err)
+			}
+		}
+		if err := c.queryRow(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events`).Scan(&top); err != nil {
+			return fmt.Errorf("sequence events: %w", err)
+		}
+		var res interface{ RowsAffected() (int64, error) }
+		var err error
+		if c.d.name == "postgres" {
+			res, err = c.exec(ctx, `WITH n AS (SELECT id, row_number() OVER (ORDER BY id) AS r FROM events
+					WHERE seq IS NULL ORDER BY id LIMIT ?)
+				UPDATE events e SET seq = ? + n.r FROM n WHERE e.id = n.id`, limit, top)
+		} else {
+			res, err = c.exec(ctx, `UPDATE events SET seq = id WHERE id IN
+				(SELECT id FROM events WHERE seq IS NULL ORDER BY id LIMIT ?)`, limit)
+		}
+		if err != nil {
+			return fmt.Errorf("sequence events: %w", err)
+		}
+		if n, err = res.RowsAffected(); err != nil || n == 0 {
+			return err
+		}
+		_, err = c.exec(ctx, `INSERT INTO webhook_deliveries (webhook_id, event_seq, status, attempts, next_at, created_at)
+			SELECT w.id, e.seq, 'pending', 0, e.created_at, e.created_at
+			FROM events e JOIN webhooks w ON w.merchant_id = e.merchant_id
+			WHERE e.seq > ? AND w.status = 'enabled' AND w.deleted_at IS NULL
+				AND (w.event_types = '' OR w.event_types LIKE '%,' || e.type || ',%')`, top)
+		if err != nil {
+			return fmt.Errorf("sequence events: deliveries: %w", err)
+		}
+		return nil
+	})
+	return int(n), err
+}
+
+// ListEvents returns the numbered events of f, oldest first.
+func (db *DB) ListEvents(ctx context.Context, f instore.EventFilter) ([]instore.StoredEvent, error) {
+	var b strings.Builder
+	b.WriteString(`SELECT seq, ` + outboxColumns + ` FROM events WHERE merchant_id = ? AND seq > ?`)
+	args := []any{f.MerchantID, f.After}
+	if f.TerminalID != "" {
+		b.WriteString(` AND terminal_id = ?`)
+		args = append(args, f.TerminalID)
+	}
+	if len(f.Types) > 0 {
+		b.WriteString(` AND type IN (?` + strings.Repeat(`, ?`, len(f.Types)-1) + `)`)
+		for _, t := range f.Types {
+			args = append(args, t)
+		}
+	}
+	b.WriteString(` ORDER BY seq LIMIT ?`)
+	args = append(args, f.Limit)
+	rows, err := db.read().query(ctx, b.String(), args...)
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	return collect(rows, func(s scanner) (instore.StoredEvent, error) {
+		var e instore.StoredEvent
+		var at int64
+		var data string
+		err := s.Scan(&e.Seq, &e.MerchantID, &e.Type, &e.TerminalID, &at, &data)
+		e.At, e.Data = fromMicros(at), []byte(data)
+		return e, err
+	}, "list events")
+}
+
+// LastEventSeq returns the number of a merchant's latest event.
+func (db *DB) LastEventSeq(ctx context.Context, merchantID string) (int64, error) {
+	var n int64
+	err := db.read().queryRow(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events WHERE merchant_id = ? AND seq IS NOT NULL`,
+		merchantID).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("last event: %w", err)
+	}
+	return n, nil
+}
+
+// ExpireEvents deletes the numbered events dated before before, with their
+// deliveries that ended (a pending one keeps its event: it is still owed).
+func (db *DB) ExpireEvents(ctx context.Context, before time.Time) (int, error) {
+	var n int64
+	err := db.update(ctx, func(c conn) error {
+		if _, err := c.exec(ctx, `DELETE FROM webhook_deliveries WHERE status <> 'pending' AND event_seq IN
+			(SELECT seq FROM events WHERE created_at < ? AND seq IS NOT NULL)`, micros(before)); err != nil {
+			return fmt.Errorf("expire events: %w", err)
+		}
+		res, err := c.exec(ctx, `DELETE FROM events WHERE created_at < ? AND seq IS NOT NULL
+			AND seq NOT IN (SELECT event_seq FROM webhook_deliveries)`, micros(before))
+		if err != nil {
+			return fmt.Errorf("expire events: %w", err)
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
+}
