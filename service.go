@@ -47,6 +47,9 @@ type Service struct {
 	// one PostgreSQL: internal/cluster): a status is then always read
 	// from the store, never from what this node last committed.
 	Shared bool
+	// WebhookAllowHTTP lets webhook endpoints be http:// URLs (sandbox,
+	// demo); otherwise https only.
+	WebhookAllowHTTP bool
 
 	changes changes
 	running running

@@ -20,6 +20,7 @@ type Store interface {
 	EffectStore
 	TimelineStore
 	EventStore
+	WebhookStore
 
 	// Ping reports whether the store is reachable (readiness).
 	Ping(ctx context.Context) error

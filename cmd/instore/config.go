@@ -166,6 +166,7 @@ type serviceFlags struct {
 	heartbeat, dead, rescan                        time.Duration
 	idempotencyWait                                time.Duration
 	pprof                                          bool
+	webhookAllowPrivate                            bool
 
 	// tlsCert and tlsKey are the PEM files of serve's TLS certificate,
 	// tlsWatch how often they are looked at (registerTLS).
@@ -282,7 +283,7 @@ func (s *serviceFlags) config(logger *slog.Logger) (server.Config, error) {
 	if s.simDelay < 0 || s.simDelay > time.Minute {
 		return cfg, usageError{fmt.Errorf("--sim-delay must be between 0 and 1m, got %s", s.simDelay)}
 	}
-	cfg.Sandbox, cfg.Pprof = s.sandbox, s.pprof
+	cfg.Sandbox, cfg.Pprof, cfg.WebhookAllowPrivate = s.sandbox, s.pprof, s.webhookAllowPrivate
 	cfg.AckTimeout, cfg.TransactionDeadline, cfg.PrintTimeout, cfg.SimDelay = s.ackTimeout, s.txDeadline, s.printTimeout, s.simDelay
 	if s.heartbeat <= 0 || s.dead < 2*s.heartbeat || s.rescan <= 0 {
 		return cfg, usageError{fmt.Errorf("--cluster-heartbeat and --cluster-rescan must be positive and --cluster-dead-after at least twice --cluster-heartbeat")}

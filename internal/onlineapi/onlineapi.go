@@ -71,6 +71,14 @@ func Register(cfg Config) {
 	a.Handle("POST "+Prefix+"/print", post(h.print))
 	a.Handle("GET "+Prefix+"/print/{printId}", g.Wrap(h.printJob))
 	a.Handle("GET "+Prefix+"/events", g.Wrap(h.events))
+	a.Handle("POST "+Prefix+"/webhooks", post(h.createWebhook))
+	a.Handle("GET "+Prefix+"/webhooks", g.Wrap(h.webhooks))
+	a.Handle("GET "+Prefix+"/webhooks/{webhookId}", g.Wrap(h.webhook))
+	a.Handle("PATCH "+Prefix+"/webhooks/{webhookId}", g.Wrap(h.updateWebhook))
+	a.Handle("DELETE "+Prefix+"/webhooks/{webhookId}", g.Wrap(h.deleteWebhook))
+	a.Handle("POST "+Prefix+"/webhooks/{webhookId}/rotate-secret", post(h.rotateWebhookSecret))
+	a.Handle("GET "+Prefix+"/webhooks/{webhookId}/deliveries", g.Wrap(h.webhookDeliveries))
+	a.Handle("POST "+Prefix+"/webhooks/{webhookId}/deliveries/{deliveryId}/retry", post(h.retryDelivery))
 }
 
 func mustJSON(v any) []byte {

@@ -17,6 +17,7 @@ import (
 	"github.com/instore-dev/instore/internal/httpapi"
 	"github.com/instore-dev/instore/internal/protocol"
 	"github.com/instore-dev/instore/internal/sim"
+	"github.com/instore-dev/instore/internal/webhook"
 )
 
 // Start binds the four listeners and serves until Close. It returns once
@@ -136,6 +137,14 @@ func (s *Server) Start() error {
 	go func() {
 		defer s.wg.Done()
 		s.Service.RunSequencer(updCtx, time.Second)
+	}()
+	s.Webhooks = webhook.New(webhook.Config{Store: s.Store, Logger: s.logger, Now: s.cfg.Now,
+		AllowPrivate: s.cfg.WebhookAllowPrivate || s.cfg.Sandbox})
+	s.Service.OnEventsSequenced(s.Webhooks.Poke)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.Webhooks.Run(updCtx)
 	}()
 	if s.Fleet != nil {
 		for _, d := range s.sandboxDevices {

@@ -28,6 +28,7 @@ import (
 	"github.com/instore-dev/instore/internal/accessapi"
 	"github.com/instore-dev/instore/internal/auth"
 	"github.com/instore-dev/instore/internal/cluster"
+	"github.com/instore-dev/instore/internal/webhook"
 
 	"github.com/instore-dev/instore/internal/gateway"
 	"github.com/instore-dev/instore/internal/httpapi"
@@ -103,7 +104,11 @@ type Config struct {
 	WriteTimeout time.Duration
 
 	// Sandbox runs virtual terminals in-process and the sandbox control API.
+	// It also lets webhook endpoints be http:// URLs on private addresses.
 	Sandbox bool
+	// WebhookAllowPrivate lets webhook deliveries reach loopback,
+	// link-local and private addresses (on in sandbox mode).
+	WebhookAllowPrivate bool
 	// SimDelay is how long a built-in virtual terminal "reads a card".
 	SimDelay time.Duration
 	// PingInterval and PongTimeout tune the gateway's liveness check
@@ -149,6 +154,8 @@ type Server struct {
 	// Node is this process's membership of the cluster of nodes sharing
 	// the PostgreSQL database; nil on SQLite.
 	Node *cluster.Node
+	// Webhooks sends the events to the merchants' webhook endpoints.
+	Webhooks *webhook.Dispatcher
 	// Fleet holds the in-process virtual terminals (sandbox mode).
 	Fleet  *sim.Fleet
 	logger *slog.Logger
@@ -251,6 +258,8 @@ func NewWithStore(ctx context.Context, cfg Config, st instore.Store) (*Server, e
 		Observer: metrics.NewTransactions(reg),
 		// Device secrets are checked like every stored secret.
 		SecretMatches: auth.Matches,
+		// http:// endpoints for a local receiver in the sandbox.
+		WebhookAllowHTTP: cfg.Sandbox,
 	}
 	var events instore.TerminalEvents = svc
 	var node *cluster.Node

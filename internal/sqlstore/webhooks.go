@@ -1,0 +1,304 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/instore-dev/instore"
+)
+
+// Webhook endpoints and their deliveries (instore.WebhookStore; migration
+// 0011).
+
+const webhookColumns = `id, merchant_id, url, event_types, description, status, disabled_reason,
+	secret, previous_secret, previous_until, failing_since, created_at`
+
+// typesColumn is how event types are stored: ",a,b," (so that a LIKE finds
+// one), "" for all.
+func typesColumn(ts []string) string {
+	if len(ts) == 0 {
+		return ""
+	}
+	return "," + strings.Join(ts, ",") + ","
+}
+
+func scanWebhook(s scanner) (*instore.Webhook, error) {
+	var w instore.Webhook
+	var types string
+	var prevUntil, failing sql.NullInt64
+	var created int64
+	if err := s.Scan(&w.ID, &w.MerchantID, &w.URL, &types, &w.Description, &w.Status, &w.DisabledReason,
+		&w.Secret, &w.PreviousSecret, &prevUntil, &failing, &created); err != nil {
+		return nil, err
+	}
+	if t := strings.Trim(types, ","); t != "" {
+		w.EventTypes = strings.Split(t, ",")
+	}
+	if prevUntil.Valid {
+		at := fromMicros(prevUntil.Int64)
+		w.PreviousUntil = &at
+	}
+	if failing.Valid {
+		at := fromMicros(failing.Int64)
+		w.FailingSince = &at
+	}
+	w.CreatedAt = fromMicros(created)
+	return &w, nil
+}
+
+// CreateWebhook stores w unless its merchant has max endpoints already
+// (instore.ErrConflict).
+func (db *DB) CreateWebhook(ctx context.Context, w *instore.Webhook, max int) error {
+	return db.update(ctx, func(c conn) error {
+		var n int
+		if err := c.queryRow(ctx, `SELECT COUNT(*) FROM webhooks WHERE merchant_id = ? AND deleted_at IS NULL`,
+			w.MerchantID).Scan(&n); err != nil {
+			return fmt.Errorf("create webhook: %w", err)
+		}
+		if n >= max {
+			return fmt.Errorf("create webhook: %w (%d endpoints)", instore.ErrConflict, n)
+		}
+		_, err := c.exec(ctx, `INSERT INTO webhooks (`+webhookColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			w.ID, w.MerchantID, w.URL, typesColumn(w.EventTypes), w.Description, w.Status, w.DisabledReason,
+			w.Secret, w.PreviousSecret, nullMicros(w.PreviousUntil), nullMicros(w.FailingSince), micros(w.CreatedAt))
+		if err != nil {
+			return c.conflictErr("create webhook", err)
+		}
+		return nil
+	})
+}
+
+// Webhook returns a merchant's endpoint.
+func (db *DB) Webhook(ctx context.Context, merchantID, id string) (*instore.Webhook, error) {
+	w, err := scanWebhook(db.read().queryRow(ctx, `SELECT `+webhookColumns+` FROM webhooks
+		WHERE merchant_id = ? AND id = ? AND deleted_at IS NULL`, merchantID, id))
+	if err != nil {
+		return nil, notFound(err, "webhook")
+	}
+	return w, nil
+}
+
+// Webhooks lists a merchant's endpoints, oldest first.
+func (db *DB) Webhooks(ctx context.Context, merchantID string) ([]*instore.Webhook, error) {
+	rows, err := db.read().query(ctx, `SELECT `+webhookColumns+` FROM webhooks
+		WHERE merchant_id = ? AND deleted_at IS NULL ORDER BY created_at, id`, merchantID)
+	if err != nil {
+		return nil, fmt.Errorf("webhooks: %w", err)
+	}
+	return collect(rows, scanWebhook, "webhooks")
+}
+
+// UpdateWebhook writes w's mutable fields.
+func (db *DB) UpdateWebhook(ctx context.Context, w *instore.Webhook) error {
+	return db.update(ctx, func(c conn) error {
+		res, err := c.exec(ctx, `UPDATE webhooks SET url = ?, event_types = ?, description = ?, status = ?,
+			disabled_reason = ?, secret = ?, previous_secret = ?, previous_until = ?, failing_since = ?
+			WHERE id = ? AND merchant_id = ? AND deleted_at IS NULL`,
+			w.URL, typesColumn(w.EventTypes), w.Description, w.Status, w.DisabledReason, w.Secret, w.PreviousSecret,
+			nullMicros(w.PreviousUntil), nullMicros(w.FailingSince), w.ID, w.MerchantID)
+		if err != nil {
+			return fmt.Errorf("update webhook: %w", err)
+		}
+		return mustAffect(res, "webhook")
+	})
+}
+
+// DeleteWebhook marks an endpoint deleted and ends its pending deliveries.
+func (db *DB) DeleteWebhook(ctx context.Context, merchantID, id string, at time.Time) error {
+	return db.update(ctx, func(c conn) error {
+		res, err := c.exec(ctx, `UPDATE webhooks SET deleted_at = ?, status = 'disabled', secret = '', previous_secret = ''
+			WHERE id = ? AND merchant_id = ? AND deleted_at IS NULL`, micros(at), id, merchantID)
+		if err != nil {
+			return fmt.Errorf("delete webhook: %w", err)
+		}
+		if err := mustAffect(res, "webhook"); err != nil {
+			return err
+		}
+		_, err = c.exec(ctx, `UPDATE webhook_deliveries SET status = 'failed', done_at = ?
+			WHERE webhook_id = ? AND status = 'pending'`, micros(at), id)
+		return err
+	})
+}
+
+const deliveryColumns = `d.id, d.webhook_id, d.event_seq, COALESCE(e.type, ''), d.status, d.next_at, d.created_at, d.done_at`
+
+func scanDelivery(s scanner) (*instore.WebhookDelivery, error) {
+	var d instore.WebhookDelivery
+	var next, created int64
+	var done sql.NullInt64
+	if err := s.Scan(&d.ID, &d.WebhookID, &d.EventSeq, &d.EventType, &d.Status, &next, &created, &done); err != nil {
+		return nil, err
+	}
+	d.NextAt, d.CreatedAt = fromMicros(next), fromMicros(created)
+	if done.Valid {
+		at := fromMicros(done.Int64)
+		d.DoneAt = &at
+	}
+	return &d, nil
+}
+
+// attempts fills the attempts of ds.
+func (db *DB) attempts(ctx context.Context, ds []*instore.WebhookDelivery) error {
+	for _, d := range ds {
+		rows, err := db.read().query(ctx, `SELECT n, at, status_code, duration_ms, response, error
+			FROM webhook_attempts WHERE delivery_id = ? ORDER BY n`, d.ID)
+		if err != nil {
+			return fmt.Errorf("delivery attempts: %w", err)
+		}
+		as, err := collect(rows, func(s scanner) (instore.WebhookAttempt, error) {
+			var a instore.WebhookAttempt
+			var at int64
+			err := s.Scan(&a.N, &at, &a.StatusCode, &a.DurationMS, &a.Response, &a.Error)
+			a.At = fromMicros(at)
+			return a, err
+		}, "delivery attempts")
+		if err != nil {
+			return err
+		}
+		d.Attempts = as
+	}
+	return nil
+}
+
+// WebhookDeliveries lists an endpoint's deliveries, newest first.
+func (db *DB) WebhookDeliveries(ctx context.Context, webhookID string, before int64, limit int) ([]*instore.WebhookDelivery, error) {
+	if before <= 0 {
+		before = 1<<63 - 1
+	}
+	rows, err := db.read().query(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries d
+		LEFT JOIN events e ON e.seq = d.event_seq
+		WHERE d.webhook_id = ? AND d.id < ? ORDER BY d.id DESC LIMIT ?`, webhookID, before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("webhook deliveries: %w", err)
+	}
+	ds, err := collect(rows, scanDelivery, "webhook deliveries")
+	if err != nil {
+		return nil, err
+	}
+	return ds, db.attempts(ctx, ds)
+}
+
+// WebhookDelivery returns one delivery of an endpoint.
+func (db *DB) WebhookDelivery(ctx context.Context, webhookID string, id int64) (*instore.WebhookDelivery, error) {
+	d, err := scanDelivery(db.read().queryRow(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries d
+		LEFT JOIN events e ON e.seq = d.event_seq WHERE d.webhook_id = ? AND d.id = ?`, webhookID, id))
+	if err != nil {
+		return nil, notFound(err, "delivery")
+	}
+	return d, db.attempts(ctx, []*instore.WebhookDelivery{d})
+}
+
+// RetryDelivery makes a delivery pending and due at.
+func (db *DB) RetryDelivery(ctx context.Context, webhookID string, id int64, at time.Time) error {
+	return db.update(ctx, func(c conn) error {
+		res, err := c.exec(ctx, `UPDATE webhook_deliveries SET status = 'pending', next_at = ?, done_at = NULL
+			WHERE webhook_id = ? AND id = ?`, micros(at), webhookID, id)
+		if err != nil {
+			return fmt.Errorf("retry delivery: %w", err)
+		}
+		return mustAffect(res, "delivery")
+	})
+}
+
+// ClaimDeliveries leases the due heads of the endpoints' queues: a
+// compare-and-set on the lease, so that of nodes claiming at once exactly
+// one gets each.
+func (db *DB) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, limit int) ([]*instore.DueDelivery, error) {
+	rows, err := db.read().query(ctx, `SELECT d.id FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
+		WHERE d.status = 'pending' AND w.status = 'enabled' AND w.deleted_at IS NULL
+			AND d.next_at <= ? AND d.lease_until < ?
+			AND d.event_seq = (SELECT MIN(d2.event_seq) FROM webhook_deliveries d2
+				WHERE d2.webhook_id = d.webhook_id AND d2.status = 'pending')
+		ORDER BY d.next_at LIMIT ?`, micros(now), micros(now), limit)
+	if err != nil {
+		return nil, fmt.Errorf("due deliveries: %w", err)
+	}
+	ids, err := collect(rows, func(s scanner) (int64, error) {
+		var id int64
+		return id, s.Scan(&id)
+	}, "due deliveries")
+	if err != nil {
+		return nil, err
+	}
+	var out []*instore.DueDelivery
+	for _, id := range ids {
+		var claimed bool
+		err := db.update(ctx, func(c conn) error {
+			res, err := c.exec(ctx, `UPDATE webhook_deliveries SET lease_until = ?
+				WHERE id = ? AND status = 'pending' AND lease_until < ?`, micros(leaseUntil), id, micros(now))
+			if err != nil {
+				return err
+			}
+			n, err := res.RowsAffected()
+			claimed = n == 1
+			return err
+		})
+		if err != nil {
+			return out, fmt.Errorf("claim delivery: %w", err)
+		}
+		if !claimed {
+			continue
+		}
+		d := instore.DueDelivery{ID: id}
+		var webhookID string
+		if err := db.read().queryRow(ctx, `SELECT attempts, event_seq, webhook_id FROM webhook_deliveries WHERE id = ?`, id).
+			Scan(&d.Attempts, &d.Event.Seq, &webhookID); err != nil {
+			return out, fmt.Errorf("claimed delivery: %w", err)
+		}
+		w, err := scanWebhook(db.read().queryRow(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE id = ?`, webhookID))
+		if err != nil {
+			return out, fmt.Errorf("claimed delivery's webhook: %w", err)
+		}
+		var at int64
+		var data string
+		if err := db.read().queryRow(ctx, `SELECT `+outboxColumns+` FROM events WHERE seq = ?`, d.Event.Seq).
+			Scan(&d.Event.MerchantID, &d.Event.Type, &d.Event.TerminalID, &at, &data); err != nil {
+			return out, fmt.Errorf("claimed delivery's event: %w", err)
+		}
+		d.Event.At, d.Event.Data, d.Webhook = fromMicros(at), []byte(data), *w
+		out = append(out, &d)
+	}
+	return out, nil
+}
+
+// RecordAttempt records an attempt and what follows from it.
+func (db *DB) RecordAttempt(ctx context.Context, d *instore.DueDelivery, o instore.AttemptOutcome) error {
+	a := o.Attempt
+	return db.update(ctx, func(c conn) error {
+		if _, err := c.exec(ctx, `INSERT INTO webhook_attempts (delivery_id, n, at, status_code, duration_ms, response, error)
+			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (delivery_id, n) DO NOTHING`,
+			d.ID, a.N, micros(a.At), a.StatusCode, a.DurationMS, a.Response, a.Error); err != nil {
+			return fmt.Errorf("record attempt: %w", err)
+		}
+		switch {
+		case o.Succeeded:
+			if _, err := c.exec(ctx, `UPDATE webhook_deliveries SET status = 'succeeded', attempts = ?, done_at = ?, lease_until = 0
+				WHERE id = ?`, a.N, micros(a.At), d.ID); err != nil {
+				return fmt.Errorf("record attempt: %w", err)
+			}
+			_, err := c.exec(ctx, `UPDATE webhooks SET failing_since = NULL WHERE id = ?`, d.Webhook.ID)
+			return err
+		case o.GiveUp:
+			if _, err := c.exec(ctx, `UPDATE webhook_deliveries SET status = 'failed', attempts = ?, done_at = ?, lease_until = 0
+				WHERE id = ?`, a.N, micros(a.At), d.ID); err != nil {
+				return fmt.Errorf("record attempt: %w", err)
+			}
+		default:
+			if _, err := c.exec(ctx, `UPDATE webhook_deliveries SET attempts = ?, next_at = ?, lease_until = 0
+				WHERE id = ?`, a.N, micros(o.NextAt), d.ID); err != nil {
+				return fmt.Errorf("record attempt: %w", err)
+			}
+		}
+		if _, err := c.exec(ctx, `UPDATE webhooks SET failing_since = ? WHERE id = ? AND failing_since IS NULL`,
+			micros(a.At), d.Webhook.ID); err != nil {
+			return fmt.Errorf("record attempt: %w", err)
+		}
+		_, err := c.exec(ctx, `UPDATE webhooks SET status = 'disabled',
+			disabled_reason = 'every delivery failed for 5 days; fix the endpoint and enable it again (PATCH status enabled)'
+			WHERE id = ? AND status = 'enabled' AND failing_since < ?`, d.Webhook.ID, micros(o.DisableBefore))
+		return err
+	})
+}
