@@ -17,6 +17,7 @@ require (
 	github.com/prometheus/common v0.72.0
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9
+	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
 	go.uber.org/zap v1.28.0
 	golang.org/x/sys v0.49.0
 	golang.org/x/term v0.47.0
