@@ -427,9 +427,14 @@ func TestIntegrationOnlineAPI(t *testing.T) {
 	}
 	e.rec.mu.Unlock()
 
+	// The SDK has no methods for managing webhook endpoints yet
+	// (docs/events.md, "Not done yet"); the server's own tests cover them
+	// (internal/server TestWebhookDeliveries). Everything else is called.
+	noSDK := map[string]bool{"createWebhook": true, "listWebhooks": true, "getWebhook": true, "updateWebhook": true,
+		"deleteWebhook": true, "rotateWebhookSecret": true, "listWebhookDeliveries": true, "retryWebhookDelivery": true}
 	var missed []string
 	for op, ok := range e.online.Covered() {
-		if !ok {
+		if !ok && !noSDK[op] {
 			missed = append(missed, op)
 		}
 	}
