@@ -43,6 +43,38 @@ type Update struct {
 	UpdatedAt   time.Time
 }
 
+// UpdateWire is a software update as the APIs show it: the Access API, and
+// the data of an update.status event.
+type UpdateWire struct {
+	UpdateID        string     `json:"updateId"`
+	TerminalID      string     `json:"terminalId"`
+	PackageID       string     `json:"packageId"`
+	Status          string     `json:"status"`
+	Reason          *string    `json:"reason"`
+	SoftwareVersion *string    `json:"softwareVersion"`
+	NotBefore       *time.Time `json:"notBefore"`
+	CreatedAt       time.Time  `json:"createdAt"`
+	UpdatedAt       time.Time  `json:"updatedAt"`
+}
+
+// Wire renders u as the APIs show it (nil for nil).
+func (u *Update) Wire() *UpdateWire {
+	if u == nil {
+		return nil
+	}
+	opt := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	return &UpdateWire{
+		UpdateID: u.ID, TerminalID: u.TerminalID, PackageID: u.PackageID, Status: u.Status,
+		Reason: opt(u.Reason), SoftwareVersion: opt(u.SoftwareVersion), NotBefore: u.NotBefore,
+		CreatedAt: u.CreatedAt, UpdatedAt: u.UpdatedAt,
+	}
+}
+
 // Final reports whether the update ended (INSTALLED or FAILED).
 func (u *Update) Final() bool { return u.Status == UpdateInstalled || u.Status == UpdateFailed }
 
@@ -313,11 +345,12 @@ func (s *Service) CreateUpdate(ctx context.Context, p *Principal, req *UpdateReq
 	now := s.now()
 	u := &Update{ID: newUpdateID(now), TerminalID: t.TerminalID, PackageID: pkg.ID, Status: UpdateScheduled,
 		NotBefore: notBefore, CreatedAt: now, UpdatedAt: now}
-	if err := s.Store.CreateUpdate(ctx, u); errors.Is(err, ErrConflict) {
+	if err := s.Store.CreateUpdate(s.updateEventCtx(ctx, u, t.MerchantID), u); errors.Is(err, ErrConflict) {
 		return nil, Errorf(EConflict, "The terminal has an unfinished update (SCHEDULED or DOWNLOADING); wait until it is INSTALLED or FAILED.")
 	} else if err != nil {
 		return nil, fmt.Errorf("create update: %w", err)
 	}
+	s.eventsWritten()
 	created := *u
 	s.deliverUpdate(context.WithoutCancel(ctx), t.TerminalID)
 	return &created, nil

@@ -80,7 +80,10 @@ func (s *Service) carryOut(ctx context.Context, t *Transaction, st Step, o *owed
 	if st.EndCancels {
 		s.endOwed(bg, t.ID, EffectCancel)
 	}
-	if st.Arm != nil && !t.Final() {
+	switch {
+	case st.Arm != nil && st.ArmKind == EventConfirmDeadline:
+		s.arm(t.ID, *st.Arm, s.confirmExpired)
+	case st.Arm != nil && !t.Final():
 		s.arm(t.ID, *st.Arm, s.deadlineExpired)
 	}
 	if !st.Changed {
@@ -89,6 +92,8 @@ func (s *Service) carryOut(ctx context.Context, t *Transaction, st Step, o *owed
 	switch {
 	case st.Event.Kind == EventAckTimeout || st.Event.Kind == EventDeadline:
 		s.log().Info("transaction expired", "ref", t.ID, "event", st.Event.Kind)
+	case st.Reverse == ReversalConfirmTimeout:
+		s.log().Warn("unconfirmed sale reversed", "ref", t.ID)
 	case st.Reverse != "":
 		s.log().Warn("late approval reversed", "ref", t.ID)
 		s.lateApprovalReversed(t)

@@ -20,6 +20,7 @@ const (
 	ERateLimited          = "rate-limited"
 	EIdempotencyConflict  = "idempotency-conflict"
 	ENotReversible        = "not-reversible"
+	ENotConfirmable       = "not-confirmable"
 	ELinkCodeInvalid      = "link-code-invalid"
 	EConflict             = "conflict"
 	EInternal             = "internal"
@@ -59,6 +60,7 @@ var httpStatus = map[string]int{
 	ERateLimited:          429,
 	EIdempotencyConflict:  422,
 	ENotReversible:        409,
+	ENotConfirmable:       409,
 	ELinkCodeInvalid:      400,
 	EConflict:             409,
 	EInternal:             500,

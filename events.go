@@ -360,3 +360,19 @@ func (s *Service) deviceEventCtx(ctx context.Context, serial, typ string, online
 	}
 	return WithOutbox(ctx, ev), true
 }
+
+// updateEventCtx returns ctx carrying the update.status event of u (as it
+// reads after the change) for the store write that makes the change, for
+// merchantID, the merchant of its terminal ID ("": looked up; ctx is
+// returned unchanged for a terminal ID of no merchant).
+func (s *Service) updateEventCtx(ctx context.Context, u *Update, merchantID string) context.Context {
+	if merchantID == "" {
+		t, err := s.Store.Terminal(ctx, u.TerminalID)
+		if err != nil || t.MerchantID == "" {
+			return ctx
+		}
+		merchantID = t.MerchantID
+	}
+	return WithOutbox(ctx, OutboxEvent{MerchantID: merchantID, TerminalID: u.TerminalID, Type: EventUpdateStatus,
+		At: u.UpdatedAt, Data: mustJSON(u.Wire())})
+}

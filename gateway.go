@@ -25,6 +25,12 @@ const (
 	// service had already ended (WP25, WP36); the ref is that transaction,
 	// the terminal confirms the message and reports nothing (SendReversal).
 	ReversalLateApproval = "LATE_APPROVAL"
+	// ReversalConfirmTimeout: the ECR did not confirm an APPROVED sale
+	// that asked for confirmation (confirmWithinSeconds) within its
+	// window; the service recorded it REVERSED. As LATE_APPROVAL: the ref
+	// is that transaction, the terminal confirms the message and reports
+	// nothing.
+	ReversalConfirmTimeout = "CONFIRM_TIMEOUT"
 )
 
 // Gateway is the terminal gateway as the domain sees it: the sessions of
@@ -52,8 +58,9 @@ type Gateway interface {
 	// (CancelByECR, CancelDeadline, CancelAckTimeout); id is the message id.
 	SendCancel(ctx context.Context, serial, id, ref, reason string) error
 	// SendReversal asks the device to reverse the approved transaction ref
-	// at once, for reason ReversalLateApproval: the service had ended it
-	// and reversed it on its own; id is the message id.
+	// at once, for reason ReversalLateApproval (the service had ended it)
+	// or ReversalConfirmTimeout (the ECR did not confirm it in time): the
+	// service reversed it on its own; id is the message id.
 	SendReversal(ctx context.Context, serial, id, ref, reason string) error
 	// SendPrint asks the device to print lines for the print job printID;
 	// id is the message id.

@@ -28,13 +28,25 @@ import (
 //	TECHNICAL_ERROR             --RESULT other--->  TECHNICAL_ERROR, result kept: LATE_RESULT
 //	REVERSAL PENDING or TECHNICAL_ERROR --RESULT APPROVED--> APPROVED (or kept), original REVERSED (NextReversalPair)
 //
+// A purchase that asked for confirmation (confirmWithinSeconds) has a
+// second, smaller life once APPROVED:
+//
+//	APPROVED, confirmation PENDING (timer at its deadline) --CONFIRMED-------->  APPROVED, CONFIRMED
+//	APPROVED, confirmation PENDING --CONFIRM_DEADLINE (or CONFIRMED too late)-->  REVERSED, AUTO_REVERSED (reversal owed)
+//
 // Every other (state, event) pair changes nothing (a final status stands).
+
+// EventConfirmDeadline is the event of the timer at an unconfirmed sale's
+// confirmation deadline; it is not a timeline kind (its change is
+// EventAutoReversed).
+const EventConfirmDeadline = "CONFIRM_DEADLINE"
 
 // Event is something that happens to a transaction.
 type Event struct {
 	// Kind is one of the timeline kinds an event can have: EventAcknowledged,
 	// EventProgress, EventResult, EventCancelRequested, EventAckTimeout,
-	// EventDeadline, EventSendFailed.
+	// EventDeadline, EventSendFailed, EventConfirmed (the ECR's confirm);
+	// or EventConfirmDeadline (the confirmation window's timer).
 	Kind string
 	// At is when it happened (the service's clock).
 	At time.Time
@@ -77,7 +89,8 @@ type Step struct {
 	// Arm is the time of the timer the transaction now needs (nil: no
 	// change of timer); a final transaction needs none (Ended).
 	Arm *time.Time
-	// ArmKind is the event the timer at Arm fires: EventDeadline.
+	// ArmKind is the event the timer at Arm fires: EventDeadline, or
+	// EventConfirmDeadline (armed on a final, APPROVED sale).
 	ArmKind string
 	// EndCancels: the terminal has a final outcome for the transaction,
 	// so the cancels it is owed are moot.
@@ -158,11 +171,61 @@ func Next(t Transaction, e Event, r Rules) (Transaction, Step) {
 	case EventResult:
 		return result(t, e, r)
 
+	case EventConfirmed:
+		switch {
+		case t.Unconfirmed() && e.At.Before(*t.ConfirmDeadline):
+			t.ConfirmState, t.ConfirmedAt = ConfirmConfirmed, ptr(e.At)
+		case t.Unconfirmed():
+			// Too late: the window has passed, whether or not its timer
+			// ran yet. The deadline is exact.
+			return autoReverse(t, e, r)
+		case t.ConfirmState == ConfirmConfirmed:
+			return before, st // confirmed already: the same answer
+		default:
+			st.Refused = notConfirmable(&t)
+			return before, st
+		}
+
+	case EventConfirmDeadline:
+		switch {
+		case !t.Unconfirmed():
+			return before, st // confirmed, or no longer APPROVED
+		case e.At.Before(*t.ConfirmDeadline):
+			st.Arm, st.ArmKind = t.ConfirmDeadline, EventConfirmDeadline
+			return before, st
+		}
+		return autoReverse(t, e, r)
+
 	default:
 		st.Refused = fmt.Errorf("unknown event %q", e.Kind)
 		return before, st
 	}
 	return changed(before, t, e, r, st, e.Kind)
+}
+
+// autoReverse reverses an APPROVED sale the ECR did not confirm within its
+// window: REVERSED, AUTO_REVERSED, and a reversal CONFIRM_TIMEOUT owed to
+// its terminal.
+func autoReverse(t Transaction, e Event, r Rules) (Transaction, Step) {
+	before := t
+	t.StatusID, t.ConfirmState = StatusReversed, ConfirmAutoReversed
+	st := Step{Reverse: ReversalConfirmTimeout}
+	return changed(before, t, e, r, st, EventAutoReversed)
+}
+
+// notConfirmable is the problem of a confirm of t that cannot apply.
+func notConfirmable(t *Transaction) *Error {
+	switch {
+	case t.ConfirmState == "":
+		return Errorf(ENotConfirmable, "The transaction did not ask for confirmation (confirmWithinSeconds).")
+	case t.ConfirmState == ConfirmAutoReversed:
+		return Errorf(ENotConfirmable, "The sale was not confirmed within its window and has been reversed.")
+	case t.StatusID == StatusPending:
+		return Errorf(ENotConfirmable, "The sale has no result yet; confirm it once it is APPROVED.")
+	case t.StatusID == StatusReversed:
+		return Errorf(ENotConfirmable, "The sale has been reversed.")
+	}
+	return Errorf(ENotConfirmable, "Only an APPROVED sale can be confirmed; this one ended in status %d.", t.StatusID)
 }
 
 // fail ends t TECHNICAL_ERROR with code at.
@@ -175,7 +238,8 @@ var actors = map[string]string{
 	EventCreated: ActorECR, EventSendFailed: ActorTerminal, EventAcknowledged: ActorTerminal,
 	EventProgress: ActorTerminal, EventResult: ActorTerminal, EventCancelRequested: ActorECR,
 	EventAckTimeout: ActorTimer, EventDeadline: ActorTimer, EventLateApproval: ActorTerminal,
-	EventLateResult: ActorTerminal, EventReversed: ActorTerminal,
+	EventLateResult: ActorTerminal, EventReversed: ActorTerminal, EventConfirmed: ActorECR,
+	EventAutoReversed: ActorTimer,
 }
 
 // changed completes st for the change from before to t: its timeline
@@ -193,6 +257,8 @@ func changed(before, t Transaction, e Event, r Rules, st Step, kind string) (Tra
 		}
 	case EventCancelRequested:
 		detail = "cancel sent to the terminal"
+	case EventAutoReversed:
+		detail = "not confirmed within " + t.ConfirmWithin.String() + "; reversal " + st.Reverse + " owed to the terminal"
 	case EventResult, EventLateResult, EventLateApproval:
 		if e.Result != nil {
 			detail = "terminal reported " + r.Status(e.Result.StatusID)
@@ -242,6 +308,11 @@ func result(t Transaction, e Event, r Rules) (Transaction, Step) {
 		}
 		if t.AcknowledgedAt == nil {
 			t.AcknowledgedAt = ptr(e.At)
+		}
+		if res.StatusID == StatusApproved && t.ConfirmState == ConfirmPending && t.ConfirmWithin > 0 {
+			// The confirmation window starts with the approval.
+			t.ConfirmDeadline = ptr(e.At.Add(t.ConfirmWithin))
+			st.Arm, st.ArmKind = t.ConfirmDeadline, EventConfirmDeadline
 		}
 		if t.PrintReceipt && len(result.Receipt.Customer) > 0 {
 			// printReceipt: the customer copy, once the terminal is free.

@@ -1,7 +1,9 @@
 package instore_test
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,6 +93,8 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 		"result resent":         {Kind: instore.EventResult, At: now, Result: result("m-first", instore.StatusApproved)},
 		"result not an outcome": {Kind: instore.EventResult, At: now, Result: result("m-3", instore.StatusPending)},
 		"unknown event":         {Kind: "BOGUS", At: now},
+		"confirm":               {Kind: instore.EventConfirmed, At: now},
+		"confirm deadline":      {Kind: instore.EventConfirmDeadline, At: now},
 	}
 
 	// want is the outcome of a pair: "-" nothing changes and nothing is
@@ -179,6 +183,12 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 		},
 	}
 
+	// None of these asked for confirmation: a confirm is refused, the
+	// confirmation timer changes nothing (TestNextConfirmation has those
+	// that did).
+	for _, row := range table {
+		row["confirm"], row["confirm deadline"] = refused, unchanged
+	}
 	for sname, state := range states {
 		for ename, ev := range events {
 			w, ok := table[sname][ename]
@@ -296,5 +306,119 @@ func TestNextReversalPair(t *testing.T) {
 	declined.StatusID = instore.StatusTransactionDeclined
 	if _, _, _, ok := instore.NextReversalPair(declined, orig, ev, rules); ok {
 		t.Errorf("a REVERSAL that ended otherwise reversed its original")
+	}
+}
+
+// TestNextConfirmation: a purchase that asked for confirmation
+// (confirmWithinSeconds) gets its deadline with the approval; the ECR's
+// confirm before it confirms (once: a second one changes nothing), one at
+// or after it reverses the sale, as the deadline's timer does (a timer run
+// early re-arms); a sale that is not APPROVED, or no longer awaits
+// confirmation, refuses the confirm and ignores the timer.
+func TestNextConfirmation(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	md := instore.DefaultMetadata()
+	rules := instore.Rules{Deadline: 2 * time.Minute,
+		ErrorID: func(code string) *int { c, _ := md.ErrorCode(code); return &c.ID },
+		Status:  func(id int) string { c, _ := md.TransactionStatus(id); return c.Code }}
+	approvedAt := t0.Add(10 * time.Second)
+	deadline := approvedAt.Add(30 * time.Second)
+	pending := instore.Transaction{ID: "txn_1", Type: instore.TypePurchase, SerialNumber: "SN1", TerminalID: "10000001",
+		Amount: 1250, Currency: "SEK", StatusID: instore.StatusPending, Progress: instore.ProgressAcknowledged,
+		Version: 2, CreatedAt: t0, AcknowledgedAt: &t0, ConfirmWithin: 30 * time.Second, ConfirmState: instore.ConfirmPending}
+
+	// The approval starts the window.
+	approved, st := instore.Next(pending, instore.Event{Kind: instore.EventResult, At: approvedAt,
+		Result: &instore.TerminalResult{MessageID: "m-1", Ref: "txn_1", StatusID: instore.StatusApproved}}, rules)
+	if !approved.Unconfirmed() || !approved.ConfirmDeadline.Equal(deadline) || st.Arm == nil || !st.Arm.Equal(deadline) ||
+		st.ArmKind != instore.EventConfirmDeadline {
+		t.Fatalf("approved: %+v, step %+v; want unconfirmed until %v, its timer armed", approved, st, deadline)
+	}
+	approved.Events, approved.Version = nil, approved.Version+1
+	declined, _ := instore.Next(pending, instore.Event{Kind: instore.EventResult, At: approvedAt,
+		Result: &instore.TerminalResult{MessageID: "m-1", Ref: "txn_1", StatusID: instore.StatusTransactionDeclined}}, rules)
+	if declined.ConfirmDeadline != nil || declined.ConfirmState != instore.ConfirmPending || declined.Unconfirmed() {
+		t.Fatalf("declined: %+v; want no deadline", declined)
+	}
+	declined.Events = nil
+	confirmed := approved
+	confirmed.ConfirmState, confirmed.ConfirmedAt = instore.ConfirmConfirmed, &approvedAt
+	autoReversed := approved
+	autoReversed.StatusID, autoReversed.ConfirmState = instore.StatusReversed, instore.ConfirmAutoReversed
+
+	before, at, after := deadline.Add(-time.Millisecond), deadline, deadline.Add(time.Second)
+	type want struct {
+		kind    string // the timeline event ("" unchanged, "refused")
+		status  int
+		state   string
+		reverse bool
+		rearm   bool
+		problem string // the refusal's detail, in part
+	}
+	for _, tc := range []struct {
+		name  string
+		state instore.Transaction
+		ev    instore.Event
+		want  want
+	}{
+		{"confirm in time", approved, instore.Event{Kind: instore.EventConfirmed, At: before},
+			want{kind: instore.EventConfirmed, status: instore.StatusApproved, state: instore.ConfirmConfirmed}},
+		{"confirm at the deadline", approved, instore.Event{Kind: instore.EventConfirmed, At: at},
+			want{kind: instore.EventAutoReversed, status: instore.StatusReversed, state: instore.ConfirmAutoReversed, reverse: true}},
+		{"confirm after the deadline", approved, instore.Event{Kind: instore.EventConfirmed, At: after},
+			want{kind: instore.EventAutoReversed, status: instore.StatusReversed, state: instore.ConfirmAutoReversed, reverse: true}},
+		{"timer at the deadline", approved, instore.Event{Kind: instore.EventConfirmDeadline, At: at},
+			want{kind: instore.EventAutoReversed, status: instore.StatusReversed, state: instore.ConfirmAutoReversed, reverse: true}},
+		{"timer early", approved, instore.Event{Kind: instore.EventConfirmDeadline, At: before},
+			want{status: instore.StatusApproved, state: instore.ConfirmPending, rearm: true}},
+		{"confirm again", confirmed, instore.Event{Kind: instore.EventConfirmed, At: after},
+			want{status: instore.StatusApproved, state: instore.ConfirmConfirmed}},
+		{"timer of a confirmed sale", confirmed, instore.Event{Kind: instore.EventConfirmDeadline, At: after},
+			want{status: instore.StatusApproved, state: instore.ConfirmConfirmed}},
+		{"confirm a reversed sale", autoReversed, instore.Event{Kind: instore.EventConfirmed, At: before},
+			want{kind: "refused", problem: "has been reversed"}},
+		{"timer of a reversed sale", autoReversed, instore.Event{Kind: instore.EventConfirmDeadline, At: after},
+			want{status: instore.StatusReversed, state: instore.ConfirmAutoReversed}},
+		{"confirm a PENDING sale", pending, instore.Event{Kind: instore.EventConfirmed, At: before},
+			want{kind: "refused", problem: "no result yet"}},
+		{"confirm a declined sale", declined, instore.Event{Kind: instore.EventConfirmed, At: before},
+			want{kind: "refused", problem: "ended in status"}},
+		{"timer of a declined sale", declined, instore.Event{Kind: instore.EventConfirmDeadline, At: after},
+			want{status: instore.StatusTransactionDeclined, state: instore.ConfirmPending}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			next, st := instore.Next(tc.state, tc.ev, rules)
+			if tc.want.kind == "refused" {
+				var e *instore.Error
+				if st.Changed || !errors.As(st.Refused, &e) || e.Code != instore.ENotConfirmable || !strings.Contains(e.Detail, tc.want.problem) {
+					t.Fatalf("step %+v (%v); want refused not-confirmable %q", st, st.Refused, tc.want.problem)
+				}
+				return
+			}
+			if st.Refused != nil {
+				t.Fatalf("refused: %v", st.Refused)
+			}
+			if st.Changed != (tc.want.kind != "") || next.StatusID != tc.want.status || next.ConfirmState != tc.want.state {
+				t.Fatalf("changed %v to %d %s; want %q %d %s", st.Changed, next.StatusID, next.ConfirmState, tc.want.kind, tc.want.status, tc.want.state)
+			}
+			if (st.Reverse == instore.ReversalConfirmTimeout) != tc.want.reverse || (st.Reverse != "" && !tc.want.reverse) {
+				t.Errorf("reverse %q, want %v", st.Reverse, tc.want.reverse)
+			}
+			if rearmed := st.Arm != nil && st.Arm.Equal(deadline) && st.ArmKind == instore.EventConfirmDeadline; rearmed != tc.want.rearm {
+				t.Errorf("arm %v %s, want re-armed %v", st.Arm, st.ArmKind, tc.want.rearm)
+			}
+			if !st.Changed {
+				return
+			}
+			if st.Event == nil || st.Event.Kind != tc.want.kind || st.Event.Version != tc.state.Version+1 {
+				t.Fatalf("timeline event %+v, want %s", st.Event, tc.want.kind)
+			}
+			if tc.want.kind == instore.EventConfirmed && (next.ConfirmedAt == nil || !next.ConfirmedAt.Equal(tc.ev.At) || st.Event.Actor != instore.ActorECR) {
+				t.Errorf("confirmed at %v by %s", next.ConfirmedAt, st.Event.Actor)
+			}
+			if tc.want.kind == instore.EventAutoReversed && next.ConfirmedAt != nil {
+				t.Errorf("auto-reversed with a confirmation time %v", next.ConfirmedAt)
+			}
+		})
 	}
 }

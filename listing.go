@@ -32,7 +32,10 @@ type TransactionFilter struct {
 	TerminalID   string
 	StatusID     *int
 	ECRReference string
-	Limit        int
+	// Unconfirmed selects the APPROVED sales still awaiting the ECR's
+	// confirmation (Transaction.Unconfirmed).
+	Unconfirmed bool
+	Limit       int
 	// After continues a listing after this position (exclusive).
 	After *TransactionCursor
 }
@@ -49,6 +52,7 @@ type ListQuery struct {
 	TerminalID   string
 	StatusID     *int
 	ECRReference string
+	Unconfirmed  bool
 	Limit        int
 	Cursor       string
 }
@@ -125,7 +129,7 @@ func (s *Service) Transactions(ctx context.Context, p *Principal, q ListQuery) (
 	}
 	ts, err := s.Store.ListTransactions(ctx, TransactionFilter{
 		MerchantID: p.MerchantID, From: from, To: to, TerminalID: q.TerminalID, StatusID: q.StatusID,
-		ECRReference: q.ECRReference, Limit: limit + 1, After: after,
+		ECRReference: q.ECRReference, Unconfirmed: q.Unconfirmed, Limit: limit + 1, After: after,
 	})
 	if err != nil {
 		return nil, "", fmt.Errorf("list transactions: %w", err)
@@ -231,6 +235,10 @@ func cursorMAC(key []byte, merchantID string, q *ListQuery, payload string) []by
 	put(q.TerminalID)
 	opt(q.StatusID != nil, intString(q.StatusID))
 	put(q.ECRReference)
+	if q.Unconfirmed {
+		// Only when asked, so the cursors of other listings stay as they were.
+		put("unconfirmed")
+	}
 	put(payload)
 	return m.Sum(nil)
 }

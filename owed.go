@@ -195,6 +195,18 @@ func (s *Service) Sweep(ctx context.Context) {
 			s.deadlineExpired(t.ID)
 		}
 	}
+	// Unconfirmed sales past their confirmation deadline: a timer lost
+	// (armed on a node that died), or a reversal whose write failed.
+	unconfirmed, err := s.Store.UnconfirmedTransactions(ctx, now)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log().Error("sweep: unconfirmed transactions", "error", err)
+		}
+		return
+	}
+	for _, t := range unconfirmed {
+		s.confirmExpired(t.ID)
+	}
 	jobs, err := s.Store.RunningPrintJobs(ctx)
 	if err != nil {
 		if ctx.Err() == nil {

@@ -22,6 +22,12 @@ var ErrRefundExceeded = fmt.Errorf("refunds exceed the original amount")
 // (its outcome is unknown: the terminal may still report it approved); and
 // a refund is refused past what is left of the amount.
 //
+// A sale awaiting the ECR's confirmation (confirmWithinSeconds) takes
+// neither: its confirmation window ends in a reversal of its own unless the
+// ECR confirms it, and a refund or reversal beside that reversal would pay
+// back twice. The ECR confirms it first (then refunds or reverses it), or
+// lets the window pass.
+//
 // A refund that ended TECHNICAL_ERROR without a result does not block a
 // reversal: if the terminal reports it approved late, the service reverses
 // it on the terminal (TerminalResult), so it pays nothing back in the end.
@@ -30,6 +36,9 @@ func CheckOnOriginal(orig *Transaction, others []*Transaction, t *Transaction) e
 	case TypeRefund:
 		if orig.Type != TypePurchase || orig.StatusID != StatusApproved {
 			return Errorf(EConflict, "Only an APPROVED purchase can be refunded; the original is a %s in status %d.", orig.Type, orig.StatusID)
+		}
+		if orig.Unconfirmed() {
+			return Errorf(EConflict, "The purchase awaits confirmation (confirmWithinSeconds); confirm it before refunding it.")
 		}
 		for _, o := range others {
 			if o.Type == TypeReversal && reversalMayPayBack(o) {
@@ -51,6 +60,8 @@ func CheckOnOriginal(orig *Transaction, others []*Transaction, t *Transaction) e
 			return Errorf(ENotReversible, "The purchase is already reversed.")
 		case orig.StatusID != StatusApproved:
 			return Errorf(ENotReversible, "Only an APPROVED purchase can be reversed; this one ended in status %d.", orig.StatusID)
+		case orig.Unconfirmed():
+			return Errorf(ENotReversible, "The purchase awaits confirmation (confirmWithinSeconds); confirm it before reversing it, or leave it unconfirmed and it is reversed when its window ends.")
 		}
 		for _, o := range others {
 			switch {

@@ -42,6 +42,9 @@ func (s *Service) Purchase(ctx context.Context, p *Principal, req *PurchaseReque
 	if req.CashbackAmount != nil {
 		t.CashbackAmount = *req.CashbackAmount
 	}
+	if req.ConfirmWithinSeconds != nil {
+		t.ConfirmWithin, t.ConfirmState = time.Duration(*req.ConfirmWithinSeconds)*time.Second, ConfirmPending
+	}
 	return s.start(ctx, t, s.Store.CreateTransaction, func(ctx context.Context) error {
 		return s.Gateway.SendPayment(ctx, serial, t)
 	})
@@ -275,6 +278,27 @@ func (s *Service) Cancel(ctx context.Context, p *Principal, req *CancelRequest) 
 	t, _, err := s.apply(ctx, active.ID, nil, Event{Kind: EventCancelRequested, At: s.now()})
 	if err != nil {
 		return nil, err
+	}
+	return t, nil
+}
+
+// Confirm confirms an APPROVED sale that asked for confirmation
+// (confirmWithinSeconds) before its window ends; the sale then stays
+// APPROVED and is not reversed. It is idempotent: a confirmed sale is
+// answered as it is. Errors: WP04 (not the merchant's), not-confirmable
+// (no confirmation asked, no APPROVED result yet, reversed, or the window
+// passed: then the sale is reversed now if its timer had not run yet).
+func (s *Service) Confirm(ctx context.Context, p *Principal, ref string) (*Transaction, error) {
+	t, err := s.ownTransaction(ctx, p, ref)
+	if err != nil {
+		return nil, err
+	}
+	t, _, err = s.apply(ctx, ref, t, Event{Kind: EventConfirmed, At: s.now()})
+	if err != nil {
+		return nil, err
+	}
+	if t.ConfirmState != ConfirmConfirmed {
+		return nil, notConfirmable(t)
 	}
 	return t, nil
 }

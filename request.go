@@ -116,6 +116,10 @@ type PurchaseRequest struct {
 	PaymentMethodID *int   `json:"paymentMethodId"`
 	ECRReference    string `json:"ecrReference"`
 	PrintReceipt    bool   `json:"printReceipt"`
+	// ConfirmWithinSeconds asks for ECR confirmation: an APPROVED sale not
+	// confirmed within this many seconds of its approval is reversed
+	// (nil: no confirmation).
+	ConfirmWithinSeconds *int `json:"confirmWithinSeconds"`
 }
 
 // Validate checks the fields' shapes and ranges. Whether the payment
@@ -141,6 +145,9 @@ func (r *PurchaseRequest) Validate() error {
 	}
 	checkCurrency(&f, r.Currency)
 	checkECRReference(&f, "/ecrReference", r.ECRReference)
+	if c := r.ConfirmWithinSeconds; c != nil && (*c < MinConfirmWithinSeconds || *c > MaxConfirmWithinSeconds) {
+		f.add("/confirmWithinSeconds", "must be between %d and %d (seconds)", MinConfirmWithinSeconds, MaxConfirmWithinSeconds)
+	}
 	return f.err()
 }
 

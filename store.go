@@ -130,6 +130,11 @@ type TransactionStore interface {
 	UpdateProgress(ctx context.Context, t *Transaction, fromVersion int64) error
 	// PendingTransactions lists every PENDING transaction (restart recovery).
 	PendingTransactions(ctx context.Context) ([]*Transaction, error)
+	// UnconfirmedTransactions lists the APPROVED sales still awaiting the
+	// ECR's confirmation (Transaction.Unconfirmed) whose confirmation
+	// deadline is at or before dueBy (the zero time: all), earliest
+	// deadline first (restart recovery, the sweep).
+	UnconfirmedTransactions(ctx context.Context, dueBy time.Time) ([]*Transaction, error)
 }
 
 // IdempotencyStore keeps idempotency records.

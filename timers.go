@@ -40,6 +40,11 @@ func (s *Service) ackExpired(ref string) { s.expire(ref, EventAckTimeout) }
 // time: TECHNICAL_ERROR with WP36, and the terminal is told to abort.
 func (s *Service) deadlineExpired(ref string) { s.expire(ref, EventDeadline) }
 
+// confirmExpired reverses an APPROVED sale the ECR did not confirm within
+// its window (confirmWithinSeconds): REVERSED, and a reversal
+// CONFIRM_TIMEOUT owed to its terminal.
+func (s *Service) confirmExpired(ref string) { s.expire(ref, EventConfirmDeadline) }
+
 // expire applies a timer's event (EventAckTimeout, EventDeadline) to a
 // transaction: a PENDING one ends TECHNICAL_ERROR and its terminal is
 // told why, the cancel stored with the change (effect.go); a failure is
@@ -53,7 +58,8 @@ func (s *Service) expire(ref, kind string) {
 
 // Recover re-arms the time-outs the store implies after a start: an
 // unacknowledged PENDING transaction expires at its ack time (at once if
-// it passed), an acknowledged one at its deadline, a running print job at
+// it passed), an acknowledged one at its deadline, an unconfirmed sale is
+// reversed at its confirmation deadline, a running print job times out at
 // its print timeout. What the service owes terminals needs no re-arming:
 // each device is sent it after its next hello.
 func (s *Service) Recover(ctx context.Context) error {
@@ -67,6 +73,13 @@ func (s *Service) Recover(ctx context.Context) error {
 		} else {
 			s.arm(t.ID, t.CreatedAt.Add(s.ackTimeout()), s.ackExpired)
 		}
+	}
+	unconfirmed, err := s.Store.UnconfirmedTransactions(ctx, time.Time{})
+	if err != nil {
+		return fmt.Errorf("unconfirmed transactions: %w", err)
+	}
+	for _, t := range unconfirmed {
+		s.arm(t.ID, *t.ConfirmDeadline, s.confirmExpired)
 	}
 	jobs, err := s.Store.RunningPrintJobs(ctx)
 	if err != nil {

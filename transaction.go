@@ -59,6 +59,15 @@ type Transaction struct {
 	AcknowledgedAt  *time.Time
 	DeadlineAt      *time.Time
 	CompletedAt     *time.Time
+	// ConfirmWithin is the purchase's confirmation window
+	// (confirmWithinSeconds; 0: no confirmation asked). ConfirmState is
+	// then ConfirmPending until the ECR confirms the APPROVED sale
+	// (ConfirmConfirmed, at ConfirmedAt) or its window, from the approval to
+	// ConfirmDeadline, passes (ConfirmAutoReversed); "" without one.
+	ConfirmWithin   time.Duration
+	ConfirmState    string
+	ConfirmDeadline *time.Time
+	ConfirmedAt     *time.Time
 	// Idempotency is the idempotency record of the request creating the
 	// transaction (nil: the request had no Idempotency-Key). It is used by
 	// the creation only, not stored with the transaction: the record gets
@@ -68,6 +77,26 @@ type Transaction struct {
 	// transaction, in its database transaction (timeline.go); the store
 	// never reads them back into a Transaction.
 	Events []TransactionEvent
+}
+
+// Confirmation states of a purchase that asked for one
+// (confirmWithinSeconds).
+const (
+	ConfirmPending      = "PENDING"
+	ConfirmConfirmed    = "CONFIRMED"
+	ConfirmAutoReversed = "AUTO_REVERSED"
+)
+
+// The bounds of a purchase's confirmWithinSeconds.
+const (
+	MinConfirmWithinSeconds = 10
+	MaxConfirmWithinSeconds = 600
+)
+
+// Unconfirmed reports whether t is an APPROVED sale still awaiting the
+// ECR's confirmation.
+func (t *Transaction) Unconfirmed() bool {
+	return t.StatusID == StatusApproved && t.ConfirmState == ConfirmPending && t.ConfirmDeadline != nil
 }
 
 // Final reports whether the transaction has a final status.

@@ -173,7 +173,9 @@ func (s *Service) updateOnHello(ctx context.Context, t *Terminal, h hello) {
 	case begun && h.SoftwareVersion == pkg.Version:
 		done := *u
 		done.Status, done.SoftwareVersion, done.UpdatedAt = UpdateInstalled, h.SoftwareVersion, s.now()
-		if err := s.Store.SetUpdateStatus(ctx, &done, UpdateScheduled, UpdateDownloading); err != nil && !errors.Is(err, ErrConflict) {
+		if err := s.Store.SetUpdateStatus(s.updateEventCtx(ctx, &done, t.MerchantID), &done, UpdateScheduled, UpdateDownloading); err == nil {
+			s.eventsWritten()
+		} else if !errors.Is(err, ErrConflict) {
 			s.log().Error("update on hello: installed", "updateId", u.ID, "error", err)
 		}
 		s.disarm(u.ID)
@@ -267,12 +269,13 @@ func (s *Service) TerminalUpdateStatus(ctx context.Context, serial, updateID str
 			return fmt.Errorf("device seen: %w", err)
 		}
 	}
-	err = s.Store.SetUpdateStatus(ctx, &next, from...)
+	err = s.Store.SetUpdateStatus(s.updateEventCtx(ctx, &next, t.MerchantID), &next, from...)
 	if errors.Is(err, ErrConflict) {
 		return nil // it moved on already: a repeated or late report
 	} else if err != nil {
 		return fmt.Errorf("set update status: %w", err)
 	}
+	s.eventsWritten()
 	if next.Final() {
 		s.disarm(u.ID)
 	}
@@ -338,7 +341,9 @@ func (s *Service) sweepUpdates(ctx context.Context, installTimeout time.Duration
 			failed := *u
 			failed.Status, failed.UpdatedAt = UpdateFailed, now
 			failed.Reason = fmt.Sprintf("the terminal did not report the end of the installation within %v", installTimeout)
-			if err := s.Store.SetUpdateStatus(ctx, &failed, UpdateDownloading); err != nil && !errors.Is(err, ErrConflict) {
+			if err := s.Store.SetUpdateStatus(s.updateEventCtx(ctx, &failed, ""), &failed, UpdateDownloading); err == nil {
+				s.eventsWritten()
+			} else if !errors.Is(err, ErrConflict) {
 				s.log().Error("update sweep: fail", "updateId", u.ID, "error", err)
 			}
 		case u.Status == UpdateScheduled:

@@ -45,6 +45,21 @@ type TransactionWire struct {
 	ReversedBy NullString `json:"reversedBy"`
 	// Result is what the terminal reported; nil before.
 	Result *ResultWire `json:"result,omitempty"`
+	// Confirmation is set on a purchase that asked for confirmation
+	// (confirmWithinSeconds); absent otherwise.
+	Confirmation *ConfirmationWire `json:"confirmation,omitempty"`
+}
+
+// ConfirmationWire is the confirmation of a sale that asked for one.
+type ConfirmationWire struct {
+	// State is PENDING (until the ECR confirms the APPROVED sale or its
+	// window passes), CONFIRMED or AUTO_REVERSED.
+	State string `json:"state"`
+	// WithinSeconds is the window the purchase asked for.
+	WithinSeconds int `json:"withinSeconds"`
+	// Deadline is the end of the window (set once the sale is APPROVED).
+	Deadline    *time.Time `json:"deadline"`
+	ConfirmedAt *time.Time `json:"confirmedAt"`
 }
 
 // ResultWire is a final result as the Online API shows it.
@@ -131,6 +146,10 @@ func (meta *Metadata) TransactionWire(t *Transaction) *TransactionWire {
 	}
 	if c, ok := meta.TransactionStatus(t.StatusID); ok {
 		out.Status = c.Code
+	}
+	if t.ConfirmState != "" {
+		out.Confirmation = &ConfirmationWire{State: t.ConfirmState, WithinSeconds: int(t.ConfirmWithin / time.Second),
+			Deadline: t.ConfirmDeadline, ConfirmedAt: t.ConfirmedAt}
 	}
 	if t.ErrorID != nil {
 		for _, c := range meta.ErrorCodes {

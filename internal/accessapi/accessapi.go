@@ -155,29 +155,11 @@ func (h *handlers) getPackages(w http.ResponseWriter, r *http.Request, p *instor
 	return writeJSON(w, http.StatusOK, map[string]any{"packages": out})
 }
 
-// updateJSON is a software update as the Access API shows it.
-type updateJSON struct {
-	UpdateID        string     `json:"updateId"`
-	TerminalID      string     `json:"terminalId"`
-	PackageID       string     `json:"packageId"`
-	Status          string     `json:"status"`
-	Reason          *string    `json:"reason"`
-	SoftwareVersion *string    `json:"softwareVersion"`
-	NotBefore       *time.Time `json:"notBefore"`
-	CreatedAt       time.Time  `json:"createdAt"`
-	UpdatedAt       time.Time  `json:"updatedAt"`
-}
+// updateJSON is a software update as the Access API shows it (and the
+// data of an update.status event).
+type updateJSON = instore.UpdateWire
 
-func toUpdateJSON(u *instore.Update) *updateJSON {
-	if u == nil {
-		return nil
-	}
-	return &updateJSON{
-		UpdateID: u.ID, TerminalID: u.TerminalID, PackageID: u.PackageID, Status: u.Status,
-		Reason: optional(u.Reason), SoftwareVersion: optional(u.SoftwareVersion), NotBefore: u.NotBefore,
-		CreatedAt: u.CreatedAt, UpdatedAt: u.UpdatedAt,
-	}
-}
+func toUpdateJSON(u *instore.Update) *updateJSON { return u.Wire() }
 
 func (h *handlers) createUpdate(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
 	var req instore.UpdateRequest

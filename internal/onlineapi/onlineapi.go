@@ -64,6 +64,7 @@ func Register(cfg Config) {
 	a.Handle("POST "+Prefix+"/purchase", post(h.purchase))
 	a.Handle("GET "+Prefix+"/transaction/{onlineAPIRefId}", g.Wrap(h.transaction))
 	a.Handle("GET "+Prefix+"/transaction/{onlineAPIRefId}/events", g.Wrap(h.transactionEvents))
+	a.Handle("POST "+Prefix+"/transaction/{onlineAPIRefId}/confirm", post(h.confirm))
 	a.Handle("POST "+Prefix+"/cancel", post(h.cancel))
 	a.Handle("POST "+Prefix+"/refund", post(h.refund))
 	a.Handle("POST "+Prefix+"/reversal", post(h.reversal))

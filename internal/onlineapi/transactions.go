@@ -73,6 +73,16 @@ func (h *handlers) purchase(w http.ResponseWriter, r *http.Request, p *instore.P
 	return writeJSON(w, http.StatusCreated, h.meta.TransactionWire(t))
 }
 
+// confirm answers POST /transaction/{onlineAPIRefId}/confirm: the
+// confirmed sale (a body, if any, is not read).
+func (h *handlers) confirm(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	t, err := h.svc.Confirm(r.Context(), p, r.PathValue("onlineAPIRefId"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, h.meta.TransactionWire(t))
+}
+
 // repeated names the parameters of v given more than once: one of two
 // values is not a choice to make for the client.
 func repeated(v url.Values, names ...string) []instore.FieldError {
@@ -171,7 +181,7 @@ func (h *handlers) reversal(w http.ResponseWriter, r *http.Request, p *instore.P
 func listQuery(r *http.Request) (instore.ListQuery, error) {
 	v := r.URL.Query()
 	var q instore.ListQuery
-	errs := repeated(v, "from", "to", "terminalId", "statusId", "ecrReference", "limit", "cursor")
+	errs := repeated(v, "from", "to", "terminalId", "statusId", "ecrReference", "unconfirmed", "limit", "cursor")
 	parseTime := func(name string) *time.Time {
 		if !v.Has(name) {
 			return nil
@@ -204,6 +214,15 @@ func listQuery(r *http.Request) (instore.ListQuery, error) {
 		}
 	}
 	q.TerminalID, q.ECRReference, q.Cursor = v.Get("terminalId"), v.Get("ecrReference"), v.Get("cursor")
+	if v.Has("unconfirmed") {
+		switch v.Get("unconfirmed") {
+		case "true":
+			q.Unconfirmed = true
+		case "false":
+		default:
+			errs = append(errs, instore.FieldError{Field: "unconfirmed", Message: "must be true or false"})
+		}
+	}
 	if len(errs) > 0 {
 		return q, httpapi.Validation(errs...)
 	}

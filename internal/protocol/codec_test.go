@@ -189,6 +189,7 @@ func TestEncode(t *testing.T) {
 		{"reversal of an unknown reason", TypeReversal, Reversal{Reason: "sync"}},
 		{"ECR reversal without its original", TypeReversal, Reversal{Reason: "ECR"}},
 		{"late approval reversal with an original", TypeReversal, Reversal{Reason: "LATE_APPROVAL", OriginalRef: "txn_1"}},
+		{"confirm timeout reversal with an original", TypeReversal, Reversal{Reason: "CONFIRM_TIMEOUT", OriginalRef: "txn_1"}},
 		{"unknown type", "nope", nil},
 		{"data missing", TypeLinked, nil},
 	} {

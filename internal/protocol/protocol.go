@@ -132,7 +132,9 @@ type Cancel struct {
 // reason "LATE_APPROVAL" (instore.ReversalLateApproval) Ref is the approved
 // transaction itself, which the server had already failed and now records
 // REVERSED: there is no OriginalRef, and no ack or result is expected; the
-// terminal confirms the message.
+// terminal confirms the message. Reason "CONFIRM_TIMEOUT"
+// (instore.ReversalConfirmTimeout) is the same form, for an approved sale
+// the ECR did not confirm within its window.
 type Reversal struct {
 	Reason      string `json:"reason"`
 	OriginalRef string `json:"originalRef,omitempty"`

@@ -125,12 +125,12 @@ func (r *Reversal) Validate() error {
 		if !validID(r.OriginalRef) {
 			return errorf("data.originalRef", "required with reason ECR: 1-%d printable ASCII characters without spaces", MaxIDLen)
 		}
-	case instore.ReversalLateApproval:
+	case instore.ReversalLateApproval, instore.ReversalConfirmTimeout:
 		if r.OriginalRef != "" {
-			return errorf("data.originalRef", "not allowed with reason LATE_APPROVAL")
+			return errorf("data.originalRef", "not allowed with reason "+r.Reason)
 		}
 	default:
-		return errorf("data.reason", "must be ECR or LATE_APPROVAL")
+		return errorf("data.reason", "must be ECR, LATE_APPROVAL or CONFIRM_TIMEOUT")
 	}
 	return nil
 }

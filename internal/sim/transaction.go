@@ -418,8 +418,9 @@ func (t *Terminal) cancel(s *session, env protocol.Envelope) {
 // reversal reverses an approved transaction at once, with no card
 // interaction. The ECR's reversal (reason ECR) is a transaction of its
 // own: acknowledged and answered with a result, once per ref. A late
-// approval's (reason LATE_APPROVAL: the service reverses on its own) is
-// confirmed, and reported on no further.
+// approval's or an unconfirmed sale's (reasons LATE_APPROVAL and
+// CONFIRM_TIMEOUT: the service reverses on its own) is confirmed, and
+// reported on no further.
 func (t *Terminal) reversal(s *session, env protocol.Envelope) {
 	if env.Ref == "" {
 		t.log.Warn("sim: ignoring a reversal without a reference")

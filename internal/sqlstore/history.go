@@ -53,6 +53,10 @@ func listQuery(d *dialect, f instore.TransactionFilter) (string, []any) {
 		b.WriteString(` AND ecr_reference = ?`)
 		args = append(args, f.ECRReference)
 	}
+	if f.Unconfirmed {
+		b.WriteString(` AND confirm_state = 'PENDING' AND confirm_deadline IS NOT NULL AND status_id = ?`)
+		args = append(args, instore.StatusApproved)
+	}
 	b.WriteString(` AND created_at >= ?`)
 	args = append(args, micros(f.From))
 	// One upper bound on created_at, the tighter of To and the cursor, so
@@ -81,6 +85,9 @@ func listQuery(d *dialect, f instore.TransactionFilter) (string, []any) {
 // index serves every combination with it.
 func listIndex(f instore.TransactionFilter) string {
 	switch {
+	case f.Unconfirmed:
+		// The few sales awaiting confirmation (a partial index).
+		return "transactions_unconfirmed"
 	case f.ECRReference != "":
 		return "transactions_merchant_ecr_created"
 	case f.TerminalID != "" && f.StatusID != nil:

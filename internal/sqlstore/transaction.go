@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
+	"time"
 
 	"github.com/instore-dev/instore"
 )
@@ -142,13 +144,40 @@ func (db *DB) PendingTransactions(ctx context.Context) ([]*instore.Transaction, 
 	return collect(rows, scanTransaction, "list pending transactions")
 }
 
+// UnconfirmedTransactions lists the APPROVED sales awaiting confirmation
+// whose deadline is at or before dueBy (zero: all), earliest first, by the
+// partial index transactions_unconfirmed.
+func (db *DB) UnconfirmedTransactions(ctx context.Context, dueBy time.Time) ([]*instore.Transaction, error) {
+	due := int64(math.MaxInt64)
+	if !dueBy.IsZero() {
+		due = micros(dueBy)
+	}
+	rows, err := db.read().query(ctx, `SELECT `+transactionColumns+` FROM transactions
+		WHERE confirm_state = 'PENDING' AND confirm_deadline <= ? AND status_id = ?
+		ORDER BY confirm_deadline, id`, due, instore.StatusApproved)
+	if err != nil {
+		return nil, fmt.Errorf("list unconfirmed transactions: %w", err)
+	}
+	return collect(rows, scanTransaction, "list unconfirmed transactions")
+}
+
+// confirmWithin is the stored confirmation window of t in seconds (NULL:
+// none asked).
+func confirmWithin(t *instore.Transaction) sql.NullInt64 {
+	if t.ConfirmWithin <= 0 {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: int64(t.ConfirmWithin / time.Second), Valid: true}
+}
+
 const transactionColumns = `id, merchant_id, terminal_id, device_serial, type,
 	amount, cashback_amount, vat_amount, currency, payment_method_id, ecr_reference, print_receipt,
 	status_id, error_id, progress, version, original_id, reverses, reversed_by, cancel_requested,
-	result, result_message_id, created_at, acknowledged_at, deadline_at, completed_at`
+	result, result_message_id, created_at, acknowledged_at, deadline_at, completed_at,
+	confirm_within, confirm_state, confirm_deadline, confirmed_at`
 
 // transactionValues is the placeholder list of transactionColumns.
-const transactionValues = `?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`
+const transactionValues = `?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`
 
 // transactionArgs are the values of transactionColumns for a new t.
 func transactionArgs(t *instore.Transaction) ([]any, error) {
@@ -162,7 +191,8 @@ func transactionArgs(t *instore.Transaction) ([]any, error) {
 		t.StatusID, nullInt(t.ErrorID), t.Progress, 1, nullString(t.OriginalID), nullString(t.Reverses),
 		nullString(t.ReversedBy), t.CancelRequested,
 		result, nullString(t.ResultMessageID), micros(t.CreatedAt), nullMicros(t.AcknowledgedAt),
-		nullMicros(t.DeadlineAt), nullMicros(t.CompletedAt)}, nil
+		nullMicros(t.DeadlineAt), nullMicros(t.CompletedAt),
+		confirmWithin(t), nullString(t.ConfirmState), nullMicros(t.ConfirmDeadline), nullMicros(t.ConfirmedAt)}, nil
 }
 
 // createTied is, on PostgreSQL, the creation of t with its one event and
@@ -223,13 +253,18 @@ func updateTransaction(ctx context.Context, c conn, t *instore.Transaction, from
 	q := `UPDATE transactions SET
 		device_serial = ?, status_id = ?, error_id = ?, progress = ?, version = ?,
 		reverses = ?, reversed_by = ?, cancel_requested = ?, result = ?, result_message_id = ?,
-		acknowledged_at = ?, deadline_at = ?, completed_at = ?
-		WHERE id = ? AND version = ?`
+		acknowledged_at = ?, deadline_at = ?, completed_at = ?`
 	args := []any{nullString(t.SerialNumber), t.StatusID, nullInt(t.ErrorID), t.Progress, fromVersion + 1,
 		nullString(t.Reverses), nullString(t.ReversedBy), t.CancelRequested, result, nullString(t.ResultMessageID),
-		nullMicros(t.AcknowledgedAt), nullMicros(t.DeadlineAt), nullMicros(t.CompletedAt),
-		t.ID, fromVersion}
-	return writeUpdate(ctx, c, t, q, args)
+		nullMicros(t.AcknowledgedAt), nullMicros(t.DeadlineAt), nullMicros(t.CompletedAt)}
+	if t.ConfirmState != "" {
+		// Only a sale that asked for confirmation sets these (SQLite
+		// rewrites the entries of an index whose column SET names).
+		q += `, confirm_state = ?, confirm_deadline = ?, confirmed_at = ?`
+		args = append(args, t.ConfirmState, nullMicros(t.ConfirmDeadline), nullMicros(t.ConfirmedAt))
+	}
+	q += ` WHERE id = ? AND version = ?`
+	return writeUpdate(ctx, c, t, q, append(args, t.ID, fromVersion))
 }
 
 // updateProgress is updateTransaction for a change of the progress stage
@@ -283,11 +318,14 @@ func scanTransaction(s scanner) (*instore.Transaction, error) {
 		vat, paymentMethod, errorID              sql.NullInt64
 		created                                  int64
 		acknowledged, deadline, completed        sql.NullInt64
+		within, confirmDeadline, confirmedAt     sql.NullInt64
+		confirmState                             sql.NullString
 	)
 	if err := s.Scan(&t.ID, &t.MerchantID, &t.TerminalID, &serial, &t.Type,
 		&t.Amount, &t.CashbackAmount, &vat, &t.Currency, &paymentMethod, &ecrReference, &t.PrintReceipt,
 		&t.StatusID, &errorID, &t.Progress, &t.Version, &original, &reverses, &reversedBy, &t.CancelRequested,
-		&result, &resultMessageID, &created, &acknowledged, &deadline, &completed); err != nil {
+		&result, &resultMessageID, &created, &acknowledged, &deadline, &completed,
+		&within, &confirmState, &confirmDeadline, &confirmedAt); err != nil {
 		return nil, err
 	}
 	t.SerialNumber = serial.String
@@ -309,6 +347,10 @@ func scanTransaction(s scanner) (*instore.Transaction, error) {
 	t.AcknowledgedAt = fromNullMicros(acknowledged)
 	t.DeadlineAt = fromNullMicros(deadline)
 	t.CompletedAt = fromNullMicros(completed)
+	t.ConfirmWithin = time.Duration(within.Int64) * time.Second
+	t.ConfirmState = confirmState.String
+	t.ConfirmDeadline = fromNullMicros(confirmDeadline)
+	t.ConfirmedAt = fromNullMicros(confirmedAt)
 	return &t, nil
 }
 
