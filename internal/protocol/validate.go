@@ -127,7 +127,7 @@ func (r *Reversal) Validate() error {
 		}
 	case instore.ReversalLateApproval, instore.ReversalConfirmTimeout:
 		if r.OriginalRef != "" {
-			return errorf("data.originalRef", "not allowed with reason "+r.Reason)
+			return errorf("data.originalRef", "not allowed with reason %s", r.Reason)
 		}
 	default:
 		return errorf("data.reason", "must be ECR, LATE_APPROVAL or CONFIRM_TIMEOUT")

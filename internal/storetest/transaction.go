@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -76,6 +77,8 @@ func storedTransaction(tx *instore.Transaction) *instore.Transaction {
 	tt.AcknowledgedAt = storedPtr(tx.AcknowledgedAt)
 	tt.DeadlineAt = storedPtr(tx.DeadlineAt)
 	tt.CompletedAt = storedPtr(tx.CompletedAt)
+	tt.ConfirmDeadline = storedPtr(tx.ConfirmDeadline)
+	tt.ConfirmedAt = storedPtr(tx.ConfirmedAt)
 	return &tt
 }
 
@@ -131,6 +134,79 @@ var transactionTests = []test{
 		if got.VATAmount != nil || got.PaymentMethodID != nil || got.ErrorID != nil || got.Result != nil ||
 			got.AcknowledgedAt != nil || got.DeadlineAt != nil || got.CompletedAt != nil {
 			t.Errorf("Transaction(txn_new) has optional fields set: %+v", got)
+		}
+	}},
+	{"Confirmation", func(t *testing.T, s instore.Store) {
+		// A purchase that asked for confirmation keeps its window, state
+		// and times through creation and updates; UnconfirmedTransactions
+		// and the listing's Unconfirmed filter find exactly the APPROVED
+		// ones still awaiting it, earliest deadline first.
+		terminalID := seed(t, s)
+		other := seedTerminal(t, s, "SN-2")
+		asked := func(id, terminal, serial string, created time.Time) *instore.Transaction {
+			tx := newTransaction(id, "mer_1", terminal, serial, instore.StatusPending, created)
+			tx.ConfirmWithin, tx.ConfirmState = 30*time.Second, instore.ConfirmPending
+			return mustCreateTransaction(t, s, tx)
+		}
+		late := asked("txn_late", terminalID, "SN-1", at(1))
+		if d := diff(storedTransaction(late), mustTransaction(t, s, late.ID)); d != "" {
+			t.Errorf("created (-want +got):\n%s", d)
+		}
+		approve := func(tx *instore.Transaction, deadline time.Time) {
+			from := tx.Version
+			tx.StatusID, tx.Progress, tx.CompletedAt, tx.ConfirmDeadline = instore.StatusApproved, instore.ProgressFinal, ptr(at(2)), ptr(deadline)
+			mustUpdateTransaction(t, s, tx, from)
+		}
+		approve(late, at(20))
+		early := asked("txn_early", other, "SN-2", at(3))
+		approve(early, at(10))
+		confirmed := asked("txn_confirmed", terminalID, "SN-1", at(4))
+		approve(confirmed, at(11))
+		confirmed.ConfirmState, confirmed.ConfirmedAt = instore.ConfirmConfirmed, ptr(at(5))
+		mustUpdateTransaction(t, s, confirmed, confirmed.Version)
+		if d := diff(storedTransaction(confirmed), mustTransaction(t, s, confirmed.ID)); d != "" {
+			t.Errorf("confirmed (-want +got):\n%s", d)
+		}
+		declined := asked("txn_declined", other, "SN-2", at(6))
+		declined.StatusID, declined.Progress = instore.StatusTransactionDeclined, instore.ProgressFinal
+		mustUpdateTransaction(t, s, declined, declined.Version)
+		mustCreateTransaction(t, s, newTransaction("txn_plain", "mer_1", terminalID, "SN-1", instore.StatusApproved, at(7)))
+
+		ids := func(ts []*instore.Transaction, err error) string {
+			t.Helper()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, tx := range ts {
+				out = append(out, tx.ID)
+			}
+			return strings.Join(out, ",")
+		}
+		if got := ids(s.UnconfirmedTransactions(t.Context(), time.Time{})); got != "txn_early,txn_late" {
+			t.Errorf("UnconfirmedTransactions(all) = %s, want txn_early,txn_late", got)
+		}
+		if got := ids(s.UnconfirmedTransactions(t.Context(), at(15))); got != "txn_early" {
+			t.Errorf("UnconfirmedTransactions(due by at(15)) = %s, want txn_early", got)
+		}
+		if got := ids(s.UnconfirmedTransactions(t.Context(), at(10))); got != "txn_early" {
+			t.Errorf("UnconfirmedTransactions(due at its deadline) = %s, want txn_early", got)
+		}
+		list := func(f instore.TransactionFilter) string {
+			f.MerchantID, f.From, f.To, f.Limit, f.Unconfirmed = "mer_1", at(0), at(30), 10, true
+			return ids(s.ListTransactions(t.Context(), f))
+		}
+		if got := list(instore.TransactionFilter{}); got != "txn_early,txn_late" {
+			t.Errorf("ListTransactions(unconfirmed) = %s, want newest first txn_early,txn_late", got)
+		}
+		if got := list(instore.TransactionFilter{TerminalID: other}); got != "txn_early" {
+			t.Errorf("ListTransactions(unconfirmed, terminal) = %s, want txn_early", got)
+		}
+		// Reversed at its deadline: no longer awaiting confirmation.
+		early.StatusID, early.ConfirmState = instore.StatusReversed, instore.ConfirmAutoReversed
+		mustUpdateTransaction(t, s, early, early.Version)
+		if got := ids(s.UnconfirmedTransactions(t.Context(), time.Time{})); got != "txn_late" {
+			t.Errorf("UnconfirmedTransactions after the reversal = %s, want txn_late", got)
 		}
 	}},
 	{"NotFound", func(t *testing.T, s instore.Store) {
