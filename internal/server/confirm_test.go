@@ -1,0 +1,151 @@
+package server_test
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/protocol"
+	"github.com/instore-dev/instore/internal/server"
+)
+
+// TestECRConfirmation drives ECR confirmation end to end on both backends,
+// with a raw terminal and the fake clock: an approved sale that asked for
+// confirmation is unconfirmed (listed by ?unconfirmed=true, neither
+// refundable nor reversible) until the ECR confirms it (idempotent; its
+// window then passes without effect); another one, not confirmed, is
+// reversed on its terminal at its deadline although the server restarted
+// in between (the timer re-armed from the store), ends REVERSED /
+// AUTO_REVERSED with its timeline entry and its event, and answers a late
+// confirm 409; a sale that did not ask answers 409 and shows no
+// confirmation; bad windows are 400.
+func TestECRConfirmation(t *testing.T) {
+	eachBackend(t, func(t *testing.T, store func(*server.Config)) {
+		ck, clock := newClock()
+		s := owedEnv(t, store, clock)
+		term, secret := s.provision(t, "RAW-CONF")
+		d := dialDevice(t, s.srv.URL("terminal"), "RAW-CONF", secret)
+
+		// sale runs a purchase with body extra to its approval.
+		sale := func(extra map[string]any) txJSON {
+			t.Helper()
+			body := map[string]any{"terminalId": term, "amount": 4200, "currency": "SEK"}
+			for k, v := range extra {
+				body[k] = v
+			}
+			done := make(chan reply, 1)
+			go func() { done <- s.post(t, "/in-store/api/v1/purchase", body, nil) }()
+			cmd := d.expect(protocol.TypePurchase)
+			d.send(protocol.TypeAck, "", "", cmd.Ref, nil)
+			(<-done).tx(t, 201)
+			d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: instore.StatusApproved, AuthorizationCode: "A1"})
+			return s.final(t, cmd.Ref)
+		}
+		confirm := func(ref string) reply {
+			return s.post(t, "/in-store/api/v1/transaction/"+ref+"/confirm", nil, nil)
+		}
+		unconfirmed := func() []string {
+			t.Helper()
+			// A listing ends now, exclusive: move the fake clock past the
+			// sale's creation.
+			ck.Advance(time.Millisecond)
+			var l struct{ Transactions []txJSON }
+			s.get(t, "/in-store/api/v1/transactions?unconfirmed=true").decode(t, 200, &l)
+			var ids []string
+			for _, x := range l.Transactions {
+				ids = append(ids, x.OnlineAPIRefID)
+			}
+			return ids
+		}
+
+		for _, bad := range []any{9, 601, "30", 30.5} {
+			s.post(t, "/in-store/api/v1/purchase", map[string]any{"terminalId": term, "amount": 100, "currency": "SEK",
+				"confirmWithinSeconds": bad}, nil).problem(t, 400, "validation")
+		}
+		s.get(t, "/in-store/api/v1/transactions?unconfirmed=yes").problem(t, 400, "validation")
+
+		// 1. Confirmed in time.
+		a := sale(map[string]any{"confirmWithinSeconds": 30})
+		c := a.Confirmation
+		if a.StatusID != instore.StatusApproved || c == nil || c.State != instore.ConfirmPending || c.WithinSeconds != 30 ||
+			c.Deadline == nil || c.ConfirmedAt != nil || !c.Deadline.Equal(a.CompletedAt.Add(30*time.Second)) {
+			t.Fatalf("approved sale %+v confirmation %+v; want PENDING until its approval + 30 s", a, c)
+		}
+		if got := unconfirmed(); !slices.Equal(got, []string{a.OnlineAPIRefID}) {
+			t.Fatalf("unconfirmed = %v, want [%s]", got, a.OnlineAPIRefID)
+		}
+		s.post(t, "/in-store/api/v1/refund", map[string]any{"terminalId": term, "amount": 100, "currency": "SEK",
+			"originalOnlineAPIRefId": a.OnlineAPIRefID}, nil).problem(t, 409, "conflict")
+		s.post(t, "/in-store/api/v1/reversal", map[string]any{"onlineAPIRefId": a.OnlineAPIRefID}, nil).problem(t, 409, "not-reversible")
+		ok := confirm(a.OnlineAPIRefID).tx(t, 200)
+		if ok.StatusID != instore.StatusApproved || ok.Confirmation == nil || ok.Confirmation.State != instore.ConfirmConfirmed ||
+			ok.Confirmation.ConfirmedAt == nil || ok.Version != a.Version+1 {
+			t.Fatalf("confirmed: %+v %+v", ok, ok.Confirmation)
+		}
+		again := confirm(a.OnlineAPIRefID).tx(t, 200)
+		if again.Version != ok.Version || again.Confirmation.State != instore.ConfirmConfirmed {
+			t.Fatalf("confirm again changed it: %+v, want version %d", again, ok.Version)
+		}
+		if got := unconfirmed(); len(got) != 0 {
+			t.Fatalf("unconfirmed after the confirm = %v", got)
+		}
+		ck.Advance(31 * time.Second) // its window passes: nothing happens
+		if x := s.get(t, "/in-store/api/v1/transaction/"+a.OnlineAPIRefID).tx(t, 200); x.StatusID != instore.StatusApproved || x.Version != ok.Version {
+			t.Fatalf("a confirmed sale after its window: %+v", x)
+		}
+
+		// 2. Not confirmed: reversed at its deadline, across a restart.
+		b := sale(map[string]any{"confirmWithinSeconds": 10})
+		if got := unconfirmed(); !slices.Equal(got, []string{b.OnlineAPIRefID}) {
+			t.Fatalf("unconfirmed = %v, want [%s]", got, b.OnlineAPIRefID)
+		}
+		d.conn.Close()
+		s.restart(t, nil)
+		d = dialDevice(t, s.srv.URL("terminal"), "RAW-CONF", secret)
+		advance(t, ck, b.Confirmation.Deadline.Sub(ck.Now())) // the timer Recover re-armed
+		rev := d.expect(protocol.TypeReversal)
+		var r protocol.Reversal
+		if err := protocol.DecodeData(&rev, &r); err != nil || rev.Ref != b.OnlineAPIRefID || r != (protocol.Reversal{Reason: instore.ReversalConfirmTimeout}) {
+			t.Fatalf("reversal %+v %+v (%v), want CONFIRM_TIMEOUT of %s", rev, r, err, b.OnlineAPIRefID)
+		}
+		d.confirm(rev)
+		d.owedNothing()
+		x := s.get(t, "/in-store/api/v1/transaction/"+b.OnlineAPIRefID).tx(t, 200)
+		if x.StatusID != instore.StatusReversed || x.Confirmation == nil || x.Confirmation.State != instore.ConfirmAutoReversed || x.Confirmation.ConfirmedAt != nil {
+			t.Fatalf("unconfirmed sale after its window: %+v %+v; want REVERSED, AUTO_REVERSED", x, x.Confirmation)
+		}
+		late := confirm(b.OnlineAPIRefID)
+		late.problem(t, 409, "not-confirmable")
+		if !strings.Contains(string(late.body), "has been reversed") {
+			t.Errorf("a late confirm: %s, want a detail saying the sale was reversed", late.body)
+		}
+		var tl struct{ Events []instore.TransactionEvent }
+		s.get(t, "/in-store/api/v1/transaction/"+b.OnlineAPIRefID+"/events").decode(t, 200, &tl)
+		last := tl.Events[len(tl.Events)-1]
+		if last.Kind != instore.EventAutoReversed || last.Actor != instore.ActorTimer || last.StatusAfter != "REVERSED" || last.Version != x.Version {
+			t.Fatalf("last timeline entry %+v, want AUTO_REVERSED by the timer", last)
+		}
+		evs := s.waitEvents(t, "&types=transaction.confirmed,transaction.auto_reversed", func(evs []instore.EventWire) bool { return len(evs) == 2 })
+		for i, want := range []struct {
+			typ, ref string
+			version  int64
+		}{{instore.EventTransactionConfirmed, a.OnlineAPIRefID, ok.Version}, {instore.EventTransactionAutoReversed, b.OnlineAPIRefID, x.Version}} {
+			var v txJSON
+			must(t, json.Unmarshal(evs[i].Data, &v))
+			if evs[i].Type != want.typ || v.OnlineAPIRefID != want.ref || v.Version != want.version {
+				t.Errorf("event %d: %s of %s v%d, want %s of %s v%d", i, evs[i].Type, v.OnlineAPIRefID, v.Version, want.typ, want.ref, want.version)
+			}
+		}
+
+		// 3. A sale that did not ask for confirmation.
+		plain := sale(nil)
+		if plain.Confirmation != nil {
+			t.Errorf("a sale without confirmWithinSeconds shows a confirmation %+v", plain.Confirmation)
+		}
+		confirm(plain.OnlineAPIRefID).problem(t, 409, "not-confirmable")
+		confirm("txn_nope").problem(t, 404, "WP04")
+	})
+}
