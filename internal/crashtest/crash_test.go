@@ -181,6 +181,7 @@ func runCrash(t *testing.T, set settings, bin, dbURL string) {
 	if e.postgres() {
 		e.ackedThenKilled(ctx, "locked")
 	}
+	e.unconfirmedKilled(ctx)
 	e.check(ctx, "the end")
 	named, acked := e.led.known()
 	t.Logf("%s: %d rounds and the chosen kills in %s; %d transactions named to the ECR, %d acknowledged (201)",
@@ -736,4 +737,71 @@ func (e *crashEnv) waitAcknowledged(ctx context.Context, ref string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// unconfirmedKilled: two sales on the raw terminal ask for ECR confirmation
+// within 10 s and are approved; the ECR confirms one. The server is killed
+// (SIGKILL) before either window ends and started again only after both
+// passed: the unconfirmed sale must still be reversed (REVERSED,
+// AUTO_REVERSED, a CONFIRM_TIMEOUT reversal reaches the terminal), the
+// confirmed one must stay APPROVED. No timer outlives the process; the
+// store's deadline is the record.
+func (e *crashEnv) unconfirmedKilled(ctx context.Context) {
+	t := e.t
+	label := "the kill during the confirmation windows"
+	rawTerm := len(e.terms) - 1
+	const window = 10 * time.Second
+	sale := func(key string) string {
+		body, _ := json.Marshal(map[string]any{"terminalId": e.terms[rawTerm], "amount": 4300, "currency": "SEK",
+			"confirmWithinSeconds": int(window / time.Second)})
+		for start := time.Now(); time.Since(start) < keyBudget; sleep(ctx, retryPause) {
+			a := e.ecr.do(ctx, "POST", "/in-store/api/v1/purchase", body, key)
+			e.led.answer(key, rawTerm, a)
+			if a.err == nil && a.status == http.StatusCreated {
+				if st, ok := e.ecr.final(ctx, a.ref); !ok || st != instore.StatusApproved {
+					t.Fatalf("%s: sale %s ended %d (%v), want APPROVED", label, a.ref, st, ok)
+				}
+				return a.ref
+			}
+			if !a.retry() && a.code != "WP09" {
+				t.Fatalf("%s: purchase answered %s %s", label, a, a.body)
+			}
+		}
+		t.Fatalf("%s: no purchase within %s", label, keyBudget)
+		return ""
+	}
+	kept, dropped := sale("confirm-kept"), sale("confirm-dropped")
+	if a := e.ecr.do(ctx, "POST", "/in-store/api/v1/transaction/"+kept+"/confirm", nil, "confirm-kept-confirm"); a.status != http.StatusOK {
+		t.Fatalf("%s: confirm answered %s %s", label, a, a.body)
+	}
+	var deadline int64
+	if err := e.db.QueryRowContext(ctx, e.q(`SELECT confirm_deadline FROM transactions WHERE id = ? AND confirm_state = 'PENDING'`), dropped).Scan(&deadline); err != nil {
+		t.Fatalf("%s: the unconfirmed sale's deadline: %v", label, err)
+	}
+	e.srv.kill9()
+	sleep(ctx, time.Until(time.UnixMicro(deadline))+time.Second)
+	if err := e.srv.start(ctx); err != nil {
+		t.Fatalf("%s: restart: %v", label, err)
+	}
+	for start := time.Now(); e.raw.reversal(dropped) == ""; sleep(ctx, 50*time.Millisecond) {
+		if time.Since(start) > keyBudget {
+			t.Fatalf("%s: the unconfirmed sale %s was never reversed on the terminal", label, dropped)
+		}
+	}
+	if r := e.raw.reversal(dropped); r != instore.ReversalConfirmTimeout {
+		t.Errorf("%s: reversal reason %q, want %s", label, r, instore.ReversalConfirmTimeout)
+	}
+	state := func(ref string) (status int, confirm string) {
+		if err := e.db.QueryRowContext(ctx, e.q(`SELECT status_id, confirm_state FROM transactions WHERE id = ?`), ref).Scan(&status, &confirm); err != nil {
+			t.Fatalf("%s: %s: %v", label, ref, err)
+		}
+		return status, confirm
+	}
+	if st, c := state(dropped); st != instore.StatusReversed || c != instore.ConfirmAutoReversed {
+		t.Errorf("%s: the unconfirmed sale is %d %s, want REVERSED AUTO_REVERSED", label, st, c)
+	}
+	if st, c := state(kept); st != instore.StatusApproved || c != instore.ConfirmConfirmed || e.raw.reversal(kept) != "" {
+		t.Errorf("%s: the confirmed sale is %d %s (reversal %q), want APPROVED CONFIRMED and no reversal", label, st, c, e.raw.reversal(kept))
+	}
+	e.check(ctx, label)
 }

@@ -33,6 +33,9 @@ type rawTerminal struct {
 	acked   map[string]bool
 	results []*rawResult // in the order made; confirmed ones are dropped
 	code    chan string
+	// reversed holds the reason of each reversal of a transaction the
+	// server made on its own (LATE_APPROVAL, CONFIRM_TIMEOUT), by ref.
+	reversed map[string]string
 }
 
 type rawResult struct {
@@ -42,7 +45,7 @@ type rawResult struct {
 
 func newRawTerminal(gateway, serial, secret string) *rawTerminal {
 	return &rawTerminal{gateway: gateway, serial: serial, secret: secret,
-		known: map[string]bool{}, acked: map[string]bool{}, code: make(chan string, 1)}
+		known: map[string]bool{}, acked: map[string]bool{}, code: make(chan string, 1), reversed: map[string]string{}}
 }
 
 // run keeps a session with the gateway until ctx ends, reconnecting at
@@ -149,6 +152,15 @@ func (r *rawTerminal) handle(conn *websocket.Conn, env protocol.Envelope) {
 		}
 		r.results = kept
 		r.mu.Unlock()
+	case protocol.TypeReversal:
+		// The server reversed a transaction on its own: reversed with the
+		// acquirer, and the message confirmed.
+		var rv protocol.Reversal
+		json.Unmarshal(env.Data, &rv)
+		r.mu.Lock()
+		r.reversed[env.Ref] = rv.Reason
+		r.mu.Unlock()
+		r.write(conn, r.envelope(protocol.TypeConfirm, env.ID, env.Ref, nil))
 	case protocol.TypeCancel:
 		// A command it acknowledged and has no result for ends in
 		// TECHNICAL_ERROR; one it never acknowledged is dropped.
@@ -163,6 +175,14 @@ func (r *rawTerminal) handle(conn *websocket.Conn, env protocol.Envelope) {
 			r.finish(env.Ref, instore.StatusTechnicalError)
 		}
 	}
+}
+
+// reversal returns the reason of the reversal of ref the terminal got ("":
+// none).
+func (r *rawTerminal) reversal(ref string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reversed[ref]
 }
 
 // hold makes the next new purchase come to the returned channel, neither

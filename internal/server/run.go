@@ -28,18 +28,21 @@ func (s *Server) Start() error {
 	if writeTimeout <= 0 {
 		writeTimeout = DefaultWriteTimeout
 	}
+	// The node first: a timer Recover arms may fire at once (a deadline
+	// that passed while the server was down) and send through the node's
+	// gateway, which needs its local gateway.
+	if s.Node != nil {
+		if err := s.Node.Start(context.Background(), s.Gateway); err != nil {
+			s.Close()
+			return err
+		}
+	}
 	// The timers the store implies are armed before a terminal can connect
 	// and acknowledge: an ack recorded first would otherwise have its
 	// deadline timer replaced by the ack timer Recover read.
 	if err := s.Service.Recover(context.Background()); err != nil {
 		s.Close()
 		return err
-	}
-	if s.Node != nil {
-		if err := s.Node.Start(context.Background(), s.Gateway); err != nil {
-			s.Close()
-			return err
-		}
 	}
 	addrs := map[string]string{
 		"online": s.cfg.ListenOnline, "access": s.cfg.ListenAccess,
