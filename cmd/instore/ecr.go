@@ -60,7 +60,7 @@ func newEcrCmd() *cobra.Command {
 	f := &ecrFlags{}
 	cmd := &cobra.Command{
 		Use:   "ecr",
-		Short: "A command-line ECR: drive terminals through the Online API (purchase, status, cancel, refund, print, ...)",
+		Short: "A command-line ECR: drive terminals through the Online API (purchase, status, cancel, refund, print, events, webhooks, ...)",
 		Long: `A command-line ECR (cash register) on the Online API, built on the Go SDK
 (package client). It prints for people by default; --json prints JSON for
 scripts (for a transaction, one object per line as it changes, the final one
@@ -100,7 +100,9 @@ same --idempotency-key says so on stderr ("replayed").`,
   instore ecr purchase 12.50 --terminal 10000001 --currency SEK --wait --json
   instore ecr status txn_01... --wait
   instore ecr timeline txn_01...
-  instore ecr list --from 2h`,
+  instore ecr list --from 2h
+  instore ecr events --follow
+  instore ecr webhook listen --register`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.url, "url", "", "Online API base URL (env "+client.EnvOnlineAPIURL+"; default http://127.0.0.1:8080)")
@@ -115,7 +117,7 @@ same --idempotency-key says so on stderr ("replayed").`,
 	cmd.AddCommand(
 		ecrMetadataCmd(f), ecrTerminalsCmd(f), ecrLinkCmd(f), ecrUnlinkCmd(f),
 		ecrPurchaseCmd(f), ecrStatusCmd(f), ecrTimelineCmd(f), ecrCancelCmd(f), ecrRefundCmd(f), ecrReversalCmd(f),
-		ecrListCmd(f), ecrPrintCmd(f),
+		ecrListCmd(f), ecrPrintCmd(f), ecrEventsCmd(f), ecrWebhookCmd(f),
 	)
 	return cmd
 }
