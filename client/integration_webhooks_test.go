@@ -245,6 +245,27 @@ func exerciseWebhooks(t *testing.T, e *itEnv) {
 	if err := c.DeleteWebhook(ctx, wh.WebhookID); !client.IsCode(err, instore.ENotFound) {
 		t.Errorf("DeleteWebhook again = %v, want not-found", err)
 	}
+
+	// A delete whose answer was lost is retried; the retry's not-found
+	// means the first attempt deleted it: success.
+	gone := mustOK[*client.Webhook](t, "CreateWebhook")(c.CreateWebhook(ctx, client.WebhookParams{URL: rcv.URL + "/gone"}))
+	path := client.Prefix + "/webhooks/" + gone.WebhookID
+	e.rec.mu.Lock()
+	dropped := false
+	e.rec.drop = func(r *http.Request, _ int) bool {
+		first := !dropped && r.Method == http.MethodDelete && r.URL.Path == path
+		dropped = dropped || first
+		return first
+	}
+	e.rec.mu.Unlock()
+	var r client.Response
+	err := c.DeleteWebhook(ctx, gone.WebhookID, client.SaveResponse(&r))
+	e.rec.mu.Lock()
+	e.rec.drop = nil
+	e.rec.mu.Unlock()
+	if xs := e.rec.exchanges(http.MethodDelete, path); err != nil || r.Attempts != 2 || len(xs) != 2 || !xs[0].dropped || xs[1].status != http.StatusNotFound {
+		t.Errorf("DeleteWebhook with its first answer lost = %v after %d attempts (%+v), want success after a 404 retry", err, r.Attempts, xs)
+	}
 	if list := mustOK[[]*client.Webhook](t, "Webhooks")(c.Webhooks(ctx)); len(list) != 0 {
 		t.Errorf("Webhooks after delete = %v, want none", list)
 	}
