@@ -414,6 +414,8 @@ func TestIntegrationOnlineAPI(t *testing.T) {
 	// Webhook endpoints, from registration to deletion, with a receiver
 	// verifying every delivery.
 	exerciseWebhooks(t, e)
+	// ECR confirmation.
+	exerciseConfirm(t, e)
 
 	// Every POST carried an Idempotency-Key, each logical call its own.
 	e.rec.mu.Lock()
