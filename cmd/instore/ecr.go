@@ -117,7 +117,7 @@ same --idempotency-key says so on stderr ("replayed").`,
 	cmd.AddCommand(
 		ecrMetadataCmd(f), ecrTerminalsCmd(f), ecrLinkCmd(f), ecrUnlinkCmd(f),
 		ecrPurchaseCmd(f), ecrStatusCmd(f), ecrTimelineCmd(f), ecrCancelCmd(f), ecrRefundCmd(f), ecrReversalCmd(f),
-		ecrListCmd(f), ecrPrintCmd(f), ecrEventsCmd(f), ecrWebhookCmd(f),
+		ecrListCmd(f), ecrPrintCmd(f), ecrEventsCmd(f), ecrWebhookCmd(f), ecrConfirmCmd(f),
 	)
 	return cmd
 }
@@ -357,7 +357,7 @@ func ecrListCmd(f *ecrFlags) *cobra.Command {
 	var (
 		from, to, terminal, status, reference, cursor string
 		limit                                         int
-		all                                           bool
+		all, unconfirmed                              bool
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -372,7 +372,7 @@ the API answers it ({"transactions": [...], "nextCursor": ...}).`,
 			if err != nil {
 				return err
 			}
-			p := client.ListParams{TerminalID: terminal, ECRReference: reference, Limit: limit, Cursor: cursor}
+			p := client.ListParams{TerminalID: terminal, ECRReference: reference, Unconfirmed: unconfirmed, Limit: limit, Cursor: cursor}
 			now := time.Now()
 			if p.From, err = whenFlag("--from", from, now); err != nil {
 				return err
@@ -416,6 +416,7 @@ the API answers it ({"transactions": [...], "nextCursor": ...}).`,
 	fs.IntVar(&limit, "limit", 0, "page size, 1-1000 (default 100)")
 	fs.StringVar(&cursor, "cursor", "", "continue a listing from its nextCursor")
 	fs.BoolVar(&all, "all", false, "fetch every page")
+	fs.BoolVar(&unconfirmed, "unconfirmed", false, "only the APPROVED sales still awaiting confirmation (see confirm)")
 	return cmd
 }
 

@@ -180,7 +180,16 @@ func TestEcrEvents(t *testing.T) {
 	cursor := before[len(before)-1].ID
 
 	sale := lastTx(t, ecr(0, "purchase", "12.50", "--wait", "--json"))
-	evs := eventLines(t, ecr(0, "events", "--json", "--after", cursor, "--terminal", t0, "--limit", "2"))
+	// The events of a change are numbered just after its commit: wait for
+	// the final one.
+	var evs []eventLine
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		evs = eventLines(t, ecr(0, "events", "--json", "--after", cursor, "--terminal", t0, "--limit", "2"))
+		if types := typesOf(evs, sale.OnlineAPIRefID); len(types) > 0 && types[len(types)-1] == instore.EventTransactionFinal || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	checkPurchaseTypes(t, "events --json", sale.OnlineAPIRefID, typesOf(evs, sale.OnlineAPIRefID))
 	for i := 1; i < len(evs); i++ {
 		if evs[i].ID <= evs[i-1].ID {
