@@ -101,6 +101,7 @@ same --idempotency-key says so on stderr ("replayed").`,
   instore ecr status txn_01... --wait
   instore ecr timeline txn_01...
   instore ecr list --from 2h
+  instore ecr purchase 12.50 --confirm-within 2m --wait && instore ecr confirm txn_01...
   instore ecr events --follow
   instore ecr webhook listen --register`,
 	}

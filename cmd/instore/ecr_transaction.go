@@ -143,7 +143,11 @@ transaction on the terminal and shows how it ended.
 
 In the sandbox the last two digits of the amount pick the outcome: 10.11
 declined, 10.12 wrong PIN, 10.91 no acknowledgement (WP25), 10.92 no answer
-(WP36, or cancel it), 10.94 a slow approval; every other amount is approved.`,
+(WP36, or cancel it), 10.94 a slow approval; every other amount is approved.
+
+--confirm-within asks for ECR confirmation: the APPROVED sale is reversed on its
+terminal unless confirmed (instore ecr confirm REF) within that long of its
+approval.`,
 		Args: args(1, 1, "the amount, such as 12.50"),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			c, err := f.client(cmd)
