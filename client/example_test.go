@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
+	"net/http"
 	"os"
 
 	"github.com/instore-dev/instore"
@@ -161,4 +163,54 @@ func ExampleParseAmount() {
 	// 1200 1200 JPY
 	// 1250 1.250 KWD
 	// SEK has 2 decimals, got "12.505"
+}
+
+// A webhook endpoint: registered with the URL of the program's receiver
+// (see VerifyWebhook), its secret stored from the answer (the only time
+// it is shown besides a rotation), and deleted when no longer wanted.
+func ExampleClient_CreateWebhook() {
+	ctx := context.Background()
+	c, err := client.FromEnv()
+	if err != nil {
+		log.Fatal(err)
+	}
+	wh, err := c.CreateWebhook(ctx, client.WebhookParams{
+		URL:        "https://ecr.example.com/instore/webhook",
+		EventTypes: []string{instore.EventTransactionFinal},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	secret := wh.Secret // store it where the receiver reads it
+	fmt.Println(wh.Status, wh.EventTypes, secret != "")
+	if err := c.DeleteWebhook(ctx, wh.WebhookID); err != nil {
+		log.Fatal(err)
+	}
+	// Output: enabled [transaction.final] true
+}
+
+// A webhook receiver: it reads the body whole, verifies it with the
+// endpoint's secret and answers 2xx only then. Deliveries come at least
+// once: deduplicate by the event's id.
+func ExampleVerifyWebhook() {
+	secret := os.Getenv("INSTORE_WEBHOOK_SECRET")
+	http.HandleFunc("POST /instore/webhook", func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			http.Error(w, "read", http.StatusBadRequest)
+			return
+		}
+		ev, err := client.VerifyWebhook(secret, r.Header, body)
+		if err != nil {
+			http.Error(w, "bad signature", http.StatusBadRequest)
+			return
+		}
+		if ev.Type == instore.EventTransactionFinal {
+			tx, err := ev.Transaction()
+			if err == nil {
+				log.Printf("%s ended %s", tx.OnlineAPIRefID, tx.Status)
+			}
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
 }

@@ -65,6 +65,20 @@ func (t *Transaction) UnmarshalJSON(b []byte) error {
 // a Transaction built in code), for programs that pass it on unchanged.
 func (t *Transaction) RawJSON() json.RawMessage { return t.raw }
 
+// Confirmation is the ECR confirmation of a purchase that asked for one
+// (PurchaseParams.ConfirmWithinSeconds), Transaction.Confirmation: its
+// State (instore.ConfirmPending, ConfirmConfirmed, ConfirmAutoReversed),
+// the window asked for, the Deadline (set once the sale is APPROVED) and
+// when it was confirmed.
+type Confirmation = instore.ConfirmationWire
+
+// AwaitsConfirmation reports whether the transaction is an APPROVED sale
+// still waiting for the ECR's Confirm: it is reversed at
+// Confirmation.Deadline unless confirmed before.
+func (t *Transaction) AwaitsConfirmation() bool {
+	return t.Approved() && t.Confirmation != nil && t.Confirmation.State == instore.ConfirmPending
+}
+
 // Final reports whether the transaction has a final status: every status
 // but PENDING (14). A final status changes again only to REVERSED (13).
 func (t *Transaction) Final() bool { return t.StatusID != instore.StatusPending }
@@ -121,6 +135,12 @@ type PurchaseParams struct {
 	// characters.
 	ECRReference string `json:"ecrReference,omitempty"`
 	PrintReceipt bool   `json:"printReceipt,omitempty"`
+	// ConfirmWithinSeconds asks for ECR confirmation (10 to 600; 0: none):
+	// once the sale is APPROVED the ECR has this long to Confirm it, after
+	// saving the order; if it does not, the service reverses the sale on
+	// its terminal (REVERSED, Confirmation.State AUTO_REVERSED). This closes
+	// "charged, but the order was never saved" after a crash of the ECR.
+	ConfirmWithinSeconds int `json:"confirmWithinSeconds,omitempty"`
 }
 
 // RefundParams is the body of POST /in-store/api/v1/refund.
@@ -165,6 +185,10 @@ type ListParams struct {
 	TerminalID   string
 	StatusID     *int
 	ECRReference string
+	// Unconfirmed lists only the APPROVED sales still awaiting the ECR's
+	// confirmation: what an ECR restarting after a crash confirms (or
+	// lets be reversed).
+	Unconfirmed bool
 	// Limit is the page size, 1 to 1000.
 	Limit int
 	// Cursor continues a listing (TransactionPage.NextCursor).
@@ -187,6 +211,9 @@ func (p ListParams) query() url.Values {
 	}
 	if p.ECRReference != "" {
 		q.Set("ecrReference", p.ECRReference)
+	}
+	if p.Unconfirmed {
+		q.Set("unconfirmed", "true")
 	}
 	if p.Limit != 0 {
 		q.Set("limit", strconv.Itoa(p.Limit))
@@ -331,6 +358,24 @@ func (c *Client) CancelTransaction(ctx context.Context, terminalID, onlineAPIRef
 func (c *Client) cancel(ctx context.Context, body map[string]string, opts []CallOption) (*Transaction, error) {
 	var t Transaction
 	if err := c.post(ctx, Prefix+"/cancel", body, &t, opts); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// Confirm confirms an APPROVED sale that asked for confirmation
+// (PurchaseParams.ConfirmWithinSeconds) and returns it, Confirmation.State
+// CONFIRMED: the sale stays APPROVED and is not reversed. Call it once the
+// sale is saved on the ECR's side. Confirming again answers the same
+// (idempotent), so a Confirm whose answer was lost is simply repeated.
+// Errors: WP03, WP04, not-confirmable (409: the purchase did not ask for
+// confirmation, is not APPROVED yet, was reversed, or its deadline passed,
+// when the service reverses it; Error.Detail says which).
+func (c *Client) Confirm(ctx context.Context, onlineAPIRefID string, opts ...CallOption) (*Transaction, error) {
+	var t Transaction
+	_, err := c.do(ctx, call{s: c.online, method: http.MethodPost, path: Prefix + "/transaction/" + url.PathEscape(onlineAPIRefID) + "/confirm",
+		route: Prefix + "/transaction/{onlineAPIRefId}/confirm", opts: opts}, &t)
+	if err != nil {
 		return nil, err
 	}
 	return &t, nil

@@ -60,7 +60,7 @@ func newEcrCmd() *cobra.Command {
 	f := &ecrFlags{}
 	cmd := &cobra.Command{
 		Use:   "ecr",
-		Short: "A command-line ECR: drive terminals through the Online API (purchase, status, cancel, refund, print, ...)",
+		Short: "A command-line ECR: drive terminals through the Online API (purchase, status, cancel, refund, print, events, webhooks, ...)",
 		Long: `A command-line ECR (cash register) on the Online API, built on the Go SDK
 (package client). It prints for people by default; --json prints JSON for
 scripts (for a transaction, one object per line as it changes, the final one
@@ -100,7 +100,10 @@ same --idempotency-key says so on stderr ("replayed").`,
   instore ecr purchase 12.50 --terminal 10000001 --currency SEK --wait --json
   instore ecr status txn_01... --wait
   instore ecr timeline txn_01...
-  instore ecr list --from 2h`,
+  instore ecr list --from 2h
+  instore ecr purchase 12.50 --confirm-within 2m --wait && instore ecr confirm txn_01...
+  instore ecr events --follow
+  instore ecr webhook listen --register`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.url, "url", "", "Online API base URL (env "+client.EnvOnlineAPIURL+"; default http://127.0.0.1:8080)")
@@ -115,7 +118,7 @@ same --idempotency-key says so on stderr ("replayed").`,
 	cmd.AddCommand(
 		ecrMetadataCmd(f), ecrTerminalsCmd(f), ecrLinkCmd(f), ecrUnlinkCmd(f),
 		ecrPurchaseCmd(f), ecrStatusCmd(f), ecrTimelineCmd(f), ecrCancelCmd(f), ecrRefundCmd(f), ecrReversalCmd(f),
-		ecrListCmd(f), ecrPrintCmd(f),
+		ecrListCmd(f), ecrPrintCmd(f), ecrEventsCmd(f), ecrWebhookCmd(f), ecrConfirmCmd(f),
 	)
 	return cmd
 }
@@ -355,7 +358,7 @@ func ecrListCmd(f *ecrFlags) *cobra.Command {
 	var (
 		from, to, terminal, status, reference, cursor string
 		limit                                         int
-		all                                           bool
+		all, unconfirmed                              bool
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -370,7 +373,7 @@ the API answers it ({"transactions": [...], "nextCursor": ...}).`,
 			if err != nil {
 				return err
 			}
-			p := client.ListParams{TerminalID: terminal, ECRReference: reference, Limit: limit, Cursor: cursor}
+			p := client.ListParams{TerminalID: terminal, ECRReference: reference, Unconfirmed: unconfirmed, Limit: limit, Cursor: cursor}
 			now := time.Now()
 			if p.From, err = whenFlag("--from", from, now); err != nil {
 				return err
@@ -414,6 +417,7 @@ the API answers it ({"transactions": [...], "nextCursor": ...}).`,
 	fs.IntVar(&limit, "limit", 0, "page size, 1-1000 (default 100)")
 	fs.StringVar(&cursor, "cursor", "", "continue a listing from its nextCursor")
 	fs.BoolVar(&all, "all", false, "fetch every page")
+	fs.BoolVar(&unconfirmed, "unconfirmed", false, "only the APPROVED sales still awaiting confirmation (see confirm)")
 	return cmd
 }
 

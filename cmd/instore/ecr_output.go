@@ -207,6 +207,7 @@ func txBlock(tx *client.Transaction, receipt bool) string {
 		}
 		row("authorization", string(r.AuthorizationCode))
 	}
+	row("confirmation", confirmationRow(tx))
 	row("reverses", string(tx.Reverses))
 	row("reversed by", string(tx.ReversedBy))
 	row("created", tx.CreatedAt.UTC().Format(time.RFC3339))

@@ -130,6 +130,7 @@ func ecrPurchaseCmd(f *ecrFlags) *cobra.Command {
 		tf            txFlags
 		cashback, vat string
 		printReceipt  bool
+		confirm       time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "purchase AMOUNT",
@@ -142,7 +143,11 @@ transaction on the terminal and shows how it ended.
 
 In the sandbox the last two digits of the amount pick the outcome: 10.11
 declined, 10.12 wrong PIN, 10.91 no acknowledgement (WP25), 10.92 no answer
-(WP36, or cancel it), 10.94 a slow approval; every other amount is approved.`,
+(WP36, or cancel it), 10.94 a slow approval; every other amount is approved.
+
+--confirm-within asks for ECR confirmation: the APPROVED sale is reversed on its
+terminal unless confirmed (instore ecr confirm REF) within that long of its
+approval.`,
 		Args: args(1, 1, "the amount, such as 12.50"),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			c, err := f.client(cmd)
@@ -158,6 +163,9 @@ declined, 10.12 wrong PIN, 10.91 no acknowledgement (WP25), 10.92 no answer
 				return err
 			}
 			p := client.PurchaseParams{TerminalID: term, Currency: cur, ECRReference: tf.reference, PrintReceipt: printReceipt}
+			if p.ConfirmWithinSeconds, err = confirmWithin(confirm); err != nil {
+				return err
+			}
 			typed := newTypedAmounts(cur)
 			if p.Amount, err = amount("amount", a[0], cur); err != nil {
 				return err
@@ -194,6 +202,7 @@ declined, 10.12 wrong PIN, 10.91 no acknowledgement (WP25), 10.92 no answer
 	fs.StringVar(&vat, "vat", "", "VAT included in AMOUNT, for the receipt")
 	fs.StringVar(&tf.paymentMethod, "payment-method", "", "pay with a payment method (id or code of the metadata's paymentMethods) instead of a card")
 	fs.BoolVar(&printReceipt, "print-receipt", false, "the terminal prints the receipt")
+	fs.DurationVar(&confirm, "confirm-within", 0, "ask for ECR confirmation: unless confirmed (instore ecr confirm) this long after its approval (10s-10m), the sale is reversed")
 	return cmd
 }
 

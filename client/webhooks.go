@@ -1,0 +1,285 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/instore-dev/instore"
+)
+
+// Webhook statuses (Webhook.Status, WebhookUpdate.Status).
+const (
+	WebhookEnabled  = instore.WebhookEnabled
+	WebhookDisabled = instore.WebhookDisabled
+)
+
+// Delivery statuses (WebhookDelivery.Status).
+const (
+	DeliveryPending   = instore.DeliveryPending
+	DeliverySucceeded = instore.DeliverySucceeded
+	DeliveryFailed    = instore.DeliveryFailed
+)
+
+// Webhook is a webhook endpoint of the merchant: a URL that gets its
+// events (all, or those of EventTypes), signed as the Standard Webhooks
+// specification says (VerifyWebhook checks them).
+//
+// Secret is set only in the answers of CreateWebhook and
+// RotateWebhookSecret, the only times the service shows it: store it
+// then. A Webhook prints (String, %v, %+v, slog) without it.
+type Webhook struct {
+	WebhookID string `json:"webhookId"`
+	URL       string `json:"url"`
+	// EventTypes are the types delivered (instore.EventTransactionFinal...);
+	// empty: every type.
+	EventTypes  []string `json:"eventTypes"`
+	Description string   `json:"description"`
+	// Status is WebhookEnabled or WebhookDisabled: by the merchant
+	// (UpdateWebhook), or by the service after 5 days of failed
+	// deliveries, with DisabledReason saying why.
+	Status         string    `json:"status"`
+	DisabledReason string    `json:"disabledReason"`
+	CreatedAt      time.Time `json:"createdAt"`
+	// Secret is the signing secret, whsec_ and base64.
+	Secret string `json:"secret,omitempty"`
+}
+
+// String shows the endpoint without its secret (whether one is set only).
+func (w Webhook) String() string {
+	secret := "unset"
+	if w.Secret != "" {
+		secret = "set"
+	}
+	return fmt.Sprintf("Webhook{WebhookID:%s URL:%s EventTypes:%v Description:%q Status:%s DisabledReason:%q CreatedAt:%s Secret:%s}",
+		w.WebhookID, w.URL, w.EventTypes, w.Description, w.Status, w.DisabledReason, w.CreatedAt.Format(time.RFC3339Nano), secret)
+}
+
+// GoString is String, for %#v.
+func (w Webhook) GoString() string { return w.String() }
+
+// LogValue is String, for log/slog.
+func (w Webhook) LogValue() slog.Value { return slog.StringValue(w.String()) }
+
+// WebhookParams is the body of POST /in-store/api/v1/webhooks.
+type WebhookParams struct {
+	// URL is an absolute https URL (http in the sandbox) of at most 2048
+	// bytes, without credentials or fragment. The service refuses to
+	// deliver to loopback, private and link-local addresses unless its
+	// operator allows them (the sandbox and the demo do).
+	URL string `json:"url"`
+	// EventTypes are the event types to deliver; none: every type.
+	EventTypes []string `json:"eventTypes,omitempty"`
+	// Description is free text, at most 200 characters.
+	Description string `json:"description,omitempty"`
+}
+
+// WebhookUpdate is the body of PATCH /in-store/api/v1/webhooks/{webhookId}:
+// nil (or "") members are left as they are.
+type WebhookUpdate struct {
+	URL *string `json:"url,omitempty"`
+	// EventTypes replaces the types delivered; &[]string{} means every
+	// type.
+	EventTypes  *[]string `json:"eventTypes,omitempty"`
+	Description *string   `json:"description,omitempty"`
+	// Status is WebhookEnabled or WebhookDisabled. Enabling an endpoint
+	// the service disabled clears DisabledReason, and what it is owed is
+	// sent again, in order.
+	Status string `json:"status,omitempty"`
+}
+
+// String returns a pointer to v, for optional members such as
+// WebhookUpdate.URL.
+func String(v string) *string { return &v }
+
+// WebhookDelivery is one event owed to one endpoint, with every attempt
+// to send it.
+type WebhookDelivery struct {
+	DeliveryID string `json:"deliveryId"`
+	// EventID is the event's id, also the delivery's webhook-id header.
+	EventID   string `json:"eventId"`
+	EventType string `json:"eventType"`
+	// Status is DeliveryPending, DeliverySucceeded or DeliveryFailed
+	// (every retry failed: given up).
+	Status string `json:"status"`
+	// NextAttemptAt is when a pending delivery is tried next; nil
+	// otherwise.
+	NextAttemptAt *time.Time `json:"nextAttemptAt"`
+	CreatedAt     time.Time  `json:"createdAt"`
+	// Attempts are the attempts made, oldest first.
+	Attempts []WebhookAttempt `json:"attempts"`
+}
+
+// WebhookAttempt is one attempt of a delivery: when, the HTTP status the
+// endpoint answered (0 when none: see Error), how long it took, the first
+// 512 bytes of its answer, and why it failed.
+type WebhookAttempt = instore.WebhookAttempt
+
+// DeliveryQuery selects a page of WebhookDeliveries. Zero members are not
+// sent.
+type DeliveryQuery struct {
+	// Cursor continues a listing (DeliveryPage.NextCursor).
+	Cursor string
+	// Limit is the page size, 1 to 100 (default 50).
+	Limit int
+}
+
+// DeliveryPage is one page of an endpoint's deliveries, newest first.
+type DeliveryPage struct {
+	Deliveries []*WebhookDelivery `json:"deliveries"`
+	// NextCursor continues the listing; "" on the last page.
+	NextCursor string `json:"nextCursor"`
+}
+
+func webhookPath(id string) string { return Prefix + "/webhooks/" + url.PathEscape(id) }
+
+const webhookRoute = Prefix + "/webhooks/{webhookId}"
+
+// CreateWebhook registers an endpoint that gets the merchant's events and
+// returns it with its signing Secret, shown here and by
+// RotateWebhookSecret only. Deliveries come at least once (deduplicate by
+// the event id), in order per endpoint, retried for about 28 hours.
+// Errors: validation (URL, event types, description), WP03, conflict (16
+// endpoints already).
+func (c *Client) CreateWebhook(ctx context.Context, p WebhookParams, opts ...CallOption) (*Webhook, error) {
+	var w Webhook
+	if err := c.post(ctx, Prefix+"/webhooks", p, &w, opts); err != nil {
+		return nil, err
+	}
+	return &w, nil
+}
+
+// Webhooks lists the merchant's endpoints, oldest first, without their
+// secrets.
+func (c *Client) Webhooks(ctx context.Context, opts ...CallOption) ([]*Webhook, error) {
+	var out struct {
+		Webhooks []*Webhook `json:"webhooks"`
+	}
+	if err := c.get(ctx, Prefix+"/webhooks", Prefix+"/webhooks", nil, &out, opts); err != nil {
+		return nil, err
+	}
+	return out.Webhooks, nil
+}
+
+// Webhook returns an endpoint, without its secret: its Status and, when
+// disabled, DisabledReason. Errors: WP03, not-found.
+func (c *Client) Webhook(ctx context.Context, webhookID string, opts ...CallOption) (*Webhook, error) {
+	var w Webhook
+	if err := c.get(ctx, webhookPath(webhookID), webhookRoute, nil, &w, opts); err != nil {
+		return nil, err
+	}
+	return &w, nil
+}
+
+// UpdateWebhook changes an endpoint's URL, event types, description or
+// status, and returns it. Errors: validation, WP03, not-found.
+func (c *Client) UpdateWebhook(ctx context.Context, webhookID string, u WebhookUpdate, opts ...CallOption) (*Webhook, error) {
+	var w Webhook
+	_, err := c.do(ctx, call{s: c.online, method: http.MethodPatch, path: webhookPath(webhookID), route: webhookRoute, body: u, opts: opts}, &w)
+	if err != nil {
+		return nil, err
+	}
+	return &w, nil
+}
+
+// DeleteWebhook deletes an endpoint; what it was still owed is not sent.
+// Errors: WP03, not-found; a not-found answer to a retry, after an
+// attempt whose answer was lost, is success (the first attempt deleted
+// it).
+func (c *Client) DeleteWebhook(ctx context.Context, webhookID string, opts ...CallOption) error {
+	var r Response
+	user := collect(opts).resp
+	opts = append(opts[:len(opts):len(opts)], SaveResponse(&r))
+	_, err := c.do(ctx, call{s: c.online, method: http.MethodDelete, path: webhookPath(webhookID), route: webhookRoute, opts: opts}, nil)
+	if user != nil {
+		*user = r
+	}
+	if err != nil && r.Attempts > 1 && IsCode(err, instore.ENotFound) {
+		return nil
+	}
+	return err
+}
+
+// RotateWebhookSecret gives an endpoint a new signing secret and returns
+// the endpoint with it. For 24 hours the old secret signs beside the new
+// one (two signatures per delivery), so a receiver can switch over
+// without refusing a delivery: VerifyWebhook with either succeeds.
+// Errors: WP03, not-found.
+func (c *Client) RotateWebhookSecret(ctx context.Context, webhookID string, opts ...CallOption) (*Webhook, error) {
+	var w Webhook
+	_, err := c.do(ctx, call{s: c.online, method: http.MethodPost, path: webhookPath(webhookID) + "/rotate-secret",
+		route: webhookRoute + "/rotate-secret", opts: opts}, &w)
+	if err != nil {
+		return nil, err
+	}
+	return &w, nil
+}
+
+// WebhookDeliveries returns one page of an endpoint's deliveries, newest
+// first, each with its attempts. Errors: validation (cursor, limit), WP03,
+// not-found.
+func (c *Client) WebhookDeliveries(ctx context.Context, webhookID string, q DeliveryQuery, opts ...CallOption) (*DeliveryPage, error) {
+	v := url.Values{}
+	if q.Cursor != "" {
+		v.Set("cursor", q.Cursor)
+	}
+	if q.Limit != 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	var page DeliveryPage
+	if err := c.get(ctx, webhookPath(webhookID)+"/deliveries", webhookRoute+"/deliveries", v, &page, opts); err != nil {
+		return nil, err
+	}
+	if page.Deliveries == nil {
+		page.Deliveries = []*WebhookDelivery{}
+	}
+	return &page, nil
+}
+
+// AllWebhookDeliveries iterates over every delivery of an endpoint from
+// q.Cursor on, newest first, fetching pages as it goes; it stops after
+// the first error, which it yields.
+func (c *Client) AllWebhookDeliveries(ctx context.Context, webhookID string, q DeliveryQuery, opts ...CallOption) iter.Seq2[*WebhookDelivery, error] {
+	return func(yield func(*WebhookDelivery, error) bool) {
+		for {
+			page, err := c.WebhookDeliveries(ctx, webhookID, q, opts...)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			for _, d := range page.Deliveries {
+				if !yield(d, nil) {
+					return
+				}
+			}
+			if page.NextCursor == "" {
+				return
+			}
+			q.Cursor = page.NextCursor
+		}
+	}
+}
+
+// RetryWebhookDelivery makes a delivery due now (a failed one, or a
+// pending one sooner than its next attempt) and returns it, pending; the
+// service sends it within about a second, then the endpoint's later
+// deliveries in order. Errors: WP03, not-found.
+func (c *Client) RetryWebhookDelivery(ctx context.Context, webhookID, deliveryID string, opts ...CallOption) (*WebhookDelivery, error) {
+	if deliveryID == "" {
+		return nil, errors.New("client: retry webhook delivery: no delivery id")
+	}
+	var d WebhookDelivery
+	_, err := c.do(ctx, call{s: c.online, method: http.MethodPost,
+		path:  webhookPath(webhookID) + "/deliveries/" + url.PathEscape(deliveryID) + "/retry",
+		route: webhookRoute + "/deliveries/{deliveryId}/retry", opts: opts}, &d)
+	if err != nil {
+		return nil, err
+	}
+	return &d, nil
+}

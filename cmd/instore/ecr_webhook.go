@@ -1,0 +1,414 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/instore-dev/instore/client"
+)
+
+// envWebhookSecret is where `webhook listen` finds its secret when
+// --secret is not given.
+const envWebhookSecret = "INSTORE_WEBHOOK_SECRET"
+
+func ecrWebhookCmd(f *ecrFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "webhook",
+		Short: "Manage webhook endpoints, and receive webhooks locally (listen)",
+		Long: `Manage the merchant's webhook endpoints (list, create, rotate, delete, their
+deliveries, retry one), and run a local receiver for the sandbox (listen) that
+verifies and prints every delivery.`,
+		Example: `  instore ecr webhook listen --register
+  instore ecr webhook create https://example.com/hook --types transaction.final
+  instore ecr webhook deliveries wh_...
+  instore ecr webhook retry wh_... dlv_42`,
+	}
+	cmd.AddCommand(ecrWebhookListenCmd(f), ecrWebhookListCmd(f), ecrWebhookCreateCmd(f), ecrWebhookRotateCmd(f),
+		ecrWebhookDeleteCmd(f), ecrWebhookDeliveriesCmd(f), ecrWebhookRetryCmd(f))
+	return cmd
+}
+
+func ecrWebhookListenCmd(f *ecrFlags) *cobra.Command {
+	var (
+		listen, secret, publicURL, description string
+		register                               bool
+		ef                                     eventFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "listen",
+		Short: "Receive webhooks locally: verify each delivery's signature and print its event",
+		Long: `Run a local webhook receiver for the sandbox. Each delivery is verified with
+the endpoint's secret (the Standard Webhooks signature and timestamp, as
+client.VerifyWebhook checks them) and its event printed, one line per event
+(--json: the event as received); it is answered 204. A delivery that does not
+verify is answered 400 and a warning printed on stderr. A delivery that comes
+again (a retry) is answered 204 and not printed twice.
+
+With --register the receiver registers itself as an endpoint of the merchant
+(its URL, or --public-url), prints the endpoint's secret on stderr, and
+deletes the endpoint when it ends (Ctrl-C, or --timeout when given). Without
+--register give the secret of an endpoint registered already (--secret or
+INSTORE_WEBHOOK_SECRET).
+
+The service delivers to loopback and private addresses only when its operator
+allows it (--webhook-allow-private; on with --sandbox and in the demo).`,
+		Example: `  instore ecr webhook listen --register
+  instore ecr webhook listen --listen 127.0.0.1:9000 --secret whsec_...`,
+		Args: args(0, 0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			q, err := ef.query()
+			if err != nil {
+				return err
+			}
+			if secret, err = envOr(secret, envWebhookSecret); err != nil {
+				return err
+			}
+			if register == (secret != "") {
+				return usageError{errors.New("give --register (a new endpoint and its secret), or the --secret of an endpoint registered already, not both")}
+			}
+			if !register && (publicURL != "" || len(q.Types) > 0 || description != "") {
+				return usageError{errors.New("--public-url, --types and --description are for --register")}
+			}
+			var c *client.Client
+			if register {
+				if c, err = f.client(cmd); err != nil {
+					return err
+				}
+			}
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return exitError{exitFailed, fmt.Errorf("listen: %w", err)}
+			}
+			url := "http://" + ln.Addr().String() + "/"
+			rcv := &receiver{w: cmd.OutOrStdout(), errw: cmd.ErrOrStderr(), json: f.json, seen: map[string]bool{}}
+			srv := &http.Server{Handler: rcv, ReadHeaderTimeout: 10 * time.Second}
+			served := make(chan error, 1)
+			go func() { served <- srv.Serve(ln) }()
+			defer srv.Close()
+			fmt.Fprintf(cmd.ErrOrStderr(), "instore: listening on %s\n", url)
+
+			ctx, cancel := f.followContext(cmd)
+			defer cancel()
+			if register {
+				if publicURL != "" {
+					url = publicURL
+				}
+				if description == "" {
+					description = "instore ecr webhook listen"
+				}
+				wh, err := c.CreateWebhook(ctx, client.WebhookParams{URL: url, EventTypes: q.Types, Description: description})
+				if err != nil {
+					return fail("register", err)
+				}
+				defer func() {
+					// The command's context has ended: delete with one of
+					// its own.
+					dctx, dcancel := context.WithTimeout(context.WithoutCancel(cmd.Context()), 10*time.Second)
+					defer dcancel()
+					if err := c.DeleteWebhook(dctx, wh.WebhookID); err != nil {
+						fmt.Fprintf(cmd.ErrOrStderr(), "instore: warning: endpoint %s not deleted: %v\n", wh.WebhookID, err)
+						return
+					}
+					fmt.Fprintf(cmd.ErrOrStderr(), "instore: endpoint %s deleted\n", wh.WebhookID)
+				}()
+				rcv.setSecret(wh.Secret)
+				fmt.Fprintf(cmd.ErrOrStderr(), "instore: registered endpoint %s for %s; its secret: %s\n", wh.WebhookID, url, wh.Secret)
+			} else {
+				rcv.setSecret(secret)
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case err := <-served:
+				return exitError{exitFailed, fmt.Errorf("serve: %w", err)}
+			}
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&listen, "listen", "127.0.0.1:0", "address to listen on (port 0: a free one, printed)")
+	fs.StringVar(&secret, "secret", "", "the endpoint's signing secret, whsec_... (env "+envWebhookSecret+"); secret")
+	fs.BoolVar(&register, "register", false, "register this receiver as an endpoint, and delete it at the end")
+	fs.StringVar(&publicURL, "public-url", "", "with --register: the URL to register, when the service reaches this receiver by another name")
+	fs.StringSliceVar(&ef.types, "types", nil, "with --register: only these event types, comma-separated (default: all)")
+	fs.StringVar(&description, "description", "", "with --register: the endpoint's description")
+	return cmd
+}
+
+// receiver verifies and prints webhook deliveries.
+type receiver struct {
+	w, errw io.Writer
+	json    bool
+
+	mu     sync.Mutex
+	secret string
+	seen   map[string]bool
+}
+
+func (r *receiver) setSecret(s string) {
+	r.mu.Lock()
+	r.secret = s
+	r.mu.Unlock()
+}
+
+func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "deliveries are POSTs", http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, 8<<20))
+	if err != nil {
+		http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.secret == "" {
+		// Registering: the secret is not known yet. The service retries.
+		http.Error(w, "not ready", http.StatusServiceUnavailable)
+		return
+	}
+	ev, err := client.VerifyWebhook(r.secret, req.Header, body)
+	if err != nil {
+		fmt.Fprintf(r.errw, "instore: warning: refused a delivery (webhook-id %q) from %s: %v\n", req.Header.Get(client.HeaderWebhookID), req.RemoteAddr, err)
+		http.Error(w, "the signature does not verify", http.StatusBadRequest)
+		return
+	}
+	if !r.seen[ev.ID] {
+		r.seen[ev.ID] = true
+		printEvent(r.w, *ev, r.json)
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func ecrWebhookListCmd(f *ecrFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the merchant's webhook endpoints",
+		Args:  args(0, 0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return webhookCall(cmd, f, "webhook list", func(ctx context.Context, c *client.Client) (any, error) {
+				ws, err := c.Webhooks(ctx)
+				if err != nil || f.json {
+					return map[string]any{"webhooks": ws}, err
+				}
+				printWebhooks(cmd.OutOrStdout(), ws)
+				return nil, nil
+			})
+		},
+	}
+}
+
+func ecrWebhookCreateCmd(f *ecrFlags) *cobra.Command {
+	var (
+		types       []string
+		description string
+	)
+	cmd := &cobra.Command{
+		Use:   "create URL",
+		Short: "Register a webhook endpoint; prints its secret, shown this once",
+		Args:  args(1, 1, "the endpoint's URL"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			q, err := (&eventFlags{types: types}).query()
+			if err != nil {
+				return err
+			}
+			return webhookCall(cmd, f, "webhook create", func(ctx context.Context, c *client.Client) (any, error) {
+				w, err := c.CreateWebhook(ctx, client.WebhookParams{URL: a[0], EventTypes: q.Types, Description: description})
+				return oneWebhook(cmd, f, w, err)
+			})
+		},
+	}
+	cmd.Flags().StringSliceVar(&types, "types", nil, "only these event types, comma-separated (default: all)")
+	cmd.Flags().StringVar(&description, "description", "", "free text, at most 200 characters")
+	return cmd
+}
+
+func ecrWebhookRotateCmd(f *ecrFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rotate WEBHOOK_ID",
+		Short: "Give an endpoint a new secret (the old one signs beside it for 24 hours); prints it",
+		Args:  args(1, 1, "a webhookId"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			return webhookCall(cmd, f, "webhook rotate", func(ctx context.Context, c *client.Client) (any, error) {
+				w, err := c.RotateWebhookSecret(ctx, a[0])
+				return oneWebhook(cmd, f, w, err)
+			})
+		},
+	}
+}
+
+func ecrWebhookDeleteCmd(f *ecrFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete WEBHOOK_ID",
+		Short: "Delete an endpoint; what it is still owed is not sent",
+		Args:  args(1, 1, "a webhookId"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			return webhookCall(cmd, f, "webhook delete", func(ctx context.Context, c *client.Client) (any, error) {
+				if err := c.DeleteWebhook(ctx, a[0]); err != nil {
+					return nil, err
+				}
+				if !f.json {
+					fmt.Fprintf(cmd.OutOrStdout(), "deleted %s\n", a[0])
+				}
+				return nil, nil
+			})
+		},
+	}
+}
+
+func ecrWebhookDeliveriesCmd(f *ecrFlags) *cobra.Command {
+	var (
+		cursor string
+		limit  int
+		all    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "deliveries WEBHOOK_ID",
+		Short: "List an endpoint's deliveries, newest first, with their attempts",
+		Long: `List an endpoint's deliveries, newest first: each event owed to it, its status
+(pending, succeeded, failed: given up), its attempts and the last answer. --json
+prints the page as the API answers it.`,
+		Args: args(1, 1, "a webhookId"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			return webhookCall(cmd, f, "webhook deliveries", func(ctx context.Context, c *client.Client) (any, error) {
+				q := client.DeliveryQuery{Cursor: cursor, Limit: limit}
+				page := &client.DeliveryPage{Deliveries: []*client.WebhookDelivery{}}
+				var err error
+				if all {
+					for d, derr := range c.AllWebhookDeliveries(ctx, a[0], q) {
+						if derr != nil {
+							return nil, derr
+						}
+						page.Deliveries = append(page.Deliveries, d)
+					}
+				} else if page, err = c.WebhookDeliveries(ctx, a[0], q); err != nil {
+					return nil, err
+				}
+				if f.json {
+					var next *string
+					if page.NextCursor != "" {
+						next = &page.NextCursor
+					}
+					return struct {
+						Deliveries []*client.WebhookDelivery `json:"deliveries"`
+						NextCursor *string                   `json:"nextCursor"`
+					}{page.Deliveries, next}, nil
+				}
+				printDeliveries(cmd.OutOrStdout(), page)
+				return nil, nil
+			})
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&cursor, "cursor", "", "continue a listing from its nextCursor")
+	fs.IntVar(&limit, "limit", 0, "page size, 1-100 (default 50)")
+	fs.BoolVar(&all, "all", false, "fetch every page")
+	return cmd
+}
+
+func ecrWebhookRetryCmd(f *ecrFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "retry WEBHOOK_ID DELIVERY_ID",
+		Short: "Send a delivery again now",
+		Args:  args(2, 2, "a webhookId and a deliveryId"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			return webhookCall(cmd, f, "webhook retry", func(ctx context.Context, c *client.Client) (any, error) {
+				d, err := c.RetryWebhookDelivery(ctx, a[0], a[1])
+				if err != nil || f.json {
+					return d, err
+				}
+				printDeliveries(cmd.OutOrStdout(), &client.DeliveryPage{Deliveries: []*client.WebhookDelivery{d}})
+				return nil, nil
+			})
+		},
+	}
+}
+
+// webhookCall runs one call of a webhook subcommand: fn prints for
+// people itself and returns what --json prints (nil: nothing).
+func webhookCall(cmd *cobra.Command, f *ecrFlags, op string, fn func(context.Context, *client.Client) (any, error)) error {
+	c, err := f.client(cmd)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := f.context(cmd)
+	defer cancel()
+	v, err := fn(ctx, c)
+	if err != nil {
+		return fail(op, err)
+	}
+	if v != nil && f.json {
+		return printJSON(cmd.OutOrStdout(), v)
+	}
+	return nil
+}
+
+// oneWebhook shows an endpoint answered with its secret (creation,
+// rotation).
+func oneWebhook(cmd *cobra.Command, f *ecrFlags, w *client.Webhook, err error) (any, error) {
+	if err != nil || f.json {
+		return w, err
+	}
+	printWebhooks(cmd.OutOrStdout(), []*client.Webhook{w})
+	if w.Secret != "" {
+		fmt.Fprintf(cmd.OutOrStdout(), "secret: %s\n(shown this once: store it where the receiver reads it)\n", w.Secret)
+	}
+	return nil, nil
+}
+
+func printWebhooks(w io.Writer, ws []*client.Webhook) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "WEBHOOK ID\tSTATUS\tURL\tEVENT TYPES\tDESCRIPTION")
+	for _, wh := range ws {
+		types := strings.Join(wh.EventTypes, ",")
+		if types == "" {
+			types = "all"
+		}
+		status := wh.Status
+		if wh.DisabledReason != "" {
+			status += " (" + wh.DisabledReason + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", wh.WebhookID, status, wh.URL, types, wh.Description)
+	}
+	tw.Flush()
+	if len(ws) == 0 {
+		fmt.Fprintln(w, "no webhook endpoints")
+	}
+}
+
+func printDeliveries(w io.Writer, page *client.DeliveryPage) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "DELIVERY ID\tEVENT ID\tTYPE\tSTATUS\tATTEMPTS\tLAST ANSWER\tNEXT ATTEMPT")
+	for _, d := range page.Deliveries {
+		last, next := "-", "-"
+		if n := len(d.Attempts); n > 0 {
+			a := d.Attempts[n-1]
+			last = fmt.Sprint(a.StatusCode)
+			if a.Error != "" {
+				last += " " + a.Error
+			}
+		}
+		if d.NextAttemptAt != nil {
+			next = d.NextAttemptAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.DeliveryID, d.EventID, d.EventType, d.Status, len(d.Attempts), last, next)
+	}
+	tw.Flush()
+	if len(page.Deliveries) == 0 {
+		fmt.Fprintln(w, "no deliveries")
+	}
+	if page.NextCursor != "" {
+		fmt.Fprintf(w, "more: --cursor %s\n", page.NextCursor)
+	}
+}
