@@ -617,8 +617,8 @@ function deliveryRow(w, d) {
     li.dataset.attempt = a.attempt;
     li.append(el("span", time(a.at), "time"), el("span", a.statusCode ? String(a.statusCode) : "no answer", "code"),
       el("span", `${a.durationMs} ms`, "dur"));
-    const text = a.error || a.response;
-    if (text) li.append(el("span", text.length > 160 ? text.slice(0, 160) + "…" : text, a.error ? "error" : "excerpt"));
+    if (a.error) li.append(el("span", a.error, "error"));
+    if (a.response) li.append(el("span", a.response.length > 160 ? a.response.slice(0, 160) + "…" : a.response, "excerpt"));
     ol.append(li);
   }
   if (!d.attempts.length) ol.append(el("li", "not sent yet", "attempt none"));
