@@ -522,10 +522,12 @@ function renderMeta() {
 
 // Webhooks: the endpoints (GET /webhooks) and each one's last deliveries
 // with their attempts (GET /webhooks/{id}/deliveries). Read when the lists
-// load, a second after events arrive (once for a burst of them), on the
-// Refresh button and, while a delivery is pending, again when it is due
-// (at least 3 s, at most 30 s apart): its attempts come without an event.
-const webhooks = { timer: 0, at: 0, running: false, again: false };
+// load, a second after events arrive (once for a burst of them) and on the
+// Refresh button. While a delivery is pending its attempts come without an
+// event, so the panel is read again when the first delivery of an
+// endpoint's queue is due (the others wait behind it), at least 3 s apart,
+// twice that after each read that changed nothing, at most 30 s apart.
+const webhooks = { timer: 0, at: 0, running: false, again: false, last: "", quiet: 3000 };
 
 function scheduleWebhooks(ms) {
   const at = Date.now() + ms;
@@ -545,13 +547,16 @@ async function refreshWebhooks() {
     const { webhooks: list } = await api("/webhooks");
     const deliveries = await Promise.all(list.map((w) =>
       api(`/webhooks/${encodeURIComponent(w.webhookId)}/deliveries?limit=10`).catch(() => null)));
+    const seen = JSON.stringify([list, deliveries]);
+    webhooks.quiet = seen === webhooks.last ? Math.min(webhooks.quiet * 2, 30000) : 3000;
+    webhooks.last = seen;
     renderWebhooks(list, deliveries);
     for (const page of deliveries) {
-      for (const d of (page ? page.deliveries : [])) {
-        if (d.status !== "pending") continue;
-        const t = d.nextAttemptAt ? Date.parse(d.nextAttemptAt) : Date.now();
-        if (due === null || t < due) due = t;
-      }
+      // Newest first: the last pending one heads the endpoint's queue.
+      const head = (page ? page.deliveries : []).filter((d) => d.status === "pending").pop();
+      if (!head) continue;
+      const t = head.nextAttemptAt ? Date.parse(head.nextAttemptAt) : Date.now();
+      if (due === null || t < due) due = t;
     }
     $("#wh-error").hidden = true;
   } catch (e) {
@@ -563,7 +568,7 @@ async function refreshWebhooks() {
     webhooks.again = false;
     scheduleWebhooks(1000);
   } else if (due !== null) {
-    scheduleWebhooks(Math.min(Math.max(due - Date.now() + 500, 3000), 30000));
+    scheduleWebhooks(Math.min(Math.max(due - Date.now() + 500, webhooks.quiet), 30000));
   }
 }
 
