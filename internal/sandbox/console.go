@@ -42,11 +42,13 @@ type Credentials struct {
 
 // ConsoleConfig holds what the console needs.
 type ConsoleConfig struct {
-	API      *httpapi.API
-	Guard    *httpapi.Guard
-	Service  *instore.Service
-	Store    instore.Store
-	Fleet    *sim.Fleet
+	API     *httpapi.API
+	Guard   *httpapi.Guard
+	Service *instore.Service
+	Store   instore.Store
+	Fleet   *sim.Fleet
+	// Metadata and Logger are not used: the page reads the code lists
+	// from GET /in-store/api/v1/metadata, and the console logs nothing.
 	Metadata *instore.Metadata
 	Logger   *slog.Logger
 	// Defaults, if set, returns credentials offered to the page (demo only).
