@@ -125,7 +125,8 @@ func (a *onlineAPI) awaitFinal(after, ref string) []apiEvent {
 }
 
 // TestConsoleFollowsTheAPI: the console's live view is the Online API's
-// event stream. A purchase made through the API appears in the list and in
+// event stream. A print job made before the page opened and one after
+// show. A purchase made through the API appears in the list and in
 // the event feed; while the stream is cut (and its reconnection held) a
 // second purchase does not appear; once it reconnects, with the
 // Last-Event-ID of the last event it had, the purchase appears, every
@@ -160,8 +161,21 @@ func TestConsoleFollowsTheAPI(t *testing.T) {
 	}
 	a.do("POST", "/in-store/api/v1/webhooks", map[string]any{"url": receiver.URL + "/hooks", "eventTypes": []string{"transaction.final"}, "description": "console test"}, 201, &hook)
 
-	p := openConsole(t, info, 1366, streamControl)
 	mobile := info.Terminals[1] // approves without a person
+	// A print job before the page opens (read from the print.final events
+	// still kept), one after (from the stream).
+	var before, after struct {
+		PrintID string `json:"printId"`
+	}
+	a.do("POST", "/in-store/api/v1/print", map[string]any{"terminalId": mobile.TerminalID, "lines": []string{"before"}}, 200, &before)
+
+	p := openConsole(t, info, 1366, streamControl)
+	printed := func(id string) string {
+		return fmt.Sprintf(`(document.querySelector('#prints tr[data-print-id="%s"] .status') || {}).textContent === "SUCCESS (0)"`, id)
+	}
+	p.poll("the print job made before the page opened shows", printed(before.PrintID))
+	a.do("POST", "/in-store/api/v1/print", map[string]any{"terminalId": mobile.TerminalID, "lines": []string{"after"}}, 200, &after)
+	p.poll("the print job made after shows", printed(after.PrintID))
 	feedIDs := func() []string {
 		return eval[[]string](p, `[...document.querySelectorAll("#feed li")].map((li) => li.dataset.eventId)`)
 	}
