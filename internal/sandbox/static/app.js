@@ -78,6 +78,10 @@ function connect() {
   state.abort = new AbortController();
   const gen = ++state.gen;
   state.up = { console: false, api: false };
+  // Other credentials may be another merchant's: start from nothing.
+  state.lastEventId = "";
+  state.feed = [];
+  state.txs.clear(); state.prints.clear(); state.terminals.clear();
   setConn("Connecting…");
   followConsole(gen, state.abort.signal);
   followAPI(gen, state.abort.signal);
