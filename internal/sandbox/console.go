@@ -1,8 +1,13 @@
-// Package console is the sandbox console: a page where an integrator sees
-// the virtual terminals as small device screens, acts as the cardholder or
-// the shop, and follows transactions and print jobs live through
-// server-sent events. It is served from embedded files (no Node toolchain)
+// The sandbox console: a page where an integrator sees the virtual
+// terminals as small device screens, acts as the cardholder or the shop,
+// and follows transactions, print jobs, terminals and webhook deliveries
+// live. Everything that is an Online API resource the page reads from the
+// Online API itself (GET /in-store/api/v1/events as server-sent events, the
+// lists, the webhooks' deliveries); the console's own stream
+// (/console/events) carries only what no API shows: the virtual devices'
+// screens and state. It is served from embedded files (no Node toolchain)
 // in sandbox and demo mode only.
+
 package sandbox
 
 import (
@@ -12,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -37,13 +41,11 @@ type Credentials struct {
 
 // ConsoleConfig holds what the console needs.
 type ConsoleConfig struct {
-	API      *httpapi.API
-	Guard    *httpapi.Guard
-	Service  *instore.Service
-	Store    instore.Store
-	Fleet    *sim.Fleet
-	Metadata *instore.Metadata
-	Logger   *slog.Logger
+	API     *httpapi.API
+	Guard   *httpapi.Guard
+	Service *instore.Service
+	Store   instore.Store
+	Fleet   *sim.Fleet
 	// Defaults, if set, returns credentials offered to the page (demo only).
 	Defaults func() *Credentials
 }
@@ -90,10 +92,7 @@ func RegisterConsole(cfg ConsoleConfig) *Console {
 	cfg.API.Handle("GET /console/events", cfg.Guard.Wrap(c.events))
 	cfg.API.Handle("POST /console/devices/{serialNumber}/{action}", cfg.Guard.Wrap(c.action))
 
-	cfg.Service.Observe(c.changed)
-	cfg.Fleet.OnChange(func(t *sim.Terminal) {
-		c.hub.publish(event{kind: "device", device: c.device(t)})
-	})
+	cfg.Fleet.OnChange(func(t *sim.Terminal) { c.hub.publish(c.device(t)) })
 	return c
 }
 
@@ -133,30 +132,11 @@ func (c *Console) visibleDevices(ctx context.Context, customerID string) ([]*con
 	return out, nil
 }
 
-// changed is called after every committed change of a transaction or a
-// print job; it loads the row and fans it out to the merchant's pages.
-func (c *Console) changed(id string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	switch {
-	case strings.HasPrefix(id, "txn_"):
-		t, err := c.cfg.Store.Transaction(ctx, id)
-		if err != nil {
-			return
-		}
-		c.hub.publish(event{kind: "transaction", merchantID: t.MerchantID, data: c.cfg.Metadata.TransactionWire(t)})
-	case strings.HasPrefix(id, "prt_"):
-		j, err := c.cfg.Store.PrintJob(ctx, id)
-		if err != nil {
-			return
-		}
-		c.hub.publish(event{kind: "print", merchantID: j.MerchantID, data: c.cfg.Metadata.PrintJobWire(j)})
-	}
-}
-
-// events streams server-sent events to one page: a snapshot first (the
-// code lists, the visible devices, the last day's transactions), then every
-// change. A reconnecting page gets a new snapshot, so it catches up.
+// events streams the virtual devices to one page as server-sent events: a
+// snapshot first (the visible devices, the currencies' decimals), then
+// every change of a device. Transactions, print jobs and terminals are not
+// here: the page follows them on the Online API's own stream (GET
+// /in-store/api/v1/events). A reconnecting page gets a new snapshot.
 func (c *Console) events(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
 	if _, err := c.cfg.Service.ActiveMerchant(r.Context(), p); err != nil {
 		return err
@@ -165,20 +145,12 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, p *instore.Prin
 	rc := http.NewResponseController(w)
 	// The stream outlives the server's write timeout.
 	rc.SetWriteDeadline(time.Time{})
-	sub := c.hub.subscribe(p.MerchantID)
+	sub := c.hub.subscribe()
 	defer c.hub.unsubscribe(sub)
 
 	devices, err := c.visibleDevices(r.Context(), p.CustomerID)
 	if err != nil {
 		return err
-	}
-	txs, _, err := c.cfg.Service.Transactions(r.Context(), p, instore.ListQuery{Limit: 50})
-	if err != nil {
-		return err
-	}
-	list := make([]any, len(txs))
-	for i, t := range txs {
-		list[i] = c.cfg.Metadata.TransactionWire(t)
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -189,10 +161,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, p *instore.Prin
 	for _, d := range devices {
 		visible[d.SerialNumber] = true
 	}
-	if err := sse(w, "snapshot", map[string]any{
-		"metadata": c.cfg.Metadata, "devices": devices, "transactions": list, "prints": c.hub.recentPrints(p.MerchantID),
-		"currencyDigits": currencyDigits(),
-	}); err != nil {
+	if err := sse(w, "snapshot", map[string]any{"devices": devices, "currencyDigits": currencyDigits()}); err != nil {
 		return nil
 	}
 	rc.Flush()
@@ -208,23 +177,19 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, p *instore.Prin
 			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
 				return nil
 			}
-		case ev := <-sub.ch:
-			var data any = ev.data
-			if ev.kind == "device" {
-				if !visible[ev.device.SerialNumber] {
-					// A device becomes visible when linked to this customer.
-					if ds, err := VisibleDevices(r.Context(), c.cfg.Store, c.cfg.Fleet, p.CustomerID); err == nil {
-						for _, d := range ds {
-							visible[d.SerialNumber] = true
-						}
-					}
-					if !visible[ev.device.SerialNumber] {
-						continue
+		case d := <-sub.ch:
+			if !visible[d.SerialNumber] {
+				// A device becomes visible when linked to this customer.
+				if ds, err := VisibleDevices(r.Context(), c.cfg.Store, c.cfg.Fleet, p.CustomerID); err == nil {
+					for _, d := range ds {
+						visible[d.SerialNumber] = true
 					}
 				}
-				data = ev.device
+				if !visible[d.SerialNumber] {
+					continue
+				}
 			}
-			if err := sse(w, ev.kind, data); err != nil {
+			if err := sse(w, "device", d); err != nil {
 				return nil
 			}
 		}
@@ -326,32 +291,22 @@ func fromLoopback(r *http.Request) bool {
 	return err == nil && a.Unmap().IsLoopback()
 }
 
-// event is one change to send to pages.
-type event struct {
-	kind       string // transaction, print, device
-	merchantID string // for transaction and print; "" for device
-	data       any
-	device     *consoleDevice
-}
-
-// hub fans events out to the subscribed pages. A page that cannot keep up
-// is dropped, never allowed to block the service.
+// hub fans the virtual devices' changes out to the subscribed pages. A
+// page that cannot keep up is dropped, never allowed to block a device.
 type hub struct {
-	mu     sync.Mutex
-	subs   map[*subscriber]bool
-	prints map[string][]any // merchant -> recent print jobs (newest last)
+	mu   sync.Mutex
+	subs map[*subscriber]bool
 }
 
 type subscriber struct {
-	merchantID string
-	ch         chan event
-	gone       chan struct{}
+	ch   chan *consoleDevice
+	gone chan struct{}
 }
 
-func newHub() *hub { return &hub{subs: map[*subscriber]bool{}, prints: map[string][]any{}} }
+func newHub() *hub { return &hub{subs: map[*subscriber]bool{}} }
 
-func (h *hub) subscribe(merchantID string) *subscriber {
-	s := &subscriber{merchantID: merchantID, ch: make(chan event, 256), gone: make(chan struct{})}
+func (h *hub) subscribe() *subscriber {
+	s := &subscriber{ch: make(chan *consoleDevice, 256), gone: make(chan struct{})}
 	h.mu.Lock()
 	h.subs[s] = true
 	h.mu.Unlock()
@@ -367,31 +322,15 @@ func (h *hub) unsubscribe(s *subscriber) {
 	h.mu.Unlock()
 }
 
-func (h *hub) publish(ev event) {
+func (h *hub) publish(d *consoleDevice) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if ev.kind == "print" {
-		l := append(h.prints[ev.merchantID], ev.data)
-		if len(l) > 50 {
-			l = l[len(l)-50:]
-		}
-		h.prints[ev.merchantID] = l
-	}
 	for s := range h.subs {
-		if ev.merchantID != "" && s.merchantID != ev.merchantID {
-			continue
-		}
 		select {
-		case s.ch <- ev:
+		case s.ch <- d:
 		default:
 			delete(h.subs, s)
 			close(s.gone)
 		}
 	}
-}
-
-func (h *hub) recentPrints(merchantID string) []any {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]any{}, h.prints[merchantID]...)
 }

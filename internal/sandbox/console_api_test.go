@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,10 @@ func events(t *testing.T, info demo.Info) (<-chan [2]string, func()) {
 	return ch, cancel
 }
 
+// next returns the data of the next event of this kind that matches. The
+// console's stream carries the virtual devices only: any other kind (a
+// transaction, a print job: the page reads those from the Online API's
+// stream) fails the test.
 func next(t *testing.T, ch <-chan [2]string, kind string, match func(string) bool) string {
 	t.Helper()
 	timeout := time.After(15 * time.Second)
@@ -81,6 +86,9 @@ func next(t *testing.T, ch <-chan [2]string, kind string, match func(string) boo
 		case ev, ok := <-ch:
 			if !ok {
 				t.Fatalf("the stream ended while waiting for %s", kind)
+			}
+			if ev[0] != "snapshot" && ev[0] != "device" {
+				t.Fatalf("the console's stream sent a %q event; it carries only the devices", ev[0])
 			}
 			if ev[0] == kind && (match == nil || match(ev[1])) {
 				return ev[1]
@@ -91,6 +99,9 @@ func next(t *testing.T, ch <-chan [2]string, kind string, match func(string) boo
 	}
 }
 
+// TestConsoleEventsAndActions: the console's own stream is a snapshot of
+// the visible virtual devices and the currencies' decimals, then each
+// device's changes, nothing else; the buttons act on the devices.
 func TestConsoleEventsAndActions(t *testing.T) {
 	d := startDemo(t)
 	info := d.Info()
@@ -105,20 +116,19 @@ func TestConsoleEventsAndActions(t *testing.T) {
 	}
 	ch, stop := events(t, info)
 	defer stop()
-	var snap struct {
-		Devices []struct {
-			SerialNumber string `json:"serialNumber"`
-			Interactive  bool   `json:"interactive"`
-		} `json:"devices"`
-		Metadata struct {
-			ErrorCodes []any `json:"errorCodes"`
-		} `json:"metadata"`
-	}
+	var snap map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(next(t, ch, "snapshot", nil)), &snap); err != nil {
 		t.Fatal(err)
 	}
-	if len(snap.Devices) != 3 || len(snap.Metadata.ErrorCodes) != 15 || !snap.Devices[0].Interactive {
-		t.Fatalf("snapshot = %+v", snap)
+	var devices []struct {
+		SerialNumber string `json:"serialNumber"`
+		Interactive  bool   `json:"interactive"`
+	}
+	var digits map[string]int
+	json.Unmarshal(snap["devices"], &devices)
+	json.Unmarshal(snap["currencyDigits"], &digits)
+	if len(snap) != 2 || len(devices) != 3 || !devices[0].Interactive || digits["JPY"] != 0 || digits["SEK"] != 2 {
+		t.Fatalf("snapshot = %s, want the 3 devices (the first waiting for a person) and the currencies' decimals, nothing else", keys(snap))
 	}
 	// A button on a terminal that does not wait for a person sets its next
 	// outcome: the mobile terminal declines the next purchase.
@@ -131,9 +141,13 @@ func TestConsoleEventsAndActions(t *testing.T) {
 		t.Fatalf("decline action = %v %v", resp.StatusCode, err)
 	}
 	resp.Body.Close()
-	ref := purchase(t, info, mobile.TerminalID, 1000)
-	next(t, ch, "transaction", func(s string) bool {
-		return strings.Contains(s, ref) && strings.Contains(s, `"statusId":11`)
+	isMobile := func(s string) bool { return strings.Contains(s, `"serialNumber":"`+mobile.SerialNumber+`"`) }
+	next(t, ch, "device", func(s string) bool { return isMobile(s) && strings.Contains(s, `"nextOutcome":11`) })
+	// The purchase takes it: the device's screen shows the decline and
+	// its next outcome is gone.
+	purchase(t, info, mobile.TerminalID, 1000)
+	next(t, ch, "device", func(s string) bool {
+		return isMobile(s) && strings.Contains(s, `"nextOutcome":null`) && strings.Contains(s, "DECLINED")
 	})
 	// Unknown devices and actions are 404 problems.
 	for _, path := range []string{"/console/devices/NOPE/approve", "/console/devices/" + mobile.SerialNumber + "/dance"} {
@@ -149,16 +163,23 @@ func TestConsoleEventsAndActions(t *testing.T) {
 			t.Errorf("POST %s = %d, want 404", path, resp.StatusCode)
 		}
 	}
-	// A print job appears too.
-	body := strings.NewReader(`{"terminalId":"` + mobile.TerminalID + `","lines":["hello"]}`)
-	req, _ = http.NewRequest("POST", info.OnlineAPIBaseURL+"/in-store/api/v1/print", body)
-	req.Header.Set("Content-Type", "application/json")
+	// A printer button sets the next print status, shown on the device.
+	req, _ = http.NewRequest("POST", info.OnlineAPIBaseURL+"/console/devices/"+mobile.SerialNumber+"/out-of-paper", nil)
 	req.Header.Set("Ocp-Apim-Subscription-Key", info.SubscriptionKey)
 	req.Header.Set("Authorization", "Bearer "+info.AccessToken)
 	if resp, err := http.DefaultClient.Do(req); err == nil {
 		resp.Body.Close()
 	}
-	next(t, ch, "print", func(s string) bool { return strings.Contains(s, `"status":"SUCCESS"`) })
+	next(t, ch, "device", func(s string) bool { return isMobile(s) && strings.Contains(s, `"nextPrint":2`) })
+}
+
+func keys(m map[string]json.RawMessage) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // TestConsoleDefaultsOnlyToLoopback: the demo's credentials are offered to

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/instore-dev/instore/internal/demo"
@@ -101,8 +103,9 @@ type page struct {
 }
 
 // openConsole opens the demo's console in the system Chromium with a
-// viewport width wide (CSS pixels) and waits until it is live.
-func openConsole(t *testing.T, info demo.Info, width int64) *page {
+// viewport width wide (CSS pixels) and waits until it is live. Each of
+// scripts runs in the page before its own scripts.
+func openConsole(t *testing.T, info demo.Info, width int64, scripts ...string) *page {
 	t.Helper()
 	exe := browser(t)
 	opts := append([]chromedp.ExecAllocatorOption{},
@@ -134,6 +137,14 @@ func openConsole(t *testing.T, info demo.Info, width int64) *page {
 			}
 		}
 	}()
+	for _, src := range scripts {
+		if err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, cdppage.AddScriptToEvaluateOnNewDocument, cdppage.AddScriptToEvaluateOnNewDocumentParams{Source: src})
+			return err
+		})); err != nil {
+			t.Fatalf("add a script: %v", err)
+		}
+	}
 	if err := chromedp.Do(ctx,
 		chromedp.EmulateViewport(width, 900),
 		chromedp.Navigate(info.ConsoleURL),

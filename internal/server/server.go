@@ -356,7 +356,7 @@ func (s *Server) buildHandlers() map[string]http.Handler {
 		sandbox.Register(online, &httpapi.Guard{Auth: s.Auth, Surface: instore.SurfaceOnline, Limiter: limiter}, s.Service, s.Store, s.Fleet)
 		sandbox.RegisterConsole(sandbox.ConsoleConfig{
 			API: online, Guard: &httpapi.Guard{Auth: s.Auth, Surface: instore.SurfaceOnline}, Service: s.Service,
-			Store: s.Store, Fleet: s.Fleet, Metadata: s.Metadata, Logger: s.logger,
+			Store: s.Store, Fleet: s.Fleet,
 			Defaults: func() *sandbox.Credentials { return s.consoleCreds.Load() },
 		})
 	}

@@ -1,10 +1,25 @@
-// instore sandbox console: follows the service through server-sent events
-// (read with fetch so that the credentials travel in headers, never in a
-// URL) and drives the virtual terminals through the console API.
+// instore sandbox console. Everything that is an Online API resource comes
+// from the Online API itself, with the page's credentials in headers (never
+// in a URL): the lists on first load, then the merchant's event stream
+// (GET /in-store/api/v1/events, server-sent events read with fetch, resumed
+// with Last-Event-ID after a break), and the webhooks with their
+// deliveries. The console's own stream (/console/events) brings only the
+// virtual devices' screens and state; its API drives them.
 "use strict";
 
-const state = { key: "", token: "", meta: null, digits: {}, devices: new Map(), txs: new Map(), prints: new Map() };
+const API = "/in-store/api/v1";
+
+const state = {
+  key: "", token: "", meta: null, digits: {},
+  devices: new Map(), txs: new Map(), prints: new Map(), terminals: new Map(),
+  feed: [],           // the last events of the API stream, newest first
+  lastEventId: "",    // the id of the last event applied: the stream resumes after it
+  up: { console: false, api: false },
+  gen: 0,             // a new login starts a new generation; older loops stop
+  abort: null,
+};
 const $ = (sel) => document.querySelector(sel);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function headers() {
   return { "Ocp-Apim-Subscription-Key": state.key, "Authorization": "Bearer " + state.token };
@@ -14,6 +29,17 @@ function setConn(text, cls) {
   const el = $("#conn");
   el.textContent = text;
   el.className = "conn " + (cls || "");
+}
+
+// showConn shows whether both streams are up.
+function showConn() {
+  if (state.up.console && state.up.api) setConn("Live", "live");
+  else setConn("Reconnecting…", "down");
+}
+
+function setUp(which, up) {
+  state.up[which] = up;
+  showConn();
 }
 
 async function start() {
@@ -45,71 +71,231 @@ $("#login-form").addEventListener("submit", (ev) => {
   connect();
 });
 
-let retry = 500;
-async function connect() {
+// connect follows both streams; a second call (a new login) stops the
+// loops of the first.
+function connect() {
+  if (state.abort) state.abort.abort();
+  state.abort = new AbortController();
+  const gen = ++state.gen;
+  state.up = { console: false, api: false };
+  // Other credentials may be another merchant's: start from nothing.
+  state.lastEventId = "";
+  state.feed = [];
+  state.txs.clear(); state.prints.clear(); state.terminals.clear();
   setConn("Connecting…");
-  let resp;
-  try {
-    resp = await fetch("/console/events", { headers: headers(), cache: "no-store" });
-  } catch (e) {
-    return reconnect();
-  }
-  if (resp.status === 401 || resp.status === 403) {
-    sessionStorage.clear();
-    return showLogin(resp.status === 401 ? "Credentials refused" : "Merchant inactive");
-  }
-  if (!resp.ok || !resp.body) return reconnect();
-  $("#login").hidden = true;
-  $("#app").hidden = false;
-  setConn("Live", "live");
-  retry = 500;
+  followConsole(gen, state.abort.signal);
+  followAPI(gen, state.abort.signal);
+}
+
+// refused stops everything and asks for credentials again.
+function refused(status) {
+  state.gen++;
+  if (state.abort) state.abort.abort();
+  sessionStorage.clear();
+  showLogin(status === 401 ? "Credentials refused" : "Merchant inactive");
+}
+
+// readSSE reads a fetch response as server-sent events and calls
+// onMessages with the messages ({id, event, data}; data null for a message
+// without data) of each chunk, waiting for it before reading on. It ends
+// when the stream ends and throws when it breaks.
+async function readSSE(resp, onMessages) {
   const reader = resp.body.getReader();
   const decoder = new TextDecoder();
   let buf = "";
-  for (;;) {
-    let chunk;
-    try { chunk = await reader.read(); } catch (e) { break; }
-    if (chunk.done) break;
-    buf += decoder.decode(chunk.value, { stream: true });
-    let i;
-    while ((i = buf.indexOf("\n\n")) >= 0) {
-      handleEvent(buf.slice(0, i));
-      buf = buf.slice(i + 2);
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buf = (buf + decoder.decode(value, { stream: true })).replace(/\r\n/g, "\n");
+      const msgs = [];
+      let i;
+      while ((i = buf.indexOf("\n\n")) >= 0) {
+        msgs.push(parseSSE(buf.slice(0, i)));
+        buf = buf.slice(i + 2);
+      }
+      await onMessages(msgs);
     }
+  } finally {
+    reader.cancel().catch(() => {});
   }
-  reconnect();
 }
 
-function reconnect() {
-  setConn("Reconnecting…", "down");
-  setTimeout(connect, retry);
-  retry = Math.min(retry * 2, 8000);
-}
-
-function handleEvent(block) {
-  let kind = "message", data = "";
+// parseSSE parses one message (its lines, without the blank line ending it).
+function parseSSE(block) {
+  const m = { id: null, event: "message", data: null };
+  const data = [];
   for (const line of block.split("\n")) {
-    if (line.startsWith("event: ")) kind = line.slice(7);
-    else if (line.startsWith("data: ")) data += line.slice(6);
+    if (line === "" || line.startsWith(":")) continue; // a comment (": ping")
+    const c = line.indexOf(":");
+    const field = c < 0 ? line : line.slice(0, c);
+    let value = c < 0 ? "" : line.slice(c + 1);
+    if (value.startsWith(" ")) value = value.slice(1);
+    if (field === "data") data.push(value);
+    else if (field === "event") m.event = value;
+    else if (field === "id") m.id = value;
   }
-  if (!data) return;
-  const v = JSON.parse(data);
-  switch (kind) {
+  if (data.length) m.data = data.join("\n");
+  return m;
+}
+
+// followConsole follows the virtual devices (/console/events): a snapshot,
+// then every change; after a break, a new snapshot.
+async function followConsole(gen, signal) {
+  let retry = 500;
+  while (gen === state.gen) {
+    let resp = null;
+    try { resp = await fetch("/console/events", { headers: headers(), cache: "no-store", signal }); } catch (e) { /* a break */ }
+    if (gen !== state.gen) return;
+    if (resp && (resp.status === 401 || resp.status === 403)) return refused(resp.status);
+    if (resp && resp.ok && resp.body) {
+      $("#login").hidden = true;
+      $("#app").hidden = false;
+      setUp("console", true);
+      try {
+        await readSSE(resp, (msgs) => { retry = 500; msgs.forEach(consoleMessage); });
+      } catch (e) { /* a break */ }
+    }
+    if (gen !== state.gen) return;
+    setUp("console", false);
+    await sleep(retry);
+    retry = Math.min(retry * 2, 8000);
+  }
+}
+
+function consoleMessage(m) {
+  if (!m.data) return;
+  const v = JSON.parse(m.data);
+  switch (m.event) {
     case "snapshot":
-      state.meta = v.metadata;
       state.digits = v.currencyDigits || {};
       state.devices = new Map(v.devices.map((d) => [d.serialNumber, d]));
-      state.txs = new Map(v.transactions.map((t) => [t.onlineAPIRefId, t]));
-      state.prints = new Map((v.prints || []).map((p) => [p.printId, p]));
-      renderMeta(); renderDevices(); renderTxs(); renderPrints();
+      renderDevices(); renderTxs();
       break;
     case "device": if (keepDevice(v)) renderDevices(); break;
-    case "transaction":
-      state.txs.set(v.onlineAPIRefId, v); renderTxs(v.onlineAPIRefId);
-      if (v.onlineAPIRefId === state.selected) showTimeline(v.onlineAPIRefId);
-      break;
-    case "print": state.prints.set(v.printId, v); renderPrints(); break;
   }
+}
+
+// followAPI follows the merchant's events. The first connection starts
+// live; once its first bytes have arrived (the server has fixed where it
+// starts) the page reads the lists, then applies the events, so that none
+// falls between the two. After a break it reconnects with Last-Event-ID:
+// the server replays what the page missed, once. Had no event arrived
+// yet, it starts over the same way (stream, then lists).
+async function followAPI(gen, signal) {
+  let retry = 500;
+  while (gen === state.gen) {
+    const resume = state.lastEventId;
+    const h = { ...headers(), "Accept": "text/event-stream" };
+    if (resume) h["Last-Event-ID"] = resume;
+    let resp = null;
+    try { resp = await fetch(`${API}/events`, { headers: h, cache: "no-store", signal }); } catch (e) { /* a break */ }
+    if (gen !== state.gen) return;
+    if (resp && (resp.status === 401 || resp.status === 403)) return refused(resp.status);
+    if (resp && resp.status === 400 && resume) {
+      state.lastEventId = ""; // a cursor no longer kept: start over from the lists
+      continue;
+    }
+    if (resp && resp.ok && resp.body) {
+      setUp("api", true);
+      let loaded = !!resume;
+      try {
+        await readSSE(resp, async (msgs) => {
+          if (!loaded) {
+            await loadLists(signal);
+            loaded = true;
+          }
+          retry = 500;
+          for (const m of msgs) if (m.data && gen === state.gen) apiEvent(m);
+        });
+      } catch (e) { /* a break, or the lists could not be read */ }
+    }
+    if (gen !== state.gen) return;
+    setUp("api", false);
+    await sleep(retry);
+    retry = Math.min(retry * 2, 8000);
+  }
+}
+
+// api reads an Online API resource as JSON with the page's credentials.
+async function api(path, opts = {}) {
+  const resp = await fetch(API + path, {
+    cache: "no-store", ...opts,
+    headers: { ...headers(), "Accept": "application/json", ...(opts.headers || {}) },
+  });
+  if (!resp.ok) throw new Error(`${path}: ${resp.status}`);
+  return resp.json();
+}
+
+// loadLists reads what the page shows from the Online API: the code lists
+// (once), the last day's transactions, the terminal IDs, the recent print
+// jobs (the print.final events still kept) and the webhooks.
+async function loadLists(signal) {
+  const [meta, txs, terms, prints] = await Promise.all([
+    state.meta || api("/metadata", { signal }),
+    api("/transactions?limit=50", { signal }),
+    api("/terminals", { signal }),
+    recentPrints(signal),
+  ]);
+  if (!state.meta) {
+    state.meta = meta;
+    renderMeta();
+    renderDevices();
+  }
+  txs.transactions.forEach(keepTx);
+  state.terminals = new Map(terms.terminals.map((t) => [t.terminalId, t]));
+  prints.forEach((p) => state.prints.set(p.printId, p));
+  renderTxs(); renderTerminals(); renderPrints();
+  scheduleWebhooks(0);
+}
+
+// recentPrints reads the print jobs of the print.final events still kept,
+// and returns the last 50.
+async function recentPrints(signal) {
+  let out = [];
+  let after = "";
+  for (let i = 0; i < 20; i++) {
+    const page = await api(`/events?types=print.final&limit=500${after ? "&after=" + encodeURIComponent(after) : ""}`, { signal });
+    out = out.concat(page.events.map((e) => e.data)).slice(-50);
+    if (page.events.length < 500 || !page.nextCursor) break;
+    after = page.nextCursor;
+  }
+  return out;
+}
+
+// apiEvent applies one event of the stream: its data is the resource as
+// the API shows it after the change.
+function apiEvent(m) {
+  let ev;
+  try { ev = JSON.parse(m.data); } catch (e) { return; }
+  state.lastEventId = m.id || ev.id;
+  state.feed.unshift(ev);
+  if (state.feed.length > 30) state.feed.length = 30;
+  renderFeed();
+  const d = ev.data || {};
+  const type = ev.type || "";
+  if (type.startsWith("transaction.")) {
+    if (keepTx(d)) {
+      renderTxs(d.onlineAPIRefId);
+      if (d.onlineAPIRefId === state.selected) showTimeline(d.onlineAPIRefId);
+    }
+  } else if (type.startsWith("print.")) {
+    state.prints.set(d.printId, d);
+    renderPrints();
+  } else if (type.startsWith("terminal.")) {
+    state.terminals.set(d.terminalId, d);
+    renderTerminals();
+  }
+  scheduleWebhooks(1000);
+}
+
+// keepTx stores a transaction unless the page has a later version of it
+// (the list read on load may be newer than an event that follows it).
+function keepTx(t) {
+  const cur = state.txs.get(t.onlineAPIRefId);
+  if (cur && cur.version > t.version) return false;
+  state.txs.set(t.onlineAPIRefId, t);
+  return true;
 }
 
 // keepDevice stores a device's state unless the page already has a newer
@@ -164,14 +350,19 @@ function renderDevices() {
   }
 }
 
+// flash shows a message in the status pill for a few seconds.
+function flash(message) {
+  setConn(message, "down");
+  setTimeout(showConn, 3000);
+}
+
 async function act(serial, action) {
   const resp = await fetch(`/console/devices/${encodeURIComponent(serial)}/${action}`, { method: "POST", headers: headers() });
   if (resp.ok) {
     if (keepDevice(await resp.json())) renderDevices();
   } else {
     const p = await resp.json().catch(() => ({}));
-    setConn(p.detail || p.title || `Action failed (${resp.status})`, "down");
-    setTimeout(() => setConn("Live", "live"), 3000);
+    flash(p.detail || p.title || `Action failed (${resp.status})`);
   }
 }
 
@@ -198,6 +389,13 @@ function cell(text, cls) {
   td.textContent = text;
   if (cls) td.className = cls;
   return td;
+}
+
+function el(tag, text, cls) {
+  const e = document.createElement(tag);
+  if (text != null) e.textContent = text;
+  if (cls) e.className = cls;
+  return e;
 }
 
 // codeCell is a cell for a code such as TERMINAL_MUST_UPDATE that may
@@ -234,33 +432,23 @@ function renderTxs(fresh) {
 // transaction changes.
 async function showTimeline(ref) {
   state.selected = ref;
-  const resp = await fetch(`/in-store/api/v1/transaction/${encodeURIComponent(ref)}/events`, { headers: headers(), cache: "no-store" });
+  const resp = await fetch(`${API}/transaction/${encodeURIComponent(ref)}/events`, { headers: headers(), cache: "no-store" });
   if (state.selected !== ref) return; // another row was clicked meanwhile
   const list = $("#timeline-list");
   $("#timeline-ref").textContent = ref;
   $("#timeline").hidden = false;
   if (!resp.ok) {
-    const li = document.createElement("li");
-    li.textContent = `Could not read the timeline (${resp.status}).`;
-    list.replaceChildren(li);
+    list.replaceChildren(el("li", `Could not read the timeline (${resp.status}).`));
     return;
   }
   const { events } = await resp.json();
   list.replaceChildren(...events.map((e) => {
-    const li = document.createElement("li");
-    li.className = "event";
+    const li = el("li", null, "event");
     const change = e.statusBefore && e.statusBefore !== e.statusAfter ? `${e.statusBefore} \u2192 ${e.statusAfter}` : e.statusAfter;
-    li.append(cellText(time(e.at), "time"), cellText(e.actor, "actor"), cellText(e.kind, "kind"), cellText(change, "change"));
-    if (e.detail) li.append(cellText(e.detail, "detail"));
+    li.append(el("span", time(e.at), "time"), el("span", e.actor, "actor"), el("span", e.kind, "kind"), el("span", change, "change"));
+    if (e.detail) li.append(el("span", e.detail, "detail"));
     return li;
   }));
-}
-
-function cellText(text, cls) {
-  const s = document.createElement("span");
-  s.className = cls;
-  s.textContent = text;
-  return s;
 }
 
 $("#transactions tbody").addEventListener("keydown", (ev) => {
@@ -274,14 +462,43 @@ $("#transactions tbody").addEventListener("click", (ev) => {
 
 function renderPrints() {
   const body = $("#prints tbody");
-  const rows = [...state.prints.values()].sort((a, b) => (a.createdAt < b.createdAt ? 1 : -1));
+  const rows = [...state.prints.values()].sort((a, b) => (a.createdAt < b.createdAt ? 1 : -1)).slice(0, 50);
   body.replaceChildren(...rows.map((p) => {
     const tr = document.createElement("tr");
+    tr.dataset.printId = p.printId;
     tr.append(cell(time(p.createdAt)), cell(p.terminalId),
       cell(p.status ? `${p.status} (${p.statusId})` : "PRINTING", `status${p.statusId ? " bad" : " s0"}`), cell(p.printId, "ref"));
     return tr;
   }));
   $("#print-empty").hidden = rows.length > 0;
+}
+
+function renderTerminals() {
+  const body = $("#terminals tbody");
+  const rows = [...state.terminals.values()].sort((a, b) => (a.terminalId < b.terminalId ? -1 : 1));
+  body.replaceChildren(...rows.map((t) => {
+    const tr = document.createElement("tr");
+    tr.dataset.terminalId = t.terminalId;
+    tr.append(cell(t.terminalId),
+      cell(t.linked ? `${t.serialNumber} (${modelNames[t.model] || t.model})` : "unlinked"),
+      cell(t.linked ? (t.online ? "online" : "offline") : "", "state " + (t.online ? "on" : "off")),
+      cell(t.busy ? `busy ${t.currentOnlineAPIRefId || ""}` : ""), cell(time(t.lastSeenAt)));
+    return tr;
+  }));
+  $("#terminals-empty").hidden = rows.length > 0;
+}
+
+// renderFeed lists the stream's last events, newest first.
+function renderFeed() {
+  $("#feed").replaceChildren(...state.feed.map((e) => {
+    const li = el("li", null, "feed-event");
+    li.dataset.eventId = e.id;
+    const d = e.data || {};
+    li.append(el("span", time(e.createdAt), "time"), el("span", e.type, "type"),
+      el("span", d.onlineAPIRefId || d.printId || d.terminalId || "", "ref"), el("span", e.id, "id"));
+    return li;
+  }));
+  $("#feed-empty").hidden = state.feed.length > 0;
 }
 
 function renderMeta() {
@@ -290,11 +507,10 @@ function renderMeta() {
   const names = { errorCodes: "Error codes", transactionStatuses: "Transaction statuses", paymentMethods: "Payment methods", printStatuses: "Print statuses" };
   for (const [k, title] of Object.entries(names)) {
     const wrap = document.createElement("div");
-    const h = document.createElement("h3");
-    h.textContent = `${title} (${k})`;
+    const h = el("h3", `${title} (${k})`);
     const table = document.createElement("table");
     const head = document.createElement("tr");
-    ["id", "code", "description"].forEach((c) => { const th = document.createElement("th"); th.scope = "col"; th.textContent = c; head.append(th); });
+    ["id", "code", "description"].forEach((c) => { const th = el("th", c); th.scope = "col"; head.append(th); });
     const thead = document.createElement("thead"); thead.append(head);
     const tbody = document.createElement("tbody");
     for (const e of state.meta[k]) {
@@ -307,5 +523,133 @@ function renderMeta() {
     box.append(wrap);
   }
 }
+
+// Webhooks: the endpoints (GET /webhooks) and each one's last deliveries
+// with their attempts (GET /webhooks/{id}/deliveries). Read when the lists
+// load, a second after events arrive (once for a burst of them) and on the
+// Refresh button. While a delivery is pending its attempts come without an
+// event, so the panel is read again when the first delivery of an
+// endpoint's queue is due (the others wait behind it), at least 3 s apart,
+// twice that after each read that changed nothing, at most 30 s apart.
+const webhooks = { timer: 0, at: 0, running: false, again: false, last: "", quiet: 3000 };
+
+function scheduleWebhooks(ms) {
+  const at = Date.now() + ms;
+  if (webhooks.timer) {
+    if (webhooks.at <= at) return;
+    clearTimeout(webhooks.timer);
+  }
+  webhooks.at = at;
+  webhooks.timer = setTimeout(() => { webhooks.timer = 0; refreshWebhooks(); }, ms);
+}
+
+async function refreshWebhooks() {
+  if (webhooks.running) { webhooks.again = true; return; }
+  webhooks.running = true;
+  let due = null;
+  try {
+    const { webhooks: list } = await api("/webhooks");
+    const deliveries = await Promise.all(list.map((w) =>
+      api(`/webhooks/${encodeURIComponent(w.webhookId)}/deliveries?limit=10`).catch(() => null)));
+    const seen = JSON.stringify([list, deliveries]);
+    webhooks.quiet = seen === webhooks.last ? Math.min(webhooks.quiet * 2, 30000) : 3000;
+    webhooks.last = seen;
+    renderWebhooks(list, deliveries);
+    for (const page of deliveries) {
+      // Newest first: the last pending one heads the endpoint's queue.
+      const head = (page ? page.deliveries : []).filter((d) => d.status === "pending").pop();
+      if (!head) continue;
+      const t = head.nextAttemptAt ? Date.parse(head.nextAttemptAt) : Date.now();
+      if (due === null || t < due) due = t;
+    }
+    $("#wh-error").hidden = true;
+  } catch (e) {
+    $("#wh-error").hidden = false;
+  } finally {
+    webhooks.running = false;
+  }
+  if (webhooks.again) {
+    webhooks.again = false;
+    scheduleWebhooks(1000);
+  } else if (due !== null) {
+    scheduleWebhooks(Math.min(Math.max(due - Date.now() + 500, webhooks.quiet), 30000));
+  }
+}
+
+function renderWebhooks(list, deliveries) {
+  $("#webhooks-list").replaceChildren(...list.map((w, i) => {
+    const box = el("article", null, "webhook");
+    box.dataset.webhookId = w.webhookId;
+    const head = el("header");
+    head.append(el("span", w.url, "url"), el("span", w.status, `wh-status ${w.status}`));
+    box.append(head);
+    const about = [w.eventTypes.length ? w.eventTypes.join(", ") : "all events", w.webhookId];
+    if (w.description) about.unshift(w.description);
+    box.append(el("p", about.join(" · "), "about"));
+    if (w.disabledReason) box.append(el("p", `Disabled: ${w.disabledReason}`, "reason"));
+    const page = deliveries[i];
+    if (!page) {
+      box.append(el("p", "Could not read its deliveries.", "empty"));
+    } else if (page.deliveries.length === 0) {
+      box.append(el("p", "No deliveries yet.", "empty"));
+    } else {
+      const wrap = el("div", null, "table-wrap");
+      const table = el("table", null, "deliveries");
+      const hr = el("tr");
+      ["Created", "Event", "Status", "Attempts", ""].forEach((c) => { const th = el("th", c); th.scope = "col"; hr.append(th); });
+      const thead = el("thead");
+      thead.append(hr);
+      const tbody = el("tbody");
+      for (const d of page.deliveries) tbody.append(deliveryRow(w, d));
+      table.append(thead, tbody);
+      wrap.append(table);
+      box.append(wrap);
+    }
+    return box;
+  }));
+  $("#wh-empty").hidden = list.length > 0;
+}
+
+function deliveryRow(w, d) {
+  const tr = el("tr", null, "delivery");
+  tr.dataset.deliveryId = d.deliveryId;
+  tr.dataset.eventId = d.eventId;
+  const ev = el("td");
+  ev.append(el("span", d.eventType, "type"), el("span", d.eventId, "ref"));
+  const st = el("td", null, `dstatus ${d.status}`);
+  st.append(el("span", d.status));
+  if (d.status === "pending" && d.nextAttemptAt) st.append(el("span", `next ${time(d.nextAttemptAt)}`, "sub"));
+  const at = el("td");
+  const ol = el("ol", null, "attempts");
+  for (const a of d.attempts) {
+    const li = el("li", null, "attempt" + (a.statusCode >= 200 && a.statusCode < 300 ? " ok" : " failed"));
+    li.dataset.attempt = a.attempt;
+    li.append(el("span", time(a.at), "time"), el("span", a.statusCode ? String(a.statusCode) : "no answer", "code"),
+      el("span", `${a.durationMs} ms`, "dur"));
+    if (a.error) li.append(el("span", a.error, "error"));
+    if (a.response) li.append(el("span", a.response.length > 160 ? a.response.slice(0, 160) + "…" : a.response, "excerpt"));
+    ol.append(li);
+  }
+  if (!d.attempts.length) ol.append(el("li", "not sent yet", "attempt none"));
+  at.append(ol);
+  const act = el("td");
+  if (d.status !== "succeeded") {
+    const b = el("button", "Retry now", "retry");
+    b.type = "button";
+    b.addEventListener("click", () => retryDelivery(w.webhookId, d.deliveryId));
+    act.append(b);
+  }
+  tr.append(cell(time(d.createdAt)), ev, st, at, act);
+  return tr;
+}
+
+async function retryDelivery(webhookId, deliveryId) {
+  const resp = await fetch(`${API}/webhooks/${encodeURIComponent(webhookId)}/deliveries/${encodeURIComponent(deliveryId)}/retry`,
+    { method: "POST", headers: headers() });
+  if (!resp.ok) flash(`Retry failed (${resp.status})`);
+  scheduleWebhooks(1000);
+}
+
+$("#wh-refresh").addEventListener("click", () => scheduleWebhooks(0));
 
 start();
