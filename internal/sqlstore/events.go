@@ -135,8 +135,13 @@ func (db *DB) ExpireEvents(ctx context.Context, before time.Time) (int, error) {
 			(SELECT seq FROM events WHERE created_at < ? AND seq IS NOT NULL)`, micros(before)); err != nil {
 			return fmt.Errorf("expire events: %w", err)
 		}
+		// The newest numbered event is kept whatever its age: the next
+		// number is taken after it (SequenceEvents), and numbers must never
+		// be used twice, or a reader resuming after an old id would skip
+		// the new events that took it again.
 		res, err := c.exec(ctx, `DELETE FROM events WHERE created_at < ? AND seq IS NOT NULL
-			AND seq NOT IN (SELECT event_seq FROM webhook_deliveries)`, micros(before))
+			AND seq NOT IN (SELECT event_seq FROM webhook_deliveries)
+			AND seq < (SELECT MAX(seq) FROM events)`, micros(before))
 		if err != nil {
 			return fmt.Errorf("expire events: %w", err)
 		}

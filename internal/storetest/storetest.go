@@ -51,6 +51,7 @@ func Run(t *testing.T, open func(t *testing.T) instore.Store) {
 		{"Effect", effectTests},
 		{"Timeline", timelineTests},
 		{"Access", accessTests},
+		{"Events", eventTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
