@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -583,6 +584,43 @@ func TestUpdateLifecycle(t *testing.T) {
 	}
 	if tx := s.final(t, s.purchase(t, term, 1000).tx(t, 201).OnlineAPIRefID); tx.StatusID != instore.StatusApproved {
 		t.Errorf("purchase after a failed update ended %d", tx.StatusID)
+	}
+
+	// Every status of both updates is an update.status event of the
+	// merchant, with the update as the Access API shows it.
+	statuses := func(evs []instore.EventWire) map[string][]string {
+		out := map[string][]string{}
+		for _, e := range evs {
+			var v updateJSON
+			must(t, json.Unmarshal(e.Data, &v))
+			if v.TerminalID != term {
+				t.Errorf("update.status of terminal %s in a listing filtered on %s", v.TerminalID, term)
+			}
+			if v.Status == instore.UpdateFailed && (v.Reason == nil || *v.Reason != "checksum mismatch") {
+				t.Errorf("FAILED event without its reason: %s", e.Data)
+			}
+			out[v.UpdateID] = append(out[v.UpdateID], v.Status)
+		}
+		return out
+	}
+	firstID := ""
+	evs := s.waitEvents(t, "&types=update.status&terminalId="+term, func(evs []instore.EventWire) bool {
+		st := statuses(evs)
+		return len(st) == 2 && slices.Contains(st[u.UpdateID], instore.UpdateFailed)
+	})
+	for id, st := range statuses(evs) {
+		last := instore.UpdateInstalled
+		if id == u.UpdateID {
+			last = instore.UpdateFailed
+		} else {
+			firstID = id
+		}
+		if st[0] != instore.UpdateScheduled || st[len(st)-1] != last || len(st) > 3 {
+			t.Errorf("update.status events of %s: %v, want SCHEDULED, (DOWNLOADING,) %s", id, st, last)
+		}
+	}
+	if firstID == "" {
+		t.Errorf("no update.status events of the first update")
 	}
 
 	// The rules of createUpdate.
