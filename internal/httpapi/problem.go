@@ -47,6 +47,7 @@ var titles = map[string]string{
 	instore.ERateLimited:          "Too many requests",
 	instore.EIdempotencyConflict:  "Idempotency key reused with a different request",
 	instore.ENotReversible:        "Transaction cannot be reversed",
+	instore.ENotConfirmable:       "Transaction cannot be confirmed",
 	instore.ELinkCodeInvalid:      "Link code invalid",
 	instore.EConflict:             "Conflict",
 	instore.EInternal:             "Internal server error",
