@@ -162,6 +162,11 @@ func transactionEventType(e TransactionEvent) string {
 		return EventTransactionConfirmed
 	case EventAutoReversed:
 		return EventTransactionAutoReversed
+	case EventLateResult:
+		// The terminal's own outcome of a transaction the service had
+		// ended: the status stands, but the final transaction now has a
+		// result (it settles that no money was taken).
+		return EventTransactionFinal
 	}
 	if e.StatusAfter != e.StatusBefore && e.StatusAfter != "PENDING" && e.StatusAfter != "" {
 		return EventTransactionFinal // every final status, and a later one (REVERSED)

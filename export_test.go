@@ -6,3 +6,6 @@ type RunningForTest struct{ r running }
 func NewRunningForTest() *RunningForTest              { return &RunningForTest{} }
 func (x *RunningForTest) Put(t *Transaction)          { x.r.put(t) }
 func (x *RunningForTest) Get(ref string) *Transaction { return x.r.get(ref) }
+
+// TransactionEventType exposes transactionEventType to the external tests.
+func TransactionEventType(e TransactionEvent) string { return transactionEventType(e) }

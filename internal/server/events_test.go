@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -114,6 +115,44 @@ func TestTimelineOfEachOutcome(t *testing.T) {
 			"CREATED:ECR:PENDING", "ACKNOWLEDGED:TERMINAL:PENDING", "RESULT:TERMINAL:APPROVED", "REVERSED:TERMINAL:REVERSED")
 		if last := es[len(es)-1]; !strings.Contains(last.Detail, rev.OnlineAPIRefID) {
 			t.Errorf("REVERSED does not name the reversal: %+v", last)
+		}
+
+		// What an integrator hears equals the timelines: each change with
+		// an event type is one event carrying the transaction at that
+		// version, in the timeline's order, and there is no other.
+		want := map[string][]string{}
+		integratorType := map[string]string{instore.EventCreated: instore.EventTransactionCreated,
+			instore.EventAcknowledged: instore.EventTransactionAcknowledged, instore.EventProgress: instore.EventTransactionProgress}
+		refs := []string{approved.OnlineAPIRefID, declined.OnlineAPIRefID, slow.OnlineAPIRefID, p.OnlineAPIRefID, sale.OnlineAPIRefID, rev.OnlineAPIRefID}
+		for _, ref := range refs {
+			for _, e := range s.timeline(t, ref) {
+				typ, ok := integratorType[e.Kind]
+				if !ok && e.StatusAfter != e.StatusBefore && e.StatusAfter != "PENDING" {
+					typ, ok = instore.EventTransactionFinal, true
+				}
+				if ok {
+					want[ref] = append(want[ref], fmt.Sprintf("%s v%d", typ, e.Version))
+				}
+			}
+		}
+		all := s.waitEvents(t, "&types=transaction.created,transaction.acknowledged,transaction.progress,transaction.final",
+			func(evs []instore.EventWire) bool {
+				n := 0
+				for _, w := range want {
+					n += len(w)
+				}
+				return len(evs) >= n
+			})
+		got := map[string][]string{}
+		for _, e := range all {
+			var v txJSON
+			must(t, json.Unmarshal(e.Data, &v))
+			got[v.OnlineAPIRefID] = append(got[v.OnlineAPIRefID], fmt.Sprintf("%s v%d", e.Type, v.Version))
+		}
+		for _, ref := range refs {
+			if !slices.Equal(got[ref], want[ref]) {
+				t.Errorf("events of %s: %v, want the timeline's %v", ref, got[ref], want[ref])
+			}
 		}
 
 		// Another merchant's or an unknown transaction: WP04.
