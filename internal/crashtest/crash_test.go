@@ -167,6 +167,9 @@ func runCrash(t *testing.T, set settings, bin, dbURL string) {
 	defer cancel()
 	e := &crashEnv{t: t, set: set, bin: bin, dir: t.TempDir(), dbURL: dbURL, led: newLedger(), reported: map[string]bool{}}
 	e.setup(ctx)
+	fctx, stopFollowing := context.WithCancel(ctx)
+	defer stopFollowing()
+	follower := e.follow(fctx)
 	start := time.Now()
 	stream := uint64(1) // one stream of the seed per store
 	if e.postgres() {
@@ -183,6 +186,7 @@ func runCrash(t *testing.T, set settings, bin, dbURL string) {
 	}
 	e.unconfirmedKilled(ctx)
 	e.check(ctx, "the end")
+	e.checkStream(ctx, follower, stopFollowing)
 	named, acked := e.led.known()
 	t.Logf("%s: %d rounds and the chosen kills in %s; %d transactions named to the ECR, %d acknowledged (201)",
 		e.backend(), set.rounds, time.Since(start).Round(time.Second), len(named), len(acked))

@@ -10,7 +10,10 @@
 // and that every terminal still takes a payment. Chosen kills follow: between
 // a terminal's ack and the 201, and during ECR confirmation windows (a sale
 // left unconfirmed across the kill is still reversed on its terminal after
-// the restart, a confirmed one is not).
+// the restart, a confirmed one is not). Throughout, a back office follows the
+// event stream (GET /events, server-sent events) from the first event,
+// resuming with Last-Event-ID after each kill: at the end it must have been
+// given exactly the events the JSON pages list, in order, once each.
 //
 //	go test -run TestCrash -v ./internal/crashtest/                          # 3 rounds, about a minute
 //	INSTORE_CRASH_SOAK=1 go test -run TestCrash -v -timeout 2h ./internal/crashtest/   # 40 rounds, longer runs

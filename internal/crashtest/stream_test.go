@@ -1,0 +1,139 @@
+package crashtest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// streamFollower reads the merchant's event stream (GET /events as
+// server-sent events) through every kill and restart of the server, as an
+// integrator's back office does: from the first event on, reconnecting
+// with Last-Event-ID (the last event it was dispatched whole) whenever the
+// stream breaks. It keeps every id it was given, repeats included.
+type streamFollower struct {
+	mu         sync.Mutex
+	ids        []string
+	reconnects int
+	done       chan struct{}
+}
+
+func (e *crashEnv) follow(ctx context.Context) *streamFollower {
+	f := &streamFollower{done: make(chan struct{})}
+	client := &http.Client{}
+	go func() {
+		defer close(f.done)
+		last := "evt_0000000000000000"
+		for ctx.Err() == nil {
+			req, err := http.NewRequestWithContext(ctx, "GET", e.srv.online()+"/in-store/api/v1/events", nil)
+			if err != nil {
+				return
+			}
+			req.Header.Set("Ocp-Apim-Subscription-Key", e.ecr.subscriptionKey)
+			req.Header.Set("Authorization", "Bearer "+e.ecr.token)
+			req.Header.Set("Accept", "text/event-stream")
+			req.Header.Set("Last-Event-ID", last)
+			resp, err := client.Do(req)
+			if err == nil && resp.StatusCode == http.StatusOK {
+				sc := bufio.NewScanner(resp.Body)
+				sc.Buffer(make([]byte, 64<<10), 1<<20)
+				pending := ""
+				for sc.Scan() {
+					line := sc.Text()
+					switch {
+					case strings.HasPrefix(line, "id:"):
+						pending = strings.TrimSpace(strings.TrimPrefix(line, "id:"))
+					case line == "" && pending != "":
+						// Dispatched whole: now it counts, and the stream
+						// resumes after it.
+						f.mu.Lock()
+						f.ids = append(f.ids, pending)
+						f.mu.Unlock()
+						last, pending = pending, ""
+					}
+				}
+			}
+			if resp != nil {
+				resp.Body.Close()
+			}
+			f.mu.Lock()
+			f.reconnects++
+			f.mu.Unlock()
+			sleep(ctx, 100*time.Millisecond)
+		}
+	}()
+	return f
+}
+
+// checkStream compares what the follower was given with the events the
+// JSON pages list: the same ids, in the same order, none missing, none
+// twice, although the server was killed under it.
+func (e *crashEnv) checkStream(ctx context.Context, f *streamFollower, stop context.CancelFunc) {
+	t := e.t
+	var list []string
+	after := ""
+	for {
+		q := "/in-store/api/v1/events?limit=500"
+		if after != "" {
+			q += "&after=" + after
+		}
+		a := e.ecr.do(ctx, "GET", q, nil, "")
+		if a.err != nil || a.status != http.StatusOK {
+			t.Fatalf("the events' pages: %s %s", a, a.body)
+		}
+		var page struct {
+			Events []struct {
+				ID string `json:"id"`
+			} `json:"events"`
+			NextCursor *string `json:"nextCursor"`
+		}
+		if err := json.Unmarshal(a.body, &page); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range page.Events {
+			list = append(list, ev.ID)
+		}
+		if len(page.Events) < 500 || page.NextCursor == nil {
+			break
+		}
+		after = *page.NextCursor
+	}
+	// The stream may be a moment behind the pages.
+	for start := time.Now(); ; sleep(ctx, 50*time.Millisecond) {
+		f.mu.Lock()
+		n := len(f.ids)
+		f.mu.Unlock()
+		if n >= len(list) || time.Since(start) > 15*time.Second {
+			break
+		}
+	}
+	stop()
+	<-f.done
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !slices.Equal(f.ids, list) {
+		missing, twice := 0, 0
+		seen := map[string]int{}
+		for _, id := range f.ids {
+			seen[id]++
+			if seen[id] == 2 {
+				twice++
+			}
+		}
+		for _, id := range list {
+			if seen[id] == 0 {
+				missing++
+			}
+		}
+		t.Errorf("%s: the stream followed through the kills gave %d events (%d missing, %d twice), the pages list %d",
+			e.backend(), len(f.ids), missing, twice, len(list))
+		return
+	}
+	t.Logf("%s: the stream followed through the kills (%d reconnects) gave the %d events the pages list, in order, once each",
+		e.backend(), f.reconnects, len(list))
+}
