@@ -83,8 +83,26 @@ func newReceiver(dir string) (*receiver, error) {
 	return r, nil
 }
 
-// selfSigned makes a certificate for 127.0.0.1, valid for a day.
+// selfSigned returns the receivers' certificate for 127.0.0.1, valid for
+// a day: one per process, since an in-process server (and Go's TLS
+// clients in general) reads SSL_CERT_FILE only once.
 func selfSigned() (tls.Certificate, []byte, error) {
+	c := receiverCert()
+	return c.cert, c.pem, c.err
+}
+
+type certPEM struct {
+	cert tls.Certificate
+	pem  []byte
+	err  error
+}
+
+var receiverCert = sync.OnceValue(func() certPEM {
+	cert, p, err := makeCert()
+	return certPEM{cert, p, err}
+})
+
+func makeCert() (tls.Certificate, []byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
 	if err != nil {
 		return tls.Certificate{}, nil, err
@@ -97,8 +115,7 @@ func selfSigned() (tls.Certificate, []byte, error) {
 	if err != nil {
 		return tls.Certificate{}, nil, err
 	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, certPEM, nil
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), nil
 }
 
 // trustingClient is an HTTP client that trusts the receiver's certificate.
