@@ -147,7 +147,7 @@ Linux only: it reads /proc.`,
 	fs := cmd.Flags()
 	fs.DurationVar(&duration, "duration", 10*time.Second, "measured time of each side (ours, the baseline); for sessions, how long they are held (at most 10m)")
 	fs.DurationVar(&o.Warmup, "warmup", 0, "unmeasured warm-up before each measured window (default: a fifth of --duration, at most 1s)")
-	fs.Int64Var(&o.MaxRequests, "max-requests", 0, "end a measured window once this many requests (or purchase lives) completed (0: only --duration); metadata, purchase, mixed: per side, each round's window ending at its share")
+	fs.Int64Var(&o.MaxRequests, "max-requests", 0, "end a measured window once this many requests (or purchase lives) completed (0: only --duration); metadata, purchase, mixed: per side, each round's window ending at its share; webhooks: the deliveries queued before the drain (default 5000)")
 	fs.IntVar(&o.Rounds, "rounds", 0, fmt.Sprintf("metadata, purchase, mixed: measure the baseline and instore in this many alternating rounds of --duration/rounds per side (default: one per 2s of --duration, 5 for 10s; 1: one window each; at most %d)", loadtest.MaxRounds))
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object per scenario instead of the table")
 	fs.IntVar(&o.Clients, "clients", 0, "concurrent metadata clients (default 64; mixed 8)")

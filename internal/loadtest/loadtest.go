@@ -28,6 +28,12 @@
 //     session against a bare gorilla WebSocket server holding as many.
 //   - mixed: purchases, metadata and status reads at once; the purchase
 //     lives are compared with the purchase baseline.
+//   - purchase with Webhooks and/or Streams: the lives with the consumers
+//     of events (webhook endpoints at a verifying receiver in this
+//     process, followers of the event stream) against the same lives
+//     without them, in alternating windows (consumers.go).
+//   - webhooks: the deliveries per second one node sends, draining a
+//     backlog, against a bare signing sender (not in "all").
 //
 // Linux only (it reads /proc).
 package loadtest
