@@ -73,6 +73,9 @@ func TestClusterWebhooks(t *testing.T) {
 	if err != nil {
 		t.Skip("haproxy is not installed (apt-get install haproxy); the webhook cluster test needs a real load balancer")
 	}
+	// Built before SSL_CERT_FILE names the receiver's certificate alone:
+	// go build may fetch modules over HTTPS.
+	bin := buildInstore(t, t.TempDir())
 	start := time.Now()
 	rcv := startWHReceiver(t)
 	// The nodes (children) trust the receiver's certificate and may
@@ -82,8 +85,7 @@ func TestClusterWebhooks(t *testing.T) {
 
 	set := loadSettings(t)
 	set.terminals = 4
-	t.Logf("seed %d, %d terminals, 3 nodes", set.seed, set.terminals)
-	bin := buildInstore(t, t.TempDir())
+	t.Logf("%d terminals, 3 nodes (the kills follow the deliveries, not a seed)", set.terminals)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	e := &crashEnv{t: t, set: set, bin: bin, dir: t.TempDir(), dbURL: u, led: newLedger(), reported: map[string]bool{}}
