@@ -656,7 +656,10 @@ func runWebhooks(ctx context.Context, o *Options) (*Result, error) {
 	}
 	after, _ := e.srv.stats()
 	cpu1, _ := readProc(0)
-	end := time.Unix(0, rcv.lastAt.Load())
+	end := time.Now()
+	if last := rcv.lastAt.Load(); last != 0 {
+		end = time.Unix(0, last)
+	}
 	secs := end.Sub(start).Seconds()
 	got := rcv.deliveries.Load()
 	r.Ours = Side{Name: "instore dispatcher (one node)", Unit: "deliveries/s", Count: got, Seconds: secs,
