@@ -24,7 +24,7 @@ func newLoadtestCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "loadtest SCENARIO...",
-		Short: "Measure the service against this machine's limits: metadata, purchase, sessions, mixed (or all)",
+		Short: "Measure the service against this machine's limits: metadata, purchase, sessions, mixed (or all), cluster, webhooks",
 		Long: `Run a bounded load scenario against an instore server over loopback, and its
 baseline in the same invocation, and print rates, latency percentiles, errors
 and the server's RSS and CPU, with the ratio of ours to the baseline (1.0: as
@@ -54,9 +54,23 @@ Scenarios and baselines:
   sessions  N idle terminal sessions (raw WebSocket clients that say
             hello); the server's RSS increase per session against a bare
             gorilla WebSocket server (a child process) holding as many.
+            With --webhooks N and/or --streams M: N webhook endpoints
+            at a receiver in this process that verifies every signature
+            (Standard Webhooks reference library) and M followers of the
+            event stream; the lives with them are compared with the
+            lives without them, in alternating windows on the same
+            server (the consumers on only in theirs), instead of the
+            raw commits. Target: at least 0.9.
   mixed     purchases, metadata and status reads together; the lives
             compared with the purchase baseline.
   all       every scenario above in turn.
+  webhooks  the deliveries per second of one node: --webhooks endpoints
+            (default 8) of every event type; purchases run while the
+            receiver holds the requests until the backlog holds
+            --max-requests deliveries (default 5000), then the receiver
+            answers and the node drains it; baseline: a bare sender in
+            this process (as many workers as the dispatcher, signing
+            each delivery) sending as many to the same receiver.
   cluster   PostgreSQL and HAProxy: purchase lives of three nodes (instore
             serve children on one database) behind HAProxy
             (deploy/haproxy/instore.cfg) against one node behind it, in
@@ -85,7 +99,7 @@ Linux only: it reads /proc.`,
 				switch {
 				case a == "all":
 					scenarios = append(scenarios, loadtest.Scenarios...)
-				case slices.Contains(loadtest.Scenarios, a) || a == loadtest.ClusterScenario:
+				case slices.Contains(loadtest.Scenarios, a) || a == loadtest.ClusterScenario || a == loadtest.WebhooksScenario:
 					scenarios = append(scenarios, a)
 				default:
 					return usageError{fmt.Errorf("unknown scenario %q: want %s or all", a, strings.Join(loadtest.Scenarios, ", "))}
@@ -133,7 +147,7 @@ Linux only: it reads /proc.`,
 	fs := cmd.Flags()
 	fs.DurationVar(&duration, "duration", 10*time.Second, "measured time of each side (ours, the baseline); for sessions, how long they are held (at most 10m)")
 	fs.DurationVar(&o.Warmup, "warmup", 0, "unmeasured warm-up before each measured window (default: a fifth of --duration, at most 1s)")
-	fs.Int64Var(&o.MaxRequests, "max-requests", 0, "end a measured window once this many requests (or purchase lives) completed (0: only --duration); metadata, purchase, mixed: per side, each round's window ending at its share")
+	fs.Int64Var(&o.MaxRequests, "max-requests", 0, "end a measured window once this many requests (or purchase lives) completed (0: only --duration); metadata, purchase, mixed: per side, each round's window ending at its share; webhooks: the deliveries queued before the drain (default 5000)")
 	fs.IntVar(&o.Rounds, "rounds", 0, fmt.Sprintf("metadata, purchase, mixed: measure the baseline and instore in this many alternating rounds of --duration/rounds per side (default: one per 2s of --duration, 5 for 10s; 1: one window each; at most %d)", loadtest.MaxRounds))
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object per scenario instead of the table")
 	fs.IntVar(&o.Clients, "clients", 0, "concurrent metadata clients (default 64; mixed 8)")
@@ -141,6 +155,8 @@ Linux only: it reads /proc.`,
 	fs.BoolVar(&o.Keyed, "keyed", false, "purchase, mixed: the ECRs send a fresh Idempotency-Key with every purchase, as the Go SDK does (an idempotency record is claimed, tied to the transaction and completed with the answer)")
 	fs.BoolVar(&o.Progress, "progress", false, "purchase, mixed: the ECRs follow every change of a purchase (afterVersion), as a till showing the terminal's progress does, instead of only its final status")
 	fs.IntVar(&o.ECRs, "ecrs", 0, "concurrent ECR clients, each driving its share of the terminals (default: one per terminal)")
+	fs.IntVar(&o.Webhooks, "webhooks", 0, "purchase: webhook endpoints at a verifying receiver in this process, compared with the lives without them; webhooks: the endpoints (default 8)")
+	fs.IntVar(&o.Streams, "streams", 0, "purchase: followers of the event stream, compared with the lives without them")
 	fs.IntVar(&o.Readers, "readers", 8, "concurrent status readers (mixed)")
 	fs.IntVar(&o.Sessions, "sessions", 10000, fmt.Sprintf("idle terminal sessions (sessions; at most %d)", loadtest.MaxSessions))
 	fs.StringVar(&o.DatabaseURL, "database-url", "", "PostgreSQL instead of SQLite: a fresh schema is created in it and dropped at the end")

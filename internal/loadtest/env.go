@@ -51,6 +51,10 @@ type env struct {
 	devices                []device
 
 	srv *serverProc
+	// rcv is the webhook receiver of purchase --webhooks and of the
+	// webhooks scenario, started before the server (which trusts its
+	// certificate).
+	rcv *receiver
 }
 
 type device struct {
@@ -223,6 +227,9 @@ func (e *env) close() {
 	if e.srv != nil {
 		e.srv.close()
 	}
+	if e.rcv != nil {
+		e.rcv.close()
+	}
 	if e.pgAdmin != nil {
 		if e.schema != "" {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -282,6 +289,21 @@ func (e *env) startServer(ctx context.Context) error {
 		e.srv.terminal = strings.TrimSuffix(e.srv.terminal, "/terminal/v1/connect")
 		return e.getToken(ctx)
 	}
+	var extra []string
+	if e.webhookReceiver() && e.rcv == nil {
+		rcv, err := newReceiver(e.dir)
+		if err != nil {
+			return err
+		}
+		e.rcv = rcv
+		// Go reads the trusted roots from SSL_CERT_FILE when it first
+		// verifies a certificate: the child's whole life, or (in-process)
+		// this process's, unless it verified one before.
+		extra = append(extra, "SSL_CERT_FILE="+rcv.certFile)
+		if o.InProcess {
+			os.Setenv("SSL_CERT_FILE", rcv.certFile)
+		}
+	}
 	if o.InProcess {
 		f, err := os.Create(filepath.Join(e.dir, "server.log"))
 		if err != nil {
@@ -292,7 +314,7 @@ func (e *env) startServer(ctx context.Context) error {
 			DataDir: e.dataDir, DatabaseURL: e.dbURL, SQLiteSynchronous: o.Synchronous,
 			TokenTTL: time.Hour, AuthCacheTTL: time.Second, RateLimit: serverRateLimit, RateBurst: serverRateLimit,
 			ShutdownTimeout: 5 * time.Second, Logger: logging.New(f, logging.Options{Format: logging.FormatJSON}),
-			Pprof: o.ProfileDir != "",
+			Pprof: o.ProfileDir != "", WebhookAllowPrivate: e.webhookReceiver(),
 		}
 		srv, err := server.New(ctx, cfg)
 		if err != nil {
@@ -304,7 +326,6 @@ func (e *env) startServer(ctx context.Context) error {
 		e.srv = &serverProc{kind: "in-process", online: srv.URL("online"), terminal: srv.URL("terminal"), ops: srv.URL("ops"), inproc: srv}
 		return e.getToken(ctx)
 	}
-	var extra []string
 	if e.dataDir == "" {
 		// Not on the command line: it may hold a password.
 		extra = append(extra, "INSTORE_DATABASE_URL="+e.dbURL)
@@ -330,6 +351,10 @@ func (e *env) startServer(ctx context.Context) error {
 		}
 		if o.ProfileDir != "" {
 			args = append(args, "--pprof")
+		}
+		if e.webhookReceiver() {
+			// The receiver listens on loopback.
+			args = append(args, "--webhook-allow-private")
 		}
 		args = append(args, o.ServerArgs...)
 		e.logf("starting the server: %s %s", filepath.Base(o.Exe), strings.Join(args, " "))
@@ -542,3 +567,9 @@ func (c *child) stop(timeout time.Duration) {
 
 // discardLogger is the virtual terminals' logger.
 var discardLogger = slog.New(slog.DiscardHandler)
+
+// webhookReceiver reports whether the run's webhooks go to the receiver
+// of this process (on loopback).
+func (e *env) webhookReceiver() bool {
+	return e.o.Webhooks > 0 || e.scenario == WebhooksScenario
+}

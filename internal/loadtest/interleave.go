@@ -68,6 +68,11 @@ type ilSide struct {
 	// window starts, with the nominal time until its last window ends (a
 	// CPU profile, say). The run waits for it to return.
 	onStart func(ctx context.Context, d time.Duration)
+	// enter, when set, runs before each of the side's windows (before its
+	// lead-in), leave after it, once the side is idle: what the side has
+	// that the other has not (purchase --webhooks: the consumers of
+	// events, started and stopped).
+	enter, leave func(ctx context.Context)
 }
 
 // ilSlot is one window of the plan: a lead-in, then the measured window.
@@ -252,6 +257,9 @@ func (il *interleave) run(ctx context.Context) ilResult {
 			break
 		}
 		sd, a := &il.sides[p.side], &acc[p.side]
+		if sd.enter != nil {
+			sd.enter(ctx)
+		}
 		now := time.Now()
 		win := &ilWindow{round: p.round, ws: now.Add(p.lead), quota: il.quota(p.round),
 			stop: make(chan struct{}), early: make(chan struct{})}
@@ -288,6 +296,9 @@ func (il *interleave) run(ctx context.Context) ilResult {
 		after := a.snap(sd)
 		close(win.stop)
 		win.wg.Wait() // the side is idle again: the other may start
+		if sd.leave != nil {
+			sd.leave(ctx)
+		}
 		if ctx.Err() != nil && end.After(time.Now()) {
 			end = time.Now() // interrupted: the result is discarded anyway
 		}

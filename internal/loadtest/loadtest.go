@@ -28,6 +28,12 @@
 //     session against a bare gorilla WebSocket server holding as many.
 //   - mixed: purchases, metadata and status reads at once; the purchase
 //     lives are compared with the purchase baseline.
+//   - purchase with Webhooks and/or Streams: the lives with the consumers
+//     of events (webhook endpoints at a verifying receiver in this
+//     process, followers of the event stream) against the same lives
+//     without them, in alternating windows (consumers.go).
+//   - webhooks: the deliveries per second one node sends, draining a
+//     backlog, against a bare signing sender (not in "all").
 //
 // Linux only (it reads /proc).
 package loadtest
@@ -99,6 +105,13 @@ type Options struct {
 	// Keyed makes the ECRs send a fresh Idempotency-Key with every
 	// purchase, as the Go SDK does by default.
 	Keyed bool
+	// Webhooks and Streams add consumers of events to purchase: that many
+	// webhook endpoints at a receiver in this process (verifying every
+	// signature) and followers of the event stream; the purchase lives with
+	// them are then compared with the lives without them, in alternating
+	// windows (instead of the raw commits). Webhooks is also the endpoints
+	// of the webhooks scenario (default 8).
+	Webhooks, Streams int
 	// Readers is the number of status readers in mixed (default 8).
 	Readers int
 	// Sessions is the number of idle terminal sessions (default 10,000, the
@@ -234,8 +247,23 @@ type Result struct {
 	// SessionTargetBytes is the issue's absolute bound (8 KiB at 10,000).
 	SessionTargetBytes float64 `json:"sessionTargetBytes,omitempty"`
 
+	// Consumers are the figures of purchase --webhooks/--streams and of
+	// the webhooks scenario; ConsumerErrors what they saw wrong (bad
+	// signatures, deliveries or stream events out of order, broken
+	// streams), counted in Errors too.
+	Consumers      *consumerFigures `json:"consumers,omitempty"`
+	ConsumerErrors int64            `json:"consumerErrors,omitempty"`
+
 	Notes []string `json:"notes,omitempty"`
 }
+
+// WebhooksScenario measures the deliveries per second of one node (not in
+// "all").
+const WebhooksScenario = "webhooks"
+
+// consumersTarget is the least ratio of the lives with consumers of events
+// to those without.
+const consumersTarget = 0.9
 
 // Targets of issue 8: the minimum ratio of each scenario.
 var targets = map[string]float64{"metadata": 0.8, "purchase": 0.5, "sessions": 0.5}
@@ -277,6 +305,20 @@ func (o *Options) defaults(scenario string) error {
 	}
 	if o.ECRs <= 0 || o.ECRs > o.Terminals {
 		o.ECRs = o.Terminals
+	}
+	switch {
+	case o.Webhooks < 0 || o.Streams < 0:
+		return errors.New("webhooks and streams must not be negative")
+	case o.Webhooks > 16:
+		return errors.New("webhooks: at most 16 (the endpoints of a merchant)")
+	case o.Streams > MaxClients:
+		return fmt.Errorf("streams: at most %d", MaxClients)
+	case (o.Webhooks > 0 || o.Streams > 0) && scenario == "mixed":
+		return errors.New("--webhooks and --streams go with purchase (and webhooks), not mixed")
+	case (o.Webhooks > 0 || scenario == WebhooksScenario) && o.Target != nil:
+		return errors.New("webhooks need a server this run starts (it must trust the receiver's certificate): no --target")
+	case o.Streams > 0 && scenario == WebhooksScenario:
+		return errors.New("--streams goes with purchase")
 	}
 	if o.Readers <= 0 {
 		o.Readers = 8
@@ -371,6 +413,8 @@ func Run(ctx context.Context, scenario string, o Options) (*Result, error) {
 		r, err = runSessions(ctx, &o)
 	case ClusterScenario:
 		r, err = runCluster(ctx, &o)
+	case WebhooksScenario:
+		r, err = runWebhooks(ctx, &o)
 	default:
 		return nil, fmt.Errorf("unknown scenario %q (want one of %s, or all)", scenario, strings.Join(Scenarios, ", "))
 	}
@@ -393,7 +437,16 @@ func (r *Result) finish() {
 	for _, p := range r.Parts {
 		r.Errors += p.Errors
 	}
-	if t, ok := targets[r.Scenario]; ok {
+	r.Errors += r.ConsumerErrors
+	t, ok := targets[r.Scenario]
+	switch {
+	case r.Scenario == WebhooksScenario:
+		ok = false
+	case r.Consumers != nil:
+		// Issue: the consumers cost the purchases at most 10 %.
+		t, ok = consumersTarget, true
+	}
+	if ok {
 		r.Target = t
 		met := r.Ratio >= t
 		if r.Scenario == "sessions" && r.Sessions >= 10000 {
@@ -435,10 +488,15 @@ func (r *Result) WriteTable(w io.Writer) error {
 			fmt.Fprintf(&b, ", %d metadata clients, %d status readers", r.Clients, r.Readers)
 		}
 		fmt.Fprintf(&b, ", %.1f s measured per side", r.Ours.Seconds)
-		if r.Rounds > 1 {
+		switch {
+		case r.Rounds > 1 && r.Consumers != nil:
+			fmt.Fprintf(&b, " in %d interleaved rounds (without the consumers first in rounds 1, 3, ..., with them in 2, 4, ...; the consumers on only in their windows)", r.Rounds)
+		case r.Rounds > 1:
 			fmt.Fprintf(&b, " in %d interleaved rounds (the raw commits first in rounds 1, 3, ..., instore in 2, 4, ...; the server idle in the commits' windows)", r.Rounds)
 		}
 		b.WriteString("\n")
+	case WebhooksScenario:
+		fmt.Fprintf(&b, "%d webhook endpoints of every event type; a backlog built by %d virtual terminals while the receiver held the requests, then drained by one node\n", r.Consumers.Webhooks, r.Terminals)
 	case "sessions":
 		fmt.Fprintf(&b, "%d idle terminal sessions, held %.1f s; rates and latencies are of session set-up (dial, hello, answer)\n", r.Sessions, r.HoldSeconds)
 	}
@@ -467,12 +525,20 @@ func (r *Result) WriteTable(w io.Writer) error {
 		row(p)
 	}
 	tw.Flush()
-	switch r.Scenario {
-	case "purchase", "mixed":
+	if c := r.Consumers; c != nil {
+		fmt.Fprintf(&b, "consumers: %d webhook deliveries (%s/s), %d stream events (%s/s); bad signatures %d, out of order %d, sent again %d, stream disorder %d\n",
+			c.Deliveries, commas(c.DeliveryRate), c.StreamEvents, commas(c.StreamRate), c.BadSignatures, c.OutOfOrder, c.Repeats, c.StreamDisorder)
+	}
+	switch {
+	case r.Consumers != nil && r.Scenario == "purchase":
+		fmt.Fprintf(&b, "baseline: the same purchase lives without the consumers; %.2f commits per life\n", r.CommitsPerLife)
+		fmt.Fprintf(&b, "an ECR made %.2f HTTP requests per purchase life\n", r.RequestsPerLife)
+	case r.Scenario == WebhooksScenario:
+	case r.Scenario == "purchase" || r.Scenario == "mixed":
 		fmt.Fprintf(&b, "baseline: %s raw single-row commits/s (%d writers) / %.2f commits per purchase life = %s lives/s (its latencies are of one commit)\n",
 			commas(r.RawCommitRate), r.CommitWriters, r.CommitsPerLife, commas(r.BaselineRate))
 		fmt.Fprintf(&b, "an ECR made %.2f HTTP requests per purchase life\n", r.RequestsPerLife)
-	case "sessions":
+	case r.Scenario == "sessions":
 		fmt.Fprintf(&b, "server RSS per session: ours %s, bare gorilla server %s", kib(r.BytesPerSession), kib(r.BaselineBytesPerSession))
 		if r.SessionHeapBytes != 0 {
 			fmt.Fprintf(&b, " (ours: Go heap %s, stacks %s, %.1f goroutines)", kib(r.SessionHeapBytes), kib(r.SessionStackBytes), r.SessionGoroutines)

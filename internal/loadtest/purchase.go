@@ -70,6 +70,14 @@ func runPurchase(ctx context.Context, o *Options, mixed bool) (*Result, error) {
 		return nil, err
 	}
 	defer stop()
+	if o.Webhooks > 0 || o.Streams > 0 {
+		tr := &http.Transport{MaxIdleConnsPerHost: o.ECRs + 8, MaxIdleConns: o.ECRs + 8}
+		defer tr.CloseIdleConnections()
+		if err := e.purchaseWithConsumers(ctx, r, &http.Client{Transport: tr, Timeout: 2 * time.Minute}); err != nil {
+			return nil, err
+		}
+		return r, nil
+	}
 	commits, err := e.newCommitBaseline(ctx)
 	if err != nil {
 		return nil, err

@@ -206,6 +206,11 @@ func (d *Dispatcher) deliver(ctx context.Context, dd *instore.DueDelivery) {
 	if rerr := d.cfg.Store.RecordAttempt(ctx, dd, o); rerr != nil {
 		// The lease runs out and the delivery is sent again: at least once.
 		d.cfg.Logger.Warn("webhook: record attempt", "webhookId", dd.Webhook.ID, "error", rerr)
+	} else if o.Succeeded || o.GiveUp {
+		// The endpoint's next delivery is its head now: claim it at once
+		// rather than at the next tick (a backlog would drain one delivery
+		// per endpoint per Interval).
+		d.Poke()
 	}
 	if !o.Succeeded {
 		d.cfg.Logger.Info("webhook: delivery failed", "webhookId", dd.Webhook.ID, "eventId", instore.EventID(dd.Event.Seq),

@@ -1,0 +1,814 @@
+package crashtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	crand "crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"log"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/instore-dev/instore"
+)
+
+// Times of TestClusterWebhooks' receiver.
+const (
+	// whSlow is how long a slow answer takes: well under the dispatcher's
+	// 10 s time-out, long enough to kill its sender meanwhile.
+	whSlow = 2500 * time.Millisecond
+	// whDown is how long the receiver is down: shorter than the first
+	// retry (5 s, -20 % jitter), so the delivery that found it down is
+	// sent again once it is back, not in 5 minutes.
+	whDown = 3 * time.Second
+)
+
+// TestClusterWebhooks kills nodes of the cluster while they deliver
+// webhooks. Three nodes on PostgreSQL behind HAProxy (as TestCluster), with
+// two webhook endpoints (every event; four types) at a real HTTPS receiver
+// that verifies every Standard Webhooks signature with the reference
+// library, fails some attempts (503), is slow for some (2.5 s), and is down
+// for 3 s, then comes back. Purchases run through the terminals' sandbox
+// outcomes (approved, declined, wrong PIN, ...) on every node while each
+// node is killed with SIGKILL once, the first while it is sending a slow
+// delivery, and started again. Then every event of GET /events (JSON pages)
+// after the endpoints' creation must have arrived at each endpoint that
+// wants its type, correctly signed, the first arrivals exactly in the
+// list's order, none missing; an event may arrive twice only if an
+// attempt to send it was cut by a kill (reported). A delivery whose retry
+// would come in minutes (its second failure) is retried through the API,
+// as a merchant would. Meanwhile a follower of the event stream
+// (text/event-stream, through HAProxy) resumes with Last-Event-ID after each
+// break: what it saw must equal the list exactly, no gap and no repeat.
+func TestClusterWebhooks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the webhook cluster test builds the binary and kills nodes while they deliver; run it without -short")
+	}
+	u := freshPostgres(t)
+	if u == "" {
+		t.Skip("INSTORE_TEST_DATABASE_URL is not set; the webhook cluster test needs PostgreSQL")
+	}
+	haproxy, err := exec.LookPath("haproxy")
+	if err != nil {
+		t.Skip("haproxy is not installed (apt-get install haproxy); the webhook cluster test needs a real load balancer")
+	}
+	// Built before SSL_CERT_FILE names the receiver's certificate alone:
+	// go build may fetch modules over HTTPS.
+	bin := buildInstore(t, t.TempDir())
+	start := time.Now()
+	rcv := startWHReceiver(t)
+	// The nodes (children) trust the receiver's certificate and may
+	// deliver to loopback; the terminals and `instore admin` ignore both.
+	t.Setenv("SSL_CERT_FILE", rcv.certFile)
+	t.Setenv("INSTORE_WEBHOOK_ALLOW_PRIVATE", "true")
+
+	set := loadSettings(t)
+	set.terminals = 4
+	t.Logf("%d terminals, 3 nodes (the kills follow the deliveries, not a seed)", set.terminals)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e := &crashEnv{t: t, set: set, bin: bin, dir: t.TempDir(), dbURL: u, led: newLedger(), reported: map[string]bool{}}
+	c := e.startCluster(ctx, haproxy)
+	for _, n := range c.nodes {
+		if n.p == nil {
+			t.Fatal("a node is not running")
+		}
+	}
+	t.Logf("cluster up in %s", time.Since(start).Round(time.Millisecond))
+
+	// The links' events are numbered within a second; the endpoints are
+	// owed what comes after them.
+	sleep(ctx, 1500*time.Millisecond)
+	before := e.listEvents(ctx, "")
+	cursor := ""
+	if len(before) > 0 {
+		cursor = before[len(before)-1].ID
+	}
+	types := []string{instore.EventTransactionCreated, instore.EventTransactionFinal, instore.EventTerminalOnline, instore.EventTerminalOffline}
+	hooks := map[string]string{} // endpoint name -> webhookId
+	for _, ep := range []struct {
+		name  string
+		types []string
+	}{{"all", nil}, {"some", types}} {
+		body, _ := json.Marshal(map[string]any{"url": rcv.url + "/hook/" + ep.name, "eventTypes": ep.types, "description": "crash test " + ep.name})
+		a := e.ecr.do(ctx, "POST", "/in-store/api/v1/webhooks", body, "")
+		var wh instore.WebhookWire
+		if a.err != nil || a.status != http.StatusCreated || json.Unmarshal(a.body, &wh) != nil {
+			t.Fatalf("create the webhook endpoint %s: %s %s", ep.name, a, a.body)
+		}
+		rcv.add(t, ep.name, wh.Secret, ep.types)
+		hooks[ep.name] = wh.WebhookID
+	}
+
+	follow := &sseFollower{base: e.ecr.base, key: e.ecr.subscriptionKey, token: e.ecr.token}
+	followCtx, stopFollow := context.WithCancel(ctx)
+	var followDone sync.WaitGroup
+	followDone.Add(1)
+	go func() { defer followDone.Done(); follow.run(followCtx) }()
+	defer func() { stopFollow(); followDone.Wait() }()
+
+	// Purchases on every terminal (through HAProxy: every node), each
+	// ending by its amount's sandbox outcome.
+	phase, stopSales := context.WithCancel(ctx)
+	var sales sync.WaitGroup
+	var salesMu sync.Mutex
+	finals := map[int]int{}
+	for i := range e.procs {
+		sales.Add(1)
+		go func() {
+			defer sales.Done()
+			outcomes := []int64{0, 11, 12, 0, 4, 7, 0, 3}
+			for n := 0; phase.Err() == nil; n++ {
+				amount := 100*int64(10+n) + outcomes[(n+i)%len(outcomes)]
+				out := e.ecr.purchase(ctx, i, e.terms[i], amount, fmt.Sprintf("wh-t%d-%d", i, n))
+				if out.kind == "acked" {
+					if st, ok := e.ecr.final(ctx, out.ref); ok {
+						salesMu.Lock()
+						finals[st]++
+						salesMu.Unlock()
+					}
+				}
+				sleep(phase, 300*time.Millisecond)
+			}
+		}()
+	}
+
+	// Each node killed once while deliveries are in flight: the first
+	// while it sends a slow one; the receiver down for a moment between.
+	killed := map[*server]bool{}
+	kill := func(victim *server, why string) {
+		cut := rcv.cutBy(victim.p.cmd.Process.Pid)
+		victim.kill9()
+		c.kills++
+		t.Logf("SIGKILL %s (%s) at %s; its deliveries: %s", filepath.Base(victim.dir), why,
+			time.Since(start).Round(time.Millisecond), cut)
+		sleep(ctx, 300*time.Millisecond)
+		if err := victim.start(ctx); err != nil {
+			stopSales()
+			t.Fatalf("restart %s: %v", filepath.Base(victim.dir), err)
+		}
+		killed[victim] = true
+	}
+	sleep(ctx, 2*time.Second)
+	victim, why := (*server)(nil), "no slow delivery in flight within 8 s: the first node"
+	deadline := time.Now().Add(8 * time.Second)
+	for victim == nil && time.Now().Before(deadline) && ctx.Err() == nil {
+		for _, n := range c.nodes {
+			if rcv.sendsSlow(n.p.cmd.Process.Pid) {
+				victim, why = n, "sending a slow delivery"
+			}
+		}
+		sleep(ctx, 20*time.Millisecond)
+	}
+	if victim == nil {
+		victim = c.nodes[0]
+	}
+	kill(victim, why)
+	sleep(ctx, 1500*time.Millisecond)
+	rcv.setDown(t, true)
+	sleep(ctx, whDown)
+	rcv.setDown(t, false)
+	for _, n := range c.nodes {
+		if !killed[n] {
+			sleep(ctx, 1500*time.Millisecond)
+			// In turn, once it has a delivery in flight (within 3 s).
+			why := "in turn; no delivery of it seen in flight within 3 s"
+			for end := time.Now().Add(3 * time.Second); time.Now().Before(end) && ctx.Err() == nil; {
+				if rcv.sending(n.p.cmd.Process.Pid) {
+					why = "in turn, sending a delivery"
+					break
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			kill(n, why)
+		}
+	}
+	sleep(ctx, time.Second)
+	stopSales()
+	sales.Wait()
+	t.Logf("purchases stopped at %s; final statuses by id: %v", time.Since(start).Round(time.Millisecond), finals)
+
+	// Every event delivered: wait, retrying (as a merchant) what would
+	// otherwise wait minutes. A cut attempt waits for its lease (30 s).
+	var want []instore.EventWire
+	retried := 0
+	lastSweep := time.Time{}
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		want = e.listEvents(ctx, cursor)
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		// Complete, and no event came meanwhile (a terminal's session
+		// moving after the last restart).
+		if rcv.complete(want) && len(e.listEvents(ctx, cursor)) == len(want) {
+			break
+		}
+		if time.Since(lastSweep) > 2*time.Second {
+			for _, id := range hooks {
+				retried += e.retryLate(ctx, id)
+			}
+			lastSweep = time.Now()
+		}
+		sleep(ctx, 200*time.Millisecond)
+	}
+	t.Logf("deliveries settled at %s; %d deliveries retried through the API", time.Since(start).Round(time.Millisecond), retried)
+	for _, name := range []string{"all", "some"} {
+		t.Logf("endpoint %s: failed attempts recorded by the nodes: %v", name, e.failedAttempts(ctx, hooks[name]))
+	}
+	rcv.check(t, want)
+
+	// The stream: every event of the list, once each, in its order.
+	var all []instore.EventWire
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		all = e.listEvents(ctx, "")
+		for follow.count() < len(all) && time.Now().Before(deadline) {
+			sleep(ctx, 100*time.Millisecond)
+		}
+		if len(e.listEvents(ctx, "")) == len(all) || time.Now().After(deadline) {
+			break
+		}
+	}
+	stopFollow()
+	followDone.Wait()
+	seen, breaks := follow.result()
+	if breaks == 0 {
+		t.Errorf("the event stream never broke: no node it was on was killed")
+	}
+	if len(seen) != len(all) {
+		t.Errorf("the stream showed %d events, the list has %d", len(seen), len(all))
+	}
+	for i := range min(len(seen), len(all)) {
+		if seen[i].ID != all[i].ID || seen[i].Type != all[i].Type || !bytes.Equal(seen[i].Data, all[i].Data) {
+			t.Errorf("stream event %d is %s %s, the list's %s %s", i, seen[i].ID, seen[i].Type, all[i].ID, all[i].Type)
+			break
+		}
+	}
+	for _, v := range e.led.takeViolations() {
+		t.Errorf("ECR: %s", v)
+	}
+	t.Logf("stream: %d events through %d breaks (resumed with Last-Event-ID); %d node kills; whole test %s",
+		len(seen), breaks, c.kills, time.Since(start).Round(time.Millisecond))
+}
+
+// listEvents reads every event after the cursor, page by page (JSON).
+func (e *crashEnv) listEvents(ctx context.Context, after string) []instore.EventWire {
+	var out []instore.EventWire
+	for {
+		q := "/in-store/api/v1/events?limit=500"
+		if after != "" {
+			q += "&after=" + after
+		}
+		a := e.ecr.do(ctx, "GET", q, nil, "")
+		var page struct {
+			Events []instore.EventWire `json:"events"`
+		}
+		if a.err != nil || a.status != http.StatusOK || json.Unmarshal(a.body, &page) != nil {
+			if ctx.Err() != nil {
+				return out
+			}
+			// A node just killed: HAProxy answers for a moment.
+			sleep(ctx, 200*time.Millisecond)
+			continue
+		}
+		if len(page.Events) == 0 {
+			return out
+		}
+		out = append(out, page.Events...)
+		after = page.Events[len(page.Events)-1].ID
+	}
+}
+
+// retryLate retries, through the API, an endpoint's pending deliveries
+// whose next attempt is more than 8 s away (a second failure waits 5
+// minutes), and returns how many.
+func (e *crashEnv) retryLate(ctx context.Context, webhookID string) int {
+	n := 0
+	cursor := ""
+	for {
+		q := "/in-store/api/v1/webhooks/" + webhookID + "/deliveries?limit=100"
+		if cursor != "" {
+			q += "&cursor=" + cursor
+		}
+		a := e.ecr.do(ctx, "GET", q, nil, "")
+		var page struct {
+			Deliveries []instore.DeliveryWire `json:"deliveries"`
+			NextCursor *string                `json:"nextCursor"`
+		}
+		if a.err != nil || a.status != http.StatusOK || json.Unmarshal(a.body, &page) != nil {
+			return n
+		}
+		for _, d := range page.Deliveries {
+			if d.Status != "pending" || d.NextAt == nil {
+				continue
+			}
+			next, err := time.Parse(time.RFC3339Nano, *d.NextAt)
+			if err != nil || time.Until(next) < 8*time.Second {
+				continue
+			}
+			r := e.ecr.do(ctx, "POST", "/in-store/api/v1/webhooks/"+webhookID+"/deliveries/"+d.DeliveryID+"/retry", nil, "")
+			if r.err == nil && r.status == http.StatusAccepted {
+				n++
+			}
+		}
+		if page.NextCursor == nil {
+			return n
+		}
+		cursor = *page.NextCursor
+	}
+}
+
+// failedAttempts counts an endpoint's failed attempts as the nodes
+// recorded them, by HTTP status (0: no answer: refused, reset, time-out).
+func (e *crashEnv) failedAttempts(ctx context.Context, webhookID string) map[int]int {
+	out := map[int]int{}
+	cursor := ""
+	for {
+		q := "/in-store/api/v1/webhooks/" + webhookID + "/deliveries?limit=100"
+		if cursor != "" {
+			q += "&cursor=" + cursor
+		}
+		a := e.ecr.do(ctx, "GET", q, nil, "")
+		var page struct {
+			Deliveries []instore.DeliveryWire `json:"deliveries"`
+			NextCursor *string                `json:"nextCursor"`
+		}
+		if a.err != nil || a.status != http.StatusOK || json.Unmarshal(a.body, &page) != nil {
+			return out
+		}
+		for _, d := range page.Deliveries {
+			for _, at := range d.Attempts {
+				if at.StatusCode < 200 || at.StatusCode > 299 {
+					out[at.StatusCode]++
+				}
+			}
+		}
+		if page.NextCursor == nil {
+			return out
+		}
+		cursor = *page.NextCursor
+	}
+}
+
+// whReceiver is the merchant's webhook receiver: HTTPS on a fixed loopback
+// port (its own certificate, which the nodes trust through SSL_CERT_FILE),
+// one path per endpoint.
+type whReceiver struct {
+	addr, url, certFile string
+	cert                tls.Certificate
+
+	mu  sync.Mutex
+	srv *http.Server
+	eps map[string]*whEndpoint
+}
+
+type whEndpoint struct {
+	wh    *standardwebhooks.Webhook
+	types []string // nil: all
+	// requests counts the requests that verified; failLeft and slowLeft
+	// the 503s and slow answers still to give.
+	requests, failed, slowed int
+	failLeft, slowLeft       int
+	badSigs                  int
+	arrivals                 []*whArrival
+	// cut holds the events whose attempt a kill cut (in flight, or
+	// answered just before the kill): those alone may arrive twice;
+	// inFlight counts the first kind.
+	cut      map[string]bool
+	inFlight int
+}
+
+// whArrival is a delivery that verified and was (or is being) answered 2xx.
+type whArrival struct {
+	ev         instore.EventWire
+	port       int // the sender's local port
+	at, done   time.Time
+	slow       bool
+	answeredOK bool
+}
+
+func startWHReceiver(t *testing.T) *whReceiver {
+	t.Helper()
+	cert, certPEM := testCert(t)
+	certFile := filepath.Join(t.TempDir(), "receiver.pem")
+	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &whReceiver{addr: ln.Addr().String(), certFile: certFile, cert: cert, eps: map[string]*whEndpoint{}}
+	r.url = "https://" + r.addr
+	r.serve(ln)
+	t.Cleanup(func() {
+		r.mu.Lock()
+		srv := r.srv
+		r.srv = nil
+		r.mu.Unlock()
+		if srv != nil {
+			srv.Close()
+		}
+	})
+	return r
+}
+
+func (r *whReceiver) serve(ln net.Listener) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /hook/{name}", r.handle)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{r.cert}}, ErrorLog: log.New(io.Discard, "", 0)}
+	r.mu.Lock()
+	r.srv = srv
+	r.mu.Unlock()
+	go srv.ServeTLS(ln, "", "")
+}
+
+// setDown takes the receiver down (its port refuses connections; the
+// requests it is answering are finished) or brings it back on the same
+// port.
+func (r *whReceiver) setDown(t *testing.T, down bool) {
+	if down {
+		r.mu.Lock()
+		srv := r.srv
+		r.srv = nil
+		r.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*whSlow)
+		defer cancel()
+		srv.Shutdown(ctx)
+		t.Logf("the receiver is down for %s", whDown)
+		return
+	}
+	ln, err := net.Listen("tcp", r.addr)
+	if err != nil {
+		t.Fatalf("the receiver back on %s: %v", r.addr, err)
+	}
+	r.serve(ln)
+}
+
+func (r *whReceiver) add(t *testing.T, name, secret string, types []string) {
+	wh, err := standardwebhooks.NewWebhook(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.eps[name] = &whEndpoint{wh: wh, types: types, failLeft: 2, slowLeft: 4, cut: map[string]bool{}}
+}
+
+func (r *whReceiver) handle(w http.ResponseWriter, req *http.Request) {
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		return
+	}
+	_, p, _ := net.SplitHostPort(req.RemoteAddr)
+	port, _ := strconv.Atoi(p)
+	r.mu.Lock()
+	ep := r.eps[req.PathValue("name")]
+	if ep == nil {
+		r.mu.Unlock()
+		http.Error(w, "no such endpoint", http.StatusNotFound)
+		return
+	}
+	var ev instore.EventWire
+	if ep.wh.Verify(body, req.Header) != nil || json.Unmarshal(body, &ev) != nil || ev.ID != req.Header.Get("webhook-id") {
+		ep.badSigs++
+		r.mu.Unlock()
+		http.Error(w, "bad signature", http.StatusBadRequest)
+		return
+	}
+	ep.requests++
+	n := ep.requests
+	if ep.failLeft > 0 && n%13 == 6 {
+		ep.failLeft--
+		ep.failed++
+		r.mu.Unlock()
+		http.Error(w, "try later", http.StatusServiceUnavailable)
+		return
+	}
+	a := &whArrival{ev: ev, port: port, at: time.Now()}
+	if ep.slowLeft > 0 && n%9 == 4 {
+		ep.slowLeft--
+		ep.slowed++
+		a.slow = true
+	}
+	ep.arrivals = append(ep.arrivals, a)
+	r.mu.Unlock()
+	if a.slow {
+		t := time.NewTimer(whSlow)
+		select {
+		case <-t.C:
+		case <-req.Context().Done(): // the sender died
+		}
+		t.Stop()
+	}
+	w.WriteHeader(http.StatusNoContent)
+	r.mu.Lock()
+	a.done, a.answeredOK = time.Now(), req.Context().Err() == nil
+	r.mu.Unlock()
+}
+
+// sendsSlow reports whether the process pid is sending a delivery the
+// receiver answers slowly, and will for a while.
+func (r *whReceiver) sendsSlow(pid int) bool {
+	ports := connPorts(pid, r.port())
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ep := range r.eps {
+		for _, a := range ep.arrivals {
+			if a.slow && a.done.IsZero() && time.Since(a.at) < whSlow/2 && ports[a.port] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sending reports whether the process pid has a delivery in flight.
+func (r *whReceiver) sending(pid int) bool {
+	r.mu.Lock()
+	var open []int
+	for _, ep := range r.eps {
+		for _, a := range ep.arrivals[max(0, len(ep.arrivals)-8):] {
+			if a.done.IsZero() {
+				open = append(open, a.port)
+			}
+		}
+	}
+	r.mu.Unlock()
+	if len(open) == 0 {
+		return false
+	}
+	ports := connPorts(pid, r.port())
+	for _, p := range open {
+		if ports[p] {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *whReceiver) port() int {
+	_, p, _ := net.SplitHostPort(r.addr)
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+// cutBy marks, before pid is killed, the events whose attempt it has in
+// flight, or answered within the last second (its record of the success
+// may be lost with it), and returns their ids.
+func (r *whReceiver) cutBy(pid int) string {
+	ports := connPorts(pid, r.port())
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var inFlight, answered []string
+	for name, ep := range r.eps {
+		for _, a := range ep.arrivals {
+			switch {
+			case !ports[a.port]:
+			case a.done.IsZero():
+				ep.cut[a.ev.ID] = true
+				ep.inFlight++
+				inFlight = append(inFlight, name+":"+a.ev.ID)
+			case time.Since(a.done) < time.Second:
+				ep.cut[a.ev.ID] = true
+				answered = append(answered, name+":"+a.ev.ID)
+			}
+		}
+	}
+	return fmt.Sprintf("in flight %v, answered in the last second %v", inFlight, answered)
+}
+
+// wants reports whether the endpoint gets events of type typ.
+func (ep *whEndpoint) wants(typ string) bool {
+	return ep.types == nil || slices.Contains(ep.types, typ)
+}
+
+// firsts is the endpoint's events in the order of their first arrival,
+// and how many arrivals repeated an event.
+func (ep *whEndpoint) firsts() (first []instore.EventWire, again map[string]int) {
+	seen := map[string]bool{}
+	again = map[string]int{}
+	for _, a := range ep.arrivals {
+		if seen[a.ev.ID] {
+			again[a.ev.ID]++
+			continue
+		}
+		seen[a.ev.ID] = true
+		first = append(first, a.ev)
+	}
+	return first, again
+}
+
+// complete reports whether every endpoint got every event of want it
+// wants.
+func (r *whReceiver) complete(want []instore.EventWire) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ep := range r.eps {
+		first, _ := ep.firsts()
+		n := 0
+		for _, ev := range want {
+			if ep.wants(ev.Type) {
+				n++
+			}
+		}
+		if len(first) < n {
+			return false
+		}
+	}
+	return true
+}
+
+// check compares what each endpoint got with the list.
+func (r *whReceiver) check(t *testing.T, want []instore.EventWire) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, name := range []string{"all", "some"} {
+		ep := r.eps[name]
+		var exp []instore.EventWire
+		for _, ev := range want {
+			if ep.wants(ev.Type) {
+				exp = append(exp, ev)
+			}
+		}
+		first, again := ep.firsts()
+		if ep.badSigs != 0 {
+			t.Errorf("endpoint %s: %d deliveries failed verification", name, ep.badSigs)
+		}
+		if len(first) != len(exp) {
+			t.Errorf("endpoint %s: %d events arrived, the list has %d for it", name, len(first), len(exp))
+		}
+		for i := range min(len(first), len(exp)) {
+			if first[i].ID != exp[i].ID || first[i].Type != exp[i].Type || !bytes.Equal(first[i].Data, exp[i].Data) {
+				t.Errorf("endpoint %s: arrival %d is %s %s, the list's is %s %s", name, i, first[i].ID, first[i].Type, exp[i].ID, exp[i].Type)
+				break
+			}
+		}
+		dups := 0
+		for id, n := range again {
+			dups += n
+			if !ep.cut[id] {
+				t.Errorf("endpoint %s: event %s arrived %d times, and no kill cut an attempt to send it", name, id, n+1)
+			}
+		}
+		slow := 0
+		for _, a := range ep.arrivals {
+			if a.slow {
+				slow++
+			}
+		}
+		t.Logf("endpoint %s: %d events in the list's order (%d requests verified; %d answered 503, %d slowly); attempts cut by a kill: %d in flight, %d answered within a second before it; %d events arrived again",
+			name, len(first), ep.requests, ep.failed, slow, ep.inFlight, len(ep.cut)-ep.inFlight, dups)
+	}
+}
+
+// connPorts returns the local ports of pid's TCP connections to remote
+// port.
+func connPorts(pid, remote int) map[int]bool {
+	inodes := map[string]bool{}
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	for _, fd := range fds {
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil && strings.HasPrefix(l, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
+		}
+	}
+	out := map[int]bool{}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, _ := os.ReadFile(f)
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			fs := strings.Fields(sc.Text())
+			if len(fs) >= 10 && inodes[fs[9]] && hexPort(fs[2]) == remote {
+				out[hexPort(fs[1])] = true
+			}
+		}
+	}
+	return out
+}
+
+// hexPort is the port of an address of /proc/net/tcp (ADDR:PORT in hex).
+func hexPort(s string) int {
+	_, p, ok := strings.Cut(s, ":")
+	if !ok {
+		return -1
+	}
+	n, err := strconv.ParseInt(p, 16, 32)
+	if err != nil {
+		return -1
+	}
+	return int(n)
+}
+
+// testCert is a certificate for 127.0.0.1, valid for a day.
+func testCert(t *testing.T) (tls.Certificate, []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "crash test receiver"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true, IsCA: true, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
+	der, err := x509.CreateCertificate(crand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// sseFollower follows the event stream through the load balancer from the
+// first event, resuming with Last-Event-ID after every break.
+type sseFollower struct {
+	base, key, token string
+
+	mu     sync.Mutex
+	seen   []instore.EventWire
+	breaks int
+}
+
+func (f *sseFollower) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.seen)
+}
+
+func (f *sseFollower) result() ([]instore.EventWire, int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.seen), f.breaks
+}
+
+func (f *sseFollower) run(ctx context.Context) {
+	client := &http.Client{}
+	last := instore.EventID(0)
+	for ctx.Err() == nil {
+		req, _ := http.NewRequestWithContext(ctx, "GET", f.base+"/in-store/api/v1/events", nil)
+		req.Header.Set("Ocp-Apim-Subscription-Key", f.key)
+		req.Header.Set("Authorization", "Bearer "+f.token)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Last-Event-ID", last)
+		resp, err := client.Do(req)
+		if err != nil {
+			sleep(ctx, 200*time.Millisecond)
+			continue
+		}
+		if resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			sleep(ctx, 200*time.Millisecond)
+			continue
+		}
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		var data []byte
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if data != nil {
+					var ev instore.EventWire
+					if json.Unmarshal(data, &ev) == nil {
+						f.mu.Lock()
+						f.seen = append(f.seen, ev)
+						f.mu.Unlock()
+						last = ev.ID
+					}
+				}
+				data = nil
+			case strings.HasPrefix(line, "data:"):
+				data = append(data, strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " ")...)
+			}
+		}
+		resp.Body.Close()
+		if ctx.Err() == nil {
+			f.mu.Lock()
+			f.breaks++
+			f.mu.Unlock()
+			sleep(ctx, 100*time.Millisecond)
+		}
+	}
+}
