@@ -122,10 +122,11 @@ type EventStore interface {
 	// merchant that want its type (deliveries), and returns how many it
 	// numbered. One runs at a time across every node.
 	SequenceEvents(ctx context.Context, limit int) (int, error)
-	// ListEvents returns the numbered events of f, oldest first.
+	// ListEvents returns the numbered events of f, oldest first (every
+	// merchant's when f.MerchantID is "": the node's event feed).
 	ListEvents(ctx context.Context, f EventFilter) ([]StoredEvent, error)
 	// LastEventSeq returns the number of a merchant's latest event (0:
-	// none).
+	// none); of every merchant's for "".
 	LastEventSeq(ctx context.Context, merchantID string) (int64, error)
 	// ExpireEvents deletes the events (and their ended deliveries) dated
 	// before before.
@@ -235,6 +236,7 @@ func (s *Service) EventsChanged() <-chan struct{} {
 
 // EventsSequenced wakes the readers of events: new ones are numbered.
 func (s *Service) EventsSequenced() {
+	s.feed.markStale()
 	s.ev.init()
 	s.ev.mu.Lock()
 	close(s.ev.changed)

@@ -9,3 +9,11 @@ func (x *RunningForTest) Get(ref string) *Transaction { return x.r.get(ref) }
 
 // TransactionEventType exposes transactionEventType to the external tests.
 func TransactionEventType(e TransactionEvent) string { return transactionEventType(e) }
+
+// SetFeedSize sets the size of the event feed's window (tests); it returns
+// a function restoring it.
+func SetFeedSize(n int) func() {
+	old := feedSize
+	feedSize = n
+	return func() { feedSize = old }
+}

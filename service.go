@@ -54,6 +54,7 @@ type Service struct {
 	changes changes
 	running running
 	ev      events
+	feed    feed
 	// updateWaits holds the terminal IDs whose SCHEDULED update this node
 	// saw waiting for a transaction to end (terminalIdle).
 	updateWaits sync.Map

@@ -140,21 +140,23 @@ func (h *handlers) stream(w http.ResponseWriter, r *http.Request, p *instore.Pri
 	defer ping.Stop()
 	recheck := time.NewTicker(streamRecheck)
 	defer recheck.Stop()
+	recheckNow := false
 	for {
 		changed := h.svc.EventsChanged()
-		evs, err := h.svc.ListEvents(ctx, p, f)
+		msgs, pos, err := h.svc.StreamEvents(ctx, p, f, recheckNow)
 		if err != nil {
 			return nil // the client reconnects with Last-Event-ID
 		}
-		for _, e := range evs {
-			if _, err := fmt.Fprintf(w, "id: %s\nevent: %s\ndata: %s\n\n", e.ID, e.Type, mustJSON(e)); err != nil {
+		recheckNow = false
+		for _, m := range msgs {
+			if _, err := w.Write(m.Text); err != nil {
 				return nil
 			}
 		}
-		if len(evs) > 0 {
-			f.After, _ = instore.ParseEventID(evs[len(evs)-1].ID)
+		f.After = pos
+		if len(msgs) > 0 {
 			rc.Flush()
-			if len(evs) == f.Limit {
+			if len(msgs) == f.Limit {
 				continue
 			}
 		}
@@ -163,6 +165,7 @@ func (h *handlers) stream(w http.ResponseWriter, r *http.Request, p *instore.Pri
 			return nil
 		case <-changed:
 		case <-recheck.C:
+			recheckNow = true
 		case <-ping.C:
 			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
 				return nil

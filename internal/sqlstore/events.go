@@ -87,8 +87,15 @@ func (db *DB) SequenceEvents(ctx context.Context, limit int) (int, error) {
 // ListEvents returns the numbered events of f, oldest first.
 func (db *DB) ListEvents(ctx context.Context, f instore.EventFilter) ([]instore.StoredEvent, error) {
 	var b strings.Builder
-	b.WriteString(`SELECT seq, ` + outboxColumns + ` FROM events WHERE merchant_id = ? AND seq > ?`)
-	args := []any{f.MerchantID, f.After}
+	var args []any
+	if f.MerchantID != "" {
+		b.WriteString(`SELECT seq, ` + outboxColumns + ` FROM events WHERE merchant_id = ? AND seq > ?`)
+		args = append(args, f.MerchantID, f.After)
+	} else {
+		// Every merchant's (the node's event feed).
+		b.WriteString(`SELECT seq, ` + outboxColumns + ` FROM events WHERE seq > ?`)
+		args = append(args, f.After)
+	}
 	if f.TerminalID != "" {
 		b.WriteString(` AND terminal_id = ?`)
 		args = append(args, f.TerminalID)
@@ -118,8 +125,13 @@ func (db *DB) ListEvents(ctx context.Context, f instore.EventFilter) ([]instore.
 // LastEventSeq returns the number of a merchant's latest event.
 func (db *DB) LastEventSeq(ctx context.Context, merchantID string) (int64, error) {
 	var n int64
-	err := db.read().queryRow(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events WHERE merchant_id = ? AND seq IS NOT NULL`,
-		merchantID).Scan(&n)
+	var err error
+	if merchantID == "" {
+		err = db.read().queryRow(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events`).Scan(&n)
+	} else {
+		err = db.read().queryRow(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events WHERE merchant_id = ? AND seq IS NOT NULL`,
+			merchantID).Scan(&n)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("last event: %w", err)
 	}
