@@ -37,8 +37,7 @@ func (db *DB) AppendEvents(ctx context.Context, evs []instore.OutboxEvent) error
 // across the nodes on one PostgreSQL database.
 const sequenceLock = 0x1a57_e7e7
 
-// SequenceEvents numbers committed events in commit order and fans them
-// out to the webhooks that want them. On SQLite the one writer commits in
+// SequenceEvents numbers committed events in commit order. On SQLite the one writer commits in
 // id order, so an event's number is its id; on PostgreSQL ids are taken at
 // insert, before commit, so the sequencer (one at a time: an advisory
 // lock held to its commit) numbers what committed, after the highest
@@ -68,18 +67,10 @@ func (db *DB) SequenceEvents(ctx context.Context, limit int) (int, error) {
 		if err != nil {
 			return fmt.Errorf("sequence events: %w", err)
 		}
-		if n, err = res.RowsAffected(); err != nil || n == 0 {
-			return err
-		}
-		_, err = c.exec(ctx, `INSERT INTO webhook_deliveries (webhook_id, event_seq, status, attempts, next_at, created_at)
-			SELECT w.id, e.seq, 'pending', 0, e.created_at, e.created_at
-			FROM events e JOIN webhooks w ON w.merchant_id = e.merchant_id
-			WHERE e.seq > ? AND w.status = 'enabled' AND w.deleted_at IS NULL
-				AND (w.event_types = '' OR w.event_types LIKE '%,' || e.type || ',%')`, top)
-		if err != nil {
-			return fmt.Errorf("sequence events: deliveries: %w", err)
-		}
-		return nil
+		// The endpoints' deliveries are made as the dispatcher reaches the
+		// events (FillDeliveries), not here.
+		n, err = res.RowsAffected()
+		return err
 	})
 	return int(n), err
 }
@@ -151,9 +142,14 @@ func (db *DB) ExpireEvents(ctx context.Context, before time.Time) (int, error) {
 		// number is taken after it (SequenceEvents), and numbers must never
 		// be used twice, or a reader resuming after an old id would skip
 		// the new events that took it again.
+		// An event an enabled endpoint has yet to be given a delivery for
+		// is kept too (a disabled one holds nothing: enabled again, it
+		// resumes with what is still kept).
 		res, err := c.exec(ctx, `DELETE FROM events WHERE created_at < ? AND seq IS NOT NULL
 			AND seq NOT IN (SELECT event_seq FROM webhook_deliveries)
-			AND seq < (SELECT MAX(seq) FROM events)`, micros(before))
+			AND seq < (SELECT MAX(seq) FROM events)
+			AND NOT EXISTS (SELECT 1 FROM webhooks w WHERE w.merchant_id = events.merchant_id
+				AND w.status = 'enabled' AND w.deleted_at IS NULL AND w.fanned_seq < events.seq)`, micros(before))
 		if err != nil {
 			return fmt.Errorf("expire events: %w", err)
 		}

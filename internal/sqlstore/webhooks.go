@@ -61,7 +61,9 @@ func (db *DB) CreateWebhook(ctx context.Context, w *instore.Webhook, max int) er
 		if n >= max {
 			return fmt.Errorf("create webhook: %w (%d endpoints)", instore.ErrConflict, n)
 		}
-		_, err := c.exec(ctx, `INSERT INTO webhooks (`+webhookColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		// A new endpoint gets the events numbered from now on.
+		_, err := c.exec(ctx, `INSERT INTO webhooks (`+webhookColumns+`, fanned_seq)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) FROM events))`,
 			w.ID, w.MerchantID, w.URL, typesColumn(w.EventTypes), w.Description, w.Status, w.DisabledReason,
 			w.Secret, w.PreviousSecret, nullMicros(w.PreviousUntil), nullMicros(w.FailingSince), micros(w.CreatedAt))
 		if err != nil {
@@ -207,6 +209,9 @@ func (db *DB) RetryDelivery(ctx context.Context, webhookID string, id int64, at 
 // compare-and-set on the lease, so that of nodes claiming at once exactly
 // one gets each.
 func (db *DB) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, limit int) ([]*instore.DueDelivery, error) {
+	if err := db.fillDeliveries(ctx); err != nil {
+		return nil, err
+	}
 	// The head of each enabled endpoint's queue, one index seek per
 	// endpoint (webhook_deliveries_pending), then those due and not
 	// leased: the work is the number of endpoints, not of the deliveries
@@ -261,6 +266,89 @@ func (db *DB) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, li
 		out = append(out, &d)
 	}
 	return out, nil
+}
+
+// deliveriesAhead is how many deliveries an endpoint is given ahead of
+// the one it is sent (what GET /webhooks/{id}/deliveries shows pending).
+const deliveriesAhead = 32
+
+// fillDeliveries gives each enabled endpoint that has fewer than
+// deliveriesAhead pending deliveries the deliveries of its next wanted
+// events (after fanned_seq, in number order), and moves fanned_seq past
+// them; an endpoint that wants none of the events after it moves it to
+// the highest number. So deliveries are made at the pace they are sent,
+// not one per event and endpoint at numbering. One writer per endpoint at
+// a time: the move of fanned_seq is a compare-and-set in the transaction
+// that inserts the deliveries (a racing node's inserts nothing).
+func (db *DB) fillDeliveries(ctx context.Context) error {
+	var top int64
+	if err := db.read().queryRow(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events`).Scan(&top); err != nil {
+		return fmt.Errorf("fill deliveries: %w", err)
+	}
+	type endpoint struct {
+		id, merchantID, types string
+		fanned                int64
+	}
+	rows, err := db.read().query(ctx, `SELECT id, merchant_id, event_types, fanned_seq FROM webhooks
+		WHERE status = 'enabled' AND deleted_at IS NULL AND fanned_seq < ?`, top)
+	if err != nil {
+		return fmt.Errorf("fill deliveries: %w", err)
+	}
+	eps, err := collect(rows, func(s scanner) (endpoint, error) {
+		var e endpoint
+		return e, s.Scan(&e.id, &e.merchantID, &e.types, &e.fanned)
+	}, "fill deliveries")
+	if err != nil {
+		return err
+	}
+	for _, ep := range eps {
+		var pending int
+		if err := db.read().queryRow(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM webhook_deliveries
+			WHERE webhook_id = ? AND status = 'pending' LIMIT ?) p`, ep.id, deliveriesAhead).Scan(&pending); err != nil {
+			return fmt.Errorf("fill deliveries: %w", err)
+		}
+		if pending >= deliveriesAhead {
+			continue
+		}
+		wanted := `merchant_id = ? AND seq > ? AND seq <= ? AND (? = '' OR ? LIKE '%,' || type || ',%')`
+		err := db.update(ctx, func(c conn) error {
+			seqs, err := c.query(ctx, `SELECT seq FROM events WHERE `+wanted+` ORDER BY seq LIMIT ?`,
+				ep.merchantID, ep.fanned, top, ep.types, ep.types, deliveriesAhead-pending)
+			if err != nil {
+				return err
+			}
+			got, err := collect(seqs, func(s scanner) (int64, error) {
+				var n int64
+				return n, s.Scan(&n)
+			}, "fill deliveries")
+			if err != nil {
+				return err
+			}
+			upTo := top
+			if len(got) == deliveriesAhead-pending {
+				upTo = got[len(got)-1]
+			}
+			res, err := c.exec(ctx, `UPDATE webhooks SET fanned_seq = ? WHERE id = ? AND fanned_seq = ? AND status = 'enabled'`,
+				upTo, ep.id, ep.fanned)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil || n == 0 {
+				return err // another node moved it (or the endpoint changed): nothing to do
+			}
+			if len(got) == 0 {
+				return nil
+			}
+			_, err = c.exec(ctx, `INSERT INTO webhook_deliveries (webhook_id, event_seq, status, attempts, next_at, created_at)
+				SELECT ?, seq, 'pending', 0, created_at, created_at FROM events WHERE `+wanted,
+				ep.id, ep.merchantID, ep.fanned, upTo, ep.types, ep.types)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("fill deliveries of an endpoint: %w", err)
+		}
+	}
+	return nil
 }
 
 // prefixScanner scans its columns into pre, then the rest into what Scan is

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/instore-dev/instore"
 )
@@ -68,6 +69,11 @@ var eventTests = []test{
 		if len(before) != 4 {
 			t.Fatalf("events %+v", before)
 		}
+		// The endpoint is given its delivery (the linked event) and passes
+		// the others: it holds no event but the one it is owed.
+		if _, err := s.ClaimDeliveries(ctx, at(10), at(11), 10); err != nil {
+			t.Fatal(err)
+		}
 		n, err := s.ExpireEvents(ctx, at(10))
 		if err != nil || n != 2 {
 			t.Fatalf("ExpireEvents = %d, %v; want 2 (the delivery's event and the newest kept)", n, err)
@@ -83,6 +89,119 @@ var eventTests = []test{
 		next, _ := s.ListEvents(ctx, instore.EventFilter{MerchantID: "mer_1", After: before[3].Seq, Limit: 10})
 		if len(next) != 1 || next[0].Seq <= before[3].Seq {
 			t.Fatalf("after the expiry: %+v, want one event numbered after %d", next, before[3].Seq)
+		}
+	}},
+}
+
+// deliveryTests: an endpoint is given the deliveries of the events it
+// wants, in number order, a bounded number ahead of the one sent, as the
+// dispatcher claims; it holds the events it has yet to be given (expiry
+// keeps them); a disabled endpoint is given nothing and, enabled again,
+// resumes where it stopped; a new endpoint starts with the events
+// numbered after its creation.
+var deliveryTests = []test{
+	{"FillAndClaim", func(t *testing.T, s instore.Store) {
+		ctx := t.Context()
+		mustCreateCustomer(t, s, "cus_1", at(0))
+		mustCreateMerchant(t, s, "mer_1", "cus_1", at(0))
+		mustCreateMerchant(t, s, "mer_2", "cus_1", at(0))
+		ev := func(m, typ string, i int) instore.OutboxEvent {
+			return instore.OutboxEvent{MerchantID: m, Type: typ, At: at(i), Data: []byte(`{}`)}
+		}
+		must(t, s.AppendEvents(ctx, []instore.OutboxEvent{ev("mer_1", instore.EventTerminalOnline, 1)}))
+		if _, err := s.SequenceEvents(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+		must(t, s.CreateWebhook(ctx, &instore.Webhook{ID: "whk_1", MerchantID: "mer_1", URL: "https://example.com/h",
+			EventTypes: []string{instore.EventTerminalOffline}, Status: instore.WebhookEnabled, Secret: "whsec_x", CreatedAt: at(0)}, 16))
+		// 100 events after its creation: every third an offline of mer_1
+		// (wanted), the others an online of mer_1 or an offline of mer_2.
+		var evs []instore.OutboxEvent
+		var wanted int
+		for i := range 100 {
+			switch i % 3 {
+			case 0:
+				evs = append(evs, ev("mer_1", instore.EventTerminalOffline, 2))
+				wanted++
+			case 1:
+				evs = append(evs, ev("mer_1", instore.EventTerminalOnline, 2))
+			default:
+				evs = append(evs, ev("mer_2", instore.EventTerminalOffline, 2))
+			}
+		}
+		must(t, s.AppendEvents(ctx, evs))
+		if _, err := s.SequenceEvents(ctx, 1000); err != nil {
+			t.Fatal(err)
+		}
+		all, _ := s.ListEvents(ctx, instore.EventFilter{MerchantID: "mer_1", Types: []string{instore.EventTerminalOffline}, Limit: 500})
+		if len(all) != wanted {
+			t.Fatalf("%d wanted events listed, want %d", len(all), wanted)
+		}
+		var sent []int64
+		now := at(10)
+		for round := 0; len(sent) < wanted && round < 200; round++ {
+			due, err := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(due) != 1 {
+				t.Fatalf("round %d: %d deliveries claimed, want the endpoint's head", round, len(due))
+			}
+			d := due[0]
+			page, err := s.WebhookDeliveries(ctx, "whk_1", 0, 500)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pending := 0
+			for _, x := range page {
+				if x.Status == instore.DeliveryPending {
+					pending++
+				}
+			}
+			if pending > 32 || pending == 0 {
+				t.Fatalf("round %d: %d pending deliveries, want 1-32", round, pending)
+			}
+			sent = append(sent, d.Event.Seq)
+			must(t, s.RecordAttempt(ctx, d, instore.AttemptOutcome{Succeeded: true,
+				Attempt: instore.WebhookAttempt{At: now, StatusCode: 204}}))
+		}
+		for i, e := range all {
+			if i >= len(sent) || sent[i] != e.Seq {
+				t.Fatalf("sent %v, want the wanted events in order %d...", sent, e.Seq)
+			}
+		}
+		if due, _ := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), 10); len(due) != 0 {
+			t.Fatalf("after the last: %d more claimed", len(due))
+		}
+		// Disabled: given nothing; the events meanwhile are not held for
+		// it; enabled again, it resumes with what is kept.
+		w, err := s.Webhook(ctx, "mer_1", "whk_1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Status = instore.WebhookDisabled
+		must(t, s.UpdateWebhook(ctx, w))
+		must(t, s.AppendEvents(ctx, []instore.OutboxEvent{ev("mer_1", instore.EventTerminalOffline, 3)}))
+		if _, err := s.SequenceEvents(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+		if due, _ := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), 10); len(due) != 0 {
+			t.Fatalf("a disabled endpoint was given %d deliveries", len(due))
+		}
+		w.Status = instore.WebhookEnabled
+		must(t, s.UpdateWebhook(ctx, w))
+		due, err := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), 10)
+		if err != nil || len(due) != 1 || due[0].Event.Type != instore.EventTerminalOffline || due[0].Event.Seq <= sent[len(sent)-1] {
+			t.Fatalf("enabled again: %+v, %v; want the event numbered while it was disabled", due, err)
+		}
+		// A new endpoint starts after the events numbered before it.
+		must(t, s.CreateWebhook(ctx, &instore.Webhook{ID: "whk_2", MerchantID: "mer_1", URL: "https://example.com/h2",
+			Status: instore.WebhookEnabled, Secret: "whsec_y", CreatedAt: at(0)}, 16))
+		if page, _ := s.WebhookDeliveries(ctx, "whk_2", 0, 10); len(page) != 0 {
+			t.Fatalf("a new endpoint has deliveries %+v", page)
+		}
+		if due, _ := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), 10); len(due) != 0 {
+			t.Fatalf("a new endpoint was given %d deliveries of older events", len(due))
 		}
 	}},
 }

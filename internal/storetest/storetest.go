@@ -52,6 +52,7 @@ func Run(t *testing.T, open func(t *testing.T) instore.Store) {
 		{"Timeline", timelineTests},
 		{"Access", accessTests},
 		{"Events", eventTests},
+		{"Deliveries", deliveryTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
