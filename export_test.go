@@ -17,3 +17,6 @@ func SetFeedSize(n int) func() {
 	feedSize = n
 	return func() { feedSize = old }
 }
+
+// EncodeStreamMessage exposes encodeStreamMessage to the external tests.
+func EncodeStreamMessage(e *StoredEvent) []byte { return encodeStreamMessage(e) }

@@ -141,6 +141,7 @@ func (h *handlers) stream(w http.ResponseWriter, r *http.Request, p *instore.Pri
 	recheck := time.NewTicker(streamRecheck)
 	defer recheck.Stop()
 	recheckNow := false
+	var batch []byte
 	for {
 		changed := h.svc.EventsChanged()
 		msgs, pos, err := h.svc.StreamEvents(ctx, p, f, recheckNow)
@@ -148,8 +149,13 @@ func (h *handlers) stream(w http.ResponseWriter, r *http.Request, p *instore.Pri
 			return nil // the client reconnects with Last-Event-ID
 		}
 		recheckNow = false
+		// One write per batch: one system call, not one per buffer's worth.
+		batch = batch[:0]
 		for _, m := range msgs {
-			if _, err := w.Write(m.Text); err != nil {
+			batch = append(batch, m.Text...)
+		}
+		if len(batch) > 0 {
+			if _, err := w.Write(batch); err != nil {
 				return nil
 			}
 		}

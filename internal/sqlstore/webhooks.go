@@ -272,9 +272,9 @@ func (db *DB) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, li
 // the one it is sent (what GET /webhooks/{id}/deliveries shows pending).
 const deliveriesAhead = 32
 
-// fillDeliveries gives each enabled endpoint that has fewer than
-// deliveriesAhead pending deliveries the deliveries of its next wanted
-// events (after fanned_seq, in number order), and moves fanned_seq past
+// fillDeliveries gives each enabled endpoint that has a quarter of
+// deliveriesAhead pending deliveries or fewer the deliveries of its next
+// wanted events (up to deliveriesAhead pending) (after fanned_seq, in number order), and moves fanned_seq past
 // them; an endpoint that wants none of the events after it moves it to
 // the highest number. So deliveries are made at the pace they are sent,
 // not one per event and endpoint at numbering. One writer per endpoint at
@@ -307,8 +307,8 @@ func (db *DB) fillDeliveries(ctx context.Context) error {
 			WHERE webhook_id = ? AND status = 'pending' LIMIT ?) p`, ep.id, deliveriesAhead).Scan(&pending); err != nil {
 			return fmt.Errorf("fill deliveries: %w", err)
 		}
-		if pending >= deliveriesAhead {
-			continue
+		if pending > deliveriesAhead/4 {
+			continue // refilled in batches, not a write per delivery sent
 		}
 		wanted := `merchant_id = ? AND seq > ? AND seq <= ? AND (? = '' OR ? LIKE '%,' || type || ',%')`
 		err := db.update(ctx, func(c conn) error {
