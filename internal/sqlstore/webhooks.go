@@ -274,9 +274,9 @@ const deliveriesAhead = 32
 
 // fillDeliveries gives each enabled endpoint that has a quarter of
 // deliveriesAhead pending deliveries or fewer the deliveries of its next
-// wanted events (up to deliveriesAhead pending) (after fanned_seq, in number order), and moves fanned_seq past
-// them; an endpoint that wants none of the events after it moves it to
-// the highest number. So deliveries are made at the pace they are sent,
+// wanted events after fanned_seq, in number order, up to deliveriesAhead
+// pending, and moves fanned_seq past them; an endpoint that wants none of
+// the events after it moves it to the highest number. So deliveries are made at the pace they are sent,
 // not one per event and endpoint at numbering. One writer per endpoint at
 // a time: the move of fanned_seq is a compare-and-set in the transaction
 // that inserts the deliveries (a racing node's inserts nothing).
