@@ -328,7 +328,8 @@ func (db *DB) fillDeliveries(ctx context.Context) error {
 			if len(got) == deliveriesAhead-pending {
 				upTo = got[len(got)-1]
 			}
-			res, err := c.exec(ctx, `UPDATE webhooks SET fanned_seq = ? WHERE id = ? AND fanned_seq = ? AND status = 'enabled'`,
+			res, err := c.exec(ctx, `UPDATE webhooks SET fanned_seq = ?
+				WHERE id = ? AND fanned_seq = ? AND status = 'enabled' AND deleted_at IS NULL`,
 				upTo, ep.id, ep.fanned)
 			if err != nil {
 				return err
