@@ -106,6 +106,18 @@ func (s *Service) refreshFeed(ctx context.Context, f *feed) error {
 		return nil
 	}
 	f.stale = false
+	// Far behind (no stream read the feed for a while): the window starts
+	// again just below the top instead of reading everything missed while
+	// every stream waits; streams older than it replay from the store.
+	top, err := s.Store.LastEventSeq(ctx, "")
+	if err != nil {
+		f.stale = true
+		return err
+	}
+	if top-f.last > int64(feedSize) {
+		f.events = f.events[:0]
+		f.first, f.last = top-int64(feedSize), top-int64(feedSize)
+	}
 	for {
 		evs, err := s.Store.ListEvents(ctx, EventFilter{After: f.last, Limit: MaxEventPage})
 		if err != nil {

@@ -77,3 +77,13 @@ func (db *DB) CachedStatements() (writer, reader int) {
 	}
 	return count(db.writerStmts), count(db.readerStmts)
 }
+
+// ExecForTest runs a write statement (? placeholders) in a database
+// transaction of its own: a test's way to make the rows another release
+// of the server, or a race, would leave.
+func (db *DB) ExecForTest(ctx context.Context, query string, args ...any) error {
+	return db.update(ctx, func(c conn) error {
+		_, err := c.exec(ctx, query, args...)
+		return err
+	})
+}

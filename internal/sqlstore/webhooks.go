@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -209,9 +210,9 @@ func (db *DB) RetryDelivery(ctx context.Context, webhookID string, id int64, at 
 // compare-and-set on the lease, so that of nodes claiming at once exactly
 // one gets each.
 func (db *DB) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, limit int) ([]*instore.DueDelivery, error) {
-	if err := db.fillDeliveries(ctx); err != nil {
-		return nil, err
-	}
+	// An endpoint whose fill failed is left out of this round, never the
+	// others: its error is returned beside what was claimed.
+	fillErr := db.fillDeliveries(ctx)
 	// The head of each enabled endpoint's queue, one index seek per
 	// endpoint (webhook_deliveries_pending), then those due and not
 	// leased: the work is the number of endpoints, not of the deliveries
@@ -259,18 +260,36 @@ func (db *DB) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, li
 			FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id JOIN events e ON e.seq = d.event_seq
 			WHERE d.id = ?`, id), []any{&d.Attempts, &d.Event.Seq,
 			&d.Event.MerchantID, &d.Event.Type, &d.Event.TerminalID, &at, &data}})
+		if errors.Is(err, sql.ErrNoRows) {
+			// Its event is gone (expired while the delivery was made): it
+			// cannot be sent; given up, so that it no longer heads its
+			// endpoint's queue.
+			err := db.update(ctx, func(c conn) error {
+				_, err := c.exec(ctx, `UPDATE webhook_deliveries SET status = 'failed', done_at = ?
+					WHERE id = ? AND status = 'pending'`, micros(now), id)
+				return err
+			})
+			if err != nil {
+				return out, fmt.Errorf("give up a delivery without its event: %w", err)
+			}
+			continue
+		}
 		if err != nil {
 			return out, fmt.Errorf("claimed delivery: %w", err)
 		}
 		d.Event.At, d.Event.Data, d.Webhook = fromMicros(at), []byte(data), *w
 		out = append(out, &d)
 	}
-	return out, nil
+	return out, fillErr
 }
 
 // deliveriesAhead is how many deliveries an endpoint is given ahead of
 // the one it is sent (what GET /webhooks/{id}/deliveries shows pending).
 const deliveriesAhead = 32
+
+// fillSkip is how far an endpoint's merchant's events may run past its
+// fanned_seq, none of them wanted, before fanned_seq is moved past them.
+const fillSkip = 1024
 
 // fillDeliveries gives each enabled endpoint that has a quarter of
 // deliveriesAhead pending deliveries or fewer the deliveries of its next
@@ -289,8 +308,10 @@ func (db *DB) fillDeliveries(ctx context.Context) error {
 		id, merchantID, types string
 		fanned                int64
 	}
-	rows, err := db.read().query(ctx, `SELECT id, merchant_id, event_types, fanned_seq FROM webhooks
-		WHERE status = 'enabled' AND deleted_at IS NULL AND fanned_seq < ?`, top)
+	// Only endpoints whose merchant has events after their fanned_seq.
+	rows, err := db.read().query(ctx, `SELECT w.id, w.merchant_id, w.event_types, w.fanned_seq FROM webhooks w
+		WHERE w.status = 'enabled' AND w.deleted_at IS NULL AND w.fanned_seq < ?
+			AND EXISTS (SELECT 1 FROM events e WHERE e.merchant_id = w.merchant_id AND e.seq > w.fanned_seq)`, top)
 	if err != nil {
 		return fmt.Errorf("fill deliveries: %w", err)
 	}
@@ -301,11 +322,13 @@ func (db *DB) fillDeliveries(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var errs []error
 	for _, ep := range eps {
 		var pending int
 		if err := db.read().queryRow(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM webhook_deliveries
 			WHERE webhook_id = ? AND status = 'pending' LIMIT ?) p`, ep.id, deliveriesAhead).Scan(&pending); err != nil {
-			return fmt.Errorf("fill deliveries: %w", err)
+			errs = append(errs, fmt.Errorf("fill deliveries: %w", err))
+			continue
 		}
 		if pending > deliveriesAhead/4 {
 			continue // refilled in batches, not a write per delivery sent
@@ -325,8 +348,13 @@ func (db *DB) fillDeliveries(ctx context.Context) error {
 				return err
 			}
 			upTo := top
-			if len(got) == deliveriesAhead-pending {
+			switch {
+			case len(got) == deliveriesAhead-pending:
 				upTo = got[len(got)-1]
+			case len(got) == 0 && top-ep.fanned < fillSkip:
+				// None wanted yet: fanned_seq moves in steps of fillSkip
+				// events, not one write per round.
+				return nil
 			}
 			res, err := c.exec(ctx, `UPDATE webhooks SET fanned_seq = ?
 				WHERE id = ? AND fanned_seq = ? AND status = 'enabled' AND deleted_at IS NULL`,
@@ -340,16 +368,19 @@ func (db *DB) fillDeliveries(ctx context.Context) error {
 			if len(got) == 0 {
 				return nil
 			}
+			// A delivery made already (by a node of the release before,
+			// which made them when events were numbered) is kept as it is.
 			_, err = c.exec(ctx, `INSERT INTO webhook_deliveries (webhook_id, event_seq, status, attempts, next_at, created_at)
-				SELECT ?, seq, 'pending', 0, created_at, created_at FROM events WHERE `+wanted,
+				SELECT ?, seq, 'pending', 0, created_at, created_at FROM events WHERE `+wanted+`
+				ON CONFLICT (webhook_id, event_seq) DO NOTHING`,
 				ep.id, ep.merchantID, ep.fanned, upTo, ep.types, ep.types)
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("fill deliveries of an endpoint: %w", err)
+			errs = append(errs, fmt.Errorf("fill deliveries of endpoint %s: %w", ep.id, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // prefixScanner scans its columns into pre, then the rest into what Scan is

@@ -55,6 +55,18 @@ func purchase(t *testing.T, s instore.Store, id, terminalID, serial string, amou
 }
 
 var refundTests = []test{
+	{"Cashback", func(t *testing.T, s instore.Store) {
+		// The cashback of a purchase is not refundable: of 1000 with 300
+		// cashback, 700 are; a reversal still takes the whole.
+		a := seed(t, s)
+		tx := newTransaction("txn_cb", "mer_1", a, "SN-1", instore.StatusApproved, at(1))
+		tx.Amount, tx.CashbackAmount = 1000, 300
+		orig := mustCreateTransaction(t, s, tx)
+		checkExceeded(t, "refund of the cashback too", s.CreateOnOriginal(t.Context(), newRefund("txn_r1", a, "SN-1", orig.ID, 701, instore.StatusPending, at(2))))
+		mustCreateRefund(t, s, newRefund("txn_r2", a, "SN-1", orig.ID, 700, instore.StatusApproved, at(3)))
+		checkExceeded(t, "one more", s.CreateOnOriginal(t.Context(), newRefund("txn_r3", a, "SN-1", orig.ID, 1, instore.StatusPending, at(4))))
+		checkRefunded(t, s, orig.ID, 700)
+	}},
 	{"RoundTrip", func(t *testing.T, s instore.Store) {
 		a := seed(t, s)
 		orig := purchase(t, s, "txn_orig", a, "SN-1", 1000, at(1))
