@@ -2,6 +2,7 @@ package instore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -169,7 +170,7 @@ func (s *Service) StreamEvents(ctx context.Context, p *Principal, f EventFilter,
 		var out []StreamMessage
 		pos := f.After
 		i, _ := slices.BinarySearchFunc(fd.events, f.After+1, func(e feedEvent, seq int64) int {
-			return cmpInt64(e.seq, seq)
+			return cmp.Compare(e.seq, seq)
 		})
 		for ; i < len(fd.events) && len(out) < f.Limit; i++ {
 			e := &fd.events[i]
@@ -205,14 +206,4 @@ func (s *Service) StreamEvents(ctx context.Context, p *Principal, f EventFilter,
 		pos = max(pos, seen)
 	}
 	return out, pos, nil
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
