@@ -563,16 +563,7 @@ func runWebhooks(ctx context.Context, o *Options) (*Result, error) {
 	defer e.close()
 	r := e.newResult(WebhooksScenario)
 	r.Terminals, r.ECRs = o.Terminals, o.ECRs
-	if err := e.seed(ctx, o.Terminals); err != nil {
-		return nil, err
-	}
-	if err := e.startServer(ctx); err != nil {
-		return nil, err
-	}
-	if e.srv.terminal == "" {
-		return nil, errors.New("this scenario needs the terminal gateway's URL (target terminal=ws://...)")
-	}
-	stop, err := e.startTerminals(ctx)
+	stop, err := e.serveTerminals(ctx, o.Terminals)
 	if err != nil {
 		return nil, err
 	}

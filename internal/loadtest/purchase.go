@@ -56,16 +56,7 @@ func runPurchase(ctx context.Context, o *Options, mixed bool) (*Result, error) {
 	if mixed {
 		r.Clients, r.Readers = o.Clients, o.Readers
 	}
-	if err := e.seed(ctx, o.Terminals); err != nil {
-		return nil, err
-	}
-	if err := e.startServer(ctx); err != nil {
-		return nil, err
-	}
-	if e.srv.terminal == "" {
-		return nil, errors.New("this scenario needs the terminal gateway's URL (target terminal=ws://...)")
-	}
-	stop, err := e.startTerminals(ctx)
+	stop, err := e.serveTerminals(ctx, o.Terminals)
 	if err != nil {
 		return nil, err
 	}
@@ -341,4 +332,19 @@ func truncate(b []byte, n int) string {
 		return string(b[:n]) + "..."
 	}
 	return string(b)
+}
+
+// serveTerminals stores n terminal IDs, starts the server and connects n
+// virtual terminals to its gateway; stop disconnects them.
+func (e *env) serveTerminals(ctx context.Context, n int) (stop func(), err error) {
+	if err := e.seed(ctx, n); err != nil {
+		return nil, err
+	}
+	if err := e.startServer(ctx); err != nil {
+		return nil, err
+	}
+	if e.srv.terminal == "" {
+		return nil, errors.New("this scenario needs the terminal gateway's URL (target terminal=ws://...)")
+	}
+	return e.startTerminals(ctx)
 }

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -400,15 +399,15 @@ func TestWebhookDeliveries(t *testing.T) {
 		// Disabled, then deleted: nothing more arrives.
 		var patched instore.WebhookWire
 		req := map[string]any{"status": "disabled"}
-		s.do2(t, "PATCH", "/in-store/api/v1/webhooks/"+wh.WebhookID, req).decode(t, 200, &patched)
+		s.send(t, "PATCH", "/in-store/api/v1/webhooks/"+wh.WebhookID, req, nil).decode(t, 200, &patched)
 		if patched.Status != "disabled" || patched.DisabledReason == nil {
 			t.Errorf("patched %+v", patched)
 		}
-		s.do2(t, "PATCH", "/in-store/api/v1/webhooks/"+wh.WebhookID, map[string]any{"status": "paused"}).problem(t, 400, "")
+		s.send(t, "PATCH", "/in-store/api/v1/webhooks/"+wh.WebhookID, map[string]any{"status": "paused"}, nil).problem(t, 400, "")
 		tx = s.purchase(t, term, 1000).tx(t, 201)
 		s.final(t, tx.OnlineAPIRefID)
 		s.waitEvents(t, "&types=transaction.final", func(evs []instore.EventWire) bool { return len(evs) == 5 })
-		resp, _ := s.do2(t, "DELETE", "/in-store/api/v1/webhooks/"+wh.WebhookID, nil).parts()
+		resp, _ := s.send(t, "DELETE", "/in-store/api/v1/webhooks/"+wh.WebhookID, nil, nil).parts()
 		if resp.StatusCode != 204 {
 			t.Errorf("DELETE = %d", resp.StatusCode)
 		}
@@ -417,19 +416,4 @@ func TestWebhookDeliveries(t *testing.T) {
 			t.Errorf("%d deliveries, want 8 (none to a disabled endpoint)", n)
 		}
 	})
-}
-
-// do2 sends a request with a JSON body (or none) and the merchant's
-// credentials.
-func (s *sandbox) do2(t *testing.T, method, path string, body any) reply {
-	t.Helper()
-	var rd io.Reader
-	h := s.auth(s.token, s.key)
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-		h["Content-Type"] = "application/json"
-	}
-	resp, b := s.do(t, method, s.online+path, rd, h)
-	return reply{resp, b}
 }

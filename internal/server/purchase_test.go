@@ -142,6 +142,13 @@ func (s *sandbox) get(t *testing.T, path string) reply {
 
 func (s *sandbox) post(t *testing.T, path string, body any, extra map[string]string) reply {
 	t.Helper()
+	return s.send(t, "POST", path, body, extra)
+}
+
+// send sends a request of method to the Online API with the merchant's
+// credentials, body (when not nil) as JSON, and the extra headers.
+func (s *sandbox) send(t *testing.T, method, path string, body any, extra map[string]string) reply {
+	t.Helper()
 	var r io.Reader
 	h := s.auth(s.token, s.key)
 	if body != nil {
@@ -152,7 +159,7 @@ func (s *sandbox) post(t *testing.T, path string, body any, extra map[string]str
 	for k, v := range extra {
 		h[k] = v
 	}
-	resp, b := s.do(t, "POST", s.online+path, r, h)
+	resp, b := s.do(t, method, s.online+path, r, h)
 	return reply{resp, b}
 }
 
