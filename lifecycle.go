@@ -179,7 +179,7 @@ func Next(t Transaction, e Event, r Rules) (Transaction, Step) {
 			// Too late: the window has passed, whether or not its timer
 			// ran yet. The deadline is exact.
 			return autoReverse(t, e, r)
-		case t.ConfirmState == ConfirmConfirmed:
+		case t.ConfirmState == ConfirmConfirmed && t.StatusID == StatusApproved:
 			return before, st // confirmed already: the same answer
 		default:
 			st.Refused = notConfirmable(&t)
@@ -222,6 +222,8 @@ func notConfirmable(t *Transaction) *Error {
 		return Errorf(ENotConfirmable, "The sale was not confirmed within its window and has been reversed.")
 	case t.StatusID == StatusPending:
 		return Errorf(ENotConfirmable, "The sale has no result yet; confirm it once it is APPROVED.")
+	case t.StatusID == StatusReversed && t.ConfirmState == ConfirmConfirmed:
+		return Errorf(ENotConfirmable, "The sale was confirmed and has since been reversed.")
 	case t.StatusID == StatusReversed:
 		return Errorf(ENotConfirmable, "The sale has been reversed.")
 	}

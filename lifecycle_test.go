@@ -345,6 +345,8 @@ func TestNextConfirmation(t *testing.T) {
 	confirmed.ConfirmState, confirmed.ConfirmedAt = instore.ConfirmConfirmed, &approvedAt
 	autoReversed := approved
 	autoReversed.StatusID, autoReversed.ConfirmState = instore.StatusReversed, instore.ConfirmAutoReversed
+	reversedAfter := confirmed // confirmed, then reversed by the ECR
+	reversedAfter.StatusID = instore.StatusReversed
 
 	before, at, after := deadline.Add(-time.Millisecond), deadline, deadline.Add(time.Second)
 	type want struct {
@@ -377,6 +379,10 @@ func TestNextConfirmation(t *testing.T) {
 			want{status: instore.StatusApproved, state: instore.ConfirmConfirmed}},
 		{"confirm a reversed sale", autoReversed, instore.Event{Kind: instore.EventConfirmed, At: before},
 			want{kind: "refused", problem: "has been reversed"}},
+		{"confirm a sale confirmed and then reversed", reversedAfter, instore.Event{Kind: instore.EventConfirmed, At: before},
+			want{kind: "refused", problem: "confirmed and has since been reversed"}},
+		{"timer of a sale confirmed and then reversed", reversedAfter, instore.Event{Kind: instore.EventConfirmDeadline, At: after},
+			want{status: instore.StatusReversed, state: instore.ConfirmConfirmed}},
 		{"timer of a reversed sale", autoReversed, instore.Event{Kind: instore.EventConfirmDeadline, At: after},
 			want{status: instore.StatusReversed, state: instore.ConfirmAutoReversed}},
 		{"confirm a PENDING sale", pending, instore.Event{Kind: instore.EventConfirmed, At: before},

@@ -285,8 +285,9 @@ func (s *Service) Cancel(ctx context.Context, p *Principal, req *CancelRequest) 
 // Confirm confirms an APPROVED sale that asked for confirmation
 // (confirmWithinSeconds) before its window ends; the sale then stays
 // APPROVED and is not reversed. It is idempotent: a confirmed sale is
-// answered as it is. Errors: WP04 (not the merchant's), not-confirmable
-// (no confirmation asked, no APPROVED result yet, reversed, or the window
+// answered as it is while it stays APPROVED. Errors: WP04 (not the
+// merchant's), not-confirmable (no confirmation asked, no APPROVED result
+// yet, reversed, confirmed and then reversed by the ECR, or the window
 // passed: then the sale is reversed now if its timer had not run yet).
 func (s *Service) Confirm(ctx context.Context, p *Principal, ref string) (*Transaction, error) {
 	t, err := s.ownTransaction(ctx, p, ref)
@@ -297,7 +298,7 @@ func (s *Service) Confirm(ctx context.Context, p *Principal, ref string) (*Trans
 	if err != nil {
 		return nil, err
 	}
-	if t.ConfirmState != ConfirmConfirmed {
+	if t.ConfirmState != ConfirmConfirmed || t.StatusID != StatusApproved {
 		return nil, notConfirmable(t)
 	}
 	return t, nil

@@ -367,9 +367,10 @@ func (c *Client) cancel(ctx context.Context, body map[string]string, opts []Call
 // (PurchaseParams.ConfirmWithinSeconds) and returns it, Confirmation.State
 // CONFIRMED: the sale stays APPROVED and is not reversed. Call it once the
 // sale is saved on the ECR's side. Confirming again answers the same
-// (idempotent), so a Confirm whose answer was lost is simply repeated.
-// Errors: WP03, WP04, not-confirmable (409: the purchase did not ask for
-// confirmation, is not APPROVED yet, was reversed, or its deadline passed,
+// (idempotent) while the sale stays APPROVED, so a Confirm whose answer was
+// lost is simply repeated. Errors: WP03, WP04, not-confirmable (409: the
+// purchase did not ask for confirmation, is not APPROVED yet, was reversed
+// (also after it was confirmed), or its deadline passed,
 // when the service reverses it; Error.Detail says which).
 func (c *Client) Confirm(ctx context.Context, onlineAPIRefID string, opts ...CallOption) (*Transaction, error) {
 	var t Transaction

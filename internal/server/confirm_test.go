@@ -150,5 +150,28 @@ func TestECRConfirmation(t *testing.T) {
 		}
 		confirm(plain.OnlineAPIRefID).problem(t, 409, "not-confirmable")
 		confirm("txn_nope").problem(t, 404, "WP04")
+
+		// 4. Confirmed, then reversed by the ECR: a confirm again is 409
+		// (the sale no longer stands), not the 200 of a confirmed sale.
+		c4 := sale(map[string]any{"confirmWithinSeconds": 30})
+		confirm(c4.OnlineAPIRefID).tx(t, 200)
+		rc := make(chan reply, 1)
+		go func() {
+			rc <- s.post(t, "/in-store/api/v1/reversal", map[string]any{"onlineAPIRefId": c4.OnlineAPIRefID}, nil)
+		}()
+		rcmd := d.expect(protocol.TypeReversal)
+		d.send(protocol.TypeAck, "", "", rcmd.Ref, nil)
+		(<-rc).tx(t, 201)
+		d.send(protocol.TypeResult, "", "", rcmd.Ref, protocol.Result{StatusID: instore.StatusApproved})
+		s.final(t, rcmd.Ref)
+		if x := s.get(t, "/in-store/api/v1/transaction/"+c4.OnlineAPIRefID).tx(t, 200); x.StatusID != instore.StatusReversed ||
+			x.Confirmation == nil || x.Confirmation.State != instore.ConfirmConfirmed {
+			t.Fatalf("confirmed sale after its reversal: %+v %+v; want REVERSED, still CONFIRMED", x, x.Confirmation)
+		}
+		gone := confirm(c4.OnlineAPIRefID)
+		gone.problem(t, 409, "not-confirmable")
+		if !strings.Contains(string(gone.body), "confirmed and has since been reversed") {
+			t.Errorf("a confirm of a confirmed, then reversed sale: %s, want a detail saying so", gone.body)
+		}
 	})
 }
