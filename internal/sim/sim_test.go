@@ -831,3 +831,27 @@ func TestCommandRightAfterCancel(t *testing.T) {
 		})
 	}
 }
+
+// TestCommandAfterItsCancel: a command that comes after its own cancel (a
+// resend after a reconnect that crossed the service's end of it) is
+// dropped, not started: the next command finds the terminal free.
+func TestCommandAfterItsCancel(t *testing.T) {
+	t.Parallel()
+	_, _, c := linked(t, func(c *Config) { c.Delay = time.Hour })
+	c.expectConfirm(c.cancel("ref-ended", instore.CancelAckTimeout), "ref-ended")
+	c.purchase("ref-ended", payment(1000))
+	id := c.purchase("ref-next", payment(1000))
+	for started := false; !started; {
+		env := c.next()
+		switch {
+		case env.Ref == "ref-ended":
+			t.Fatalf("the command after its cancel was taken up: %s", env.Type)
+		case env.Type == protocol.TypeAck && env.Re != id:
+			t.Fatalf("ack re=%q, want %q", env.Re, id)
+		case env.Type == protocol.TypeResult:
+			t.Fatalf("the next command was answered %d; want it started", decodeResult(t, env).StatusID)
+		case env.Type == protocol.TypeProgress:
+			started = true
+		}
+	}
+}
