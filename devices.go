@@ -64,7 +64,11 @@ func (s *Service) DeviceWoken(ctx context.Context, serial string) error {
 }
 
 // sendOwed is the part of a hello (h set) or a wake-up (h nil) that
-// sends the device what it may have missed.
+// sends the device what it may have missed: its terminal ID (or link
+// code), then what it is owed for transactions other than its PENDING
+// one, then that one's command if it has not acknowledged it, then what
+// it is owed for that one (owed.go: a command never overtakes the cancel
+// of a transaction the service ended).
 func (s *Service) sendOwed(ctx context.Context, serial string, h *hello) error {
 	t, err := s.Store.TerminalBySerial(ctx, serial)
 	switch {
@@ -72,8 +76,32 @@ func (s *Service) sendOwed(ctx context.Context, serial string, h *hello) error {
 		if err := s.Gateway.SendLinked(ctx, serial, t.TerminalID); err != nil {
 			return err
 		}
-		s.resendCommand(ctx, t)
-		s.resendOwed(ctx, serial)
+		// The command of its PENDING transaction (read first: see
+		// cancelsBefore) goes after what it is owed for its other
+		// transactions, before what it is owed for this one (the ECR's
+		// cancel of a command not yet acknowledged).
+		cmd := s.unacknowledged(ctx, t)
+		es, err := s.Store.OpenEffects(ctx, serial)
+		if err != nil {
+			return fmt.Errorf("open effects: %w", err)
+		}
+		ref := ""
+		if cmd != nil {
+			ref = cmd.ID
+		}
+		of, others := splitOwed(es, ref)
+		if !s.resendOwed(ctx, serial, others) {
+			return nil // the session went away: the next hello sends the rest
+		}
+		if cmd != nil {
+			err := s.Gateway.SendPayment(ctx, serial, cmd)
+			if errors.Is(err, ErrOffline) {
+				return nil
+			} else if err != nil {
+				s.log().Warn("resend command", "ref", cmd.ID, "error", err)
+			}
+		}
+		s.resendOwed(ctx, serial, of)
 		if h != nil {
 			// Access API: finish, resend or deliver the terminal's software update.
 			s.updateOnHello(ctx, t, *h)
@@ -94,7 +122,11 @@ func (s *Service) sendOwed(ctx context.Context, serial string, h *hello) error {
 			return err
 		}
 		// Unlinked since, it may still run a transaction the service ended.
-		s.resendOwed(ctx, serial)
+		es, err := s.Store.OpenEffects(ctx, serial)
+		if err != nil {
+			return fmt.Errorf("open effects: %w", err)
+		}
+		s.resendOwed(ctx, serial, es)
 		return nil
 	default:
 		return fmt.Errorf("terminal by serial: %w", err)

@@ -19,7 +19,7 @@ import "time"
 //
 // A command (purchase, refund, the ECR's reversal) needs no effect: its
 // PENDING transaction is the record, and one not acknowledged yet is sent
-// again after a hello (resendCommand) until its ack timeout ends it.
+// again after a hello (sendOwed) until its ack timeout ends it.
 
 // Kinds of Effect.
 const (

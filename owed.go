@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -84,38 +85,73 @@ func (s *Service) endOwed(ctx context.Context, ref, kind string) {
 	}
 }
 
-// resendCommand sends again the command of the terminal's PENDING
-// transaction when its device has not acknowledged it: it may have been
-// lost with the previous session. A terminal acknowledges a command whose
-// ref it knows again and never starts it twice (docs/terminal-protocol.md,
-// section 6); the ack timeout still ends one that stays unacknowledged.
-func (s *Service) resendCommand(ctx context.Context, term *Terminal) {
-	t, err := s.Store.ActiveTransaction(ctx, term.TerminalID)
-	if errors.Is(err, ErrNotFound) {
-		return
-	} else if err != nil {
-		s.log().Error("resend command: active transaction", "terminalId", term.TerminalID, "error", err)
-		return
-	}
-	if t.Acknowledged() || t.SerialNumber != term.SerialNumber {
-		return
-	}
-	if err := s.Gateway.SendPayment(ctx, t.SerialNumber, t); err != nil && !errors.Is(err, ErrOffline) {
-		s.log().Warn("resend command", "ref", t.ID, "error", err)
-	}
-}
+// The order of what a device is sent: a command goes after every cancel
+// the device is owed for its other transactions, on the same session. A
+// transaction the service ended without the terminal's result (WP25,
+// WP23, WP36) may still run on the terminal until its cancel arrives; a
+// command that overtook the cancel would be answered TERMINAL_IS_BUSY by
+// a terminal the service counts idle. The cancel of such a transaction is
+// committed with its end, before any new transaction of the terminal can
+// be created; so reading the device's open effects after the command's
+// transaction is known (created, or read as PENDING) always finds it.
+// Each path that sends a command applies the rule: start (the command's
+// first send) through cancelsBefore, sendOwed (a hello, a wake-up of
+// another node) through splitOwed. The terminal handles messages in order
+// (docs/terminal-protocol.md, section 6).
 
-// resendOwed sends a device, after its hello, every effect still owed to
-// it, oldest first, each with its own id. One that became moot without
-// being marked (a failure after its transaction's result or its print
-// job's end) is marked now instead; one past EffectTTL is left to the
-// sweep.
-func (s *Service) resendOwed(ctx context.Context, serial string) {
+// cancelsBefore sends serial the cancels it is owed for transactions
+// other than ref, before the command of ref goes (the rule above). A
+// failure to read them is logged and the command goes all the same: the
+// next hello sends them.
+func (s *Service) cancelsBefore(ctx context.Context, serial, ref string) {
 	es, err := s.Store.OpenEffects(ctx, serial)
 	if err != nil {
-		s.log().Error("resend owed messages", "serialNumber", serial, "error", err)
+		s.log().Error("owed cancels before a command", "ref", ref, "error", err)
 		return
 	}
+	es = slices.DeleteFunc(es, func(e *Effect) bool { return e.Kind != EffectCancel || e.Ref == ref })
+	s.resendOwed(ctx, serial, es)
+}
+
+// unacknowledged returns the terminal's PENDING transaction when its
+// device has not acknowledged it (nil otherwise): its command may have
+// been lost with the previous session, and is sent again. A terminal
+// acknowledges a command whose ref it knows again and never starts it
+// twice (docs/terminal-protocol.md, section 6); the ack timeout still
+// ends one that stays unacknowledged.
+func (s *Service) unacknowledged(ctx context.Context, term *Terminal) *Transaction {
+	t, err := s.Store.ActiveTransaction(ctx, term.TerminalID)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	} else if err != nil {
+		s.log().Error("resend command: active transaction", "terminalId", term.TerminalID, "error", err)
+		return nil
+	}
+	if t.Acknowledged() || t.SerialNumber != term.SerialNumber {
+		return nil
+	}
+	return t
+}
+
+// splitOwed splits effects into those of the transaction ref and the others.
+func splitOwed(es []*Effect, ref string) (of, others []*Effect) {
+	for _, e := range es {
+		if ref != "" && e.Ref == ref {
+			of = append(of, e)
+		} else {
+			others = append(others, e)
+		}
+	}
+	return of, others
+}
+
+// resendOwed sends a device the effects es still owed to it (its open
+// effects, oldest first), each with its own id. One that became moot
+// without being marked (a failure after its transaction's result or its
+// print job's end) is marked now instead; one past EffectTTL is left to
+// the sweep. It reports false when the session went away (the next hello
+// sends the rest).
+func (s *Service) resendOwed(ctx context.Context, serial string, es []*Effect) bool {
 	now := s.now()
 	for _, e := range es {
 		if now.Sub(e.CreatedAt) > s.effectTTL() {
@@ -148,9 +184,10 @@ func (s *Service) resendOwed(ctx context.Context, serial string) {
 		}
 		s.log().Info("owed message sent again", "kind", e.Kind, "ref", e.Ref, "reason", e.Reason, "serialNumber", serial)
 		if err := s.deliver(ctx, e, lines); err != nil {
-			return // the session went away: the next hello sends the rest
+			return false
 		}
 	}
+	return true
 }
 
 // TerminalConfirmed records a device's confirm of a server message: an

@@ -84,6 +84,9 @@ func (s *Service) start(ctx context.Context, t *Transaction, create func(context
 	s.running.put(&created)
 	s.changes.publishState(t.ID, &created)
 	s.arm(t.ID, t.CreatedAt.Add(s.ackTimeout()), s.ackExpired)
+	// What the terminal is owed for its previous transactions goes first
+	// (owed.go): one the service ended may still run on it.
+	s.cancelsBefore(ctx, t.SerialNumber, t.ID)
 	if err := send(ctx); err != nil {
 		// The session went away between the check and the send: the command
 		// most likely never left. Record it as a technical error and say so;

@@ -388,8 +388,11 @@ func (e *crashEnv) work(ctx, phase context.Context, round, i int, rng *mrand.Ran
 		counts[out.kind]++
 		switch out.kind {
 		case "acked":
-			if _, ok := e.ecr.final(ctx, out.ref); !ok {
+			st, ok := e.ecr.final(ctx, out.ref)
+			if !ok {
 				e.led.violation("key %s: its transaction %s is not final within %s", key, out.ref, keyBudget)
+			} else if st == instore.StatusTerminalIsBusy {
+				counts["busy"]++ // reported by check (checkBusy)
 			}
 		default:
 			// Busy, offline while reconnecting, or given up: a new key
@@ -488,6 +491,7 @@ func (e *crashEnv) check(ctx context.Context, label string) {
 	}
 	bad = append(bad, e.checkKeyColumn(ctx, named)...)
 	bad = append(bad, e.checkUsable(ctx, label)...)
+	bad = append(bad, e.checkBusy(ctx)...)
 	bad = append(bad, e.led.takeViolations()...)
 	for _, b := range bad {
 		e.t.Errorf("%s, %s (INSTORE_CRASH_SEED=%d): %s", e.backend(), label, e.set.seed, b)
@@ -519,6 +523,34 @@ func (e *crashEnv) checkKeyColumn(ctx context.Context, named map[string]string) 
 		}
 	}
 	return bad
+}
+
+// checkBusy finds the sales a terminal answered TERMINAL_IS_BUSY. The
+// service sent each to a terminal it counted idle (no transaction
+// PENDING on it); the terminals here have no user of their own and no
+// update, so the terminal was still running a transaction the service had
+// ended (a cancel overtaken by the next command: owed.go). There must be
+// none.
+func (e *crashEnv) checkBusy(ctx context.Context) []string {
+	var bad []string
+	for _, tx := range e.busySales(ctx) {
+		if e.first("busy", tx.id) {
+			bad = append(bad, fmt.Sprintf("transaction %s was answered TERMINAL_IS_BUSY by terminal %d, which the service counted idle",
+				tx.id, e.terminalIndex(tx.terminalID)))
+		}
+	}
+	return bad
+}
+
+// busySales returns the transactions that ended TERMINAL_IS_BUSY.
+func (e *crashEnv) busySales(ctx context.Context) []storedTx {
+	var out []storedTx
+	for _, tx := range e.transactions(ctx) {
+		if tx.statusID == instore.StatusTerminalIsBusy {
+			out = append(out, tx)
+		}
+	}
+	return out
 }
 
 // checkUsable pays one purchase on every terminal: each must end APPROVED.

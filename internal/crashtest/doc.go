@@ -7,7 +7,9 @@
 // SIGKILL at random moments and restarts it on the same data, and checks
 // after each restart that nothing acknowledged was lost, that no key has
 // two transactions, that no transaction stays PENDING past its deadline
-// and that every terminal still takes a payment. Chosen kills follow: between
+// and that every terminal still takes a payment, none having answered a
+// sale TERMINAL_IS_BUSY while the service counted it idle (busy with a sale
+// the service had ended). Chosen kills follow: between
 // a terminal's ack and the 201, and during ECR confirmation windows (a sale
 // left unconfirmed across the kill is still reversed on its terminal after
 // the restart, a confirmed one is not). Throughout, a back office follows the

@@ -146,19 +146,23 @@ type Terminal struct {
 	wake     chan struct{} // nudges a Run waiting while offline or held
 	txWG     sync.WaitGroup
 
-	mu          sync.Mutex
-	running     bool
-	sess        *session // the current session, nil while disconnected
-	offline     bool     // SetOffline(true): stay disconnected
-	holdUntil   time.Time
-	terminalID  string
-	linkCode    string
-	txScreen    string // what a transaction shows; "" for the idle screens
-	screenGen   uint64
-	tx          *txn      // the transaction in progress
-	results     []*stored // unconfirmed results and a few recent confirmed ones
-	nextOutcome *int
-	nextPrint   *int
+	mu         sync.Mutex
+	running    bool
+	sess       *session // the current session, nil while disconnected
+	offline    bool     // SetOffline(true): stay disconnected
+	holdUntil  time.Time
+	terminalID string
+	linkCode   string
+	txScreen   string // what a transaction shows; "" for the idle screens
+	screenGen  uint64
+	tx         *txn      // the transaction in progress
+	results    []*stored // unconfirmed results and a few recent confirmed ones
+	// cancelledUnknown holds the refs of the last cancels (keepConfirmed)
+	// that came before their command: a command with one of them that
+	// comes later crossed its cancel, and is dropped.
+	cancelledUnknown []string
+	nextOutcome      *int
+	nextPrint        *int
 	// printed holds the status each recently answered print job got, in
 	// the order of printedOrder (keepPrinted of them).
 	printed      map[string]int

@@ -796,3 +796,62 @@ func TestConfirmsOwedMessages(t *testing.T) {
 		t.Errorf("print prt-2 = %d, want %d", got, instore.PrintSuccess)
 	}
 }
+
+// TestCommandRightAfterCancel: a cancel stops the transaction before the
+// next message is read, so a command the gateway sends right behind it
+// (the gateway sends the cancels of the transactions it ended before a new
+// command) finds the terminal free, not TERMINAL_IS_BUSY.
+func TestCommandRightAfterCancel(t *testing.T) {
+	t.Parallel()
+	for _, reason := range []string{instore.CancelDeadline, instore.CancelAckTimeout, instore.CancelByECR} {
+		t.Run(reason, func(t *testing.T) {
+			t.Parallel()
+			_, _, c := linked(t, func(c *Config) { c.Delay = time.Hour })
+			ref := "ref-0"
+			c.expectAck(c.purchase(ref, payment(1000)), ref)
+			c.expect(protocol.TypeProgress)
+			for i := 1; i <= 10; i++ {
+				next := fmt.Sprintf("ref-%d", i)
+				c.cancel(ref, reason)
+				id := c.purchase(next, payment(1000))
+				for started := false; !started; {
+					env := c.next()
+					switch {
+					case env.Type == protocol.TypeAck && env.Ref == next && env.Re != id:
+						t.Fatalf("ack of %s names %q, want %q", next, env.Re, id)
+					case env.Type == protocol.TypeResult && env.Ref == next:
+						t.Fatalf("round %d: the command right after the cancel of %s was answered %d; want it started (TERMINAL_IS_BUSY is 3)",
+							i, ref, decodeResult(t, env).StatusID)
+					case env.Type == protocol.TypeProgress && env.Ref == next:
+						started = true
+					}
+				}
+				ref = next
+			}
+		})
+	}
+}
+
+// TestCommandAfterItsCancel: a command that comes after its own cancel (a
+// resend after a reconnect that crossed the service's end of it) is
+// dropped, not started: the next command finds the terminal free.
+func TestCommandAfterItsCancel(t *testing.T) {
+	t.Parallel()
+	_, _, c := linked(t, func(c *Config) { c.Delay = time.Hour })
+	c.expectConfirm(c.cancel("ref-ended", instore.CancelAckTimeout), "ref-ended")
+	c.purchase("ref-ended", payment(1000))
+	id := c.purchase("ref-next", payment(1000))
+	for started := false; !started; {
+		env := c.next()
+		switch {
+		case env.Ref == "ref-ended":
+			t.Fatalf("the command after its cancel was taken up: %s", env.Type)
+		case env.Type == protocol.TypeAck && env.Re != id:
+			t.Fatalf("ack re=%q, want %q", env.Re, id)
+		case env.Type == protocol.TypeResult:
+			t.Fatalf("the next command was answered %d; want it started", decodeResult(t, env).StatusID)
+		case env.Type == protocol.TypeProgress:
+			started = true
+		}
+	}
+}

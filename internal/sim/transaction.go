@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -116,6 +117,14 @@ func (t *Terminal) command(ctx context.Context, s *session, env protocol.Envelop
 		t.mu.Unlock()
 		t.sendOn(s, ack)
 		t.sendOn(s, r.env)
+		return
+	}
+	if slices.Contains(t.cancelledUnknown, env.Ref) {
+		// Its cancel came first: the gateway resent the command (after a
+		// reconnect) as the service ended it. Dropped, as the cancel says,
+		// not started: the terminal stays free for the next command.
+		t.mu.Unlock()
+		t.log.Info("sim: command after its cancel; dropped", "ref", env.Ref)
 		return
 	}
 	// Busy (a transaction, an installation), below the minimum software
@@ -285,10 +294,12 @@ func (t *Terminal) finish(tx *txn) {
 		s      *session
 		status int
 	)
+	mine := false
 	t.update(func() {
 		if t.tx != tx {
-			return
+			return // finished already (a cancel)
 		}
+		mine = true
 		t.tx = nil
 		status = tx.status
 		switch tx.cancel {
@@ -311,6 +322,9 @@ func (t *Terminal) finish(tx *txn) {
 		t.showOutcomeLocked(status)
 		s = t.sess
 	})
+	if !mine {
+		return
+	}
 	if r == nil {
 		t.log.Info("sim: transaction dropped", "ref", tx.ref, "reason", tx.cancel)
 		return
@@ -403,9 +417,22 @@ func (t *Terminal) cancel(s *session, env protocol.Envelope) {
 		}
 		t.mu.Unlock()
 		t.log.Info("sim: cancelled", "ref", env.Ref, "reason", reason)
+		// Stopped at once, before the next message is read: a command
+		// the gateway sends right after the cancel (it sends the cancels
+		// of the transactions it ended first) finds the terminal free,
+		// not TERMINAL_IS_BUSY. The transaction's goroutine finds it
+		// finished.
+		t.finish(tx)
 		return
 	}
 	r := t.resultLocked(env.Ref)
+	if r == nil && !slices.Contains(t.cancelledUnknown, env.Ref) {
+		// Remembered: its command, if it comes after all, is dropped.
+		t.cancelledUnknown = append(t.cancelledUnknown, env.Ref)
+		if n := len(t.cancelledUnknown); n > keepConfirmed {
+			t.cancelledUnknown = slices.Delete(t.cancelledUnknown, 0, n-keepConfirmed)
+		}
+	}
 	t.mu.Unlock()
 	if r != nil && !r.confirmed {
 		t.log.Info("sim: cancel after the result; resending it", "ref", env.Ref, "reason", reason)

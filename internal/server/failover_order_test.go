@@ -1,0 +1,221 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/protocol"
+	"github.com/instore-dev/instore/internal/server"
+)
+
+// After a failover no terminal is busy with a sale the service ended: a
+// transaction ended without the terminal's result (WP25, WP36) may still
+// run on the terminal until its cancel arrives, so a new command must
+// never overtake that cancel, whichever node ends the transaction, takes
+// the new purchase or holds the terminal's session (owed.go). Each test
+// holds one node's work at the moment that let the new command through
+// first, so that the order is decided by the code and not by the timing.
+
+// gatedStore holds a node's reads at a gate: hello reads of OpenEffects
+// (heldOwed) or the reads of a wake-up (heldWake, TerminalBySerial).
+type gatedStore struct {
+	instore.Store
+	// When set, the first OpenEffects waits until a second one starts (or
+	// release is closed).
+	holdOwed atomic.Bool
+	calls    atomic.Int32
+	second   chan struct{}
+	// When set, TerminalBySerial waits until release is closed.
+	holdWake atomic.Bool
+	release  chan struct{}
+	once     sync.Once
+}
+
+func newGatedStore(st instore.Store) *gatedStore {
+	return &gatedStore{Store: st, second: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *gatedStore) open() { g.once.Do(func() { close(g.release) }) }
+
+func (g *gatedStore) OpenEffects(ctx context.Context, serial string) ([]*instore.Effect, error) {
+	if g.holdOwed.Load() {
+		switch g.calls.Add(1) {
+		case 1:
+			select {
+			case <-g.second:
+			case <-g.release:
+			case <-time.After(15 * time.Second):
+			}
+		case 2:
+			close(g.second)
+		}
+	}
+	return g.Store.OpenEffects(ctx, serial)
+}
+
+func (g *gatedStore) TerminalBySerial(ctx context.Context, serial string) (*instore.Terminal, error) {
+	if g.holdWake.Load() {
+		select {
+		case <-g.release:
+		case <-time.After(15 * time.Second):
+		}
+	}
+	return g.Store.TerminalBySerial(ctx, serial)
+}
+
+// startGatedNode starts another node on e's PostgreSQL schema, its store
+// behind a gate.
+func startGatedNode(t *testing.T, e *env) (*server.Server, *gatedStore) {
+	t.Helper()
+	cfg := e.cfg
+	cfg.ListenOnline, cfg.ListenAccess, cfg.ListenTerminal, cfg.ListenOps = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.DataDir, cfg.NodeID = "", ""
+	ctx := context.Background()
+	st, err := server.OpenStore(ctx, cfg)
+	must(t, err)
+	g := newGatedStore(st)
+	srv, err := server.NewWithStore(ctx, cfg, g)
+	if err != nil {
+		t.Fatalf("server.NewWithStore (second node): %v", err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatalf("Start (second node): %v", err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	t.Cleanup(g.open) // runs first: nothing stays held at the end
+	return srv, g
+}
+
+// twoNodes starts node A (the ECR's) with a fake clock and node B (the
+// terminal's) behind a gate, on one fresh PostgreSQL schema.
+func twoNodes(t *testing.T) (a *sandbox, b *server.Server, gate *gatedStore, advanceBy func(time.Duration)) {
+	u := freshPostgres(t)
+	if u == "" {
+		t.Skip("INSTORE_TEST_DATABASE_URL is not set; set it to a postgres:// URL to run the cluster tests")
+	}
+	clk, clock := newClock()
+	a = owedEnv(t, func(c *server.Config) { c.DatabaseURL = u }, func(c *server.Config) {
+		clock(c)
+		c.AckTimeout, c.TransactionDeadline = 5*time.Second, time.Second
+		c.ClusterHeartbeat, c.ClusterDead, c.ClusterRescan = 200*time.Millisecond, 2*time.Second, 500*time.Millisecond
+	})
+	b, gate = startGatedNode(t, a.env)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(a.logs.String())
+		}
+	})
+	return a, b, gate, func(d time.Duration) { advance(t, clk, d) }
+}
+
+// firstOf reads d's messages until a purchase other than cancelRef
+// arrives and returns it and what came first of it and the cancel of
+// cancelRef.
+func firstOf(d *rawDevice, cancelRef string) (first string, cmd protocol.Envelope) {
+	for {
+		env := d.next()
+		switch {
+		case env.Type == protocol.TypeCancel && env.Ref == cancelRef && first == "":
+			first = "cancel " + env.Ref
+		case env.Type == protocol.TypePurchase && env.Ref != cancelRef:
+			if first == "" {
+				first = "purchase " + env.Ref
+			}
+			return first, env
+		}
+	}
+}
+
+// TestCommandAfterCancelOfAnotherNode: node A ends a purchase its terminal
+// (on node B) never acknowledged (WP25) and owes the cancel, which B is to
+// send when A's wake-up reaches it; the ECR's next purchase lands on B
+// before that wake-up ran. B sends the owed cancel before the new command.
+func TestCommandAfterCancelOfAnotherNode(t *testing.T) {
+	a, b, gate, advanceBy := twoNodes(t)
+	const serial = "RAW-ORDER-1"
+	term, secret := a.provision(t, serial)
+	d := dialDevice(t, b.URL("terminal"), serial, secret)
+
+	done := make(chan reply, 1)
+	go func() { done <- a.purchase(t, term, 5000) }()
+	first := d.expect(protocol.TypePurchase) // through B, woken by A
+	// The terminal starts it; its ack is lost with a node. B's wake-ups
+	// are held from now on: the cancel A owes reaches B only after.
+	gate.holdWake.Store(true)
+	advanceBy(5 * time.Second) // A's ack time-out
+	(<-done).problem(t, 504, "WP25")
+
+	// The ECR's next purchase, through B.
+	viaB := *a.env
+	viaB.online = b.URL("online")
+	go func() { done <- (&sandbox{env: &viaB}).purchase(t, term, 6000) }()
+	got, cmd := firstOf(d, first.Ref)
+	if got != "cancel "+first.Ref {
+		t.Errorf("first message after the WP25 = %s; want the owed cancel of %s (the terminal still runs it and would decline the new one TERMINAL_IS_BUSY)", got, first.Ref)
+	}
+	d.send(protocol.TypeAck, "", cmd.ID, cmd.Ref, nil)
+	(<-done).tx(t, 201)
+}
+
+// TestReconnectCancelBeforeCommandOfAnotherNode: a terminal reconnects to
+// node B owing the cancel of a purchase that ended while it was away
+// (WP36); node A takes the ECR's next purchase as soon as B holds the
+// session, before B's hello sent what is owed, and wakes B for it. The
+// wake-up sends the owed cancel first, then the command.
+func TestReconnectCancelBeforeCommandOfAnotherNode(t *testing.T) {
+	a, b, gate, advanceBy := twoNodes(t)
+	const serial = "RAW-ORDER-2"
+	term, secret := a.provision(t, serial)
+	d := dialDevice(t, b.URL("terminal"), serial, secret)
+
+	done := make(chan reply, 1)
+	go func() { done <- a.purchase(t, term, 5000) }()
+	cmd := d.expect(protocol.TypePurchase)
+	d.send(protocol.TypeAck, "", cmd.ID, cmd.Ref, nil)
+	(<-done).tx(t, 201)
+	d.conn.Close()
+	waitFor(t, "the device is offline on both nodes", func() bool {
+		return !b.Gateway.Online(serial) && !a.srv.Service.Gateway.Online(serial)
+	})
+	advanceBy(time.Second) // the deadline: WP36, a cancel owed
+	if got := a.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200); got.StatusID != instore.StatusTechnicalError {
+		t.Fatalf("after the deadline: status %d, want TECHNICAL_ERROR", got.StatusID)
+	}
+
+	// B's hello reads what is owed only once a second read (the wake-up
+	// for the new purchase) has begun.
+	gate.holdOwed.Store(true)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			if !b.Gateway.Online(serial) {
+				continue
+			}
+			r := a.purchase(t, term, 6000)
+			var p problem
+			if json.Unmarshal(r.body, &p); r.resp.StatusCode == 409 && p.ErrorCode == "WP23" {
+				continue // A does not see B's session yet
+			}
+			done <- r
+			return
+		}
+	}()
+	d2 := dialDevice(t, b.URL("terminal"), serial, secret)
+	got, next := firstOf(d2, cmd.Ref)
+	if got != "cancel "+cmd.Ref {
+		t.Errorf("first message after the reconnect = %s; want the owed cancel of %s (the terminal still runs it and would decline the new one TERMINAL_IS_BUSY)", got, cmd.Ref)
+	}
+	d2.send(protocol.TypeAck, "", next.ID, next.Ref, nil)
+	(<-done).tx(t, 201)
+}
