@@ -31,8 +31,24 @@ func maxLines(n, l int, s string) []string {
 // gateway's 16 KiB limit of before it was closed with 1009 at every
 // resend, and the sale, charged on the terminal, ended TECHNICAL_ERROR.
 func TestLargestResultStored(t *testing.T) {
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			store := func(*server.Config) {}
+			if backend == "postgres" {
+				u := freshPostgres(t)
+				if u == "" {
+					t.Skip("INSTORE_TEST_DATABASE_URL is not set")
+				}
+				store = func(c *server.Config) { c.DatabaseURL = u }
+			}
+			largestResultStored(t, store)
+		})
+	}
+}
+
+func largestResultStored(t *testing.T, store func(*server.Config)) {
 	doc := readProtocolDoc(t)
-	s := owedEnv(t, func(*server.Config) {}, nil)
+	s := owedEnv(t, store, nil)
 	term, secret := s.provision(t, "BIG-1")
 	d := dialDocTerminal(t, doc, s.srv.URL("terminal"), "BIG-1", secret)
 	d.expect("linked", "")
