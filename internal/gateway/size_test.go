@@ -1,10 +1,15 @@
 package gateway
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"net"
+	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/gobwas/ws"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/instore-dev/instore"
@@ -69,5 +74,53 @@ func TestLargestResultAccepted(t *testing.T) {
 			t.Errorf("result %s: status %d, receipt of %d and %d lines; want APPROVED with both receipts whole",
 				r.MessageID, r.StatusID, len(r.Result.Receipt.Customer), len(r.Result.Receipt.Merchant))
 		}
+	}
+}
+
+// trickleConn is a connection whose peer sent data and then nothing
+// more: once data is read, a Read signals blocked and waits for release.
+type trickleConn struct {
+	net.Conn // not used: only Read is called
+	data     []byte
+	blocked  chan struct{}
+	release  chan struct{}
+}
+
+func (c *trickleConn) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		close(c.blocked)
+		<-c.release
+		return 0, io.EOF
+	}
+	n := copy(p, c.data)
+	c.data = c.data[n:]
+	return n, nil
+}
+
+// A frame header announcing a message of the limit does not make the
+// session allocate it: the buffer grows with what arrives. A peer that
+// announces ~312 KiB and sends 1 KiB costs about one read step.
+func TestAnnouncedLengthNotAllocated(t *testing.T) {
+	g := New(Config{Events: &recorder{}})
+	defer g.Close()
+	nc := &trickleConn{data: make([]byte, 1<<10), blocked: make(chan struct{}), release: make(chan struct{})}
+	s := newSession(g, nc, "SN-TRICKLE")
+	h := ws.Header{Fin: true, OpCode: ws.OpText, Masked: true, Length: protocol.MaxFrameBytes, Mask: [4]byte{1, 2, 3, 4}}
+
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := s.message(h)
+		done <- err
+	}()
+	<-nc.blocked
+	runtime.ReadMemStats(&after)
+	close(nc.release)
+	if err := <-done; !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("message = %v, want the connection's unexpected EOF", err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 64<<10 {
+		t.Errorf("%d bytes allocated for 1 KiB received of an announced %d, want at most %d", n, protocol.MaxFrameBytes, 64<<10)
 	}
 }
