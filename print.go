@@ -9,6 +9,21 @@ import (
 const (
 	MaxPrintLines   = 200
 	MaxPrintLineLen = 64
+	// MaxJSONCharBytes is the most bytes one character of a JSON string
+	// may take: JSON may write any character as a \u escape, and one
+	// outside the Basic Multilingual Plane as an escaped surrogate pair
+	// (\ud83d\ude00), 12 bytes; raw UTF-8 takes at most 4. The terminal
+	// protocol's frame limit is derived from it too.
+	MaxJSONCharBytes = 12
+	// MaxPrintBodyBytes is the largest body of POST /print (other requests
+	// have the Online API's 64 KiB): a print job of MaxPrintLines lines of
+	// MaxPrintLineLen characters fits it however its JSON is written,
+	// every character escaped at its longest, with up to 14 bytes of
+	// quotes, comma and whitespace per line and 4 KiB for the rest, so
+	// that the lines and characters are the only limits a print job
+	// meets. (Go's encoding/json alone writes < > & and U+2028 as
+	// 6-byte escapes: 200 lines of 64 of them are 77 KB.)
+	MaxPrintBodyBytes = MaxPrintLines*(MaxPrintLineLen*MaxJSONCharBytes+14) + 4<<10
 )
 
 // Receipt copies a print job may print.

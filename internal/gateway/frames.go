@@ -26,13 +26,14 @@ import (
 // Close codes of RFC 6455 (7.4.1) that the gateway sends or reports; the
 // protocol's own are in package protocol.
 const (
-	closeGoingAway     = int(ws.StatusGoingAway)           // 1001
-	closeRestart       = 1012                              // service restart: reconnect (to another node) at once
-	closeProtocolError = int(ws.StatusProtocolError)       // 1002
-	closeNoStatus      = int(ws.StatusNoStatusRcvd)        // 1005
-	closeAbnormal      = int(ws.StatusAbnormalClosure)     // 1006
-	closeTooBig        = int(ws.StatusMessageTooBig)       // 1009
-	closeInternal      = int(ws.StatusInternalServerError) // 1011
+	closeGoingAway      = int(ws.StatusGoingAway)               // 1001
+	closeRestart        = 1012                                  // service restart: reconnect (to another node) at once
+	closeProtocolError  = int(ws.StatusProtocolError)           // 1002
+	closeNoStatus       = int(ws.StatusNoStatusRcvd)            // 1005
+	closeAbnormal       = int(ws.StatusAbnormalClosure)         // 1006
+	closeInvalidPayload = int(ws.StatusInvalidFramePayloadData) // 1007
+	closeTooBig         = int(ws.StatusMessageTooBig)           // 1009
+	closeInternal       = int(ws.StatusInternalServerError)     // 1011
 )
 
 // closeError is the terminal's close frame: it closed, or answered ours.
@@ -53,8 +54,21 @@ type frameError struct {
 func (e *frameError) Error() string { return "websocket: " + e.err.Error() }
 func (e *frameError) Unwrap() error { return e.err }
 
+// readStep is the most of a frame's payload read into the message buffer
+// at once. A message may be protocol.MaxFrameBytes long (~312 KiB, a
+// result with two receipts of 200 lines of 64 characters, escaped at their
+// longest); a buffer of that size made from a header alone would let a
+// peer that announces the limit and sends nothing more hold it per
+// session. Read in steps, the buffer holds at most about twice what
+// actually arrived (slices.Grow's growth), and a session holds no buffer
+// between messages.
+const readStep = 16 << 10
+
 // errTooBig is a message larger than protocol.MaxFrameBytes.
 var errTooBig = fmt.Errorf("message larger than %d bytes", protocol.MaxFrameBytes)
+
+// errNotUTF8 is a text message that is not valid UTF-8 (RFC 6455 8.1).
+var errNotUTF8 = errors.New("text message not valid UTF-8")
 
 // errCloseSent refuses a frame after the close frame.
 var errCloseSent = errors.New("websocket: close frame sent")
@@ -88,12 +102,19 @@ func (s *session) message(h ws.Header) (ws.OpCode, []byte, error) {
 			if h.Length > protocol.MaxFrameBytes-int64(len(msg)) {
 				return 0, nil, s.refuse(closeTooBig, errTooBig)
 			}
-			n := len(msg)
-			msg = slices.Grow(msg, int(h.Length))[:n+int(h.Length)]
-			if _, err := io.ReadFull(s.nc, msg[n:]); err != nil {
-				return 0, nil, err
+			// In steps of readStep: the buffer grows with what arrives,
+			// not with what the header announces.
+			start := len(msg)
+			for left := int(h.Length); left > 0; {
+				k := min(left, readStep)
+				n := len(msg)
+				msg = slices.Grow(msg, k)[:n+k]
+				if _, err := io.ReadFull(s.nc, msg[n:]); err != nil {
+					return 0, nil, err
+				}
+				left -= k
 			}
-			ws.Cipher(msg[n:], h.Mask, 0)
+			ws.Cipher(msg[start:], h.Mask, 0)
 			if h.Fin {
 				return op, msg, nil
 			}
@@ -101,9 +122,22 @@ func (s *session) message(h ws.Header) (ws.OpCode, []byte, error) {
 		}
 		var err error
 		if h, err = ws.ReadHeader(s.nc); err != nil {
-			return 0, nil, err
+			return 0, nil, s.headerError(err)
 		}
 	}
+}
+
+// headerError is what reading a frame header that failed with err ends
+// the read loop with: a 64-bit length with its most significant bit set
+// breaks RFC 6455 (5.2) and is refused with 1002; anything else is the
+// connection's own error.
+//
+//go:noinline
+func (s *session) headerError(err error) error {
+	if errors.Is(err, ws.ErrHeaderLengthMSB) {
+		return s.refuse(closeProtocolError, errors.New("frame length with its most significant bit set"))
+	}
+	return err
 }
 
 // control reads and answers the control frame of header h: a ping gets a

@@ -192,6 +192,13 @@ func (g *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if !r.ProtoAtLeast(1, 1) {
+		// gorilla's Upgrader does not look at the version; RFC 6455 (4.1)
+		// asks for HTTP/1.1 or higher.
+		httpapi.WriteProblem(w, httpapi.NewProblem(
+			instore.Errorf(instore.EValidation, "A WebSocket handshake needs HTTP/1.1 or higher, not %s.", r.Proto), rid, noMetadata))
+		return
+	}
 	if _, isHijacker := w.(http.Hijacker); !isHijacker {
 		w = hijacker{w}
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gobwas/ws"
 
@@ -90,6 +91,8 @@ func (s *session) run() {
 		var h ws.Header
 		if h, err = ws.ReadHeader(s.nc); err == nil {
 			err = s.frame(h)
+		} else {
+			err = s.headerError(err)
 		}
 	}
 	s.finish(err)
@@ -157,6 +160,9 @@ func (s *session) frame(h ws.Header) (err error) {
 	}
 	if s.closing.Load() {
 		return nil // waiting for the terminal's close frame
+	}
+	if op == ws.OpText && !utf8.Valid(frame) {
+		return s.refuse(closeInvalidPayload, errNotUTF8)
 	}
 	if s.registered {
 		s.extend()

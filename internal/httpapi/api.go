@@ -40,6 +40,9 @@ type API struct {
 	Metrics  *Metrics
 	// MaxBodyBytes defaults to MaxBodyBytes.
 	MaxBodyBytes int64
+	// BodyLimits holds the body limits of the paths that take another
+	// than MaxBodyBytes (POST /print: instore.MaxPrintBodyBytes).
+	BodyLimits map[string]int64
 
 	// Mux is the route table. Patterns with a host are not supported: the
 	// routes of Handle with a literal path are matched before it.
@@ -243,6 +246,9 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	max := a.MaxBodyBytes
 	if max <= 0 {
 		max = MaxBodyBytes
+	}
+	if n, ok := a.BodyLimits[r.URL.Path]; ok {
+		max = n
 	}
 	if r.ContentLength > max {
 		a.Error(rw, r, Errorf413(max))

@@ -70,6 +70,12 @@ func Register(cfg Config) {
 	a.Handle("POST "+Prefix+"/reversal", post(h.reversal))
 	a.Handle("GET "+Prefix+"/transactions", g.Wrap(h.transactions))
 	a.Handle("POST "+Prefix+"/print", post(h.print))
+	// A print job at its limits of lines and characters fits the body
+	// however its JSON is written: 64 KiB would not.
+	if a.BodyLimits == nil {
+		a.BodyLimits = map[string]int64{}
+	}
+	a.BodyLimits[Prefix+"/print"] = instore.MaxPrintBodyBytes
 	a.Handle("GET "+Prefix+"/print/{printId}", g.Wrap(h.printJob))
 	a.Handle("GET "+Prefix+"/events", g.Wrap(h.events))
 	a.Handle("POST "+Prefix+"/webhooks", post(h.createWebhook))

@@ -3,8 +3,11 @@ package protocol
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os"
 	"testing"
+
+	"github.com/instore-dev/instore"
 )
 
 // TestDocExamples checks that every example message in
@@ -63,5 +66,25 @@ func TestDocExamples(t *testing.T) {
 	}
 	if n < 10 {
 		t.Errorf("found %d examples in the document, want every message type's", n)
+	}
+}
+
+// TestDocLimits checks that docs/terminal-protocol.md and the Online
+// API's document state the limits the code enforces.
+func TestDocLimits(t *testing.T) {
+	for file, want := range map[string][]string{
+		"../../docs/terminal-protocol.md": {fmt.Sprintf("**%d bytes**", MaxFrameBytes), fmt.Sprintf("section 3 (%d bytes)", MaxFrameBytes),
+			fmt.Sprintf("= %d bytes per receipt", MaxLinesBytes)},
+		"../../api/online-api.yaml": {fmt.Sprintf("`POST /print` takes up to %d bytes", instore.MaxPrintBodyBytes)},
+	} {
+		doc, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range want {
+			if !bytes.Contains(doc, []byte(w)) {
+				t.Errorf("%s does not say %q", file, w)
+			}
+		}
 	}
 }

@@ -8,6 +8,8 @@ package protocol
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/instore-dev/instore"
 )
 
 // Version is the protocol version this package speaks.
@@ -18,11 +20,38 @@ const Path = "/terminal/v1/connect"
 
 // Limits of the protocol.
 const (
-	// MaxFrameBytes is the largest frame either side accepts; a larger one
-	// closes the session (close code 1009).
-	MaxFrameBytes = 16 << 10
 	// MaxIDLen bounds message ids and references.
 	MaxIDLen = 64
+
+	// MaxCharBytes is the most bytes one character of a JSON string may
+	// take on the wire. Raw UTF-8 takes at most 4, but JSON may write any
+	// character as a \u escape, and one outside the Basic Multilingual
+	// Plane as an escaped surrogate pair (\ud83d\ude00): 12 bytes
+	// (instore.MaxJSONCharBytes). Control characters are not allowed in
+	// the protocol's text (instore.ValidText) and would take 6 at most.
+	MaxCharBytes = instore.MaxJSONCharBytes
+	// maxLineOverhead is what a line of a receipt or print job takes
+	// besides its characters: its quotes, the comma after it and up to 8
+	// bytes of whitespace around it (a line break and indentation).
+	maxLineOverhead = 2 + 1 + 8
+	// MaxLinesBytes is the most bytes an array of lines (a receipt copy,
+	// a print job) takes: MaxLines lines of MaxLineLen characters, each
+	// character escaped at its longest.
+	MaxLinesBytes = 2 + MaxLines*(MaxLineLen*MaxCharBytes+maxLineOverhead)
+	// maxOtherBytes bounds everything of a message besides its arrays of
+	// lines: the envelope with ids and refs of MaxIDLen characters, the
+	// member names, every other field at its longest, all escaped, and
+	// whitespace. TestLargestMessagesFit builds the largest message of
+	// every type to hold each of these bounds to account.
+	maxOtherBytes = 8 << 10
+	// MaxFrameBytes is the largest message either side accepts, all its
+	// fragments together; a larger one closes the session (close code
+	// 1009). It is derived from the largest legal message, a result with
+	// both receipts at their longest, so that no legal message is ever
+	// refused for its size: a result in particular, which may stand for a
+	// charged card. Every other message is smaller (a print job has one
+	// array of lines; the Online API refuses what would not fit).
+	MaxFrameBytes = 2*MaxLinesBytes + maxOtherBytes
 )
 
 // Message types, terminal to server.

@@ -14,9 +14,14 @@ const (
 	// limits (instore.MaxECRReferenceLen, instore.MaxPrintLineLen).
 	MaxTextLen = 64
 	// MaxReceiptLines and MaxReceiptLineLen bound each receipt copy, like
-	// the lines of a print job on the Online API.
+	// the lines of a print job on the Online API (instore.MaxPrintLines,
+	// instore.MaxPrintLineLen).
 	MaxReceiptLines   = 200
 	MaxReceiptLineLen = 64
+	// MaxLines and MaxLineLen are the larger of the receipt's and the
+	// print job's limits, which MaxFrameBytes is derived from.
+	MaxLines   = max(MaxReceiptLines, instore.MaxPrintLines)
+	MaxLineLen = max(MaxReceiptLineLen, instore.MaxPrintLineLen)
 	// MaxAmount is the largest amount in minor units.
 	MaxAmount = 99999999
 )

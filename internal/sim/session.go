@@ -170,13 +170,13 @@ func (r *reconnect) after(established bool, code, n int, maxStep time.Duration) 
 }
 
 // faultClose reports whether a close code blames the session: a frame
-// the server refused (1002, 1009, 4400), a server error (1011: a result
+// the server refused (1002, 1007, 1009, 4400), a server error (1011: a result
 // the terminal resends after every hello could cause it again) or a
 // liveness time-out (4408). Reconnecting at once after those could loop.
 func faultClose(code int) bool {
 	switch code {
-	case websocket.CloseProtocolError, websocket.CloseMessageTooBig, websocket.CloseInternalServerErr,
-		protocol.CloseMalformed, protocol.CloseTimeout:
+	case websocket.CloseProtocolError, websocket.CloseInvalidFramePayloadData, websocket.CloseMessageTooBig,
+		websocket.CloseInternalServerErr, protocol.CloseMalformed, protocol.CloseTimeout:
 		return true
 	}
 	return false
