@@ -179,9 +179,9 @@ func TestEcrPurchase(t *testing.T) {
 		{name: "another merchant's terminal", args: []string{"purchase", "12.50", "--terminal", "99999999"}, wantCode: exitFailed, wantStderr: "403 WP16 Specified terminal does not belong to the merchant"},
 		// The service's range, in the currency's decimals rather than minor units.
 		{name: "over the largest amount", args: []string{"purchase", "1000000.00"}, wantCode: exitFailed,
-			wantStderr: "purchase: 400 validation Request validation failed: amount 1000000.00 SEK must be between 0.01 SEK and 999999.99 SEK (requestId req_"},
+			wantStderr: "purchase: 400 validation Request validation failed: amount 1000000.00 SEK must be from 0.01 SEK to 999999.99 SEK (requestId req_"},
 		{name: "over the largest amount, no decimals", args: []string{"purchase", "100000000", "--currency", "JPY"}, wantCode: exitFailed,
-			wantStderr: "amount 100000000 JPY must be between 1 JPY and 99999999 JPY"},
+			wantStderr: "amount 100000000 JPY must be from 1 JPY to 99999999 JPY"},
 		{name: "cashback over the amount", args: []string{"purchase", "10", "--cashback", "20.00"}, wantCode: exitFailed,
 			wantStderr: "validation Request validation failed: --cashback 20.00 SEK must not exceed amount"},
 		// The terminal never acknowledges: the purchase ends TECHNICAL_ERROR
@@ -208,7 +208,7 @@ func TestEcrPurchase(t *testing.T) {
 			if !strings.Contains(errs, tc.wantStderr) {
 				t.Errorf("stderr = %q, want it to contain %q", errs, tc.wantStderr)
 			}
-			for _, doubled := range []string{"amount: amount:", "(minor units)"} {
+			for _, doubled := range []string{"amount: amount:", "minor units", "e.g."} {
 				if strings.Contains(errs, doubled) {
 					t.Errorf("stderr = %q holds %q", errs, doubled)
 				}

@@ -93,7 +93,11 @@ func (a *typedAmounts) fieldError(fe client.FieldError) string {
 	if !ok {
 		return fe.Field + " " + fe.Message
 	}
-	msg := strings.ReplaceAll(fe.Message, " (minor units)", "")
+	// The amount was typed in the currency's decimals: the service's
+	// words on minor units (and its example of them) are not for the user.
+	msg, _, _ := strings.Cut(fe.Message, ", e.g. ")
+	msg = strings.Replace(msg, "an integer in minor units from ", "from ", 1)
+	msg = strings.ReplaceAll(msg, " (minor units)", "")
 	msg = minorUnits.ReplaceAllStringFunc(msg, func(n string) string {
 		v, err := strconv.ParseInt(n, 10, 64)
 		if err != nil {
