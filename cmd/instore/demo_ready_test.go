@@ -62,7 +62,7 @@ func TestDemoReadyWhenItSaysSo(t *testing.T) {
 }
 
 type demoTx struct {
-	Ref      string `json:"onlineAPIRefId"`
+	Ref    string `json:"onlineAPIRefId"`
 	Status string `json:"status"`
 }
 

@@ -104,6 +104,10 @@ func startSandboxWith(t *testing.T, beforeStart func(*server.Server), mutate ...
 		}
 		return true
 	})
+	// Online is not yet ready: wait for what a purchase needs.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	must(t, e.srv.WaitSandboxReady(ctx))
 	return s
 }
 
