@@ -285,10 +285,12 @@ func (t *Terminal) finish(tx *txn) {
 		s      *session
 		status int
 	)
+	mine := false
 	t.update(func() {
 		if t.tx != tx {
-			return
+			return // finished already (a cancel)
 		}
+		mine = true
 		t.tx = nil
 		status = tx.status
 		switch tx.cancel {
@@ -311,6 +313,9 @@ func (t *Terminal) finish(tx *txn) {
 		t.showOutcomeLocked(status)
 		s = t.sess
 	})
+	if !mine {
+		return
+	}
 	if r == nil {
 		t.log.Info("sim: transaction dropped", "ref", tx.ref, "reason", tx.cancel)
 		return
@@ -403,6 +408,12 @@ func (t *Terminal) cancel(s *session, env protocol.Envelope) {
 		}
 		t.mu.Unlock()
 		t.log.Info("sim: cancelled", "ref", env.Ref, "reason", reason)
+		// Stopped at once, before the next message is read: a command
+		// the gateway sends right after the cancel (it sends the cancels
+		// of the transactions it ended first) finds the terminal free,
+		// not TERMINAL_IS_BUSY. The transaction's goroutine finds it
+		// finished.
+		t.finish(tx)
 		return
 	}
 	r := t.resultLocked(env.Ref)
