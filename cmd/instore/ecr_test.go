@@ -173,6 +173,16 @@ func TestEcrPurchase(t *testing.T) {
 		{name: "more decimals than the currency has", args: []string{"purchase", "12.505"}, wantCode: 2, wantStderr: `instore: amount: SEK has 2 decimals, got "12.505"`},
 		{name: "a cashback not an amount", args: []string{"purchase", "12", "--cashback", "x"}, wantCode: 2, wantStderr: `instore: --cashback: "x" is not an amount such as 12.50`},
 		{name: "decimals in JPY", args: []string{"purchase", "12.5", "--currency", "JPY"}, wantCode: 2, wantStderr: "JPY has no decimals"},
+		// One rule for the decimal comma: 12,50 is 12.50; 1,250 may mean
+		// 1250 and is refused with how to write it.
+		{name: "a decimal comma", args: []string{"purchase", "12,50", "--wait", "--json"},
+			check: func(t *testing.T, out string) {
+				if tx := lastTx(t, out); tx.Amount != 1250 {
+					t.Errorf("purchase 12,50 = amount %d, want 1250", tx.Amount)
+				}
+			}},
+		{name: "a comma before three digits", args: []string{"purchase", "1,250"}, wantCode: 2,
+			wantStderr: `instore: amount: "1,250" is ambiguous: a comma before three digits may separate thousands; write it without thousands separators and with a dot for decimals, e.g. 1250 or 12.50`},
 		{name: "not an amount", args: []string{"purchase", "twelve"}, wantCode: 2, wantStderr: "not an amount"},
 		{name: "no amount", args: []string{"purchase"}, wantCode: 2, wantStderr: "takes the amount"},
 		{name: "unknown payment method", args: []string{"purchase", "1", "--payment-method", "nope"}, wantCode: 2, wantStderr: "paymentMethods"},
@@ -208,7 +218,7 @@ func TestEcrPurchase(t *testing.T) {
 			if !strings.Contains(errs, tc.wantStderr) {
 				t.Errorf("stderr = %q, want it to contain %q", errs, tc.wantStderr)
 			}
-			for _, doubled := range []string{"amount: amount:", "minor units", "e.g."} {
+			for _, doubled := range []string{"amount: amount:", "minor units", "1250 for"} {
 				if strings.Contains(errs, doubled) {
 					t.Errorf("stderr = %q holds %q", errs, doubled)
 				}
