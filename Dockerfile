@@ -14,11 +14,17 @@
 # Targets: "image" (the default, last) compiles in the golang stage;
 # "prebuilt" takes a binary built beforehand from the build context, next to
 # an empty directory "data" (CI builds it on the host, where no base image
-# can be pulled: .ci/run).
+# can be pulled: .ci/image). That binary must be static, built with
+# CGO_ENABLED=0 (the image has no C library to load):
+#
+#   mkdir -p ctx/data && CGO_ENABLED=0 go build -trimpath -o ctx/instore ./cmd/instore
+#   docker build --target prebuilt -t instore -f Dockerfile ctx
 
 ARG GO_VERSION=1.26
 
-FROM golang:${GO_VERSION} AS build
+# Base images by their full names (registry, namespace): podman, and any
+# builder without registry aliases, pulls them as they are written.
+FROM docker.io/library/golang:${GO_VERSION} AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download

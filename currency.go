@@ -1,6 +1,10 @@
 package instore
 
-import "strings"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // iso4217 lists the active ISO 4217 currencies (list one of the ISO 4217
 // maintenance agency as published on 2024-06-25, with the changes since:
@@ -60,4 +64,33 @@ func checkCurrency(f *fields, code string) {
 			f.add("/currency", "is not an active ISO 4217 currency")
 		}
 	}
+}
+
+// AmountHint says how an amount is written, with an example in currency's
+// decimals: "an integer in minor units, e.g. 1250 for 12.50 SEK" (for JPY
+// "e.g. 1250 for 1250 JPY", for KWD "e.g. 1250 for 1.250 KWD"). A code
+// that is not an active ISO 4217 currency (or none) gets the example in
+// SEK.
+func AmountHint(currency string) string {
+	exp, ok := currencyExponents[currency]
+	if !ok {
+		currency, exp = "SEK", currencyExponents["SEK"]
+	}
+	const example = 1250
+	s := strconv.Itoa(example)
+	if exp > 0 {
+		s = strings.Repeat("0", max(0, exp-len(s)+1)) + s
+		s = s[:len(s)-exp] + "." + s[len(s)-exp:]
+	}
+	return fmt.Sprintf("an integer in minor units, e.g. %d for %s %s", example, s, currency)
+}
+
+// amountRangeMessage is the field error of an amount outside MinAmount to
+// MaxAmount, or not an integer at all: the range and how an amount is
+// written.
+func amountRangeMessage(currency string) string {
+	hint := AmountHint(currency)
+	// "an integer in minor units from 1 to 99999999, e.g. ..."
+	kind, example, _ := strings.Cut(hint, ", ")
+	return fmt.Sprintf("must be %s from %d to %d, %s", kind, MinAmount, MaxAmount, example)
 }

@@ -1,8 +1,10 @@
 package instore
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 )
 
 // Limits of request fields.
@@ -131,7 +133,7 @@ func (r *PurchaseRequest) Validate() error {
 	case r.Amount == nil:
 		f.add("/amount", "is required")
 	case *r.Amount < MinAmount || *r.Amount > MaxAmount:
-		f.add("/amount", "must be between %d and %d (minor units)", MinAmount, MaxAmount)
+		f.add("/amount", "%s", amountRangeMessage(r.Currency))
 	}
 	if r.CashbackAmount != nil {
 		if *r.CashbackAmount < 0 {
@@ -149,6 +151,31 @@ func (r *PurchaseRequest) Validate() error {
 		f.add("/confirmWithinSeconds", "must be between %d and %d (seconds)", MinConfirmWithinSeconds, MaxConfirmWithinSeconds)
 	}
 	return f.err()
+}
+
+// DecodeHint words the error of a member of a purchase body that is not
+// of its type: an amount that is a string or has a fraction is told how
+// amounts are written, with an example in the body's currency.
+func (r *PurchaseRequest) DecodeHint(field string, body []byte) string {
+	return amountDecodeHint(field, body, "/amount", "/cashbackAmount", "/vatAmount")
+}
+
+// amountDecodeHint is the message of a decoding error of field when it is
+// one of amounts ("" for any other field): the range for /amount, how
+// amounts are written for each, in the currency the body names (when it
+// can be read).
+func amountDecodeHint(field string, body []byte, amounts ...string) string {
+	if !slices.Contains(amounts, field) {
+		return ""
+	}
+	var c struct {
+		Currency string `json:"currency"`
+	}
+	_ = json.Unmarshal(body, &c) // best effort: a member of another type is skipped
+	if field == "/amount" {
+		return amountRangeMessage(c.Currency)
+	}
+	return "must be " + AmountHint(c.Currency)
 }
 
 // RefundRequest is the body of POST /refund.
@@ -169,7 +196,7 @@ func (r *RefundRequest) Validate() error {
 	case r.Amount == nil:
 		f.add("/amount", "is required")
 	case *r.Amount < MinAmount || *r.Amount > MaxAmount:
-		f.add("/amount", "must be between %d and %d (minor units)", MinAmount, MaxAmount)
+		f.add("/amount", "%s", amountRangeMessage(r.Currency))
 	}
 	checkCurrency(&f, r.Currency)
 	if r.OriginalOnlineAPIRefID != "" && !ValidRef(r.OriginalOnlineAPIRefID) {
@@ -177,6 +204,12 @@ func (r *RefundRequest) Validate() error {
 	}
 	checkECRReference(&f, "/ecrReference", r.ECRReference)
 	return f.err()
+}
+
+// DecodeHint words the error of a member of a refund body that is not of
+// its type (PurchaseRequest.DecodeHint).
+func (r *RefundRequest) DecodeHint(field string, body []byte) string {
+	return amountDecodeHint(field, body, "/amount")
 }
 
 // ReversalRequest is the body of POST /reversal.

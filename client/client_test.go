@@ -625,7 +625,19 @@ func TestParseAmount(t *testing.T) {
 		{"12.505", "SEK", 0, "SEK has 2 decimals"},
 		{"1200.5", "JPY", 0, "JPY has no decimals"},
 		{"-12.50", "SEK", 0, "not an amount"},
-		{"1,250.00", "SEK", 0, "not an amount"},
+		{"1,250.00", "SEK", 0, `"1,250.00" is not an amount: use one decimal separator and no thousands separators, e.g. 1250 or 12.50`},
+		// The decimal comma: one rule whatever the currency. A comma is a
+		// decimal separator unless exactly three digits follow it.
+		{"12,5", "SEK", 1250, ""},
+		{"0,01", "EUR", 1, ""},
+		{"12,50", "KWD", 12500, ""},
+		{"1,250", "SEK", 0, `"1,250" is ambiguous: a comma before three digits may separate thousands; write it without thousands separators and with a dot for decimals, e.g. 1250 or 12.50`},
+		{"1,250", "KWD", 0, `"1,250" is ambiguous: a comma before three digits may separate thousands; write it without thousands separators and with a dot for decimals, e.g. 1250 or 1.250`},
+		{"1,250", "JPY", 0, `"1,250" is ambiguous: a comma before three digits may separate thousands; write it without thousands separators and with a dot for decimals, e.g. 1250`},
+		{"12,50", "JPY", 0, `JPY has no decimals, got "12,50"`},
+		{"1,234,567", "SEK", 0, "use one decimal separator and no thousands separators"},
+		{"1.250,50", "SEK", 0, "use one decimal separator and no thousands separators"},
+		{"12,", "SEK", 0, "not an amount"},
 		{"12.", "SEK", 0, "not an amount"},
 		{".50", "SEK", 0, "not an amount"},
 		{"", "SEK", 0, "not an amount"},
@@ -638,6 +650,9 @@ func TestParseAmount(t *testing.T) {
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("ParseAmount(%q, %s) = %d, %v; want error %q", tc.in, tc.currency, got, err, tc.wantErr)
+			}
+			if err != nil && strings.HasPrefix(tc.wantErr, `"`) && err.Error() != tc.wantErr {
+				t.Errorf("ParseAmount(%q, %s) error = %q, want exactly %q", tc.in, tc.currency, err, tc.wantErr)
 			}
 			continue
 		}

@@ -148,9 +148,11 @@ func ExampleClient_Metadata() {
 	// Output: PENDING - Terminal is busy processing previous transaction
 }
 
-// Amounts as a person types them, in the currency's minor units.
+// Amounts as a person types them, in the currency's minor units. A comma
+// is a decimal separator too, except before exactly three digits, which
+// may separate thousands: that is refused as ambiguous.
 func ExampleParseAmount() {
-	for _, in := range []struct{ amount, currency string }{{"12.50", "SEK"}, {"1200", "JPY"}, {"1.250", "KWD"}, {"12.505", "SEK"}} {
+	for _, in := range []struct{ amount, currency string }{{"12.50", "SEK"}, {"1200", "JPY"}, {"1.250", "KWD"}, {"12.505", "SEK"}, {"12,50", "SEK"}, {"1,250", "SEK"}} {
 		minor, err := client.ParseAmount(in.amount, in.currency)
 		if err != nil {
 			fmt.Println(err)
@@ -163,6 +165,8 @@ func ExampleParseAmount() {
 	// 1200 1200 JPY
 	// 1250 1.250 KWD
 	// SEK has 2 decimals, got "12.505"
+	// 1250 12.50 SEK
+	// "1,250" is ambiguous: a comma before three digits may separate thousands; write it without thousands separators and with a dot for decimals, e.g. 1250 or 12.50
 }
 
 // A webhook endpoint: registered with the URL of the program's receiver

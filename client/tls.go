@@ -71,3 +71,26 @@ func (cfg *Config) TrustCAFile(caFile string) error {
 	cfg.HTTPClient = hc
 	return nil
 }
+
+// UnknownCAError is the error of a request whose answer never came
+// because the service's certificate was issued by a certificate authority
+// the client does not trust (x509.UnknownAuthorityError, which it wraps):
+// a service with a private CA's certificate. Its message says what to do:
+// trust that CA with Config.TrustCAFile. It is not retried.
+type UnknownCAError struct{ Err error }
+
+func (e *UnknownCAError) Error() string {
+	return e.Err.Error() + ": trust the service's CA with Config.TrustCAFile"
+}
+
+func (e *UnknownCAError) Unwrap() error { return e.Err }
+
+// withCAHint wraps a transport error caused by an unknown certificate
+// authority in an UnknownCAError; any other error is returned as it is.
+func withCAHint(err error) error {
+	var ua x509.UnknownAuthorityError
+	if errors.As(err, &ua) {
+		return &UnknownCAError{Err: err}
+	}
+	return err
+}

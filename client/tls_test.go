@@ -4,10 +4,15 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -150,3 +155,54 @@ func TestTLSConfigTrusting(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestUnknownCAHint: a service whose certificate no trusted CA issued (a
+// real TLS server with a self-signed certificate) is refused with an
+// error that says to trust its CA with TrustCAFile, after one attempt;
+// with TrustCAFile of that certificate the request goes through.
+func TestUnknownCAHint(t *testing.T) {
+	var handshakes atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"paymentMethods":[]}`))
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			handshakes.Add(1)
+		}
+	}
+	srv.StartTLS()
+	defer srv.Close()
+	cfg := client.Config{
+		OnlineAPIURL: srv.URL,
+		Online:       client.Credentials{SubscriptionKey: "key", AccessToken: "token"},
+		MaxRetries:   3, RetryDelay: time.Millisecond,
+	}
+	c, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Metadata(context.Background())
+	var unknownCA *client.UnknownCAError
+	var ua x509.UnknownAuthorityError
+	if !errors.As(err, &unknownCA) || !errors.As(err, &ua) ||
+		!strings.HasSuffix(err.Error(), "certificate signed by unknown authority: trust the service's CA with Config.TrustCAFile") {
+		t.Fatalf("Metadata = %v, want an UnknownCAError that names TrustCAFile", err)
+	}
+	if n := handshakes.Load(); n != 1 {
+		t.Errorf("%d connections, want 1: an unknown CA is not retried", n)
+	}
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.TrustCAFile(caFile); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = client.New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Metadata(context.Background()); err != nil {
+		t.Errorf("Metadata trusting the CA = %v", err)
+	}
+}

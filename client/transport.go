@@ -128,7 +128,8 @@ func (c *Client) do(ctx context.Context, cl call, out any) (*response, error) {
 			attempt--
 			continue
 		}
-		if attempt > c.maxRetries || isAPI && !e.retryable() {
+		var unknownCA *UnknownCAError
+		if attempt > c.maxRetries || isAPI && !e.retryable() || errors.As(err, &unknownCA) {
 			return nil, err
 		}
 		delay := c.backoff(attempt)
@@ -207,6 +208,7 @@ func (c *Client) attempt(ctx context.Context, cl call, u string, body []byte, co
 		if errors.As(err, &ue) {
 			err = ue.Err // its message repeats the URL
 		}
+		err = withCAHint(err)
 		c.log(ctx, cl, 0, time.Since(start), "", n, err)
 		return nil, fmt.Errorf("client: %s %s: %w", cl.method, cl.route, err)
 	}

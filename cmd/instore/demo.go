@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/instore-dev/instore/internal/demo"
+	"github.com/instore-dev/instore/internal/server"
 )
 
 func newDemoCmd() *cobra.Command {
@@ -58,14 +59,17 @@ prints the same credentials (kept in clear: a demo's, never production's).`,
 				return err
 			}
 			defer release()
+			if demoConfigHook != nil {
+				demoConfigHook(&cfg)
+			}
 			d, err := demo.Start(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
 			info := d.Info()
 			out := cmd.OutOrStdout()
-			// A purchase sent as soon as this prints finds its terminal.
-			waitTerminalsOnline(cmd.Context(), d, info)
+			// demo.Start returned once every virtual terminal was ready: a
+			// purchase sent as soon as this prints finds its terminal.
 			if asJSON {
 				b, _ := json.Marshal(info)
 				fmt.Fprintf(out, "%s\n", b)
@@ -91,6 +95,10 @@ prints the same credentials (kept in clear: a demo's, never production's).`,
 	cmd.Flags().BoolVar(&asEnv, "env", false, "print export INSTORE_...=... lines (for eval, or to paste into another shell) instead of the banner")
 	return cmd
 }
+
+// demoConfigHook, when set (by tests), changes the demo's server
+// configuration before it starts.
+var demoConfigHook func(*server.Config)
 
 // printBanner prints what the demo runs and its credentials for people;
 // with interactive, it says which terminal waits for a click.

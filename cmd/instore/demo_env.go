@@ -1,27 +1,13 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/instore-dev/instore/client"
 	"github.com/instore-dev/instore/internal/demo"
 )
-
-// waitTerminalsOnline waits, up to a few seconds, until the demo's virtual
-// terminals hold their gateway sessions, so that a purchase sent right
-// after the export lines appear finds its terminal online.
-func waitTerminalsOnline(ctx context.Context, d *demo.Demo, info demo.Info) {
-	deadline := time.Now().Add(5 * time.Second)
-	for _, t := range info.Terminals {
-		for !d.Server.Gateway.Online(t.SerialNumber) && time.Now().Before(deadline) && ctx.Err() == nil {
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-}
 
 // demoVar is one export line of `instore demo --env`: the variable, the
 // key of `instore demo --json` that holds the same value, and the value.

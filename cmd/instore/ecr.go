@@ -239,6 +239,11 @@ func failTyped(op string, err error, typed *typedAmounts) error {
 		}
 		return exitError{exitFailed, errors.New(msg)}
 	}
+	var unknownCA *client.UnknownCAError
+	if errors.As(err, &unknownCA) {
+		// The SDK's hint names its Config; the command's is a flag.
+		return exitError{exitFailed, fmt.Errorf("%s: %v: pass the service's CA with --ca-file FILE", op, unknownCA.Err)}
+	}
 	return exitError{exitFailed, fmt.Errorf("%s: %w", op, err)}
 }
 

@@ -173,15 +173,25 @@ func TestEcrPurchase(t *testing.T) {
 		{name: "more decimals than the currency has", args: []string{"purchase", "12.505"}, wantCode: 2, wantStderr: `instore: amount: SEK has 2 decimals, got "12.505"`},
 		{name: "a cashback not an amount", args: []string{"purchase", "12", "--cashback", "x"}, wantCode: 2, wantStderr: `instore: --cashback: "x" is not an amount such as 12.50`},
 		{name: "decimals in JPY", args: []string{"purchase", "12.5", "--currency", "JPY"}, wantCode: 2, wantStderr: "JPY has no decimals"},
+		// One rule for the decimal comma: 12,50 is 12.50; 1,250 may mean
+		// 1250 and is refused with how to write it.
+		{name: "a decimal comma", args: []string{"purchase", "12,50", "--wait", "--json"},
+			check: func(t *testing.T, out string) {
+				if tx := lastTx(t, out); tx.Amount != 1250 {
+					t.Errorf("purchase 12,50 = amount %d, want 1250", tx.Amount)
+				}
+			}},
+		{name: "a comma before three digits", args: []string{"purchase", "1,250"}, wantCode: 2,
+			wantStderr: `instore: amount: "1,250" is ambiguous: a comma before three digits may separate thousands; write it without thousands separators and with a dot for decimals, e.g. 1250 or 12.50`},
 		{name: "not an amount", args: []string{"purchase", "twelve"}, wantCode: 2, wantStderr: "not an amount"},
 		{name: "no amount", args: []string{"purchase"}, wantCode: 2, wantStderr: "takes the amount"},
 		{name: "unknown payment method", args: []string{"purchase", "1", "--payment-method", "nope"}, wantCode: 2, wantStderr: "paymentMethods"},
 		{name: "another merchant's terminal", args: []string{"purchase", "12.50", "--terminal", "99999999"}, wantCode: exitFailed, wantStderr: "403 WP16 Specified terminal does not belong to the merchant"},
 		// The service's range, in the currency's decimals rather than minor units.
 		{name: "over the largest amount", args: []string{"purchase", "1000000.00"}, wantCode: exitFailed,
-			wantStderr: "purchase: 400 validation Request validation failed: amount 1000000.00 SEK must be between 0.01 SEK and 999999.99 SEK (requestId req_"},
+			wantStderr: "purchase: 400 validation Request validation failed: amount 1000000.00 SEK must be from 0.01 SEK to 999999.99 SEK (requestId req_"},
 		{name: "over the largest amount, no decimals", args: []string{"purchase", "100000000", "--currency", "JPY"}, wantCode: exitFailed,
-			wantStderr: "amount 100000000 JPY must be between 1 JPY and 99999999 JPY"},
+			wantStderr: "amount 100000000 JPY must be from 1 JPY to 99999999 JPY"},
 		{name: "cashback over the amount", args: []string{"purchase", "10", "--cashback", "20.00"}, wantCode: exitFailed,
 			wantStderr: "validation Request validation failed: --cashback 20.00 SEK must not exceed amount"},
 		// The terminal never acknowledges: the purchase ends TECHNICAL_ERROR
@@ -208,7 +218,7 @@ func TestEcrPurchase(t *testing.T) {
 			if !strings.Contains(errs, tc.wantStderr) {
 				t.Errorf("stderr = %q, want it to contain %q", errs, tc.wantStderr)
 			}
-			for _, doubled := range []string{"amount: amount:", "(minor units)"} {
+			for _, doubled := range []string{"amount: amount:", "minor units", "1250 for"} {
 				if strings.Contains(errs, doubled) {
 					t.Errorf("stderr = %q holds %q", errs, doubled)
 				}

@@ -93,7 +93,11 @@ func (a *typedAmounts) fieldError(fe client.FieldError) string {
 	if !ok {
 		return fe.Field + " " + fe.Message
 	}
-	msg := strings.ReplaceAll(fe.Message, " (minor units)", "")
+	// The amount was typed in the currency's decimals: the service's
+	// words on minor units (and its example of them) are not for the user.
+	msg, _, _ := strings.Cut(fe.Message, ", e.g. ")
+	msg = strings.Replace(msg, "an integer in minor units from ", "from ", 1)
+	msg = strings.ReplaceAll(msg, " (minor units)", "")
 	msg = minorUnits.ReplaceAllStringFunc(msg, func(n string) string {
 		v, err := strconv.ParseInt(n, 10, 64)
 		if err != nil {
@@ -125,6 +129,14 @@ func paymentMethod(ctx context.Context, c *client.Client, v string) (*int, error
 	return nil, usageError{fmt.Errorf("--payment-method: %q is not an id or code of the paymentMethods list", v)}
 }
 
+// amountRule is how the amounts of the commands are written
+// (client.ParseAmount), for their help.
+const amountRule = `Amounts are in the currency's decimals: 12.50 SEK, 1250
+JPY, 1.250 KWD. The decimal separator is a dot or a comma (12,50), at most one,
+with at most the currency's decimals after it; thousands separators are never
+accepted, so a comma before exactly three digits (1,250) is refused as
+ambiguous: write 1250, or 1.250 with a dot.`
+
 func ecrPurchaseCmd(f *ecrFlags) *cobra.Command {
 	var (
 		tf            txFlags
@@ -140,6 +152,8 @@ terminal acknowledged it (PENDING); --wait then follows it with the long-poll,
 showing the terminal's progress (waiting for the card, the PIN, authorizing)
 and the final status. Interrupting (Ctrl-C) while waiting cancels the
 transaction on the terminal and shows how it ended.
+
+` + amountRule + `
 
 In the sandbox the last two digits of the amount pick the outcome: 10.11
 declined, 10.12 wrong PIN, 10.91 no acknowledgement (WP25), 10.92 no answer
@@ -214,6 +228,7 @@ func ecrRefundCmd(f *ecrFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "refund AMOUNT",
 		Short: "Refund AMOUNT on a terminal, of an original purchase (--original) or not",
+		Long:  "Refund AMOUNT on a terminal, of an original purchase (--original) or not.\n\n" + amountRule,
 		Args:  args(1, 1, "the amount, such as 5.00"),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			c, err := f.client(cmd)

@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -311,5 +314,32 @@ func TestServeSIGHUPWithoutTLS(t *testing.T) {
 	s.waitLog(t, "nothing to reload", 1)
 	if out, errs, code := runCmd(t, "healthcheck", "--listen-ops", s.addrs["ops"]); code != 0 || !strings.Contains(out, `"ready"`) {
 		t.Errorf("instore healthcheck after SIGHUP = exit %d, %q %q", code, out, errs)
+	}
+}
+
+// TestEcrUnknownCAHint: instore ecr against a real TLS server whose
+// self-signed certificate no trusted CA issued says to pass its CA with
+// --ca-file; with --ca-file of that certificate the request goes through.
+func TestEcrUnknownCAHint(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"paymentMethods":[],"transactionStatuses":[],"errorCodes":[]}`))
+	}))
+	defer srv.Close()
+	t.Setenv(client.EnvOnlineAPIURL, srv.URL)
+	t.Setenv(client.EnvSubscriptionKey, "key")
+	t.Setenv(client.EnvAccessToken, "token")
+	for _, args := range [][]string{{"ecr", "metadata"}, {"ecr", "purchase", "12.50", "--terminal", "10000001", "--currency", "SEK"}} {
+		_, errs, code := runCmd(t, args...)
+		if code != exitFailed || !strings.Contains(errs, "certificate signed by unknown authority: pass the service's CA with --ca-file FILE") {
+			t.Errorf("instore %v = exit %d, stderr %q; want %d and the --ca-file hint", args, code, errs, exitFailed)
+		}
+	}
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errs, code := runCmd(t, "ecr", "metadata", "--ca-file", caFile); code != 0 {
+		t.Errorf("instore ecr metadata --ca-file = exit %d, stderr %q; want 0", code, errs)
 	}
 }

@@ -105,8 +105,9 @@ type Demo struct {
 
 // Start seeds (first start) or loads (later starts) the demo in the
 // PostgreSQL database cfg.DatabaseURL when it is set, else in SQLite in
-// cfg.DataDir, or in a new temporary directory when that is empty too, and
-// starts every listener.
+// cfg.DataDir, or in a new temporary directory when that is empty too,
+// starts every listener and returns once every virtual terminal is ready
+// for a command (server.WaitSandboxReady; an error after ReadyTimeout).
 func Start(ctx context.Context, cfg server.Config) (*Demo, error) {
 	d := &Demo{}
 	if cfg.DatabaseURL == "" {
@@ -136,8 +137,24 @@ func Start(ctx context.Context, cfg server.Config) (*Demo, error) {
 		d.cleanup()
 		return nil, err
 	}
+	// Ready when it says so: a purchase sent as soon as Start returns (and
+	// the demo prints its credentials) finds its terminal ready.
+	rctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
+	defer cancel()
+	if err := srv.WaitSandboxReady(rctx); err != nil {
+		srv.Close()
+		d.cleanup()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("demo: the virtual terminals were not ready within %s", ReadyTimeout)
+	}
 	return d, nil
 }
+
+// ReadyTimeout bounds how long Start waits for the virtual terminals to
+// be ready before it gives up.
+const ReadyTimeout = time.Minute
 
 // Storage says where the demo keeps its data, for people: the data
 // directory, or PostgreSQL (its URL may hold a password).

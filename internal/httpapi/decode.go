@@ -65,7 +65,7 @@ func DecodeJSONBytes(body []byte, dst any) error {
 	}
 	dec := jsontext.NewDecoder(bytes.NewReader(body), strictJSON)
 	if err := json.UnmarshalDecode(dec, dst, strictJSON); err != nil {
-		return jsonError(body, err)
+		return jsonError(body, err, dst)
 	}
 	if _, err := dec.ReadToken(); err != io.EOF {
 		return validation(instore.FieldError{Field: "", Message: "the body must hold exactly one JSON value"})
@@ -123,9 +123,17 @@ func validation(fields ...instore.FieldError) error {
 // Validation returns a validation error listing fields.
 func Validation(fields ...instore.FieldError) error { return validation(fields...) }
 
+// A DecodeHinter words the error of a member that is not of its type (a
+// string or a fraction for an integer): a request says how its amounts are
+// written. An empty hint keeps the generic message.
+type DecodeHinter interface {
+	DecodeHint(field string, body []byte) string
+}
+
 // jsonError turns a decoding error into a field error whose field is the
-// JSON pointer the decoder reports: "" for the body as a whole.
-func jsonError(body []byte, err error) error {
+// JSON pointer the decoder reports: "" for the body as a whole. A member
+// of the wrong type is worded by dst when it is a DecodeHinter.
+func jsonError(body []byte, err error, dst any) error {
 	var (
 		syn *jsontext.SyntacticError
 		sem *json.SemanticError
@@ -149,6 +157,8 @@ func jsonError(body []byte, err error) error {
 			return validation(instore.FieldError{Field: field, Message: "unknown field"})
 		case field == "" && sem.GoType != nil && sem.GoType.Kind() == reflect.Struct:
 			return validation(instore.FieldError{Field: "", Message: "the body must be a JSON object"})
+		case hintOf(dst, field, body) != "":
+			return validation(instore.FieldError{Field: field, Message: hintOf(dst, field, body)})
 		case sem.GoType != nil && sem.JSONKind == '0' && isNumberKind(sem.GoType.Kind()):
 			return validation(instore.FieldError{Field: field, Message: "number out of range or not an integer"})
 		case sem.GoType != nil:
@@ -157,6 +167,14 @@ func jsonError(body []byte, err error) error {
 		return validation(instore.FieldError{Field: field, Message: "of another type"})
 	}
 	return validation(instore.FieldError{Field: "", Message: "malformed JSON"})
+}
+
+// hintOf is dst's wording of a decoding error of field, if it has one.
+func hintOf(dst any, field string, body []byte) string {
+	if h, ok := dst.(DecodeHinter); ok {
+		return h.DecodeHint(field, body)
+	}
+	return ""
 }
 
 // invalidUTF8At reports whether the decoder stopped at a byte that does not

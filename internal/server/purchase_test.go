@@ -104,6 +104,10 @@ func startSandboxWith(t *testing.T, beforeStart func(*server.Server), mutate ...
 		}
 		return true
 	})
+	// Online is not yet ready: wait for what a purchase needs.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	must(t, e.srv.WaitSandboxReady(ctx))
 	return s
 }
 
@@ -419,6 +423,49 @@ func TestCurrencyISO4217(t *testing.T) {
 		tx := s.post(t, "/in-store/api/v1/purchase", map[string]any{"terminalId": term, "amount": 1000, "currency": c}, nil).tx(t, 201)
 		if s.final(t, tx.OnlineAPIRefID).StatusID != instore.StatusApproved {
 			t.Errorf("purchase in %s not approved", c)
+		}
+	}
+}
+
+// TestAmountErrorsSayHowAmountsAreWritten: a string, a fraction and an
+// amount out of range are each answered with a field error that says
+// amounts are integers in minor units, with an example in the request's
+// currency (SEK when it names none the service knows).
+func TestAmountErrorsSayHowAmountsAreWritten(t *testing.T) {
+	s := startSandbox(t)
+	term := s.terminals[0]
+	const sek = "must be an integer in minor units from 1 to 99999999, e.g. 1250 for 12.50 SEK"
+	for _, tc := range []struct {
+		path, body string
+		field, msg string
+	}{
+		{"/purchase", `{"terminalId":"` + term + `","amount":"12.50","currency":"SEK"}`, "/amount", sek},
+		{"/purchase", `{"terminalId":"` + term + `","amount":12.5,"currency":"SEK"}`, "/amount", sek},
+		{"/purchase", `{"terminalId":"` + term + `","amount":0,"currency":"SEK"}`, "/amount", sek},
+		{"/purchase", `{"terminalId":"` + term + `","amount":100000000,"currency":"SEK"}`, "/amount", sek},
+		{"/purchase", `{"terminalId":"` + term + `","amount":1e30,"currency":"SEK"}`, "/amount", sek},
+		{"/purchase", `{"currency":"JPY","terminalId":"` + term + `","amount":"1250"}`, "/amount",
+			"must be an integer in minor units from 1 to 99999999, e.g. 1250 for 1250 JPY"},
+		{"/purchase", `{"terminalId":"` + term + `","amount":12.5,"currency":"KWD"}`, "/amount",
+			"must be an integer in minor units from 1 to 99999999, e.g. 1250 for 1.250 KWD"},
+		{"/purchase", `{"terminalId":"` + term + `","amount":"12.50"}`, "/amount", sek},
+		{"/purchase", `{"terminalId":"` + term + `","amount":1250,"cashbackAmount":"2.00","currency":"EUR"}`, "/cashbackAmount",
+			"must be an integer in minor units, e.g. 1250 for 12.50 EUR"},
+		{"/purchase", `{"terminalId":"` + term + `","amount":1250,"vatAmount":2.5,"currency":"SEK"}`, "/vatAmount",
+			"must be an integer in minor units, e.g. 1250 for 12.50 SEK"},
+		{"/refund", `{"terminalId":"` + term + `","amount":"12.50","currency":"SEK"}`, "/amount", sek},
+		{"/refund", `{"terminalId":"` + term + `","amount":-5,"currency":"JPY"}`, "/amount",
+			"must be an integer in minor units from 1 to 99999999, e.g. 1250 for 1250 JPY"},
+	} {
+		h := s.auth(s.token, s.key)
+		h["Content-Type"] = "application/json"
+		resp, body := s.do(t, "POST", s.online+"/in-store/api/v1"+tc.path, strings.NewReader(tc.body), h)
+		var p struct {
+			Errors []instore.FieldError `json:"errors"`
+		}
+		must(t, json.Unmarshal(body, &p))
+		if resp.StatusCode != 400 || len(p.Errors) == 0 || p.Errors[0] != (instore.FieldError{Field: tc.field, Message: tc.msg}) {
+			t.Errorf("%s %s = %d %s, want 400 with %s %q", tc.path, tc.body, resp.StatusCode, body, tc.field, tc.msg)
 		}
 	}
 }

@@ -182,12 +182,48 @@ func (s *Server) Start() error {
 // server serves (they dial it by its loopback address, which the
 // certificate need not name).
 func (s *Server) fleetDialer() *websocket.Dialer {
-	if s.cfg.TLS == nil {
+	if s.cfg.TLS == nil && s.cfg.SandboxDialGate == nil {
 		return nil
 	}
 	d := *websocket.DefaultDialer
-	d.TLSClientConfig = s.cfg.TLS.PinnedClientConfig()
+	if s.cfg.TLS != nil {
+		d.TLSClientConfig = s.cfg.TLS.PinnedClientConfig()
+	}
+	if gate := s.cfg.SandboxDialGate; gate != nil {
+		d.NetDialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if err := gate(ctx); err != nil {
+				return nil, err
+			}
+			var nd net.Dialer
+			return nd.DialContext(ctx, network, addr)
+		}
+	}
 	return &d
+}
+
+// WaitSandboxReady waits until every virtual terminal of sandbox mode is
+// ready for a command (instore.Gateway.Ready: it has a session and was
+// sent what its hello called for), or ctx ends (its error then). A
+// purchase sent after it returns finds its terminal ready, never WP23.
+// Without sandbox mode it returns at once.
+func (s *Server) WaitSandboxReady(ctx context.Context) error {
+	if s.Fleet == nil {
+		return nil
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for _, d := range s.sandboxDevices {
+		// Ready itself waits (briefly) for a session that said hello; a
+		// terminal with no session yet is looked at again on the tick.
+		for !s.Service.Gateway.Ready(d.SerialNumber) {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-tick.C:
+			}
+		}
+	}
+	return nil
 }
 
 // DefaultIdempotencySweep is how often the idempotency records past their

@@ -128,6 +128,11 @@ type Config struct {
 	// InteractiveFirst starts the first virtual terminal in interactive
 	// mode: it waits for a person in the console (demo --interactive).
 	InteractiveFirst bool
+	// SandboxDialGate, when set, is called before every dial of a
+	// built-in virtual terminal; an error fails that dial (the terminal
+	// retries after its back-off). Tests hold the terminals' connection
+	// back with it; nil: they dial at once.
+	SandboxDialGate func(ctx context.Context) error
 	// Pprof serves net/http/pprof under /debug/pprof/ on the ops listener
 	// (serve --pprof; off by default).
 	Pprof bool

@@ -37,9 +37,19 @@ type Holder struct {
 
 	// mu serializes reloads; seen is what the files looked like at the
 	// last attempt, so that Watch tries again only after another change.
-	mu   sync.Mutex
-	seen [2]fileStamp
+	// waitingSince is when Watch found the changed files not a valid pair
+	// (zero: it is not waiting): it tries them again at every look until
+	// they are, and logs an error only if ReloadGrace passes first.
+	mu           sync.Mutex
+	seen         [2]fileStamp
+	waitingSince time.Time
 }
+
+// ReloadGrace is how long Watch waits for changed files to form a valid
+// pair before it logs the error: a certificate and its key replaced one
+// after the other, a few seconds apart, are reloaded without an error
+// line. Meanwhile the certificate in use stays.
+const ReloadGrace = 30 * time.Second
 
 // fileStamp is what Watch compares: the file (a rename over it makes it
 // another), its size and its modification time. A rewrite in place, a
@@ -140,18 +150,28 @@ func (h *Holder) Reload() error {
 
 func (h *Holder) reloadLocked() error {
 	h.seen = h.stamps()
+	h.waitingSince = time.Time{}
 	c, err := loadPair(h.certFile, h.keyFile)
 	if err != nil {
-		h.log.Error("TLS certificate not reloaded; the previous one stays in use", "error", err.Error())
+		h.logNotReloaded(err)
 		return err
 	}
+	h.install(c)
+	return nil
+}
+
+func (h *Holder) logNotReloaded(err error) {
+	h.log.Error("TLS certificate not reloaded; the previous one stays in use", "error", err.Error())
+}
+
+// install makes c the certificate in use.
+func (h *Holder) install(c *tls.Certificate) {
 	old := h.cur.Swap(c)
 	if old != nil && bytes.Equal(old.Certificate[0], c.Certificate[0]) {
 		h.log.Debug("TLS certificate unchanged", "serial", serial(c.Leaf.SerialNumber))
-		return nil
+		return
 	}
 	h.logLoaded(c)
-	return nil
 }
 
 func (h *Holder) logLoaded(c *tls.Certificate) {
@@ -163,11 +183,7 @@ func (h *Holder) logLoaded(c *tls.Certificate) {
 // client sees it).
 func serial(n *big.Int) string { return fmt.Sprintf("%x", n) }
 
-// Watch looks at the files' size and modification time every interval and
-// reloads once either changed, until ctx ends. A failed reload is tried
-// again only after the next change, so a half-written pair (a new
-// certificate, the old key) is retried when the key arrives, not logged
-// at every tick.
+// Watch calls Check every interval, until ctx ends.
 func (h *Holder) Watch(ctx context.Context, interval time.Duration) {
 	if interval <= 0 {
 		return
@@ -178,13 +194,43 @@ func (h *Holder) Watch(ctx context.Context, interval time.Duration) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case now := <-t.C:
+			h.Check(now)
 		}
-		h.mu.Lock()
-		if now := h.stamps(); !now[0].same(h.seen[0]) || !now[1].same(h.seen[1]) {
-			h.reloadLocked()
-		}
-		h.mu.Unlock()
+	}
+}
+
+// Check is one look of Watch, at time now: when either file changed (its
+// identity, size or modification time) since the last attempt, the pair
+// is read again. Changed files that are not a valid pair yet (a new
+// certificate with the old key: the key is being replaced a moment later)
+// keep the certificate in use and are tried again at every look, logged
+// at INFO; only when they still fail ReloadGrace after the first failure
+// is the error logged, once. After that they are tried again at the next
+// change, not logged at every look.
+func (h *Holder) Check(now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := h.stamps()
+	changed := !st[0].same(h.seen[0]) || !st[1].same(h.seen[1])
+	if !changed && h.waitingSince.IsZero() {
+		return
+	}
+	h.seen = st
+	c, err := loadPair(h.certFile, h.keyFile)
+	switch {
+	case err == nil:
+		h.waitingSince = time.Time{}
+		h.install(c)
+	case h.waitingSince.IsZero():
+		h.waitingSince = now
+		h.log.Info("TLS files changed but are not a valid pair yet; the previous certificate stays in use while waiting for the other file",
+			"error", err.Error(), "grace", ReloadGrace.String())
+	case now.Sub(h.waitingSince) >= ReloadGrace:
+		h.waitingSince = time.Time{}
+		h.logNotReloaded(err)
+	default:
+		h.log.Debug("TLS files still not a valid pair", "error", err.Error())
 	}
 }
 

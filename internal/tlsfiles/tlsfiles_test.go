@@ -184,24 +184,88 @@ func TestWatch(t *testing.T) {
 	f.Write(t, ca.Issue(t, 201))
 	waitSerial(201)
 
-	// A certificate without its key: refused, logged once, 201 stays.
+	// A certificate without its key: not a pair yet, waited for (INFO),
+	// 201 stays.
 	p := ca.Issue(t, 202)
 	tlstest.WriteFile(t, f.Cert, p.CertPEM)
 	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(logs.String(), `"level":"ERROR"`) {
+	for !strings.Contains(logs.String(), "not a valid pair yet") {
 		if time.Now().After(deadline) {
-			t.Fatalf("no error logged for a certificate without its key:\n%s", logs.String())
+			t.Fatalf("the certificate without its key was not noticed:\n%s", logs.String())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	if got := served(t, addr, ca); got != 201 {
 		t.Fatalf("served serial = %d, want 201 while the key is missing", got)
 	}
-	// The key arrives: the pair is loaded.
+	// The key arrives: the pair is loaded, and no error was logged.
 	tlstest.WriteFile(t, f.Key, p.KeyPEM)
 	waitSerial(202)
-	if n := strings.Count(logs.String(), `"level":"ERROR"`); n != 1 {
-		t.Errorf("%d error lines, want 1 (a bad pair is retried only after a change):\n%s", n, logs.String())
+	if n := strings.Count(logs.String(), `"level":"ERROR"`); n != 0 {
+		t.Errorf("%d error lines, want none (the key followed within the grace):\n%s", n, logs.String())
+	}
+}
+
+// TestCheckWaitsForMatchingPair drives the watch's looks with explicit
+// times: a certificate and its key replaced a few seconds apart are
+// reloaded without an error line, the old certificate serving meanwhile;
+// a pair that still does not match ReloadGrace after the first look that
+// found it is logged at ERROR once, and loaded when the key comes.
+func TestCheckWaitsForMatchingPair(t *testing.T) {
+	ca := tlstest.NewCA(t)
+	f := tlstest.NewFiles(t)
+	f.Write(t, ca.Issue(t, 400))
+	logs := &syncBuffer{}
+	h, err := tlsfiles.Load(f.Cert, f.Key, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, h)
+	errorLines := func() int { return strings.Count(logs.String(), `"level":"ERROR"`) }
+	t0 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
+	// The certificate first, the key 5 s later.
+	p := ca.Issue(t, 401)
+	tlstest.WriteFile(t, f.Cert, p.CertPEM)
+	h.Check(t0)
+	if got := served(t, addr, ca); got != 400 {
+		t.Fatalf("served serial = %d while the key is missing, want 400", got)
+	}
+	h.Check(t0.Add(5 * time.Second))
+	tlstest.WriteFile(t, f.Key, p.KeyPEM)
+	h.Check(t0.Add(10 * time.Second))
+	if got := served(t, addr, ca); got != 401 {
+		t.Fatalf("served serial = %d once the key came, want 401", got)
+	}
+	if n := errorLines(); n != 0 {
+		t.Fatalf("%d error lines for a pair replaced 5 s apart, want none:\n%s", n, logs.String())
+	}
+
+	// A certificate whose key never comes: an error once the grace passed,
+	// not before, and once.
+	q := ca.Issue(t, 402)
+	tlstest.WriteFile(t, f.Cert, q.CertPEM)
+	t1 := t0.Add(time.Minute)
+	h.Check(t1)
+	h.Check(t1.Add(tlsfiles.ReloadGrace - time.Second))
+	if n := errorLines(); n != 0 {
+		t.Fatalf("%d error lines within the grace, want none:\n%s", n, logs.String())
+	}
+	h.Check(t1.Add(tlsfiles.ReloadGrace))
+	h.Check(t1.Add(2 * tlsfiles.ReloadGrace))
+	if n := errorLines(); n != 1 || !strings.Contains(logs.String(), "previous one stays in use") {
+		t.Fatalf("%d error lines after the grace, want 1:\n%s", n, logs.String())
+	}
+	if got := served(t, addr, ca); got != 401 {
+		t.Fatalf("served serial = %d with a mismatched pair, want 401", got)
+	}
+	tlstest.WriteFile(t, f.Key, q.KeyPEM)
+	h.Check(t1.Add(3 * tlsfiles.ReloadGrace))
+	if got := served(t, addr, ca); got != 402 {
+		t.Fatalf("served serial = %d once the late key came, want 402", got)
+	}
+	if strings.Contains(logs.String(), "PRIVATE KEY") {
+		t.Errorf("the log holds key material:\n%s", logs.String())
 	}
 }
 
