@@ -1,6 +1,9 @@
 package storetest
 
 import (
+	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -203,6 +206,53 @@ var deliveryTests = []test{
 		if due, _ := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), 10); len(due) != 0 {
 			t.Fatalf("a new endpoint was given %d deliveries of older events", len(due))
 		}
+	}},
+	// The limit of endpoints per merchant is decided inside the
+	// transaction that inserts: 40 creations at once for one merchant
+	// leave exactly the limit (each beyond it ErrConflict), and another
+	// merchant's creations are not counted against it.
+	{"LimitUnderConcurrency", func(t *testing.T, s instore.Store) {
+		ctx := t.Context()
+		const max, racers = 16, 40
+		mustCreateCustomer(t, s, "cus_1", at(0))
+		mustCreateMerchant(t, s, "mer_1", "cus_1", at(0))
+		mustCreateMerchant(t, s, "mer_2", "cus_1", at(0))
+		start := make(chan struct{})
+		errs := make([]error, racers)
+		var wg sync.WaitGroup
+		for i := range racers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				errs[i] = s.CreateWebhook(ctx, &instore.Webhook{ID: fmt.Sprintf("whk_%02d", i), MerchantID: "mer_1",
+					URL: "https://example.com/h", Status: instore.WebhookEnabled, Secret: "whsec_x", CreatedAt: at(i)}, max)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		created := 0
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				created++
+			case !errors.Is(err, instore.ErrConflict):
+				t.Errorf("creation %d: %v, want nil or ErrConflict", i, err)
+			}
+		}
+		ws, err := s.Webhooks(ctx, "mer_1")
+		must(t, err)
+		if created != max || len(ws) != max {
+			t.Fatalf("%d concurrent creations: %d succeeded, %d stored; want exactly %d", racers, created, len(ws), max)
+		}
+		must(t, s.CreateWebhook(ctx, &instore.Webhook{ID: "whk_other", MerchantID: "mer_2", URL: "https://example.com/o",
+			Status: instore.WebhookEnabled, Secret: "whsec_x", CreatedAt: at(0)}, max))
+		// A deleted endpoint frees its place.
+		must(t, s.DeleteWebhook(ctx, "mer_1", ws[0].ID, at(50)))
+		must(t, s.CreateWebhook(ctx, &instore.Webhook{ID: "whk_again", MerchantID: "mer_1", URL: "https://example.com/h",
+			Status: instore.WebhookEnabled, Secret: "whsec_x", CreatedAt: at(51)}, max))
+		checkConflict(t, "CreateWebhook beyond the limit", s.CreateWebhook(ctx, &instore.Webhook{ID: "whk_over",
+			MerchantID: "mer_1", URL: "https://example.com/h", Status: instore.WebhookEnabled, Secret: "whsec_x", CreatedAt: at(52)}, max))
 	}},
 }
 
