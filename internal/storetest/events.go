@@ -74,7 +74,7 @@ var eventTests = []test{
 		}
 		// The endpoint is given its delivery (the linked event) and passes
 		// the others: it holds no event but the one it is owed.
-		if _, err := s.ClaimDeliveries(ctx, at(10), at(11), 10); err != nil {
+		if _, err := s.ClaimDeliveries(ctx, at(10), at(11), instore.ClaimQuota{Limit: 10}); err != nil {
 			t.Fatal(err)
 		}
 		n, err := s.ExpireEvents(ctx, at(10))
@@ -143,7 +143,7 @@ var deliveryTests = []test{
 		var sent []int64
 		now := at(10)
 		for round := 0; len(sent) < wanted && round < 200; round++ {
-			due, err := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), 10)
+			due, err := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), instore.ClaimQuota{Limit: 10})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -173,7 +173,7 @@ var deliveryTests = []test{
 				t.Fatalf("sent %v, want the wanted events in order %d...", sent, e.Seq)
 			}
 		}
-		if due, _ := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), 10); len(due) != 0 {
+		if due, _ := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), instore.ClaimQuota{Limit: 10}); len(due) != 0 {
 			t.Fatalf("after the last: %d more claimed", len(due))
 		}
 		// Disabled: given nothing; the events meanwhile are not held for
@@ -188,12 +188,12 @@ var deliveryTests = []test{
 		if _, err := s.SequenceEvents(ctx, 100); err != nil {
 			t.Fatal(err)
 		}
-		if due, _ := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), 10); len(due) != 0 {
+		if due, _ := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), instore.ClaimQuota{Limit: 10}); len(due) != 0 {
 			t.Fatalf("a disabled endpoint was given %d deliveries", len(due))
 		}
 		w.Status = instore.WebhookEnabled
 		must(t, s.UpdateWebhook(ctx, w))
-		due, err := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), 10)
+		due, err := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), instore.ClaimQuota{Limit: 10})
 		if err != nil || len(due) != 1 || due[0].Event.Type != instore.EventTerminalOffline || due[0].Event.Seq <= sent[len(sent)-1] {
 			t.Fatalf("enabled again: %+v, %v; want the event numbered while it was disabled", due, err)
 		}
@@ -203,8 +203,64 @@ var deliveryTests = []test{
 		if page, _ := s.WebhookDeliveries(ctx, "whk_2", 0, 10); len(page) != 0 {
 			t.Fatalf("a new endpoint has deliveries %+v", page)
 		}
-		if due, _ := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), 10); len(due) != 0 {
+		if due, _ := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), instore.ClaimQuota{Limit: 10}); len(due) != 0 {
 			t.Fatalf("a new endpoint was given %d deliveries of older events", len(due))
+		}
+	}},
+	// A claim takes the merchants in turns and within their quota: each
+	// merchant's earliest due head before any merchant's second, at most
+	// PerMerchant of one merchant less those it has in flight.
+	{"ClaimInTurns", func(t *testing.T, s instore.Store) {
+		ctx := t.Context()
+		mustCreateCustomer(t, s, "cus_1", at(0))
+		for _, m := range []string{"mer_a", "mer_b"} {
+			mustCreateMerchant(t, s, m, "cus_1", at(0))
+		}
+		for i := range 6 {
+			must(t, s.CreateWebhook(ctx, &instore.Webhook{ID: fmt.Sprintf("whk_a%d", i), MerchantID: "mer_a",
+				URL: "https://example.com/a", Status: instore.WebhookEnabled, Secret: "whsec_x", CreatedAt: at(0)}, 16))
+		}
+		must(t, s.CreateWebhook(ctx, &instore.Webhook{ID: "whk_b", MerchantID: "mer_b", URL: "https://example.com/b",
+			Status: instore.WebhookEnabled, Secret: "whsec_x", CreatedAt: at(0)}, 16))
+		// mer_a's event is due before mer_b's.
+		must(t, s.AppendEvents(ctx, []instore.OutboxEvent{{MerchantID: "mer_a", Type: instore.EventTerminalOnline, At: at(1), Data: []byte(`{}`)}}))
+		must(t, s.AppendEvents(ctx, []instore.OutboxEvent{{MerchantID: "mer_b", Type: instore.EventTerminalOnline, At: at(2), Data: []byte(`{}`)}}))
+		if _, err := s.SequenceEvents(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+		now := at(10)
+		merchants := func(due []*instore.DueDelivery) []string {
+			var ms []string
+			for _, d := range due {
+				ms = append(ms, d.Webhook.MerchantID)
+			}
+			return ms
+		}
+		// mer_a is at its quota: nothing of it.
+		due, err := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), instore.ClaimQuota{Limit: 10, PerMerchant: 2,
+			Busy: map[string]int{"mer_a": 2}})
+		must(t, err)
+		if d := diff([]string{"mer_b"}, merchants(due)); d != "" {
+			t.Fatalf("mer_a at its quota: claimed (-want +got):\n%s", d)
+		}
+		// Turns: mer_a's first, mer_b's (claimed already: leased), then
+		// mer_a's second; mer_a has one in flight and room for two more.
+		due, err = s.ClaimDeliveries(ctx, now, now.Add(time.Minute), instore.ClaimQuota{Limit: 10, PerMerchant: 3,
+			Busy: map[string]int{"mer_a": 1}})
+		must(t, err)
+		if d := diff([]string{"mer_a", "mer_a"}, merchants(due)); d != "" {
+			t.Fatalf("mer_a with room for 2: claimed (-want +got):\n%s", d)
+		}
+		// Limit bounds the claim; no bound per merchant takes the rest.
+		due, err = s.ClaimDeliveries(ctx, now, now.Add(time.Minute), instore.ClaimQuota{Limit: 3})
+		must(t, err)
+		if len(due) != 3 {
+			t.Fatalf("Limit 3: claimed %d", len(due))
+		}
+		due, err = s.ClaimDeliveries(ctx, now, now.Add(time.Minute), instore.ClaimQuota{Limit: 10})
+		must(t, err)
+		if d := diff([]string{"mer_a"}, merchants(due)); d != "" {
+			t.Fatalf("the rest: claimed (-want +got):\n%s", d)
 		}
 	}},
 	// The limit of endpoints per merchant is decided inside the
