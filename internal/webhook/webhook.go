@@ -47,12 +47,13 @@ const (
 	// MaxExcerpt bounds the answer kept with an attempt.
 	MaxExcerpt = 512
 	// Workers is how many deliveries one node sends at once.
-	Workers = 32
+	Workers = 64
 	// PerMerchant is how many of them one merchant's deliveries may hold:
 	// fewer than Workers, so that a merchant whose endpoints hang (each
 	// holds its sender up to Timeout) leaves the others' deliveries free
-	// senders (docs/events.md, Fair sending).
-	PerMerchant = 4
+	// senders (docs/events.md, Fair sending). 8 was every merchant's
+	// together before: one merchant sends as fast as it did.
+	PerMerchant = 8
 )
 
 // Config configures a Dispatcher.
