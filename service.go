@@ -50,6 +50,11 @@ type Service struct {
 	// WebhookAllowHTTP lets webhook endpoints be http:// URLs (sandbox,
 	// demo); otherwise https only.
 	WebhookAllowHTTP bool
+	// WebhookAllowPrivate lets a webhook URL name an address that is not
+	// globally routable unicast (--webhook-allow-private; sandbox, demo):
+	// otherwise such a literal address is refused at registration
+	// (CheckWebhookAddr), as every address is when a delivery connects.
+	WebhookAllowPrivate bool
 
 	changes changes
 	running running

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -166,6 +167,27 @@ type DueDelivery struct {
 	Event    StoredEvent
 }
 
+// ClaimQuota bounds a claim of deliveries: at most Limit in all, and at
+// most PerMerchant of one merchant less those it has in flight at the
+// caller already (Busy), so that one merchant's slow endpoints cannot take
+// every sender of a node (docs/events.md, Fair sending).
+type ClaimQuota struct {
+	Limit int
+	// PerMerchant: 0 for no bound per merchant.
+	PerMerchant int
+	// Busy: a merchant's deliveries in flight at the caller.
+	Busy map[string]int
+}
+
+// Room returns how many deliveries of merchantID q lets a claim take
+// besides those taken (already in this claim).
+func (q ClaimQuota) Room(merchantID string, taken int) int {
+	if q.PerMerchant <= 0 {
+		return q.Limit
+	}
+	return q.PerMerchant - q.Busy[merchantID] - taken
+}
+
 // AttemptOutcome is what the store records after an attempt.
 type AttemptOutcome struct {
 	Attempt WebhookAttempt
@@ -194,10 +216,11 @@ type WebhookStore interface {
 	WebhookDelivery(ctx context.Context, webhookID string, id int64) (*WebhookDelivery, error)
 	// RetryDelivery makes a delivery pending again, due at.
 	RetryDelivery(ctx context.Context, webhookID string, id int64, at time.Time) error
-	// ClaimDeliveries leases, until leaseUntil, up to limit deliveries due
-	// at now that head their endpoint's queue (in order per endpoint),
-	// each to exactly one caller across nodes.
-	ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, limit int) ([]*DueDelivery, error)
+	// ClaimDeliveries leases, until leaseUntil, deliveries due at now that
+	// head their endpoint's queue (in order per endpoint), each to exactly
+	// one caller across nodes, within q: round-robin over the merchants
+	// (every merchant's earliest due head before any merchant's second).
+	ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, q ClaimQuota) ([]*DueDelivery, error)
 	// RecordAttempt records an attempt of a claimed delivery and its
 	// outcome.
 	RecordAttempt(ctx context.Context, d *DueDelivery, o AttemptOutcome) error
@@ -264,6 +287,21 @@ func (s *Service) checkWebhookURL(u string) string {
 		}
 	default:
 		return "must be an absolute https URL"
+	}
+	// A name is resolved, and its addresses checked, when a delivery
+	// connects; an address written in the URL is checked now too, and the
+	// names that always mean loopback (RFC 6761).
+	if s.WebhookAllowPrivate {
+		return ""
+	}
+	const allow = " (the operator may allow such addresses with --webhook-allow-private)"
+	host := strings.TrimSuffix(strings.ToLower(p.Hostname()), ".")
+	if a, err := netip.ParseAddr(host); err == nil {
+		if err := CheckWebhookAddr(a); err != nil {
+			return "must reach the public internet: " + err.Error() + allow
+		}
+	} else if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return "must reach the public internet: localhost is loopback" + allow
 	}
 	return ""
 }

@@ -38,7 +38,9 @@ var (
 
 // VerifyWebhook checks a webhook delivery as the Standard Webhooks
 // specification signs it and returns its event. secret is the webhook's
-// signing secret (whsec_ and base64, as the service shows it once);
+// signing secret as the service shows it once, whsec_ and base64: the
+// HMAC key is the base64-decoded part after whsec_ (pass the whole
+// string here; VerifyWebhook decodes it);
 // header and body are the request's headers and its body exactly as
 // received (read the body whole before decoding anything). It checks
 // that webhook-timestamp is within WebhookTolerance of now and that one of

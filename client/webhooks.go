@@ -47,7 +47,8 @@ type Webhook struct {
 	Status         string    `json:"status"`
 	DisabledReason string    `json:"disabledReason"`
 	CreatedAt      time.Time `json:"createdAt"`
-	// Secret is the signing secret, whsec_ and base64.
+	// Secret is the signing secret, whsec_ and base64: the HMAC key is
+	// the base64-decoded part after whsec_.
 	Secret string `json:"secret,omitempty"`
 }
 
@@ -70,9 +71,11 @@ func (w Webhook) LogValue() slog.Value { return slog.StringValue(w.String()) }
 // WebhookParams is the body of POST /in-store/api/v1/webhooks.
 type WebhookParams struct {
 	// URL is an absolute https URL (http in the sandbox) of at most 2048
-	// bytes, without credentials or fragment. The service refuses to
-	// deliver to loopback, private and link-local addresses unless its
-	// operator allows them (the sandbox and the demo do).
+	// bytes, without credentials or fragment. The service refuses
+	// addresses that are not globally routable unicast (loopback, private,
+	// link-local, documentation, the IANA special-purpose blocks: a 400 if
+	// the URL writes one, a failed attempt if a name resolves to one)
+	// unless its operator allows them (the sandbox and the demo do).
 	URL string `json:"url"`
 	// EventTypes are the event types to deliver; none: every type.
 	EventTypes []string `json:"eventTypes,omitempty"`

@@ -100,7 +100,7 @@ by INSTORE_<FLAG>_FILE naming a file that holds the value. Flags win.`,
 	f.register(cmd.Flags(), "")
 	f.registerTLS(cmd.Flags())
 	cmd.Flags().BoolVar(&f.pprof, "pprof", false, "serve Go profiles (net/http/pprof) under /debug/pprof/ on the ops listener")
-	cmd.Flags().BoolVar(&f.webhookAllowPrivate, "webhook-allow-private", false, "let webhook deliveries reach loopback, link-local and private addresses (on with --sandbox)")
+	cmd.Flags().BoolVar(&f.webhookAllowPrivate, "webhook-allow-private", false, "let webhook endpoints be, and deliveries reach, addresses that are not public: loopback, private, link-local, special-purpose (on with --sandbox)")
 	cmd.Flags().BoolVar(&f.sandbox, "sandbox", false, "sandbox mode: run three virtual terminals in-process and serve the sandbox control API (/sandbox/v1)")
 	return cmd
 }

@@ -779,6 +779,6 @@ func bareSender(ctx context.Context, rcv *receiver, n int64) (Side, error) {
 	return s, nil
 }
 
-// webhookWorkers is how many deliveries a node sends at once
-// (webhook.Workers).
-const webhookWorkers = webhook.Workers
+// webhookWorkers is how many deliveries a node sends at once for one
+// merchant, the run's (webhook.PerMerchant).
+const webhookWorkers = webhook.PerMerchant

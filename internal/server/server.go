@@ -265,6 +265,8 @@ func NewWithStore(ctx context.Context, cfg Config, st instore.Store) (*Server, e
 		SecretMatches: auth.Matches,
 		// http:// endpoints for a local receiver in the sandbox.
 		WebhookAllowHTTP: cfg.Sandbox,
+		// Local receivers: the same rule as the dispatcher's (run.go).
+		WebhookAllowPrivate: cfg.WebhookAllowPrivate || cfg.Sandbox,
 	}
 	var events instore.TerminalEvents = svc
 	var node *cluster.Node

@@ -57,7 +57,7 @@ func TestClaimToleratesOddDeliveries(t *testing.T) {
 			now := at.Add(time.Minute)
 			heads := map[string]int64{}
 			for range 3 {
-				due, err := db.ClaimDeliveries(ctx, now, now.Add(time.Minute), 10)
+				due, err := db.ClaimDeliveries(ctx, now, now.Add(time.Minute), instore.ClaimQuota{Limit: 10})
 				must(err)
 				for _, d := range due {
 					if _, ok := heads[d.Webhook.ID]; !ok {

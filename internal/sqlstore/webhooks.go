@@ -51,9 +51,17 @@ func scanWebhook(s scanner) (*instore.Webhook, error) {
 }
 
 // CreateWebhook stores w unless its merchant has max endpoints already
-// (instore.ErrConflict).
+// (instore.ErrConflict). The count and the insert are one transaction that
+// first locks the merchant's row (SELECT ... FOR UPDATE on PostgreSQL;
+// SQLite's one writer holds the write lock already), so the creations of
+// one merchant are decided one after the other and racing ones cannot pass
+// the limit together (instore.ErrNotFound: no such merchant).
 func (db *DB) CreateWebhook(ctx context.Context, w *instore.Webhook, max int) error {
 	return db.update(ctx, func(c conn) error {
+		var merchant string
+		if err := c.queryRow(ctx, `SELECT id FROM merchants WHERE id = ?`+c.d.forUpdate, w.MerchantID).Scan(&merchant); err != nil {
+			return notFound(err, "merchant")
+		}
 		var n int
 		if err := c.queryRow(ctx, `SELECT COUNT(*) FROM webhooks WHERE merchant_id = ? AND deleted_at IS NULL`,
 			w.MerchantID).Scan(&n); err != nil {
@@ -208,32 +216,69 @@ func (db *DB) RetryDelivery(ctx context.Context, webhookID string, id int64, at 
 
 // ClaimDeliveries leases the due heads of the endpoints' queues: a
 // compare-and-set on the lease, so that of nodes claiming at once exactly
-// one gets each.
-func (db *DB) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, limit int) ([]*instore.DueDelivery, error) {
+// one gets each. The heads are taken in turns over the merchants (each
+// merchant's earliest due head, then each one's second, ...), at most
+// q.PerMerchant of a merchant less those it has in flight (q.Busy).
+func (db *DB) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, q instore.ClaimQuota) ([]*instore.DueDelivery, error) {
 	// An endpoint whose fill failed is left out of this round, never the
 	// others: its error is returned beside what was claimed.
 	fillErr := db.fillDeliveries(ctx)
+	if q.Limit <= 0 {
+		return nil, fillErr
+	}
+	turns, rows := q.Limit, q.Limit
+	var full []any // merchants without room: left out
+	if q.PerMerchant > 0 {
+		turns = q.PerMerchant
+		for m, n := range q.Busy {
+			if n >= q.PerMerchant {
+				full = append(full, m)
+			} else {
+				rows += n // rows of a busy merchant it has no room for
+			}
+		}
+	}
+	notFull := ""
+	if len(full) > 0 {
+		notFull = ` AND w.merchant_id NOT IN (?` + strings.Repeat(`, ?`, len(full)-1) + `)`
+	}
 	// The head of each enabled endpoint's queue, one index seek per
 	// endpoint (webhook_deliveries_pending), then those due and not
 	// leased: the work is the number of endpoints, not of the deliveries
 	// waiting behind their heads (a backlog of thousands).
-	rows, err := db.read().query(ctx, `SELECT d.id FROM webhooks w
+	args := append(append([]any{micros(now), micros(now)}, full...), turns, rows)
+	rs, err := db.read().query(ctx, `SELECT id, merchant_id FROM (
+		SELECT d.id, w.merchant_id, d.next_at,
+			ROW_NUMBER() OVER (PARTITION BY w.merchant_id ORDER BY d.next_at, d.id) AS turn
+		FROM webhooks w
 		JOIN webhook_deliveries d ON d.id = (SELECT d2.id FROM webhook_deliveries d2
 			WHERE d2.webhook_id = w.id AND d2.status = 'pending' ORDER BY d2.event_seq LIMIT 1)
-		WHERE w.status = 'enabled' AND w.deleted_at IS NULL AND d.next_at <= ? AND d.lease_until < ?
-		ORDER BY d.next_at LIMIT ?`, micros(now), micros(now), limit)
+		WHERE w.status = 'enabled' AND w.deleted_at IS NULL AND d.next_at <= ? AND d.lease_until < ?`+notFull+`
+		) h WHERE turn <= ? ORDER BY turn, next_at, id LIMIT ?`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("due deliveries: %w", err)
 	}
-	ids, err := collect(rows, func(s scanner) (int64, error) {
-		var id int64
-		return id, s.Scan(&id)
+	type head struct {
+		id       int64
+		merchant string
+	}
+	heads, err := collect(rs, func(s scanner) (head, error) {
+		var h head
+		return h, s.Scan(&h.id, &h.merchant)
 	}, "due deliveries")
 	if err != nil {
 		return nil, err
 	}
+	taken := map[string]int{}
 	var out []*instore.DueDelivery
-	for _, id := range ids {
+	for _, h := range heads {
+		if len(out) == q.Limit {
+			break
+		}
+		if q.Room(h.merchant, taken[h.merchant]) <= 0 {
+			continue
+		}
+		id := h.id
 		var claimed bool
 		err := db.relaxedWrite(ctx, func(c conn) error {
 			res, err := c.exec(ctx, `UPDATE webhook_deliveries SET lease_until = ?
@@ -279,6 +324,7 @@ func (db *DB) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, li
 		}
 		d.Event.At, d.Event.Data, d.Webhook = fromMicros(at), []byte(data), *w
 		out = append(out, &d)
+		taken[h.merchant]++
 	}
 	return out, fillErr
 }

@@ -1,6 +1,9 @@
 package storetest
 
 import (
+	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,7 +74,7 @@ var eventTests = []test{
 		}
 		// The endpoint is given its delivery (the linked event) and passes
 		// the others: it holds no event but the one it is owed.
-		if _, err := s.ClaimDeliveries(ctx, at(10), at(11), 10); err != nil {
+		if _, err := s.ClaimDeliveries(ctx, at(10), at(11), instore.ClaimQuota{Limit: 10}); err != nil {
 			t.Fatal(err)
 		}
 		n, err := s.ExpireEvents(ctx, at(10))
@@ -140,7 +143,7 @@ var deliveryTests = []test{
 		var sent []int64
 		now := at(10)
 		for round := 0; len(sent) < wanted && round < 200; round++ {
-			due, err := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), 10)
+			due, err := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), instore.ClaimQuota{Limit: 10})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -170,7 +173,7 @@ var deliveryTests = []test{
 				t.Fatalf("sent %v, want the wanted events in order %d...", sent, e.Seq)
 			}
 		}
-		if due, _ := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), 10); len(due) != 0 {
+		if due, _ := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), instore.ClaimQuota{Limit: 10}); len(due) != 0 {
 			t.Fatalf("after the last: %d more claimed", len(due))
 		}
 		// Disabled: given nothing; the events meanwhile are not held for
@@ -185,12 +188,12 @@ var deliveryTests = []test{
 		if _, err := s.SequenceEvents(ctx, 100); err != nil {
 			t.Fatal(err)
 		}
-		if due, _ := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), 10); len(due) != 0 {
+		if due, _ := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), instore.ClaimQuota{Limit: 10}); len(due) != 0 {
 			t.Fatalf("a disabled endpoint was given %d deliveries", len(due))
 		}
 		w.Status = instore.WebhookEnabled
 		must(t, s.UpdateWebhook(ctx, w))
-		due, err := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), 10)
+		due, err := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), instore.ClaimQuota{Limit: 10})
 		if err != nil || len(due) != 1 || due[0].Event.Type != instore.EventTerminalOffline || due[0].Event.Seq <= sent[len(sent)-1] {
 			t.Fatalf("enabled again: %+v, %v; want the event numbered while it was disabled", due, err)
 		}
@@ -200,9 +203,112 @@ var deliveryTests = []test{
 		if page, _ := s.WebhookDeliveries(ctx, "whk_2", 0, 10); len(page) != 0 {
 			t.Fatalf("a new endpoint has deliveries %+v", page)
 		}
-		if due, _ := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), 10); len(due) != 0 {
+		if due, _ := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), instore.ClaimQuota{Limit: 10}); len(due) != 0 {
 			t.Fatalf("a new endpoint was given %d deliveries of older events", len(due))
 		}
+	}},
+	// A claim takes the merchants in turns and within their quota: each
+	// merchant's earliest due head before any merchant's second, at most
+	// PerMerchant of one merchant less those it has in flight.
+	{"ClaimInTurns", func(t *testing.T, s instore.Store) {
+		ctx := t.Context()
+		mustCreateCustomer(t, s, "cus_1", at(0))
+		for _, m := range []string{"mer_a", "mer_b"} {
+			mustCreateMerchant(t, s, m, "cus_1", at(0))
+		}
+		for i := range 6 {
+			must(t, s.CreateWebhook(ctx, &instore.Webhook{ID: fmt.Sprintf("whk_a%d", i), MerchantID: "mer_a",
+				URL: "https://example.com/a", Status: instore.WebhookEnabled, Secret: "whsec_x", CreatedAt: at(0)}, 16))
+		}
+		must(t, s.CreateWebhook(ctx, &instore.Webhook{ID: "whk_b", MerchantID: "mer_b", URL: "https://example.com/b",
+			Status: instore.WebhookEnabled, Secret: "whsec_x", CreatedAt: at(0)}, 16))
+		// mer_a's event is due before mer_b's.
+		must(t, s.AppendEvents(ctx, []instore.OutboxEvent{{MerchantID: "mer_a", Type: instore.EventTerminalOnline, At: at(1), Data: []byte(`{}`)}}))
+		must(t, s.AppendEvents(ctx, []instore.OutboxEvent{{MerchantID: "mer_b", Type: instore.EventTerminalOnline, At: at(2), Data: []byte(`{}`)}}))
+		if _, err := s.SequenceEvents(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+		now := at(10)
+		merchants := func(due []*instore.DueDelivery) []string {
+			var ms []string
+			for _, d := range due {
+				ms = append(ms, d.Webhook.MerchantID)
+			}
+			return ms
+		}
+		// mer_a is at its quota: nothing of it.
+		due, err := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), instore.ClaimQuota{Limit: 10, PerMerchant: 2,
+			Busy: map[string]int{"mer_a": 2}})
+		must(t, err)
+		if d := diff([]string{"mer_b"}, merchants(due)); d != "" {
+			t.Fatalf("mer_a at its quota: claimed (-want +got):\n%s", d)
+		}
+		// Turns: mer_a's first, mer_b's (claimed already: leased), then
+		// mer_a's second; mer_a has one in flight and room for two more.
+		due, err = s.ClaimDeliveries(ctx, now, now.Add(time.Minute), instore.ClaimQuota{Limit: 10, PerMerchant: 3,
+			Busy: map[string]int{"mer_a": 1}})
+		must(t, err)
+		if d := diff([]string{"mer_a", "mer_a"}, merchants(due)); d != "" {
+			t.Fatalf("mer_a with room for 2: claimed (-want +got):\n%s", d)
+		}
+		// Limit bounds the claim; no bound per merchant takes the rest.
+		due, err = s.ClaimDeliveries(ctx, now, now.Add(time.Minute), instore.ClaimQuota{Limit: 3})
+		must(t, err)
+		if len(due) != 3 {
+			t.Fatalf("Limit 3: claimed %d", len(due))
+		}
+		due, err = s.ClaimDeliveries(ctx, now, now.Add(time.Minute), instore.ClaimQuota{Limit: 10})
+		must(t, err)
+		if d := diff([]string{"mer_a"}, merchants(due)); d != "" {
+			t.Fatalf("the rest: claimed (-want +got):\n%s", d)
+		}
+	}},
+	// The limit of endpoints per merchant is decided inside the
+	// transaction that inserts: 40 creations at once for one merchant
+	// leave exactly the limit (each beyond it ErrConflict), and another
+	// merchant's creations are not counted against it.
+	{"LimitUnderConcurrency", func(t *testing.T, s instore.Store) {
+		ctx := t.Context()
+		const max, racers = 16, 40
+		mustCreateCustomer(t, s, "cus_1", at(0))
+		mustCreateMerchant(t, s, "mer_1", "cus_1", at(0))
+		mustCreateMerchant(t, s, "mer_2", "cus_1", at(0))
+		start := make(chan struct{})
+		errs := make([]error, racers)
+		var wg sync.WaitGroup
+		for i := range racers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				errs[i] = s.CreateWebhook(ctx, &instore.Webhook{ID: fmt.Sprintf("whk_%02d", i), MerchantID: "mer_1",
+					URL: "https://example.com/h", Status: instore.WebhookEnabled, Secret: "whsec_x", CreatedAt: at(i)}, max)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		created := 0
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				created++
+			case !errors.Is(err, instore.ErrConflict):
+				t.Errorf("creation %d: %v, want nil or ErrConflict", i, err)
+			}
+		}
+		ws, err := s.Webhooks(ctx, "mer_1")
+		must(t, err)
+		if created != max || len(ws) != max {
+			t.Fatalf("%d concurrent creations: %d succeeded, %d stored; want exactly %d", racers, created, len(ws), max)
+		}
+		must(t, s.CreateWebhook(ctx, &instore.Webhook{ID: "whk_other", MerchantID: "mer_2", URL: "https://example.com/o",
+			Status: instore.WebhookEnabled, Secret: "whsec_x", CreatedAt: at(0)}, max))
+		// A deleted endpoint frees its place.
+		must(t, s.DeleteWebhook(ctx, "mer_1", ws[0].ID, at(50)))
+		must(t, s.CreateWebhook(ctx, &instore.Webhook{ID: "whk_again", MerchantID: "mer_1", URL: "https://example.com/h",
+			Status: instore.WebhookEnabled, Secret: "whsec_x", CreatedAt: at(51)}, max))
+		checkConflict(t, "CreateWebhook beyond the limit", s.CreateWebhook(ctx, &instore.Webhook{ID: "whk_over",
+			MerchantID: "mer_1", URL: "https://example.com/h", Status: instore.WebhookEnabled, Secret: "whsec_x", CreatedAt: at(52)}, max))
 	}},
 }
 

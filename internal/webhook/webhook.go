@@ -17,10 +17,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,7 +47,13 @@ const (
 	// MaxExcerpt bounds the answer kept with an attempt.
 	MaxExcerpt = 512
 	// Workers is how many deliveries one node sends at once.
-	Workers = 8
+	Workers = 64
+	// PerMerchant is how many of them one merchant's deliveries may hold:
+	// fewer than Workers, so that a merchant whose endpoints hang (each
+	// holds its sender up to Timeout) leaves the others' deliveries free
+	// senders (docs/events.md, Fair sending). 8 was every merchant's
+	// together before: one merchant sends as fast as it did.
+	PerMerchant = 8
 )
 
 // Config configures a Dispatcher.
@@ -53,12 +62,14 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the time of day (the service's clock).
 	Now func() time.Time
-	// AllowPrivate lets deliveries reach loopback, link-local and private
-	// addresses (--webhook-allow-private; demo and sandbox).
+	// AllowPrivate lets deliveries reach addresses that are not globally
+	// routable unicast (--webhook-allow-private; demo and sandbox).
 	AllowPrivate bool
 	// Interval is how often the store is asked for due deliveries (default
 	// 1 s).
 	Interval time.Duration
+	// Timeout bounds one attempt (default Timeout).
+	Timeout time.Duration
 }
 
 // Dispatcher sends due deliveries until its context ends.
@@ -66,9 +77,12 @@ type Dispatcher struct {
 	cfg    Config
 	client *http.Client
 	poke   chan struct{}
-	// Sent counts attempts by outcome (tests, metrics).
-	mu      sync.Mutex
-	counts  map[string]int
+	mu     sync.Mutex
+	// counts counts attempts by outcome (tests, metrics).
+	counts map[string]int
+	// sending counts the deliveries in flight, busy those of each merchant.
+	sending int
+	busy    map[string]int
 	running sync.WaitGroup
 }
 
@@ -83,35 +97,35 @@ func New(cfg Config) *Dispatcher {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	d := &net.Dialer{Timeout: Timeout}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = Timeout
+	}
+	d := &net.Dialer{Timeout: cfg.Timeout}
 	if !cfg.AllowPrivate {
 		d.Control = refusePrivate
 	}
-	tr := &http.Transport{DialContext: d.DialContext, TLSHandshakeTimeout: Timeout, ResponseHeaderTimeout: Timeout,
+	tr := &http.Transport{DialContext: d.DialContext, TLSHandshakeTimeout: cfg.Timeout, ResponseHeaderTimeout: cfg.Timeout,
 		MaxIdleConnsPerHost: 2, IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: true, Proxy: nil}
-	return &Dispatcher{cfg: cfg, poke: make(chan struct{}, 1), counts: map[string]int{},
-		client: &http.Client{Transport: tr, Timeout: Timeout,
+	return &Dispatcher{cfg: cfg, poke: make(chan struct{}, 1), counts: map[string]int{}, busy: map[string]int{},
+		client: &http.Client{Transport: tr, Timeout: cfg.Timeout,
 			// A redirect is the endpoint's answer, not a new target.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
-// refusePrivate refuses a connection to an address that is not public:
-// checked on the address actually dialled, so a name that resolves to one
-// (or is rebound to one) is refused too.
+// refusePrivate refuses a connection to an address that is not globally
+// routable unicast (instore.CheckWebhookAddr): checked in the dialer's
+// Control, on the address actually dialled, so a name that resolves to
+// one (or is rebound to one after the registration) is refused too.
 func refusePrivate(network, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
 		return fmt.Errorf("webhook: address %q: %w", address, err)
 	}
-	a := ap.Addr().Unmap()
-	if a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() || a.IsMulticast() ||
-		a.IsUnspecified() || a.IsInterfaceLocalMulticast() || cgnat.Contains(a) {
-		return errors.New("webhook: the endpoint's address is not public (loopback, private or link-local); the operator may allow it with --webhook-allow-private")
+	if err := instore.CheckWebhookAddr(ap.Addr()); err != nil {
+		return fmt.Errorf("webhook: the endpoint's address is refused: %w; the operator may allow it with --webhook-allow-private", err)
 	}
 	return nil
 }
-
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
 
 // Poke makes the dispatcher look for due deliveries now (new events were
 // numbered).
@@ -140,7 +154,6 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	defer d.running.Wait()
 	tick := time.NewTicker(d.cfg.Interval)
 	defer tick.Stop()
-	sem := make(chan struct{}, Workers)
 	for {
 		select {
 		case <-ctx.Done():
@@ -148,23 +161,53 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		case <-tick.C:
 		case <-d.poke:
 		}
-		for ctx.Err() == nil {
-			now := d.cfg.Now()
-			due, err := d.cfg.Store.ClaimDeliveries(ctx, now, now.Add(Lease), Workers)
-			if err != nil && ctx.Err() == nil {
-				d.cfg.Logger.Warn("webhook: claim deliveries", "error", err)
-			}
-			for _, dd := range due {
-				sem <- struct{}{}
-				d.running.Add(1)
-				go func() {
-					defer func() { <-sem; d.running.Done() }()
-					d.deliver(context.WithoutCancel(ctx), dd)
+		d.round(ctx)
+	}
+}
+
+// round claims as many due deliveries as there are free senders, at most
+// PerMerchant in flight of one merchant, and starts sending each. It
+// claims only what it starts at once: a claimed delivery never waits for
+// a sender (holding its lease) behind another merchant's slow ones. A
+// sender that ends pokes the next round.
+func (d *Dispatcher) round(ctx context.Context) {
+	for ctx.Err() == nil {
+		d.mu.Lock()
+		q := instore.ClaimQuota{Limit: Workers - d.sending, PerMerchant: PerMerchant, Busy: maps.Clone(d.busy)}
+		d.mu.Unlock()
+		if q.Limit <= 0 {
+			return
+		}
+		now := d.cfg.Now()
+		due, err := d.cfg.Store.ClaimDeliveries(ctx, now, now.Add(Lease), q)
+		if err != nil && ctx.Err() == nil {
+			d.cfg.Logger.Warn("webhook: claim deliveries", "error", err)
+		}
+		for _, dd := range due {
+			m := dd.Webhook.MerchantID
+			d.mu.Lock()
+			d.sending++
+			d.busy[m]++
+			d.mu.Unlock()
+			d.running.Add(1)
+			go func() {
+				defer func() {
+					d.mu.Lock()
+					d.sending--
+					if d.busy[m]--; d.busy[m] <= 0 {
+						delete(d.busy, m)
+					}
+					d.mu.Unlock()
+					d.running.Done()
+					// A sender is free: what waited for one (or for its
+					// merchant's share) is claimed at once.
+					d.Poke()
 				}()
-			}
-			if len(due) < Workers {
-				break
-			}
+				d.deliver(context.WithoutCancel(ctx), dd)
+			}()
+		}
+		if len(due) < q.Limit {
+			return
 		}
 	}
 }
@@ -206,12 +249,10 @@ func (d *Dispatcher) deliver(ctx context.Context, dd *instore.DueDelivery) {
 	if rerr := d.cfg.Store.RecordAttempt(ctx, dd, o); rerr != nil {
 		// The lease runs out and the delivery is sent again: at least once.
 		d.cfg.Logger.Warn("webhook: record attempt", "webhookId", dd.Webhook.ID, "error", rerr)
-	} else if o.Succeeded || o.GiveUp {
-		// The endpoint's next delivery is its head now: claim it at once
-		// rather than at the next tick (a backlog would drain one delivery
-		// per endpoint per Interval).
-		d.Poke()
 	}
+	// The endpoint's next delivery (its head now, after a success or a
+	// give-up) is claimed at once rather than at the next tick: the sender
+	// pokes the dispatcher when it ends.
 	if !o.Succeeded {
 		d.cfg.Logger.Info("webhook: delivery failed", "webhookId", dd.Webhook.ID, "eventId", instore.EventID(dd.Event.Seq),
 			"attempt", n, "statusCode", code, "giveUp", o.GiveUp)
@@ -229,11 +270,11 @@ func (d *Dispatcher) send(ctx context.Context, dd *instore.DueDelivery, now time
 	if err != nil {
 		return 0, "", err
 	}
-	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dd.Webhook.URL, bytes.NewReader(body))
 	if err != nil {
-		return 0, "", fmt.Errorf("request: %w", err)
+		return 0, "", errors.New("request: " + redact(err, dd.Webhook.URL))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "instore-webhooks/1")
@@ -242,7 +283,7 @@ func (d *Dispatcher) send(ctx context.Context, dd *instore.DueDelivery, now time
 	req.Header.Set("webhook-signature", sig)
 	resp, err := d.client.Do(req)
 	if err != nil {
-		return 0, "", errors.New(redact(err.Error(), dd.Webhook.URL))
+		return 0, "", errors.New(redact(err, dd.Webhook.URL))
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, MaxExcerpt))
@@ -283,10 +324,67 @@ func excerpt(b []byte) string {
 	}, s)
 }
 
-// redact keeps a URL's query (which may hold a token) out of an error.
-func redact(msg, u string) string {
-	if i := strings.IndexByte(u, '?'); i >= 0 {
-		msg = strings.ReplaceAll(msg, u, u[:i]+"?...")
+// RedactURL is u as an attempt's error or a log line may show it: scheme,
+// host and path, its userinfo and query (which may hold a token) and its
+// fragment replaced by "...", however the URL is written (an uppercase
+// scheme, escapes); "(the endpoint's URL)" if it does not parse.
+func RedactURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(the endpoint's URL)"
+	}
+	out := &url.URL{Scheme: p.Scheme, Host: p.Host, Path: p.Path, RawPath: p.RawPath, Opaque: p.Opaque}
+	if p.User != nil {
+		out.User = url.User("...")
+	}
+	s := out.String()
+	if p.RawQuery != "" || p.ForceQuery {
+		s += "?..."
+	}
+	if p.Fragment != "" || p.RawFragment != "" {
+		s += "#..."
+	}
+	return s
+}
+
+// redact returns err's message, an error that may name the endpoint's URL
+// u, with u shown as RedactURL shows it: the URL of a *url.Error replaced,
+// then every form of u the message may still hold (as written, as
+// net/http writes it again: scheme in lower case, password as ***) and
+// what is left of its secret parts replaced too.
+func redact(err error, u string) string {
+	safe := RedactURL(u)
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		ue.URL = safe
+	}
+	msg := err.Error()
+	whole := []string{u}
+	var parts []string
+	if p, err := url.Parse(u); err == nil {
+		whole = append(whole, p.String(), p.Redacted())
+		if p.User != nil {
+			parts = append(parts, p.User.String()+"@", p.User.Username()+":***@")
+		}
+		if p.RawQuery != "" {
+			parts = append(parts, "?"+p.RawQuery)
+		}
+		if p.Fragment != "" {
+			parts = append(parts, "#"+p.EscapedFragment(), "#"+p.Fragment)
+		}
+	}
+	// Longest first: a whole URL before its parts.
+	longest := func(a, b string) int { return len(b) - len(a) }
+	slices.SortFunc(whole, longest)
+	slices.SortFunc(parts, longest)
+	for _, f := range whole {
+		if f != "" && f != safe {
+			msg = strings.ReplaceAll(msg, f, safe)
+		}
+	}
+	for _, f := range parts {
+		if f != "" {
+			msg = strings.ReplaceAll(msg, f, "...")
+		}
 	}
 	return msg
 }

@@ -27,7 +27,7 @@ type queueStore struct {
 	done     chan struct{}
 }
 
-func (s *queueStore) ClaimDeliveries(_ context.Context, _, _ time.Time, _ int) ([]*instore.DueDelivery, error) {
+func (s *queueStore) ClaimDeliveries(_ context.Context, _, _ time.Time, _ instore.ClaimQuota) ([]*instore.DueDelivery, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.leased || len(s.pending) == 0 {
