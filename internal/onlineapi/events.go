@@ -78,17 +78,39 @@ func parseEventQuery(r *http.Request) (*eventQuery, error) {
 	return &eq, nil
 }
 
-// events answers GET /events: a page of the merchant's events as JSON, or,
-// with Accept: text/event-stream, the stream (server-sent events).
-func (h *handlers) events(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+// eventQueryAt is the query of GET /events or /events/stream, its cursor
+// checked against the newest event.
+func (h *handlers) eventQueryAt(r *http.Request, p *instore.Principal) (*eventQuery, error) {
 	eq, err := parseEventQuery(r)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if eq.hasAfter {
 		if err := h.svc.CheckEventCursor(r.Context(), p, eq.f.After, eq.afterField); err != nil {
-			return err
+			return nil, err
 		}
+	}
+	return eq, nil
+}
+
+// eventStream answers GET /events/stream: the stream, whatever Accept
+// says (the OpenAPI document gives the stream its own operation, so that a
+// generated client types GET /events as the JSON page).
+func (h *handlers) eventStream(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	eq, err := h.eventQueryAt(r, p)
+	if err != nil {
+		return err
+	}
+	return h.stream(w, r, p, eq)
+}
+
+// events answers GET /events: a page of the merchant's events as JSON, or,
+// with Accept: text/event-stream, the stream (server-sent events; what a
+// browser's EventSource asks for), as /events/stream.
+func (h *handlers) events(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	eq, err := h.eventQueryAt(r, p)
+	if err != nil {
+		return err
 	}
 	if wantsStream(r) {
 		return h.stream(w, r, p, eq)

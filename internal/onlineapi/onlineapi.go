@@ -74,6 +74,7 @@ func Register(cfg Config) {
 	a.Handle("POST "+Prefix+"/print", post(h.print))
 	a.Handle("GET "+Prefix+"/print/{printId}", g.Wrap(h.printJob))
 	a.Handle("GET "+Prefix+"/events", g.Wrap(h.events))
+	a.Handle("GET "+Prefix+"/events/stream", g.Wrap(h.eventStream))
 	a.Handle("POST "+Prefix+"/webhooks", post(h.createWebhook))
 	a.Handle("GET "+Prefix+"/webhooks", g.Wrap(h.webhooks))
 	a.Handle("GET "+Prefix+"/webhooks/{webhookId}", g.Wrap(h.webhook))

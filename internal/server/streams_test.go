@@ -316,7 +316,7 @@ func TestIdleStreamsMemory(t *testing.T) {
 	must(t, err)
 	c.Close()
 	e.waitMetrics(t, "the warm-up stream ended", streamsOpen(0))
-	before, rssBefore := liveHeap(), rss()
+	before, stackBefore, rssBefore := liveHeap(), stack(), rss()
 
 	conns := make([]net.Conn, streams)
 	var wg sync.WaitGroup
@@ -353,10 +353,12 @@ func TestIdleStreamsMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitMetrics(t, "every stream open", streamsOpen(float64(streams)))
-	after, rssAfter := liveHeap(), rss()
+	after, stackAfter, rssAfter := liveHeap(), stack(), rss()
 	per := float64(int64(after)-int64(before)) / float64(streams)
-	t.Logf("%d idle streams, each after a catch-up of %d events (%s .. %s): live heap %.1f MiB before, %.1f MiB after: %.1f KiB per stream; RSS %.1f MiB before, %.1f MiB after",
-		streams, events, instore.EventID(1), last, mib(before), mib(after), per/1024, mib(rssBefore), mib(rssAfter))
+	t.Logf("%d idle streams, each after a catch-up of %d events (%s .. %s): live heap %.1f MiB before, %.1f MiB after: %.1f KiB per stream; "+
+		"goroutine stacks %.1f MiB before, %.1f MiB after; RSS %.1f MiB before, %.1f MiB after (the clients' side in this process too)",
+		streams, events, instore.EventID(1), last, mib(before), mib(after), per/1024,
+		mib(stackBefore), mib(stackAfter), mib(rssBefore), mib(rssAfter))
 	// The old stream kept a buffer of its largest batch: 500 events, over
 	// 500 KiB here.
 	if per > 128<<10 {
@@ -383,6 +385,13 @@ func liveHeap() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
+}
+
+// stack is the memory of goroutine stacks.
+func stack() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.StackInuse
 }
 
 // rss is the process's resident set (Linux; 0 elsewhere).
