@@ -131,11 +131,11 @@ func TestStreamLimits(t *testing.T) {
 		if resp.StatusCode != 429 {
 			t.Fatalf("stream over the limit answered %d, want 429", resp.StatusCode)
 		}
-		// Again through the client that checks the answer against the
-		// OpenAPI document.
+		// Again at /events/stream, through the client that checks the
+		// answer against the OpenAPI document.
 		hdr := e.auth(token, e.key)
 		hdr["Accept"] = "text/event-stream"
-		r, body := e.do(t, "GET", e.online+"/in-store/api/v1/events", nil, hdr)
+		r, body := e.do(t, "GET", e.online+"/in-store/api/v1/events/stream", nil, hdr)
 		var p struct{ Type, Detail string }
 		must(t, json.Unmarshal(body, &p))
 		if r.StatusCode != 429 || p.Type != "urn:instore:problem:rate-limited" || !strings.Contains(p.Detail, want) ||
@@ -248,13 +248,26 @@ func TestEventCursorBeyondNewest(t *testing.T) {
 	check(reply{resp, body}, "Last-Event-ID")
 	hdr := e.auth(e.token, e.key)
 	hdr["Accept"], hdr["Last-Event-ID"] = "text/event-stream", beyond
-	r, b := e.do(t, "GET", e.online+"/in-store/api/v1/events", nil, hdr) // checked against the document
+	r, b := e.do(t, "GET", e.online+"/in-store/api/v1/events/stream", nil, hdr) // checked against the document
 	check(reply{r, b}, "Last-Event-ID")
 	// At the newest: a stream.
 	s, end := e.openStream(t, e.token, top)
 	end()
 	if s.StatusCode != 200 {
 		t.Fatalf("stream after the newest: %d", s.StatusCode)
+	}
+	// /events/stream streams whatever Accept says.
+	sctx, scancel := context.WithCancel(context.Background())
+	sreq, err := http.NewRequestWithContext(sctx, "GET", e.online+"/in-store/api/v1/events/stream?after="+top, nil)
+	must(t, err)
+	sreq.Header.Set("Authorization", "Bearer "+e.token)
+	sreq.Header.Set("Ocp-Apim-Subscription-Key", e.key)
+	sresp, err := http.DefaultClient.Do(sreq)
+	must(t, err)
+	scancel()
+	sresp.Body.Close()
+	if sresp.StatusCode != 200 || sresp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("GET /events/stream without Accept: %d %s", sresp.StatusCode, sresp.Header.Get("Content-Type"))
 	}
 	// An event numbered in the store, as by another node: its id is a
 	// cursor at once.
