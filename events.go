@@ -325,6 +325,42 @@ func (s *Service) LastEvent(ctx context.Context, p *Principal) (int64, error) {
 	return n, nil
 }
 
+// CheckEventCursor refuses a cursor (after, given in field: the after
+// parameter or Last-Event-ID) beyond the newest numbered event: no event
+// has ever had that number, so a page after it would be empty and a stream
+// would wait in silence (a cursor of another installation, or of a
+// database restored from an older backup). The newest number is read from
+// the store, which every node numbers in: an event another node numbered
+// just now is in it. A cursor at or below the node's feed needs no read.
+func (s *Service) CheckEventCursor(ctx context.Context, p *Principal, after int64, field string) error {
+	if p.MerchantID == "" {
+		return Errorf(EForbidden, "Events belong to a merchant; use a merchant's credentials.")
+	}
+	s.feed.mu.Lock()
+	known := s.feed.init && after <= s.feed.last
+	s.feed.mu.Unlock()
+	if known {
+		return nil
+	}
+	top, err := s.Store.LastEventSeq(ctx, "")
+	if err != nil {
+		return fmt.Errorf("last event: %w", err)
+	}
+	if after <= top {
+		return nil
+	}
+	mine, err := s.Store.LastEventSeq(ctx, p.MerchantID)
+	if err != nil {
+		return fmt.Errorf("last event: %w", err)
+	}
+	msg := fmt.Sprintf("must not be beyond the newest event; your newest is %s: resume after it, or leave the cursor out to start from now", EventID(mine))
+	if mine == 0 {
+		msg = "must not be beyond the newest event; you have none yet: leave the cursor out to start from now"
+	}
+	return &Error{Code: EValidation, Detail: fmt.Sprintf("The cursor %s is beyond the newest event: no event has that id.", EventID(after)),
+		Fields: []FieldError{{Field: field, Message: msg}}}
+}
+
 // recordEvent appends an event that is no stored change's (a terminal's
 // session); a failure is logged: the session goes on.
 func (s *Service) recordEvent(ctx context.Context, ev OutboxEvent) {

@@ -145,7 +145,7 @@ func (c *Client) Events(ctx context.Context, q EventQuery, opts ...CallOption) (
 var streamIdle = 45 * time.Second
 
 // FollowEvents receives the merchant's events as they happen, over the
-// server-sent event stream of GET /in-store/api/v1/events, oldest first:
+// server-sent event stream of GET /in-store/api/v1/events/stream, oldest first:
 // from q.After when given (the events since, then live), else from now
 // on. Without q.After the cursor is the first event yielded: a stream
 // that breaks before any event arrives resumes from the new connection's
@@ -262,7 +262,7 @@ func (f *follower) backoff(n int) time.Duration {
 // stopped.
 func (f *follower) connect(ctx context.Context, yield func(Event, error) bool) (got bool, err error) {
 	c := f.c
-	cl := call{s: c.online, method: http.MethodGet, path: Prefix + "/events", route: Prefix + "/events"}
+	cl := call{s: c.online, method: http.MethodGet, path: Prefix + "/events/stream", route: Prefix + "/events/stream"}
 	if cl.s == nil {
 		return false, fmt.Errorf("client: GET %s: no Online API base URL configured: %w", cl.route, errNotStream)
 	}

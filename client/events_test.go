@@ -140,7 +140,7 @@ func TestFollowEventsResumes(t *testing.T) {
 		if r.Header.Get("Accept") != "text/event-stream" || r.Header.Get("Authorization") != "Bearer tok_test" || r.Header.Get("Ocp-Apim-Subscription-Key") != "isk_test" {
 			t.Errorf("connection %d headers = %v", i+1, r.Header)
 		}
-		if r.URL.Path != "/in-store/api/v1/events" || r.URL.Query().Get("types") != "transaction.progress,transaction.final" || r.URL.Query().Get("terminalId") != "10000001" || r.URL.Query().Has("after") {
+		if r.URL.Path != "/in-store/api/v1/events/stream" || r.URL.Query().Get("types") != "transaction.progress,transaction.final" || r.URL.Query().Get("terminalId") != "10000001" || r.URL.Query().Has("after") {
 			t.Errorf("connection %d URL = %s", i+1, r.URL)
 		}
 	}
@@ -290,7 +290,7 @@ func TestFollowEventsRenewsARevokedToken(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"access_token":"tok_%d","token_type":"Bearer","expires_in":3600}`, n)
 	})
-	mux.HandleFunc("GET /in-store/api/v1/events", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /in-store/api/v1/events/stream", func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer tok_2" {
 			answer(401, problem(401, "unauthorized", ""))(w, r)
 			return

@@ -256,6 +256,15 @@ func TestIntegrationOnlineAPI(t *testing.T) {
 
 	// Its events, as pages: created first, final last.
 	checkPurchaseEvents(t, tx.OnlineAPIRefID, eventsOf(t, c, client.EventQuery{TerminalID: t0, Limit: 2}, tx.OnlineAPIRefID))
+	// A cursor beyond the newest event: the stream answers 400 at once
+	// (not a stream that waits in silence), naming the newest.
+	for _, err := range c.FollowEvents(ctx, client.EventQuery{After: "evt_9999999999999999"}) {
+		var ce *client.Error
+		if !errors.As(err, &ce) || ce.StatusCode != 400 || ce.Code() != instore.EValidation {
+			t.Errorf("FollowEvents after evt_9999999999999999: %v, want a 400 validation error", err)
+		}
+		break
+	}
 
 	// Its receipt on the terminal's printer, and the job read back.
 	job := mustOK[*client.PrintJob](t, "Print receipt")(c.Print(ctx, client.PrintParams{TerminalID: t0, OnlineAPIRefID: tx.OnlineAPIRefID, Copy: instore.CopyCustomer}))

@@ -20,6 +20,7 @@ import (
 	"github.com/instore-dev/instore/internal/cluster"
 	"github.com/instore-dev/instore/internal/httpapi"
 	"github.com/instore-dev/instore/internal/logging"
+	"github.com/instore-dev/instore/internal/onlineapi"
 	"github.com/instore-dev/instore/internal/server"
 	"github.com/instore-dev/instore/internal/sqlstore"
 	"github.com/instore-dev/instore/internal/tlsfiles"
@@ -156,6 +157,9 @@ type serviceFlags struct {
 	rateLimit float64
 	rateBurst int
 
+	streamsPerClient, streamsPerNode int
+	streamWriteTimeout               time.Duration
+
 	shutdownTimeout time.Duration
 	log             logFlags
 
@@ -195,6 +199,9 @@ func (s *serviceFlags) register(fs *pflag.FlagSet, host string) {
 	fs.StringVar(&s.paymentMethodsFile, "payment-methods-file", "", "JSON file replacing the paymentMethods list (three entries, ids 0, 1, 2)")
 	fs.Float64Var(&s.rateLimit, "rate-limit", 100, "requests per second allowed per API client, taken before the store is read (0: no limit)")
 	fs.IntVar(&s.rateBurst, "rate-burst", 200, "burst allowed above --rate-limit")
+	fs.IntVar(&s.streamsPerClient, "streams-per-client", onlineapi.DefaultStreamsPerClient, "event streams (GET /events, text/event-stream) one API client may hold open on this node at once; one more is answered 429")
+	fs.IntVar(&s.streamsPerNode, "streams-per-node", onlineapi.DefaultStreamsPerNode, "event streams this node holds open at once, of all clients; one more is answered 429")
+	fs.DurationVar(&s.streamWriteTimeout, "stream-write-timeout", onlineapi.DefaultStreamWriteTimeout, "how long a write to an event stream may wait for its client to read before the stream is dropped (1s to 10m)")
 	fs.DurationVar(&s.shutdownTimeout, "shutdown-timeout", 0, "how long operations in flight may take to finish on SIGINT/SIGTERM; longer than the longest wait for a terminal (--ack-timeout + 1s, --print-timeout) by at least 1s (default: that wait plus 10s, 40s with the other defaults)")
 	fs.DurationVar(&s.ackTimeout, "ack-timeout", 10*time.Second, "how long a purchase waits for the terminal's acknowledgement (then WP25)")
 	fs.DurationVar(&s.txDeadline, "transaction-deadline", 120*time.Second, "how long an acknowledged transaction may wait for its result (then WP36)")
@@ -230,6 +237,7 @@ func (s *serviceFlags) config(logger *slog.Logger) (server.Config, error) {
 		SQLiteSynchronous: strings.ToUpper(s.synchronous),
 		TokenTTL:          s.tokenTTL, AuthCacheTTL: s.cacheTTL,
 		RateLimit: s.rateLimit, RateBurst: s.rateBurst,
+		StreamsPerClient: s.streamsPerClient, StreamsPerNode: s.streamsPerNode, StreamWriteTimeout: s.streamWriteTimeout,
 		ShutdownTimeout: s.shutdownTimeout, Logger: logger,
 	}
 	b := currentBuild()
@@ -268,6 +276,12 @@ func (s *serviceFlags) config(logger *slog.Logger) (server.Config, error) {
 	}
 	if s.rateLimit < 0 || s.rateBurst < 0 {
 		return cfg, usageError{fmt.Errorf("--rate-limit and --rate-burst must not be negative")}
+	}
+	if s.streamsPerClient < 1 || s.streamsPerNode < s.streamsPerClient || s.streamsPerNode > 1000000 {
+		return cfg, usageError{fmt.Errorf("--streams-per-client must be at least 1 and --streams-per-node from --streams-per-client to 1000000, got %d and %d", s.streamsPerClient, s.streamsPerNode)}
+	}
+	if s.streamWriteTimeout < time.Second || s.streamWriteTimeout > 10*time.Minute {
+		return cfg, usageError{fmt.Errorf("--stream-write-timeout must be between 1s and 10m, got %s", s.streamWriteTimeout)}
 	}
 	if s.shutdownTimeout < 0 {
 		return cfg, usageError{fmt.Errorf("--shutdown-timeout must not be negative")}

@@ -210,7 +210,7 @@ func TestEcrEvents(t *testing.T) {
 	// --follow without --after starts live: once its stream is open (-v
 	// logs the request), a new purchase's events come as they happen.
 	f := runBackground(t, "ecr", "events", "--follow", "--json", "-v", "--terminal", t0)
-	f.waitStderr(t, regexp.MustCompile(`path=/in-store/api/v1/events status=200`))
+	f.waitStderr(t, regexp.MustCompile(`path=/in-store/api/v1/events/stream status=200`))
 	c := ecrClient(t)
 	tx, err := c.Purchase(t.Context(), client.PurchaseParams{TerminalID: t0, Amount: 700, Currency: "SEK"})
 	must(t, err)

@@ -35,7 +35,7 @@ import (
 // The consumers of events: webhook endpoints pointing at a real receiver in
 // this process (it verifies every signature with the Standard Webhooks
 // reference library, as an integrator's would) and followers of the event
-// stream (Accept: text/event-stream), docs/events.md.
+// stream (GET /events/stream), docs/events.md.
 
 // receiver is the webhook endpoints' HTTPS server: one path per endpoint
 // (/hook/{i}), each with its secret. Its certificate is its own (for
@@ -343,7 +343,7 @@ func (f *followers) stop() {
 }
 
 func (f *followers) follow(ctx context.Context, ready chan<- error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", f.e.srv.online+"/in-store/api/v1/events", nil)
+	req, err := http.NewRequestWithContext(ctx, "GET", f.e.srv.online+"/in-store/api/v1/events/stream", nil)
 	if err != nil {
 		ready <- err
 		return

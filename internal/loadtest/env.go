@@ -313,7 +313,8 @@ func (e *env) startServer(ctx context.Context) error {
 			ListenOnline: "127.0.0.1:0", ListenAccess: "127.0.0.1:0", ListenTerminal: "127.0.0.1:0", ListenOps: "127.0.0.1:0",
 			DataDir: e.dataDir, DatabaseURL: e.dbURL, SQLiteSynchronous: o.Synchronous,
 			TokenTTL: time.Hour, AuthCacheTTL: time.Second, RateLimit: serverRateLimit, RateBurst: serverRateLimit,
-			ShutdownTimeout: 5 * time.Second, Logger: logging.New(f, logging.Options{Format: logging.FormatJSON}),
+			StreamsPerClient: MaxClients,
+			ShutdownTimeout:  5 * time.Second, Logger: logging.New(f, logging.Options{Format: logging.FormatJSON}),
 			Pprof: o.ProfileDir != "", WebhookAllowPrivate: e.webhookReceiver(),
 		}
 		srv, err := server.New(ctx, cfg)
@@ -345,6 +346,8 @@ func (e *env) startServer(ctx context.Context) error {
 			"--log-format", "json", "--log-level", "info",
 			// The limiter runs (its cost is measured) but never limits.
 			"--rate-limit", fmt.Sprint(serverRateLimit), "--rate-burst", fmt.Sprint(serverRateLimit),
+			// --streams M follows with one client.
+			"--streams-per-client", fmt.Sprint(MaxClients),
 			"--sqlite-synchronous", o.Synchronous)
 		if e.dataDir != "" {
 			args = append(args, "--data", e.dataDir)

@@ -24,6 +24,8 @@ const (
 type eventQuery struct {
 	f        instore.EventFilter
 	hasAfter bool
+	// afterField names where the cursor came from: after or Last-Event-ID.
+	afterField string
 }
 
 func parseEventQuery(r *http.Request) (*eventQuery, error) {
@@ -60,7 +62,7 @@ func parseEventQuery(r *http.Request) (*eventQuery, error) {
 		if !ok {
 			errs = append(errs, instore.FieldError{Field: field, Message: "must be an event id (evt_ and 16 digits)"})
 		}
-		eq.f.After, eq.hasAfter = n, true
+		eq.f.After, eq.hasAfter, eq.afterField = n, true, field
 	}
 	eq.f.Limit = 100
 	if v := q.Get("limit"); v != "" {
@@ -76,10 +78,37 @@ func parseEventQuery(r *http.Request) (*eventQuery, error) {
 	return &eq, nil
 }
 
-// events answers GET /events: a page of the merchant's events as JSON, or,
-// with Accept: text/event-stream, the stream (server-sent events).
-func (h *handlers) events(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+// eventQueryAt is the query of GET /events or /events/stream, its cursor
+// checked against the newest event.
+func (h *handlers) eventQueryAt(r *http.Request, p *instore.Principal) (*eventQuery, error) {
 	eq, err := parseEventQuery(r)
+	if err != nil {
+		return nil, err
+	}
+	if eq.hasAfter {
+		if err := h.svc.CheckEventCursor(r.Context(), p, eq.f.After, eq.afterField); err != nil {
+			return nil, err
+		}
+	}
+	return eq, nil
+}
+
+// eventStream answers GET /events/stream: the stream, whatever Accept
+// says (the OpenAPI document gives the stream its own operation, so that a
+// generated client types GET /events as the JSON page).
+func (h *handlers) eventStream(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	eq, err := h.eventQueryAt(r, p)
+	if err != nil {
+		return err
+	}
+	return h.stream(w, r, p, eq)
+}
+
+// events answers GET /events: a page of the merchant's events as JSON, or,
+// with Accept: text/event-stream, the stream (server-sent events; what a
+// browser's EventSource asks for), as /events/stream.
+func (h *handlers) events(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	eq, err := h.eventQueryAt(r, p)
 	if err != nil {
 		return err
 	}
@@ -123,25 +152,29 @@ func (h *handlers) stream(w http.ResponseWriter, r *http.Request, p *instore.Pri
 		}
 		f.After = last
 	}
+	release, err := h.streams.open(w, p)
+	if err != nil {
+		return err
+	}
+	defer release()
 	// Authorised and valid: from here on it is a stream.
 	httpapi.Waiting(w, httpapi.WaitStream)
-	rc := http.NewResponseController(w)
-	rc.SetWriteDeadline(time.Time{}) // it outlives the server's write timeout
+	sw := &streamWriter{w: w, rc: http.NewResponseController(w), timeout: h.streams.limits.WriteTimeout}
 	hd := w.Header()
 	hd.Set("Content-Type", "text/event-stream")
 	hd.Set("Cache-Control", "no-store")
 	hd.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	if _, err := fmt.Fprint(w, "retry: 2000\n\n"); err != nil {
+	// Every write has its own deadline (streamWriter), in place of the
+	// server's write timeout, which a stream outlives.
+	if sw.write([]byte("retry: 2000\n\n")) != nil {
 		return nil
 	}
-	rc.Flush()
 	ping := time.NewTicker(streamPing)
 	defer ping.Stop()
 	recheck := time.NewTicker(streamRecheck)
 	defer recheck.Stop()
 	recheckNow := false
-	var batch []byte
 	for {
 		changed := h.svc.EventsChanged()
 		msgs, pos, err := h.svc.StreamEvents(ctx, p, f, recheckNow)
@@ -149,22 +182,12 @@ func (h *handlers) stream(w http.ResponseWriter, r *http.Request, p *instore.Pri
 			return nil // the client reconnects with Last-Event-ID
 		}
 		recheckNow = false
-		// One write per batch: one system call, not one per buffer's worth.
-		batch = batch[:0]
-		for _, m := range msgs {
-			batch = append(batch, m.Text...)
-		}
-		if len(batch) > 0 {
-			if _, err := w.Write(batch); err != nil {
-				return nil
-			}
+		if err := sw.send(msgs); err != nil {
+			return nil
 		}
 		f.After = pos
-		if len(msgs) > 0 {
-			rc.Flush()
-			if len(msgs) == f.Limit {
-				continue
-			}
+		if len(msgs) == f.Limit {
+			continue
 		}
 		select {
 		case <-ctx.Done():
@@ -173,10 +196,9 @@ func (h *handlers) stream(w http.ResponseWriter, r *http.Request, p *instore.Pri
 		case <-recheck.C:
 			recheckNow = true
 		case <-ping.C:
-			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
+			if sw.write([]byte(": ping\n\n")) != nil {
 				return nil
 			}
-			rc.Flush()
 		}
 	}
 }

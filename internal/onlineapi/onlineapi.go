@@ -38,6 +38,8 @@ type Config struct {
 	// IdempotencyHolders tells whether another node holding a key's
 	// attempt is alive (several nodes); nil on one node.
 	IdempotencyHolders httpapi.Holders
+	// Streams bounds the event streams (zero members: the defaults).
+	Streams StreamLimits
 }
 
 // Register adds the Online API's routes to cfg.API: the route table.
@@ -46,7 +48,7 @@ func Register(cfg Config) {
 	meta := newStaticDoc(mustJSON(cfg.Metadata), "application/json")
 	doc := newStaticDoc(cfg.OpenAPI, "application/yaml")
 
-	h := &handlers{svc: cfg.Service, meta: cfg.Metadata}
+	h := &handlers{svc: cfg.Service, meta: cfg.Metadata, streams: newStreamCounter(cfg.Streams)}
 	// The service's clock, which also dates the expiry sweep's cut.
 	idem := &httpapi.Idempotency{API: a, Store: cfg.Store, Logger: cfg.Logger, Now: cfg.Service.Now, Wait: cfg.IdempotencyWait,
 		Holders: cfg.IdempotencyHolders}
@@ -78,6 +80,7 @@ func Register(cfg Config) {
 	a.BodyLimits[Prefix+"/print"] = instore.MaxPrintBodyBytes
 	a.Handle("GET "+Prefix+"/print/{printId}", g.Wrap(h.printJob))
 	a.Handle("GET "+Prefix+"/events", g.Wrap(h.events))
+	a.Handle("GET "+Prefix+"/events/stream", g.Wrap(h.eventStream))
 	a.Handle("POST "+Prefix+"/webhooks", post(h.createWebhook))
 	a.Handle("GET "+Prefix+"/webhooks", g.Wrap(h.webhooks))
 	a.Handle("GET "+Prefix+"/webhooks/{webhookId}", g.Wrap(h.webhook))

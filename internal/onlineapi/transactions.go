@@ -16,8 +16,9 @@ var writeJSON = httpapi.WriteJSON
 // handlers are the Online API's operation handlers: decode, call one
 // operation of the Service, encode.
 type handlers struct {
-	svc  *instore.Service
-	meta *instore.Metadata
+	svc     *instore.Service
+	meta    *instore.Metadata
+	streams *streamCounter
 }
 
 func (h *handlers) link(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {

@@ -151,6 +151,9 @@ func TestEventsOfAPurchase(t *testing.T) {
 		}
 		for _, q := range []string{"types=transaction.nope", "after=evt_x", "limit=0", "limit=501", "terminalId=12", "after=1&after=2"} {
 			s.get(t, "/in-store/api/v1/events?"+q).problem(t, 400, "")
+			if !strings.HasPrefix(q, "limit") {
+				s.get(t, "/in-store/api/v1/events/stream?"+q).problem(t, 400, "")
+			}
 		}
 
 		// The stream: resume after the second event of the purchase, then

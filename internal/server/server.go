@@ -69,6 +69,12 @@ type Config struct {
 	// RateLimit is requests per second per API client (0: off).
 	RateLimit float64
 	RateBurst int
+	// StreamsPerClient and StreamsPerNode bound the event streams open at
+	// once per API client and on the node; StreamWriteTimeout how long a
+	// write to a stream may wait for its client (onlineapi defaults when
+	// 0).
+	StreamsPerClient, StreamsPerNode int
+	StreamWriteTimeout               time.Duration
 
 	// ShutdownTimeout is how long requests in flight get to finish at
 	// Close; 0: DefaultShutdownTimeout (an operation's longest wait for its
@@ -339,6 +345,8 @@ func (s *Server) buildHandlers() map[string]http.Handler {
 		Logger:             s.logger,
 
 		IdempotencyWait: s.cfg.IdempotencyWait,
+		Streams: onlineapi.StreamLimits{PerClient: s.cfg.StreamsPerClient, PerNode: s.cfg.StreamsPerNode,
+			WriteTimeout: s.cfg.StreamWriteTimeout},
 	})
 
 	access := httpapi.NewAPI("access", s.logger, s.Metadata, m)
