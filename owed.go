@@ -101,16 +101,17 @@ func (s *Service) endOwed(ctx context.Context, ref, kind string) {
 
 // cancelsBefore sends serial the cancels it is owed for transactions
 // other than ref, before the command of ref goes (the rule above). A
-// failure to read them is logged and the command goes all the same: the
-// next hello sends them.
-func (s *Service) cancelsBefore(ctx context.Context, serial, ref string) {
+// failure to read them is returned: the command must not go then (its
+// caller ends it as not sent), since it might overtake a cancel.
+func (s *Service) cancelsBefore(ctx context.Context, serial, ref string) error {
 	es, err := s.Store.OpenEffects(ctx, serial)
 	if err != nil {
 		s.log().Error("owed cancels before a command", "ref", ref, "error", err)
-		return
+		return err
 	}
 	es = slices.DeleteFunc(es, func(e *Effect) bool { return e.Kind != EffectCancel || e.Ref == ref })
 	s.resendOwed(ctx, serial, es)
+	return nil
 }
 
 // unacknowledged returns the terminal's PENDING transaction when its
@@ -161,12 +162,15 @@ func (s *Service) resendOwed(ctx context.Context, serial string, es []*Effect) b
 		moot := false
 		switch e.Kind {
 		case EffectCancel:
+			// A cancel whose transaction cannot be read goes all the same:
+			// left out, a command sent after it could overtake it, and a
+			// moot cancel is harmless (the terminal ignores a ref it does
+			// not run, or sends its result again).
 			t, err := s.Store.Transaction(ctx, e.Ref)
 			if err != nil {
 				s.log().Error("resend owed messages: transaction", "ref", e.Ref, "error", err)
-				continue
 			}
-			moot = t.ResultMessageID != ""
+			moot = err == nil && t.ResultMessageID != ""
 		case EffectPrint:
 			j, err := s.Store.PrintJob(ctx, e.Ref)
 			if err != nil {

@@ -86,10 +86,15 @@ func (s *Service) start(ctx context.Context, t *Transaction, create func(context
 	s.arm(t.ID, t.CreatedAt.Add(s.ackTimeout()), s.ackExpired)
 	// What the terminal is owed for its previous transactions goes first
 	// (owed.go): one the service ended may still run on it.
-	s.cancelsBefore(ctx, t.SerialNumber, t.ID)
-	if err := send(ctx); err != nil {
-		// The session went away between the check and the send: the command
-		// most likely never left. Record it as a technical error and say so;
+	err := s.cancelsBefore(ctx, t.SerialNumber, t.ID)
+	if err == nil {
+		err = send(ctx)
+	}
+	if err != nil {
+		// The session went away between the check and the send (or what
+		// the terminal is owed could not be read, and the command was held
+		// back so as not to overtake a cancel): the command most likely
+		// never left. Record it as a technical error and say so;
 		// in case its frame reached the terminal all the same, the terminal
 		// is owed a cancel ACK_TIMEOUT (it drops a command it never
 		// acknowledged, and ignores a ref it does not know), sent after its

@@ -198,7 +198,8 @@ func (c *Client) FollowEvents(ctx context.Context, q EventQuery) iter.Seq2[Event
 				return
 			}
 			var e *Error
-			if errors.As(err, &e) && !e.retryable() || errors.Is(err, errNotStream) || errors.Is(err, errBadEvent) {
+			var ca *UnknownCAError // no retry trusts the CA: say so at once
+			if errors.As(err, &e) && !e.retryable() || errors.Is(err, errNotStream) || errors.Is(err, errBadEvent) || errors.As(err, &ca) {
 				yield(Event{}, err)
 				return
 			}
@@ -300,6 +301,7 @@ func (f *follower) connect(ctx context.Context, yield func(Event, error) bool) (
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
+		err = withCAHint(err)
 		c.log(ctx, cl, 0, time.Since(start), "", 1, err)
 		return false, fmt.Errorf("client: GET %s: %w", cl.route, err)
 	}

@@ -192,6 +192,16 @@ func TestUnknownCAHint(t *testing.T) {
 	if n := handshakes.Load(); n != 1 {
 		t.Errorf("%d connections, want 1: an unknown CA is not retried", n)
 	}
+	// Following the events says the same at once, rather than retrying
+	// until its context ends (the bound is only a guard).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, err := range c.FollowEvents(ctx, client.EventQuery{}) {
+		if !errors.As(err, &unknownCA) || ctx.Err() != nil {
+			t.Errorf("FollowEvents = %v, want an UnknownCAError at once", err)
+		}
+		break
+	}
 	caFile := filepath.Join(t.TempDir(), "ca.pem")
 	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
 		t.Fatal(err)

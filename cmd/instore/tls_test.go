@@ -329,7 +329,7 @@ func TestEcrUnknownCAHint(t *testing.T) {
 	t.Setenv(client.EnvOnlineAPIURL, srv.URL)
 	t.Setenv(client.EnvSubscriptionKey, "key")
 	t.Setenv(client.EnvAccessToken, "token")
-	for _, args := range [][]string{{"ecr", "metadata"}, {"ecr", "purchase", "12.50", "--terminal", "10000001", "--currency", "SEK"}} {
+	for _, args := range [][]string{{"ecr", "metadata"}, {"ecr", "purchase", "12.50", "--terminal", "10000001", "--currency", "SEK"}, {"ecr", "events", "--follow"}} {
 		_, errs, code := runCmd(t, args...)
 		if code != exitFailed || !strings.Contains(errs, "certificate signed by unknown authority: pass the service's CA with --ca-file FILE") {
 			t.Errorf("instore %v = exit %d, stderr %q; want %d and the --ca-file hint", args, code, errs, exitFailed)

@@ -67,6 +67,15 @@ const readStep = 16 << 10
 // errTooBig is a message larger than protocol.MaxFrameBytes.
 var errTooBig = fmt.Errorf("message larger than %d bytes", protocol.MaxFrameBytes)
 
+// maxHelloBytes bounds what a connection may send before its hello is
+// answered: a hello is a few hundred bytes, so a connection that has not
+// said hello yet holds at most this much, not a result's
+// protocol.MaxFrameBytes (1009 as for any message too large).
+const maxHelloBytes = 16 << 10
+
+// errHelloTooBig is a message before hello larger than maxHelloBytes.
+var errHelloTooBig = fmt.Errorf("message before hello larger than %d bytes", maxHelloBytes)
+
 // errNotUTF8 is a text message that is not valid UTF-8 (RFC 6455 8.1).
 var errNotUTF8 = errors.New("text message not valid UTF-8")
 
@@ -89,6 +98,10 @@ func (s *session) message(h ws.Header) (ws.OpCode, []byte, error) {
 	op := h.OpCode
 	state := ws.StateServerSide
 	var msg []byte
+	limit, tooBig := int64(protocol.MaxFrameBytes), errTooBig
+	if !s.registered {
+		limit, tooBig = maxHelloBytes, errHelloTooBig
+	}
 	for {
 		if err := ws.CheckHeader(h, state); err != nil {
 			return 0, nil, s.refuse(closeProtocolError, err)
@@ -99,8 +112,8 @@ func (s *session) message(h ws.Header) (ws.OpCode, []byte, error) {
 			}
 		} else {
 			// Not len(msg)+h.Length: a length near 2^63 would overflow.
-			if h.Length > protocol.MaxFrameBytes-int64(len(msg)) {
-				return 0, nil, s.refuse(closeTooBig, errTooBig)
+			if h.Length > limit-int64(len(msg)) {
+				return 0, nil, s.refuse(closeTooBig, tooBig)
 			}
 			// In steps of readStep: the buffer grows with what arrives,
 			// not with what the header announces.

@@ -119,3 +119,38 @@ func TestInvalidUTF8AndLengthRefused(t *testing.T) {
 		t.Errorf("acks = %q, want none from refused frames", got)
 	}
 }
+
+// Before its hello a connection may send a message of maxHelloBytes, not
+// a result's protocol.MaxFrameBytes: a larger one is refused with 1009
+// (so a connection that never says hello holds little), and after hello
+// a message of that size is taken.
+func TestMessageBeforeHelloBounded(t *testing.T) {
+	h := newHarness(t, Config{})
+	big := []byte(`{"type":"hello","id":"h-1","data":{"protocol":1,"model":"countertop","softwareVersion":"1.2.3","x":"` +
+		strings.Repeat("a", maxHelloBytes) + `"}}`)
+	c := h.open("SN-BIGHELLO")
+	c.t = t
+	c.writeRaw(rawFrame(true, 0, 0x1, true, big))
+	c.expectClose(websocket.CloseMessageTooBig)
+	if got := h.ev.Events("connected SN-BIGHELLO"); len(got) != 0 {
+		t.Errorf("events = %q, want no DeviceConnected", got)
+	}
+	waitFor(t, "the refused session to end", func() bool { return h.g.conns() == 0 })
+	// The control: after hello the same size is no reason to close.
+	ok := h.connect("SN-BIGAFTER")
+	ok.t = t
+	lines := make([]string, 0, 300) // two receipts of 150 lines: over maxHelloBytes
+	for range cap(lines) {
+		lines = append(lines, strings.Repeat("a", 64))
+	}
+	data, _ := json.Marshal(map[string]any{"statusId": 0, "customerReceipt": lines[:len(lines)/2], "merchantReceipt": lines[len(lines)/2:]})
+	result, _ := json.Marshal(map[string]any{"type": "result", "id": "r-big", "ref": "txn_1", "data": json.RawMessage(data)})
+	if len(result) <= maxHelloBytes {
+		t.Fatalf("the result is %d bytes, want more than %d", len(result), maxHelloBytes)
+	}
+	ok.writeRaw(rawFrame(true, 0, 0x1, true, result))
+	waitFor(t, "the large result", func() bool { return len(h.ev.Events("result SN-BIGAFTER")) > 0 || h.g.conns() < 1 })
+	if h.g.conns() != 1 {
+		t.Errorf("a result of %d bytes after hello closed the session", len(result))
+	}
+}

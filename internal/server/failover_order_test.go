@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -218,4 +219,38 @@ func TestReconnectCancelBeforeCommandOfAnotherNode(t *testing.T) {
 	}
 	d2.send(protocol.TypeAck, "", next.ID, next.Ref, nil)
 	(<-done).tx(t, 201)
+}
+
+// failingOwed fails OpenEffects while fail is set.
+type failingOwed struct {
+	instore.Store
+	fail atomic.Bool
+}
+
+func (f *failingOwed) OpenEffects(ctx context.Context, serial string) ([]*instore.Effect, error) {
+	if f.fail.Load() {
+		return nil, errors.New("the store is down")
+	}
+	return f.Store.OpenEffects(ctx, serial)
+}
+
+// TestCommandNotSentWhenOwedUnknown: when what a terminal is owed cannot
+// be read, a new command is not sent (it might overtake an owed cancel):
+// the purchase ends WP23 and the terminal gets only its cancel.
+func TestCommandNotSentWhenOwedUnknown(t *testing.T) {
+	var fo *failingOwed
+	s := &sandbox{env: startWrapped(t, func(c *server.Config) { c.RateLimit = 0 }, func(st instore.Store) instore.Store {
+		fo = &failingOwed{Store: st}
+		return fo
+	})}
+	const serial = "RAW-OWED-ERR"
+	term, secret := s.provision(t, serial)
+	d := dialDevice(t, s.srv.URL("terminal"), serial, secret)
+	d.owedNothing() // its hello's reads are done
+	fo.fail.Store(true)
+	p := s.purchase(t, term, 5000).problem(t, 409, "WP23")
+	fo.fail.Store(false)
+	if env := d.next(); env.Type != protocol.TypeCancel || env.Ref != p.OnlineAPIRefID {
+		t.Fatalf("the terminal got %s of %s; want no command, only the cancel of %s", env.Type, env.Ref, p.OnlineAPIRefID)
+	}
 }

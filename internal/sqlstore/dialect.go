@@ -60,6 +60,11 @@ type dialect struct {
 	// transaction ends. SQLite needs none: its write transactions start
 	// with BEGIN IMMEDIATE and so hold the database's one write lock.
 	forUpdate string
+	// forNoKeyUpdate is forUpdate for a row other tables reference by
+	// foreign key (a merchant): it serialises the transactions that take
+	// it without blocking inserts that reference the row (their key share
+	// lock does not conflict with it).
+	forNoKeyUpdate string
 	// indexedBy names, in the query, the index a listing must read
 	// (INDEXED BY). SQLite plans without statistics (the store never runs
 	// ANALYZE), and its planner (3.54) prefers transactions_merchant_created
@@ -75,7 +80,8 @@ type dialect struct {
 
 func newSQLite() *dialect { return &dialect{name: "sqlite", dir: "migrations/sqlite", indexedBy: true} }
 func newPostgres() *dialect {
-	return &dialect{name: "postgres", dir: "migrations/postgres", numbered: true, advisoryLock: true, forUpdate: " FOR UPDATE"}
+	return &dialect{name: "postgres", dir: "migrations/postgres", numbered: true, advisoryLock: true, forUpdate: " FOR UPDATE",
+		forNoKeyUpdate: " FOR NO KEY UPDATE"}
 }
 
 // isPostgres reports whether dsn names a PostgreSQL database.

@@ -52,14 +52,15 @@ func scanWebhook(s scanner) (*instore.Webhook, error) {
 
 // CreateWebhook stores w unless its merchant has max endpoints already
 // (instore.ErrConflict). The count and the insert are one transaction that
-// first locks the merchant's row (SELECT ... FOR UPDATE on PostgreSQL;
+// first locks the merchant's row (SELECT ... FOR NO KEY UPDATE on PostgreSQL,
+// which leaves the merchant's purchases, whose rows reference it, unblocked;
 // SQLite's one writer holds the write lock already), so the creations of
 // one merchant are decided one after the other and racing ones cannot pass
 // the limit together (instore.ErrNotFound: no such merchant).
 func (db *DB) CreateWebhook(ctx context.Context, w *instore.Webhook, max int) error {
 	return db.update(ctx, func(c conn) error {
 		var merchant string
-		if err := c.queryRow(ctx, `SELECT id FROM merchants WHERE id = ?`+c.d.forUpdate, w.MerchantID).Scan(&merchant); err != nil {
+		if err := c.queryRow(ctx, `SELECT id FROM merchants WHERE id = ?`+c.d.forNoKeyUpdate, w.MerchantID).Scan(&merchant); err != nil {
 			return notFound(err, "merchant")
 		}
 		var n int
