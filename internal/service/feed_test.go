@@ -1,4 +1,4 @@
-package instore_test
+package service_test
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/service"
 )
 
 // TestStreamEventsFromTheFeed: streams of two merchants, with and without
@@ -20,7 +21,7 @@ import (
 // event; a stream of a quiet merchant moves its position with the window
 // instead of reading the store each time.
 func TestStreamEventsFromTheFeed(t *testing.T) {
-	defer instore.SetFeedSize(10)()
+	defer service.SetFeedSize(10)()
 	f := newFixture(t, "FULL", "SN-FEED")
 	ctx := context.Background()
 	a := &instore.Principal{MerchantID: f.merchant}
@@ -135,7 +136,7 @@ func TestStreamMessageIsTheEvent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := instore.EncodeStreamMessage(e)
+		got := service.EncodeStreamMessage(e)
 		wantMsg := "id: evt_0000000000000042\nevent: transaction.final\ndata: " + string(want) + "\n\n"
 		if string(got) != wantMsg {
 			t.Errorf("message\n%q\nwant\n%q", got, wantMsg)

@@ -1,4 +1,4 @@
-package instore
+package service
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/instore-dev/instore"
 	"slices"
 	"sync"
 )
@@ -60,8 +61,8 @@ func (f *feed) markStale() {
 // compact JSON the service encoded (mustJSON), and the id, type and time
 // need no escaping; TestStreamMessageIsTheEvent checks it is what
 // json.Marshal of the event's EventWire gives.
-func encodeStreamMessage(e *StoredEvent) []byte {
-	id, at := EventID(e.Seq), e.At.UTC().Format(MicroRFC3339)
+func encodeStreamMessage(e *instore.StoredEvent) []byte {
+	id, at := instore.EventID(e.Seq), e.At.UTC().Format(instore.MicroRFC3339)
 	typ, err := json.Marshal(e.Type)
 	if err != nil {
 		panic(fmt.Sprintf("instore: encode event type: %v", err))
@@ -120,7 +121,7 @@ func (s *Service) refreshFeed(ctx context.Context, f *feed) error {
 		f.first, f.last = top-int64(feedSize), top-int64(feedSize)
 	}
 	for {
-		evs, err := s.Store.ListEvents(ctx, EventFilter{After: f.last, Limit: MaxEventPage})
+		evs, err := s.Store.ListEvents(ctx, instore.EventFilter{After: f.last, Limit: instore.MaxEventPage})
 		if err != nil {
 			f.stale = true
 			return err
@@ -135,7 +136,7 @@ func (s *Service) refreshFeed(ctx context.Context, f *feed) error {
 			f.first = f.events[over-1].seq
 			f.events = slices.Delete(f.events, 0, over)
 		}
-		if len(evs) < MaxEventPage {
+		if len(evs) < instore.MaxEventPage {
 			return nil
 		}
 	}
@@ -149,13 +150,13 @@ func (s *Service) refreshFeed(ctx context.Context, f *feed) error {
 // when it covers the position, else from the store (a replay). recheck
 // reads the store for new numbers even without a wake-up (EventsChanged),
 // in case one was lost.
-func (s *Service) StreamEvents(ctx context.Context, p *Principal, f EventFilter, recheck bool) ([]StreamMessage, int64, error) {
+func (s *Service) StreamEvents(ctx context.Context, p *instore.Principal, f instore.EventFilter, recheck bool) ([]StreamMessage, int64, error) {
 	if p.MerchantID == "" {
-		return nil, 0, Errorf(EForbidden, "Events belong to a merchant; use a merchant's credentials.")
+		return nil, 0, instore.Errorf(instore.EForbidden, "Events belong to a merchant; use a merchant's credentials.")
 	}
 	f.MerchantID = p.MerchantID
-	if f.Limit <= 0 || f.Limit > MaxEventPage {
-		f.Limit = MaxEventPage
+	if f.Limit <= 0 || f.Limit > instore.MaxEventPage {
+		f.Limit = instore.MaxEventPage
 	}
 	fd := &s.feed
 	fd.mu.Lock()
