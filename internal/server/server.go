@@ -268,6 +268,8 @@ func NewWithStore(ctx context.Context, cfg Config, st instore.Store) (*Server, e
 		NewPrintID: func() string { return ids.New("prt") },
 		AckTimeout: cfg.AckTimeout, Deadline: cfg.TransactionDeadline, PrintTimeout: cfg.PrintTimeout,
 		Observer: metrics.NewTransactions(reg),
+		// Each event is encoded once as the stream's server-sent message.
+		EncodeEvent: onlineapi.EncodeStreamMessage,
 		// Device secrets are checked like every stored secret.
 		SecretMatches: auth.Matches,
 		// http:// endpoints for a local receiver in the sandbox.

@@ -2,8 +2,9 @@ package service
 
 import (
 	"context"
-	"github.com/instore-dev/instore"
 	"time"
+
+	"github.com/instore-dev/instore"
 )
 
 // RealClock is the wall clock.

@@ -4,10 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/instore-dev/instore"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/instore-dev/instore"
 )
 
 // transactionEventType is the event type of a timeline event ("" when

@@ -19,6 +19,3 @@ func SetFeedSize(n int) func() {
 	feedSize = n
 	return func() { feedSize = old }
 }
-
-// EncodeStreamMessage exposes encodeStreamMessage to the external tests.
-func EncodeStreamMessage(e *instore.StoredEvent) []byte { return encodeStreamMessage(e) }

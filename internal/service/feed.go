@@ -1,20 +1,20 @@
 package service
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
-	"github.com/instore-dev/instore"
 	"slices"
 	"sync"
+
+	"github.com/instore-dev/instore"
 )
 
 // The event streams of a node share one feed: the window of the latest
 // numbered events of every merchant, read from the store once per
-// numbering (not once per stream) and each encoded once as its
-// server-sent message, which every stream that wants it writes as it is.
+// numbering (not once per stream) and each encoded once as its stream
+// message (Service.EncodeEvent: the HTTP adapter's server-sent message),
+// which every stream that wants it writes as it is.
 // A stream whose position is older than the window (a replay after
 // Last-Event-ID) reads the store itself until it reaches the window.
 //
@@ -28,7 +28,8 @@ import (
 var feedSize = 4096
 
 // StreamMessage is one event of a stream, encoded: Seq its number, Text
-// the server-sent message (id:, event:, data: and the blank line).
+// the event as Service.EncodeEvent wrote it (the server-sent message: id:,
+// event:, data: and the blank line).
 type StreamMessage struct {
 	Seq  int64
 	Text []byte
@@ -54,43 +55,6 @@ func (f *feed) markStale() {
 	f.mu.Lock()
 	f.stale = true
 	f.mu.Unlock()
-}
-
-// encodeStreamMessage is e as a server-sent message. The event's JSON is
-// written out here rather than by encoding/json: its data is already the
-// compact JSON the service encoded (mustJSON), and the id, type and time
-// need no escaping; TestStreamMessageIsTheEvent checks it is what
-// json.Marshal of the event's EventWire gives.
-func encodeStreamMessage(e *instore.StoredEvent) []byte {
-	id, at := instore.EventID(e.Seq), e.At.UTC().Format(instore.MicroRFC3339)
-	typ, err := json.Marshal(e.Type)
-	if err != nil {
-		panic(fmt.Sprintf("instore: encode event type: %v", err))
-	}
-	b := make([]byte, 0, 2*len(id)+2*len(typ)+len(at)+len(e.Data)+64)
-	b = append(b, "id: "...)
-	b = append(b, id...)
-	b = append(b, "\nevent: "...)
-	b = append(b, typ[1:len(typ)-1]...)
-	b = append(b, "\ndata: {\"id\":\""...)
-	b = append(b, id...)
-	b = append(b, "\",\"type\":"...)
-	b = append(b, typ...)
-	b = append(b, ",\"createdAt\":\""...)
-	b = append(b, at...)
-	b = append(b, "\",\"data\":"...)
-	data := e.Data
-	if bytes.ContainsAny(data, "\r\n") {
-		// Not as the service writes it: compacted, so that no line break
-		// ends the message's data line.
-		var c bytes.Buffer
-		if err := json.Compact(&c, data); err != nil {
-			panic(fmt.Sprintf("instore: event %d: data is not JSON: %v", e.Seq, err))
-		}
-		data = c.Bytes()
-	}
-	b = append(b, data...)
-	return append(b, "}\n\n"...)
 }
 
 // refreshFeed reads the events numbered after the window into it (all of
@@ -129,7 +93,7 @@ func (s *Service) refreshFeed(ctx context.Context, f *feed) error {
 		for i := range evs {
 			e := &evs[i]
 			f.events = append(f.events, feedEvent{seq: e.Seq, merchantID: e.MerchantID, typ: e.Type,
-				terminalID: e.TerminalID, text: encodeStreamMessage(e)})
+				terminalID: e.TerminalID, text: s.encodeEvent(e)})
 			f.last = e.Seq
 		}
 		if over := len(f.events) - feedSize; over > 0 {
@@ -200,11 +164,20 @@ func (s *Service) StreamEvents(ctx context.Context, p *instore.Principal, f inst
 	out := make([]StreamMessage, len(evs))
 	pos := f.After
 	for i := range evs {
-		out[i] = StreamMessage{Seq: evs[i].Seq, Text: encodeStreamMessage(&evs[i])}
+		out[i] = StreamMessage{Seq: evs[i].Seq, Text: s.encodeEvent(&evs[i])}
 		pos = evs[i].Seq
 	}
 	if len(evs) < f.Limit {
 		pos = max(pos, seen)
 	}
 	return out, pos, nil
+}
+
+// encodeEvent is e as a stream writes it: EncodeEvent, or its JSON
+// (EventWire) when none is set.
+func (s *Service) encodeEvent(e *instore.StoredEvent) []byte {
+	if s.EncodeEvent != nil {
+		return s.EncodeEvent(e)
+	}
+	return mustJSON(e.Wire())
 }

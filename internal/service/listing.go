@@ -10,10 +10,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/instore-dev/instore"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/instore-dev/instore"
 )
 
 // Transactions lists the merchant's transactions, newest first, a page at

@@ -2,8 +2,9 @@ package service
 
 import (
 	"context"
-	"github.com/instore-dev/instore"
 	"log/slog"
+
+	"github.com/instore-dev/instore"
 )
 
 // ended reports a transaction that just reached its final status: the

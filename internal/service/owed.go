@@ -7,10 +7,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/instore-dev/instore"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/instore-dev/instore"
 )
 
 // effectIDPrefix starts every effect id, and so the message id of every

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/instore-dev/instore"
 	"time"
+
+	"github.com/instore-dev/instore"
 )
 
 // DefaultPrintTimeout is how long a print job waits for the terminal.

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/instore-dev/instore"
 	"time"
+
+	"github.com/instore-dev/instore"
 )
 
 // Purchase creates a purchase on a terminal and answers once the terminal

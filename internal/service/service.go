@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/instore-dev/instore"
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/instore-dev/instore"
 )
 
 // Service runs the Online API's operations on terminals and transactions
@@ -41,6 +42,11 @@ type Service struct {
 	// EffectTTL bounds how long a message owed to a terminal (a cancel, a
 	// reversal, a print: effect.go) is kept owed; DefaultEffectTTL when 0.
 	EffectTTL time.Duration
+	// EncodeEvent writes an event as its streams send it: the HTTP
+	// adapter's server-sent message (onlineapi.EncodeStreamMessage). The
+	// feed encodes each event once with it (feed.go); nil: the event's
+	// JSON.
+	EncodeEvent func(*instore.StoredEvent) []byte
 	// Observer, if set, is told of every transaction that ends
 	// (observe.go).
 	Observer instore.Observer

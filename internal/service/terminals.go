@@ -5,8 +5,9 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"github.com/instore-dev/instore"
 	"math/big"
+
+	"github.com/instore-dev/instore"
 )
 
 // view builds what the Online API shows of a terminal ID.

@@ -3,8 +3,9 @@ package service
 import (
 	"context"
 	"fmt"
-	"github.com/instore-dev/instore"
 	"time"
+
+	"github.com/instore-dev/instore"
 )
 
 // arm runs fn(ref) at a time (or at once if it passed), replacing any

@@ -7,8 +7,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/instore-dev/instore"
 	"time"
+
+	"github.com/instore-dev/instore"
 )
 
 // The life of a software update over the terminal session. An update is

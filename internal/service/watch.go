@@ -1,8 +1,9 @@
 package service
 
 import (
-	"github.com/instore-dev/instore"
 	"sync"
+
+	"github.com/instore-dev/instore"
 )
 
 // running keeps the latest state this node committed of each of its

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"github.com/instore-dev/instore"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/instore-dev/instore"
 )
 
 func parseDeliveryID(s string) (int64, bool) {
