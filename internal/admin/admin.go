@@ -191,7 +191,7 @@ func (a *Admin) AllocateTerminals(ctx context.Context, merchantID string, n int)
 // service is the domain service on the admin's store and clock, without a
 // gateway: the operator's commands reach no terminal session.
 func (a *Admin) service() *service.Service {
-	return &service.Service{Store: a.Store, Now: a.Now, Gateway: instore.NoGateway{}}
+	return &service.Service{Store: a.Store, Clock: service.WithNow(nil, a.Now), Gateway: instore.NoGateway{}}
 }
 
 // ImportResult says what a catalogue import did.

@@ -238,8 +238,11 @@ func NewWithStore(ctx context.Context, cfg Config, st instore.Store) (*Server, e
 	if cfg.Clock == nil {
 		cfg.Clock = service.RealClock{}
 	}
+	svcClock := cfg.Clock
 	if cfg.Now == nil {
 		cfg.Now = cfg.Clock.Now
+	} else {
+		svcClock = service.WithNow(cfg.Clock, cfg.Now)
 	}
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = cfg.DefaultShutdownTimeout()
@@ -263,7 +266,7 @@ func NewWithStore(ctx context.Context, cfg Config, st instore.Store) (*Server, e
 		metrics.RegisterDB(reg, p.Pools())
 	}
 	svc := &service.Service{
-		Store: st, Metadata: &meta, Logger: cfg.Logger, Now: cfg.Now, Clock: cfg.Clock,
+		Store: st, Metadata: &meta, Logger: cfg.Logger, Clock: svcClock,
 		NewRef:     func() string { return ids.New("txn") },
 		NewPrintID: func() string { return ids.New("prt") },
 		AckTimeout: cfg.AckTimeout, Deadline: cfg.TransactionDeadline, PrintTimeout: cfg.PrintTimeout,

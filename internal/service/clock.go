@@ -39,6 +39,24 @@ func Every(ctx context.Context, c instore.Clock, interval time.Duration, f func(
 	}
 }
 
+// WithNow is c with its time of day read from now instead, its timers
+// still c's (nil c: the wall clock's): for a process whose time of day is
+// set apart from the clock that runs its time-outs (the server's
+// Config.Now, the admin's Now).
+func WithNow(c instore.Clock, now func() time.Time) instore.Clock {
+	if c == nil {
+		c = RealClock{}
+	}
+	return nowClock{Clock: c, now: now}
+}
+
+type nowClock struct {
+	instore.Clock
+	now func() time.Time
+}
+
+func (c nowClock) Now() time.Time { return c.now() }
+
 // clock is the Service's Clock: Clock, or the wall clock.
 func (s *Service) clock() instore.Clock {
 	if s.Clock != nil {

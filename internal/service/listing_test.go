@@ -13,6 +13,7 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/admin"
+	"github.com/instore-dev/instore/internal/clocktest"
 	"github.com/instore-dev/instore/internal/service"
 )
 
@@ -50,7 +51,7 @@ func newListFixture(t *testing.T) *listFixture {
 	}
 	f.other = mer.ID
 	meta := instore.DefaultMetadata()
-	f.node2 = &service.Service{Store: f.st, Metadata: &meta, Now: time.Now, Gateway: instore.NoGateway{}}
+	f.node2 = &service.Service{Store: f.st, Metadata: &meta, Gateway: instore.NoGateway{}}
 	return f
 }
 
@@ -150,7 +151,7 @@ func TestTransactionsCursorKeepsRange(t *testing.T) {
 	// 23 h 55 min later the last transaction (created 6 min before the
 	// first page) has left the default range; the listing still shows it.
 	later := time.Now().Add(24*time.Hour - 5*time.Minute)
-	f.node2.Now = func() time.Time { return later }
+	f.node2.Clock = clocktest.New(later)
 	refs, next, err := f.page(t, f.node2, f.merchant, instore.ListQuery{Limit: 4, Cursor: cursor})
 	if err != nil {
 		t.Fatal(err)

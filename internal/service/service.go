@@ -26,10 +26,9 @@ type Service struct {
 	SecretMatches func(secret string, digest []byte) bool
 	// NewRef returns a new onlineAPIRefId (unique, time-sortable).
 	NewRef func() string
-	// Now is the time of day (stamps, listings' windows); Clock runs the
-	// time-outs, waits and sweeps (nil: the wall clock). The server sets
-	// Now to Clock.Now when it has a Clock.
-	Now   func() time.Time
+	// Clock is the service's one time: the time of day (stamps,
+	// listings' windows) and the time-outs, waits and sweeps measured on
+	// it (nil: the wall clock, RealClock).
 	Clock instore.Clock
 	// AckTimeout is how long a purchase waits for the terminal's ack (WP25).
 	AckTimeout time.Duration
@@ -83,6 +82,10 @@ const (
 	DefaultDeadline   = 120 * time.Second
 )
 
+// Now is the time of day on the service's Clock.
+func (s *Service) Now() time.Time { return s.clock().Now() }
+
+// now is Now as the service stamps it: UTC, to the microsecond.
 func (s *Service) now() time.Time { return s.Now().UTC().Truncate(time.Microsecond) }
 
 func (s *Service) log() *slog.Logger {

@@ -47,7 +47,7 @@ func newFixture(tb testing.TB, synchronous, serial string) *fixture {
 		tb.Fatal(err)
 	}
 	meta := instore.DefaultMetadata()
-	svc := &service.Service{Store: st, Metadata: &meta, Now: time.Now, Gateway: instore.NoGateway{}, NewRef: func() string { return ids.New("txn") }}
+	svc := &service.Service{Store: st, Metadata: &meta, Gateway: instore.NoGateway{}, NewRef: func() string { return ids.New("txn") }}
 	svc.Gateway = gateway.New(gateway.Config{Events: svc})
 	tb.Cleanup(svc.Close)
 	return &fixture{st: st, svc: svc, merchant: mer.ID, terminal: ts[0].TerminalID}
