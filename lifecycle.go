@@ -10,7 +10,7 @@ import (
 // stored transaction, an event and the rules, and returns the next state
 // and what the change makes the service owe (a cancel or a reversal sent
 // to the terminal, a receipt printed, a timer armed, cancels made moot).
-// It does no I/O and reads no clock: the Service (apply, in service.go)
+// It does no I/O and reads no clock: the Service (apply, in internal/service/apply.go)
 // reads the transaction, calls Next, writes the new state with its
 // effects and timeline event in one database transaction, and carries
 // the effects out after the commit. docs/lifecycle.md has the diagram.

@@ -76,7 +76,7 @@ func (s *Service) apply(ctx context.Context, ref string, known *instore.Transact
 
 // carryOut does, after the commit of a step, what it owes: moot cancels
 // ended, the timer armed, the effects sent (a device offline gets them
-// after its next hello: effect.go) and the receipt's print job started.
+// after its next hello: the root's effect.go) and the receipt's print job started.
 func (s *Service) carryOut(ctx context.Context, t *instore.Transaction, st instore.Step, o *owed) {
 	bg := context.WithoutCancel(ctx)
 	if st.EndCancels {

@@ -32,7 +32,7 @@ func (s *Service) AuthenticateDevice(ctx context.Context, serial, secret string)
 // DeviceConnected records the device's hello and tells it what to show: its
 // terminal ID, or a link code while unlinked. Then it resumes what the
 // device may have missed: the command of its transaction if it has not
-// acknowledged it, every message still owed to it (effect.go), and its
+// acknowledged it, every message still owed to it (the root's effect.go), and its
 // software update.
 func (s *Service) DeviceConnected(ctx context.Context, serial string, h instore.DeviceHello) error {
 	at := s.now()

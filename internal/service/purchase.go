@@ -276,7 +276,7 @@ func (s *Service) Cancel(ctx context.Context, p *instore.Principal, req *instore
 	}
 	// The request and the cancel it owes the terminal are stored together:
 	// a cancel that cannot be sent now is sent after the device's next
-	// hello (effect.go). A transaction the terminal ended first is
+	// hello (the root's effect.go). A transaction the terminal ended first is
 	// answered as it is.
 	t, _, err := s.apply(ctx, active.ID, nil, instore.Event{Kind: instore.EventCancelRequested, At: s.now()})
 	if err != nil {

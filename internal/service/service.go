@@ -39,7 +39,7 @@ type Service struct {
 	// NewPrintID returns a new printId.
 	NewPrintID func() string
 	// EffectTTL bounds how long a message owed to a terminal (a cancel, a
-	// reversal, a print: effect.go) is kept owed; DefaultEffectTTL when 0.
+	// reversal, a print: the root's effect.go) is kept owed; DefaultEffectTTL when 0.
 	EffectTTL time.Duration
 	// EncodeEvent writes an event as its streams send it: the HTTP
 	// adapter's server-sent message (onlineapi.EncodeStreamMessage). The

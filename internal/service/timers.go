@@ -49,7 +49,7 @@ func (s *Service) confirmExpired(ref string) { s.expire(ref, instore.EventConfir
 
 // expire applies a timer's event (EventAckTimeout, EventDeadline) to a
 // transaction: a PENDING one ends TECHNICAL_ERROR and its terminal is
-// told why, the cancel stored with the change (effect.go); a failure is
+// told why, the cancel stored with the change (the root's effect.go); a failure is
 // logged and the sweep tries again (Sweep, overdue transactions).
 func (s *Service) expire(ref, kind string) {
 	if _, _, err := s.apply(context.Background(), ref, nil, instore.Event{Kind: kind, At: s.now()}); err != nil && !s.isClosed() {
