@@ -131,28 +131,28 @@ func ParseCatalogue(r io.Reader) ([]*Package, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("catalogue is not valid: more than one JSON value")
 	}
-	var f fields
+	var f FieldErrors
 	switch {
 	case c.Packages == nil:
-		f.add("/packages", "is required")
+		f.Add("/packages", "is required")
 	case len(c.Packages) > MaxPackages:
-		f.add("/packages", "holds more than %d packages", MaxPackages)
+		f.Add("/packages", "holds more than %d packages", MaxPackages)
 	}
 	seen := map[string]bool{}
 	for i, p := range c.Packages {
 		at := fmt.Sprintf("/packages/%d", i)
 		if p == nil {
-			f.add(at, "must be an object")
+			f.Add(at, "must be an object")
 			continue
 		}
 		p.check(&f, at)
 		if seen[p.ID] {
-			f.add(at+"/packageId", "is given twice")
+			f.Add(at+"/packageId", "is given twice")
 		}
 		seen[p.ID] = true
 		p.ReleasedAt = p.ReleasedAt.UTC().Truncate(time.Microsecond)
 	}
-	if err := f.err(); err != nil {
+	if err := f.Err(); err != nil {
 		var e *Error
 		errors.As(err, &e)
 		msgs := make([]string, len(e.Fields))
@@ -165,30 +165,30 @@ func ParseCatalogue(r io.Reader) ([]*Package, error) {
 }
 
 // check adds the problems of one package to f.
-func (p *Package) check(f *fields, at string) {
+func (p *Package) check(f *FieldErrors, at string) {
 	if !ValidPackageID(p.ID) {
-		f.add(at+"/packageId", "must be 1-64 of A-Z a-z 0-9 . _ -")
+		f.Add(at+"/packageId", "must be 1-64 of A-Z a-z 0-9 . _ -")
 	}
 	if p.CustomerID != "" && !accountPattern.MatchString(p.CustomerID) {
-		f.add(at+"/customerId", "is not a customer id")
+		f.Add(at+"/customerId", "is not a customer id")
 	}
 	if !ValidModel(p.Model) {
-		f.add(at+"/model", "must be one of %s", strings.Join(Models, ", "))
+		f.Add(at+"/model", "must be one of %s", strings.Join(Models, ", "))
 	}
 	if strings.TrimSpace(p.Name) == "" || utf8.RuneCountInString(p.Name) > maxPackageNameLen || !utf8.ValidString(p.Name) {
-		f.add(at+"/name", "must be 1-%d characters", maxPackageNameLen)
+		f.Add(at+"/name", "must be 1-%d characters", maxPackageNameLen)
 	}
 	if !ValidVersion(p.Version) {
-		f.add(at+"/version", "must be one to four dot-separated numbers, such as 1.4.2")
+		f.Add(at+"/version", "must be one to four dot-separated numbers, such as 1.4.2")
 	}
 	if p.SizeBytes < 1 || p.SizeBytes > MaxPackageSize {
-		f.add(at+"/sizeBytes", "must be 1 to %d", int64(MaxPackageSize))
+		f.Add(at+"/sizeBytes", "must be 1 to %d", int64(MaxPackageSize))
 	}
 	if !sha256Pattern.MatchString(p.SHA256) {
-		f.add(at+"/sha256", "must be 64 lower-case hex digits")
+		f.Add(at+"/sha256", "must be 64 lower-case hex digits")
 	}
 	if p.ReleasedAt.IsZero() {
-		f.add(at+"/releasedAt", "is required (RFC 3339)")
+		f.Add(at+"/releasedAt", "is required (RFC 3339)")
 	}
 }
 

@@ -1,7 +1,6 @@
 package instore
 
 import (
-	"context"
 	"time"
 )
 
@@ -24,44 +23,4 @@ type Timer interface {
 	// Stop prevents the call if it has not run; it reports whether it
 	// stopped it.
 	Stop() bool
-}
-
-// RealClock is the wall clock.
-type RealClock struct{}
-
-// Now returns time.Now().
-func (RealClock) Now() time.Time { return time.Now() }
-
-// AfterFunc is time.AfterFunc.
-func (RealClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
-
-// After returns a channel closed once d has passed on c, and a function
-// that releases its timer.
-func After(c Clock, d time.Duration) (<-chan struct{}, func()) {
-	ch := make(chan struct{})
-	t := c.AfterFunc(d, func() { close(ch) })
-	return ch, func() { t.Stop() }
-}
-
-// Every calls f every interval on c until ctx ends (the first call one
-// interval from now); each next interval starts when f returns.
-func Every(ctx context.Context, c Clock, interval time.Duration, f func()) {
-	for {
-		ch, stop := After(c, interval)
-		select {
-		case <-ctx.Done():
-			stop()
-			return
-		case <-ch:
-		}
-		f()
-	}
-}
-
-// clock is the Service's Clock: Clock, or the wall clock.
-func (s *Service) clock() Clock {
-	if s.Clock != nil {
-		return s.Clock
-	}
-	return RealClock{}
 }

@@ -99,6 +99,9 @@ func (m *Metadata) TransactionStatus(id int) (Code, bool) { return lookup(m.Tran
 // PaymentMethod returns the paymentMethods entry with that id.
 func (m *Metadata) PaymentMethod(id int) (Code, bool) { return lookup(m.PaymentMethods, id) }
 
+// ErrorCodeByID looks an error code up by its id.
+func (m *Metadata) ErrorCodeByID(id int) (Code, bool) { return lookup(m.ErrorCodes, id) }
+
 // PrintStatus returns the printStatuses entry with that id.
 func (m *Metadata) PrintStatus(id int) (Code, bool) { return lookup(m.PrintStatuses, id) }
 

@@ -53,15 +53,15 @@ func Currencies() map[string]int {
 
 // checkCurrency adds a field error unless code is an active ISO 4217
 // currency.
-func checkCurrency(f *fields, code string) {
+func checkCurrency(f *FieldErrors, code string) {
 	switch {
 	case code == "":
-		f.add("/currency", "is required")
+		f.Add("/currency", "is required")
 	case !currencyPattern.MatchString(code):
-		f.add("/currency", "must be an ISO 4217 alphabetic code such as SEK")
+		f.Add("/currency", "must be an ISO 4217 alphabetic code such as SEK")
 	default:
 		if _, ok := currencyExponents[code]; !ok {
-			f.add("/currency", "is not an active ISO 4217 currency")
+			f.Add("/currency", "is not an active ISO 4217 currency")
 		}
 	}
 }

@@ -1,7 +1,13 @@
-// Package instore is the domain of the instore payment service: merchants,
-// credentials, terminals, transactions and print jobs, the code lists of the
-// specification, the error vocabulary and the store interface.
+// Package instore is the contract of the instore payment service: the
+// resources (merchants, credentials, terminals, transactions, print jobs,
+// software updates, webhooks) and their wire forms, the error vocabulary
+// and problem codes, the code lists of the specification, the money rules
+// (payback.go), the transaction's pure lifecycle (lifecycle.go), and the
+// interfaces the application runs on (the Store, the Gateway, the Clock).
 //
-// It knows nothing of HTTP, SQL or WebSockets. Adapters live under internal/
-// and depend on this package, never the reverse.
+// It does no I/O and starts no goroutine, and imports nothing outside the
+// standard library (imports_test.go keeps it so). The application, the
+// Service that runs every operation on it, is internal/service; the
+// adapters (HTTP, the terminal gateway, SQL) live under internal/ and
+// depend on this package, never the reverse.
 package instore

@@ -3,7 +3,7 @@ package instore
 import "time"
 
 // What the service owes a terminal device outside the database is an
-// Effect (owed.go carries them out): a cancel (the ECR's, DEADLINE, ACK_TIMEOUT), the reversal of a
+// Effect (internal/service/owed.go carries them out): a cancel (the ECR's, DEADLINE, ACK_TIMEOUT), the reversal of a
 // late approval, a print. Each is written in the database transaction of
 // the change that makes it owed (the transaction's expiry, the cashier's
 // cancel request, the late approval turned REVERSED, the result with

@@ -10,7 +10,7 @@ import (
 // stored transaction, an event and the rules, and returns the next state
 // and what the change makes the service owe (a cancel or a reversal sent
 // to the terminal, a receipt printed, a timer armed, cancels made moot).
-// It does no I/O and reads no clock: the Service (apply, in service.go)
+// It does no I/O and reads no clock: the Service (apply, in internal/service/apply.go)
 // reads the transaction, calls Next, writes the new state with its
 // effects and timeline event in one database transaction, and carries
 // the effects out after the commit. docs/lifecycle.md has the diagram.
@@ -99,8 +99,8 @@ type Step struct {
 	Ended bool
 }
 
-// stageRank orders the progress stages; 0 is no terminal stage.
-func stageRank(p string) int { return slices.Index(TerminalStages, p) + 1 }
+// StageRank orders the progress stages; 0 is no terminal stage.
+func StageRank(p string) int { return slices.Index(TerminalStages, p) + 1 }
 
 // Next applies e to t under r. t is a copy the caller owns; the new state
 // is returned as a value and t is not changed.
@@ -120,12 +120,12 @@ func Next(t Transaction, e Event, r Rules) (Transaction, Step) {
 		st.Arm, st.ArmKind = &deadline, EventDeadline
 
 	case EventProgress:
-		rank := stageRank(e.Stage)
+		rank := StageRank(e.Stage)
 		if rank == 0 {
 			st.Refused = fmt.Errorf("unknown progress stage %q", e.Stage)
 			return before, st
 		}
-		if t.Final() || rank <= stageRank(t.Progress) {
+		if t.Final() || rank <= StageRank(t.Progress) {
 			return before, st
 		}
 		t.Progress = e.Stage
@@ -182,7 +182,7 @@ func Next(t Transaction, e Event, r Rules) (Transaction, Step) {
 		case t.ConfirmState == ConfirmConfirmed && t.StatusID == StatusApproved:
 			return before, st // confirmed already: the same answer
 		default:
-			st.Refused = notConfirmable(&t)
+			st.Refused = NotConfirmable(&t)
 			return before, st
 		}
 
@@ -213,8 +213,8 @@ func autoReverse(t Transaction, e Event, r Rules) (Transaction, Step) {
 	return changed(before, t, e, r, st, EventAutoReversed)
 }
 
-// notConfirmable is the problem of a confirm of t that cannot apply.
-func notConfirmable(t *Transaction) *Error {
+// NotConfirmable is the problem of a confirm of t that cannot apply.
+func NotConfirmable(t *Transaction) *Error {
 	switch {
 	case t.ConfirmState == "":
 		return Errorf(ENotConfirmable, "The transaction did not ask for confirmation (confirmWithinSeconds).")
@@ -372,3 +372,6 @@ func NextReversalPair(rev, orig Transaction, e Event, r Rules) (newRev, newOrig 
 	orig.Events[len(orig.Events)-1].Detail = "by REVERSAL " + rev.ID
 	return rev, orig, st, true
 }
+
+// ptr is a pointer to a copy of v.
+func ptr[T any](v T) *T { return &v }

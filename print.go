@@ -58,32 +58,32 @@ type PrintRequest struct {
 
 // Validate checks the fields' shapes.
 func (r *PrintRequest) Validate() error {
-	var f fields
+	var f FieldErrors
 	checkTerminalID(&f, r.TerminalID)
 	switch {
 	case r.Lines != nil && r.OnlineAPIRefID != "":
-		f.add("", "give either lines or onlineAPIRefId and copy, not both")
+		f.Add("", "give either lines or onlineAPIRefId and copy, not both")
 	case r.Lines != nil:
 		if len(r.Lines) < 1 || len(r.Lines) > MaxPrintLines {
-			f.add("/lines", "must hold 1 to %d lines", MaxPrintLines)
+			f.Add("/lines", "must hold 1 to %d lines", MaxPrintLines)
 		}
 		for i, l := range r.Lines {
 			if !ValidText(l, MaxPrintLineLen) {
-				f.add("/lines/"+strconv.Itoa(i), "must be at most %d characters, without control characters", MaxPrintLineLen)
+				f.Add("/lines/"+strconv.Itoa(i), "must be at most %d characters, without control characters", MaxPrintLineLen)
 			}
 		}
 		if r.Copy != "" {
-			f.add("/copy", "goes with onlineAPIRefId only")
+			f.Add("/copy", "goes with onlineAPIRefId only")
 		}
 	case r.OnlineAPIRefID != "":
 		if !ValidRef(r.OnlineAPIRefID) {
-			f.add("/onlineAPIRefId", "is not an onlineAPIRefId")
+			f.Add("/onlineAPIRefId", "is not an onlineAPIRefId")
 		}
 		if r.Copy != CopyCustomer && r.Copy != CopyMerchant {
-			f.add("/copy", "must be CUSTOMER or MERCHANT")
+			f.Add("/copy", "must be CUSTOMER or MERCHANT")
 		}
 	default:
-		f.add("", "give lines, or onlineAPIRefId and copy")
+		f.Add("", "give lines, or onlineAPIRefId and copy")
 	}
-	return f.err()
+	return f.Err()
 }

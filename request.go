@@ -28,34 +28,36 @@ func ValidTerminalID(s string) bool { return terminalIDPattern.MatchString(s) }
 // ValidRef reports whether s has the shape of an onlineAPIRefId.
 func ValidRef(s string) bool { return refPattern.MatchString(s) }
 
-// fields collects field errors of a request.
-type fields []FieldError
+// FieldErrors collects field errors of a request.
+type FieldErrors []FieldError
 
-func (f *fields) add(field, format string, args ...any) {
+// Add adds a field's error, its message formatted as by fmt.Sprintf.
+func (f *FieldErrors) Add(field, format string, args ...any) {
 	*f = append(*f, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
 }
 
-func (f fields) err() error {
+// Err is the validation error (EValidation) listing f; nil if f is empty.
+func (f FieldErrors) Err() error {
 	if len(f) == 0 {
 		return nil
 	}
 	return &Error{Code: EValidation, Detail: "The request is not valid; see errors.", Fields: f}
 }
 
-// checkECRReference checks an ecrReference, of a body or of a query
+// CheckECRReference checks an ecrReference, of a body or of a query
 // (field names the one or the other): free text the terminal protocol
 // carries to the terminal (ValidText).
-func checkECRReference(f *fields, field, ref string) {
+func CheckECRReference(f *FieldErrors, field, ref string) {
 	if !ValidText(ref, MaxECRReferenceLen) {
-		f.add(field, "must be at most %d characters, without control characters", MaxECRReferenceLen)
+		f.Add(field, "must be at most %d characters, without control characters", MaxECRReferenceLen)
 	}
 }
 
-func checkTerminalID(f *fields, id string) {
+func checkTerminalID(f *FieldErrors, id string) {
 	if id == "" {
-		f.add("/terminalId", "is required")
+		f.Add("/terminalId", "is required")
 	} else if !ValidTerminalID(id) {
-		f.add("/terminalId", "must be 8 digits")
+		f.Add("/terminalId", "must be 8 digits")
 	}
 }
 
@@ -67,14 +69,14 @@ type LinkRequest struct {
 
 // Validate checks the fields' shapes.
 func (r *LinkRequest) Validate() error {
-	var f fields
+	var f FieldErrors
 	checkTerminalID(&f, r.TerminalID)
 	if r.LinkCode == "" {
-		f.add("/linkCode", "is required")
+		f.Add("/linkCode", "is required")
 	} else if !linkCodePattern.MatchString(r.LinkCode) {
-		f.add("/linkCode", "must be the 6 digits the terminal shows")
+		f.Add("/linkCode", "must be the 6 digits the terminal shows")
 	}
-	return f.err()
+	return f.Err()
 }
 
 // CancelRequest is the body of POST /cancel. OnlineAPIRefID, optional,
@@ -88,12 +90,12 @@ type CancelRequest struct {
 
 // Validate checks the fields' shapes.
 func (r *CancelRequest) Validate() error {
-	var f fields
+	var f FieldErrors
 	checkTerminalID(&f, r.TerminalID)
 	if r.OnlineAPIRefID != "" && !ValidRef(r.OnlineAPIRefID) {
-		f.add("/onlineAPIRefId", "is not an onlineAPIRefId")
+		f.Add("/onlineAPIRefId", "is not an onlineAPIRefId")
 	}
-	return f.err()
+	return f.Err()
 }
 
 // TerminalRequest is the body of POST /terminal/unlink.
@@ -103,9 +105,9 @@ type TerminalRequest struct {
 
 // Validate checks the fields' shapes.
 func (r *TerminalRequest) Validate() error {
-	var f fields
+	var f FieldErrors
 	checkTerminalID(&f, r.TerminalID)
-	return f.err()
+	return f.Err()
 }
 
 // PurchaseRequest is the body of POST /purchase.
@@ -127,30 +129,30 @@ type PurchaseRequest struct {
 // Validate checks the fields' shapes and ranges. Whether the payment
 // method exists is WP22, checked later in the contract's order.
 func (r *PurchaseRequest) Validate() error {
-	var f fields
+	var f FieldErrors
 	checkTerminalID(&f, r.TerminalID)
 	switch {
 	case r.Amount == nil:
-		f.add("/amount", "is required")
+		f.Add("/amount", "is required")
 	case *r.Amount < MinAmount || *r.Amount > MaxAmount:
-		f.add("/amount", "%s", amountRangeMessage(r.Currency))
+		f.Add("/amount", "%s", amountRangeMessage(r.Currency))
 	}
 	if r.CashbackAmount != nil {
 		if *r.CashbackAmount < 0 {
-			f.add("/cashbackAmount", "must not be negative")
+			f.Add("/cashbackAmount", "must not be negative")
 		} else if r.Amount != nil && *r.CashbackAmount > *r.Amount {
-			f.add("/cashbackAmount", "must not exceed amount (amount is the total, cashback included)")
+			f.Add("/cashbackAmount", "must not exceed amount (amount is the total, cashback included)")
 		}
 	}
 	if r.VATAmount != nil && (*r.VATAmount < 0 || r.Amount != nil && *r.VATAmount > *r.Amount) {
-		f.add("/vatAmount", "must be between 0 and amount")
+		f.Add("/vatAmount", "must be between 0 and amount")
 	}
 	checkCurrency(&f, r.Currency)
-	checkECRReference(&f, "/ecrReference", r.ECRReference)
+	CheckECRReference(&f, "/ecrReference", r.ECRReference)
 	if c := r.ConfirmWithinSeconds; c != nil && (*c < MinConfirmWithinSeconds || *c > MaxConfirmWithinSeconds) {
-		f.add("/confirmWithinSeconds", "must be between %d and %d (seconds)", MinConfirmWithinSeconds, MaxConfirmWithinSeconds)
+		f.Add("/confirmWithinSeconds", "must be between %d and %d (seconds)", MinConfirmWithinSeconds, MaxConfirmWithinSeconds)
 	}
-	return f.err()
+	return f.Err()
 }
 
 // DecodeHint words the error of a member of a purchase body that is not
@@ -190,20 +192,20 @@ type RefundRequest struct {
 
 // Validate checks the fields' shapes and ranges.
 func (r *RefundRequest) Validate() error {
-	var f fields
+	var f FieldErrors
 	checkTerminalID(&f, r.TerminalID)
 	switch {
 	case r.Amount == nil:
-		f.add("/amount", "is required")
+		f.Add("/amount", "is required")
 	case *r.Amount < MinAmount || *r.Amount > MaxAmount:
-		f.add("/amount", "%s", amountRangeMessage(r.Currency))
+		f.Add("/amount", "%s", amountRangeMessage(r.Currency))
 	}
 	checkCurrency(&f, r.Currency)
 	if r.OriginalOnlineAPIRefID != "" && !ValidRef(r.OriginalOnlineAPIRefID) {
-		f.add("/originalOnlineAPIRefId", "is not an onlineAPIRefId")
+		f.Add("/originalOnlineAPIRefId", "is not an onlineAPIRefId")
 	}
-	checkECRReference(&f, "/ecrReference", r.ECRReference)
-	return f.err()
+	CheckECRReference(&f, "/ecrReference", r.ECRReference)
+	return f.Err()
 }
 
 // DecodeHint words the error of a member of a refund body that is not of
@@ -220,12 +222,12 @@ type ReversalRequest struct {
 
 // Validate checks the fields' shapes.
 func (r *ReversalRequest) Validate() error {
-	var f fields
+	var f FieldErrors
 	if r.OnlineAPIRefID == "" {
-		f.add("/onlineAPIRefId", "is required")
+		f.Add("/onlineAPIRefId", "is required")
 	} else if !ValidRef(r.OnlineAPIRefID) {
-		f.add("/onlineAPIRefId", "is not an onlineAPIRefId")
+		f.Add("/onlineAPIRefId", "is not an onlineAPIRefId")
 	}
-	checkECRReference(&f, "/ecrReference", r.ECRReference)
-	return f.err()
+	CheckECRReference(&f, "/ecrReference", r.ECRReference)
+	return f.Err()
 }

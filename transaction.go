@@ -170,8 +170,8 @@ func WithIdempotency(ctx context.Context, c *IdempotencyClaim) context.Context {
 	return context.WithValue(ctx, idempotencyKey{}, c)
 }
 
-// idempotencyOf returns the claim WithIdempotency put in ctx (nil: none).
-func idempotencyOf(ctx context.Context) *IdempotencyClaim {
+// IdempotencyOf returns the claim WithIdempotency put in ctx (nil: none).
+func IdempotencyOf(ctx context.Context) *IdempotencyClaim {
 	c, _ := ctx.Value(idempotencyKey{}).(*IdempotencyClaim)
 	return c
 }

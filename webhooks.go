@@ -2,18 +2,8 @@ package instore
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
-	"errors"
-	"fmt"
-	"net/netip"
-	"net/url"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 )
 
 // Webhook endpoints (docs/events.md): a merchant registers URLs that get
@@ -91,7 +81,9 @@ type WebhookWire struct {
 	Secret         string   `json:"secret,omitempty"`
 }
 
-func (w *Webhook) wire(withSecret bool) *WebhookWire {
+// Wire is w as the API answers it; withSecret adds its signing secret
+// (shown when it is created or rotated).
+func (w *Webhook) Wire(withSecret bool) *WebhookWire {
 	v := &WebhookWire{WebhookID: w.ID, URL: w.URL, EventTypes: nonNil(w.EventTypes), Description: w.Description,
 		Status: w.Status, CreatedAt: w.CreatedAt.UTC().Format(MicroRFC3339)}
 	if w.DisabledReason != "" {
@@ -141,12 +133,8 @@ type DeliveryWire struct {
 // DeliveryID is the API's id of a delivery.
 func DeliveryID(id int64) string { return "dlv_" + strconv.FormatInt(id, 10) }
 
-func parseDeliveryID(s string) (int64, bool) {
-	n, err := strconv.ParseInt(strings.TrimPrefix(s, "dlv_"), 10, 64)
-	return n, err == nil && n > 0 && strings.HasPrefix(s, "dlv_")
-}
-
-func (d *WebhookDelivery) wire() DeliveryWire {
+// Wire is d as the API answers it.
+func (d *WebhookDelivery) Wire() DeliveryWire {
 	v := DeliveryWire{DeliveryID: DeliveryID(d.ID), EventID: EventID(d.EventSeq), EventType: d.EventType,
 		Status: d.Status, CreatedAt: d.CreatedAt.UTC().Format(MicroRFC3339), Attempts: d.Attempts}
 	if v.Attempts == nil {
@@ -232,262 +220,4 @@ type WebhookRequest struct {
 	EventTypes  *[]string `json:"eventTypes"`
 	Description *string   `json:"description"`
 	Status      *string   `json:"status"`
-}
-
-// validate checks r; create: url required, status not allowed.
-func (s *Service) validateWebhook(r *WebhookRequest, create bool) []FieldError {
-	var errs []FieldError
-	if r.URL == nil {
-		if create {
-			errs = append(errs, FieldError{Field: "/url", Message: "is required"})
-		}
-	} else if msg := s.checkWebhookURL(*r.URL); msg != "" {
-		errs = append(errs, FieldError{Field: "/url", Message: msg})
-	}
-	if r.EventTypes != nil {
-		for _, t := range *r.EventTypes {
-			if !slices.Contains(EventTypes, t) {
-				errs = append(errs, FieldError{Field: "/eventTypes", Message: "must list event types: " + strings.Join(EventTypes, ", ")})
-				break
-			}
-		}
-	}
-	if r.Description != nil {
-		d := *r.Description
-		if !utf8.ValidString(d) || utf8.RuneCountInString(d) > MaxWebhookDescription ||
-			strings.IndexFunc(d, unicode.IsControl) >= 0 {
-			errs = append(errs, FieldError{Field: "/description", Message: fmt.Sprintf("must be at most %d characters, without control characters", MaxWebhookDescription)})
-		}
-	}
-	if r.Status != nil {
-		if create {
-			errs = append(errs, FieldError{Field: "/status", Message: "is set by PATCH only (a new endpoint is enabled)"})
-		} else if *r.Status != WebhookEnabled && *r.Status != WebhookDisabled {
-			errs = append(errs, FieldError{Field: "/status", Message: "must be enabled or disabled"})
-		}
-	}
-	return errs
-}
-
-// checkWebhookURL returns why u cannot be a target ("" if it can). Its
-// address is checked again when each delivery connects (internal/webhook).
-func (s *Service) checkWebhookURL(u string) string {
-	if len(u) > MaxWebhookURL || strings.IndexFunc(u, unicode.IsControl) >= 0 {
-		return fmt.Sprintf("must be an absolute https URL of at most %d bytes", MaxWebhookURL)
-	}
-	p, err := url.Parse(u)
-	if err != nil || p.Host == "" || p.User != nil || p.Fragment != "" {
-		return "must be an absolute https URL without credentials or fragment"
-	}
-	switch p.Scheme {
-	case "https":
-	case "http":
-		if !s.WebhookAllowHTTP {
-			return "must be https (http only in the sandbox)"
-		}
-	default:
-		return "must be an absolute https URL"
-	}
-	// A name is resolved, and its addresses checked, when a delivery
-	// connects; an address written in the URL is checked now too, and the
-	// names that always mean loopback (RFC 6761).
-	if s.WebhookAllowPrivate {
-		return ""
-	}
-	const allow = " (the operator may allow such addresses with --webhook-allow-private)"
-	host := strings.TrimSuffix(strings.ToLower(p.Hostname()), ".")
-	if a, err := netip.ParseAddr(host); err == nil {
-		if err := CheckWebhookAddr(a); err != nil {
-			return "must reach the public internet: " + err.Error() + allow
-		}
-	} else if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return "must reach the public internet: localhost is loopback" + allow
-	}
-	return ""
-}
-
-// NewWebhookSecret returns a new signing secret: whsec_ and the base64 of
-// 32 random bytes (the Standard Webhooks format).
-func NewWebhookSecret() string {
-	b := make([]byte, 32)
-	rand.Read(b)
-	return "whsec_" + base64.StdEncoding.EncodeToString(b)
-}
-
-func newWebhookID() string { return "wh_" + strings.ToLower(rand.Text()[:20]) }
-
-// CreateWebhook registers an endpoint of the principal's merchant and
-// answers it with its secret, shown this once.
-func (s *Service) CreateWebhook(ctx context.Context, p *Principal, r *WebhookRequest) (*WebhookWire, error) {
-	if _, err := s.merchant(ctx, p); err != nil {
-		return nil, err
-	}
-	if errs := s.validateWebhook(r, true); errs != nil {
-		return nil, fields(errs).err()
-	}
-	w := &Webhook{ID: newWebhookID(), MerchantID: p.MerchantID, URL: *r.URL, Status: WebhookEnabled,
-		Secret: NewWebhookSecret(), CreatedAt: s.now()}
-	if r.EventTypes != nil {
-		w.EventTypes = *r.EventTypes
-	}
-	if r.Description != nil {
-		w.Description = *r.Description
-	}
-	if err := s.Store.CreateWebhook(ctx, w, MaxWebhooks); errors.Is(err, ErrConflict) {
-		return nil, Errorf(EConflict, "A merchant has at most %d webhook endpoints; delete one first.", MaxWebhooks)
-	} else if err != nil {
-		return nil, fmt.Errorf("create webhook: %w", err)
-	}
-	return w.wire(true), nil
-}
-
-func (s *Service) webhook(ctx context.Context, p *Principal, id string) (*Webhook, error) {
-	if _, err := s.merchant(ctx, p); err != nil {
-		return nil, err
-	}
-	w, err := s.Store.Webhook(ctx, p.MerchantID, id)
-	if errors.Is(err, ErrNotFound) {
-		return nil, Errorf(ENotFound, "No webhook endpoint with this webhookId.")
-	} else if err != nil {
-		return nil, fmt.Errorf("webhook: %w", err)
-	}
-	return w, nil
-}
-
-// Webhooks lists the merchant's endpoints.
-func (s *Service) Webhooks(ctx context.Context, p *Principal) ([]*WebhookWire, error) {
-	if _, err := s.merchant(ctx, p); err != nil {
-		return nil, err
-	}
-	ws, err := s.Store.Webhooks(ctx, p.MerchantID)
-	if err != nil {
-		return nil, fmt.Errorf("webhooks: %w", err)
-	}
-	out := make([]*WebhookWire, len(ws))
-	for i, w := range ws {
-		out[i] = w.wire(false)
-	}
-	return out, nil
-}
-
-// Webhook returns one endpoint (without its secret).
-func (s *Service) Webhook(ctx context.Context, p *Principal, id string) (*WebhookWire, error) {
-	w, err := s.webhook(ctx, p, id)
-	if err != nil {
-		return nil, err
-	}
-	return w.wire(false), nil
-}
-
-// UpdateWebhook changes an endpoint (PATCH): enabling it clears the reason
-// it was disabled and its failing streak.
-func (s *Service) UpdateWebhook(ctx context.Context, p *Principal, id string, r *WebhookRequest) (*WebhookWire, error) {
-	if errs := s.validateWebhook(r, false); errs != nil {
-		return nil, fields(errs).err()
-	}
-	w, err := s.webhook(ctx, p, id)
-	if err != nil {
-		return nil, err
-	}
-	if r.URL != nil {
-		w.URL = *r.URL
-	}
-	if r.EventTypes != nil {
-		w.EventTypes = *r.EventTypes
-	}
-	if r.Description != nil {
-		w.Description = *r.Description
-	}
-	if r.Status != nil {
-		if *r.Status == WebhookEnabled && w.Status != WebhookEnabled {
-			w.DisabledReason, w.FailingSince = "", nil
-		} else if *r.Status == WebhookDisabled && w.Status != WebhookDisabled {
-			w.DisabledReason = "disabled by the merchant"
-		}
-		w.Status = *r.Status
-	}
-	if err := s.Store.UpdateWebhook(ctx, w); err != nil {
-		return nil, fmt.Errorf("update webhook: %w", err)
-	}
-	return w.wire(false), nil
-}
-
-// RotateWebhookSecret gives an endpoint a new secret; the old one signs
-// beside it for SecretOverlap.
-func (s *Service) RotateWebhookSecret(ctx context.Context, p *Principal, id string) (*WebhookWire, error) {
-	w, err := s.webhook(ctx, p, id)
-	if err != nil {
-		return nil, err
-	}
-	until := s.now().Add(SecretOverlap)
-	w.PreviousSecret, w.PreviousUntil, w.Secret = w.Secret, &until, NewWebhookSecret()
-	if err := s.Store.UpdateWebhook(ctx, w); err != nil {
-		return nil, fmt.Errorf("rotate webhook secret: %w", err)
-	}
-	return w.wire(true), nil
-}
-
-// DeleteWebhook deletes an endpoint; what it was still owed is not sent.
-func (s *Service) DeleteWebhook(ctx context.Context, p *Principal, id string) error {
-	if _, err := s.webhook(ctx, p, id); err != nil {
-		return err
-	}
-	if err := s.Store.DeleteWebhook(ctx, p.MerchantID, id, s.now()); err != nil && !errors.Is(err, ErrNotFound) {
-		return fmt.Errorf("delete webhook: %w", err)
-	}
-	return nil
-}
-
-// WebhookDeliveries lists an endpoint's deliveries, newest first, before
-// the cursor (a deliveryId; "" from the newest).
-func (s *Service) WebhookDeliveries(ctx context.Context, p *Principal, id, cursor string, limit int) ([]DeliveryWire, *string, error) {
-	var before int64
-	if cursor != "" {
-		n, ok := parseDeliveryID(cursor)
-		if !ok {
-			return nil, nil, fields{{Field: "cursor", Message: "must be a deliveryId (dlv_ and digits)"}}.err()
-		}
-		before = n
-	}
-	if _, err := s.webhook(ctx, p, id); err != nil {
-		return nil, nil, err
-	}
-	ds, err := s.Store.WebhookDeliveries(ctx, id, before, limit)
-	if err != nil {
-		return nil, nil, fmt.Errorf("webhook deliveries: %w", err)
-	}
-	out := make([]DeliveryWire, len(ds))
-	for i, d := range ds {
-		out[i] = d.wire()
-	}
-	var next *string
-	if len(ds) == limit {
-		n := DeliveryID(ds[len(ds)-1].ID)
-		next = &n
-	}
-	return out, next, nil
-}
-
-// RetryDelivery sends a delivery again now (a failed one, or a pending one
-// sooner than its next attempt).
-func (s *Service) RetryDelivery(ctx context.Context, p *Principal, id, deliveryID string) (*DeliveryWire, error) {
-	if _, err := s.webhook(ctx, p, id); err != nil {
-		return nil, err
-	}
-	n, ok := parseDeliveryID(deliveryID)
-	if !ok {
-		return nil, Errorf(ENotFound, "No delivery with this deliveryId.")
-	}
-	if err := s.Store.RetryDelivery(ctx, id, n, s.now()); errors.Is(err, ErrNotFound) {
-		return nil, Errorf(ENotFound, "No delivery with this deliveryId.")
-	} else if err != nil {
-		return nil, fmt.Errorf("retry delivery: %w", err)
-	}
-	d, err := s.Store.WebhookDelivery(ctx, id, n)
-	if err != nil {
-		return nil, fmt.Errorf("delivery: %w", err)
-	}
-	v := d.wire() // the dispatcher's next round (every second) sends it
-
-	return &v, nil
 }

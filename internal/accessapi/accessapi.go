@@ -17,13 +17,14 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/httpapi"
+	"github.com/instore-dev/instore/internal/service"
 )
 
 // Config holds what the Access API needs.
 type Config struct {
 	API     *httpapi.API
 	Guard   *httpapi.Guard
-	Service *instore.Service
+	Service *service.Service
 	// Store keeps the idempotency records.
 	Store instore.IdempotencyStore
 	// OpenAPI is the document served at /openapi.yaml.
@@ -64,7 +65,7 @@ func Register(cfg Config) {
 
 // handlers are the Access API's operation handlers.
 type handlers struct {
-	svc *instore.Service
+	svc *service.Service
 }
 
 // terminalIDJSON is a terminal ID as POST /getTerminalId answers it.

@@ -16,6 +16,7 @@ import (
 	"github.com/instore-dev/instore/internal/auth"
 	"github.com/instore-dev/instore/internal/ids"
 	"github.com/instore-dev/instore/internal/logging"
+	"github.com/instore-dev/instore/internal/service"
 )
 
 // Admin runs operator operations on a store.
@@ -189,8 +190,8 @@ func (a *Admin) AllocateTerminals(ctx context.Context, merchantID string, n int)
 
 // service is the domain service on the admin's store and clock, without a
 // gateway: the operator's commands reach no terminal session.
-func (a *Admin) service() *instore.Service {
-	return &instore.Service{Store: a.Store, Now: a.Now, Gateway: instore.NoGateway{}}
+func (a *Admin) service() *service.Service {
+	return &service.Service{Store: a.Store, Clock: service.WithNow(nil, a.Now), Gateway: instore.NoGateway{}}
 }
 
 // ImportResult says what a catalogue import did.

@@ -40,7 +40,7 @@ func Digest(secret string) []byte {
 
 // Matches reports, in constant time, whether secret is the one whose
 // stored digest is digest: the one check of every stored secret (device
-// secrets included: instore.Service.SecretMatches).
+// secrets included: service.Service.SecretMatches).
 func Matches(secret string, digest []byte) bool { return Equal(Digest(secret), digest) }
 
 // Equal compares two digests in constant time.

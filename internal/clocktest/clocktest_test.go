@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/service"
 )
 
 var epoch = time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
@@ -97,7 +97,7 @@ func TestWaitForAnotherGoroutinesTimer(t *testing.T) {
 
 func TestAfterAndEvery(t *testing.T) {
 	c := New(epoch)
-	ch, stop := instore.After(c, time.Second)
+	ch, stop := service.After(c, time.Second)
 	defer stop()
 	select {
 	case <-ch:
@@ -110,7 +110,7 @@ func TestAfterAndEvery(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var n atomic.Int32
 	done := make(chan struct{})
-	go func() { instore.Every(ctx, c, time.Minute, func() { n.Add(1) }); close(done) }()
+	go func() { service.Every(ctx, c, time.Minute, func() { n.Add(1) }); close(done) }()
 	for i := range 3 {
 		if !c.WaitFor(time.Minute) {
 			t.Fatalf("round %d never armed", i)

@@ -11,7 +11,7 @@
 //     console), which read the store. A command, cancel, reversal, print or
 //     link for a terminal whose session another node holds is committed and
 //     then that node is woken; it sends the device what the store says it
-//     is owed (instore.Service.DeviceWoken), exactly what a hello sends.
+//     is owed (service.Service.DeviceWoken), exactly what a hello sends.
 //     Lost signals: after its LISTEN connection breaks, and every Rescan,
 //     a node does it all again from the store.
 //   - Ownership: the session of a terminal is a row (terminal_sessions)
@@ -48,6 +48,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/service"
 )
 
 // Defaults of Config's intervals.
@@ -80,7 +81,7 @@ type Config struct {
 	DatabaseURL string
 	// NodeID names the node; a random one when empty.
 	NodeID  string
-	Service *instore.Service
+	Service *service.Service
 	Logger  *slog.Logger
 	// Heartbeat, Dead and Rescan: how often the node beats, after how
 	// long without a beat a node is gone, and how often it redoes from
@@ -96,7 +97,7 @@ type Node struct {
 	pool    *pgxpool.Pool
 	channel string
 	local   Local
-	svc     *instore.Service
+	svc     *service.Service
 	log     *slog.Logger
 
 	mu     sync.Mutex

@@ -529,7 +529,7 @@ func (e *crashEnv) checkKeyColumn(ctx context.Context, named map[string]string) 
 // service sent each to a terminal it counted idle (no transaction
 // PENDING on it); the terminals here have no user of their own and no
 // update, so the terminal was still running a transaction the service had
-// ended (a cancel overtaken by the next command: owed.go). There must be
+// ended (a cancel overtaken by the next command: internal/service/owed.go). There must be
 // none.
 func (e *crashEnv) checkBusy(ctx context.Context) []string {
 	var bad []string

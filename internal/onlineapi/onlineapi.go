@@ -15,6 +15,7 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/httpapi"
+	"github.com/instore-dev/instore/internal/service"
 )
 
 // Prefix is the base path of the Online API.
@@ -25,7 +26,7 @@ type Config struct {
 	API      *httpapi.API
 	Guard    *httpapi.Guard
 	Metadata *instore.Metadata
-	Service  *instore.Service
+	Service  *service.Service
 	Store    instore.Store
 	// OpenAPI is the document served at /in-store/api/v1/openapi.yaml.
 	OpenAPI []byte

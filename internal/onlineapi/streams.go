@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/service"
 )
 
 // What an event stream may cost (docs/events.md, "The stream and the
@@ -134,7 +135,7 @@ func (s *streamWriter) write(b []byte) error {
 
 // send writes msgs, in order, in writes of at most streamChunk bytes but
 // for a message larger than that, which goes alone.
-func (s *streamWriter) send(msgs []instore.StreamMessage) error {
+func (s *streamWriter) send(msgs []service.StreamMessage) error {
 	if len(msgs) == 0 {
 		return nil
 	}

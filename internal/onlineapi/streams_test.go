@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/service"
 )
 
 // recorder is a response writer that records each write's size and the
@@ -40,14 +41,14 @@ func (r *recorder) Write(b []byte) (int, error) {
 func TestStreamWriterBoundsWrites(t *testing.T) {
 	rec := &recorder{ResponseRecorder: httptest.NewRecorder()}
 	sw := &streamWriter{w: rec, rc: http.NewResponseController(rec), timeout: time.Minute}
-	var msgs []instore.StreamMessage
+	var msgs []service.StreamMessage
 	var want bytes.Buffer
 	for i := range instore.MaxEventPage {
 		size := 3000 + i%7*100
 		if i == 250 {
 			size = 3 * streamChunk // one message larger than a write
 		}
-		m := instore.StreamMessage{Seq: int64(i + 1), Text: fmt.Appendf(nil, "id: %d\ndata: %s\n\n", i+1, bytes.Repeat([]byte{'x'}, size))}
+		m := service.StreamMessage{Seq: int64(i + 1), Text: fmt.Appendf(nil, "id: %d\ndata: %s\n\n", i+1, bytes.Repeat([]byte{'x'}, size))}
 		msgs = append(msgs, m)
 		want.Write(m.Text)
 	}

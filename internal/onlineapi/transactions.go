@@ -8,6 +8,7 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/httpapi"
+	"github.com/instore-dev/instore/internal/service"
 )
 
 // writeJSON answers with a JSON body (httpapi.WriteJSON).
@@ -16,7 +17,7 @@ var writeJSON = httpapi.WriteJSON
 // handlers are the Online API's operation handlers: decode, call one
 // operation of the Service, encode.
 type handlers struct {
-	svc     *instore.Service
+	svc     *service.Service
 	meta    *instore.Metadata
 	streams *streamCounter
 }

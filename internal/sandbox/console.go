@@ -26,6 +26,7 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/httpapi"
+	"github.com/instore-dev/instore/internal/service"
 	"github.com/instore-dev/instore/internal/sim"
 )
 
@@ -43,7 +44,7 @@ type Credentials struct {
 type ConsoleConfig struct {
 	API     *httpapi.API
 	Guard   *httpapi.Guard
-	Service *instore.Service
+	Service *service.Service
 	Store   instore.Store
 	Fleet   *sim.Fleet
 	// Defaults, if set, returns credentials offered to the page (demo only).

@@ -13,13 +13,14 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/httpapi"
+	"github.com/instore-dev/instore/internal/service"
 	"github.com/instore-dev/instore/internal/sim"
 )
 
 // Register adds the sandbox control API's routes to a, guarded by g (the
 // Online API's credentials): only in sandbox mode, with the fleet of
 // virtual terminals.
-func Register(a *httpapi.API, g *httpapi.Guard, svc *instore.Service, store instore.Store, fleet *sim.Fleet) {
+func Register(a *httpapi.API, g *httpapi.Guard, svc *service.Service, store instore.Store, fleet *sim.Fleet) {
 	sb := &sandbox{svc: svc, store: store, fleet: fleet}
 	a.Handle("GET /sandbox/v1/devices", g.Wrap(sb.devices))
 	a.Handle("POST /sandbox/v1/terminals/{terminalId}/next-outcome", g.Wrap(sb.nextOutcome))
@@ -32,7 +33,7 @@ func Register(a *httpapi.API, g *httpapi.Guard, svc *instore.Service, store inst
 // sandbox serves the sandbox control API (/sandbox/v1), registered only in
 // sandbox mode: it drives the in-process virtual terminals.
 type sandbox struct {
-	svc   *instore.Service
+	svc   *service.Service
 	store instore.Store
 	fleet *sim.Fleet
 }
@@ -168,7 +169,7 @@ const OnlineWait = 5 * time.Second
 // OnlineWait or ctx ends first, it returns the state then: a terminal that
 // cannot reconnect shows offline and keeps trying. The sandbox control API
 // and the console both switch through here.
-func SwitchOnline(ctx context.Context, svc *instore.Service, vt *sim.Terminal, online bool) sim.State {
+func SwitchOnline(ctx context.Context, svc *service.Service, vt *sim.Terminal, online bool) sim.State {
 	vt.SetOffline(!online)
 	ctx, cancel := context.WithTimeout(ctx, OnlineWait)
 	defer cancel()

@@ -18,7 +18,7 @@ import (
 // transaction ended without the terminal's result (WP25, WP36) may still
 // run on the terminal until its cancel arrives, so a new command must
 // never overtake that cancel, whichever node ends the transaction, takes
-// the new purchase or holds the terminal's session (owed.go). Each test
+// the new purchase or holds the terminal's session (internal/service/owed.go). Each test
 // holds one node's work at the moment that let the new command through
 // first, so that the order is decided by the code and not by the timing.
 

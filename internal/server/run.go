@@ -16,6 +16,7 @@ import (
 	"github.com/instore-dev/instore/internal/cluster"
 	"github.com/instore-dev/instore/internal/httpapi"
 	"github.com/instore-dev/instore/internal/protocol"
+	"github.com/instore-dev/instore/internal/service"
 	"github.com/instore-dev/instore/internal/sim"
 	"github.com/instore-dev/instore/internal/webhook"
 )
@@ -257,7 +258,7 @@ func (s *Server) expireIdempotency(ctx context.Context) {
 		}
 	}
 	expire()
-	instore.Every(ctx, s.Service.Clock, interval, expire)
+	service.Every(ctx, s.Service.Clock, interval, expire)
 }
 
 // Close stops accepting, answers the requests that wait for a change (a

@@ -28,6 +28,7 @@ import (
 	"github.com/instore-dev/instore/internal/accessapi"
 	"github.com/instore-dev/instore/internal/auth"
 	"github.com/instore-dev/instore/internal/cluster"
+	"github.com/instore-dev/instore/internal/service"
 	"github.com/instore-dev/instore/internal/webhook"
 
 	"github.com/instore-dev/instore/internal/gateway"
@@ -127,9 +128,9 @@ type Config struct {
 	// wall clock); tests drive a fake one (internal/clocktest).
 	Clock instore.Clock
 	// UpdateSweep is how often the software update sweep runs (default
-	// instore.DefaultUpdateSweep); InstallTimeout how long an update may
+	// service.DefaultUpdateSweep); InstallTimeout how long an update may
 	// stay DOWNLOADING without a report (default
-	// instore.DefaultInstallTimeout).
+	// service.DefaultInstallTimeout).
 	UpdateSweep, InstallTimeout time.Duration
 	// InteractiveFirst starts the first virtual terminal in interactive
 	// mode: it waits for a person in the console (demo --interactive).
@@ -160,7 +161,7 @@ type Server struct {
 	Auth     *auth.Authenticator
 	Metadata *instore.Metadata
 	Registry *prometheus.Registry
-	Service  *instore.Service
+	Service  *service.Service
 	Gateway  *gateway.Server
 	// Node is this process's membership of the cluster of nodes sharing
 	// the PostgreSQL database; nil on SQLite.
@@ -235,10 +236,13 @@ func NewWithStore(ctx context.Context, cfg Config, st instore.Store) (*Server, e
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = instore.RealClock{}
+		cfg.Clock = service.RealClock{}
 	}
+	svcClock := cfg.Clock
 	if cfg.Now == nil {
 		cfg.Now = cfg.Clock.Now
+	} else {
+		svcClock = service.WithNow(cfg.Clock, cfg.Now)
 	}
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = cfg.DefaultShutdownTimeout()
@@ -261,12 +265,14 @@ func NewWithStore(ctx context.Context, cfg Config, st instore.Store) (*Server, e
 	if p, ok := st.(interface{ Pools() map[string]*sql.DB }); ok {
 		metrics.RegisterDB(reg, p.Pools())
 	}
-	svc := &instore.Service{
-		Store: st, Metadata: &meta, Logger: cfg.Logger, Now: cfg.Now, Clock: cfg.Clock,
+	svc := &service.Service{
+		Store: st, Metadata: &meta, Logger: cfg.Logger, Clock: svcClock,
 		NewRef:     func() string { return ids.New("txn") },
 		NewPrintID: func() string { return ids.New("prt") },
 		AckTimeout: cfg.AckTimeout, Deadline: cfg.TransactionDeadline, PrintTimeout: cfg.PrintTimeout,
 		Observer: metrics.NewTransactions(reg),
+		// Each event is encoded once as the stream's server-sent message.
+		EncodeEvent: onlineapi.EncodeStreamMessage,
 		// Device secrets are checked like every stored secret.
 		SecretMatches: auth.Matches,
 		// http:// endpoints for a local receiver in the sandbox.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/httpapi"
+	"github.com/instore-dev/instore/internal/service"
 )
 
 // Every wait an Online API request can make ends before the time-outs of
@@ -39,11 +40,11 @@ const longPoll = time.Duration(instore.MaxWait) * time.Second
 func (c Config) PostWait() time.Duration {
 	ack := c.AckTimeout
 	if ack <= 0 {
-		ack = instore.DefaultAckTimeout
+		ack = service.DefaultAckTimeout
 	}
 	printing := c.PrintTimeout
 	if printing <= 0 {
-		printing = instore.DefaultPrintTimeout
+		printing = service.DefaultPrintTimeout
 	}
 	return max(ack+time.Second, printing)
 }

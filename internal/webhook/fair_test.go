@@ -12,6 +12,7 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/clocktest"
+	"github.com/instore-dev/instore/internal/service"
 	"github.com/instore-dev/instore/internal/sqlstore"
 )
 
@@ -82,10 +83,10 @@ func TestHangingMerchantLeavesOthersSenders(t *testing.T) {
 	}
 	for i := range instore.MaxWebhooks {
 		must(st.CreateWebhook(ctx, &instore.Webhook{ID: fmt.Sprintf("wh_a%02d", i), MerchantID: "mer_a",
-			URL: fmt.Sprintf("%s/a%d", hang.URL, i), Status: instore.WebhookEnabled, Secret: instore.NewWebhookSecret(), CreatedAt: now}, instore.MaxWebhooks))
+			URL: fmt.Sprintf("%s/a%d", hang.URL, i), Status: instore.WebhookEnabled, Secret: service.NewWebhookSecret(), CreatedAt: now}, instore.MaxWebhooks))
 	}
 	must(st.CreateWebhook(ctx, &instore.Webhook{ID: "wh_b", MerchantID: "mer_b", URL: fast.URL + "/b",
-		Status: instore.WebhookEnabled, Secret: instore.NewWebhookSecret(), CreatedAt: now}, instore.MaxWebhooks))
+		Status: instore.WebhookEnabled, Secret: service.NewWebhookSecret(), CreatedAt: now}, instore.MaxWebhooks))
 	event := func(m string, at time.Time) int64 {
 		t.Helper()
 		must(st.AppendEvents(ctx, []instore.OutboxEvent{{MerchantID: m, Type: instore.EventTerminalOnline, At: at, Data: []byte(`{}`)}}))

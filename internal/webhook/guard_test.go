@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/service"
 )
 
 // oneAttempt is a store that records the outcome of the attempts it is
@@ -39,7 +40,7 @@ func attempt(t *testing.T, allowPrivate bool, url string) (string, string) {
 	d := New(Config{Store: s, AllowPrivate: allowPrivate, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 		Timeout: 5 * time.Second})
 	d.deliver(t.Context(), &instore.DueDelivery{ID: 1, Webhook: instore.Webhook{ID: "wh_1", MerchantID: "mer_1", URL: url,
-		Secret: instore.NewWebhookSecret(), Status: instore.WebhookEnabled},
+		Secret: service.NewWebhookSecret(), Status: instore.WebhookEnabled},
 		Event: instore.StoredEvent{Seq: 7, OutboxEvent: instore.OutboxEvent{MerchantID: "mer_1",
 			Type: instore.EventTerminalOnline, At: time.Now(), Data: []byte(`{}`)}}})
 	if len(s.outcomes) != 1 {

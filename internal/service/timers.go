@@ -1,9 +1,11 @@
-package instore
+package service
 
 import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/instore-dev/instore"
 )
 
 // arm runs fn(ref) at a time (or at once if it passed), replacing any
@@ -15,7 +17,7 @@ func (s *Service) arm(ref string, at time.Time, fn func(ref string)) {
 		return
 	}
 	if s.timers == nil {
-		s.timers = map[string]Timer{}
+		s.timers = map[string]instore.Timer{}
 	}
 	if old := s.timers[ref]; old != nil {
 		old.Stop()
@@ -34,23 +36,23 @@ func (s *Service) disarm(ref string) {
 
 // ackExpired ends a transaction that was not acknowledged in time: it is
 // stored TECHNICAL_ERROR with WP25 and the terminal is told to drop it.
-func (s *Service) ackExpired(ref string) { s.expire(ref, EventAckTimeout) }
+func (s *Service) ackExpired(ref string) { s.expire(ref, instore.EventAckTimeout) }
 
 // deadlineExpired ends an acknowledged transaction that got no result in
 // time: TECHNICAL_ERROR with WP36, and the terminal is told to abort.
-func (s *Service) deadlineExpired(ref string) { s.expire(ref, EventDeadline) }
+func (s *Service) deadlineExpired(ref string) { s.expire(ref, instore.EventDeadline) }
 
 // confirmExpired reverses an APPROVED sale the ECR did not confirm within
 // its window (confirmWithinSeconds): REVERSED, and a reversal
 // CONFIRM_TIMEOUT owed to its terminal.
-func (s *Service) confirmExpired(ref string) { s.expire(ref, EventConfirmDeadline) }
+func (s *Service) confirmExpired(ref string) { s.expire(ref, instore.EventConfirmDeadline) }
 
 // expire applies a timer's event (EventAckTimeout, EventDeadline) to a
 // transaction: a PENDING one ends TECHNICAL_ERROR and its terminal is
-// told why, the cancel stored with the change (effect.go); a failure is
+// told why, the cancel stored with the change (the root's effect.go); a failure is
 // logged and the sweep tries again (Sweep, overdue transactions).
 func (s *Service) expire(ref, kind string) {
-	if _, _, err := s.apply(context.Background(), ref, nil, Event{Kind: kind, At: s.now()}); err != nil && !s.isClosed() {
+	if _, _, err := s.apply(context.Background(), ref, nil, instore.Event{Kind: kind, At: s.now()}); err != nil && !s.isClosed() {
 		// At shutdown the store may be gone already.
 		s.log().Error("expire transaction", "ref", ref, "event", kind, "error", err)
 	}

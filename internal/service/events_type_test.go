@@ -1,9 +1,10 @@
-package instore_test
+package service_test
 
 import (
 	"testing"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/service"
 )
 
 // TestTransactionEventTypes: the integrator event of each kind of timeline
@@ -26,7 +27,7 @@ func TestTransactionEventTypes(t *testing.T) {
 		{instore.EventConfirmed, "APPROVED", "APPROVED", instore.EventTransactionConfirmed},
 		{instore.EventAutoReversed, "APPROVED", "REVERSED", instore.EventTransactionAutoReversed},
 	} {
-		got := instore.TransactionEventType(instore.TransactionEvent{Kind: tc.kind, StatusBefore: tc.before, StatusAfter: tc.after})
+		got := service.TransactionEventType(instore.TransactionEvent{Kind: tc.kind, StatusBefore: tc.before, StatusAfter: tc.after})
 		if got != tc.want {
 			t.Errorf("%s %s->%s: %q, want %q", tc.kind, tc.before, tc.after, got, tc.want)
 		}

@@ -1,19 +1,21 @@
-package instore
+package service
 
 import (
 	"context"
 	"fmt"
+
+	"github.com/instore-dev/instore"
 )
 
 // TransactionEvents returns the timeline of one of the merchant's
 // transactions, oldest first: what happened to it, when, and who caused
 // it. Errors: WP03, WP04.
-func (s *Service) TransactionEvents(ctx context.Context, p *Principal, ref string) ([]TransactionEvent, error) {
+func (s *Service) TransactionEvents(ctx context.Context, p *instore.Principal, ref string) ([]instore.TransactionEvent, error) {
 	if _, err := s.merchant(ctx, p); err != nil {
 		return nil, err
 	}
-	if !ValidRef(ref) {
-		return nil, Errorf(WP04, "No transaction with this onlineAPIRefId.")
+	if !instore.ValidRef(ref) {
+		return nil, instore.Errorf(instore.WP04, "No transaction with this onlineAPIRefId.")
 	}
 	t, err := s.ownTransaction(ctx, p, ref)
 	if err != nil {

@@ -1,19 +1,20 @@
-package instore
+package service
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/instore-dev/instore"
 )
 
 // The event streams of a node share one feed: the window of the latest
 // numbered events of every merchant, read from the store once per
-// numbering (not once per stream) and each encoded once as its
-// server-sent message, which every stream that wants it writes as it is.
+// numbering (not once per stream) and each encoded once as its stream
+// message (Service.EncodeEvent: the HTTP adapter's server-sent message),
+// which every stream that wants it writes as it is.
 // A stream whose position is older than the window (a replay after
 // Last-Event-ID) reads the store itself until it reaches the window.
 //
@@ -27,7 +28,8 @@ import (
 var feedSize = 4096
 
 // StreamMessage is one event of a stream, encoded: Seq its number, Text
-// the server-sent message (id:, event:, data: and the blank line).
+// the event as Service.EncodeEvent wrote it (the server-sent message: id:,
+// event:, data: and the blank line).
 type StreamMessage struct {
 	Seq  int64
 	Text []byte
@@ -53,43 +55,6 @@ func (f *feed) markStale() {
 	f.mu.Lock()
 	f.stale = true
 	f.mu.Unlock()
-}
-
-// encodeStreamMessage is e as a server-sent message. The event's JSON is
-// written out here rather than by encoding/json: its data is already the
-// compact JSON the service encoded (mustJSON), and the id, type and time
-// need no escaping; TestStreamMessageIsTheEvent checks it is what
-// json.Marshal of the event's EventWire gives.
-func encodeStreamMessage(e *StoredEvent) []byte {
-	id, at := EventID(e.Seq), e.At.UTC().Format(MicroRFC3339)
-	typ, err := json.Marshal(e.Type)
-	if err != nil {
-		panic(fmt.Sprintf("instore: encode event type: %v", err))
-	}
-	b := make([]byte, 0, 2*len(id)+2*len(typ)+len(at)+len(e.Data)+64)
-	b = append(b, "id: "...)
-	b = append(b, id...)
-	b = append(b, "\nevent: "...)
-	b = append(b, typ[1:len(typ)-1]...)
-	b = append(b, "\ndata: {\"id\":\""...)
-	b = append(b, id...)
-	b = append(b, "\",\"type\":"...)
-	b = append(b, typ...)
-	b = append(b, ",\"createdAt\":\""...)
-	b = append(b, at...)
-	b = append(b, "\",\"data\":"...)
-	data := e.Data
-	if bytes.ContainsAny(data, "\r\n") {
-		// Not as the service writes it: compacted, so that no line break
-		// ends the message's data line.
-		var c bytes.Buffer
-		if err := json.Compact(&c, data); err != nil {
-			panic(fmt.Sprintf("instore: event %d: data is not JSON: %v", e.Seq, err))
-		}
-		data = c.Bytes()
-	}
-	b = append(b, data...)
-	return append(b, "}\n\n"...)
 }
 
 // refreshFeed reads the events numbered after the window into it (all of
@@ -120,7 +85,7 @@ func (s *Service) refreshFeed(ctx context.Context, f *feed) error {
 		f.first, f.last = top-int64(feedSize), top-int64(feedSize)
 	}
 	for {
-		evs, err := s.Store.ListEvents(ctx, EventFilter{After: f.last, Limit: MaxEventPage})
+		evs, err := s.Store.ListEvents(ctx, instore.EventFilter{After: f.last, Limit: instore.MaxEventPage})
 		if err != nil {
 			f.stale = true
 			return err
@@ -128,14 +93,14 @@ func (s *Service) refreshFeed(ctx context.Context, f *feed) error {
 		for i := range evs {
 			e := &evs[i]
 			f.events = append(f.events, feedEvent{seq: e.Seq, merchantID: e.MerchantID, typ: e.Type,
-				terminalID: e.TerminalID, text: encodeStreamMessage(e)})
+				terminalID: e.TerminalID, text: s.encodeEvent(e)})
 			f.last = e.Seq
 		}
 		if over := len(f.events) - feedSize; over > 0 {
 			f.first = f.events[over-1].seq
 			f.events = slices.Delete(f.events, 0, over)
 		}
-		if len(evs) < MaxEventPage {
+		if len(evs) < instore.MaxEventPage {
 			return nil
 		}
 	}
@@ -149,13 +114,13 @@ func (s *Service) refreshFeed(ctx context.Context, f *feed) error {
 // when it covers the position, else from the store (a replay). recheck
 // reads the store for new numbers even without a wake-up (EventsChanged),
 // in case one was lost.
-func (s *Service) StreamEvents(ctx context.Context, p *Principal, f EventFilter, recheck bool) ([]StreamMessage, int64, error) {
+func (s *Service) StreamEvents(ctx context.Context, p *instore.Principal, f instore.EventFilter, recheck bool) ([]StreamMessage, int64, error) {
 	if p.MerchantID == "" {
-		return nil, 0, Errorf(EForbidden, "Events belong to a merchant; use a merchant's credentials.")
+		return nil, 0, instore.Errorf(instore.EForbidden, "Events belong to a merchant; use a merchant's credentials.")
 	}
 	f.MerchantID = p.MerchantID
-	if f.Limit <= 0 || f.Limit > MaxEventPage {
-		f.Limit = MaxEventPage
+	if f.Limit <= 0 || f.Limit > instore.MaxEventPage {
+		f.Limit = instore.MaxEventPage
 	}
 	fd := &s.feed
 	fd.mu.Lock()
@@ -199,11 +164,20 @@ func (s *Service) StreamEvents(ctx context.Context, p *Principal, f EventFilter,
 	out := make([]StreamMessage, len(evs))
 	pos := f.After
 	for i := range evs {
-		out[i] = StreamMessage{Seq: evs[i].Seq, Text: encodeStreamMessage(&evs[i])}
+		out[i] = StreamMessage{Seq: evs[i].Seq, Text: s.encodeEvent(&evs[i])}
 		pos = evs[i].Seq
 	}
 	if len(evs) < f.Limit {
 		pos = max(pos, seen)
 	}
 	return out, pos, nil
+}
+
+// encodeEvent is e as a stream writes it: EncodeEvent, or its JSON
+// (EventWire) when none is set.
+func (s *Service) encodeEvent(e *instore.StoredEvent) []byte {
+	if s.EncodeEvent != nil {
+		return s.EncodeEvent(e)
+	}
+	return mustJSON(e.Wire())
 }

@@ -1,4 +1,4 @@
-package instore_test
+package service_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/instore-dev/instore/internal/admin"
 	"github.com/instore-dev/instore/internal/gateway"
 	"github.com/instore-dev/instore/internal/ids"
+	"github.com/instore-dev/instore/internal/service"
 	"github.com/instore-dev/instore/internal/sqlstore"
 )
 
@@ -19,7 +20,7 @@ import (
 // linked to a device with the serial number serial.
 type fixture struct {
 	st       *sqlstore.DB
-	svc      *instore.Service
+	svc      *service.Service
 	merchant string
 	terminal string
 }
@@ -46,7 +47,7 @@ func newFixture(tb testing.TB, synchronous, serial string) *fixture {
 		tb.Fatal(err)
 	}
 	meta := instore.DefaultMetadata()
-	svc := &instore.Service{Store: st, Metadata: &meta, Now: time.Now, Gateway: instore.NoGateway{}, NewRef: func() string { return ids.New("txn") }}
+	svc := &service.Service{Store: st, Metadata: &meta, Gateway: instore.NoGateway{}, NewRef: func() string { return ids.New("txn") }}
 	svc.Gateway = gateway.New(gateway.Config{Events: svc})
 	tb.Cleanup(svc.Close)
 	return &fixture{st: st, svc: svc, merchant: mer.ID, terminal: ts[0].TerminalID}
@@ -99,7 +100,7 @@ func TestTerminalEventAfterOutsideChange(t *testing.T) {
 // recorded after it (a timer's change racing a terminal's) never makes a
 // finished transaction look running again.
 func TestRunningRefusesLatePut(t *testing.T) {
-	r := instore.NewRunningForTest()
+	r := service.NewRunningForTest()
 	pending := &instore.Transaction{ID: "txn_1", StatusID: instore.StatusPending, Version: 4}
 	final := &instore.Transaction{ID: "txn_1", StatusID: instore.StatusApproved, Version: 5}
 	r.Put(final)

@@ -1,4 +1,4 @@
-package instore_test
+package service_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // durability setting — the regression guard for purchase create and
 // result apply.
 //
-//	go test -run='^$' -bench=BenchmarkTransactionLife -benchmem .
+//	go test -run='^$' -bench=BenchmarkTransactionLife -benchmem ./internal/service/
 func BenchmarkTransactionLife(b *testing.B) {
 	for _, sync := range []string{"FULL", "NORMAL"} {
 		b.Run("sqlite-"+sync, func(b *testing.B) {

@@ -1,10 +1,12 @@
-package instore
+package service
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/instore-dev/instore"
 )
 
 // DefaultPrintTimeout is how long a print job waits for the terminal.
@@ -24,12 +26,12 @@ func (s *Service) printTimeout() time.Duration {
 // print timeout, else what the terminal reports. Errors, in order:
 // validation, WP03, WP16, WP04 (transaction), validation (no receipt),
 // WP01, WP23.
-func (s *Service) Print(ctx context.Context, p *Principal, req *PrintRequest) (*PrintJob, error) {
+func (s *Service) Print(ctx context.Context, p *instore.Principal, req *instore.PrintRequest) (*instore.PrintJob, error) {
 	term, err := s.terminalOp(ctx, p, req, req.TerminalID)
 	if err != nil {
 		return nil, err
 	}
-	job := &PrintJob{ID: s.NewPrintID(), MerchantID: p.MerchantID, TerminalID: term.TerminalID, Lines: req.Lines, CreatedAt: s.now()}
+	job := &instore.PrintJob{ID: s.NewPrintID(), MerchantID: p.MerchantID, TerminalID: term.TerminalID, Lines: req.Lines, CreatedAt: s.now()}
 	if req.OnlineAPIRefID != "" {
 		t, err := s.ownTransaction(ctx, p, req.OnlineAPIRefID)
 		if err != nil {
@@ -38,13 +40,13 @@ func (s *Service) Print(ctx context.Context, p *Principal, req *PrintRequest) (*
 		var lines []string
 		if t.Result != nil {
 			lines = t.Result.Receipt.Customer
-			if req.Copy == CopyMerchant {
+			if req.Copy == instore.CopyMerchant {
 				lines = t.Result.Receipt.Merchant
 			}
 		}
 		if len(lines) == 0 {
-			return nil, &Error{Code: EValidation, Detail: "The request is not valid; see errors.",
-				Fields: []FieldError{{Field: "/onlineAPIRefId", Message: "the transaction has no " + req.Copy + " receipt"}}}
+			return nil, &instore.Error{Code: instore.EValidation, Detail: "The request is not valid; see errors.",
+				Fields: []instore.FieldError{{Field: "/onlineAPIRefId", Message: "the transaction has no " + req.Copy + " receipt"}}}
 		}
 		job.TransactionID, job.Copy, job.Lines = t.ID, req.Copy, lines
 	}
@@ -53,7 +55,7 @@ func (s *Service) Print(ctx context.Context, p *Principal, req *PrintRequest) (*
 		return nil, err
 	}
 	if active != nil {
-		busy := PrintBusy
+		busy := instore.PrintBusy
 		job.StatusID, job.CompletedAt = &busy, &job.CreatedAt
 		if err := s.Store.CreatePrintJob(ctx, job); err != nil {
 			return nil, fmt.Errorf("create print job: %w", err)
@@ -69,8 +71,8 @@ func (s *Service) Print(ctx context.Context, p *Principal, req *PrintRequest) (*
 // terminal's answer. The job does not depend on the wait: a timer, re-armed
 // by Recover after a restart and backed by the sweep, ends it TIMEOUT, and
 // until then it is sent again after every hello of the device.
-func (s *Service) runPrint(ctx context.Context, serial string, job *PrintJob) (*PrintJob, error) {
-	e := s.newEffect(EffectPrint, serial, job.ID, "")
+func (s *Service) runPrint(ctx context.Context, serial string, job *instore.PrintJob) (*instore.PrintJob, error) {
+	e := s.newEffect(instore.EffectPrint, serial, job.ID, "")
 	ch, release := s.changes.watch(job.ID)
 	defer func() { release() }()
 	if err := s.Store.CreatePrintJobEffect(ctx, job, e); err != nil {
@@ -92,7 +94,7 @@ func (s *Service) runPrint(ctx context.Context, serial string, job *PrintJob) (*
 			}
 			continue
 		case <-timeout:
-			s.completePrint(context.WithoutCancel(ctx), job.ID, PrintTimeout)
+			s.completePrint(context.WithoutCancel(ctx), job.ID, instore.PrintTimeout)
 		case <-ctx.Done():
 			// The ECR went away; the job still ends, by answer or time-out.
 		}
@@ -104,18 +106,20 @@ func (s *Service) runPrint(ctx context.Context, serial string, job *PrintJob) (*
 // its effect e; it returns when the job times out. A device offline now
 // gets it after its next hello, within the time-out; a job that cannot be
 // sent at all (a message the gateway refuses) ends ERROR.
-func (s *Service) startPrint(ctx context.Context, job *PrintJob, e *Effect) time.Time {
+func (s *Service) startPrint(ctx context.Context, job *instore.PrintJob, e *instore.Effect) time.Time {
 	until := job.CreatedAt.Add(s.printTimeout())
 	s.arm(job.ID, until, s.printExpired)
-	if err := s.deliver(ctx, e, job.Lines); err != nil && !errors.Is(err, ErrOffline) {
-		s.completePrint(ctx, job.ID, PrintError)
+	if err := s.deliver(ctx, e, job.Lines); err != nil && !errors.Is(err, instore.ErrOffline) {
+		s.completePrint(ctx, job.ID, instore.PrintError)
 	}
 	return until
 }
 
 // printExpired ends a job the terminal did not answer within the print
 // timeout.
-func (s *Service) printExpired(id string) { s.completePrint(context.Background(), id, PrintTimeout) }
+func (s *Service) printExpired(id string) {
+	s.completePrint(context.Background(), id, instore.PrintTimeout)
+}
 
 // completePrint sets a job's final status unless it has one (its print is
 // then owed no longer: CompletePrintJob).
@@ -124,17 +128,17 @@ func (s *Service) completePrint(ctx context.Context, id string, statusID int) {
 	at := s.now()
 	if job, err := s.Store.PrintJob(ctx, id); err == nil && job.StatusID == nil {
 		job.StatusID, job.CompletedAt = &statusID, &at
-		ctx = WithOutbox(ctx, OutboxEvent{MerchantID: job.MerchantID, TerminalID: job.TerminalID, Type: EventPrintFinal,
+		ctx = instore.WithOutbox(ctx, instore.OutboxEvent{MerchantID: job.MerchantID, TerminalID: job.TerminalID, Type: instore.EventPrintFinal,
 			At: at, Data: mustJSON(s.Metadata.PrintJobWire(job))})
 	}
 	err := s.Store.CompletePrintJob(ctx, id, statusID, at)
 	if err == nil {
 		s.eventsWritten()
 	}
-	if err != nil && !errors.Is(err, ErrConflict) {
+	if err != nil && !errors.Is(err, instore.ErrConflict) {
 		s.log().Error("complete print job", "printId", id, "error", err)
 	}
-	if err == nil && statusID == PrintTimeout {
+	if err == nil && statusID == instore.PrintTimeout {
 		s.log().Info("print job timed out", "printId", id)
 	}
 	s.changes.publish(id)
@@ -143,23 +147,23 @@ func (s *Service) completePrint(ctx context.Context, id string, statusID int) {
 // receiptJob is the print job of a transaction's customer copy for
 // printReceipt, and the effect that sends it to the device serial; the
 // result that brings the receipt stores both with it.
-func (s *Service) receiptJob(t *Transaction, serial string, lines []string) (*PrintJob, *Effect) {
-	job := &PrintJob{ID: s.NewPrintID(), MerchantID: t.MerchantID, TerminalID: t.TerminalID, TransactionID: t.ID,
-		Copy: CopyCustomer, Lines: lines, CreatedAt: s.now()}
-	return job, s.newEffect(EffectPrint, serial, job.ID, "")
+func (s *Service) receiptJob(t *instore.Transaction, serial string, lines []string) (*instore.PrintJob, *instore.Effect) {
+	job := &instore.PrintJob{ID: s.NewPrintID(), MerchantID: t.MerchantID, TerminalID: t.TerminalID, TransactionID: t.ID,
+		Copy: instore.CopyCustomer, Lines: lines, CreatedAt: s.now()}
+	return job, s.newEffect(instore.EffectPrint, serial, job.ID, "")
 }
 
 // PrintJob returns one of the merchant's print jobs (not-found otherwise).
-func (s *Service) PrintJob(ctx context.Context, p *Principal, id string) (*PrintJob, error) {
+func (s *Service) PrintJob(ctx context.Context, p *instore.Principal, id string) (*instore.PrintJob, error) {
 	if _, err := s.merchant(ctx, p); err != nil {
 		return nil, err
 	}
-	if !ValidRef(id) {
-		return nil, Errorf(ENotFound, "No print job with this printId.")
+	if !instore.ValidRef(id) {
+		return nil, instore.Errorf(instore.ENotFound, "No print job with this printId.")
 	}
 	j, err := s.Store.PrintJob(ctx, id)
-	if errors.Is(err, ErrNotFound) || err == nil && j.MerchantID != p.MerchantID {
-		return nil, Errorf(ENotFound, "No print job with this printId.")
+	if errors.Is(err, instore.ErrNotFound) || err == nil && j.MerchantID != p.MerchantID {
+		return nil, instore.Errorf(instore.ENotFound, "No print job with this printId.")
 	} else if err != nil {
 		return nil, fmt.Errorf("print job: %w", err)
 	}
@@ -181,7 +185,7 @@ func (s *Service) TerminalPrintResult(ctx context.Context, serial, printID strin
 		return fmt.Errorf("terminal: %w", err)
 	}
 	if t.SerialNumber != serial {
-		return fmt.Errorf("print job of another device: %w", ErrNotFound)
+		return fmt.Errorf("print job of another device: %w", instore.ErrNotFound)
 	}
 	s.completePrint(ctx, printID, statusID)
 	return nil

@@ -1,22 +1,24 @@
-package instore
+package service
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/instore-dev/instore"
 )
 
 // AuthenticateDevice checks a device's serial number and secret. A serial
 // number no device can have (NUL, bytes that are not UTF-8, which
 // PostgreSQL refuses) fails like an unknown one, without asking the store.
-func (s *Service) AuthenticateDevice(ctx context.Context, serial, secret string) (*Device, error) {
-	unauthorized := Errorf(EUnauthorized, "Unknown device or wrong secret.")
-	if !ValidSerialNumber(serial) || secret == "" || len(secret) > 255 {
+func (s *Service) AuthenticateDevice(ctx context.Context, serial, secret string) (*instore.Device, error) {
+	unauthorized := instore.Errorf(instore.EUnauthorized, "Unknown device or wrong secret.")
+	if !instore.ValidSerialNumber(serial) || secret == "" || len(secret) > 255 {
 		return nil, unauthorized
 	}
 	d, err := s.Store.Device(ctx, serial)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, instore.ErrNotFound) {
 		return nil, unauthorized
 	} else if err != nil {
 		return nil, fmt.Errorf("device: %w", err)
@@ -30,11 +32,11 @@ func (s *Service) AuthenticateDevice(ctx context.Context, serial, secret string)
 // DeviceConnected records the device's hello and tells it what to show: its
 // terminal ID, or a link code while unlinked. Then it resumes what the
 // device may have missed: the command of its transaction if it has not
-// acknowledged it, every message still owed to it (effect.go), and its
+// acknowledged it, every message still owed to it (the root's effect.go), and its
 // software update.
-func (s *Service) DeviceConnected(ctx context.Context, serial string, h DeviceHello) error {
+func (s *Service) DeviceConnected(ctx context.Context, serial string, h instore.DeviceHello) error {
 	at := s.now()
-	wctx, told := s.deviceEventCtx(ctx, serial, EventTerminalOnline, true)
+	wctx, told := s.deviceEventCtx(ctx, serial, instore.EventTerminalOnline, true)
 	if err := s.Store.DeviceSeen(wctx, serial, h.SoftwareVersion, at); err != nil {
 		return fmt.Errorf("device seen: %w", err)
 	}
@@ -46,7 +48,7 @@ func (s *Service) DeviceConnected(ctx context.Context, serial string, h DeviceHe
 
 // hello is a device's hello with the time it was taken in.
 type hello struct {
-	DeviceHello
+	instore.DeviceHello
 	at time.Time
 }
 
@@ -95,7 +97,7 @@ func (s *Service) sendOwed(ctx context.Context, serial string, h *hello) error {
 		}
 		if cmd != nil {
 			err := s.Gateway.SendPayment(ctx, serial, cmd)
-			if errors.Is(err, ErrOffline) {
+			if errors.Is(err, instore.ErrOffline) {
 				return nil
 			} else if err != nil {
 				s.log().Warn("resend command", "ref", cmd.ID, "error", err)
@@ -107,7 +109,7 @@ func (s *Service) sendOwed(ctx context.Context, serial string, h *hello) error {
 			s.updateOnHello(ctx, t, *h)
 		}
 		return nil
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, instore.ErrNotFound):
 		d, err := s.Store.Device(ctx, serial)
 		if err != nil {
 			return fmt.Errorf("device: %w", err)
@@ -139,8 +141,8 @@ func (s *Service) sendOwed(ctx context.Context, serial string, h *hello) error {
 func (s *Service) DeviceDisconnected(serial string) {
 	s.log().Debug("device disconnected")
 	ctx := context.Background()
-	if ectx, ok := s.deviceEventCtx(ctx, serial, EventTerminalOffline, false); ok {
-		s.recordEvent(ctx, OutboxOf(ectx)[0])
+	if ectx, ok := s.deviceEventCtx(ctx, serial, instore.EventTerminalOffline, false); ok {
+		s.recordEvent(ctx, instore.OutboxOf(ectx)[0])
 	}
 }
 
@@ -150,7 +152,7 @@ func (s *Service) DeviceDisconnected(serial string) {
 // change the store too: every change is a compare-and-set on the version,
 // which reads the store again when the guess was stale, and no report is
 // refused on a guess (a final state is never kept, only read).
-func (s *Service) transactionOf(ctx context.Context, serial, ref string) (*Transaction, error) {
+func (s *Service) transactionOf(ctx context.Context, serial, ref string) (*instore.Transaction, error) {
 	t := s.running.get(ref)
 	if t == nil {
 		var err error
@@ -159,7 +161,7 @@ func (s *Service) transactionOf(ctx context.Context, serial, ref string) (*Trans
 		}
 	}
 	if t.SerialNumber != serial {
-		return nil, fmt.Errorf("transaction of another device: %w", ErrNotFound)
+		return nil, fmt.Errorf("transaction of another device: %w", instore.ErrNotFound)
 	}
 	return t, nil
 }
@@ -171,21 +173,21 @@ func (s *Service) TerminalAcknowledged(ctx context.Context, serial, ref string) 
 	if err != nil {
 		return err
 	}
-	_, _, err = s.apply(ctx, ref, known, Event{Kind: EventAcknowledged, At: s.now()})
+	_, _, err = s.apply(ctx, ref, known, instore.Event{Kind: instore.EventAcknowledged, At: s.now()})
 	return err
 }
 
 // TerminalProgress records a stage the terminal reached; stages only move
 // forward.
 func (s *Service) TerminalProgress(ctx context.Context, serial, ref, stage string) error {
-	if stageRank(stage) == 0 {
+	if instore.StageRank(stage) == 0 {
 		return fmt.Errorf("unknown progress stage %q", stage)
 	}
 	known, err := s.transactionOf(ctx, serial, ref)
 	if err != nil {
 		return err
 	}
-	_, _, err = s.apply(ctx, ref, known, Event{Kind: EventProgress, At: s.now(), Stage: stage})
+	_, _, err = s.apply(ctx, ref, known, instore.Event{Kind: instore.EventProgress, At: s.now(), Stage: stage})
 	return err
 }
 
@@ -195,12 +197,12 @@ func (s *Service) TerminalProgress(ctx context.Context, serial, ref, stage strin
 // keeping its error code, so no money is taken for a sale the ECR saw
 // fail. It returns nil once the outcome is committed (or was before): the
 // gateway then confirms.
-func (s *Service) TerminalResult(ctx context.Context, serial string, r TerminalResult) error {
-	if r.StatusID < 0 || r.StatusID > StatusWrongPIN {
+func (s *Service) TerminalResult(ctx context.Context, serial string, r instore.TerminalResult) error {
+	if r.StatusID < 0 || r.StatusID > instore.StatusWrongPIN {
 		return fmt.Errorf("result with status %d is not a terminal outcome", r.StatusID)
 	}
 	t, err := s.transactionOf(ctx, serial, r.Ref)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, instore.ErrNotFound) {
 		// Nothing to apply it to: confirm, so the terminal stops resending.
 		s.log().Warn("result for an unknown transaction", "ref", r.Ref, "serialNumber", serial)
 		return nil
@@ -210,8 +212,8 @@ func (s *Service) TerminalResult(ctx context.Context, serial string, r TerminalR
 	if t.ResultMessageID == r.MessageID {
 		return nil // a resent result, already applied
 	}
-	e := Event{Kind: EventResult, At: s.now(), Result: &r}
-	if t.Type == TypeReversal && r.StatusID == StatusApproved {
+	e := instore.Event{Kind: instore.EventResult, At: s.now(), Result: &r}
+	if t.Type == instore.TypeReversal && r.StatusID == instore.StatusApproved {
 		// An approved reversal, in time or late: the purchase's money went
 		// back, so the original is REVERSED either way.
 		return s.applyReversal(ctx, t, e)

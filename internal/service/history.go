@@ -1,10 +1,12 @@
-package instore
+package service
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/instore-dev/instore"
 )
 
 // Refund creates a REFUND on a terminal and answers once the terminal
@@ -14,8 +16,8 @@ import (
 // refunded only with that method. Errors, in order: validation, WP03, WP04
 // (original), conflict (original not an approved purchase), WP22, WP16,
 // WP01, WP30, WP23, WP09, validation (amount over what is left).
-func (s *Service) Refund(ctx context.Context, p *Principal, req *RefundRequest) (*Transaction, error) {
-	if c := idempotencyOf(ctx); c != nil && c.Resume != "" {
+func (s *Service) Refund(ctx context.Context, p *instore.Principal, req *instore.RefundRequest) (*instore.Transaction, error) {
+	if c := instore.IdempotencyOf(ctx); c != nil && c.Resume != "" {
 		return s.resume(ctx, p, c.Resume)
 	}
 	if err := req.Validate(); err != nil {
@@ -24,7 +26,7 @@ func (s *Service) Refund(ctx context.Context, p *Principal, req *RefundRequest) 
 	if _, err := s.merchant(ctx, p); err != nil {
 		return nil, err
 	}
-	var orig *Transaction
+	var orig *instore.Transaction
 	if req.OriginalOnlineAPIRefID != "" {
 		o, err := s.ownTransaction(ctx, p, req.OriginalOnlineAPIRefID)
 		if err != nil {
@@ -32,21 +34,21 @@ func (s *Service) Refund(ctx context.Context, p *Principal, req *RefundRequest) 
 		}
 		// The original's own state, in the contract's order; the whole rule
 		// is decided again with the creation.
-		if err := CheckOnOriginal(o, nil, &Transaction{Type: TypeRefund}); err != nil {
+		if err := instore.CheckOnOriginal(o, nil, &instore.Transaction{Type: instore.TypeRefund}); err != nil {
 			return nil, err
 		}
 		if o.Currency != req.Currency {
-			return nil, &Error{Code: EValidation, Detail: "The request is not valid; see errors.",
-				Fields: []FieldError{{Field: "/currency", Message: "must be the original's currency " + o.Currency}}}
+			return nil, &instore.Error{Code: instore.EValidation, Detail: "The request is not valid; see errors.",
+				Fields: []instore.FieldError{{Field: "/currency", Message: "must be the original's currency " + o.Currency}}}
 		}
 		orig = o
 	}
 	if req.PaymentMethodID != nil {
 		if _, ok := s.Metadata.PaymentMethod(*req.PaymentMethodID); !ok {
-			return nil, Errorf(WP22, "paymentMethodId %d is not in the paymentMethods list.", *req.PaymentMethodID)
+			return nil, instore.Errorf(instore.WP22, "paymentMethodId %d is not in the paymentMethods list.", *req.PaymentMethodID)
 		}
 	}
-	paidWith := func(t *Transaction) *int {
+	paidWith := func(t *instore.Transaction) *int {
 		if t == nil || t.Result == nil {
 			return nil
 		}
@@ -54,11 +56,11 @@ func (s *Service) Refund(ctx context.Context, p *Principal, req *RefundRequest) 
 	}(orig)
 	switch {
 	case req.PaymentMethodID != nil && orig == nil:
-		return nil, Errorf(WP22, "A refund with a payment method must name the original purchase paid with it (originalOnlineAPIRefId).")
+		return nil, instore.Errorf(instore.WP22, "A refund with a payment method must name the original purchase paid with it (originalOnlineAPIRefId).")
 	case req.PaymentMethodID != nil && (paidWith == nil || *paidWith != *req.PaymentMethodID):
-		return nil, Errorf(WP22, "The original purchase was not paid with paymentMethodId %d.", *req.PaymentMethodID)
+		return nil, instore.Errorf(instore.WP22, "The original purchase was not paid with paymentMethodId %d.", *req.PaymentMethodID)
 	case req.PaymentMethodID == nil && paidWith != nil:
-		return nil, Errorf(WP22, "The original purchase was paid with paymentMethodId %d; refund it with the same method.", *paidWith)
+		return nil, instore.Errorf(instore.WP22, "The original purchase was paid with paymentMethodId %d; refund it with the same method.", *paidWith)
 	}
 	term, err := s.ownTerminal(ctx, p, req.TerminalID)
 	if err != nil {
@@ -68,10 +70,10 @@ func (s *Service) Refund(ctx context.Context, p *Principal, req *RefundRequest) 
 	if err != nil {
 		return nil, err
 	}
-	t := &Transaction{
+	t := &instore.Transaction{
 		ID: s.NewRef(), MerchantID: p.MerchantID, TerminalID: term.TerminalID, SerialNumber: serial,
-		Type: TypeRefund, Amount: *req.Amount, Currency: req.Currency, PaymentMethodID: req.PaymentMethodID,
-		ECRReference: req.ECRReference, StatusID: StatusPending, Progress: ProgressSent, CreatedAt: s.now(),
+		Type: instore.TypeRefund, Amount: *req.Amount, Currency: req.Currency, PaymentMethodID: req.PaymentMethodID,
+		ECRReference: req.ECRReference, StatusID: instore.StatusPending, Progress: instore.ProgressSent, CreatedAt: s.now(),
 	}
 	create := s.Store.CreateTransaction
 	if orig != nil {
@@ -82,10 +84,10 @@ func (s *Service) Refund(ctx context.Context, p *Principal, req *RefundRequest) 
 }
 
 // ownTransaction loads one of the merchant's transactions (WP04 otherwise).
-func (s *Service) ownTransaction(ctx context.Context, p *Principal, ref string) (*Transaction, error) {
+func (s *Service) ownTransaction(ctx context.Context, p *instore.Principal, ref string) (*instore.Transaction, error) {
 	t, err := s.Store.Transaction(ctx, ref)
-	if errors.Is(err, ErrNotFound) || err == nil && t.MerchantID != p.MerchantID {
-		return nil, Errorf(WP04, "No transaction with this onlineAPIRefId.")
+	if errors.Is(err, instore.ErrNotFound) || err == nil && t.MerchantID != p.MerchantID {
+		return nil, instore.Errorf(instore.WP04, "No transaction with this onlineAPIRefId.")
 	} else if err != nil {
 		return nil, fmt.Errorf("transaction: %w", err)
 	}
@@ -97,8 +99,8 @@ func (s *Service) ownTransaction(ctx context.Context, p *Principal, ref string) 
 // REVERSAL, the original becomes REVERSED and both name each other.
 // Errors, in order: validation, WP03, WP04, not-reversible, WP01, WP30,
 // WP23, WP09.
-func (s *Service) Reversal(ctx context.Context, p *Principal, req *ReversalRequest) (*Transaction, error) {
-	if c := idempotencyOf(ctx); c != nil && c.Resume != "" {
+func (s *Service) Reversal(ctx context.Context, p *instore.Principal, req *instore.ReversalRequest) (*instore.Transaction, error) {
+	if c := instore.IdempotencyOf(ctx); c != nil && c.Resume != "" {
 		return s.resume(ctx, p, c.Resume)
 	}
 	if err := req.Validate(); err != nil {
@@ -113,7 +115,7 @@ func (s *Service) Reversal(ctx context.Context, p *Principal, req *ReversalReque
 	}
 	// The original's own state, in the contract's order; the whole rule
 	// (its refunds included) is decided again with the creation.
-	if err := CheckOnOriginal(orig, nil, &Transaction{Type: TypeReversal}); err != nil {
+	if err := instore.CheckOnOriginal(orig, nil, &instore.Transaction{Type: instore.TypeReversal}); err != nil {
 		return nil, err
 	}
 	// The latest transaction of its terminal, earlier reversals of it
@@ -121,17 +123,17 @@ func (s *Service) Reversal(ctx context.Context, p *Principal, req *ReversalReque
 	// be followed by another (two approved reversals void one
 	// authorisation once; CheckOnOriginal refuses one while another is
 	// PENDING or APPROVED).
-	newer, err := s.Store.ListTransactions(ctx, TransactionFilter{MerchantID: orig.MerchantID, TerminalID: orig.TerminalID,
+	newer, err := s.Store.ListTransactions(ctx, instore.TransactionFilter{MerchantID: orig.MerchantID, TerminalID: orig.TerminalID,
 		From: orig.CreatedAt, To: s.now().Add(time.Hour), Limit: 100})
 	if err != nil {
 		return nil, fmt.Errorf("newer transactions: %w", err)
 	}
 	for _, n := range newer {
-		if n.Type == TypeReversal && n.OriginalID == orig.ID {
+		if n.Type == instore.TypeReversal && n.OriginalID == orig.ID {
 			continue
 		}
 		if n.ID != orig.ID {
-			return nil, Errorf(ENotReversible, "Only the latest transaction of a terminal can be reversed; a newer one exists on this terminal. Refund it instead.")
+			return nil, instore.Errorf(instore.ENotReversible, "Only the latest transaction of a terminal can be reversed; a newer one exists on this terminal. Refund it instead.")
 		}
 		break
 	}
@@ -140,17 +142,17 @@ func (s *Service) Reversal(ctx context.Context, p *Principal, req *ReversalReque
 		return nil, fmt.Errorf("terminal: %w", err)
 	}
 	if term.MerchantID != p.MerchantID {
-		return nil, Errorf(WP16, "The terminal ID is not one of this merchant's.")
+		return nil, instore.Errorf(instore.WP16, "The terminal ID is not one of this merchant's.")
 	}
 	serial, _, err := s.readiness(ctx, term, needIdle)
 	if err != nil {
 		return nil, err
 	}
-	t := &Transaction{
+	t := &instore.Transaction{
 		ID: s.NewRef(), MerchantID: p.MerchantID, TerminalID: term.TerminalID, SerialNumber: serial,
-		Type: TypeReversal, Amount: orig.Amount, CashbackAmount: orig.CashbackAmount, Currency: orig.Currency,
+		Type: instore.TypeReversal, Amount: orig.Amount, CashbackAmount: orig.CashbackAmount, Currency: orig.Currency,
 		ECRReference: req.ECRReference, OriginalID: orig.ID, Reverses: orig.ID,
-		StatusID: StatusPending, Progress: ProgressSent, CreatedAt: s.now(),
+		StatusID: instore.StatusPending, Progress: instore.ProgressSent, CreatedAt: s.now(),
 	}
 	// A command like a purchase's: acknowledged and reported on.
 	return s.start(ctx, t, s.Store.CreateOnOriginal, func(ctx context.Context) error {

@@ -1,17 +1,19 @@
-package instore
+package service
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/instore-dev/instore"
 )
 
 // Purchase creates a purchase on a terminal and answers once the terminal
 // acknowledged it. Errors, in the contract's order: validation, WP03, WP22,
 // WP16, WP01, WP30, WP23, WP09; WP25 when no ack came in time.
-func (s *Service) Purchase(ctx context.Context, p *Principal, req *PurchaseRequest) (*Transaction, error) {
-	if c := idempotencyOf(ctx); c != nil && c.Resume != "" {
+func (s *Service) Purchase(ctx context.Context, p *instore.Principal, req *instore.PurchaseRequest) (*instore.Transaction, error) {
+	if c := instore.IdempotencyOf(ctx); c != nil && c.Resume != "" {
 		return s.resume(ctx, p, c.Resume)
 	}
 	if err := req.Validate(); err != nil {
@@ -22,7 +24,7 @@ func (s *Service) Purchase(ctx context.Context, p *Principal, req *PurchaseReque
 	}
 	if req.PaymentMethodID != nil {
 		if _, ok := s.Metadata.PaymentMethod(*req.PaymentMethodID); !ok {
-			return nil, Errorf(WP22, "paymentMethodId %d is not in the paymentMethods list.", *req.PaymentMethodID)
+			return nil, instore.Errorf(instore.WP22, "paymentMethodId %d is not in the paymentMethods list.", *req.PaymentMethodID)
 		}
 	}
 	term, update, err := s.ownTerminalWithUpdate(ctx, p, req.TerminalID)
@@ -33,17 +35,17 @@ func (s *Service) Purchase(ctx context.Context, p *Principal, req *PurchaseReque
 	if err != nil {
 		return nil, err
 	}
-	t := &Transaction{
+	t := &instore.Transaction{
 		ID: s.NewRef(), MerchantID: p.MerchantID, TerminalID: term.TerminalID, SerialNumber: serial,
-		Type: TypePurchase, Amount: *req.Amount, VATAmount: req.VATAmount, Currency: req.Currency,
+		Type: instore.TypePurchase, Amount: *req.Amount, VATAmount: req.VATAmount, Currency: req.Currency,
 		PaymentMethodID: req.PaymentMethodID, ECRReference: req.ECRReference, PrintReceipt: req.PrintReceipt,
-		StatusID: StatusPending, Progress: ProgressSent, CreatedAt: s.now(),
+		StatusID: instore.StatusPending, Progress: instore.ProgressSent, CreatedAt: s.now(),
 	}
 	if req.CashbackAmount != nil {
 		t.CashbackAmount = *req.CashbackAmount
 	}
 	if req.ConfirmWithinSeconds != nil {
-		t.ConfirmWithin, t.ConfirmState = time.Duration(*req.ConfirmWithinSeconds)*time.Second, ConfirmPending
+		t.ConfirmWithin, t.ConfirmState = time.Duration(*req.ConfirmWithinSeconds)*time.Second, instore.ConfirmPending
 	}
 	return s.start(ctx, t, s.Store.CreateTransaction, func(ctx context.Context) error {
 		return s.Gateway.SendPayment(ctx, serial, t)
@@ -54,27 +56,27 @@ func (s *Service) Purchase(ctx context.Context, p *Principal, req *PurchaseReque
 // terminal with send and waits for the ack (or a final status) up to the
 // ack timeout. With an idempotency record in ctx, the record gets the
 // transaction in the creation's database transaction.
-func (s *Service) start(ctx context.Context, t *Transaction, create func(context.Context, *Transaction) error, send func(context.Context) error) (*Transaction, error) {
+func (s *Service) start(ctx context.Context, t *instore.Transaction, create func(context.Context, *instore.Transaction) error, send func(context.Context) error) (*instore.Transaction, error) {
 	// Until the ack, the deadline the terminal is told is the latest the
 	// result can be awaited; the ack sets the real one.
 	t.DeadlineAt = ptr(t.CreatedAt.Add(s.ackTimeout() + s.deadline()))
-	t.Idempotency = idempotencyOf(ctx)
-	t.Events = []TransactionEvent{{Version: 1, At: t.CreatedAt, Kind: EventCreated, Actor: ActorECR,
+	t.Idempotency = instore.IdempotencyOf(ctx)
+	t.Events = []instore.TransactionEvent{{Version: 1, At: t.CreatedAt, Kind: instore.EventCreated, Actor: instore.ActorECR,
 		StatusAfter: s.rules().Status(t.StatusID), Detail: "the ECR's request; command sent to the terminal"}}
 	// Subscribed before anything can change it: the wait for the ack starts
 	// from the created state without reading it back.
 	w, gen, release := s.changes.subscribe(t.ID)
 	defer release()
-	var rule *Error
+	var rule *instore.Error
 	s.stamp(t)
 	switch err := create(ctx, t); {
 	case err == nil:
 	case errors.As(err, &rule):
 		return nil, rule
-	case errors.Is(err, ErrConflict):
+	case errors.Is(err, instore.ErrConflict):
 		return nil, s.busy(ctx, t.TerminalID)
-	case errors.Is(err, ErrIdempotencyLost):
-		return nil, Errorf(EConflict, "Another request with this Idempotency-Key took it over; retry with the same key for its answer.")
+	case errors.Is(err, instore.ErrIdempotencyLost):
+		return nil, instore.Errorf(instore.EConflict, "Another request with this Idempotency-Key took it over; retry with the same key for its answer.")
 	default:
 		return nil, fmt.Errorf("create transaction: %w", err)
 	}
@@ -99,7 +101,7 @@ func (s *Service) start(ctx context.Context, t *Transaction, create func(context
 		// is owed a cancel ACK_TIMEOUT (it drops a command it never
 		// acknowledged, and ignores a ref it does not know), sent after its
 		// next hello.
-		if _, _, err := s.apply(context.WithoutCancel(ctx), t.ID, nil, Event{Kind: EventSendFailed, At: s.now()}); err != nil {
+		if _, _, err := s.apply(context.WithoutCancel(ctx), t.ID, nil, instore.Event{Kind: instore.EventSendFailed, At: s.now()}); err != nil {
 			s.log().Error("end a transaction whose command was not sent", "ref", t.ID, "error", err)
 		}
 		return nil, s.wp23(t.ID)
@@ -112,7 +114,7 @@ func (s *Service) start(ctx context.Context, t *Transaction, create func(context
 // still runs, as the first answered or would have: once the terminal
 // acknowledged it or it ended, with the problem the first got (WP25,
 // WP23). It creates and sends nothing.
-func (s *Service) resume(ctx context.Context, p *Principal, ref string) (*Transaction, error) {
+func (s *Service) resume(ctx context.Context, p *instore.Principal, ref string) (*instore.Transaction, error) {
 	w, gen, release := s.changes.subscribe(ref)
 	defer release()
 	t := s.runningState(ref)
@@ -130,9 +132,9 @@ func (s *Service) resume(ctx context.Context, p *Principal, ref string) (*Transa
 // until its ack time-out has passed, and answers as a creating request
 // does: the transaction, or WP25 / WP23 when it ended unacknowledged for
 // that reason.
-func (s *Service) awaitAck(ctx context.Context, t *Transaction, w *watch, gen uint64) (*Transaction, error) {
+func (s *Service) awaitAck(ctx context.Context, t *instore.Transaction, w *watch, gen uint64) (*instore.Transaction, error) {
 	ackBy := t.CreatedAt.Add(s.ackTimeout())
-	got, err := s.waitOn(ctx, t.ID, w, gen, t, ackBy.Add(time.Second), func(t *Transaction) bool { return t.Acknowledged() || t.Final() })
+	got, err := s.waitOn(ctx, t.ID, w, gen, t, ackBy.Add(time.Second), func(t *instore.Transaction) bool { return t.Acknowledged() || t.Final() })
 	if err != nil {
 		return nil, err
 	}
@@ -148,11 +150,11 @@ func (s *Service) awaitAck(ctx context.Context, t *Transaction, w *watch, gen ui
 	}
 	if !got.Acknowledged() && got.Final() && got.ErrorID != nil {
 		switch *got.ErrorID {
-		case *s.errorID(WP25):
-			e := Errorf(WP25, "The terminal did not acknowledge the request in time.")
+		case *s.errorID(instore.WP25):
+			e := instore.Errorf(instore.WP25, "The terminal did not acknowledge the request in time.")
 			e.OnlineAPIRefID = got.ID
 			return nil, e
-		case *s.errorID(WP23):
+		case *s.errorID(instore.WP23):
 			return nil, s.wp23(got.ID)
 		}
 	}
@@ -162,7 +164,7 @@ func (s *Service) awaitAck(ctx context.Context, t *Transaction, w *watch, gen ui
 // wp23 is the problem of a transaction whose command never reached its
 // terminal.
 func (s *Service) wp23(ref string) error {
-	e := Errorf(WP23, "The terminal went offline before the request reached it.")
+	e := instore.Errorf(instore.WP23, "The terminal went offline before the request reached it.")
 	e.OnlineAPIRefID = ref
 	return e
 }
@@ -181,19 +183,17 @@ func (s *Service) deadline() time.Duration {
 	return DefaultDeadline
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // Transaction returns one of the merchant's transactions. With wait > 0 it
 // holds the answer while the transaction is PENDING, until it is final or
 // wait passes; with afterVersion as well, also until its version is past
 // afterVersion (any change: a progress stage, the acknowledgement), which
 // is how a till follows the terminal's progress. Errors: WP03, WP04.
-func (s *Service) Transaction(ctx context.Context, p *Principal, ref string, wait time.Duration, afterVersion *int64) (*Transaction, error) {
+func (s *Service) Transaction(ctx context.Context, p *instore.Principal, ref string, wait time.Duration, afterVersion *int64) (*instore.Transaction, error) {
 	if _, err := s.merchant(ctx, p); err != nil {
 		return nil, err
 	}
-	if !ValidRef(ref) {
-		return nil, Errorf(WP04, "No transaction with this onlineAPIRefId.")
+	if !instore.ValidRef(ref) {
+		return nil, instore.Errorf(instore.WP04, "No transaction with this onlineAPIRefId.")
 	}
 	var w *watch
 	var gen uint64
@@ -216,10 +216,10 @@ func (s *Service) Transaction(ctx context.Context, p *Principal, ref string, wai
 	if wait <= 0 || t.Final() {
 		return t, nil
 	}
-	cond := (*Transaction).Final
+	cond := (*instore.Transaction).Final
 	if afterVersion != nil {
 		after := *afterVersion
-		cond = func(t *Transaction) bool { return t.Version > after || t.Final() }
+		cond = func(t *instore.Transaction) bool { return t.Version > after || t.Final() }
 	}
 	return s.waitOn(ctx, ref, w, gen, t, s.Now().Add(wait), cond)
 }
@@ -230,7 +230,7 @@ func (s *Service) Transaction(ctx context.Context, p *Principal, ref string, wai
 // generation gen, so no change is missed. It is woken by the changes
 // themselves (no polling), and a change published with its state costs no
 // read.
-func (s *Service) waitOn(ctx context.Context, ref string, w *watch, gen uint64, t *Transaction, until time.Time, cond func(*Transaction) bool) (*Transaction, error) {
+func (s *Service) waitOn(ctx context.Context, ref string, w *watch, gen uint64, t *instore.Transaction, until time.Time, cond func(*instore.Transaction) bool) (*instore.Transaction, error) {
 	var err error
 	// On the service's clock, which tests drive.
 	timeout, stop := After(s.clock(), until.Sub(s.Now()))
@@ -267,7 +267,7 @@ func (s *Service) waitOn(ctx context.Context, ref string, w *watch, gen uint64, 
 // req names, if it names one). The transaction ends ABORTED_BY_CASHIER
 // with WP37, or in the final status the terminal reached first. Errors, in
 // order: validation, WP03, WP16, WP01, WP30, WP23, WP18.
-func (s *Service) Cancel(ctx context.Context, p *Principal, req *CancelRequest) (*Transaction, error) {
+func (s *Service) Cancel(ctx context.Context, p *instore.Principal, req *instore.CancelRequest) (*instore.Transaction, error) {
 	term, err := s.terminalOp(ctx, p, req, req.TerminalID)
 	if err != nil {
 		return nil, err
@@ -277,13 +277,13 @@ func (s *Service) Cancel(ctx context.Context, p *Principal, req *CancelRequest) 
 		return nil, err
 	}
 	if req.OnlineAPIRefID != "" && req.OnlineAPIRefID != active.ID {
-		return nil, Errorf(WP18, "The transaction onlineAPIRefId names is not the one running on this terminal; nothing was cancelled.")
+		return nil, instore.Errorf(instore.WP18, "The transaction onlineAPIRefId names is not the one running on this terminal; nothing was cancelled.")
 	}
 	// The request and the cancel it owes the terminal are stored together:
 	// a cancel that cannot be sent now is sent after the device's next
-	// hello (effect.go). A transaction the terminal ended first is
+	// hello (the root's effect.go). A transaction the terminal ended first is
 	// answered as it is.
-	t, _, err := s.apply(ctx, active.ID, nil, Event{Kind: EventCancelRequested, At: s.now()})
+	t, _, err := s.apply(ctx, active.ID, nil, instore.Event{Kind: instore.EventCancelRequested, At: s.now()})
 	if err != nil {
 		return nil, err
 	}
@@ -297,17 +297,20 @@ func (s *Service) Cancel(ctx context.Context, p *Principal, req *CancelRequest) 
 // merchant's), not-confirmable (no confirmation asked, no APPROVED result
 // yet, reversed, confirmed and then reversed by the ECR, or the window
 // passed: then the sale is reversed now if its timer had not run yet).
-func (s *Service) Confirm(ctx context.Context, p *Principal, ref string) (*Transaction, error) {
+func (s *Service) Confirm(ctx context.Context, p *instore.Principal, ref string) (*instore.Transaction, error) {
 	t, err := s.ownTransaction(ctx, p, ref)
 	if err != nil {
 		return nil, err
 	}
-	t, _, err = s.apply(ctx, ref, t, Event{Kind: EventConfirmed, At: s.now()})
+	t, _, err = s.apply(ctx, ref, t, instore.Event{Kind: instore.EventConfirmed, At: s.now()})
 	if err != nil {
 		return nil, err
 	}
-	if t.ConfirmState != ConfirmConfirmed || t.StatusID != StatusApproved {
-		return nil, notConfirmable(t)
+	if t.ConfirmState != instore.ConfirmConfirmed || t.StatusID != instore.StatusApproved {
+		return nil, instore.NotConfirmable(t)
 	}
 	return t, nil
 }
+
+// ptr is a pointer to a copy of v.
+func ptr[T any](v T) *T { return &v }

@@ -1,8 +1,9 @@
-package instore_test
+package service_test
 
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/admin"
+	"github.com/instore-dev/instore/internal/clocktest"
+	"github.com/instore-dev/instore/internal/service"
 )
 
 // listFixture is a fixture with five APPROVED transactions of its merchant
@@ -21,7 +24,7 @@ type listFixture struct {
 	*fixture
 	refs  []string
 	other string
-	node2 *instore.Service
+	node2 *service.Service
 }
 
 func newListFixture(t *testing.T) *listFixture {
@@ -48,7 +51,7 @@ func newListFixture(t *testing.T) *listFixture {
 	}
 	f.other = mer.ID
 	meta := instore.DefaultMetadata()
-	f.node2 = &instore.Service{Store: f.st, Metadata: &meta, Now: time.Now, Gateway: instore.NoGateway{}}
+	f.node2 = &service.Service{Store: f.st, Metadata: &meta, Gateway: instore.NoGateway{}}
 	return f
 }
 
@@ -57,7 +60,7 @@ func (f *listFixture) principal(merchantID string) *instore.Principal {
 }
 
 // page lists one page and returns its refs and the next cursor.
-func (f *listFixture) page(t *testing.T, svc *instore.Service, merchantID string, q instore.ListQuery) ([]string, string, error) {
+func (f *listFixture) page(t *testing.T, svc *service.Service, merchantID string, q instore.ListQuery) ([]string, string, error) {
 	t.Helper()
 	ts, next, err := svc.Transactions(context.Background(), f.principal(merchantID), q)
 	var refs []string
@@ -119,6 +122,23 @@ func TestTransactionsCursor(t *testing.T) {
 	}
 }
 
+// fieldsOf returns the fields of a validation error (nil for nil).
+func fieldsOf(t *testing.T, err error) []string {
+	t.Helper()
+	if err == nil {
+		return nil
+	}
+	var e *instore.Error
+	if !errors.As(err, &e) || e.Code != instore.EValidation {
+		t.Fatalf("error %v, want a validation error", err)
+	}
+	var out []string
+	for _, f := range e.Fields {
+		out = append(out, f.Field)
+	}
+	return out
+}
+
 // TestTransactionsCursorKeepsRange: the pages of a listing of the default
 // range (the last 24 hours) keep the range of the first page, whatever the
 // clock says when the next page is asked.
@@ -131,7 +151,7 @@ func TestTransactionsCursorKeepsRange(t *testing.T) {
 	// 23 h 55 min later the last transaction (created 6 min before the
 	// first page) has left the default range; the listing still shows it.
 	later := time.Now().Add(24*time.Hour - 5*time.Minute)
-	f.node2.Now = func() time.Time { return later }
+	f.node2.Clock = clocktest.New(later)
 	refs, next, err := f.page(t, f.node2, f.merchant, instore.ListQuery{Limit: 4, Cursor: cursor})
 	if err != nil {
 		t.Fatal(err)

@@ -1,9 +1,11 @@
-package instore
+package service
 
 import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/instore-dev/instore"
 )
 
 // What an operation on a terminal needs before it starts (readiness).
@@ -30,12 +32,12 @@ const (
 // operation on term that needs n: the one place they live. It returns
 // the serial number of the linked device and the transaction running on
 // the terminal ID (nil: none).
-func (s *Service) readiness(ctx context.Context, term *Terminal, n need) (serial string, active *Transaction, err error) {
+func (s *Service) readiness(ctx context.Context, term *instore.Terminal, n need) (serial string, active *instore.Transaction, err error) {
 	if !term.Linked() {
-		return "", nil, Errorf(WP01, "The terminal ID has no linked terminal.")
+		return "", nil, instore.Errorf(instore.WP01, "The terminal ID has no linked terminal.")
 	}
 	active, err = s.Store.ActiveTransaction(ctx, term.TerminalID)
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	if err != nil && !errors.Is(err, instore.ErrNotFound) {
 		return "", nil, fmt.Errorf("active transaction: %w", err)
 	}
 	if n != needOnline {
@@ -46,12 +48,12 @@ func (s *Service) readiness(ctx context.Context, term *Terminal, n need) (serial
 	// A cancel goes to a device with a session; a new command waits
 	// (briefly) until the device has been sent what it is owed.
 	if n == needRunning && !s.Gateway.Online(term.SerialNumber) || n != needRunning && !s.Gateway.Ready(term.SerialNumber) {
-		return "", nil, Errorf(WP23, "The terminal is offline.")
+		return "", nil, instore.Errorf(instore.WP23, "The terminal is offline.")
 	}
 	switch n {
 	case needRunning:
 		if active == nil {
-			return "", nil, Errorf(WP18, "No transaction is running on this terminal.")
+			return "", nil, instore.Errorf(instore.WP18, "No transaction is running on this terminal.")
 		}
 	case needIdle:
 		if active != nil {
@@ -72,7 +74,7 @@ func (s *Service) readiness(ctx context.Context, term *Terminal, n need) (serial
 // (ErrConflict; busy then tells WP30 from WP09), so the check costs no read
 // of its own. The answers are readiness's. u is the terminal's unfinished
 // software update (nil if none), read with the terminal.
-func (s *Service) readyToCreate(ctx context.Context, term *Terminal, u *Update) (string, error) {
+func (s *Service) readyToCreate(ctx context.Context, term *instore.Terminal, u *instore.Update) (string, error) {
 	if !term.Linked() || !s.Gateway.Ready(term.SerialNumber) {
 		serial, _, err := s.readiness(ctx, term, needIdle)
 		return serial, err
@@ -98,9 +100,9 @@ func (s *Service) busy(ctx context.Context, terminalID string) error {
 
 // wp09 is WP09 for a transaction running on the terminal (named, when
 // known).
-func wp09(active *Transaction) *Error {
-	e := Errorf(WP09, "The terminal is processing a transaction.")
-	e.Reason = ReasonTransaction
+func wp09(active *instore.Transaction) *instore.Error {
+	e := instore.Errorf(instore.WP09, "The terminal is processing a transaction.")
+	e.Reason = instore.ReasonTransaction
 	if active != nil {
 		e.OnlineAPIRefID = active.ID
 	}
@@ -109,11 +111,11 @@ func wp09(active *Transaction) *Error {
 
 // wp30 is the WP30 error when active (nil: none) was acknowledged by a
 // device that has since gone offline, and nil otherwise.
-func wp30(active *Transaction, g Gateway) *Error {
+func wp30(active *instore.Transaction, g instore.Gateway) *instore.Error {
 	if active == nil || !active.Acknowledged() || g.Online(active.SerialNumber) {
 		return nil
 	}
-	e := Errorf(WP30, "The terminal acknowledged the previous transaction, lost its connection and has not sent its result yet.")
+	e := instore.Errorf(instore.WP30, "The terminal acknowledged the previous transaction, lost its connection and has not sent its result yet.")
 	e.OnlineAPIRefID = active.ID
 	return e
 }

@@ -1,6 +1,10 @@
-package instore
+package service
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/instore-dev/instore"
+)
 
 // running keeps the latest state this node committed of each of its
 // transactions that is not final yet (bounded by the terminals busy at
@@ -22,7 +26,7 @@ type running struct {
 }
 
 type runningEntry struct {
-	t       *Transaction // nil once final
+	t       *instore.Transaction // nil once final
 	version int64
 }
 
@@ -31,7 +35,7 @@ const maxRunning = 10_000
 
 // put records t, a committed state not changed afterwards, unless a newer
 // one was put.
-func (r *running) put(t *Transaction) {
+func (r *running) put(t *instore.Transaction) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.m == nil {
@@ -67,7 +71,7 @@ func (r *running) forget(ref string) {
 }
 
 // get returns a copy of the state of ref if it is running, or nil.
-func (r *running) get(ref string) *Transaction {
+func (r *running) get(ref string) *instore.Transaction {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e := r.m[ref]
@@ -81,7 +85,7 @@ func (r *running) get(ref string) *Transaction {
 // runningState is the state this node last committed of the running
 // transaction ref, or nil: always nil when other processes change the
 // store too (Service.Shared), whose changes running does not see.
-func (s *Service) runningState(ref string) *Transaction {
+func (s *Service) runningState(ref string) *instore.Transaction {
 	if s.Shared {
 		return nil
 	}
@@ -107,7 +111,7 @@ type watch struct {
 	// gen counts the publishes since the entry was made; t is the newest
 	// committed state published (nil when the last publish carried none).
 	gen uint64
-	t   *Transaction
+	t   *instore.Transaction
 }
 
 // watch returns a channel closed at the next change of ref, and a release
@@ -146,7 +150,7 @@ func (c *changes) subscribe(ref string) (*watch, uint64, func()) {
 // since returns, if ref was published after generation gen, the newest
 // generation and the state published (nil: read the store); and the
 // channel closed at the next publish.
-func (c *changes) since(w *watch, gen uint64) (newGen uint64, t *Transaction, changed bool, ch <-chan struct{}) {
+func (c *changes) since(w *watch, gen uint64) (newGen uint64, t *instore.Transaction, changed bool, ch <-chan struct{}) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return w.gen, w.t, w.gen != gen, w.ch
@@ -159,12 +163,12 @@ func (c *changes) publish(ref string) { c.publishState(ref, nil) }
 // publishState is publish with the transaction's committed state, which
 // the waiters take instead of reading it again. It must be called after
 // the commit, and t not changed afterwards.
-func (c *changes) publishState(ref string, t *Transaction) { c.publishFrom(ref, t, true) }
+func (c *changes) publishState(ref string, t *instore.Transaction) { c.publishFrom(ref, t, true) }
 
 // publishFrom wakes the watchers of ref and tells the observers; local
 // says this process committed the change (the committed hooks are told
 // too), as opposed to another process that shares the store.
-func (c *changes) publishFrom(ref string, t *Transaction, local bool) {
+func (c *changes) publishFrom(ref string, t *instore.Transaction, local bool) {
 	c.mu.Lock()
 	if w := c.m[ref]; w != nil {
 		switch {

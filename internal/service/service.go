@@ -1,4 +1,4 @@
-package instore
+package service
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/instore-dev/instore"
 )
 
 // Service runs the Online API's operations on terminals and transactions
@@ -14,9 +16,9 @@ import (
 // and state changes live here, once; HTTP handlers and the gateway only
 // translate.
 type Service struct {
-	Store    Store
-	Gateway  Gateway
-	Metadata *Metadata
+	Store    instore.Store
+	Gateway  instore.Gateway
+	Metadata *instore.Metadata
 	Logger   *slog.Logger
 	// SecretMatches checks a device's secret against its stored digest
 	// (internal/auth.Matches, the one check of stored secrets); nil
@@ -24,11 +26,10 @@ type Service struct {
 	SecretMatches func(secret string, digest []byte) bool
 	// NewRef returns a new onlineAPIRefId (unique, time-sortable).
 	NewRef func() string
-	// Now is the time of day (stamps, listings' windows); Clock runs the
-	// time-outs, waits and sweeps (nil: the wall clock). The server sets
-	// Now to Clock.Now when it has a Clock.
-	Now   func() time.Time
-	Clock Clock
+	// Clock is the service's one time: the time of day (stamps,
+	// listings' windows) and the time-outs, waits and sweeps measured on
+	// it (nil: the wall clock, RealClock).
+	Clock instore.Clock
 	// AckTimeout is how long a purchase waits for the terminal's ack (WP25).
 	AckTimeout time.Duration
 	// Deadline is how long after the ack a transaction may stay PENDING (WP36).
@@ -38,11 +39,16 @@ type Service struct {
 	// NewPrintID returns a new printId.
 	NewPrintID func() string
 	// EffectTTL bounds how long a message owed to a terminal (a cancel, a
-	// reversal, a print: effect.go) is kept owed; DefaultEffectTTL when 0.
+	// reversal, a print: the root's effect.go) is kept owed; DefaultEffectTTL when 0.
 	EffectTTL time.Duration
+	// EncodeEvent writes an event as its streams send it: the HTTP
+	// adapter's server-sent message (onlineapi.EncodeStreamMessage). The
+	// feed encodes each event once with it (feed.go); nil: the event's
+	// JSON.
+	EncodeEvent func(*instore.StoredEvent) []byte
 	// Observer, if set, is told of every transaction that ends
 	// (observe.go).
-	Observer Observer
+	Observer instore.Observer
 	// Shared says other processes change the store too (several nodes on
 	// one PostgreSQL: internal/cluster): a status is then always read
 	// from the store, never from what this node last committed.
@@ -64,9 +70,9 @@ type Service struct {
 	// saw waiting for a transaction to end (terminalIdle).
 	updateWaits sync.Map
 	rulesOnce   sync.Once
-	rulesV      Rules
+	rulesV      instore.Rules
 	timersMu    sync.Mutex
-	timers      map[string]Timer
+	timers      map[string]instore.Timer
 	closed      bool
 }
 
@@ -76,6 +82,10 @@ const (
 	DefaultDeadline   = 120 * time.Second
 )
 
+// Now is the time of day on the service's Clock.
+func (s *Service) Now() time.Time { return s.clock().Now() }
+
+// now is Now as the service stamps it: UTC, to the microsecond.
 func (s *Service) now() time.Time { return s.Now().UTC().Truncate(time.Microsecond) }
 
 func (s *Service) log() *slog.Logger {
@@ -106,7 +116,7 @@ func (s *Service) Close() {
 }
 
 // merchant loads the principal's merchant and answers WP03 when inactive.
-func (s *Service) merchant(ctx context.Context, p *Principal) (*Merchant, error) {
+func (s *Service) merchant(ctx context.Context, p *instore.Principal) (*instore.Merchant, error) {
 	m := p.Merchant
 	if m == nil || m.ID != p.MerchantID {
 		var err error
@@ -115,14 +125,14 @@ func (s *Service) merchant(ctx context.Context, p *Principal) (*Merchant, error)
 		}
 	}
 	if !m.Active {
-		return nil, Errorf(WP03, "The merchant is inactive.")
+		return nil, instore.Errorf(instore.WP03, "The merchant is inactive.")
 	}
 	return m, nil
 }
 
 // terminalOp runs the checks an operation on one terminal ID starts with,
 // in the contract's order: the request's own validation, WP03, WP16.
-func (s *Service) terminalOp(ctx context.Context, p *Principal, req interface{ Validate() error }, terminalID string) (*Terminal, error) {
+func (s *Service) terminalOp(ctx context.Context, p *instore.Principal, req interface{ Validate() error }, terminalID string) (*instore.Terminal, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
@@ -133,20 +143,20 @@ func (s *Service) terminalOp(ctx context.Context, p *Principal, req interface{ V
 }
 
 // ActiveMerchant returns the principal's merchant; WP03 when inactive.
-func (s *Service) ActiveMerchant(ctx context.Context, p *Principal) (*Merchant, error) {
+func (s *Service) ActiveMerchant(ctx context.Context, p *instore.Principal) (*instore.Merchant, error) {
 	return s.merchant(ctx, p)
 }
 
 // ownTerminal loads a terminal ID of the merchant; WP16 when it is not one
 // of the merchant's, whether it exists elsewhere or not.
-func (s *Service) ownTerminal(ctx context.Context, p *Principal, terminalID string) (*Terminal, error) {
+func (s *Service) ownTerminal(ctx context.Context, p *instore.Principal, terminalID string) (*instore.Terminal, error) {
 	t, err := s.Store.Terminal(ctx, terminalID)
 	return ownedBy(p, t, err)
 }
 
 // ownTerminalWithUpdate is ownTerminal that also returns the terminal's
 // unfinished software update (nil if none), read with it.
-func (s *Service) ownTerminalWithUpdate(ctx context.Context, p *Principal, terminalID string) (*Terminal, *Update, error) {
+func (s *Service) ownTerminalWithUpdate(ctx context.Context, p *instore.Principal, terminalID string) (*instore.Terminal, *instore.Update, error) {
 	t, u, err := s.Store.TerminalWithOpenUpdate(ctx, terminalID)
 	if t, err = ownedBy(p, t, err); err != nil {
 		return nil, nil, err
@@ -156,9 +166,9 @@ func (s *Service) ownTerminalWithUpdate(ctx context.Context, p *Principal, termi
 
 // ownedBy is the terminal of a read (t, err) if it is the principal's
 // merchant's; WP16 if there is none or it is another's.
-func ownedBy(p *Principal, t *Terminal, err error) (*Terminal, error) {
-	if errors.Is(err, ErrNotFound) || err == nil && t.MerchantID != p.MerchantID {
-		return nil, Errorf(WP16, "The terminal ID is not one of this merchant's.")
+func ownedBy(p *instore.Principal, t *instore.Terminal, err error) (*instore.Terminal, error) {
+	if errors.Is(err, instore.ErrNotFound) || err == nil && t.MerchantID != p.MerchantID {
+		return nil, instore.Errorf(instore.WP16, "The terminal ID is not one of this merchant's.")
 	} else if err != nil {
 		return nil, fmt.Errorf("terminal: %w", err)
 	}

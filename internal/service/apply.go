@@ -1,20 +1,22 @@
-package instore
+package service
 
 import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/instore-dev/instore"
 )
 
 // rules are the Rules of this Service for Next, made once (the settings
 // do not change once the Service runs).
-func (s *Service) rules() Rules {
+func (s *Service) rules() instore.Rules {
 	s.rulesOnce.Do(func() { s.rulesV = s.makeRules() })
 	return s.rulesV
 }
 
-func (s *Service) makeRules() Rules {
-	return Rules{
+func (s *Service) makeRules() instore.Rules {
+	return instore.Rules{
 		Deadline: s.deadline(),
 		ErrorID:  s.errorID,
 		Status: func(id int) string {
@@ -35,26 +37,26 @@ func (s *Service) makeRules() Rules {
 // state of the transaction just read (nil: read it). A progress stage is
 // written without waiting for the disk (UpdateProgress): losing it in a
 // crash loses nothing the terminal will not report again.
-func (s *Service) apply(ctx context.Context, ref string, known *Transaction, e Event) (*Transaction, Step, error) {
+func (s *Service) apply(ctx context.Context, ref string, known *instore.Transaction, e instore.Event) (*instore.Transaction, instore.Step, error) {
 	var o owed
-	var step Step
+	var step instore.Step
 	update := s.write(&o)
-	if e.Kind == EventProgress {
+	if e.Kind == instore.EventProgress {
 		update = s.Store.UpdateProgress
 	}
-	t, err := s.finishWith(ctx, ref, known, update, func(t *Transaction) bool {
+	t, err := s.finishWith(ctx, ref, known, update, func(t *instore.Transaction) bool {
 		o.reset()
-		next, st := Next(*t, e, s.rules())
+		next, st := instore.Next(*t, e, s.rules())
 		step = st
 		if !st.Changed {
 			return false
 		}
 		*t = next
 		if st.Cancel != "" {
-			o.effects = append(o.effects, s.newEffect(EffectCancel, t.SerialNumber, t.ID, st.Cancel))
+			o.effects = append(o.effects, s.newEffect(instore.EffectCancel, t.SerialNumber, t.ID, st.Cancel))
 		}
 		if st.Reverse != "" {
-			o.effects = append(o.effects, s.newEffect(EffectReversal, t.SerialNumber, t.ID, st.Reverse))
+			o.effects = append(o.effects, s.newEffect(instore.EffectReversal, t.SerialNumber, t.ID, st.Reverse))
 		}
 		if st.Print != nil {
 			job, pe := s.receiptJob(t, t.SerialNumber, st.Print)
@@ -74,14 +76,14 @@ func (s *Service) apply(ctx context.Context, ref string, known *Transaction, e E
 
 // carryOut does, after the commit of a step, what it owes: moot cancels
 // ended, the timer armed, the effects sent (a device offline gets them
-// after its next hello: effect.go) and the receipt's print job started.
-func (s *Service) carryOut(ctx context.Context, t *Transaction, st Step, o *owed) {
+// after its next hello: the root's effect.go) and the receipt's print job started.
+func (s *Service) carryOut(ctx context.Context, t *instore.Transaction, st instore.Step, o *owed) {
 	bg := context.WithoutCancel(ctx)
 	if st.EndCancels {
-		s.endOwed(bg, t.ID, EffectCancel)
+		s.endOwed(bg, t.ID, instore.EffectCancel)
 	}
 	switch {
-	case st.Arm != nil && st.ArmKind == EventConfirmDeadline:
+	case st.Arm != nil && st.ArmKind == instore.EventConfirmDeadline:
 		s.arm(t.ID, *st.Arm, s.confirmExpired)
 	case st.Arm != nil && !t.Final():
 		s.arm(t.ID, *st.Arm, s.deadlineExpired)
@@ -90,9 +92,9 @@ func (s *Service) carryOut(ctx context.Context, t *Transaction, st Step, o *owed
 		return
 	}
 	switch {
-	case st.Event.Kind == EventAckTimeout || st.Event.Kind == EventDeadline:
+	case st.Event.Kind == instore.EventAckTimeout || st.Event.Kind == instore.EventDeadline:
 		s.log().Info("transaction expired", "ref", t.ID, "event", st.Event.Kind)
-	case st.Reverse == ReversalConfirmTimeout:
+	case st.Reverse == instore.ReversalConfirmTimeout:
 		s.log().Warn("unconfirmed sale reversed", "ref", t.ID)
 	case st.Reverse != "":
 		s.log().Warn("late approval reversed", "ref", t.ID)
@@ -100,7 +102,7 @@ func (s *Service) carryOut(ctx context.Context, t *Transaction, st Step, o *owed
 	}
 	for _, e := range o.effects {
 		switch e.Kind {
-		case EffectPrint:
+		case instore.EffectPrint:
 			// After the result's confirm, mostly: the gateway confirms once
 			// the result's apply returns.
 			go s.startPrint(bg, o.job, e)
@@ -115,7 +117,7 @@ func (s *Service) carryOut(ctx context.Context, t *Transaction, st Step, o *owed
 // REVERSAL the service had already ended (WP25, WP36) keeps its final
 // status and gets the result; the original is reversed all the same,
 // since the terminal did reverse it.
-func (s *Service) applyReversal(ctx context.Context, rev *Transaction, e Event) error {
+func (s *Service) applyReversal(ctx context.Context, rev *instore.Transaction, e instore.Event) error {
 	for {
 		rv, err := s.Store.Transaction(ctx, rev.ID)
 		if err != nil {
@@ -125,21 +127,21 @@ func (s *Service) applyReversal(ctx context.Context, rev *Transaction, e Event) 
 		if err != nil {
 			return fmt.Errorf("original: %w", err)
 		}
-		nrv, norig, st, ok := NextReversalPair(*rv, *orig, e, s.rules())
+		nrv, norig, st, ok := instore.NextReversalPair(*rv, *orig, e, s.rules())
 		if !ok {
 			return nil
 		}
 		s.stamp(&nrv)
 		s.stamp(&norig)
 		err = s.Store.UpdateTransactionPair(ctx, &nrv, rv.Version, &norig, orig.Version)
-		if errors.Is(err, ErrConflict) {
+		if errors.Is(err, instore.ErrConflict) {
 			continue
 		} else if err != nil {
 			return fmt.Errorf("apply reversal: %w", err)
 		}
 		s.disarm(nrv.ID)
 		if st.EndCancels {
-			s.endOwed(ctx, nrv.ID, EffectCancel)
+			s.endOwed(ctx, nrv.ID, instore.EffectCancel)
 		}
 		s.eventsWritten()
 		nrv.Events, norig.Events = nil, nil
@@ -162,9 +164,9 @@ func (s *Service) applyReversal(ctx context.Context, rev *Transaction, e Event) 
 // the transaction the caller just read (nil: read it), which it does not
 // keep: change is applied to a copy. It publishes the change. Only apply
 // (apply.go) calls it: every change of a transaction is a step of Next.
-func (s *Service) finishWith(ctx context.Context, ref string, known *Transaction, update func(context.Context, *Transaction, int64) error, change func(*Transaction) bool) (*Transaction, error) {
+func (s *Service) finishWith(ctx context.Context, ref string, known *instore.Transaction, update func(context.Context, *instore.Transaction, int64) error, change func(*instore.Transaction) bool) (*instore.Transaction, error) {
 	for {
-		var t *Transaction
+		var t *instore.Transaction
 		if known != nil {
 			cp := *known
 			t, known = &cp, nil
@@ -180,7 +182,7 @@ func (s *Service) finishWith(ctx context.Context, ref string, known *Transaction
 		}
 		s.stamp(t)
 		err := update(ctx, t, from)
-		if errors.Is(err, ErrConflict) {
+		if errors.Is(err, instore.ErrConflict) {
 			continue
 		} else if err != nil {
 			return nil, fmt.Errorf("update transaction: %w", err)

@@ -1,15 +1,16 @@
-package instore_test
+package service_test
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/onlineapi"
+	"github.com/instore-dev/instore/internal/service"
 )
 
 // TestStreamEventsFromTheFeed: streams of two merchants, with and without
@@ -20,8 +21,9 @@ import (
 // event; a stream of a quiet merchant moves its position with the window
 // instead of reading the store each time.
 func TestStreamEventsFromTheFeed(t *testing.T) {
-	defer instore.SetFeedSize(10)()
+	defer service.SetFeedSize(10)()
 	f := newFixture(t, "FULL", "SN-FEED")
+	f.svc.EncodeEvent = onlineapi.EncodeStreamMessage
 	ctx := context.Background()
 	a := &instore.Principal{MerchantID: f.merchant}
 	b := &instore.Principal{MerchantID: "mer_other"}
@@ -115,30 +117,5 @@ func TestStreamEventsFromTheFeed(t *testing.T) {
 	last, _ := f.st.LastEventSeq(ctx, "")
 	if q.f.After != last || len(q.got) != 0 {
 		t.Errorf("quiet stream at %d with %v, want at %d with nothing", q.f.After, q.got, last)
-	}
-}
-
-// TestStreamMessageIsTheEvent: a stream's message is the event's id, type
-// and, on its data line, exactly what encoding/json makes of the event as
-// the API shows it (the feed writes it out by hand); data with line
-// breaks is compacted so that it stays on one line.
-func TestStreamMessageIsTheEvent(t *testing.T) {
-	at := time.Date(2026, 11, 26, 8, 33, 17, 152141000, time.FixedZone("CET", 3600))
-	// As the service writes data: encoding/json's output (HTML characters
-	// escaped), or, not so, with line breaks.
-	asWritten, _ := json.Marshal(map[string]any{"onlineAPIRefId": "txn_1", "amount": 1250,
-		"ecrReference": "A \"quoted\" <tag> & ÅÄÖ \u2028 \n"})
-	for _, data := range []string{string(asWritten), `{"a":[1,2,{"b":null}]}`, "{\n  \"a\": 1\n}"} {
-		e := &instore.StoredEvent{Seq: 42, OutboxEvent: instore.OutboxEvent{MerchantID: "mer_1", Type: instore.EventTransactionFinal,
-			At: at, Data: []byte(data)}}
-		want, err := json.Marshal(e.Wire())
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := instore.EncodeStreamMessage(e)
-		wantMsg := "id: evt_0000000000000042\nevent: transaction.final\ndata: " + string(want) + "\n\n"
-		if string(got) != wantMsg {
-			t.Errorf("message\n%q\nwant\n%q", got, wantMsg)
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package instore_test
+package service_test
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package instore
+package service
 
 import (
 	"context"
@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+
+	"github.com/instore-dev/instore"
 )
 
 // view builds what the Online API shows of a terminal ID.
-func (s *Service) view(ctx context.Context, t *Terminal) (*TerminalView, error) {
-	v := &TerminalView{TerminalID: t.TerminalID, Linked: t.Linked(), LinkedAt: t.LinkedAt}
+func (s *Service) view(ctx context.Context, t *instore.Terminal) (*instore.TerminalView, error) {
+	v := &instore.TerminalView{TerminalID: t.TerminalID, Linked: t.Linked(), LinkedAt: t.LinkedAt}
 	if t.Linked() {
 		d, err := s.Store.Device(ctx, t.SerialNumber)
 		if err != nil {
@@ -24,7 +26,7 @@ func (s *Service) view(ctx context.Context, t *Terminal) (*TerminalView, error) 
 	switch {
 	case err == nil:
 		v.Busy, v.CurrentRefID = true, &active.ID
-	case !errors.Is(err, ErrNotFound):
+	case !errors.Is(err, instore.ErrNotFound):
 		return nil, fmt.Errorf("active transaction: %w", err)
 	}
 	u, err := s.Store.OpenUpdate(ctx, t.TerminalID)
@@ -33,14 +35,14 @@ func (s *Service) view(ctx context.Context, t *Terminal) (*TerminalView, error) 
 		if s.installs(u) {
 			v.Busy, v.Updating = true, true
 		}
-	case !errors.Is(err, ErrNotFound):
+	case !errors.Is(err, instore.ErrNotFound):
 		return nil, fmt.Errorf("open update: %w", err)
 	}
 	return v, nil
 }
 
 // Terminals lists the merchant's terminal IDs.
-func (s *Service) Terminals(ctx context.Context, p *Principal) ([]*TerminalView, error) {
+func (s *Service) Terminals(ctx context.Context, p *instore.Principal) ([]*instore.TerminalView, error) {
 	if _, err := s.merchant(ctx, p); err != nil {
 		return nil, err
 	}
@@ -48,7 +50,7 @@ func (s *Service) Terminals(ctx context.Context, p *Principal) ([]*TerminalView,
 	if err != nil {
 		return nil, fmt.Errorf("terminals: %w", err)
 	}
-	out := make([]*TerminalView, 0, len(ts))
+	out := make([]*instore.TerminalView, 0, len(ts))
 	for _, t := range ts {
 		v, err := s.view(ctx, t)
 		if err != nil {
@@ -60,9 +62,9 @@ func (s *Service) Terminals(ctx context.Context, p *Principal) ([]*TerminalView,
 }
 
 // Terminal shows one of the merchant's terminal IDs. Errors: WP03, WP16.
-func (s *Service) Terminal(ctx context.Context, p *Principal, terminalID string) (*TerminalView, error) {
-	if !ValidTerminalID(terminalID) {
-		return nil, &Error{Code: EValidation, Detail: "The request is not valid; see errors.", Fields: []FieldError{{Field: "terminalId", Message: "must be 8 digits"}}}
+func (s *Service) Terminal(ctx context.Context, p *instore.Principal, terminalID string) (*instore.TerminalView, error) {
+	if !instore.ValidTerminalID(terminalID) {
+		return nil, &instore.Error{Code: instore.EValidation, Detail: "The request is not valid; see errors.", Fields: []instore.FieldError{{Field: "terminalId", Message: "must be 8 digits"}}}
 	}
 	if _, err := s.merchant(ctx, p); err != nil {
 		return nil, err
@@ -76,7 +78,7 @@ func (s *Service) Terminal(ctx context.Context, p *Principal, terminalID string)
 
 // OwnTerminal returns one of the merchant's terminal IDs (WP03, WP16), for
 // surfaces that act on a terminal outside the transaction life (sandbox).
-func (s *Service) OwnTerminal(ctx context.Context, p *Principal, terminalID string) (*Terminal, error) {
+func (s *Service) OwnTerminal(ctx context.Context, p *instore.Principal, terminalID string) (*instore.Terminal, error) {
 	if _, err := s.merchant(ctx, p); err != nil {
 		return nil, err
 	}
@@ -87,14 +89,14 @@ func (s *Service) OwnTerminal(ctx context.Context, p *Principal, terminalID stri
 // replaces the old binding on both sides: the terminal ID's previous device
 // shows a new link code, the device's previous terminal ID is unlinked.
 // Errors, in order: validation, WP03, WP16, link-code-invalid, WP09.
-func (s *Service) Link(ctx context.Context, p *Principal, req *LinkRequest) (*TerminalView, error) {
+func (s *Service) Link(ctx context.Context, p *instore.Principal, req *instore.LinkRequest) (*instore.TerminalView, error) {
 	t, err := s.terminalOp(ctx, p, req, req.TerminalID)
 	if err != nil {
 		return nil, err
 	}
 	d, err := s.Store.DeviceByLinkCode(ctx, req.LinkCode)
-	if errors.Is(err, ErrNotFound) || err == nil && d.CustomerID != "" && d.CustomerID != t.CustomerID {
-		return nil, Errorf(ELinkCodeInvalid, "No terminal shows this link code.")
+	if errors.Is(err, instore.ErrNotFound) || err == nil && d.CustomerID != "" && d.CustomerID != t.CustomerID {
+		return nil, instore.Errorf(instore.ELinkCodeInvalid, "No terminal shows this link code.")
 	} else if err != nil {
 		return nil, fmt.Errorf("device by link code: %w", err)
 	}
@@ -102,17 +104,17 @@ func (s *Service) Link(ctx context.Context, p *Principal, req *LinkRequest) (*Te
 	linked := *t
 	linked.SerialNumber, linked.LinkedAt = d.SerialNumber, &at
 	lctx := ctx
-	if ev, ok := s.terminalEvent(ctx, &linked, EventTerminalLinked, nil); ok {
-		lctx = WithOutbox(ctx, ev)
+	if ev, ok := s.terminalEvent(ctx, &linked, instore.EventTerminalLinked, nil); ok {
+		lctx = instore.WithOutbox(ctx, ev)
 	}
 	prevSerial, _, err := s.Store.LinkTerminal(lctx, t.TerminalID, d.SerialNumber, at)
-	if errors.Is(err, ErrConflict) {
+	if errors.Is(err, instore.ErrConflict) {
 		return nil, s.busy(ctx, t.TerminalID)
 	} else if err != nil {
 		return nil, fmt.Errorf("link: %w", err)
 	}
 	s.eventsWritten()
-	if err := s.Gateway.SendLinked(ctx, d.SerialNumber, t.TerminalID); err != nil && !errors.Is(err, ErrOffline) {
+	if err := s.Gateway.SendLinked(ctx, d.SerialNumber, t.TerminalID); err != nil && !errors.Is(err, instore.ErrOffline) {
 		s.log().Warn("send linked", "serialNumber", d.SerialNumber, "error", err)
 	}
 	if prevSerial != "" && prevSerial != d.SerialNumber {
@@ -127,7 +129,7 @@ func (s *Service) Link(ctx context.Context, p *Principal, req *LinkRequest) (*Te
 
 // Unlink removes the binding of a terminal ID; its device shows a new link
 // code. Errors, in order: validation, WP03, WP16, WP02, WP09.
-func (s *Service) Unlink(ctx context.Context, p *Principal, req *TerminalRequest) (*TerminalView, error) {
+func (s *Service) Unlink(ctx context.Context, p *instore.Principal, req *instore.TerminalRequest) (*instore.TerminalView, error) {
 	t, err := s.terminalOp(ctx, p, req, req.TerminalID)
 	if err != nil {
 		return nil, err
@@ -135,14 +137,14 @@ func (s *Service) Unlink(ctx context.Context, p *Principal, req *TerminalRequest
 	unlinked := *t
 	unlinked.SerialNumber, unlinked.LinkedAt = "", nil
 	uctx := ctx
-	if ev, ok := s.terminalEvent(ctx, &unlinked, EventTerminalUnlinked, nil); ok {
-		uctx = WithOutbox(ctx, ev)
+	if ev, ok := s.terminalEvent(ctx, &unlinked, instore.EventTerminalUnlinked, nil); ok {
+		uctx = instore.WithOutbox(ctx, ev)
 	}
 	serial, err := s.Store.UnlinkTerminal(uctx, t.TerminalID)
 	switch {
-	case errors.Is(err, ErrNotFound):
-		return nil, Errorf(WP02, "The terminal ID is not linked to a terminal.")
-	case errors.Is(err, ErrConflict):
+	case errors.Is(err, instore.ErrNotFound):
+		return nil, instore.Errorf(instore.WP02, "The terminal ID is not linked to a terminal.")
+	case errors.Is(err, instore.ErrConflict):
 		return nil, s.busy(ctx, t.TerminalID)
 	case err != nil:
 		return nil, fmt.Errorf("unlink: %w", err)
@@ -163,7 +165,7 @@ func (s *Service) showLinkCode(ctx context.Context, serial string) {
 		s.log().Error("assign link code", "serialNumber", serial, "error", err)
 		return
 	}
-	if err := s.Gateway.SendLinkCode(ctx, serial, code); err != nil && !errors.Is(err, ErrOffline) {
+	if err := s.Gateway.SendLinkCode(ctx, serial, code); err != nil && !errors.Is(err, instore.ErrOffline) {
 		s.log().Warn("send link code", "serialNumber", serial, "error", err)
 	}
 }
@@ -177,7 +179,7 @@ func (s *Service) assignLinkCode(ctx context.Context, serial string) (string, er
 		}
 		code := fmt.Sprintf("%06d", n.Int64())
 		err = s.Store.SetLinkCode(ctx, serial, code)
-		if errors.Is(err, ErrConflict) {
+		if errors.Is(err, instore.ErrConflict) {
 			continue
 		}
 		return code, err

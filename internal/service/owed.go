@@ -1,4 +1,4 @@
-package instore
+package service
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/instore-dev/instore"
 )
 
 // effectIDPrefix starts every effect id, and so the message id of every
@@ -17,35 +19,35 @@ import (
 const effectIDPrefix = "eff_"
 
 // newEffect returns a new effect of kind for ref, owed to serial.
-func (s *Service) newEffect(kind, serial, ref, reason string) *Effect {
+func (s *Service) newEffect(kind, serial, ref, reason string) *instore.Effect {
 	now := s.now()
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(now.UnixMilli())<<16)
 	rand.Read(b[6:])
-	return &Effect{ID: effectIDPrefix + hex.EncodeToString(b[:]), Kind: kind, SerialNumber: serial, Ref: ref, Reason: reason, CreatedAt: now}
+	return &instore.Effect{ID: effectIDPrefix + hex.EncodeToString(b[:]), Kind: kind, SerialNumber: serial, Ref: ref, Reason: reason, CreatedAt: now}
 }
 
 func (s *Service) effectTTL() time.Duration {
 	if s.EffectTTL > 0 {
 		return s.EffectTTL
 	}
-	return DefaultEffectTTL
+	return instore.DefaultEffectTTL
 }
 
 // owed collects what one change of a transaction makes the service owe
 // its terminal. The change function fills it (after reset, as it may run
 // more than once), and write stores it with the change.
 type owed struct {
-	effects []*Effect
-	job     *PrintJob // the receipt print job of a print effect
+	effects []*instore.Effect
+	job     *instore.PrintJob // the receipt print job of a print effect
 }
 
 func (o *owed) reset() { o.effects, o.job = nil, nil }
 
 // write returns the update of finishWith that stores the transaction and,
 // in the same database transaction, what o holds.
-func (s *Service) write(o *owed) func(ctx context.Context, t *Transaction, from int64) error {
-	return func(ctx context.Context, t *Transaction, from int64) error {
+func (s *Service) write(o *owed) func(ctx context.Context, t *instore.Transaction, from int64) error {
+	return func(ctx context.Context, t *instore.Transaction, from int64) error {
 		if len(o.effects) == 0 && o.job == nil {
 			return s.Store.UpdateTransaction(ctx, t, from)
 		}
@@ -58,19 +60,19 @@ func (s *Service) write(o *owed) func(ctx context.Context, t *Transaction, from 
 // closes it: ErrOffline too), gets it after its next hello. Any other error
 // is a message the gateway refuses, logged. It returns the error of the
 // send.
-func (s *Service) deliver(ctx context.Context, e *Effect, lines []string) error {
+func (s *Service) deliver(ctx context.Context, e *instore.Effect, lines []string) error {
 	var err error
 	switch e.Kind {
-	case EffectCancel:
+	case instore.EffectCancel:
 		err = s.Gateway.SendCancel(ctx, e.SerialNumber, e.ID, e.Ref, e.Reason)
-	case EffectReversal:
+	case instore.EffectReversal:
 		err = s.Gateway.SendReversal(ctx, e.SerialNumber, e.ID, e.Ref, e.Reason)
-	case EffectPrint:
+	case instore.EffectPrint:
 		err = s.Gateway.SendPrint(ctx, e.SerialNumber, e.ID, e.Ref, lines)
 	default:
 		err = fmt.Errorf("unknown effect kind %q", e.Kind)
 	}
-	if err != nil && !errors.Is(err, ErrOffline) {
+	if err != nil && !errors.Is(err, instore.ErrOffline) {
 		s.log().Warn("send owed message", "kind", e.Kind, "ref", e.Ref, "serialNumber", e.SerialNumber, "error", err)
 	}
 	return err
@@ -80,7 +82,7 @@ func (s *Service) deliver(ctx context.Context, e *Effect, lines []string) error 
 // asked for no longer matters. A failure only means they are sent again
 // after the next hello, which the device answers without effect.
 func (s *Service) endOwed(ctx context.Context, ref, kind string) {
-	if _, err := s.Store.EndEffectsOf(ctx, ref, kind, EffectMoot, s.now()); err != nil {
+	if _, err := s.Store.EndEffectsOf(ctx, ref, kind, instore.EffectMoot, s.now()); err != nil {
 		s.log().Warn("end owed messages", "kind", kind, "ref", ref, "error", err)
 	}
 }
@@ -109,7 +111,7 @@ func (s *Service) cancelsBefore(ctx context.Context, serial, ref string) error {
 		s.log().Error("owed cancels before a command", "ref", ref, "error", err)
 		return err
 	}
-	es = slices.DeleteFunc(es, func(e *Effect) bool { return e.Kind != EffectCancel || e.Ref == ref })
+	es = slices.DeleteFunc(es, func(e *instore.Effect) bool { return e.Kind != instore.EffectCancel || e.Ref == ref })
 	s.resendOwed(ctx, serial, es)
 	return nil
 }
@@ -120,9 +122,9 @@ func (s *Service) cancelsBefore(ctx context.Context, serial, ref string) error {
 // acknowledges a command whose ref it knows again and never starts it
 // twice (docs/terminal-protocol.md, section 6); the ack timeout still
 // ends one that stays unacknowledged.
-func (s *Service) unacknowledged(ctx context.Context, term *Terminal) *Transaction {
+func (s *Service) unacknowledged(ctx context.Context, term *instore.Terminal) *instore.Transaction {
 	t, err := s.Store.ActiveTransaction(ctx, term.TerminalID)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, instore.ErrNotFound) {
 		return nil
 	} else if err != nil {
 		s.log().Error("resend command: active transaction", "terminalId", term.TerminalID, "error", err)
@@ -135,7 +137,7 @@ func (s *Service) unacknowledged(ctx context.Context, term *Terminal) *Transacti
 }
 
 // splitOwed splits effects into those of the transaction ref and the others.
-func splitOwed(es []*Effect, ref string) (of, others []*Effect) {
+func splitOwed(es []*instore.Effect, ref string) (of, others []*instore.Effect) {
 	for _, e := range es {
 		if ref != "" && e.Ref == ref {
 			of = append(of, e)
@@ -152,7 +154,7 @@ func splitOwed(es []*Effect, ref string) (of, others []*Effect) {
 // print job's end) is marked now instead; one past EffectTTL is left to
 // the sweep. It reports false when the session went away (the next hello
 // sends the rest).
-func (s *Service) resendOwed(ctx context.Context, serial string, es []*Effect) bool {
+func (s *Service) resendOwed(ctx context.Context, serial string, es []*instore.Effect) bool {
 	now := s.now()
 	for _, e := range es {
 		if now.Sub(e.CreatedAt) > s.effectTTL() {
@@ -161,7 +163,7 @@ func (s *Service) resendOwed(ctx context.Context, serial string, es []*Effect) b
 		var lines []string
 		moot := false
 		switch e.Kind {
-		case EffectCancel:
+		case instore.EffectCancel:
 			// A cancel whose transaction cannot be read goes all the same:
 			// left out, a command sent after it could overtake it, and a
 			// moot cancel is harmless (the terminal ignores a ref it does
@@ -171,7 +173,7 @@ func (s *Service) resendOwed(ctx context.Context, serial string, es []*Effect) b
 				s.log().Error("resend owed messages: transaction", "ref", e.Ref, "error", err)
 			}
 			moot = err == nil && t.ResultMessageID != ""
-		case EffectPrint:
+		case instore.EffectPrint:
 			j, err := s.Store.PrintJob(ctx, e.Ref)
 			if err != nil {
 				s.log().Error("resend owed messages: print job", "printId", e.Ref, "error", err)
@@ -201,8 +203,8 @@ func (s *Service) TerminalConfirmed(ctx context.Context, serial, messageID strin
 	if !strings.HasPrefix(messageID, effectIDPrefix) {
 		return nil // a message nothing is owed for (linked, a command...)
 	}
-	err := s.Store.EndEffect(ctx, messageID, serial, EffectConfirmed, s.now())
-	if errors.Is(err, ErrNotFound) {
+	err := s.Store.EndEffect(ctx, messageID, serial, instore.EffectConfirmed, s.now())
+	if errors.Is(err, instore.ErrNotFound) {
 		return nil
 	} else if err != nil {
 		return fmt.Errorf("end effect: %w", err)
@@ -257,7 +259,7 @@ func (s *Service) Sweep(ctx context.Context) {
 	}
 	for _, j := range jobs {
 		if !now.Before(j.CreatedAt.Add(s.printTimeout())) {
-			s.completePrint(ctx, j.ID, PrintTimeout)
+			s.completePrint(ctx, j.ID, instore.PrintTimeout)
 		}
 	}
 	dropped, err := s.Store.ExpireEffects(ctx, now.Add(-s.effectTTL()), now)
@@ -276,7 +278,7 @@ func (s *Service) Sweep(ctx context.Context) {
 // RunSweep runs Sweep every interval (DefaultSweep when 0) until ctx ends.
 func (s *Service) RunSweep(ctx context.Context, interval time.Duration) {
 	if interval <= 0 {
-		interval = DefaultSweep
+		interval = instore.DefaultSweep
 	}
 	Every(ctx, s.clock(), interval, func() { s.Sweep(ctx) })
 }

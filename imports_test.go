@@ -1,0 +1,149 @@
+package instore_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The module's import directions, read from the source (non-test files):
+// the root package is the contract and does no I/O; the application
+// (internal/service) depends on the contract, never on an adapter.
+
+const module = "github.com/instore-dev/instore"
+
+// rootRefused are the standard packages the root may not import: they
+// reach the network, the file system, the process, a database, the
+// kernel's randomness or a log. net/netip and net/url (parsing) and embed
+// (the code lists, compiled in) stay allowed.
+var rootRefused = []string{"net", "net/http", "database/sql", "os", "os/exec", "os/signal", "syscall",
+	"crypto/rand", "log", "log/slog", "runtime"}
+
+// serviceRefused are the adapters: they call the service, not the reverse.
+var serviceRefused = []string{"internal/httpapi", "internal/onlineapi", "internal/accessapi", "internal/sqlstore",
+	"internal/gateway", "internal/server", "internal/sandbox", "internal/cluster", "internal/webhook",
+	"internal/admin", "internal/protocol", "internal/metrics"}
+
+var fset = token.NewFileSet()
+
+// sources parses the non-test Go files of dir (relative to the root).
+func sources(t *testing.T, dir string) map[string]*ast.File {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]*ast.File{}
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[name] = f
+	}
+	if len(files) == 0 {
+		t.Fatalf("no Go files in %s", dir)
+	}
+	return files
+}
+
+func importsOf(f *ast.File) []string {
+	var out []string
+	for _, imp := range f.Imports {
+		p, _ := strconv.Unquote(imp.Path.Value)
+		out = append(out, p)
+	}
+	return out
+}
+
+// rootRefusal says why a file of the root may not import path ("" if it
+// may).
+func rootRefusal(path string) string {
+	for _, r := range rootRefused {
+		if path == r || strings.HasPrefix(path, r+"/") && r != "net" && r != "log" {
+			return "does I/O"
+		}
+	}
+	if strings.Contains(strings.Split(path, "/")[0], ".") {
+		return "is not the standard library (the root depends on nothing)"
+	}
+	return ""
+}
+
+// serviceRefusal says why a file of internal/service may not import path
+// ("" if it may).
+func serviceRefusal(path string) string {
+	for _, r := range serviceRefused {
+		if path == module+"/"+r || strings.HasPrefix(path, module+"/"+r+"/") {
+			return "is an adapter"
+		}
+	}
+	return ""
+}
+
+func TestImportRules(t *testing.T) {
+	for _, tc := range []struct {
+		path string
+		want string
+	}{
+		{"net/http", "does I/O"}, {"net/http/httptest", "does I/O"}, {"database/sql", "does I/O"},
+		{"os", "does I/O"}, {"log/slog", "does I/O"}, {"net", "does I/O"},
+		{"net/netip", ""}, {"net/url", ""}, {"time", ""}, {"embed", ""}, {"encoding/json", ""},
+		{module + "/internal/service", "is not the standard library (the root depends on nothing)"},
+		{"github.com/google/uuid", "is not the standard library (the root depends on nothing)"},
+	} {
+		if got := rootRefusal(tc.path); got != tc.want {
+			t.Errorf("rootRefusal(%q) = %q, want %q", tc.path, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		path string
+		want string
+	}{
+		{module + "/internal/onlineapi", "is an adapter"}, {module + "/internal/sqlstore", "is an adapter"},
+		{module + "/internal/httpapi", "is an adapter"}, {module, ""}, {"context", ""},
+		{module + "/internal/servicex", ""},
+	} {
+		if got := serviceRefusal(tc.path); got != tc.want {
+			t.Errorf("serviceRefusal(%q) = %q, want %q", tc.path, got, tc.want)
+		}
+	}
+}
+
+// TestRootIsTheContract: the root package imports nothing that does I/O,
+// nothing outside the standard library (none of the module's internal
+// packages), and starts no goroutine.
+func TestRootIsTheContract(t *testing.T) {
+	for name, f := range sources(t, ".") {
+		for _, p := range importsOf(f) {
+			if why := rootRefusal(p); why != "" {
+				t.Errorf("%s imports %s, which %s", name, p, why)
+			}
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if g, ok := n.(*ast.GoStmt); ok {
+				t.Errorf("%s: a go statement: the root starts no goroutine", fset.Position(g.Pos()))
+			}
+			return true
+		})
+	}
+}
+
+// TestServiceImportsNoAdapter: the application (internal/service) imports
+// no adapter: they call it, not the reverse.
+func TestServiceImportsNoAdapter(t *testing.T) {
+	for name, f := range sources(t, filepath.Join("internal", "service")) {
+		for _, p := range importsOf(f) {
+			if why := serviceRefusal(p); why != "" {
+				t.Errorf("%s imports %s, which %s", name, p, why)
+			}
+		}
+	}
+}

@@ -1,0 +1,283 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/instore-dev/instore"
+)
+
+// transactionEventType is the event type of a timeline event ("" when
+// integrators are not told of it).
+func transactionEventType(e instore.TransactionEvent) string {
+	switch e.Kind {
+	case instore.EventCreated:
+		return instore.EventTransactionCreated
+	case instore.EventAcknowledged:
+		return instore.EventTransactionAcknowledged
+	case instore.EventProgress:
+		return instore.EventTransactionProgress
+	case instore.EventConfirmed:
+		return instore.EventTransactionConfirmed
+	case instore.EventAutoReversed:
+		return instore.EventTransactionAutoReversed
+	case instore.EventLateResult:
+		// The terminal's own outcome of a transaction the service had
+		// ended: the status stands, but the final transaction now has a
+		// result (it settles that no money was taken).
+		return instore.EventTransactionFinal
+	}
+	if e.StatusAfter != e.StatusBefore && e.StatusAfter != "PENDING" && e.StatusAfter != "" {
+		return instore.EventTransactionFinal // every final status, and a later one (REVERSED)
+	}
+	return ""
+}
+
+// stamp gives t's pending timeline events their integrator event: t as
+// the API shows it at that event's version.
+func (s *Service) stamp(t *instore.Transaction) {
+	for i := range t.Events {
+		e := &t.Events[i]
+		typ := transactionEventType(*e)
+		if typ == "" {
+			continue
+		}
+		cp := *t
+		cp.Version, cp.Events = e.Version, nil
+		e.Outbox = &instore.OutboxEvent{MerchantID: t.MerchantID, TerminalID: t.TerminalID, Type: typ, At: e.At,
+			Data: mustJSON(s.Metadata.TransactionWire(&cp))}
+	}
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("instore: encode event data: %v", err))
+	}
+	return b
+}
+
+// events is the Service's side of the sequencer: a poke after each commit
+// that wrote events, and a broadcast after each numbering.
+type events struct {
+	mu      sync.Mutex
+	poke    chan struct{}
+	changed chan struct{}
+	hooks   []func()
+}
+
+func (ev *events) init() {
+	ev.mu.Lock()
+	if ev.poke == nil {
+		ev.poke, ev.changed = make(chan struct{}, 1), make(chan struct{})
+	}
+	ev.mu.Unlock()
+}
+
+// eventsWritten tells the sequencer a commit wrote events.
+func (s *Service) eventsWritten() {
+	s.ev.init()
+	select {
+	case s.ev.poke <- struct{}{}:
+	default:
+	}
+}
+
+// EventsChanged returns a channel closed at the next numbering of events
+// (here or, told by internal/cluster, on another node).
+func (s *Service) EventsChanged() <-chan struct{} {
+	s.ev.init()
+	s.ev.mu.Lock()
+	defer s.ev.mu.Unlock()
+	return s.ev.changed
+}
+
+// EventsSequenced wakes the readers of events: new ones are numbered.
+func (s *Service) EventsSequenced() {
+	s.feed.markStale()
+	s.ev.init()
+	s.ev.mu.Lock()
+	close(s.ev.changed)
+	s.ev.changed = make(chan struct{})
+	s.ev.mu.Unlock()
+}
+
+// OnEventsSequenced registers f to be called after this node numbered
+// events (internal/cluster tells the other nodes).
+func (s *Service) OnEventsSequenced(f func()) {
+	s.ev.mu.Lock()
+	s.ev.hooks = append(s.ev.hooks, f)
+	s.ev.mu.Unlock()
+}
+
+// RunSequencer numbers events until ctx ends: after each commit that wrote
+// some, and every interval (what another node wrote, a poke lost in a
+// crash). internal/server runs it.
+func (s *Service) RunSequencer(ctx context.Context, interval time.Duration) {
+	s.ev.init()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.ev.poke:
+		case <-tick.C:
+		}
+		for {
+			n, err := s.Store.SequenceEvents(ctx, 1000)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log().Warn("sequence events", "error", err)
+				}
+				break
+			}
+			if n == 0 {
+				break
+			}
+			s.EventsSequenced()
+			s.ev.mu.Lock()
+			hooks := slices.Clone(s.ev.hooks)
+			s.ev.mu.Unlock()
+			for _, f := range hooks {
+				f()
+			}
+			if n < 1000 {
+				break
+			}
+		}
+	}
+}
+
+// ListEvents returns the principal's merchant's events after f.After
+// (validated by the caller), oldest first.
+func (s *Service) ListEvents(ctx context.Context, p *instore.Principal, f instore.EventFilter) ([]instore.EventWire, error) {
+	if p.MerchantID == "" {
+		return nil, instore.Errorf(instore.EForbidden, "Events belong to a merchant; use a merchant's credentials.")
+	}
+	f.MerchantID = p.MerchantID
+	if f.Limit <= 0 || f.Limit > instore.MaxEventPage {
+		f.Limit = instore.MaxEventPage
+	}
+	evs, err := s.Store.ListEvents(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	out := make([]instore.EventWire, len(evs))
+	for i := range evs {
+		out[i] = evs[i].Wire()
+	}
+	return out, nil
+}
+
+// LastEvent returns the number of the principal's merchant's latest event:
+// where a stream without a cursor starts.
+func (s *Service) LastEvent(ctx context.Context, p *instore.Principal) (int64, error) {
+	if p.MerchantID == "" {
+		return 0, instore.Errorf(instore.EForbidden, "Events belong to a merchant; use a merchant's credentials.")
+	}
+	n, err := s.Store.LastEventSeq(ctx, p.MerchantID)
+	if err != nil {
+		return 0, fmt.Errorf("last event: %w", err)
+	}
+	return n, nil
+}
+
+// CheckEventCursor refuses a cursor (after, given in field: the after
+// parameter or Last-Event-ID) beyond the newest numbered event: no event
+// has ever had that number, so a page after it would be empty and a stream
+// would wait in silence (a cursor of another installation, or of a
+// database restored from an older backup). The newest number is read from
+// the store, which every node numbers in: an event another node numbered
+// just now is in it. A cursor at or below the node's feed needs no read.
+func (s *Service) CheckEventCursor(ctx context.Context, p *instore.Principal, after int64, field string) error {
+	if p.MerchantID == "" {
+		return instore.Errorf(instore.EForbidden, "Events belong to a merchant; use a merchant's credentials.")
+	}
+	s.feed.mu.Lock()
+	known := s.feed.init && after <= s.feed.last
+	s.feed.mu.Unlock()
+	if known {
+		return nil
+	}
+	top, err := s.Store.LastEventSeq(ctx, "")
+	if err != nil {
+		return fmt.Errorf("last event: %w", err)
+	}
+	if after <= top {
+		return nil
+	}
+	mine, err := s.Store.LastEventSeq(ctx, p.MerchantID)
+	if err != nil {
+		return fmt.Errorf("last event: %w", err)
+	}
+	msg := fmt.Sprintf("must not be beyond the newest event; your newest is %s: resume after it, or leave the cursor out to start from now", instore.EventID(mine))
+	if mine == 0 {
+		msg = "must not be beyond the newest event; you have none yet: leave the cursor out to start from now"
+	}
+	return &instore.Error{Code: instore.EValidation, Detail: fmt.Sprintf("The cursor %s is beyond the newest event: no event has that id.", instore.EventID(after)),
+		Fields: []instore.FieldError{{Field: field, Message: msg}}}
+}
+
+// recordEvent appends an event that is no stored change's (a terminal's
+// session); a failure is logged: the session goes on.
+func (s *Service) recordEvent(ctx context.Context, ev instore.OutboxEvent) {
+	if err := s.Store.AppendEvents(context.WithoutCancel(ctx), []instore.OutboxEvent{ev}); err != nil {
+		s.log().Warn("record event", "type", ev.Type, "error", err)
+		return
+	}
+	s.eventsWritten()
+}
+
+// terminalEvent is the event typ of the terminal ID t, as the API shows it
+// after the change (online overrides the gateway's view: the session is
+// just starting or ending). ok is false for a terminal ID of no merchant.
+func (s *Service) terminalEvent(ctx context.Context, t *instore.Terminal, typ string, online *bool) (instore.OutboxEvent, bool) {
+	if t == nil || t.MerchantID == "" {
+		return instore.OutboxEvent{}, false
+	}
+	v, err := s.view(ctx, t)
+	if err != nil {
+		s.log().Warn("event data", "type", typ, "error", err)
+		return instore.OutboxEvent{}, false
+	}
+	if online != nil {
+		v.Online = *online
+	}
+	return instore.OutboxEvent{MerchantID: t.MerchantID, TerminalID: t.TerminalID, Type: typ, At: s.now(), Data: mustJSON(v)}, true
+}
+
+// deviceEventCtx returns ctx carrying the terminal.online or
+// terminal.offline event of the device serial (unchanged when it is not
+// linked to a merchant's terminal ID).
+func (s *Service) deviceEventCtx(ctx context.Context, serial, typ string, online bool) (context.Context, bool) {
+	t, err := s.Store.TerminalBySerial(ctx, serial)
+	if err != nil {
+		return ctx, false
+	}
+	ev, ok := s.terminalEvent(ctx, t, typ, &online)
+	if !ok {
+		return ctx, false
+	}
+	return instore.WithOutbox(ctx, ev), true
+}
+
+// updateEventCtx returns ctx carrying the update.status event of u (as it
+// reads after the change) for the store write that makes the change, for
+// merchantID, the merchant of its terminal ID ("": looked up; ctx is
+// returned unchanged for a terminal ID of no merchant).
+func (s *Service) updateEventCtx(ctx context.Context, u *instore.Update, merchantID string) context.Context {
+	if merchantID == "" {
+		t, err := s.Store.Terminal(ctx, u.TerminalID)
+		if err != nil || t.MerchantID == "" {
+			return ctx
+		}
+		merchantID = t.MerchantID
+	}
+	return instore.WithOutbox(ctx, instore.OutboxEvent{MerchantID: merchantID, TerminalID: u.TerminalID, Type: instore.EventUpdateStatus,
+		At: u.UpdatedAt, Data: mustJSON(u.Wire())})
+}

@@ -1,0 +1,21 @@
+package service
+
+import "github.com/instore-dev/instore"
+
+// RunningForTest exposes running to the external tests.
+type RunningForTest struct{ r running }
+
+func NewRunningForTest() *RunningForTest                      { return &RunningForTest{} }
+func (x *RunningForTest) Put(t *instore.Transaction)          { x.r.put(t) }
+func (x *RunningForTest) Get(ref string) *instore.Transaction { return x.r.get(ref) }
+
+// TransactionEventType exposes transactionEventType to the external tests.
+func TransactionEventType(e instore.TransactionEvent) string { return transactionEventType(e) }
+
+// SetFeedSize sets the size of the event feed's window (tests); it returns
+// a function restoring it.
+func SetFeedSize(n int) func() {
+	old := feedSize
+	feedSize = n
+	return func() { feedSize = old }
+}
