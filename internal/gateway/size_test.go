@@ -105,6 +105,7 @@ func TestAnnouncedLengthNotAllocated(t *testing.T) {
 	defer g.Close()
 	nc := &trickleConn{data: make([]byte, 1<<10), blocked: make(chan struct{}), release: make(chan struct{})}
 	s := newSession(g, nc, "SN-TRICKLE")
+	s.registered = true // after hello: the whole limit applies (before it, maxHelloBytes)
 	h := ws.Header{Fin: true, OpCode: ws.OpText, Masked: true, Length: protocol.MaxFrameBytes, Mask: [4]byte{1, 2, 3, 4}}
 
 	var before, after runtime.MemStats
