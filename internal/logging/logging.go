@@ -9,6 +9,7 @@
 package logging
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -18,9 +19,9 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
-	"go.uber.org/zap/zapcore"
 	"golang.org/x/term"
 )
 
@@ -123,24 +124,81 @@ func isTerminal(w io.Writer) bool {
 // MaxFlushInterval bounds [Buffered]'s interval.
 const MaxFlushInterval = 10 * time.Second
 
+// bufferSize is how much Buffered gathers at most before it writes.
+const bufferSize = 256 << 10
+
 // Buffered returns a writer that gathers what is written to w in memory
-// and writes it to w every interval (and whenever 256 KiB have gathered),
-// so that a busy access log costs one write(2) per batch instead of one per
-// line. stop writes out what is pending and ends the flushing; call it at
-// shutdown. A crash loses at most the last interval of lines. It is zap's
-// BufferedWriteSyncer; interval <= 0 returns w unbuffered.
+// and writes it to w at most interval after the first line pending (and
+// whenever 256 KiB have gathered), so that a busy access log costs one
+// write(2) per batch instead of one per line. A line is never split
+// across two writes of w (one larger than the buffer goes out whole). It
+// is safe for concurrent use. stop writes out what is pending and ends the
+// buffering (what is written after stop goes straight to w); call it at
+// shutdown. A crash loses at most the last interval of lines. interval
+// <= 0 returns w unbuffered.
 func Buffered(w io.Writer, interval time.Duration) (out io.Writer, stop func() error) {
 	if interval <= 0 {
 		return w, func() error { return nil }
 	}
-	// writeOnly hides an *os.File's Sync: a flush is a write, not an fsync.
-	b := &zapcore.BufferedWriteSyncer{WS: zapcore.AddSync(writeOnly{w}), FlushInterval: interval}
-	return b, b.Stop
+	b := &bufferedWriter{out: w, buf: bufio.NewWriterSize(w, bufferSize), interval: interval}
+	return b, b.stop
 }
 
-type writeOnly struct{ w io.Writer }
+// bufferedWriter is Buffered's writer. The flush is a timer armed by the
+// first write into an empty buffer, not a ticker: an idle log costs
+// nothing.
+type bufferedWriter struct {
+	out      io.Writer
+	interval time.Duration
 
-func (o writeOnly) Write(p []byte) (int, error) { return o.w.Write(p) }
+	mu      sync.Mutex
+	buf     *bufio.Writer
+	timer   *time.Timer // armed while something is pending
+	stopped bool
+}
+
+func (b *bufferedWriter) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopped {
+		return b.out.Write(p)
+	}
+	// Out first with what is pending when p does not fit, so that p is not
+	// split (bufio writes p itself, whole, when the buffer is empty).
+	if len(p) > b.buf.Available() && b.buf.Buffered() > 0 {
+		if err := b.buf.Flush(); err != nil {
+			return 0, err
+		}
+	}
+	n, err := b.buf.Write(p)
+	if b.buf.Buffered() > 0 && b.timer == nil {
+		b.timer = time.AfterFunc(b.interval, b.flushDue)
+	}
+	return n, err
+}
+
+// flushDue writes out what is pending when the interval is over. An error
+// stays in the bufio.Writer: the next Write and stop return it.
+func (b *bufferedWriter) flushDue() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.timer = nil
+	_ = b.buf.Flush()
+}
+
+func (b *bufferedWriter) stop() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopped {
+		return nil
+	}
+	b.stopped = true
+	if b.timer != nil {
+		b.timer.Stop()
+		b.timer = nil
+	}
+	return b.buf.Flush()
+}
 
 // FingerprintKeySetting is the store setting that keeps the fingerprint
 // key generated at first start, beside the token signing key.

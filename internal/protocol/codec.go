@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/instore-dev/instore/internal/strictjson"
 )
 
 // Error is why a frame or a data object was refused. Field names what is
@@ -139,89 +141,112 @@ func (env *Envelope) Validate() error {
 
 func isObject(b []byte) bool {
 	b = bytes.TrimSpace(b)
-	return len(b) >= 2 && b[0] == '{' && json.Valid(b)
+	return len(b) >= 2 && b[0] == '{' && strictjson.Valid(b)
 }
 
 func isEmptyObject(b []byte) bool {
-	var m map[string]json.RawMessage
-	return json.Unmarshal(b, &m) == nil && len(m) == 0
+	var m map[string]jsontext.Value
+	return strictjson.Unmarshal(b, &m) == nil && len(m) == 0
 }
 
-// Field bits of the envelope, to refuse duplicates.
-var envelopeFields = map[string]int{"type": 1, "id": 2, "re": 4, "ref": 8, "data": 16}
+// wireEnvelope is the envelope as Decode reads it: data kept as its text.
+type wireEnvelope struct {
+	Type string         `json:"type"`
+	ID   string         `json:"id"`
+	Re   string         `json:"re"`
+	Ref  string         `json:"ref"`
+	Data jsontext.Value `json:"data"`
+}
 
-// Decode parses and validates one frame. It is strict: the frame is one
-// JSON object with no field but type, id, re, ref and data (exact names,
-// each at most once), the strings are strings, data is an object, and the
-// envelope passes Validate. A null member counts as absent. The data object
-// is returned compacted and is checked by DecodeData, not here.
+// Decode parses and validates one frame. It is strict, by the rules of
+// internal/strictjson shared with the HTTP API: the frame is one JSON
+// object with no field but type, id, re, ref and data (exact names, each at
+// most once, in no object of the frame), valid UTF-8, the strings are
+// strings, data is an object, and the envelope passes Validate. A null
+// member counts as absent. The data object is returned compacted and is
+// checked by DecodeData, not here.
 func Decode(frame []byte) (*Envelope, error) {
 	if len(frame) > MaxFrameBytes {
 		return nil, errorf("", "frame larger than %d bytes", MaxFrameBytes)
 	}
-	d := json.NewDecoder(bytes.NewReader(frame))
-	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
-		return nil, errorf("", "not a JSON object")
+	var w wireEnvelope
+	if err := strictjson.Unmarshal(frame, &w); err != nil {
+		return nil, envelopeError(err)
 	}
-	var env Envelope
-	seen := 0
-	for d.More() {
-		tok, err := d.Token()
-		if err != nil {
-			return nil, errorf("", "not valid JSON")
+	env := Envelope{Type: w.Type, ID: w.ID, Re: w.Re, Ref: w.Ref}
+	if len(w.Data) > 0 && w.Data.Kind() != 'n' {
+		if w.Data.Kind() != '{' {
+			return nil, errorf("data", "must be a JSON object")
 		}
-		key, _ := tok.(string)
-		var raw json.RawMessage
-		if err := d.Decode(&raw); err != nil {
-			return nil, errorf("", "not valid JSON")
+		if err := w.Data.Compact(); err != nil { // cannot fail: the value was decoded
+			return nil, errorf("data", "not valid JSON")
 		}
-		bit, ok := envelopeFields[key]
-		if !ok {
-			return nil, errorf(quoteKey(key), "unknown field")
-		}
-		if seen&bit != 0 {
-			return nil, errorf(key, "duplicate field")
-		}
-		seen |= bit
-		if string(raw) == "null" {
-			continue
-		}
-		if key == "data" {
-			if raw[0] != '{' {
-				return nil, errorf("data", "must be a JSON object")
-			}
-			var buf bytes.Buffer
-			if err := json.Compact(&buf, raw); err != nil {
-				return nil, errorf("data", "not valid JSON")
-			}
-			env.Data = buf.Bytes()
-			continue
-		}
-		var s string
-		if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-			return nil, errorf(key, "must be a string")
-		}
-		switch key {
-		case "type":
-			env.Type = s
-		case "id":
-			env.ID = s
-		case "re":
-			env.Re = s
-		case "ref":
-			env.Ref = s
-		}
-	}
-	if _, err := d.Token(); err != nil { // the closing brace
-		return nil, errorf("", "not valid JSON")
-	}
-	if _, err := d.Token(); err != io.EOF {
-		return nil, errorf("", "more than one JSON value in the frame")
+		env.Data = json.RawMessage(w.Data)
 	}
 	if err := env.Validate(); err != nil {
 		return nil, err
 	}
 	return &env, nil
+}
+
+// envelopeError words a strictjson error of a frame.
+func envelopeError(err error) error {
+	var (
+		syn *jsontext.SyntacticError
+		sem *jsonv2.SemanticError
+	)
+	switch {
+	case errors.Is(err, strictjson.ErrTrailingData):
+		return errorf("", "more than one JSON value in the frame")
+	case errors.As(err, &syn) && errors.Is(err, jsontext.ErrDuplicateName):
+		return errorf(fieldOf("", syn.JSONPointer), "duplicate field")
+	case errors.As(err, &sem) && errors.Is(err, jsonv2.ErrUnknownName):
+		return errorf(unknownField("", sem.JSONPointer), "unknown field")
+	case errors.As(err, &sem) && sem.JSONPointer == "":
+		return errorf("", "not a JSON object")
+	case errors.As(err, &sem):
+		return errorf(fieldOf("", sem.JSONPointer), "must be a string")
+	}
+	return errorf("", "not valid JSON")
+}
+
+// fieldOf names the member at p below prefix ("data", or "" for the
+// frame) as this package names fields: dotted, without array indexes
+// ("data.customerReceipt").
+func fieldOf(prefix string, p jsontext.Pointer) string {
+	field := prefix
+	for tok := range p.Tokens() {
+		if isIndex(tok) {
+			continue
+		}
+		if field != "" {
+			field += "."
+		}
+		field += tok
+	}
+	return field
+}
+
+// unknownField is fieldOf for a member no field names, the unknown name
+// quoted and cut short (it is the peer's text).
+func unknownField(prefix string, p jsontext.Pointer) string {
+	parent := fieldOf(prefix, p.Parent())
+	if parent != "" {
+		parent += "."
+	}
+	return parent + quoteKey(p.LastToken())
+}
+
+func isIndex(tok string) bool {
+	if tok == "" {
+		return false
+	}
+	for i := 0; i < len(tok); i++ {
+		if tok[i] < '0' || tok[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // quoteKey makes an unknown member name safe to log and short.
@@ -281,11 +306,12 @@ func NewEnvelope(typ, id, ref string, data any) (*Envelope, error) {
 }
 
 // DecodeData decodes env.Data into dst (a pointer to the data type of
-// env.Type, Hello for hello and so on) strictly: every member must be a
-// field of dst by its exact name, at most once, of the right JSON type,
-// with nothing after the object; null counts as absent. The decoded value
-// is then validated. For types whose data is not defined in this package
-// yet, dst may be any pointer and is only decoded.
+// env.Type, Hello for hello and so on) strictly, by the rules of
+// internal/strictjson: every member must be a field of dst by its exact
+// name, at most once, of the right JSON type, with nothing after the
+// object; null counts as absent. The decoded value is then validated. For
+// types whose data is not defined in this package yet, dst may be any
+// pointer and is only decoded.
 func DecodeData(env *Envelope, dst any) error {
 	spec, ok := types[env.Type]
 	if !ok {
@@ -302,18 +328,8 @@ func DecodeData(env *Envelope, dst any) error {
 		if spec.data == dataRequired {
 			return errorf("data", "required for %s", env.Type)
 		}
-	} else {
-		if err := checkMembers(env.Data, rv.Elem().Type()); err != nil {
-			return err
-		}
-		d := json.NewDecoder(bytes.NewReader(env.Data))
-		d.DisallowUnknownFields()
-		if err := d.Decode(dst); err != nil {
-			return dataError(err)
-		}
-		if _, err := d.Token(); err != io.EOF {
-			return errorf("data", "more than one JSON value")
-		}
+	} else if err := strictjson.Unmarshal(env.Data, dst); err != nil {
+		return dataError(err)
 	}
 	if v, ok := dst.(validator); ok {
 		return v.Validate()
@@ -321,84 +337,25 @@ func DecodeData(env *Envelope, dst any) error {
 	return nil
 }
 
-// checkMembers refuses the members encoding/json would let through: names
-// that match a field only case-insensitively, and duplicates.
-func checkMembers(data []byte, t reflect.Type) error {
-	if t.Kind() != reflect.Struct {
-		return nil
-	}
-	names := jsonNames(t)
-	d := json.NewDecoder(bytes.NewReader(data))
-	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
-		return errorf("data", "must be a JSON object")
-	}
-	seen := make(map[string]bool, len(names))
-	for d.More() {
-		tok, err := d.Token()
-		if err != nil {
-			return errorf("data", "not valid JSON")
-		}
-		key, _ := tok.(string)
-		if !names[key] {
-			return errorf("data."+quoteKey(key), "unknown field")
-		}
-		if seen[key] {
-			return errorf("data."+key, "duplicate field")
-		}
-		seen[key] = true
-		var skip json.RawMessage
-		if err := d.Decode(&skip); err != nil {
-			return errorf("data", "not valid JSON")
-		}
-	}
-	return nil
-}
-
-var jsonNamesCache sync.Map // reflect.Type -> map[string]bool
-
-// jsonNames returns the JSON member names of a struct type's fields.
-func jsonNames(t reflect.Type) map[string]bool {
-	if v, ok := jsonNamesCache.Load(t); ok {
-		return v.(map[string]bool)
-	}
-	names := make(map[string]bool, t.NumField())
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		name := f.Name
-		if tag, ok := f.Tag.Lookup("json"); ok {
-			if tag == "-" {
-				continue
-			}
-			if n, _, _ := strings.Cut(tag, ","); n != "" {
-				name = n
-			}
-		}
-		names[name] = true
-	}
-	jsonNamesCache.Store(t, names)
-	return names
-}
-
-// dataError turns an encoding/json error into an Error naming the field.
+// dataError words a strictjson error of a data object, naming the field.
 func dataError(err error) error {
-	var ute *json.UnmarshalTypeError
-	if errors.As(err, &ute) {
-		field := "data"
-		if ute.Field != "" {
-			field += "." + ute.Field
-		}
-		return errorf(field, "must be a JSON %s", jsonKind(ute.Type))
-	}
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
+	var (
+		syn *jsontext.SyntacticError
+		sem *jsonv2.SemanticError
+	)
+	switch {
+	case errors.Is(err, strictjson.ErrTrailingData):
+		return errorf("data", "more than one JSON value")
+	case errors.As(err, &syn) && errors.Is(err, jsontext.ErrDuplicateName):
+		return errorf(fieldOf("data", syn.JSONPointer), "duplicate field")
+	case errors.As(err, &syn):
 		return errorf("data", "not valid JSON")
-	}
-	var pe *time.ParseError
-	if errors.As(err, &pe) {
+	case errors.As(err, &sem) && errors.Is(err, jsonv2.ErrUnknownName):
+		return errorf(unknownField("data", sem.JSONPointer), "unknown field")
+	case errors.As(err, &sem) && sem.GoType == reflect.TypeFor[time.Time]() && sem.JSONKind == '"':
 		return errorf("data", "a time is not in RFC 3339 format")
+	case errors.As(err, &sem) && sem.GoType != nil:
+		return errorf(fieldOf("data", sem.JSONPointer), "must be a JSON %s", jsonKind(sem.GoType))
 	}
 	return errorf("data", "invalid")
 }

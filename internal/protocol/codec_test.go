@@ -52,6 +52,10 @@ func TestDecode(t *testing.T) {
 		{"hello without data", `{"type":"hello","id":"1"}`, nil, "data"},
 		{"data not an object", `{"type":"hello","id":"1","data":[1]}`, nil, "data"},
 		{"data on ack", `{"type":"ack","id":"1","ref":"r","data":{"a":1}}`, nil, "data"},
+		// The rules of internal/strictjson, shared with the HTTP API.
+		{"invalid UTF-8 in data", "{\"type\":\"result\",\"id\":\"1\",\"ref\":\"r\",\"data\":{\"statusId\":0,\"customerReceipt\":[\"\xff\"]}}", nil, ""},
+		{"lone surrogate in data", `{"type":"result","id":"1","ref":"r","data":{"statusId":0,"customerReceipt":["\ud800"]}}`, nil, ""},
+		{"duplicate field in data", `{"type":"progress","id":"1","ref":"r","data":{"stage":"AUTHORIZING","stage":"WAITING_FOR_PIN"}}`, nil, "data.stage"},
 		{"too large", `{"type":"ack","id":"1","ref":"r","data":{"a":"` + strings.Repeat("x", MaxFrameBytes) + `"}}`, nil, ""},
 	}
 	for _, tt := range tests {
