@@ -369,6 +369,55 @@ func (f *follower) connect(ctx context.Context, yield func(Event, error) bool) (
 	}
 }
 
+// EventStreamMessage is one message of a server-sent event stream as
+// EventStreamReader reads it.
+type EventStreamMessage struct {
+	// ID is the stream's last event id when the message was dispatched
+	// (set by this message's id field or an earlier one's).
+	ID string
+	// Event is the event field ("message" when the message has none).
+	Event string
+	// Data is the message's data lines joined by "\n".
+	Data string
+	// HasData is false for a block that only set the last event id: ID
+	// changed, Event and Data are empty.
+	HasData bool
+}
+
+// EventStreamReader reads a server-sent event stream (text/event-stream,
+// as GET /in-store/api/v1/events/stream sends it) with the parser
+// FollowEvents uses, but without connecting, resuming or skipping
+// anything: every message is returned as it came, a repeated one too.
+// It is for a program that opens the stream with its own HTTP client and
+// resumes it itself with the Last-Event-ID header, or that checks what
+// the service sends; FollowEvents does all of that for the others.
+type EventStreamReader struct {
+	p *sseParser
+}
+
+// NewEventStreamReader reads the event stream r (a response body). A line
+// may be 8 MiB long at the most.
+func NewEventStreamReader(r io.Reader) *EventStreamReader {
+	return &EventStreamReader{p: newSSEParser(r)}
+}
+
+// Next returns the next message of the stream: one ended by a blank line
+// that has data, or a block that changed the last event id (HasData
+// false). Comments (": ping") and the retry field are not messages. At
+// the stream's end it returns io.EOF (a message not ended by a blank line
+// is dropped, as the standard says), else the read's error.
+func (r *EventStreamReader) Next() (EventStreamMessage, error) {
+	m, err := r.p.next(nil)
+	if err != nil {
+		return EventStreamMessage{}, err
+	}
+	return EventStreamMessage{ID: m.id, Event: m.event, Data: m.data, HasData: m.hasData}, nil
+}
+
+// Retry is the reconnection delay the stream's last retry field advised
+// (0: none yet).
+func (r *EventStreamReader) Retry() time.Duration { return r.p.retry }
+
 // sseMessage is one dispatched message of an event stream.
 type sseMessage struct {
 	id, event, data string

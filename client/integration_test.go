@@ -28,6 +28,7 @@ import (
 	"github.com/instore-dev/instore/internal/apitest"
 	"github.com/instore-dev/instore/internal/demo"
 	"github.com/instore-dev/instore/internal/server"
+	"github.com/instore-dev/instore/internal/testserver"
 )
 
 // Time-outs short enough that WP25 and the sandbox rules run in seconds,
@@ -100,11 +101,8 @@ type itEnv struct {
 
 func startDemo(t *testing.T, mutate func(*server.Config)) *itEnv {
 	t.Helper()
-	cfg := server.Config{
-		ListenOnline: "127.0.0.1:0", ListenAccess: "127.0.0.1:0", ListenTerminal: "127.0.0.1:0", ListenOps: "127.0.0.1:0",
-		DataDir: t.TempDir(), SQLiteSynchronous: "NORMAL", TokenTTL: time.Hour,
-		AckTimeout: itAck, TransactionDeadline: itDeadline, PrintTimeout: 5 * time.Second, SimDelay: 0,
-	}
+	cfg := testserver.Config(t.TempDir())
+	cfg.TokenTTL, cfg.AckTimeout, cfg.TransactionDeadline, cfg.PrintTimeout, cfg.SimDelay = time.Hour, itAck, itDeadline, 5*time.Second, 0
 	if mutate != nil {
 		mutate(&cfg)
 	}

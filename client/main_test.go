@@ -9,7 +9,7 @@ import (
 
 	"github.com/instore-dev/instore/client"
 	"github.com/instore-dev/instore/internal/demo"
-	"github.com/instore-dev/instore/internal/server"
+	"github.com/instore-dev/instore/internal/testserver"
 )
 
 // TestMain starts one demo for the examples and sets the environment they
@@ -21,11 +21,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	d, err := demo.Start(context.Background(), server.Config{
-		ListenOnline: "127.0.0.1:0", ListenAccess: "127.0.0.1:0", ListenTerminal: "127.0.0.1:0", ListenOps: "127.0.0.1:0",
-		DataDir: dir, SQLiteSynchronous: "NORMAL", TokenTTL: time.Hour,
-		AckTimeout: 2 * time.Second, TransactionDeadline: 30 * time.Second, PrintTimeout: 5 * time.Second,
-	})
+	cfg := testserver.Config(dir)
+	cfg.TokenTTL, cfg.AckTimeout, cfg.TransactionDeadline, cfg.PrintTimeout = time.Hour, 2*time.Second, 30*time.Second, 5*time.Second
+	d, err := demo.Start(context.Background(), cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)

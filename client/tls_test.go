@@ -19,7 +19,7 @@ import (
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/client"
 	"github.com/instore-dev/instore/internal/demo"
-	"github.com/instore-dev/instore/internal/server"
+	"github.com/instore-dev/instore/internal/testserver"
 	"github.com/instore-dev/instore/internal/tlsfiles"
 	"github.com/instore-dev/instore/internal/tlsfiles/tlstest"
 )
@@ -36,12 +36,10 @@ func TestTrustCAFilePurchaseOverHTTPS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := demo.Start(context.Background(), server.Config{
-		ListenOnline: "127.0.0.1:0", ListenAccess: "127.0.0.1:0", ListenTerminal: "127.0.0.1:0", ListenOps: "127.0.0.1:0",
-		DataDir: t.TempDir(), SQLiteSynchronous: "NORMAL", TokenTTL: time.Hour,
-		AckTimeout: 2 * time.Second, TransactionDeadline: 30 * time.Second, PrintTimeout: 5 * time.Second,
-		TLS: holder,
-	})
+	scfg := testserver.Config(t.TempDir())
+	scfg.TokenTTL, scfg.AckTimeout, scfg.TransactionDeadline, scfg.PrintTimeout = time.Hour, 2*time.Second, 30*time.Second, 5*time.Second
+	scfg.TLS = holder
+	d, err := demo.Start(context.Background(), scfg)
 	if err != nil {
 		t.Fatalf("demo.Start: %v", err)
 	}

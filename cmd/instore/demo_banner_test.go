@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/instore-dev/instore/internal/testlog"
 )
 
 // TestDemoInteractiveBanner: `demo --interactive` says in its banner which
@@ -21,7 +23,7 @@ func TestDemoInteractiveBanner(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		pr, pw := io.Pipe()
 		code := make(chan int, 1)
-		stderr := &lockedBuffer{}
+		stderr := &testlog.Buffer{}
 		go func() {
 			code <- run(ctx, args, pw, stderr)
 			pw.Close()

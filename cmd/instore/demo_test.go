@@ -18,6 +18,7 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/pgtest"
+	"github.com/instore-dev/instore/internal/testlog"
 )
 
 // freshPostgres returns the URL of a new, empty schema in the database of
@@ -79,7 +80,7 @@ func demoOutput(t *testing.T, dir string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
-	stderr := &lockedBuffer{}
+	stderr := &testlog.Buffer{}
 	code := make(chan int, 1)
 	go func() {
 		code <- run(ctx, append([]string{"demo", "--data", dir, "--sim-delay", "0", "--listen-online", "127.0.0.1:0", "--listen-access", "127.0.0.1:0",

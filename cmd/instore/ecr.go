@@ -194,6 +194,32 @@ func (f *ecrFlags) client(cmd *cobra.Command) (*client.Client, error) {
 	return c, nil
 }
 
+// run is the RunE of an ecr command that calls the service: it builds the
+// client from the flags and the environment, bounds the context by
+// --timeout and calls fn with both.
+func (f *ecrFlags) run(fn func(ctx context.Context, cmd *cobra.Command, a []string, c *client.Client) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, a []string) error {
+		ctx, c, cancel, err := f.connect(cmd)
+		if err != nil {
+			return err
+		}
+		defer cancel()
+		return fn(ctx, cmd, a, c)
+	}
+}
+
+// connect builds the client from the flags and the environment and a
+// context bounded by --timeout, to be cancelled when the command is done
+// (nothing to cancel after an error).
+func (f *ecrFlags) connect(cmd *cobra.Command) (context.Context, *client.Client, context.CancelFunc, error) {
+	c, err := f.client(cmd)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := f.context(cmd)
+	return ctx, c, cancel, nil
+}
+
 var errTimeout = errors.New("timed out")
 
 // context bounds the command by --timeout; interrupting (SIGINT) cancels
@@ -262,13 +288,7 @@ func ecrMetadataCmd(f *ecrFlags) *cobra.Command {
 		Use:   "metadata",
 		Short: "Show the code lists: error codes, transaction statuses, payment methods, print statuses",
 		Args:  args(0, 0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := f.client(cmd)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := f.context(cmd)
-			defer cancel()
+		RunE: f.run(func(ctx context.Context, cmd *cobra.Command, _ []string, c *client.Client) error {
 			m, err := c.Metadata(ctx)
 			if err != nil {
 				return fail("metadata", err)
@@ -278,7 +298,7 @@ func ecrMetadataCmd(f *ecrFlags) *cobra.Command {
 			}
 			printMetadata(cmd.OutOrStdout(), m)
 			return nil
-		},
+		}),
 	}
 }
 
@@ -287,13 +307,8 @@ func ecrTerminalsCmd(f *ecrFlags) *cobra.Command {
 		Use:   "terminals [TERMINAL_ID]",
 		Short: "List the merchant's terminal IDs, or show one",
 		Args:  args(0, 1, "at most one terminal ID"),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			c, err := f.client(cmd)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := f.context(cmd)
-			defer cancel()
+		RunE: f.run(func(ctx context.Context, cmd *cobra.Command, a []string, c *client.Client) error {
+			var err error
 			var ts []*client.Terminal
 			if len(a) == 1 {
 				t, err := c.Terminal(ctx, a[0])
@@ -311,7 +326,7 @@ func ecrTerminalsCmd(f *ecrFlags) *cobra.Command {
 			}
 			printTerminals(cmd.OutOrStdout(), ts)
 			return nil
-		},
+		}),
 	}
 }
 
@@ -342,11 +357,10 @@ func ecrUnlinkCmd(f *ecrFlags) *cobra.Command {
 }
 
 func terminalChange(cmd *cobra.Command, f *ecrFlags, op string, fn func(context.Context, *client.Client) (*client.Terminal, error)) error {
-	c, err := f.client(cmd)
+	ctx, c, cancel, err := f.connect(cmd)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := f.context(cmd)
 	defer cancel()
 	t, err := fn(ctx, c)
 	if err != nil {
@@ -373,11 +387,8 @@ time (2026-01-31T12:00:00Z) or a duration ago (2h, 30m); a listing covers at
 most 30 days (WP26) within the past 90 days (WP27). --json prints the page as
 the API answers it ({"transactions": [...], "nextCursor": ...}).`,
 		Args: args(0, 0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := f.client(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: f.run(func(ctx context.Context, cmd *cobra.Command, _ []string, c *client.Client) error {
+			var err error
 			p := client.ListParams{TerminalID: terminal, ECRReference: reference, Unconfirmed: unconfirmed, Limit: limit, Cursor: cursor}
 			now := time.Now()
 			if p.From, err = whenFlag("--from", from, now); err != nil {
@@ -386,8 +397,6 @@ the API answers it ({"transactions": [...], "nextCursor": ...}).`,
 			if p.To, err = whenFlag("--to", to, now); err != nil {
 				return err
 			}
-			ctx, cancel := f.context(cmd)
-			defer cancel()
 			if status != "" {
 				id, err := transactionStatus(ctx, c, status)
 				if err != nil {
@@ -411,7 +420,7 @@ the API answers it ({"transactions": [...], "nextCursor": ...}).`,
 			}
 			printList(cmd.OutOrStdout(), page)
 			return nil
-		},
+		}),
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&from, "from", "", "oldest createdAt: RFC 3339 time or a duration ago such as 2h")
@@ -472,11 +481,10 @@ func ecrPrintCmd(f *ecrFlags) *cobra.Command {
 			case len(lines) > 0 && receipt != "":
 				return usageError{errors.New("give lines or --receipt, not both")}
 			}
-			c, err := f.client(cmd)
+			ctx, c, cancel, err := f.connect(cmd)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := f.context(cmd)
 			defer cancel()
 			var j *client.PrintJob
 			if job != "" {

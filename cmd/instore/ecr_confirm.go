@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -24,20 +25,14 @@ sales still waiting.`,
   instore ecr confirm txn_01...
   instore ecr list --unconfirmed`,
 		Args: args(1, 1, "an onlineAPIRefId"),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			c, err := f.client(cmd)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := f.context(cmd)
-			defer cancel()
+		RunE: f.run(func(ctx context.Context, cmd *cobra.Command, a []string, c *client.Client) error {
 			tx, err := c.Confirm(ctx, a[0])
 			if err != nil {
 				return fail("confirm", err)
 			}
 			newOutput(cmd.OutOrStdout(), f.json, false).show(tx)
 			return nil
-		},
+		}),
 	}
 }
 

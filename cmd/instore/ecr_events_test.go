@@ -14,6 +14,7 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/client"
+	"github.com/instore-dev/instore/internal/testlog"
 )
 
 // eventLine is the part of an event JSON line the tests read.
@@ -66,7 +67,7 @@ func checkPurchaseTypes(t *testing.T, what, ref string, types []string) {
 // returns its exit code.
 type background struct {
 	lines  chan string
-	stderr *lockedBuffer
+	stderr *testlog.Buffer
 	stop   func() int
 }
 
@@ -74,7 +75,7 @@ func runBackground(t *testing.T, args ...string) *background {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	pr, pw := io.Pipe()
-	b := &background{lines: make(chan string, 1000), stderr: &lockedBuffer{}}
+	b := &background{lines: make(chan string, 1000), stderr: &testlog.Buffer{}}
 	code := make(chan int, 1)
 	go func() {
 		code <- run(ctx, args, pw, b.stderr)

@@ -17,6 +17,7 @@ import (
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/client"
 	"github.com/instore-dev/instore/internal/demo"
+	"github.com/instore-dev/instore/internal/testlog"
 )
 
 // ecrEnv points `instore ecr` at a demo through the environment, as
@@ -463,7 +464,7 @@ func TestEcrInterruptCancels(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pr, pw := io.Pipe()
-	stderr := &lockedBuffer{}
+	stderr := &testlog.Buffer{}
 	code := make(chan int, 1)
 	go func() {
 		code <- run(ctx, []string{"ecr", "purchase", "10.92", "--wait", "--json"}, pw, stderr)

@@ -163,11 +163,7 @@ declined, 10.12 wrong PIN, 10.91 no acknowledgement (WP25), 10.92 no answer
 terminal unless confirmed (instore ecr confirm REF) within that long of its
 approval.`,
 		Args: args(1, 1, "the amount, such as 12.50"),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			c, err := f.client(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: f.run(func(ctx context.Context, cmd *cobra.Command, a []string, c *client.Client) error {
 			term, err := tf.terminalID()
 			if err != nil {
 				return err
@@ -199,15 +195,13 @@ approval.`,
 				p.VATAmount = &n
 				typed.add("/vatAmount", "--vat", vat)
 			}
-			ctx, cancel := f.context(cmd)
-			defer cancel()
 			if p.PaymentMethodID, err = paymentMethod(ctx, c, tf.paymentMethod); err != nil {
 				return err
 			}
 			return startTransaction(cmd, f, &tf, c, ctx, "purchase", typed, func(ctx context.Context, opts ...client.CallOption) (*client.Transaction, error) {
 				return c.Purchase(ctx, p, opts...)
 			})
-		},
+		}),
 	}
 	tf.register(cmd, true)
 	fs := cmd.Flags()
@@ -230,17 +224,11 @@ func ecrRefundCmd(f *ecrFlags) *cobra.Command {
 		Short: "Refund AMOUNT on a terminal, of an original purchase (--original) or not",
 		Long:  "Refund AMOUNT on a terminal, of an original purchase (--original) or not.\n\n" + amountRule,
 		Args:  args(1, 1, "the amount, such as 5.00"),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			c, err := f.client(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: f.run(func(ctx context.Context, cmd *cobra.Command, a []string, c *client.Client) error {
 			term, err := tf.terminalID()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := f.context(cmd)
-			defer cancel()
 			cur, _ := envOr(tf.currency, envCurrency)
 			if original != "" && tf.currency == "" {
 				// A refund is in its original's currency.
@@ -266,7 +254,7 @@ func ecrRefundCmd(f *ecrFlags) *cobra.Command {
 			return startTransaction(cmd, f, &tf, c, ctx, "refund", typed, func(ctx context.Context, opts ...client.CallOption) (*client.Transaction, error) {
 				return c.Refund(ctx, p, opts...)
 			})
-		},
+		}),
 	}
 	tf.register(cmd, true)
 	fs := cmd.Flags()
@@ -282,17 +270,11 @@ func ecrReversalCmd(f *ecrFlags) *cobra.Command {
 		Use:   "reversal ONLINE_API_REF_ID",
 		Short: "Reverse an APPROVED purchase that is the latest transaction of its terminal (no card needed)",
 		Args:  args(1, 1, "the onlineAPIRefId of the purchase"),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			c, err := f.client(cmd)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := f.context(cmd)
-			defer cancel()
+		RunE: f.run(func(ctx context.Context, cmd *cobra.Command, a []string, c *client.Client) error {
 			return startTransaction(cmd, f, &tf, c, ctx, "reversal", nil, func(ctx context.Context, opts ...client.CallOption) (*client.Transaction, error) {
 				return c.Reversal(ctx, client.ReversalParams{OnlineAPIRefID: a[0], ECRReference: tf.reference}, opts...)
 			})
-		},
+		}),
 	}
 	tf.register(cmd, false)
 	return cmd
@@ -407,13 +389,7 @@ func ecrStatusCmd(f *ecrFlags) *cobra.Command {
 		Use:   "status ONLINE_API_REF_ID",
 		Short: "Show a transaction; --wait follows it to its final status",
 		Args:  args(1, 1, "an onlineAPIRefId"),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			c, err := f.client(cmd)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := f.context(cmd)
-			defer cancel()
+		RunE: f.run(func(ctx context.Context, cmd *cobra.Command, a []string, c *client.Client) error {
 			tx, err := c.Transaction(ctx, a[0], 0)
 			if err != nil {
 				return fail("status", err)
@@ -424,7 +400,7 @@ func ecrStatusCmd(f *ecrFlags) *cobra.Command {
 				return outcome(tx)
 			}
 			return follow(cmd, c, ctx, out, tx, false)
-		},
+		}),
 	}
 	cmd.Flags().BoolVar(&wait, "wait", false, "follow the transaction to its final status")
 	cmd.Flags().BoolVar(&receipt, "receipt", false, "show the customer receipt")
@@ -436,13 +412,7 @@ func ecrTimelineCmd(f *ecrFlags) *cobra.Command {
 		Use:   "timeline ONLINE_API_REF_ID",
 		Short: "Show what happened to a transaction: every change, when, and who caused it",
 		Args:  args(1, 1, "an onlineAPIRefId"),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			c, err := f.client(cmd)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := f.context(cmd)
-			defer cancel()
+		RunE: f.run(func(ctx context.Context, cmd *cobra.Command, a []string, c *client.Client) error {
 			es, err := c.TransactionEvents(ctx, a[0])
 			if err != nil {
 				return fail("timeline", err)
@@ -465,7 +435,7 @@ func ecrTimelineCmd(f *ecrFlags) *cobra.Command {
 				fmt.Fprintln(w, line)
 			}
 			return nil
-		},
+		}),
 	}
 }
 
@@ -475,21 +445,15 @@ func ecrCancelCmd(f *ecrFlags) *cobra.Command {
 		Use:   "cancel",
 		Short: "Cancel the transaction running on a terminal; --wait shows how it ended",
 		Args:  args(0, 0, "no arguments (the terminal is --terminal or "+envTerminalID+")"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := f.client(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: f.run(func(ctx context.Context, cmd *cobra.Command, _ []string, c *client.Client) error {
 			term, err := tf.terminalID()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := f.context(cmd)
-			defer cancel()
 			return startTransaction(cmd, f, &tf, c, ctx, "cancel", nil, func(ctx context.Context, opts ...client.CallOption) (*client.Transaction, error) {
 				return c.Cancel(ctx, term, opts...)
 			})
-		},
+		}),
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&tf.terminal, "terminal", "", "terminal ID (env "+envTerminalID+")")

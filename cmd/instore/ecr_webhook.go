@@ -338,11 +338,10 @@ func ecrWebhookRetryCmd(f *ecrFlags) *cobra.Command {
 // webhookCall runs one call of a webhook subcommand: fn prints for
 // people itself and returns what --json prints (nil: nothing).
 func webhookCall(cmd *cobra.Command, f *ecrFlags, op string, fn func(context.Context, *client.Client) (any, error)) error {
-	c, err := f.client(cmd)
+	ctx, c, cancel, err := f.connect(cmd)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := f.context(cmd)
 	defer cancel()
 	v, err := fn(ctx, c)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/demo"
+	"github.com/instore-dev/instore/internal/testlog"
 )
 
 // TestServeFingerprintsWithStoredKey runs `instore serve` on a data
@@ -56,7 +57,7 @@ func TestServeFingerprintsWithStoredKey(t *testing.T) {
 
 	// serve, on free ports, read from its "listening" lines.
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := &lockedBuffer{}
+	logs := &testlog.Buffer{}
 	served := make(chan int, 1)
 	go func() {
 		served <- run(ctx, []string{"serve", "--data", dir, "--listen-online", "127.0.0.1:0", "--listen-access", "127.0.0.1:0",

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,33 +21,16 @@ import (
 	"github.com/instore-dev/instore/api"
 	"github.com/instore-dev/instore/internal/apitest"
 	"github.com/instore-dev/instore/internal/demo"
+	"github.com/instore-dev/instore/internal/testlog"
 )
-
-// lockedBuffer is an io.Writer safe for the program's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // runDemo starts `instore demo --json` in-process on free ports and returns
 // the printed object and a stop function that waits for a clean exit.
-func runDemo(t *testing.T, extra ...string) (demo.Info, *lockedBuffer, func()) {
+func runDemo(t *testing.T, extra ...string) (demo.Info, *testlog.Buffer, func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
-	stderr := &lockedBuffer{}
+	stderr := &testlog.Buffer{}
 	args := append([]string{"demo", "--json", "--listen-online", "127.0.0.1:0", "--listen-access", "127.0.0.1:0",
 		"--listen-terminal", "127.0.0.1:0", "--listen-ops", "127.0.0.1:0", "--log-format", "json"}, extra...)
 	code := make(chan int, 1)
@@ -494,7 +476,7 @@ func TestBinarySIGTERM(t *testing.T) {
 	cmd := exec.Command(bin, "demo", "--json", "--listen-online", "127.0.0.1:0", "--listen-access", "127.0.0.1:0",
 		"--listen-terminal", "127.0.0.1:0", "--listen-ops", "127.0.0.1:0", "--access-log-flush", "10s")
 	stdout, _ := cmd.StdoutPipe()
-	var stderr lockedBuffer
+	var stderr testlog.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/instore-dev/instore/client"
 	"github.com/instore-dev/instore/internal/admin"
 	"github.com/instore-dev/instore/internal/server"
+	"github.com/instore-dev/instore/internal/testlog"
 	"github.com/instore-dev/instore/internal/tlsfiles/tlstest"
 )
 
@@ -28,7 +29,7 @@ import (
 // test binary as the instore binary), so that it can be sent SIGHUP.
 type tlsServe struct {
 	cmd    *exec.Cmd
-	stderr *lockedBuffer
+	stderr *testlog.Buffer
 	addrs  map[string]string // surface: host:port
 	done   chan error
 }
@@ -45,7 +46,7 @@ func startTLSServe(t *testing.T, args ...string) *tlsServe {
 	cmd.Env = append(os.Environ(), asBinaryEnv+"=1")
 	pipe, err := cmd.StderrPipe()
 	must(t, err)
-	s := &tlsServe{cmd: cmd, stderr: &lockedBuffer{}, addrs: map[string]string{}, done: make(chan error, 1)}
+	s := &tlsServe{cmd: cmd, stderr: &testlog.Buffer{}, addrs: map[string]string{}, done: make(chan error, 1)}
 	must(t, cmd.Start())
 	t.Cleanup(func() {
 		cmd.Process.Kill()

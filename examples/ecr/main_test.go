@@ -7,25 +7,23 @@ import (
 	"io"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/instore-dev/instore/client"
 	"github.com/instore-dev/instore/internal/demo"
-	"github.com/instore-dev/instore/internal/server"
+	"github.com/instore-dev/instore/internal/testlog"
+	"github.com/instore-dev/instore/internal/testserver"
 )
 
 // startDemo runs the demo in-process and points the environment at it,
 // as `instore demo --env` does for a person.
 func startDemo(t *testing.T) demo.Info {
 	t.Helper()
-	d, err := demo.Start(context.Background(), server.Config{
-		ListenOnline: "127.0.0.1:0", ListenAccess: "127.0.0.1:0", ListenTerminal: "127.0.0.1:0", ListenOps: "127.0.0.1:0",
-		DataDir: t.TempDir(), SQLiteSynchronous: "NORMAL", TokenTTL: time.Hour,
-		AckTimeout: 2 * time.Second, TransactionDeadline: 60 * time.Second, PrintTimeout: 5 * time.Second,
-		SimDelay: 200 * time.Millisecond,
-	})
+	cfg := testserver.Config(t.TempDir())
+	cfg.TokenTTL, cfg.AckTimeout, cfg.TransactionDeadline, cfg.PrintTimeout = time.Hour, 2*time.Second, 60*time.Second, 5*time.Second
+	cfg.SimDelay = 200 * time.Millisecond
+	d, err := demo.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("demo.Start: %v", err)
 	}
@@ -89,18 +87,6 @@ func TestECR(t *testing.T) {
 	}
 }
 
-// syncBuffer is an io.Writer safe for run's goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
 // TestECRCtrlCCancels presses Ctrl-C while the terminal waits (an amount
 // ending in 92 is never answered by the virtual terminal): the ECR
 // cancels the purchase and shows it ended ABORTED_BY_CASHIER.
@@ -109,7 +95,7 @@ func TestECRCtrlCCancels(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pr, pw := io.Pipe()
-	errs := &syncBuffer{}
+	errs := &testlog.Buffer{}
 	code := make(chan int, 1)
 	go func() {
 		code <- run(ctx, []string{"10.92"}, pw, errs)
@@ -124,7 +110,7 @@ func TestECRCtrlCCancels(t *testing.T) {
 		}
 	}
 	if c := <-code; c != 3 {
-		t.Errorf("exit %d, want 3; stderr %q", c, errs.b.String())
+		t.Errorf("exit %d, want 3; stderr %q", c, errs.String())
 	}
 	if !strings.Contains(out.String(), "Cancelling...\n") || !strings.Contains(out.String(), "ABORTED_BY_CASHIER: 10.92 SEK") {
 		t.Errorf("stdout:\n%s\nwant the cancel and ABORTED_BY_CASHIER", out.String())

@@ -8,7 +8,6 @@ package accessapi
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -87,7 +86,7 @@ func (h *handlers) getTerminalID(w http.ResponseWriter, r *http.Request, p *inst
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, &terminalIDJSON{
+	return httpapi.WriteJSON(w, http.StatusCreated, &terminalIDJSON{
 		TerminalID: t.TerminalID, CustomerID: t.CustomerID, MerchantID: optional(t.MerchantID),
 		SerialNumber: optional(t.SerialNumber), Model: optional(t.Model), CreatedAt: t.CreatedAt,
 	})
@@ -128,7 +127,7 @@ func (h *handlers) getTerminalInfo(w http.ResponseWriter, r *http.Request, p *in
 	if d := info.Device; d != nil {
 		out.SerialNumber, out.SoftwareVersion, out.LastSeenAt = optional(d.SerialNumber), optional(d.SoftwareVersion), d.LastSeenAt
 	}
-	return writeJSON(w, http.StatusOK, out)
+	return httpapi.WriteJSON(w, http.StatusOK, out)
 }
 
 // packageJSON is a package of the catalogue as the Access API shows it.
@@ -153,7 +152,7 @@ func (h *handlers) getPackages(w http.ResponseWriter, r *http.Request, p *instor
 		out[i] = packageJSON{PackageID: pk.ID, Model: pk.Model, Name: pk.Name, Version: pk.Version,
 			Mandatory: pk.Mandatory, SizeBytes: pk.SizeBytes, SHA256: pk.SHA256, ReleasedAt: pk.ReleasedAt}
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"packages": out})
+	return httpapi.WriteJSON(w, http.StatusOK, map[string]any{"packages": out})
 }
 
 // updateJSON is a software update as the Access API shows it (and the
@@ -171,7 +170,7 @@ func (h *handlers) createUpdate(w http.ResponseWriter, r *http.Request, p *insto
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, toUpdateJSON(u))
+	return httpapi.WriteJSON(w, http.StatusCreated, toUpdateJSON(u))
 }
 
 func optional(s string) *string {
@@ -179,20 +178,6 @@ func optional(s string) *string {
 		return nil
 	}
 	return &s
-}
-
-// writeJSON writes v with status.
-func writeJSON(w http.ResponseWriter, status int, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(status)
-	w.Write(b)
-	return nil
 }
 
 // doc is the OpenAPI document, served with an ETag.

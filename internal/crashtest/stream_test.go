@@ -1,14 +1,14 @@
 package crashtest
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/instore-dev/instore/client"
 )
 
 // streamFollower reads the merchant's event stream (GET /events as
@@ -25,7 +25,7 @@ type streamFollower struct {
 
 func (e *crashEnv) follow(ctx context.Context) *streamFollower {
 	f := &streamFollower{done: make(chan struct{})}
-	client := &http.Client{}
+	hc := &http.Client{}
 	go func() {
 		defer close(f.done)
 		last := "evt_0000000000000000"
@@ -38,24 +38,23 @@ func (e *crashEnv) follow(ctx context.Context) *streamFollower {
 			req.Header.Set("Authorization", "Bearer "+e.ecr.token)
 			req.Header.Set("Accept", "text/event-stream")
 			req.Header.Set("Last-Event-ID", last)
-			resp, err := client.Do(req)
+			resp, err := hc.Do(req)
 			if err == nil && resp.StatusCode == http.StatusOK {
-				sc := bufio.NewScanner(resp.Body)
-				sc.Buffer(make([]byte, 64<<10), 1<<20)
-				pending := ""
-				for sc.Scan() {
-					line := sc.Text()
-					switch {
-					case strings.HasPrefix(line, "id:"):
-						pending = strings.TrimSpace(strings.TrimPrefix(line, "id:"))
-					case line == "" && pending != "":
-						// Dispatched whole: now it counts, and the stream
-						// resumes after it.
-						f.mu.Lock()
-						f.ids = append(f.ids, pending)
-						f.mu.Unlock()
-						last, pending = pending, ""
+				sr := client.NewEventStreamReader(resp.Body)
+				for {
+					m, err := sr.Next()
+					if err != nil {
+						break
 					}
+					if m.ID == "" {
+						continue
+					}
+					// Dispatched whole: now it counts, and the stream
+					// resumes after it.
+					f.mu.Lock()
+					f.ids = append(f.ids, m.ID)
+					f.mu.Unlock()
+					last = m.ID
 				}
 			}
 			if resp != nil {

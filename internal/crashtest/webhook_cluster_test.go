@@ -31,6 +31,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/client"
 )
 
 // Times of TestClusterWebhooks' receiver.
@@ -764,7 +765,7 @@ func (f *sseFollower) result() ([]instore.EventWire, int) {
 }
 
 func (f *sseFollower) run(ctx context.Context) {
-	client := &http.Client{}
+	hc := &http.Client{}
 	last := instore.EventID(0)
 	for ctx.Err() == nil {
 		req, _ := http.NewRequestWithContext(ctx, "GET", f.base+"/in-store/api/v1/events", nil)
@@ -772,7 +773,7 @@ func (f *sseFollower) run(ctx context.Context) {
 		req.Header.Set("Authorization", "Bearer "+f.token)
 		req.Header.Set("Accept", "text/event-stream")
 		req.Header.Set("Last-Event-ID", last)
-		resp, err := client.Do(req)
+		resp, err := hc.Do(req)
 		if err != nil {
 			sleep(ctx, 200*time.Millisecond)
 			continue
@@ -782,25 +783,18 @@ func (f *sseFollower) run(ctx context.Context) {
 			sleep(ctx, 200*time.Millisecond)
 			continue
 		}
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		var data []byte
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				if data != nil {
-					var ev instore.EventWire
-					if json.Unmarshal(data, &ev) == nil {
-						f.mu.Lock()
-						f.seen = append(f.seen, ev)
-						f.mu.Unlock()
-						last = ev.ID
-					}
-				}
-				data = nil
-			case strings.HasPrefix(line, "data:"):
-				data = append(data, strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " ")...)
+		sr := client.NewEventStreamReader(resp.Body)
+		for {
+			m, err := sr.Next()
+			if err != nil {
+				break
+			}
+			var ev instore.EventWire
+			if m.HasData && json.Unmarshal([]byte(m.Data), &ev) == nil {
+				f.mu.Lock()
+				f.seen = append(f.seen, ev)
+				f.mu.Unlock()
+				last = ev.ID
 			}
 		}
 		resp.Body.Close()

@@ -12,21 +12,11 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore/internal/demo"
-	"github.com/instore-dev/instore/internal/server"
+	"github.com/instore-dev/instore/internal/testserver"
 )
 
 func TestConsoleOnlyInSandbox(t *testing.T) {
-	srv, err := server.New(context.Background(), server.Config{
-		ListenOnline: "127.0.0.1:0", ListenAccess: "127.0.0.1:0", ListenTerminal: "127.0.0.1:0", ListenOps: "127.0.0.1:0",
-		DataDir: t.TempDir(), SQLiteSynchronous: "NORMAL",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := testserver.Start(t, testserver.Config(t.TempDir()))
 	for _, path := range []string{"/console", "/console/static/app.js", "/console/events"} {
 		resp, err := http.Get(srv.URL("online") + path)
 		if err != nil {

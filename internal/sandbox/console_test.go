@@ -21,7 +21,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/instore-dev/instore/internal/demo"
-	"github.com/instore-dev/instore/internal/server"
+	"github.com/instore-dev/instore/internal/testserver"
 )
 
 // browser finds the system Chromium, or skips.
@@ -38,11 +38,10 @@ func browser(t *testing.T) string {
 
 func startDemo(t *testing.T) *demo.Demo {
 	t.Helper()
-	d, err := demo.Start(context.Background(), server.Config{
-		ListenOnline: "127.0.0.1:0", ListenAccess: "127.0.0.1:0", ListenTerminal: "127.0.0.1:0", ListenOps: "127.0.0.1:0",
-		DataDir: t.TempDir(), SQLiteSynchronous: "NORMAL", SimDelay: 0, InteractiveFirst: true,
-		AckTimeout: 5 * time.Second, TransactionDeadline: 60 * time.Second,
-	})
+	cfg := testserver.Config(t.TempDir())
+	cfg.SimDelay, cfg.InteractiveFirst = 0, true
+	cfg.AckTimeout, cfg.TransactionDeadline = 5*time.Second, 60*time.Second
+	d, err := demo.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

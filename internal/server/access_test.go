@@ -20,6 +20,7 @@ import (
 	"github.com/instore-dev/instore/api"
 	"github.com/instore-dev/instore/internal/protocol"
 	"github.com/instore-dev/instore/internal/server"
+	"github.com/instore-dev/instore/internal/testserver"
 )
 
 // The Access API end to end: over HTTP on its own listener, with real
@@ -895,15 +896,9 @@ func TestSandboxRestartKeepsInstalledVersion(t *testing.T) {
 	must(t, s.srv.Close())
 	restarted := time.Now()
 
-	cfg := server.Config{
-		ListenOnline: "127.0.0.1:0", ListenAccess: "127.0.0.1:0", ListenTerminal: "127.0.0.1:0", ListenOps: "127.0.0.1:0",
-		DataDir: s.srv.DataDir(), SQLiteSynchronous: "NORMAL",
-	}
+	cfg := testserver.Config(s.srv.DataDir())
 	sandboxConfig(&cfg)
-	srv2, err := server.New(context.Background(), cfg)
-	must(t, err)
-	must(t, srv2.Start())
-	t.Cleanup(func() { srv2.Close() })
+	srv2 := testserver.Start(t, cfg)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		d, err := srv2.Store.Device(context.Background(), serial)

@@ -12,6 +12,7 @@ import (
 	"github.com/instore-dev/instore/internal/protocol"
 	"github.com/instore-dev/instore/internal/server"
 	"github.com/instore-dev/instore/internal/sim"
+	"github.com/instore-dev/instore/internal/testserver"
 )
 
 // Several nodes on one PostgreSQL (internal/cluster): the ECR talks to node
@@ -25,17 +26,9 @@ import (
 func startNode(t *testing.T, e *env) *server.Server {
 	t.Helper()
 	cfg := e.cfg
-	cfg.ListenOnline, cfg.ListenAccess, cfg.ListenTerminal, cfg.ListenOps = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	testserver.Loopback(&cfg)
 	cfg.DataDir, cfg.NodeID = "", ""
-	srv, err := server.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("server.New (second node): %v", err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatalf("Start (second node): %v", err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	return srv
+	return testserver.Start(t, cfg)
 }
 
 func TestTwoNodes(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"github.com/instore-dev/instore/internal/logging"
 	"github.com/instore-dev/instore/internal/protocol"
 	"github.com/instore-dev/instore/internal/server"
+	"github.com/instore-dev/instore/internal/testserver"
 )
 
 // rawDevice is a terminal written in the test from the protocol alone, so
@@ -253,14 +254,11 @@ func TestRestartMidTransaction(t *testing.T) {
 	addrs["terminal"] = s.srv.URL("terminal")[len("ws://"):]
 	must(t, s.srv.Close())
 
-	srv2, err := server.New(context.Background(), server.Config{
+	srv2 := testserver.Start(t, server.Config{
 		ListenOnline: addrs["online"], ListenAccess: addrs["access"], ListenTerminal: addrs["terminal"], ListenOps: addrs["ops"],
 		DataDir: s.srv.DataDir(), SQLiteSynchronous: "FULL", TransactionDeadline: 30 * time.Second, AckTimeout: time.Second,
 		Logger: logging.New(s.logs, logging.Options{Format: "json"}),
 	})
-	must(t, err)
-	must(t, srv2.Start())
-	t.Cleanup(func() { srv2.Close() })
 	s.srv = srv2
 
 	d2 := dialDevice(t, srv2.URL("terminal"), "RAW-4", secret)

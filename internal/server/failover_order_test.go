@@ -12,6 +12,7 @@ import (
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/protocol"
 	"github.com/instore-dev/instore/internal/server"
+	"github.com/instore-dev/instore/internal/testserver"
 )
 
 // After a failover no terminal is busy with a sale the service ended: a
@@ -74,7 +75,7 @@ func (g *gatedStore) TerminalBySerial(ctx context.Context, serial string) (*inst
 func startGatedNode(t *testing.T, e *env) (*server.Server, *gatedStore) {
 	t.Helper()
 	cfg := e.cfg
-	cfg.ListenOnline, cfg.ListenAccess, cfg.ListenTerminal, cfg.ListenOps = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	testserver.Loopback(&cfg)
 	cfg.DataDir, cfg.NodeID = "", ""
 	ctx := context.Background()
 	st, err := server.OpenStore(ctx, cfg)

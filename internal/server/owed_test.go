@@ -14,6 +14,7 @@ import (
 	"github.com/instore-dev/instore/internal/protocol"
 	"github.com/instore-dev/instore/internal/server"
 	"github.com/instore-dev/instore/internal/sim"
+	"github.com/instore-dev/instore/internal/testserver"
 )
 
 // Nothing in flight is forgotten by a restart or a reconnect: what the
@@ -73,15 +74,7 @@ func (e *env) restart(t *testing.T, mutate func(*server.Config)) {
 		mutate(&cfg)
 	}
 	must(t, e.srv.Close())
-	srv, err := server.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("server.New after the restart: %v", err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatalf("Start after the restart: %v", err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	e.srv, e.cfg = srv, cfg
+	e.srv, e.cfg = testserver.Start(t, cfg), cfg
 }
 
 // next reads the device's next frame, whatever its type (bounded).

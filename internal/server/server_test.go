@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,28 +17,11 @@ import (
 	"github.com/instore-dev/instore/api"
 	"github.com/instore-dev/instore/internal/admin"
 	"github.com/instore-dev/instore/internal/apitest"
-	"github.com/instore-dev/instore/internal/logging"
 	"github.com/instore-dev/instore/internal/server"
 	"github.com/instore-dev/instore/internal/sqlstore"
+	"github.com/instore-dev/instore/internal/testlog"
+	"github.com/instore-dev/instore/internal/testserver"
 )
-
-// syncBuffer collects log output written from many goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // env is a running server with one seeded merchant and its credentials.
 type env struct {
@@ -48,7 +30,7 @@ type env struct {
 	cfg    server.Config
 	online string
 	access string
-	logs   *syncBuffer
+	logs   *testlog.Buffer
 	v      *apitest.Validator
 	client *http.Client
 	ad     *admin.Admin
@@ -86,13 +68,9 @@ func startWith(t testing.TB, mutate func(*server.Config), beforeStart func(*serv
 // is), calling beforeStart (if not nil) between New and Start.
 func startFull(t testing.TB, mutate func(*server.Config), wrap func(instore.Store) instore.Store, beforeStart func(*server.Server)) *env {
 	t.Helper()
-	logs := &syncBuffer{}
-	cfg := server.Config{
-		ListenOnline: "127.0.0.1:0", ListenAccess: "127.0.0.1:0", ListenTerminal: "127.0.0.1:0", ListenOps: "127.0.0.1:0",
-		DataDir: t.TempDir(), SQLiteSynchronous: "NORMAL",
-		TokenTTL: time.Hour, AuthCacheTTL: 0,
-		Logger: logging.New(logs, logging.Options{Format: "json"}),
-	}
+	cfg := testserver.Config(t.TempDir())
+	cfg.TokenTTL, cfg.AuthCacheTTL = time.Hour, 0
+	logs := testserver.Logs(&cfg)
 	if mutate != nil {
 		mutate(&cfg)
 	}

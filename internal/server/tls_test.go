@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"net"
@@ -11,8 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/instore-dev/instore/internal/logging"
-	"github.com/instore-dev/instore/internal/server"
+	"github.com/instore-dev/instore/internal/testserver"
 	"github.com/instore-dev/instore/internal/tlsfiles"
 	"github.com/instore-dev/instore/internal/tlsfiles/tlstest"
 )
@@ -29,18 +27,10 @@ func TestTLSListeners(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(context.Background(), server.Config{
-		ListenOnline: "127.0.0.1:0", ListenAccess: "127.0.0.1:0", ListenTerminal: "127.0.0.1:0", ListenOps: "127.0.0.1:0",
-		DataDir: t.TempDir(), SQLiteSynchronous: "NORMAL", TokenTTL: time.Hour,
-		Logger: logging.New(&syncBuffer{}, logging.Options{Format: "json"}), TLS: holder,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
+	cfg := testserver.Config(t.TempDir())
+	cfg.TokenTTL, cfg.TLS = time.Hour, holder
+	testserver.Logs(&cfg)
+	srv := testserver.Start(t, cfg)
 	want := map[string]string{"online": "https://", "access": "https://", "terminal": "wss://", "ops": "http://"}
 	for name, scheme := range want {
 		if u := srv.URL(name); !strings.HasPrefix(u, scheme) {

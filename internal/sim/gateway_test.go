@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/instore-dev/instore/internal/protocol"
+	"github.com/instore-dev/instore/internal/testlog"
 )
 
 // waitTimeout bounds every wait for an event; generous, since the race
@@ -342,28 +342,10 @@ func payment(amount int64) protocol.Payment {
 	return protocol.Payment{Amount: amount, Currency: "SEK", Deadline: time.Now().Add(2 * time.Minute)}
 }
 
-// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // running is a terminal under test.
 type running struct {
 	*Terminal
-	log    *syncBuffer
+	log    *testlog.Buffer
 	exited chan struct{} // closed when Run returned
 	err    error         // what Run returned, once exited
 }
@@ -392,7 +374,7 @@ func startTerminal(t *testing.T, g *gateway, mod func(*Config)) *running {
 // URLs.
 func startTerminalWith(t *testing.T, g *gateway, mod func(*Config), hook func(*Terminal)) *running {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	gw := ""
 	if g != nil {
 		gw = g.url()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/protocol"
+	"github.com/instore-dev/instore/internal/testlog"
 )
 
 func TestHelloAndLinkCode(t *testing.T) {
@@ -703,7 +704,7 @@ func TestPrintScreens(t *testing.T) {
 	t.Parallel()
 	g := newGateway(t)
 	r := startTerminal(t, g, nil)
-	var out syncBuffer
+	var out testlog.Buffer
 	r.PrintScreens(&out)
 	c := g.accept(t)
 	c.send(protocol.TypeLinkCode, "", "", protocol.LinkCode{Code: "123456"})

@@ -27,21 +27,9 @@ const isOpenUpdate = `status IN ('` + instore.UpdateScheduled + `', '` + instore
 func (db *DB) AllocateTerminal(ctx context.Context, t *instore.Terminal, model string) error {
 	var id string
 	err := db.update(ctx, func(c conn) error {
-		for {
-			n, err := nextTerminalID(ctx, c)
-			if err != nil {
-				return err
-			}
-			cand := *t
-			cand.TerminalID = strconv.FormatInt(n, 10)
-			inserted, err := insertTerminalIfFree(ctx, c, &cand)
-			if err != nil {
-				return c.conflictErr("allocate terminal", err)
-			}
-			if inserted {
-				id = cand.TerminalID
-				break
-			}
+		var err error
+		if id, err = allocateTerminalID(ctx, c, t, "allocate terminal"); err != nil {
+			return err
 		}
 		if model != "" {
 			if _, err := c.exec(ctx, `UPDATE terminals SET model = ? WHERE terminal_id = ?`, model, id); err != nil {

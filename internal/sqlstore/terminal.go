@@ -28,29 +28,37 @@ const (
 func (db *DB) AllocateTerminalID(ctx context.Context, t *instore.Terminal) error {
 	var id string
 	err := db.update(ctx, func(c conn) error {
-		for {
-			n, err := nextTerminalID(ctx, c)
-			if err != nil {
-				return err
-			}
-			cand := *t
-			cand.TerminalID = strconv.FormatInt(n, 10)
-			inserted, err := insertTerminalIfFree(ctx, c, &cand)
-			if err != nil {
-				return db.conflictErr("allocate terminal id", err)
-			}
-			// An ID taken outside the counter (an import) is skipped.
-			if inserted {
-				id = cand.TerminalID
-				return nil
-			}
-		}
+		var err error
+		id, err = allocateTerminalID(ctx, c, t, "allocate terminal id")
+		return err
 	})
 	if err != nil {
 		return err
 	}
 	t.TerminalID = id
 	return nil
+}
+
+// allocateTerminalID inserts t under the next free terminal ID of the
+// counter, within c's transaction, and returns the ID; t is unchanged. An
+// ID taken outside the counter (an import) is skipped. op names the
+// operation in a conflict's error.
+func allocateTerminalID(ctx context.Context, c conn, t *instore.Terminal, op string) (string, error) {
+	for {
+		n, err := nextTerminalID(ctx, c)
+		if err != nil {
+			return "", err
+		}
+		cand := *t
+		cand.TerminalID = strconv.FormatInt(n, 10)
+		inserted, err := insertTerminalIfFree(ctx, c, &cand)
+		if err != nil {
+			return "", c.conflictErr(op, err)
+		}
+		if inserted {
+			return cand.TerminalID, nil
+		}
+	}
 }
 
 // Terminal returns the terminal with a terminal ID.

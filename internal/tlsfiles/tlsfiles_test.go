@@ -1,7 +1,6 @@
 package tlsfiles_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -10,30 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/instore-dev/instore/internal/testlog"
 	"github.com/instore-dev/instore/internal/tlsfiles"
 	"github.com/instore-dev/instore/internal/tlsfiles/tlstest"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // serve runs a TLS listener on the holder's configuration that completes
 // handshakes and closes, until the test ends.
@@ -105,7 +87,7 @@ func TestReload(t *testing.T) {
 	ca := tlstest.NewCA(t)
 	f := tlstest.NewFiles(t)
 	f.Write(t, ca.Issue(t, 100))
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	h, err := tlsfiles.Load(f.Cert, f.Key, slog.New(slog.NewJSONHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +136,7 @@ func TestWatch(t *testing.T) {
 	ca := tlstest.NewCA(t)
 	f := tlstest.NewFiles(t)
 	f.Write(t, ca.Issue(t, 200))
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	h, err := tlsfiles.Load(f.Cert, f.Key, slog.New(slog.NewJSONHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -215,7 +197,7 @@ func TestCheckWaitsForMatchingPair(t *testing.T) {
 	ca := tlstest.NewCA(t)
 	f := tlstest.NewFiles(t)
 	f.Write(t, ca.Issue(t, 400))
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	h, err := tlsfiles.Load(f.Cert, f.Key, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
 		t.Fatal(err)
