@@ -121,7 +121,8 @@ func TestReadPaymentMethods(t *testing.T) {
 	}
 }
 
-// TestHTTPStatusTable is the contract's table (online-api.md, Errors).
+// TestHTTPStatusTable is the API contract's table of errors (their HTTP
+// statuses, also in api/online-api.yaml).
 func TestHTTPStatusTable(t *testing.T) {
 	want := map[string]int{
 		"WP01": 409, "WP02": 409, "WP03": 403, "WP04": 404, "WP09": 409, "WP16": 403, "WP18": 409,

@@ -1,6 +1,6 @@
 // Package cluster makes `instore serve` one node of several sharing one
-// PostgreSQL database (docs/operations.md, Several nodes; the design is
-// architecture.md's "Several nodes"). Nothing a node holds is the only copy
+// PostgreSQL database (docs/operations.md and docs/architecture.md,
+// "Several nodes"). Nothing a node holds is the only copy
 // of a fact: every change is committed first, then the other nodes are
 // woken, and they read the store.
 //
