@@ -334,10 +334,13 @@ func TestLateApprovalReversalResentUntilConfirmed(t *testing.T) {
 // printStatus reads a print job's status (nil while it prints).
 func (s *sandbox) printStatus(t *testing.T, printID string) *string {
 	t.Helper()
-	var j printJob
+	var j instore.PrintJobWire
 	r := s.get(t, "/in-store/api/v1/print/"+printID)
 	r.decode(t, 200, &j)
-	return j.Status
+	if j.Status == "" {
+		return nil
+	}
+	return (*string)(&j.Status)
 }
 
 func (s *sandbox) waitPrint(t *testing.T, printID string) string {
