@@ -734,9 +734,7 @@ func TestPurchaseDuringInstallWP09(t *testing.T) {
 		t.Errorf("after the restart: %+v, last %+v", in, in.LastUpdate)
 	}
 	// Usable again: the purchase reaches the device.
-	done := make(chan reply, 1)
-	go func() { done <- s.purchase(t, term, 1000) }()
-	cmdP := d2.expect(protocol.TypePurchase)
+	cmdP, done := s.startPurchase(t, d2, term, 1000)
 	d2.send(protocol.TypeAck, "", cmdP.ID, cmdP.Ref, nil)
 	if r := <-done; r.resp.StatusCode != 201 {
 		t.Errorf("purchase after the update = %d %s", r.resp.StatusCode, r.body)
