@@ -55,39 +55,28 @@ func Register(cfg Config) {
 
 	a.Handle("POST /oauth2/token", httpapi.LimitPeer(g.Limiter, httpapi.TokenHandler(g.Auth, instore.SurfaceAccess)))
 	a.Handle("GET /openapi.yaml", g.Wrap(doc.serve))
-	a.Handle("POST /getTerminalId", post(h.getTerminalID))
-	a.Handle("POST /getTerminalInfo", g.Wrap(h.getTerminalInfo))
+	a.Handle("POST /getTerminalId", post(httpapi.Decoded(h.svc.AllocateTerminal, allocated)))
+	a.Handle("POST /getTerminalInfo", g.Wrap(httpapi.Decoded(h.svc.TerminalInfo, terminalInfo)))
 	a.Handle("GET /terminal/getPackages/{customerId}/{model}", g.Wrap(h.getPackages))
-	a.Handle("POST /terminal/createUpdate", post(h.createUpdate))
+	a.Handle("POST /terminal/createUpdate", post(httpapi.Decoded(h.svc.CreateUpdate, updateCreated)))
 }
 
-// handlers are the Access API's operation handlers.
+// handlers are the Access API's operation handlers; those whose
+// operation takes a JSON body are httpapi.Decoded, in the route table.
 type handlers struct {
 	svc *service.Service
 }
 
-func (h *handlers) getTerminalID(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	var req instore.TerminalIDRequest
-	if err := httpapi.DecodeJSON(r, &req); err != nil {
-		return err
-	}
-	t, err := h.svc.AllocateTerminal(r.Context(), p, &req)
-	if err != nil {
-		return err
-	}
+func allocated(w http.ResponseWriter, t *instore.AllocatedTerminal) error {
 	return httpapi.WriteJSON(w, http.StatusCreated, t.Wire())
 }
 
-func (h *handlers) getTerminalInfo(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	var req instore.TerminalRequest
-	if err := httpapi.DecodeJSON(r, &req); err != nil {
-		return err
-	}
-	info, err := h.svc.TerminalInfo(r.Context(), p, &req)
-	if err != nil {
-		return err
-	}
+func terminalInfo(w http.ResponseWriter, info *instore.TerminalInfo) error {
 	return httpapi.WriteJSON(w, http.StatusOK, info.Wire())
+}
+
+func updateCreated(w http.ResponseWriter, u *instore.Update) error {
+	return httpapi.WriteJSON(w, http.StatusCreated, u.Wire())
 }
 
 func (h *handlers) getPackages(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
@@ -100,18 +89,6 @@ func (h *handlers) getPackages(w http.ResponseWriter, r *http.Request, p *instor
 		out[i] = pk.Wire()
 	}
 	return httpapi.WriteJSON(w, http.StatusOK, map[string]any{"packages": out})
-}
-
-func (h *handlers) createUpdate(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	var req instore.UpdateRequest
-	if err := httpapi.DecodeJSON(r, &req); err != nil {
-		return err
-	}
-	u, err := h.svc.CreateUpdate(r.Context(), p, &req)
-	if err != nil {
-		return err
-	}
-	return httpapi.WriteJSON(w, http.StatusCreated, u.Wire())
 }
 
 // doc is the OpenAPI document, served with an ETag.
