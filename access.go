@@ -59,17 +59,19 @@ func (u *Update) Wire() *UpdateWire {
 	if u == nil {
 		return nil
 	}
-	opt := func(s string) *string {
-		if s == "" {
-			return nil
-		}
-		return &s
-	}
 	return &UpdateWire{
 		UpdateID: u.ID, TerminalID: u.TerminalID, PackageID: u.PackageID, Status: u.Status,
-		Reason: opt(u.Reason), SoftwareVersion: opt(u.SoftwareVersion), NotBefore: u.NotBefore,
+		Reason: optional(u.Reason), SoftwareVersion: optional(u.SoftwareVersion), NotBefore: u.NotBefore,
 		CreatedAt: u.CreatedAt, UpdatedAt: u.UpdatedAt,
 	}
+}
+
+// optional is s as a member the wire shows as null when it is empty.
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // Final reports whether the update ended (INSTALLED or FAILED).
@@ -142,6 +144,25 @@ type AllocatedTerminal struct {
 	Model string
 }
 
+// AllocatedTerminalWire is a terminal ID as POST /getTerminalId shows it
+// (api/access-api.yaml, schema AllocatedTerminal).
+type AllocatedTerminalWire struct {
+	TerminalID   string    `json:"terminalId"`
+	CustomerID   string    `json:"customerId"`
+	MerchantID   *string   `json:"merchantId"`
+	SerialNumber *string   `json:"serialNumber"`
+	Model        *string   `json:"model"`
+	CreatedAt    time.Time `json:"createdAt"`
+}
+
+// Wire renders a as POST /getTerminalId shows it.
+func (a *AllocatedTerminal) Wire() *AllocatedTerminalWire {
+	return &AllocatedTerminalWire{
+		TerminalID: a.TerminalID, CustomerID: a.CustomerID, MerchantID: optional(a.MerchantID),
+		SerialNumber: optional(a.SerialNumber), Model: optional(a.Model), CreatedAt: a.CreatedAt,
+	}
+}
+
 // TerminalInfo is a terminal ID as POST /getTerminalInfo answers it.
 type TerminalInfo struct {
 	Terminal *Terminal
@@ -157,4 +178,36 @@ type TerminalInfo struct {
 	// PendingUpdate is the unfinished update (nil if none); LastUpdate the
 	// latest of any status (nil if there never was one).
 	PendingUpdate, LastUpdate *Update
+}
+
+// TerminalInfoWire is a terminal ID as POST /getTerminalInfo shows it
+// (api/access-api.yaml, schema TerminalInfo).
+type TerminalInfoWire struct {
+	TerminalID         string      `json:"terminalId"`
+	CustomerID         string      `json:"customerId"`
+	MerchantID         *string     `json:"merchantId"`
+	SerialNumber       *string     `json:"serialNumber"`
+	Model              *string     `json:"model"`
+	SoftwareVersion    *string     `json:"softwareVersion"`
+	MinSoftwareVersion *string     `json:"minSoftwareVersion"`
+	Linked             bool        `json:"linked"`
+	Online             bool        `json:"online"`
+	LastSeenAt         *time.Time  `json:"lastSeenAt"`
+	PendingUpdate      *UpdateWire `json:"pendingUpdate"`
+	LastUpdate         *UpdateWire `json:"lastUpdate"`
+}
+
+// Wire renders info as POST /getTerminalInfo shows it.
+func (info *TerminalInfo) Wire() *TerminalInfoWire {
+	t := info.Terminal
+	out := &TerminalInfoWire{
+		TerminalID: t.TerminalID, CustomerID: t.CustomerID, MerchantID: optional(t.MerchantID),
+		Model: optional(info.Model), MinSoftwareVersion: optional(info.MinSoftwareVersion),
+		Linked: t.Linked(), Online: info.Online,
+		PendingUpdate: info.PendingUpdate.Wire(), LastUpdate: info.LastUpdate.Wire(),
+	}
+	if d := info.Device; d != nil {
+		out.SerialNumber, out.SoftwareVersion, out.LastSeenAt = optional(d.SerialNumber), optional(d.SoftwareVersion), d.LastSeenAt
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package instore
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -123,5 +124,53 @@ func TestAccessRequestValidation(t *testing.T) {
 	}
 	if _, err := (&UpdateRequest{TerminalID: "1", PackageID: "a b", NotBefore: "soon"}).Validate(); err == nil {
 		t.Error("UpdateRequest.Validate(bad) = nil, want an error")
+	}
+}
+
+// TestAccessWire checks the Access API's wire forms member by member: an
+// empty optional member is null, a set one its value; a package shows no
+// customer; a terminal's updates take the update's own form.
+func TestAccessWire(t *testing.T) {
+	at := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	term := &Terminal{TerminalID: "10000001", CustomerID: "cus_1", CreatedAt: at}
+	linked := &Terminal{TerminalID: "10000002", CustomerID: "cus_1", MerchantID: "mer_1", SerialNumber: "SN-1", LinkedAt: &at, CreatedAt: at}
+	upd := &Update{ID: "upd_1", TerminalID: "10000002", PackageID: "ct-1.1.0", Status: UpdateFailed, Reason: "checksum mismatch", CreatedAt: at, UpdatedAt: at}
+	for _, tc := range []struct {
+		name string
+		v    any
+		want string
+	}{
+		{"allocated, bare", (&AllocatedTerminal{Terminal: term}).Wire(),
+			`{"terminalId":"10000001","customerId":"cus_1","merchantId":null,"serialNumber":null,"model":null,"createdAt":"2026-03-02T10:00:00Z"}`},
+		{"allocated, bound", (&AllocatedTerminal{Terminal: linked, Model: "mobile"}).Wire(),
+			`{"terminalId":"10000002","customerId":"cus_1","merchantId":"mer_1","serialNumber":"SN-1","model":"mobile","createdAt":"2026-03-02T10:00:00Z"}`},
+		{"info, unbound", (&TerminalInfo{Terminal: term, Model: "pinpad"}).Wire(),
+			`{"terminalId":"10000001","customerId":"cus_1","merchantId":null,"serialNumber":null,"model":"pinpad","softwareVersion":null,` +
+				`"minSoftwareVersion":null,"linked":false,"online":false,"lastSeenAt":null,"pendingUpdate":null,"lastUpdate":null}`},
+		{"info, linked", (&TerminalInfo{Terminal: linked, Device: &Device{SerialNumber: "SN-1", SoftwareVersion: "1.0.0", LastSeenAt: &at},
+			Model: "countertop", Online: true, MinSoftwareVersion: "1.0.0", LastUpdate: upd}).Wire(),
+			`{"terminalId":"10000002","customerId":"cus_1","merchantId":"mer_1","serialNumber":"SN-1","model":"countertop","softwareVersion":"1.0.0",` +
+				`"minSoftwareVersion":"1.0.0","linked":true,"online":true,"lastSeenAt":"2026-03-02T10:00:00Z","pendingUpdate":null,` +
+				`"lastUpdate":{"updateId":"upd_1","terminalId":"10000002","packageId":"ct-1.1.0","status":"FAILED","reason":"checksum mismatch",` +
+				`"softwareVersion":null,"notBefore":null,"createdAt":"2026-03-02T10:00:00Z","updatedAt":"2026-03-02T10:00:00Z"}}`},
+		{"package of a customer", (&Package{ID: "ct-own", CustomerID: "cus_1", Model: "countertop", Name: "Own", Version: "1.1.0",
+			SizeBytes: 10, SHA256: strings.Repeat("a", 64), ReleasedAt: at}).Wire(),
+			`{"packageId":"ct-own","model":"countertop","name":"Own","version":"1.1.0","mandatory":false,"sizeBytes":10,` +
+				`"sha256":"` + strings.Repeat("a", 64) + `","releasedAt":"2026-03-02T10:00:00Z"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := json.Marshal(tc.v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(b) != tc.want {
+				t.Errorf("wire form\n got %s\nwant %s", b, tc.want)
+			}
+		})
+	}
+	// Package.Wire leaves the catalogue's package as it is.
+	p := &Package{ID: "ct-own", CustomerID: "cus_1"}
+	if p.Wire(); p.CustomerID != "cus_1" {
+		t.Errorf("Wire changed the package: %+v", p)
 	}
 }

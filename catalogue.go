@@ -33,6 +33,15 @@ type Package struct {
 	ReleasedAt time.Time `json:"releasedAt"`
 }
 
+// Wire renders p as the Access API shows it (api/access-api.yaml, schema
+// Package): the catalogue's own form without the customer the package is
+// restricted to (CustomerID is omitted when empty).
+func (p *Package) Wire() *Package {
+	w := *p
+	w.CustomerID = ""
+	return &w
+}
+
 // Limits of the package catalogue.
 const (
 	MaxPackages       = 10000

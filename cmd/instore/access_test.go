@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +10,6 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/api"
-	"github.com/instore-dev/instore/internal/apitest"
 	"github.com/instore-dev/instore/internal/demo"
 )
 
@@ -21,24 +17,7 @@ import (
 // credentials; the response is validated against api/access-api.yaml.
 func accessRequest(t *testing.T, info demo.Info, method, path string, body any) (int, []byte) {
 	t.Helper()
-	var r io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		r = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, info.AccessAPIBaseURL+path, r)
-	req.Header.Set("Ocp-Apim-Subscription-Key", info.AccessSubscriptionKey)
-	req.Header.Set("Authorization", "Bearer "+info.AccessAccessToken)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := apitest.NewValidator(t, api.AccessYAML).Client(t).Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	return validatedRequest(t, api.AccessYAML, info.AccessAPIBaseURL, info.AccessSubscriptionKey, info.AccessAccessToken, method, path, body)
 }
 
 type demoInfo struct {

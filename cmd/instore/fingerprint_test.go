@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -101,27 +99,8 @@ func TestServeFingerprintsWithStoredKey(t *testing.T) {
 	info := demo.Info{OnlineAPIBaseURL: online, SubscriptionKey: key, AccessToken: tok.AccessToken}
 
 	// A terminal: linked by the code on its screen, then a purchase.
-	tctx, tcancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	t.Setenv("INSTORE_DEVICE_SECRET", secret)
-	termDone := make(chan int, 1)
-	go func() {
-		termDone <- run(tctx, []string{"terminal", "--gateway", "ws://" + addrs["terminal"] + "/terminal/v1/connect", "--serial", "SHOP-9", "--model", "mobile", "--delay", "0"}, pw, io.Discard)
-		pw.Close()
-	}()
-	lines := bufio.NewScanner(pr)
-	code6 := regexp.MustCompile(`Link code ([0-9]{6})`)
-	var linkCode string
-	for lines.Scan() {
-		if m := code6.FindStringSubmatch(lines.Text()); m != nil {
-			linkCode = m[1]
-			break
-		}
-	}
-	if linkCode == "" {
-		t.Fatal("instore terminal never showed a link code")
-	}
-	go io.Copy(io.Discard, pr)
+	linkCode, stopTerminal := runTerminal(t, context.Background(), secret, "--gateway", "ws://"+addrs["terminal"]+"/terminal/v1/connect",
+		"--serial", "SHOP-9", "--model", "mobile", "--delay", "0")
 	if st, b := apiRequest(t, info, "POST", "/in-store/api/v1/terminal/link", map[string]any{"terminalId": terminalID, "linkCode": linkCode}); st != 200 {
 		t.Fatalf("link = %d %s", st, b)
 	}
@@ -129,8 +108,7 @@ func TestServeFingerprintsWithStoredKey(t *testing.T) {
 	if got := waitFinal(t, info, ref); got != instore.StatusApproved {
 		t.Errorf("purchase ended %d, want APPROVED", got)
 	}
-	tcancel()
-	<-termDone
+	stopTerminal()
 	stop()
 
 	var ended []map[string]any

@@ -159,20 +159,30 @@ func TestDemoJSONExactObjectAndRestart(t *testing.T) {
 	}
 }
 
+// apiRequest calls the demo's Online API with its credentials; the
+// response is validated against api/online-api.yaml.
 func apiRequest(t *testing.T, info demo.Info, method, path string, body any) (int, []byte) {
+	t.Helper()
+	return validatedRequest(t, api.OnlineYAML, info.OnlineAPIBaseURL, info.SubscriptionKey, info.AccessToken, method, path, body)
+}
+
+// validatedRequest sends body (JSON, nil for none) to base+path with a
+// subscription key and a bearer token, and returns the status and the
+// body of the response, validated against the OpenAPI document doc.
+func validatedRequest(t *testing.T, doc []byte, base, key, token, method, path string, body any) (int, []byte) {
 	t.Helper()
 	var r io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
 		r = bytes.NewReader(b)
 	}
-	req, _ := http.NewRequest(method, info.OnlineAPIBaseURL+path, r)
-	req.Header.Set("Ocp-Apim-Subscription-Key", info.SubscriptionKey)
-	req.Header.Set("Authorization", "Bearer "+info.AccessToken)
+	req, _ := http.NewRequest(method, base+path, r)
+	req.Header.Set("Ocp-Apim-Subscription-Key", key)
+	req.Header.Set("Authorization", "Bearer "+token)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := apitest.NewValidator(t, api.OnlineYAML).Client(t).Do(req)
+	resp, err := apitest.NewValidator(t, doc).Client(t).Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
@@ -544,34 +554,14 @@ func TestTerminalCommand(t *testing.T) {
 	}
 	must(t, json.Unmarshal([]byte(alloc), &terms))
 
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	t.Setenv("INSTORE_DEVICE_SECRET", dev.Secret)
-	done := make(chan int, 1)
-	go func() {
-		// The first URL is dead: the terminal goes on to the second.
-		done <- run(ctx, []string{"terminal", "--gateway", "ws://127.0.0.1:1/terminal/v1/connect", "--gateway", info.TerminalGatewayURL, "--serial", "SHOP-7", "--model", "mobile", "--delay", "0"}, pw, io.Discard)
-		pw.Close()
-	}()
+	// The first URL is dead: the terminal goes on to the second.
+	linkCode, stop := runTerminal(t, context.Background(), dev.Secret, "--gateway", "ws://127.0.0.1:1/terminal/v1/connect",
+		"--gateway", info.TerminalGatewayURL, "--serial", "SHOP-7", "--model", "mobile", "--delay", "0")
 	defer func() {
-		cancel()
-		if c := <-done; c != 0 {
+		if c := stop(); c != 0 {
 			t.Errorf("instore terminal exited %d", c)
 		}
 	}()
-	lines := bufio.NewScanner(pr)
-	code6 := regexp.MustCompile(`Link code ([0-9]{6})`)
-	var linkCode string
-	for lines.Scan() {
-		if m := code6.FindStringSubmatch(lines.Text()); m != nil {
-			linkCode = m[1]
-			break
-		}
-	}
-	if linkCode == "" {
-		t.Fatal("instore terminal never showed a link code")
-	}
-	go io.Copy(io.Discard, pr)
 	st, b := apiRequest(t, info, "POST", "/in-store/api/v1/terminal/link", map[string]any{"terminalId": terms[0].TerminalID, "linkCode": linkCode})
 	if st != 200 {
 		t.Fatalf("link = %d %s", st, b)

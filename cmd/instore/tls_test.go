@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -152,34 +151,13 @@ func TestServeTLS(t *testing.T) {
 	online := "https://" + s.addrs["online"]
 
 	// The virtual terminal over wss://, trusting the CA.
-	tctx, cancel := context.WithCancel(ctx)
-	pr, pw := io.Pipe()
-	t.Setenv("INSTORE_DEVICE_SECRET", devSecret)
-	termDone := make(chan int, 1)
-	go func() {
-		termDone <- run(tctx, []string{"terminal", "--gateway", "wss://" + s.addrs["terminal"] + "/terminal/v1/connect",
-			"--ca-file", ca.File, "--serial", "TLS-1", "--delay", "0"}, pw, io.Discard)
-		pw.Close()
-	}()
+	linkCode, stop := runTerminal(t, ctx, devSecret, "--gateway", "wss://"+s.addrs["terminal"]+"/terminal/v1/connect",
+		"--ca-file", ca.File, "--serial", "TLS-1", "--delay", "0")
 	defer func() {
-		cancel()
-		if c := <-termDone; c != 0 {
+		if c := stop(); c != 0 {
 			t.Errorf("instore terminal exited %d", c)
 		}
 	}()
-	lines := bufio.NewScanner(pr)
-	code6 := regexp.MustCompile(`Link code ([0-9]{6})`)
-	var linkCode string
-	for lines.Scan() {
-		if m := code6.FindStringSubmatch(lines.Text()); m != nil {
-			linkCode = m[1]
-			break
-		}
-	}
-	if linkCode == "" {
-		t.Fatal("instore terminal never showed a link code")
-	}
-	go io.Copy(io.Discard, pr)
 
 	// The SDK over https://, trusting the CA.
 	cfg := client.Config{OnlineAPIURL: online, Online: client.Credentials{SubscriptionKey: key, ClientID: cli.ID, ClientSecret: secret}}

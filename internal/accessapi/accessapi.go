@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/httpapi"
@@ -56,90 +55,28 @@ func Register(cfg Config) {
 
 	a.Handle("POST /oauth2/token", httpapi.LimitPeer(g.Limiter, httpapi.TokenHandler(g.Auth, instore.SurfaceAccess)))
 	a.Handle("GET /openapi.yaml", g.Wrap(doc.serve))
-	a.Handle("POST /getTerminalId", post(h.getTerminalID))
-	a.Handle("POST /getTerminalInfo", g.Wrap(h.getTerminalInfo))
+	a.Handle("POST /getTerminalId", post(httpapi.Decoded(h.svc.AllocateTerminal, allocated)))
+	a.Handle("POST /getTerminalInfo", g.Wrap(httpapi.Decoded(h.svc.TerminalInfo, terminalInfo)))
 	a.Handle("GET /terminal/getPackages/{customerId}/{model}", g.Wrap(h.getPackages))
-	a.Handle("POST /terminal/createUpdate", post(h.createUpdate))
+	a.Handle("POST /terminal/createUpdate", post(httpapi.Decoded(h.svc.CreateUpdate, updateCreated)))
 }
 
-// handlers are the Access API's operation handlers.
+// handlers are the Access API's operation handlers; those whose
+// operation takes a JSON body are httpapi.Decoded, in the route table.
 type handlers struct {
 	svc *service.Service
 }
 
-// terminalIDJSON is a terminal ID as POST /getTerminalId answers it.
-type terminalIDJSON struct {
-	TerminalID   string    `json:"terminalId"`
-	CustomerID   string    `json:"customerId"`
-	MerchantID   *string   `json:"merchantId"`
-	SerialNumber *string   `json:"serialNumber"`
-	Model        *string   `json:"model"`
-	CreatedAt    time.Time `json:"createdAt"`
+func allocated(w http.ResponseWriter, t *instore.AllocatedTerminal) error {
+	return httpapi.WriteJSON(w, http.StatusCreated, t.Wire())
 }
 
-func (h *handlers) getTerminalID(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	var req instore.TerminalIDRequest
-	if err := httpapi.DecodeJSON(r, &req); err != nil {
-		return err
-	}
-	t, err := h.svc.AllocateTerminal(r.Context(), p, &req)
-	if err != nil {
-		return err
-	}
-	return httpapi.WriteJSON(w, http.StatusCreated, &terminalIDJSON{
-		TerminalID: t.TerminalID, CustomerID: t.CustomerID, MerchantID: optional(t.MerchantID),
-		SerialNumber: optional(t.SerialNumber), Model: optional(t.Model), CreatedAt: t.CreatedAt,
-	})
+func terminalInfo(w http.ResponseWriter, info *instore.TerminalInfo) error {
+	return httpapi.WriteJSON(w, http.StatusOK, info.Wire())
 }
 
-// terminalInfoJSON is a terminal ID as POST /getTerminalInfo answers it.
-type terminalInfoJSON struct {
-	TerminalID         string      `json:"terminalId"`
-	CustomerID         string      `json:"customerId"`
-	MerchantID         *string     `json:"merchantId"`
-	SerialNumber       *string     `json:"serialNumber"`
-	Model              *string     `json:"model"`
-	SoftwareVersion    *string     `json:"softwareVersion"`
-	MinSoftwareVersion *string     `json:"minSoftwareVersion"`
-	Linked             bool        `json:"linked"`
-	Online             bool        `json:"online"`
-	LastSeenAt         *time.Time  `json:"lastSeenAt"`
-	PendingUpdate      *updateJSON `json:"pendingUpdate"`
-	LastUpdate         *updateJSON `json:"lastUpdate"`
-}
-
-func (h *handlers) getTerminalInfo(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	var req instore.TerminalRequest
-	if err := httpapi.DecodeJSON(r, &req); err != nil {
-		return err
-	}
-	info, err := h.svc.TerminalInfo(r.Context(), p, &req)
-	if err != nil {
-		return err
-	}
-	t := info.Terminal
-	out := &terminalInfoJSON{
-		TerminalID: t.TerminalID, CustomerID: t.CustomerID, MerchantID: optional(t.MerchantID),
-		Model: optional(info.Model), MinSoftwareVersion: optional(info.MinSoftwareVersion),
-		Linked: t.Linked(), Online: info.Online,
-		PendingUpdate: toUpdateJSON(info.PendingUpdate), LastUpdate: toUpdateJSON(info.LastUpdate),
-	}
-	if d := info.Device; d != nil {
-		out.SerialNumber, out.SoftwareVersion, out.LastSeenAt = optional(d.SerialNumber), optional(d.SoftwareVersion), d.LastSeenAt
-	}
-	return httpapi.WriteJSON(w, http.StatusOK, out)
-}
-
-// packageJSON is a package of the catalogue as the Access API shows it.
-type packageJSON struct {
-	PackageID  string    `json:"packageId"`
-	Model      string    `json:"model"`
-	Name       string    `json:"name"`
-	Version    string    `json:"version"`
-	Mandatory  bool      `json:"mandatory"`
-	SizeBytes  int64     `json:"sizeBytes"`
-	SHA256     string    `json:"sha256"`
-	ReleasedAt time.Time `json:"releasedAt"`
+func updateCreated(w http.ResponseWriter, u *instore.Update) error {
+	return httpapi.WriteJSON(w, http.StatusCreated, u.Wire())
 }
 
 func (h *handlers) getPackages(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
@@ -147,37 +84,11 @@ func (h *handlers) getPackages(w http.ResponseWriter, r *http.Request, p *instor
 	if err != nil {
 		return err
 	}
-	out := make([]packageJSON, len(ps))
+	out := make([]*instore.Package, len(ps))
 	for i, pk := range ps {
-		out[i] = packageJSON{PackageID: pk.ID, Model: pk.Model, Name: pk.Name, Version: pk.Version,
-			Mandatory: pk.Mandatory, SizeBytes: pk.SizeBytes, SHA256: pk.SHA256, ReleasedAt: pk.ReleasedAt}
+		out[i] = pk.Wire()
 	}
 	return httpapi.WriteJSON(w, http.StatusOK, map[string]any{"packages": out})
-}
-
-// updateJSON is a software update as the Access API shows it (and the
-// data of an update.status event).
-type updateJSON = instore.UpdateWire
-
-func toUpdateJSON(u *instore.Update) *updateJSON { return u.Wire() }
-
-func (h *handlers) createUpdate(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	var req instore.UpdateRequest
-	if err := httpapi.DecodeJSON(r, &req); err != nil {
-		return err
-	}
-	u, err := h.svc.CreateUpdate(r.Context(), p, &req)
-	if err != nil {
-		return err
-	}
-	return httpapi.WriteJSON(w, http.StatusCreated, toUpdateJSON(u))
-}
-
-func optional(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
 }
 
 // doc is the OpenAPI document, served with an ETag.

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -33,17 +32,7 @@ import (
 // service counted idle (checkBusy: it still ran a sale the service had
 // ended), and the timeline of every acknowledged purchase whole.
 func TestCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the cluster test builds the binary and kills nodes under load for about a minute; run it without -short")
-	}
-	u := freshPostgres(t)
-	if u == "" {
-		t.Skip("INSTORE_TEST_DATABASE_URL is not set; the cluster test needs PostgreSQL")
-	}
-	haproxy, err := exec.LookPath("haproxy")
-	if err != nil {
-		t.Skip("haproxy is not installed (apt-get install haproxy); the cluster test needs a real load balancer")
-	}
+	u, haproxy := clusterNeeds(t, "cluster test", "kills nodes under load for about a minute")
 	set := loadSettings(t)
 	set.terminals = 6
 	t.Logf("seed %d (INSTORE_CRASH_SEED=%d repeats the kill moments), %d rounds, %d terminals, 3 nodes", set.seed, set.seed, set.rounds, set.terminals)
@@ -151,19 +140,7 @@ func (e *crashEnv) startCluster(ctx context.Context, haproxy string) *cluster {
 	e.ecr = &ecr{base: lbOnline, subscriptionKey: acc.key, token: tok, led: e.led, client: &http.Client{Timeout: 30 * time.Second}}
 	e.db = e.openDB()
 	gw := fmt.Sprintf("ws://127.0.0.1:%d/terminal/v1/connect", lbPorts[1])
-	for i := range e.set.terminals {
-		tp, err := startTerminal(e.bin, e.dir, gw, serial(i, e.set.terminals), acc.secrets[i], cardDelays[i%len(cardDelays)])
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(tp.p.kill)
-		e.procs = append(e.procs, tp)
-		code, err := tp.linkCode(ctx)
-		if err != nil {
-			t.Fatalf("terminal %d: %v\n%s", i, err, tp.p.logTail(10))
-		}
-		e.link(ctx, i, code)
-	}
+	e.startTerminals(t, ctx, gw, acc.secrets, e.set.terminals)
 	return c
 }
 

@@ -104,6 +104,45 @@ func TestCrash(t *testing.T) {
 // when INSTORE_TEST_DATABASE_URL is unset.
 func freshPostgres(t *testing.T) string { return pgtest.Schema(t, "crash") }
 
+// startTerminals starts e.set.terminals `instore terminal` processes on the
+// gateway URL gw, the i-th with serial(i, total) and secrets[i], and links
+// each by the code it shows.
+func (e *crashEnv) startTerminals(t *testing.T, ctx context.Context, gw string, secrets []string, total int) {
+	t.Helper()
+	for i := range e.set.terminals {
+		tp, err := startTerminal(e.bin, e.dir, gw, serial(i, total), secrets[i], cardDelays[i%len(cardDelays)])
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(tp.p.kill)
+		e.procs = append(e.procs, tp)
+		code, err := tp.linkCode(ctx)
+		if err != nil {
+			t.Fatalf("terminal %d: %v\n%s", i, err, tp.p.logTail(10))
+		}
+		e.link(ctx, i, code)
+	}
+}
+
+// clusterNeeds skips a cluster test (named name) under -short, without
+// PostgreSQL or without HAProxy, and returns the database URL and the
+// path of haproxy.
+func clusterNeeds(t *testing.T, name, whatItDoes string) (dbURL, haproxy string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("the " + name + " builds the binary and " + whatItDoes + "; run it without -short")
+	}
+	dbURL = freshPostgres(t)
+	if dbURL == "" {
+		t.Skip("INSTORE_TEST_DATABASE_URL is not set; the " + name + " needs PostgreSQL")
+	}
+	haproxy, err := exec.LookPath("haproxy")
+	if err != nil {
+		t.Skip("haproxy is not installed (apt-get install haproxy); the " + name + " needs a real load balancer")
+	}
+	return dbURL, haproxy
+}
+
 // crashEnv is one store's run: the server, its terminals, the ECR.
 type crashEnv struct {
 	t        *testing.T
@@ -276,19 +315,7 @@ func (e *crashEnv) setup(ctx context.Context) {
 	e.ecr = &ecr{base: e.srv.online(), subscriptionKey: key.Key, token: tok, led: e.led,
 		client: &http.Client{Timeout: 30 * time.Second}}
 
-	for i := range e.set.terminals {
-		tp, err := startTerminal(e.bin, e.dir, e.srv.terminal(), serial(i, len(terms)), secrets[i], cardDelays[i%len(cardDelays)])
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(tp.p.kill)
-		e.procs = append(e.procs, tp)
-		code, err := tp.linkCode(ctx)
-		if err != nil {
-			t.Fatalf("terminal %d: %v\n%s", i, err, tp.p.logTail(10))
-		}
-		e.link(ctx, i, code)
-	}
+	e.startTerminals(t, ctx, e.srv.terminal(), secrets, len(terms))
 	rawCtx, stopRaw := context.WithCancel(context.Background())
 	e.raw = newRawTerminal(e.srv.terminal(), serial(len(terms)-1, len(terms)), secrets[len(terms)-1])
 	var rawDone sync.WaitGroup

@@ -19,7 +19,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -63,17 +62,7 @@ const (
 // (text/event-stream, through HAProxy) resumes with Last-Event-ID after each
 // break: what it saw must equal the list exactly, no gap and no repeat.
 func TestClusterWebhooks(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the webhook cluster test builds the binary and kills nodes while they deliver; run it without -short")
-	}
-	u := freshPostgres(t)
-	if u == "" {
-		t.Skip("INSTORE_TEST_DATABASE_URL is not set; the webhook cluster test needs PostgreSQL")
-	}
-	haproxy, err := exec.LookPath("haproxy")
-	if err != nil {
-		t.Skip("haproxy is not installed (apt-get install haproxy); the webhook cluster test needs a real load balancer")
-	}
+	u, haproxy := clusterNeeds(t, "webhook cluster test", "kills nodes while they deliver")
 	// Built before SSL_CERT_FILE names the receiver's certificate alone:
 	// go build may fetch modules over HTTPS.
 	bin := buildInstore(t, t.TempDir())
@@ -302,11 +291,9 @@ func (e *crashEnv) listEvents(ctx context.Context, after string) []instore.Event
 	}
 }
 
-// retryLate retries, through the API, an endpoint's pending deliveries
-// whose next attempt is more than 8 s away (a second failure waits 5
-// minutes), and returns how many.
-func (e *crashEnv) retryLate(ctx context.Context, webhookID string) int {
-	n := 0
+// eachDelivery calls f with each of an endpoint's deliveries, page by
+// page through the API, until the last page or a failed read.
+func (e *crashEnv) eachDelivery(ctx context.Context, webhookID string, f func(instore.DeliveryWire)) {
 	cursor := ""
 	for {
 		q := "/in-store/api/v1/webhooks/" + webhookID + "/deliveries?limit=100"
@@ -319,58 +306,51 @@ func (e *crashEnv) retryLate(ctx context.Context, webhookID string) int {
 			NextCursor *string                `json:"nextCursor"`
 		}
 		if a.err != nil || a.status != http.StatusOK || json.Unmarshal(a.body, &page) != nil {
-			return n
+			return
 		}
 		for _, d := range page.Deliveries {
-			if d.Status != "pending" || d.NextAt == nil {
-				continue
-			}
-			next, err := time.Parse(time.RFC3339Nano, *d.NextAt)
-			if err != nil || time.Until(next) < 8*time.Second {
-				continue
-			}
-			r := e.ecr.do(ctx, "POST", "/in-store/api/v1/webhooks/"+webhookID+"/deliveries/"+d.DeliveryID+"/retry", nil, "")
-			if r.err == nil && r.status == http.StatusAccepted {
-				n++
-			}
+			f(d)
 		}
 		if page.NextCursor == nil {
-			return n
+			return
 		}
 		cursor = *page.NextCursor
 	}
+}
+
+// retryLate retries, through the API, an endpoint's pending deliveries
+// whose next attempt is more than 8 s away (a second failure waits 5
+// minutes), and returns how many.
+func (e *crashEnv) retryLate(ctx context.Context, webhookID string) int {
+	n := 0
+	e.eachDelivery(ctx, webhookID, func(d instore.DeliveryWire) {
+		if d.Status != "pending" || d.NextAt == nil {
+			return
+		}
+		next, err := time.Parse(time.RFC3339Nano, *d.NextAt)
+		if err != nil || time.Until(next) < 8*time.Second {
+			return
+		}
+		r := e.ecr.do(ctx, "POST", "/in-store/api/v1/webhooks/"+webhookID+"/deliveries/"+d.DeliveryID+"/retry", nil, "")
+		if r.err == nil && r.status == http.StatusAccepted {
+			n++
+		}
+	})
+	return n
 }
 
 // failedAttempts counts an endpoint's failed attempts as the nodes
 // recorded them, by HTTP status (0: no answer: refused, reset, time-out).
 func (e *crashEnv) failedAttempts(ctx context.Context, webhookID string) map[int]int {
 	out := map[int]int{}
-	cursor := ""
-	for {
-		q := "/in-store/api/v1/webhooks/" + webhookID + "/deliveries?limit=100"
-		if cursor != "" {
-			q += "&cursor=" + cursor
-		}
-		a := e.ecr.do(ctx, "GET", q, nil, "")
-		var page struct {
-			Deliveries []instore.DeliveryWire `json:"deliveries"`
-			NextCursor *string                `json:"nextCursor"`
-		}
-		if a.err != nil || a.status != http.StatusOK || json.Unmarshal(a.body, &page) != nil {
-			return out
-		}
-		for _, d := range page.Deliveries {
-			for _, at := range d.Attempts {
-				if at.StatusCode < 200 || at.StatusCode > 299 {
-					out[at.StatusCode]++
-				}
+	e.eachDelivery(ctx, webhookID, func(d instore.DeliveryWire) {
+		for _, at := range d.Attempts {
+			if at.StatusCode < 200 || at.StatusCode > 299 {
+				out[at.StatusCode]++
 			}
 		}
-		if page.NextCursor == nil {
-			return out
-		}
-		cursor = *page.NextCursor
-	}
+	})
+	return out
 }
 
 // whReceiver is the merchant's webhook receiver: HTTPS on a fixed loopback

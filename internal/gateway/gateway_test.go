@@ -23,6 +23,7 @@ import (
 	"github.com/instore-dev/instore/internal/httpapi"
 	"github.com/instore-dev/instore/internal/logging"
 	"github.com/instore-dev/instore/internal/protocol"
+	"github.com/instore-dev/instore/internal/testlog"
 )
 
 // recorder is a TerminalEvents that records what the gateway reports, in
@@ -144,37 +145,19 @@ func (r *recorder) TerminalConfirmed(ctx context.Context, serial, messageID stri
 	return nil
 }
 
-// syncBuffer collects log output from many goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type harness struct {
 	t    *testing.T
 	g    *Server
 	ev   *recorder
 	url  string
-	logs *syncBuffer
+	logs *testlog.Buffer
 }
 
 // newHarness serves a gateway on loopback behind httpapi.API, as the
 // server's terminal listener does.
 func newHarness(t *testing.T, cfg Config) *harness {
 	t.Helper()
-	h := &harness{t: t, ev: &recorder{}, logs: &syncBuffer{}}
+	h := &harness{t: t, ev: &recorder{}, logs: &testlog.Buffer{}}
 	cfg.Events = h.ev
 	cfg.Logger = logging.New(h.logs, logging.Options{Format: logging.FormatJSON, Level: slog.LevelDebug})
 	h.g = New(cfg)

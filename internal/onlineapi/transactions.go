@@ -15,35 +15,26 @@ import (
 var writeJSON = httpapi.WriteJSON
 
 // handlers are the Online API's operation handlers: decode, call one
-// operation of the Service, encode.
+// operation of the Service, encode. Those whose operation takes a JSON
+// body are httpapi.Decoded, in the route table.
 type handlers struct {
 	svc     *service.Service
 	meta    *instore.Metadata
 	streams *streamCounter
 }
 
-func (h *handlers) link(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	var req instore.LinkRequest
-	if err := httpapi.DecodeJSON(r, &req); err != nil {
-		return err
+// transactionAt answers status with a transaction and its Location.
+func (h *handlers) transactionAt(status int) func(http.ResponseWriter, *instore.Transaction) error {
+	return func(w http.ResponseWriter, t *instore.Transaction) error {
+		w.Header().Set("Location", Prefix+"/transaction/"+t.ID)
+		return writeJSON(w, status, h.meta.TransactionWire(t))
 	}
-	v, err := h.svc.Link(r.Context(), p, &req)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, v)
 }
 
-func (h *handlers) unlink(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	var req instore.TerminalRequest
-	if err := httpapi.DecodeJSON(r, &req); err != nil {
-		return err
-	}
-	v, err := h.svc.Unlink(r.Context(), p, &req)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, v)
+// printJobAt answers 200 with a print job and its Location.
+func (h *handlers) printJobAt(w http.ResponseWriter, j *instore.PrintJob) error {
+	w.Header().Set("Location", Prefix+"/print/"+j.ID)
+	return writeJSON(w, http.StatusOK, h.meta.PrintJobWire(j))
 }
 
 func (h *handlers) terminals(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
@@ -60,19 +51,6 @@ func (h *handlers) terminal(w http.ResponseWriter, r *http.Request, p *instore.P
 		return err
 	}
 	return writeJSON(w, http.StatusOK, v)
-}
-
-func (h *handlers) purchase(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	var req instore.PurchaseRequest
-	if err := httpapi.DecodeJSON(r, &req); err != nil {
-		return err
-	}
-	t, err := h.svc.Purchase(r.Context(), p, &req)
-	if err != nil {
-		return err
-	}
-	w.Header().Set("Location", Prefix+"/transaction/"+t.ID)
-	return writeJSON(w, http.StatusCreated, h.meta.TransactionWire(t))
 }
 
 // confirm answers POST /transaction/{onlineAPIRefId}/confirm: the
@@ -137,45 +115,6 @@ func (h *handlers) transaction(w http.ResponseWriter, r *http.Request, p *instor
 		return err
 	}
 	return writeJSON(w, http.StatusOK, h.meta.TransactionWire(t))
-}
-
-func (h *handlers) cancel(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	var req instore.CancelRequest
-	if err := httpapi.DecodeJSON(r, &req); err != nil {
-		return err
-	}
-	t, err := h.svc.Cancel(r.Context(), p, &req)
-	if err != nil {
-		return err
-	}
-	w.Header().Set("Location", Prefix+"/transaction/"+t.ID)
-	return writeJSON(w, http.StatusAccepted, h.meta.TransactionWire(t))
-}
-
-func (h *handlers) refund(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	var req instore.RefundRequest
-	if err := httpapi.DecodeJSON(r, &req); err != nil {
-		return err
-	}
-	t, err := h.svc.Refund(r.Context(), p, &req)
-	if err != nil {
-		return err
-	}
-	w.Header().Set("Location", Prefix+"/transaction/"+t.ID)
-	return writeJSON(w, http.StatusCreated, h.meta.TransactionWire(t))
-}
-
-func (h *handlers) reversal(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	var req instore.ReversalRequest
-	if err := httpapi.DecodeJSON(r, &req); err != nil {
-		return err
-	}
-	t, err := h.svc.Reversal(r.Context(), p, &req)
-	if err != nil {
-		return err
-	}
-	w.Header().Set("Location", Prefix+"/transaction/"+t.ID)
-	return writeJSON(w, http.StatusCreated, h.meta.TransactionWire(t))
 }
 
 // listQuery parses the query of GET /transactions; shape errors are
@@ -252,21 +191,6 @@ func (h *handlers) transactions(w http.ResponseWriter, r *http.Request, p *insto
 		Transactions []*instore.TransactionWire `json:"transactions"`
 		NextCursor   *string                    `json:"nextCursor"`
 	}{out, cursor})
-}
-
-// printJobJSON is a print job as the Online API shows it.
-
-func (h *handlers) print(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	var req instore.PrintRequest
-	if err := httpapi.DecodeJSON(r, &req); err != nil {
-		return err
-	}
-	j, err := h.svc.Print(r.Context(), p, &req)
-	if err != nil {
-		return err
-	}
-	w.Header().Set("Location", Prefix+"/print/"+j.ID)
-	return writeJSON(w, http.StatusOK, h.meta.PrintJobWire(j))
 }
 
 func (h *handlers) printJob(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {

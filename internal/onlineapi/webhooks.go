@@ -11,15 +11,8 @@ import (
 
 // Webhook endpoints (docs/events.md): decode, call one operation, encode.
 
-func (h *handlers) createWebhook(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	var req instore.WebhookRequest
-	if err := httpapi.DecodeJSON(r, &req); err != nil {
-		return err
-	}
-	v, err := h.svc.CreateWebhook(r.Context(), p, &req)
-	if err != nil {
-		return err
-	}
+// webhookCreated answers 201 with a new endpoint and its Location.
+func webhookCreated(w http.ResponseWriter, v *instore.WebhookWire) error {
 	w.Header().Set("Location", Prefix+"/webhooks/"+v.WebhookID)
 	return writeJSON(w, http.StatusCreated, v)
 }

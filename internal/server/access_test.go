@@ -14,11 +14,13 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/gorilla/websocket"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/api"
 	"github.com/instore-dev/instore/internal/protocol"
+	sandboxapi "github.com/instore-dev/instore/internal/sandbox"
 	"github.com/instore-dev/instore/internal/server"
 	"github.com/instore-dev/instore/internal/testserver"
 )
@@ -26,50 +28,6 @@ import (
 // The Access API end to end: over HTTP on its own listener, with real
 // terminal sessions (virtual terminals, or raw devices the test drives),
 // every response validated against api/access-api.yaml.
-
-// allocatedJSON is the answer of POST /getTerminalId.
-type allocatedJSON struct {
-	TerminalID   string    `json:"terminalId"`
-	CustomerID   string    `json:"customerId"`
-	MerchantID   *string   `json:"merchantId"`
-	SerialNumber *string   `json:"serialNumber"`
-	Model        *string   `json:"model"`
-	CreatedAt    time.Time `json:"createdAt"`
-}
-
-// updateJSON is an update as the Access API shows it.
-type updateJSON struct {
-	UpdateID        string     `json:"updateId"`
-	TerminalID      string     `json:"terminalId"`
-	PackageID       string     `json:"packageId"`
-	Status          string     `json:"status"`
-	Reason          *string    `json:"reason"`
-	SoftwareVersion *string    `json:"softwareVersion"`
-	NotBefore       *time.Time `json:"notBefore"`
-}
-
-// infoJSON is the answer of POST /getTerminalInfo.
-type infoJSON struct {
-	TerminalID         string      `json:"terminalId"`
-	CustomerID         string      `json:"customerId"`
-	MerchantID         *string     `json:"merchantId"`
-	SerialNumber       *string     `json:"serialNumber"`
-	Model              *string     `json:"model"`
-	SoftwareVersion    *string     `json:"softwareVersion"`
-	MinSoftwareVersion *string     `json:"minSoftwareVersion"`
-	Linked             bool        `json:"linked"`
-	Online             bool        `json:"online"`
-	LastSeenAt         *time.Time  `json:"lastSeenAt"`
-	PendingUpdate      *updateJSON `json:"pendingUpdate"`
-	LastUpdate         *updateJSON `json:"lastUpdate"`
-}
-
-type packageJSON struct {
-	PackageID string `json:"packageId"`
-	Model     string `json:"model"`
-	Version   string `json:"version"`
-	Mandatory bool   `json:"mandatory"`
-}
 
 // accessPost posts a JSON body to the Access API with the env's Access
 // credentials (or those in hdr).
@@ -104,26 +62,26 @@ func (r reply) decode(t *testing.T, status int, v any) {
 	must(t, json.Unmarshal(r.body, v))
 }
 
-func (e *env) allocate(t *testing.T, body map[string]any) allocatedJSON {
+func (e *env) allocate(t *testing.T, body map[string]any) instore.AllocatedTerminalWire {
 	t.Helper()
 	if _, ok := body["customerId"]; !ok {
 		body["customerId"] = e.customer.ID
 	}
-	var a allocatedJSON
+	var a instore.AllocatedTerminalWire
 	e.accessPost(t, "/getTerminalId", body, nil).decode(t, 201, &a)
 	e.secrets = append(e.secrets, a.TerminalID)
 	return a
 }
 
-func (e *env) info(t *testing.T, terminalID string) infoJSON {
+func (e *env) info(t *testing.T, terminalID string) instore.TerminalInfoWire {
 	t.Helper()
-	var in infoJSON
+	var in instore.TerminalInfoWire
 	e.accessPost(t, "/getTerminalInfo", map[string]any{"terminalId": terminalID}, nil).decode(t, 200, &in)
 	return in
 }
 
 // waitInfo polls POST /getTerminalInfo until cond holds (bounded).
-func (e *env) waitInfo(t *testing.T, terminalID, what string, cond func(infoJSON) bool) infoJSON {
+func (e *env) waitInfo(t *testing.T, terminalID, what string, cond func(instore.TerminalInfoWire) bool) instore.TerminalInfoWire {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -138,15 +96,15 @@ func (e *env) waitInfo(t *testing.T, terminalID, what string, cond func(infoJSON
 	}
 }
 
-func (e *env) createUpdate(t *testing.T, body map[string]any) updateJSON {
+func (e *env) createUpdate(t *testing.T, body map[string]any) instore.UpdateWire {
 	t.Helper()
-	var u updateJSON
+	var u instore.UpdateWire
 	e.accessPost(t, "/terminal/createUpdate", body, nil).decode(t, 201, &u)
 	return u
 }
 
-func lastStatus(status string) func(infoJSON) bool {
-	return func(in infoJSON) bool { return in.LastUpdate != nil && in.LastUpdate.Status == status }
+func lastStatus(status string) func(instore.TerminalInfoWire) bool {
+	return func(in instore.TerminalInfoWire) bool { return in.LastUpdate != nil && in.LastUpdate.Status == status }
 }
 
 // testCatalogue is a catalogue for the three models: a mandatory 1.0.0
@@ -397,7 +355,7 @@ func TestGetTerminalIDConcurrent(t *testing.T) {
 							mu.Unlock()
 							return
 						}
-						var a allocatedJSON
+						var a instore.AllocatedTerminalWire
 						err = json.NewDecoder(resp.Body).Decode(&a)
 						resp.Body.Close()
 						mu.Lock()
@@ -432,7 +390,7 @@ func TestGetTerminalIDBindsDevice(t *testing.T) {
 	s := startSandbox(t)
 	// Unlink the PIN pad: it shows a link code and belongs to the customer.
 	s.post(t, "/in-store/api/v1/terminal/unlink", map[string]any{"terminalId": s.terminals[2]}, nil).tx(t, 200)
-	devs := s.waitDevices(t, func(ds []device) bool { return ds[2].LinkCode != nil })
+	devs := s.waitDevices(t, func(ds []sandboxapi.DeviceJSON) bool { return ds[2].LinkCode != nil })
 	serial := devs[2].SerialNumber
 
 	s.accessPost(t, "/getTerminalId", map[string]any{"customerId": s.customer.ID, "serialNumber": serial, "model": "mobile"}, nil).problem(t, 400, "validation")
@@ -442,7 +400,7 @@ func TestGetTerminalIDBindsDevice(t *testing.T) {
 		t.Errorf("allocation bound to the PIN pad = %+v", a)
 	}
 	// The device shows the new terminal ID and takes payments on it.
-	s.waitDevices(t, func(ds []device) bool {
+	s.waitDevices(t, func(ds []sandboxapi.DeviceJSON) bool {
 		return ds[2].TerminalID != nil && *ds[2].TerminalID == a.TerminalID && ds[2].LinkCode == nil
 	})
 	if tx := s.final(t, s.purchase(t, a.TerminalID, 1000).tx(t, 201).OnlineAPIRefID); tx.StatusID != instore.StatusApproved {
@@ -455,10 +413,12 @@ func TestGetTerminalIDBindsDevice(t *testing.T) {
 
 	// A fresh terminal ID linked on the Online API by the link code.
 	s.post(t, "/in-store/api/v1/terminal/unlink", map[string]any{"terminalId": a.TerminalID}, nil).tx(t, 200)
-	devs = s.waitDevices(t, func(ds []device) bool { return ds[2].LinkCode != nil })
+	devs = s.waitDevices(t, func(ds []sandboxapi.DeviceJSON) bool { return ds[2].LinkCode != nil })
 	b := s.allocate(t, map[string]any{"merchantId": s.merchantRec.ID})
 	s.post(t, "/in-store/api/v1/terminal/link", map[string]any{"terminalId": b.TerminalID, "linkCode": *devs[2].LinkCode}, nil).tx(t, 200)
-	s.waitDevices(t, func(ds []device) bool { return ds[2].TerminalID != nil && *ds[2].TerminalID == b.TerminalID })
+	s.waitDevices(t, func(ds []sandboxapi.DeviceJSON) bool {
+		return ds[2].TerminalID != nil && *ds[2].TerminalID == b.TerminalID
+	})
 	if in := s.info(t, b.TerminalID); !in.Linked || in.Model == nil || *in.Model != instore.ModelPINPad {
 		t.Errorf("info after linking by link code = %+v", in)
 	}
@@ -473,11 +433,11 @@ func TestGetTerminalInfo(t *testing.T) {
 		t.Errorf("info of a linked virtual terminal = %+v", in)
 	}
 	s.post(t, "/sandbox/v1/terminals/"+s.terminals[1]+"/offline", nil, nil)
-	s.waitInfo(t, s.terminals[1], "offline", func(in infoJSON) bool { return !in.Online && in.Linked && in.LastSeenAt != nil })
+	s.waitInfo(t, s.terminals[1], "offline", func(in instore.TerminalInfoWire) bool { return !in.Online && in.Linked && in.LastSeenAt != nil })
 
 	a := s.allocate(t, map[string]any{"model": "pinpad"})
 	in = s.info(t, a.TerminalID)
-	want := infoJSON{TerminalID: a.TerminalID, CustomerID: s.customer.ID, Model: a.Model}
+	want := instore.TerminalInfoWire{TerminalID: a.TerminalID, CustomerID: s.customer.ID, Model: a.Model}
 	if diff := cmp.Diff(want, in); diff != "" {
 		t.Errorf("info of an unbound terminal ID (-want +got):\n%s", diff)
 	}
@@ -511,31 +471,36 @@ func TestGetTerminalInfo(t *testing.T) {
 
 func TestGetPackages(t *testing.T) {
 	e := start(t, nil)
+	// The test compares a package's id, model, version and mandatory.
+	pkg := func(id, model, version string, mandatory bool) instore.Package {
+		return instore.Package{ID: id, Model: model, Version: version, Mandatory: mandatory}
+	}
+	compared := cmpopts.IgnoreFields(instore.Package{}, "Name", "SizeBytes", "SHA256", "ReleasedAt")
 	other, _, _, otherCreds := e.secondCustomer(t)
 	e.importCatalogue(t, testCatalogue(e.customer.ID))
 	for _, tc := range []struct {
 		model string
-		want  []packageJSON
+		want  []instore.Package
 	}{
-		{"countertop", []packageJSON{
-			{"countertop-1.2.0", "countertop", "1.2.0", false},
-			{"countertop-1.1.0-own", "countertop", "1.1.0", false},
-			{"countertop-1.0.0", "countertop", "1.0.0", true},
+		{"countertop", []instore.Package{
+			pkg("countertop-1.2.0", "countertop", "1.2.0", false),
+			pkg("countertop-1.1.0-own", "countertop", "1.1.0", false),
+			pkg("countertop-1.0.0", "countertop", "1.0.0", true),
 		}},
-		{"mobile", []packageJSON{{"mobile-1.2.0", "mobile", "1.2.0", false}, {"mobile-1.0.0", "mobile", "1.0.0", true}}},
-		{"pinpad", []packageJSON{{"pinpad-1.2.0", "pinpad", "1.2.0", false}, {"pinpad-1.0.0", "pinpad", "1.0.0", true}}},
-		{"toaster", []packageJSON{}},
+		{"mobile", []instore.Package{pkg("mobile-1.2.0", "mobile", "1.2.0", false), pkg("mobile-1.0.0", "mobile", "1.0.0", true)}},
+		{"pinpad", []instore.Package{pkg("pinpad-1.2.0", "pinpad", "1.2.0", false), pkg("pinpad-1.0.0", "pinpad", "1.0.0", true)}},
+		{"toaster", []instore.Package{}},
 	} {
 		t.Run(tc.model, func(t *testing.T) {
-			var got struct{ Packages []packageJSON }
+			var got struct{ Packages []instore.Package }
 			e.accessGet(t, "/terminal/getPackages/"+e.customer.ID+"/"+tc.model).decode(t, 200, &got)
-			if diff := cmp.Diff(tc.want, got.Packages); diff != "" {
+			if diff := cmp.Diff(tc.want, got.Packages, compared); diff != "" {
 				t.Errorf("packages (-want +got):\n%s", diff)
 			}
 		})
 	}
 	// Another customer sees the shared packages only, and only with its own id.
-	var got struct{ Packages []packageJSON }
+	var got struct{ Packages []instore.Package }
 	resp, body := e.do(t, "GET", e.access+"/terminal/getPackages/"+other+"/countertop", nil, otherCreds)
 	reply{resp, body}.decode(t, 200, &got)
 	if len(got.Packages) != 2 {
@@ -592,7 +557,7 @@ func TestUpdateLifecycle(t *testing.T) {
 	statuses := func(evs []instore.EventWire) map[string][]string {
 		out := map[string][]string{}
 		for _, e := range evs {
-			var v updateJSON
+			var v instore.UpdateWire
 			must(t, json.Unmarshal(e.Data, &v))
 			if v.TerminalID != term {
 				t.Errorf("update.status of terminal %s in a listing filtered on %s", v.TerminalID, term)
@@ -653,7 +618,7 @@ func TestUpdateLifecycle(t *testing.T) {
 	key := map[string]string{"Idempotency-Key": "upd-later"}
 	body := map[string]any{"terminalId": s.terminals[1], "packageId": "mobile-1.2.0", "notBefore": later.Format(time.RFC3339Nano)}
 	first := s.accessPost(t, "/terminal/createUpdate", body, key)
-	var u2 updateJSON
+	var u2 instore.UpdateWire
 	first.decode(t, 201, &u2)
 	if u2.NotBefore == nil || !u2.NotBefore.Equal(later) || u2.Status != instore.UpdateScheduled {
 		t.Errorf("update with notBefore = %+v, want SCHEDULED until %v", u2, later)
@@ -709,7 +674,7 @@ func TestUpdateWaitsForTransactionAndOfflineTerminal(t *testing.T) {
 	// Offline: it waits for the terminal to return.
 	mobile := s.terminals[1]
 	s.post(t, "/sandbox/v1/terminals/"+mobile+"/offline", nil, nil)
-	s.waitInfo(t, mobile, "offline", func(in infoJSON) bool { return !in.Online })
+	s.waitInfo(t, mobile, "offline", func(in instore.TerminalInfoWire) bool { return !in.Online })
 	u = s.createUpdate(t, map[string]any{"terminalId": mobile, "packageId": "mobile-1.2.0"})
 	if in := s.info(t, mobile); in.PendingUpdate == nil || in.PendingUpdate.Status != instore.UpdateScheduled {
 		t.Errorf("update of an offline terminal = %+v, want SCHEDULED", in.PendingUpdate)
@@ -751,7 +716,7 @@ func TestPurchaseDuringInstallWP09(t *testing.T) {
 	}
 	d.send(protocol.TypeUpdateStatus, "", "", u.UpdateID, protocol.UpdateStatus{Status: protocol.UpdateDownloading})
 	d.expect(protocol.TypeConfirm)
-	e.waitInfo(t, term, "DOWNLOADING", func(in infoJSON) bool {
+	e.waitInfo(t, term, "DOWNLOADING", func(in instore.TerminalInfoWire) bool {
 		return in.PendingUpdate != nil && in.PendingUpdate.Status == instore.UpdateDownloading
 	})
 	p := s.purchase(t, term, 1000).problem(t, 409, "WP09")
@@ -769,9 +734,7 @@ func TestPurchaseDuringInstallWP09(t *testing.T) {
 		t.Errorf("after the restart: %+v, last %+v", in, in.LastUpdate)
 	}
 	// Usable again: the purchase reaches the device.
-	done := make(chan reply, 1)
-	go func() { done <- s.purchase(t, term, 1000) }()
-	cmdP := d2.expect(protocol.TypePurchase)
+	cmdP, done := s.startPurchase(t, d2, term, 1000)
 	d2.send(protocol.TypeAck, "", cmdP.ID, cmdP.Ref, nil)
 	if r := <-done; r.resp.StatusCode != 201 {
 		t.Errorf("purchase after the update = %d %s", r.resp.StatusCode, r.body)
@@ -823,7 +786,9 @@ func TestMandatoryVersion(t *testing.T) {
 	s.importCatalogue(t, testCatalogue(s.customer.ID))
 	term := s.terminals[0]
 	s.importCatalogue(t, `{"packages":[{"packageId":"countertop-2.0.0","model":"countertop","name":"countertop app","version":"2.0.0","mandatory":true,"sizeBytes":5,"sha256":"`+strings.Repeat("a", 64)+`","releasedAt":"2026-06-01T00:00:00Z"}]}`)
-	in := s.waitInfo(t, term, "the new minimum", func(in infoJSON) bool { return in.MinSoftwareVersion != nil && *in.MinSoftwareVersion == "2.0.0" })
+	in := s.waitInfo(t, term, "the new minimum", func(in instore.TerminalInfoWire) bool {
+		return in.MinSoftwareVersion != nil && *in.MinSoftwareVersion == "2.0.0"
+	})
 	if *in.SoftwareVersion != "1.0.0" {
 		t.Fatalf("software version = %s, want 1.0.0", *in.SoftwareVersion)
 	}

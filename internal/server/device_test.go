@@ -116,9 +116,7 @@ func TestLateApprovalAfterDeadlineIsReversed(t *testing.T) {
 	s := rawEnv(t, clock)
 	term, secret := s.provision(t, "RAW-1")
 	d := dialDevice(t, s.srv.URL("terminal"), "RAW-1", secret)
-	done := make(chan reply, 1)
-	go func() { done <- s.purchase(t, term, 5000) }()
-	cmd := d.expect(protocol.TypePurchase)
+	cmd, done := s.startPurchase(t, d, term, 5000)
 	d.send(protocol.TypeAck, "", cmd.ID, cmd.Ref, nil)
 	tx := (<-done).tx(t, 201)
 	advance(t, ck, time.Second) // the deadline
@@ -158,9 +156,7 @@ func TestLateApprovalAfterAckTimeoutIsReversed(t *testing.T) {
 	s := rawEnv(t, clock)
 	term, secret := s.provision(t, "RAW-2")
 	d := dialDevice(t, s.srv.URL("terminal"), "RAW-2", secret)
-	done := make(chan reply, 1)
-	go func() { done <- s.purchase(t, term, 5000) }()
-	cmd := d.expect(protocol.TypePurchase)
+	cmd, done := s.startPurchase(t, d, term, 5000)
 	advance(t, ck, time.Second) // the ack time-out
 	p := (<-done).problem(t, 504, "WP25")
 	if p.OnlineAPIRefID != cmd.Ref {
@@ -186,11 +182,7 @@ func TestCancelRacesResult(t *testing.T) {
 	s := rawEnv(t, func(c *server.Config) { c.TransactionDeadline = 10 * time.Second })
 	term, secret := s.provision(t, "RAW-3")
 	d := dialDevice(t, s.srv.URL("terminal"), "RAW-3", secret)
-	done := make(chan reply, 1)
-	go func() { done <- s.purchase(t, term, 5000) }()
-	cmd := d.expect(protocol.TypePurchase)
-	d.send(protocol.TypeAck, "", cmd.ID, cmd.Ref, nil)
-	(<-done).tx(t, 201)
+	cmd := s.ackedPurchase(t, d, term, 5000)
 	s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": term}, nil).tx(t, 202)
 	d.expect(protocol.TypeCancel)
 	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: 0})
@@ -210,9 +202,7 @@ func TestCancelDuringAckWait(t *testing.T) {
 	s := rawEnv(t, func(c *server.Config) { c.AckTimeout = 10 * time.Second })
 	term, secret := s.provision(t, "RAW-CANCEL-ACK")
 	d := dialDevice(t, s.srv.URL("terminal"), "RAW-CANCEL-ACK", secret)
-	done := make(chan reply, 1)
-	go func() { done <- s.purchase(t, term, 5000) }()
-	cmd := d.expect(protocol.TypePurchase)
+	cmd, done := s.startPurchase(t, d, term, 5000)
 	var view struct {
 		Busy    bool    `json:"busy"`
 		Current *string `json:"currentOnlineAPIRefId"`
@@ -242,11 +232,7 @@ func TestRestartMidTransaction(t *testing.T) {
 	s := rawEnv(t, func(c *server.Config) { c.TransactionDeadline = 30 * time.Second })
 	term, secret := s.provision(t, "RAW-4")
 	d := dialDevice(t, s.srv.URL("terminal"), "RAW-4", secret)
-	done := make(chan reply, 1)
-	go func() { done <- s.purchase(t, term, 5000) }()
-	cmd := d.expect(protocol.TypePurchase)
-	d.send(protocol.TypeAck, "", cmd.ID, cmd.Ref, nil)
-	(<-done).tx(t, 201)
+	cmd := s.ackedPurchase(t, d, term, 5000)
 	addrs := map[string]string{}
 	for _, n := range []string{"online", "access", "terminal", "ops"} {
 		addrs[n] = s.srv.URL(n)[len("http://"):]
@@ -284,11 +270,7 @@ func TestLateReversalStillReversesTheOriginal(t *testing.T) {
 	s := rawEnv(t, clock, func(c *server.Config) { c.TransactionDeadline = 10 * time.Second })
 	term, secret := s.provision(t, "RAW-5")
 	d := dialDevice(t, s.srv.URL("terminal"), "RAW-5", secret)
-	done := make(chan reply, 1)
-	go func() { done <- s.purchase(t, term, 5000) }()
-	cmd := d.expect(protocol.TypePurchase)
-	d.send(protocol.TypeAck, "", cmd.ID, cmd.Ref, nil)
-	(<-done).tx(t, 201)
+	cmd := s.ackedPurchase(t, d, term, 5000)
 	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: 0})
 	d.expect(protocol.TypeConfirm)
 
@@ -313,4 +295,24 @@ func TestLateReversalStillReversesTheOriginal(t *testing.T) {
 	if r.StatusID != instore.StatusTechnicalError || r.ErrorCode != "WP25" || r.Result == nil {
 		t.Errorf("late reversal = %d %v, want TECHNICAL_ERROR with WP25 and its result", r.StatusID, r.ErrorCode)
 	}
+}
+
+// startPurchase sends the ECR's purchase of amount on term from a
+// goroutine and returns the command the device d receives and where the
+// purchase's answer arrives.
+func (s *sandbox) startPurchase(t *testing.T, d *rawDevice, term string, amount int64) (protocol.Envelope, <-chan reply) {
+	t.Helper()
+	done := make(chan reply, 1)
+	go func() { done <- s.purchase(t, term, amount) }()
+	return d.expect(protocol.TypePurchase), done
+}
+
+// ackedPurchase is startPurchase with the device acknowledging the
+// command: the purchase answers 201.
+func (s *sandbox) ackedPurchase(t *testing.T, d *rawDevice, term string, amount int64) protocol.Envelope {
+	t.Helper()
+	cmd, done := s.startPurchase(t, d, term, amount)
+	d.send(protocol.TypeAck, "", cmd.ID, cmd.Ref, nil)
+	(<-done).tx(t, 201)
+	return cmd
 }

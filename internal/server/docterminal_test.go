@@ -374,7 +374,7 @@ func TestDocTerminal(t *testing.T) {
 	}
 	d.confirm(p)
 	d.send(doc.frame(t, "print-result", map[string]any{"id": d.id(), "ref": p["ref"]}, map[string]any{"statusId": instore.PrintSuccess}))
-	if j := (<-printed).job(t); *j.Status != "SUCCESS" || j.PrintID != p["ref"] {
+	if j := (<-printed).job(t); j.Status != "SUCCESS" || j.PrintID != p["ref"] {
 		t.Errorf("print job %+v, want %v SUCCESS", j, p["ref"])
 	}
 

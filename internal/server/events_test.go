@@ -11,31 +11,21 @@ import (
 	"github.com/instore-dev/instore/internal/server"
 )
 
-type eventJSON struct {
-	Version      int64  `json:"version"`
-	At           string `json:"at"`
-	Kind         string `json:"kind"`
-	Actor        string `json:"actor"`
-	StatusBefore string `json:"statusBefore"`
-	StatusAfter  string `json:"statusAfter"`
-	Detail       string `json:"detail"`
-}
-
 // timeline reads a transaction's timeline over the API.
-func (s *sandbox) timeline(t *testing.T, ref string) []eventJSON {
+func (s *sandbox) timeline(t *testing.T, ref string) []instore.TransactionEvent {
 	t.Helper()
 	r := s.get(t, "/in-store/api/v1/transaction/"+ref+"/events")
 	if r.resp.StatusCode != 200 {
 		t.Fatalf("events of %s = %d %s", ref, r.resp.StatusCode, r.body)
 	}
 	var out struct {
-		Events []eventJSON `json:"events"`
+		Events []instore.TransactionEvent `json:"events"`
 	}
 	must(t, json.Unmarshal(r.body, &out))
 	return out.Events
 }
 
-func kinds(es []eventJSON) []string {
+func kinds(es []instore.TransactionEvent) []string {
 	var out []string
 	for _, e := range es {
 		if e.Kind != instore.EventProgress {
@@ -56,7 +46,7 @@ func TestTimelineOfEachOutcome(t *testing.T) {
 		ck, clock := newClock()
 		s := startSandbox(t, mutate, clock)
 		term := s.terminals[0]
-		check := func(name, ref string, want ...string) []eventJSON {
+		check := func(name, ref string, want ...string) []instore.TransactionEvent {
 			t.Helper()
 			es := s.timeline(t, ref)
 			if got := kinds(es); !slices.Equal(got, want) {
@@ -78,7 +68,7 @@ func TestTimelineOfEachOutcome(t *testing.T) {
 		s.final(t, approved.OnlineAPIRefID)
 		es := check("approved", approved.OnlineAPIRefID,
 			"CREATED:ECR:PENDING", "ACKNOWLEDGED:TERMINAL:PENDING", "RESULT:TERMINAL:APPROVED")
-		if !slices.ContainsFunc(es, func(e eventJSON) bool { return e.Kind == instore.EventProgress && e.Detail != "" }) {
+		if !slices.ContainsFunc(es, func(e instore.TransactionEvent) bool { return e.Kind == instore.EventProgress && e.Detail != "" }) {
 			t.Errorf("approved: no progress stage in %+v", es)
 		}
 		for _, e := range es {

@@ -175,11 +175,7 @@ func TestReconnectCancelBeforeCommandOfAnotherNode(t *testing.T) {
 	term, secret := a.provision(t, serial)
 	d := dialDevice(t, b.URL("terminal"), serial, secret)
 
-	done := make(chan reply, 1)
-	go func() { done <- a.purchase(t, term, 5000) }()
-	cmd := d.expect(protocol.TypePurchase)
-	d.send(protocol.TypeAck, "", cmd.ID, cmd.Ref, nil)
-	(<-done).tx(t, 201)
+	cmd := a.ackedPurchase(t, d, term, 5000)
 	d.conn.Close()
 	waitFor(t, "the device is offline on both nodes", func() bool {
 		return !b.Gateway.Online(serial) && !a.srv.Service.Gateway.Online(serial)
@@ -192,6 +188,7 @@ func TestReconnectCancelBeforeCommandOfAnotherNode(t *testing.T) {
 	// B's hello reads what is owed only once a second read (the wake-up
 	// for the new purchase) has begun.
 	gate.holdOwed.Store(true)
+	done := make(chan reply, 1)
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {

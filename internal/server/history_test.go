@@ -214,21 +214,14 @@ func TestListing(t *testing.T) {
 	s.get(t, "/in-store/api/v1/transactions?terminalId=99999999").problem(t, 403, "WP16")
 }
 
-type printJob struct {
-	PrintID    string  `json:"printId"`
-	TerminalID string  `json:"terminalId"`
-	StatusID   *int    `json:"statusId"`
-	Status     *string `json:"status"`
-}
-
-func (r reply) job(t *testing.T) printJob {
+func (r reply) job(t *testing.T) instore.PrintJobWire {
 	t.Helper()
 	if r.resp.StatusCode != 200 {
 		t.Fatalf("print = %d %s", r.resp.StatusCode, r.body)
 	}
-	var j printJob
+	var j instore.PrintJobWire
 	must(t, json.Unmarshal(r.body, &j))
-	if j.StatusID == nil || j.Status == nil {
+	if j.StatusID == nil || j.Status == "" {
 		t.Fatalf("print job without a final status: %s", r.body)
 	}
 	return j
@@ -246,16 +239,16 @@ func TestPrinting(t *testing.T) {
 		}
 		return s.post(t, "/in-store/api/v1/print", b, nil)
 	}
-	want := func(j printJob, code string) {
+	want := func(j instore.PrintJobWire, code string) {
 		t.Helper()
-		if *j.Status != code {
-			t.Errorf("print status = %s, want %s", *j.Status, code)
+		if string(j.Status) != code {
+			t.Errorf("print status = %s, want %s", j.Status, code)
 		}
 	}
 	ok := printOn(counter, lines).job(t)
 	want(ok, "SUCCESS")
 	got := s.get(t, "/in-store/api/v1/print/"+ok.PrintID).job(t)
-	if got.PrintID != ok.PrintID || *got.Status != "SUCCESS" {
+	if got.PrintID != ok.PrintID || got.Status != "SUCCESS" {
 		t.Errorf("GET /print = %+v", got)
 	}
 	want(printOn(pinpad, lines).job(t), "ERROR")
@@ -283,10 +276,10 @@ func TestPrinting(t *testing.T) {
 	s.final(t, rtx.OnlineAPIRefID)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if j := printOn(mobile, lines).job(t); *j.Status == "SUCCESS" {
+		if j := printOn(mobile, lines).job(t); j.Status == "SUCCESS" {
 			break
-		} else if *j.Status != "OUT_OF_PAPER" && *j.Status != "BUSY" || time.Now().After(deadline) {
-			t.Fatalf("after a printReceipt purchase the next print is %s; the receipt did not take the OUT_OF_PAPER outcome", *j.Status)
+		} else if j.Status != "OUT_OF_PAPER" && j.Status != "BUSY" || time.Now().After(deadline) {
+			t.Fatalf("after a printReceipt purchase the next print is %s; the receipt did not take the OUT_OF_PAPER outcome", j.Status)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -205,9 +205,7 @@ func TestAckTimeoutCancelResentUntilConfirmed(t *testing.T) {
 		s := owedEnv(t, store, func(c *server.Config) { clock(c); c.AckTimeout = time.Second })
 		term, secret := s.provision(t, "RAW-ACK")
 		d := dialDevice(t, s.srv.URL("terminal"), "RAW-ACK", secret)
-		done := make(chan reply, 1)
-		go func() { done <- s.purchase(t, term, 5000) }()
-		cmd := d.expect(protocol.TypePurchase)
+		cmd, done := s.startPurchase(t, d, term, 5000)
 		d.conn.Close()
 		s.waitOffline(t, "RAW-ACK")
 		advance(t, ck, time.Second) // the ack time-out
@@ -252,9 +250,7 @@ func TestECRCancelResentAfterRestart(t *testing.T) {
 		s := owedEnv(t, store, func(c *server.Config) { c.TransactionDeadline = 60 * time.Second })
 		term, secret := s.provision(t, "RAW-ECR")
 		d := dialDevice(t, s.srv.URL("terminal"), "RAW-ECR", secret)
-		done := make(chan reply, 1)
-		go func() { done <- s.purchase(t, term, 5000) }()
-		cmd := d.expect(protocol.TypePurchase)
+		cmd, done := s.startPurchase(t, d, term, 5000)
 		d.send(protocol.TypeAck, "", "", cmd.Ref, nil)
 		(<-done).tx(t, 201)
 		s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": term}, nil).tx(t, 202)
@@ -294,9 +290,7 @@ func TestLateApprovalReversalResentUntilConfirmed(t *testing.T) {
 		s := owedEnv(t, store, clock)
 		term, secret := s.provision(t, "RAW-LATE")
 		d := dialDevice(t, s.srv.URL("terminal"), "RAW-LATE", secret)
-		done := make(chan reply, 1)
-		go func() { done <- s.purchase(t, term, 5000) }()
-		cmd := d.expect(protocol.TypePurchase)
+		cmd, done := s.startPurchase(t, d, term, 5000)
 		d.send(protocol.TypeAck, "", "", cmd.Ref, nil)
 		(<-done).tx(t, 201)
 		advance(t, ck, 2*time.Second)            // the deadline
@@ -334,10 +328,13 @@ func TestLateApprovalReversalResentUntilConfirmed(t *testing.T) {
 // printStatus reads a print job's status (nil while it prints).
 func (s *sandbox) printStatus(t *testing.T, printID string) *string {
 	t.Helper()
-	var j printJob
+	var j instore.PrintJobWire
 	r := s.get(t, "/in-store/api/v1/print/"+printID)
 	r.decode(t, 200, &j)
-	return j.Status
+	if j.Status == "" {
+		return nil
+	}
+	return (*string)(&j.Status)
 }
 
 func (s *sandbox) waitPrint(t *testing.T, printID string) string {
@@ -508,9 +505,7 @@ func TestOwedMessageDroppedAfterItsBound(t *testing.T) {
 	})
 	term, secret := s.provision(t, "RAW-TTL")
 	d := dialDevice(t, s.srv.URL("terminal"), "RAW-TTL", secret)
-	done := make(chan reply, 1)
-	go func() { done <- s.purchase(t, term, 5000) }()
-	d.expect(protocol.TypePurchase)
+	_, done := s.startPurchase(t, d, term, 5000)
 	d.conn.Close()
 	s.waitOffline(t, "RAW-TTL")
 	advance(t, ck, time.Second) // the ack time-out
@@ -543,9 +538,7 @@ func TestUnacknowledgedCommandResentAfterReconnect(t *testing.T) {
 	s := owedEnv(t, func(*server.Config) {}, func(c *server.Config) { c.AckTimeout = 10 * time.Second })
 	term, secret := s.provision(t, "RAW-CMD")
 	d := dialDevice(t, s.srv.URL("terminal"), "RAW-CMD", secret)
-	done := make(chan reply, 1)
-	go func() { done <- s.purchase(t, term, 5000) }()
-	cmd := d.expect(protocol.TypePurchase)
+	cmd, done := s.startPurchase(t, d, term, 5000)
 	d.send(protocol.TypeAck, "", "", cmd.Ref, nil)
 	(<-done).tx(t, 201)
 	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: instore.StatusApproved})

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	sandboxapi "github.com/instore-dev/instore/internal/sandbox"
 	"github.com/instore-dev/instore/internal/server"
 )
 
@@ -29,15 +30,6 @@ func sandboxConfig(c *server.Config) {
 	c.TransactionDeadline = testDeadline
 	c.SimDelay = 0
 	c.RateLimit = 0
-}
-
-type device struct {
-	SerialNumber string  `json:"serialNumber"`
-	Model        string  `json:"model"`
-	TerminalID   *string `json:"terminalId"`
-	Online       bool    `json:"online"`
-	Screen       string  `json:"screen"`
-	LinkCode     *string `json:"linkCode"`
 }
 
 // txJSON is a transaction as the Online API shows it: the root's one wire
@@ -81,7 +73,7 @@ func startSandboxWith(t *testing.T, beforeStart func(*server.Server), mutate ...
 	ts, err := e.ad.AllocateTerminals(context.Background(), e.merchantRec.ID, 3)
 	must(t, err)
 	s := &sandbox{env: e}
-	for _, d := range s.waitDevices(t, func(ds []device) bool {
+	for _, d := range s.waitDevices(t, func(ds []sandboxapi.DeviceJSON) bool {
 		for _, d := range ds {
 			if !d.Online || d.LinkCode == nil {
 				return false
@@ -96,7 +88,7 @@ func startSandboxWith(t *testing.T, beforeStart func(*server.Server), mutate ...
 		}
 		s.terminals = append(s.terminals, ts[i].TerminalID)
 	}
-	s.waitDevices(t, func(ds []device) bool {
+	s.waitDevices(t, func(ds []sandboxapi.DeviceJSON) bool {
 		for _, d := range ds {
 			if d.TerminalID == nil || !d.Online {
 				return false
@@ -112,7 +104,7 @@ func startSandboxWith(t *testing.T, beforeStart func(*server.Server), mutate ...
 }
 
 // waitDevices polls GET /sandbox/v1/devices until cond holds (bounded).
-func (s *sandbox) waitDevices(t *testing.T, cond func([]device) bool) []device {
+func (s *sandbox) waitDevices(t *testing.T, cond func([]sandboxapi.DeviceJSON) bool) []sandboxapi.DeviceJSON {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
@@ -120,7 +112,7 @@ func (s *sandbox) waitDevices(t *testing.T, cond func([]device) bool) []device {
 		if resp.StatusCode != 200 {
 			t.Fatalf("GET /sandbox/v1/devices = %d %s", resp.StatusCode, body)
 		}
-		var out struct{ Devices []device }
+		var out struct{ Devices []sandboxapi.DeviceJSON }
 		must(t, json.Unmarshal(body, &out))
 		if cond(out.Devices) {
 			return out.Devices
@@ -234,14 +226,14 @@ func TestLinkUnlinkAndTerminals(t *testing.T) {
 	}
 	s.post(t, "/in-store/api/v1/terminal/unlink", map[string]any{"terminalId": a}, nil).problem(t, 409, "WP02")
 	s.purchase(t, a, 1000).problem(t, 409, "WP01")
-	devs := s.waitDevices(t, func(ds []device) bool { return ds[0].LinkCode != nil && ds[0].TerminalID == nil })
+	devs := s.waitDevices(t, func(ds []sandboxapi.DeviceJSON) bool { return ds[0].LinkCode != nil && ds[0].TerminalID == nil })
 	// Relink: the countertop device to terminal ID b (which had the mobile
 	// device): the mobile device becomes unlinked, b moves.
 	resp, body = s.post(t, "/in-store/api/v1/terminal/link", map[string]any{"terminalId": b, "linkCode": *devs[0].LinkCode}, nil).parts()
 	if resp.StatusCode != 200 {
 		t.Fatalf("relink = %d %s", resp.StatusCode, body)
 	}
-	devs = s.waitDevices(t, func(ds []device) bool {
+	devs = s.waitDevices(t, func(ds []sandboxapi.DeviceJSON) bool {
 		return ds[0].TerminalID != nil && *ds[0].TerminalID == b && ds[1].TerminalID == nil && ds[1].LinkCode != nil
 	})
 	resp, body = s.get(t, "/in-store/api/v1/terminal/"+b).parts()
@@ -341,7 +333,7 @@ func TestReconnectWP30AppliedOnce(t *testing.T) {
 	tx := s.purchase(t, s.terminals[1], 1093).tx(t, 201)
 	// The terminal dropped its session after the ack: a purchase meanwhile
 	// gets WP30 naming the open transaction.
-	s.waitDevices(t, func(ds []device) bool { return !ds[1].Online })
+	s.waitDevices(t, func(ds []sandboxapi.DeviceJSON) bool { return !ds[1].Online })
 	p := s.purchase(t, s.terminals[1], 1000).problem(t, 409, "WP30")
 	if p.OnlineAPIRefID != tx.OnlineAPIRefID {
 		t.Errorf("WP30 names %q, want %q", p.OnlineAPIRefID, tx.OnlineAPIRefID)
@@ -500,11 +492,11 @@ func TestErrorRows(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("offline = %d %s", resp.StatusCode, body)
 	}
-	s.waitDevices(t, func(ds []device) bool { return !ds[0].Online })
+	s.waitDevices(t, func(ds []sandboxapi.DeviceJSON) bool { return !ds[0].Online })
 	s.purchase(t, term, 100).problem(t, 409, "WP23")
 	s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": term}, nil).problem(t, 409, "WP23")
 	s.post(t, "/sandbox/v1/terminals/"+term+"/online", nil, nil)
-	s.waitDevices(t, func(ds []device) bool { return ds[0].Online })
+	s.waitDevices(t, func(ds []sandboxapi.DeviceJSON) bool { return ds[0].Online })
 	// A payment method instead of a card.
 	resp, body = s.post(t, "/in-store/api/v1/purchase", map[string]any{"terminalId": term, "amount": 100, "currency": "SEK", "paymentMethodId": 0}, nil).parts()
 	tx := s.final(t, reply{resp, body}.tx(t, 201).OnlineAPIRefID)
@@ -589,10 +581,10 @@ func TestIdempotency(t *testing.T) {
 	// runs once it is back, under the same key.
 	k3 := map[string]string{"Idempotency-Key": "while-offline"}
 	s.post(t, "/sandbox/v1/terminals/"+term+"/offline", nil, nil)
-	s.waitDevices(t, func(ds []device) bool { return !ds[2].Online })
+	s.waitDevices(t, func(ds []sandboxapi.DeviceJSON) bool { return !ds[2].Online })
 	s.post(t, "/in-store/api/v1/purchase", body, k3).problem(t, 409, "WP23")
 	s.post(t, "/sandbox/v1/terminals/"+term+"/online", nil, nil)
-	s.waitDevices(t, func(ds []device) bool { return ds[2].Online })
+	s.waitDevices(t, func(ds []sandboxapi.DeviceJSON) bool { return ds[2].Online })
 	back := s.post(t, "/in-store/api/v1/purchase", body, k3).tx(t, 201)
 	if back.OnlineAPIRefID == refs[0] {
 		t.Errorf("the retry after the terminal came back answered the first key's transaction")
@@ -682,7 +674,7 @@ func TestSandboxLogsHoldNoIdentifiers(t *testing.T) {
 	s.final(t, tx.OnlineAPIRefID)
 	advanceDuring(t, ck, testAck, func() reply { return s.purchase(t, s.terminals[1], 1091) }).problem(t, 504, "WP25")
 	s.post(t, "/in-store/api/v1/terminal/unlink", map[string]any{"terminalId": s.terminals[2]}, nil)
-	devs := s.waitDevices(t, func(ds []device) bool { return ds[2].LinkCode != nil })
+	devs := s.waitDevices(t, func(ds []sandboxapi.DeviceJSON) bool { return ds[2].LinkCode != nil })
 	s.post(t, "/in-store/api/v1/terminal/link", map[string]any{"terminalId": s.terminals[2], "linkCode": *devs[2].LinkCode}, nil)
 	s.post(t, "/in-store/api/v1/terminal/link", map[string]any{"terminalId": s.terminals[2], "linkCode": "123456"}, nil)
 	s.get(t, "/in-store/api/v1/terminal/"+s.terminals[1])

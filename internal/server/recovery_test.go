@@ -39,11 +39,7 @@ func TestOwedCancelBeforeNewCommand(t *testing.T) {
 	s := &sandbox{env: e}
 	term, secret := s.provision(t, "RAW-ORD")
 	d := dialDevice(t, s.srv.URL("terminal"), "RAW-ORD", secret)
-	done := make(chan reply, 1)
-	go func() { done <- s.purchase(t, term, 5000) }()
-	cmd := d.expect(protocol.TypePurchase)
-	d.send(protocol.TypeAck, "", cmd.ID, cmd.Ref, nil)
-	(<-done).tx(t, 201)
+	cmd := s.ackedPurchase(t, d, term, 5000)
 	d.conn.Close()
 	s.waitOffline(t, "RAW-ORD")
 	advance(t, ck, time.Second) // the deadline
@@ -52,6 +48,7 @@ func TestOwedCancelBeforeNewCommand(t *testing.T) {
 	}
 	w.slow.Store(true)
 	// The ECR sends a purchase as soon as the terminal is ready for one.
+	done := make(chan reply, 1)
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
@@ -105,14 +102,11 @@ func TestFailedReversalLeavesAWayOut(t *testing.T) {
 			termB, secretB := s.provision(t, serialB)
 			d := dialDevice(t, s.srv.URL("terminal"), serialA, secretA)
 			db := dialDevice(t, s.srv.URL("terminal"), serialB, secretB)
-			done := make(chan reply, 1)
-			go func() { done <- s.purchase(t, termA, 5000) }()
-			cmd := d.expect(protocol.TypePurchase)
-			d.send(protocol.TypeAck, "", cmd.ID, cmd.Ref, nil)
-			(<-done).tx(t, 201)
+			cmd := s.ackedPurchase(t, d, termA, 5000)
 			d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: 0})
 			d.expect(protocol.TypeConfirm)
 
+			done := make(chan reply, 1)
 			go func() {
 				done <- s.post(t, "/in-store/api/v1/reversal", map[string]any{"onlineAPIRefId": cmd.Ref}, nil)
 			}()

@@ -3,6 +3,8 @@ package server_test
 import (
 	"encoding/json"
 	"testing"
+
+	sandboxapi "github.com/instore-dev/instore/internal/sandbox"
 )
 
 // TestSandboxOfflineOnlineAnswerTheNewState: POST .../offline and
@@ -12,13 +14,13 @@ import (
 func TestSandboxOfflineOnlineAnswerTheNewState(t *testing.T) {
 	s := startSandbox(t)
 	term := s.terminals[1]
-	state := func(path string) device {
+	state := func(path string) sandboxapi.DeviceJSON {
 		t.Helper()
 		resp, body := s.post(t, "/sandbox/v1/terminals/"+term+path, nil, nil).parts()
 		if resp.StatusCode != 200 {
 			t.Fatalf("POST %s = %d %s", path, resp.StatusCode, body)
 		}
-		var d device
+		var d sandboxapi.DeviceJSON
 		must(t, json.Unmarshal(body, &d))
 		if d.TerminalID == nil || *d.TerminalID != term {
 			t.Fatalf("POST %s answered %s, want terminal %s", path, body, term)

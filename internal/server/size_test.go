@@ -94,8 +94,8 @@ func TestLargestPrintPrinted(t *testing.T) {
 	for _, char := range []string{"€", "\U0001F600", "<\u2028"} {
 		lines := maxLines(instore.MaxPrintLines, instore.MaxPrintLineLen/len([]rune(char)), char)
 		j := s.post(t, "/in-store/api/v1/print", map[string]any{"terminalId": counter, "lines": lines}, nil).job(t)
-		if *j.Status != "SUCCESS" {
-			t.Errorf("print of 200 lines of 64 %q = %s, want SUCCESS", char, *j.Status)
+		if j.Status != "SUCCESS" {
+			t.Errorf("print of 200 lines of 64 %q = %s, want SUCCESS", char, j.Status)
 		}
 	}
 
@@ -128,8 +128,8 @@ func TestLargestPrintPrinted(t *testing.T) {
 	// Nothing was created: after one more job, which the terminal prints
 	// after any queued before it, four print jobs ended in all.
 	next := s.post(t, "/in-store/api/v1/print", map[string]any{"terminalId": counter, "lines": []string{"after"}}, nil).job(t)
-	if *next.Status != "SUCCESS" {
-		t.Errorf("print after the refused ones = %s, want SUCCESS", *next.Status)
+	if next.Status != "SUCCESS" {
+		t.Errorf("print after the refused ones = %s, want SUCCESS", next.Status)
 	}
 	if ended := s.events(t, "&types="+instore.EventPrintFinal); len(ended) != 4 {
 		t.Errorf("%d print jobs ended, want the 4 accepted", len(ended))

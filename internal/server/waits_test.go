@@ -101,8 +101,8 @@ func TestAnswersOutlastWriteTimeout(t *testing.T) {
 	// A print the terminal never answers: TIMEOUT at the print time-out.
 	s.post(t, "/sandbox/v1/terminals/"+mobile+"/printer", map[string]any{"statusId": 6}, nil)
 	job := s.post(t, "/in-store/api/v1/print", map[string]any{"terminalId": mobile, "lines": []string{"x"}}, nil).job(t)
-	if *job.Status != "TIMEOUT" {
-		t.Errorf("print status = %s, want TIMEOUT", *job.Status)
+	if job.Status != "TIMEOUT" {
+		t.Errorf("print status = %s, want TIMEOUT", job.Status)
 	}
 }
 

@@ -1,10 +1,8 @@
 package service_test
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,25 +12,8 @@ import (
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/logging"
 	"github.com/instore-dev/instore/internal/metrics"
+	"github.com/instore-dev/instore/internal/testlog"
 )
-
-// lockedBuffer collects log lines written from the Service's timers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // sample returns the metric name in reg whose labels include want, or nil.
 func sample(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) *dto.Metric {
@@ -84,7 +65,7 @@ func TestTransactionEndedOnce(t *testing.T) {
 	f := newFixture(t, "NORMAL", "S-1")
 	reg := prometheus.NewRegistry()
 	m := metrics.NewTransactions(reg)
-	logs := &lockedBuffer{}
+	logs := &testlog.Buffer{}
 	key := []byte("0123456789abcdef0123456789abcdef")
 	f.svc.Observer = m
 	f.svc.Logger = logging.New(logs, logging.Options{Format: logging.FormatJSON, FingerprintKey: key})

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"regexp"
+	"testing"
+)
+
+// linkCodeLine is how `instore terminal` shows its link code.
+var linkCodeLine = regexp.MustCompile(`Link code ([0-9]{6})`)
+
+// runTerminal runs `instore terminal` with args and the device secret
+// secret until it shows a link code, and returns that code and stop, which
+// ends the terminal and returns its exit code.
+func runTerminal(t *testing.T, ctx context.Context, secret string, args ...string) (linkCode string, stop func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	pr, pw := io.Pipe()
+	t.Setenv("INSTORE_DEVICE_SECRET", secret)
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, append([]string{"terminal"}, args...), pw, io.Discard)
+		pw.Close()
+	}()
+	stop = func() int {
+		cancel()
+		return <-done
+	}
+	lines := bufio.NewScanner(pr)
+	for lines.Scan() {
+		if m := linkCodeLine.FindStringSubmatch(lines.Text()); m != nil {
+			linkCode = m[1]
+			break
+		}
+	}
+	if linkCode == "" {
+		stop()
+		t.Fatal("instore terminal never showed a link code")
+	}
+	go io.Copy(io.Discard, pr)
+	return linkCode, stop
+}
