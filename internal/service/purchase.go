@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/lifecycle"
 )
 
 // Purchase creates a purchase on a terminal and answers once the terminal
@@ -101,7 +102,7 @@ func (s *Service) start(ctx context.Context, t *instore.Transaction, create func
 		// is owed a cancel ACK_TIMEOUT (it drops a command it never
 		// acknowledged, and ignores a ref it does not know), sent after its
 		// next hello.
-		if _, _, err := s.apply(context.WithoutCancel(ctx), t.ID, nil, instore.Event{Kind: instore.EventSendFailed, At: s.now()}); err != nil {
+		if _, _, err := s.apply(context.WithoutCancel(ctx), t.ID, nil, lifecycle.Event{Kind: instore.EventSendFailed, At: s.now()}); err != nil {
 			s.log().Error("end a transaction whose command was not sent", "ref", t.ID, "error", err)
 		}
 		return nil, s.wp23(t.ID)
@@ -283,7 +284,7 @@ func (s *Service) Cancel(ctx context.Context, p *instore.Principal, req *instore
 	// a cancel that cannot be sent now is sent after the device's next
 	// hello (the root's effect.go). A transaction the terminal ended first is
 	// answered as it is.
-	t, _, err := s.apply(ctx, active.ID, nil, instore.Event{Kind: instore.EventCancelRequested, At: s.now()})
+	t, _, err := s.apply(ctx, active.ID, nil, lifecycle.Event{Kind: instore.EventCancelRequested, At: s.now()})
 	if err != nil {
 		return nil, err
 	}
@@ -302,12 +303,12 @@ func (s *Service) Confirm(ctx context.Context, p *instore.Principal, ref string)
 	if err != nil {
 		return nil, err
 	}
-	t, _, err = s.apply(ctx, ref, t, instore.Event{Kind: instore.EventConfirmed, At: s.now()})
+	t, _, err = s.apply(ctx, ref, t, lifecycle.Event{Kind: instore.EventConfirmed, At: s.now()})
 	if err != nil {
 		return nil, err
 	}
 	if t.ConfirmState != instore.ConfirmConfirmed || t.StatusID != instore.StatusApproved {
-		return nil, instore.NotConfirmable(t)
+		return nil, lifecycle.NotConfirmable(t)
 	}
 	return t, nil
 }

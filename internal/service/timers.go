@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/lifecycle"
 )
 
 // arm runs fn(ref) at a time (or at once if it passed), replacing any
@@ -45,14 +46,14 @@ func (s *Service) deadlineExpired(ref string) { s.expire(ref, instore.EventDeadl
 // confirmExpired reverses an APPROVED sale the ECR did not confirm within
 // its window (confirmWithinSeconds): REVERSED, and a reversal
 // CONFIRM_TIMEOUT owed to its terminal.
-func (s *Service) confirmExpired(ref string) { s.expire(ref, instore.EventConfirmDeadline) }
+func (s *Service) confirmExpired(ref string) { s.expire(ref, lifecycle.EventConfirmDeadline) }
 
 // expire applies a timer's event (EventAckTimeout, EventDeadline) to a
 // transaction: a PENDING one ends TECHNICAL_ERROR and its terminal is
 // told why, the cancel stored with the change (the root's effect.go); a failure is
 // logged and the sweep tries again (Sweep, overdue transactions).
 func (s *Service) expire(ref, kind string) {
-	if _, _, err := s.apply(context.Background(), ref, nil, instore.Event{Kind: kind, At: s.now()}); err != nil && !s.isClosed() {
+	if _, _, err := s.apply(context.Background(), ref, nil, lifecycle.Event{Kind: kind, At: s.now()}); err != nil && !s.isClosed() {
 		// At shutdown the store may be gone already.
 		s.log().Error("expire transaction", "ref", ref, "event", kind, "error", err)
 	}
