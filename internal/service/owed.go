@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/lifecycle"
 )
 
 // effectIDPrefix starts every effect id, and so the message id of every
@@ -179,7 +180,7 @@ func (s *Service) resendOwed(ctx context.Context, serial string, es []*instore.E
 				s.log().Error("resend owed messages: print job", "printId", e.Ref, "error", err)
 				continue
 			}
-			if j.StatusID == nil && !now.Before(j.CreatedAt.Add(s.printTimeout())) {
+			if j.StatusID == nil && !now.Before(lifecycle.PrintDue(j, s.printTimeout())) {
 				continue // ending TIMEOUT now (its timer, or the sweep)
 			}
 			moot, lines = j.StatusID != nil, j.Lines
@@ -258,8 +259,8 @@ func (s *Service) Sweep(ctx context.Context) {
 		return
 	}
 	for _, j := range jobs {
-		if !now.Before(j.CreatedAt.Add(s.printTimeout())) {
-			s.completePrint(ctx, j.ID, instore.PrintTimeout)
+		if !now.Before(lifecycle.PrintDue(j, s.printTimeout())) {
+			s.completePrint(ctx, j.ID, lifecycle.PrintEvent{Kind: lifecycle.PrintTimedOut})
 		}
 	}
 	dropped, err := s.Store.ExpireEffects(ctx, now.Add(-s.effectTTL()), now)

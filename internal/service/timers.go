@@ -89,7 +89,7 @@ func (s *Service) Recover(ctx context.Context) error {
 		return fmt.Errorf("running print jobs: %w", err)
 	}
 	for _, j := range jobs {
-		s.arm(j.ID, j.CreatedAt.Add(s.printTimeout()), s.printExpired)
+		s.arm(j.ID, lifecycle.PrintDue(j, s.printTimeout()), s.printExpired)
 	}
 	return nil
 }
