@@ -60,6 +60,9 @@ type Event struct {
 
 // Rules are the settings and code lists Next applies.
 type Rules struct {
+	// AckTimeout is how long a new transaction waits for its terminal's
+	// ack.
+	AckTimeout time.Duration
 	// Deadline is how long an acknowledged transaction may wait for its
 	// result.
 	Deadline time.Duration
@@ -99,6 +102,51 @@ type Step struct {
 	EndCancels bool
 	// Ended: the transaction reached its final status with this change.
 	Ended bool
+}
+
+// Create is the creation of a transaction: t, a new PURCHASE, REFUND or
+// REVERSAL as the ECR's request describes it (its CreatedAt set), becomes
+// PENDING and SENT with its first timeline entry (CREATED, version 1);
+// until the ack, its deadline is the latest the result can be awaited
+// (the ack sets the real one), and its ack time-out is armed (Due).
+func Create(t instore.Transaction, r Rules) (instore.Transaction, Step) {
+	t.StatusID, t.Progress, t.Version = instore.StatusPending, instore.ProgressSent, 0
+	t.DeadlineAt = ptr(t.CreatedAt.Add(r.AckTimeout + r.Deadline))
+	st := Step{Changed: true, Event: &instore.TransactionEvent{Version: 1, At: t.CreatedAt, Kind: instore.EventCreated,
+		Actor: actors[instore.EventCreated], StatusAfter: r.Status(t.StatusID), Detail: "the ECR's request; command sent to the terminal"}}
+	t.Events = []instore.TransactionEvent{*st.Event}
+	at, kind, _ := Due(t, r)
+	st.Arm, st.ArmKind = &at, kind
+	return t, st
+}
+
+// Due is the timer the stored transaction t needs and when it fires (ok
+// false: none): a PENDING one not acknowledged, its ack time-out
+// (EventAckTimeout); an acknowledged one, its deadline (EventDeadline); an
+// APPROVED sale awaiting confirmation, its confirmation deadline
+// (EventConfirmDeadline). The Service arms it after a creation and at
+// start (Recover), and the sweep applies the event of every one past due.
+func Due(t instore.Transaction, r Rules) (at time.Time, kind string, ok bool) {
+	switch {
+	case t.Unconfirmed():
+		return *t.ConfirmDeadline, EventConfirmDeadline, true
+	case t.Final():
+		return time.Time{}, "", false
+	case !t.Acknowledged():
+		return t.CreatedAt.Add(r.AckTimeout), instore.EventAckTimeout, true
+	case t.DeadlineAt != nil:
+		return *t.DeadlineAt, instore.EventDeadline, true
+	}
+	return time.Time{}, "", false
+}
+
+// Pairs reports whether e applies to t together with t's original
+// (NextReversalPair, not Next): an approved result of a REVERSAL, in time
+// or late, means the purchase's money went back, so the original becomes
+// REVERSED in the same write.
+func Pairs(t instore.Transaction, e Event) bool {
+	return t.Type == instore.TypeReversal && e.Kind == instore.EventResult && e.Result != nil &&
+		e.Result.StatusID == instore.StatusApproved
 }
 
 // StageRank orders the progress stages; 0 is no terminal stage.

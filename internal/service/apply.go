@@ -18,8 +18,9 @@ func (s *Service) rules() lifecycle.Rules {
 
 func (s *Service) makeRules() lifecycle.Rules {
 	return lifecycle.Rules{
-		Deadline: s.deadline(),
-		ErrorID:  s.errorID,
+		AckTimeout: s.ackTimeout(),
+		Deadline:   s.deadline(),
+		ErrorID:    s.errorID,
 		Status: func(id int) string {
 			if c, ok := s.Metadata.TransactionStatus(id); ok {
 				return c.Code

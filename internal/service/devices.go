@@ -214,7 +214,7 @@ func (s *Service) TerminalResult(ctx context.Context, serial string, r instore.T
 		return nil // a resent result, already applied
 	}
 	e := lifecycle.Event{Kind: instore.EventResult, At: s.now(), Result: &r}
-	if t.Type == instore.TypeReversal && r.StatusID == instore.StatusApproved {
+	if lifecycle.Pairs(*t, e) {
 		// An approved reversal, in time or late: the purchase's money went
 		// back, so the original is REVERSED either way.
 		return s.applyReversal(ctx, t, e)

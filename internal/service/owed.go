@@ -231,14 +231,15 @@ func (s *Service) Sweep(ctx context.Context) {
 		}
 		return
 	}
-	for _, t := range pending {
-		switch {
-		case !t.Acknowledged() && !now.Before(t.CreatedAt.Add(s.ackTimeout())):
-			s.ackExpired(t.ID)
-		case t.Acknowledged() && t.DeadlineAt != nil && !now.Before(*t.DeadlineAt):
-			s.deadlineExpired(t.ID)
+	// Each as its timer would (lifecycle.Due).
+	overdue := func(ts []*instore.Transaction) {
+		for _, t := range ts {
+			if at, kind, ok := lifecycle.Due(*t, s.rules()); ok && !now.Before(at) {
+				s.expire(t.ID, kind)
+			}
 		}
 	}
+	overdue(pending)
 	// Unconfirmed sales past their confirmation deadline: a timer lost
 	// (armed on a node that died), or a reversal whose write failed.
 	unconfirmed, err := s.Store.UnconfirmedTransactions(ctx, now)
@@ -248,9 +249,7 @@ func (s *Service) Sweep(ctx context.Context) {
 		}
 		return
 	}
-	for _, t := range unconfirmed {
-		s.confirmExpired(t.ID)
-	}
+	overdue(unconfirmed)
 	jobs, err := s.Store.RunningPrintJobs(ctx)
 	if err != nil {
 		if ctx.Err() == nil {

@@ -58,12 +58,11 @@ func (s *Service) Purchase(ctx context.Context, p *instore.Principal, req *insto
 // ack timeout. With an idempotency record in ctx, the record gets the
 // transaction in the creation's database transaction.
 func (s *Service) start(ctx context.Context, t *instore.Transaction, create func(context.Context, *instore.Transaction) error, send func(context.Context) error) (*instore.Transaction, error) {
-	// Until the ack, the deadline the terminal is told is the latest the
-	// result can be awaited; the ack sets the real one.
-	t.DeadlineAt = ptr(t.CreatedAt.Add(s.ackTimeout() + s.deadline()))
+	// PENDING, its first timeline entry, its deadline and its ack timer
+	// (lifecycle.Create).
+	created, step := lifecycle.Create(*t, s.rules())
+	*t = created
 	t.Idempotency = instore.IdempotencyOf(ctx)
-	t.Events = []instore.TransactionEvent{{Version: 1, At: t.CreatedAt, Kind: instore.EventCreated, Actor: instore.ActorECR,
-		StatusAfter: s.rules().Status(t.StatusID), Detail: "the ECR's request; command sent to the terminal"}}
 	// Subscribed before anything can change it: the wait for the ack starts
 	// from the created state without reading it back.
 	w, gen, release := s.changes.subscribe(t.ID)
@@ -83,10 +82,10 @@ func (s *Service) start(ctx context.Context, t *instore.Transaction, create func
 	}
 	s.eventsWritten()
 	t.Idempotency, t.Events = nil, nil
-	created := *t
+	created = *t
 	s.running.put(&created)
 	s.changes.publishState(t.ID, &created)
-	s.arm(t.ID, t.CreatedAt.Add(s.ackTimeout()), s.ackExpired)
+	s.arm(t.ID, *step.Arm, s.timerOf(step.ArmKind))
 	// What the terminal is owed for its previous transactions goes first
 	// (owed.go): one the service ended may still run on it.
 	err := s.cancelsBefore(ctx, t.SerialNumber, t.ID)

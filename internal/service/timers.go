@@ -48,6 +48,12 @@ func (s *Service) deadlineExpired(ref string) { s.expire(ref, instore.EventDeadl
 // CONFIRM_TIMEOUT owed to its terminal.
 func (s *Service) confirmExpired(ref string) { s.expire(ref, lifecycle.EventConfirmDeadline) }
 
+// timerOf is the function of the timer that fires the event kind
+// (lifecycle.Due's).
+func (s *Service) timerOf(kind string) func(ref string) {
+	return func(ref string) { s.expire(ref, kind) }
+}
+
 // expire applies a timer's event (EventAckTimeout, EventDeadline) to a
 // transaction: a PENDING one ends TECHNICAL_ERROR and its terminal is
 // told why, the cancel stored with the change (the root's effect.go); a failure is
@@ -70,19 +76,14 @@ func (s *Service) Recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pending transactions: %w", err)
 	}
-	for _, t := range ts {
-		if t.Acknowledged() && t.DeadlineAt != nil {
-			s.arm(t.ID, *t.DeadlineAt, s.deadlineExpired)
-		} else {
-			s.arm(t.ID, t.CreatedAt.Add(s.ackTimeout()), s.ackExpired)
-		}
-	}
 	unconfirmed, err := s.Store.UnconfirmedTransactions(ctx, time.Time{})
 	if err != nil {
 		return fmt.Errorf("unconfirmed transactions: %w", err)
 	}
-	for _, t := range unconfirmed {
-		s.arm(t.ID, *t.ConfirmDeadline, s.confirmExpired)
+	for _, t := range append(ts, unconfirmed...) {
+		if at, kind, ok := lifecycle.Due(*t, s.rules()); ok {
+			s.arm(t.ID, at, s.timerOf(kind))
+		}
 	}
 	jobs, err := s.Store.RunningPrintJobs(ctx)
 	if err != nil {
