@@ -11,8 +11,9 @@ import (
 )
 
 // The module's import directions, read from the source (non-test files):
-// the root package is the contract and does no I/O; the application
-// (internal/service) depends on the contract, never on an adapter.
+// the root package is the contract and does no I/O; the lifecycles
+// (lifecycle/) depend on the contract alone; the application
+// (internal/service) depends on them, never on an adapter.
 
 const module = "github.com/instore-dev/instore"
 
@@ -145,5 +146,42 @@ func TestServiceImportsNoAdapter(t *testing.T) {
 				t.Errorf("%s imports %s, which %s", name, p, why)
 			}
 		}
+	}
+}
+
+// lifecycleRefusal says why a file of lifecycle/ may not import path ("" if
+// it may): the lifecycles are pure, on the contract alone.
+func lifecycleRefusal(path string) string {
+	if path == module {
+		return ""
+	}
+	return rootRefusal(path)
+}
+
+// TestLifecycleImportsOnlyTheRoot: the lifecycles (lifecycle/) import the
+// root and the standard library only, nothing that does I/O, and start no
+// goroutine.
+func TestLifecycleImportsOnlyTheRoot(t *testing.T) {
+	for _, tc := range []struct{ path, want string }{
+		{module, ""}, {"time", ""}, {"fmt", ""},
+		{module + "/internal/service", "is not the standard library (the root depends on nothing)"},
+		{"net/http", "does I/O"},
+	} {
+		if got := lifecycleRefusal(tc.path); got != tc.want {
+			t.Errorf("lifecycleRefusal(%q) = %q, want %q", tc.path, got, tc.want)
+		}
+	}
+	for name, f := range sources(t, "lifecycle") {
+		for _, p := range importsOf(f) {
+			if why := lifecycleRefusal(p); why != "" {
+				t.Errorf("%s imports %s, which %s", name, p, why)
+			}
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if g, ok := n.(*ast.GoStmt); ok {
+				t.Errorf("%s: a go statement: a lifecycle starts no goroutine", fset.Position(g.Pos()))
+			}
+			return true
+		})
 	}
 }

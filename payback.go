@@ -1,6 +1,9 @@
 package instore
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // ErrRefundExceeded is wrapped by the error of a refund that would take the
 // refunds of a purchase past its amount.
@@ -86,6 +89,42 @@ func CheckOnOriginal(orig *Transaction, others []*Transaction, t *Transaction) e
 		return nil
 	}
 	return fmt.Errorf("check on original: a %s does not refer to an original", t.Type)
+}
+
+// MaxNewerChecked bounds how many transactions of the original's terminal,
+// newest first, CheckReversalLatest is given (NewerOnTerminal).
+const MaxNewerChecked = 100
+
+// CheckReversalLatest is the rule that only the latest transaction of a
+// terminal can be reversed: it refuses a REVERSAL of orig when newer holds
+// a transaction of orig's terminal created after it (later, or at the same
+// time with a greater id) other than a reversal of orig. Earlier reversals
+// of orig aside: one that failed, or ended without a known outcome, can be
+// followed by another (two approved reversals void one authorisation
+// once; CheckOnOriginal refuses one while another is PENDING or
+// APPROVED). newer are the transactions of orig's merchant and terminal
+// created at or after it (NewerOnTerminal), in any order; orig itself may
+// be among them. Stores call it inside the database transaction that locks
+// orig and inserts the reversal (Store.CreateOnOriginal), after
+// CheckOnOriginal; the Service calls it before, only to answer in the
+// contract's order.
+func CheckReversalLatest(orig *Transaction, newer []*Transaction) error {
+	for _, n := range newer {
+		switch {
+		case n.ID == orig.ID, n.Type == TypeReversal && n.OriginalID == orig.ID:
+		case n.CreatedAt.After(orig.CreatedAt), n.CreatedAt.Equal(orig.CreatedAt) && n.ID > orig.ID:
+			return Errorf(ENotReversible, "Only the latest transaction of a terminal can be reversed; a newer one exists on this terminal. Refund it instead.")
+		}
+	}
+	return nil
+}
+
+// NewerOnTerminal is the filter of the transactions CheckReversalLatest
+// reads for orig: its merchant's on its terminal, from its creation on,
+// newest first, at most MaxNewerChecked.
+func NewerOnTerminal(orig *Transaction, until time.Time) TransactionFilter {
+	return TransactionFilter{MerchantID: orig.MerchantID, TerminalID: orig.TerminalID,
+		From: orig.CreatedAt, To: until, Limit: MaxNewerChecked}
 }
 
 // Refunded sums the refunds among others that take from their original's

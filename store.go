@@ -165,9 +165,10 @@ type HistoryStore interface {
 	// first.
 	OnOriginal(ctx context.Context, originalID string) ([]*Transaction, error)
 	// CreateOnOriginal stores a new REFUND or REVERSAL of t.OriginalID like
-	// CreateTransaction, if CheckOnOriginal allows it: the original is
-	// locked, its refunds and reversals read and the rule applied in the
-	// same database transaction as the insert, so requests racing on one
+	// CreateTransaction, if CheckOnOriginal allows it (and, for a
+	// REVERSAL, CheckReversalLatest, on the transactions NewerOnTerminal
+	// selects): the original is locked, its refunds and reversals read and
+	// the rules applied in the same database transaction as the insert, so requests racing on one
 	// original are decided one after the other. The rule's error is
 	// returned as it is (an *Error); ErrNotFound when the original does
 	// not exist.

@@ -183,8 +183,10 @@ type AttemptOutcome struct {
 	Succeeded bool
 	NextAt    time.Time
 	GiveUp    bool
-	// DisableBefore: an endpoint failing since before it is disabled.
+	// DisableBefore: an endpoint failing since before it is disabled, with
+	// DisableReason.
 	DisableBefore time.Time
+	DisableReason string
 }
 
 // WebhookStore keeps endpoints and deliveries.

@@ -6,19 +6,21 @@ import (
 	"fmt"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/lifecycle"
 )
 
 // rules are the Rules of this Service for Next, made once (the settings
 // do not change once the Service runs).
-func (s *Service) rules() instore.Rules {
+func (s *Service) rules() lifecycle.Rules {
 	s.rulesOnce.Do(func() { s.rulesV = s.makeRules() })
 	return s.rulesV
 }
 
-func (s *Service) makeRules() instore.Rules {
-	return instore.Rules{
-		Deadline: s.deadline(),
-		ErrorID:  s.errorID,
+func (s *Service) makeRules() lifecycle.Rules {
+	return lifecycle.Rules{
+		AckTimeout: s.ackTimeout(),
+		Deadline:   s.deadline(),
+		ErrorID:    s.errorID,
 		Status: func(id int) string {
 			if c, ok := s.Metadata.TransactionStatus(id); ok {
 				return c.Code
@@ -37,16 +39,16 @@ func (s *Service) makeRules() instore.Rules {
 // state of the transaction just read (nil: read it). A progress stage is
 // written without waiting for the disk (UpdateProgress): losing it in a
 // crash loses nothing the terminal will not report again.
-func (s *Service) apply(ctx context.Context, ref string, known *instore.Transaction, e instore.Event) (*instore.Transaction, instore.Step, error) {
+func (s *Service) apply(ctx context.Context, ref string, known *instore.Transaction, e lifecycle.Event) (*instore.Transaction, lifecycle.Step, error) {
 	var o owed
-	var step instore.Step
+	var step lifecycle.Step
 	update := s.write(&o)
 	if e.Kind == instore.EventProgress {
 		update = s.Store.UpdateProgress
 	}
 	t, err := s.finishWith(ctx, ref, known, update, func(t *instore.Transaction) bool {
 		o.reset()
-		next, st := instore.Next(*t, e, s.rules())
+		next, st := lifecycle.Next(*t, e, s.rules())
 		step = st
 		if !st.Changed {
 			return false
@@ -77,13 +79,13 @@ func (s *Service) apply(ctx context.Context, ref string, known *instore.Transact
 // carryOut does, after the commit of a step, what it owes: moot cancels
 // ended, the timer armed, the effects sent (a device offline gets them
 // after its next hello: the root's effect.go) and the receipt's print job started.
-func (s *Service) carryOut(ctx context.Context, t *instore.Transaction, st instore.Step, o *owed) {
+func (s *Service) carryOut(ctx context.Context, t *instore.Transaction, st lifecycle.Step, o *owed) {
 	bg := context.WithoutCancel(ctx)
 	if st.EndCancels {
 		s.endOwed(bg, t.ID, instore.EffectCancel)
 	}
 	switch {
-	case st.Arm != nil && st.ArmKind == instore.EventConfirmDeadline:
+	case st.Arm != nil && st.ArmKind == lifecycle.EventConfirmDeadline:
 		s.arm(t.ID, *st.Arm, s.confirmExpired)
 	case st.Arm != nil && !t.Final():
 		s.arm(t.ID, *st.Arm, s.deadlineExpired)
@@ -117,7 +119,7 @@ func (s *Service) carryOut(ctx context.Context, t *instore.Transaction, st insto
 // REVERSAL the service had already ended (WP25, WP36) keeps its final
 // status and gets the result; the original is reversed all the same,
 // since the terminal did reverse it.
-func (s *Service) applyReversal(ctx context.Context, rev *instore.Transaction, e instore.Event) error {
+func (s *Service) applyReversal(ctx context.Context, rev *instore.Transaction, e lifecycle.Event) error {
 	for {
 		rv, err := s.Store.Transaction(ctx, rev.ID)
 		if err != nil {
@@ -127,7 +129,7 @@ func (s *Service) applyReversal(ctx context.Context, rev *instore.Transaction, e
 		if err != nil {
 			return fmt.Errorf("original: %w", err)
 		}
-		nrv, norig, st, ok := instore.NextReversalPair(*rv, *orig, e, s.rules())
+		nrv, norig, st, ok := lifecycle.NextReversalPair(*rv, *orig, e, s.rules())
 		if !ok {
 			return nil
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/lifecycle"
 )
 
 // AuthenticateDevice checks a device's serial number and secret. A serial
@@ -173,21 +174,21 @@ func (s *Service) TerminalAcknowledged(ctx context.Context, serial, ref string) 
 	if err != nil {
 		return err
 	}
-	_, _, err = s.apply(ctx, ref, known, instore.Event{Kind: instore.EventAcknowledged, At: s.now()})
+	_, _, err = s.apply(ctx, ref, known, lifecycle.Event{Kind: instore.EventAcknowledged, At: s.now()})
 	return err
 }
 
 // TerminalProgress records a stage the terminal reached; stages only move
 // forward.
 func (s *Service) TerminalProgress(ctx context.Context, serial, ref, stage string) error {
-	if instore.StageRank(stage) == 0 {
+	if lifecycle.StageRank(stage) == 0 {
 		return fmt.Errorf("unknown progress stage %q", stage)
 	}
 	known, err := s.transactionOf(ctx, serial, ref)
 	if err != nil {
 		return err
 	}
-	_, _, err = s.apply(ctx, ref, known, instore.Event{Kind: instore.EventProgress, At: s.now(), Stage: stage})
+	_, _, err = s.apply(ctx, ref, known, lifecycle.Event{Kind: instore.EventProgress, At: s.now(), Stage: stage})
 	return err
 }
 
@@ -212,8 +213,8 @@ func (s *Service) TerminalResult(ctx context.Context, serial string, r instore.T
 	if t.ResultMessageID == r.MessageID {
 		return nil // a resent result, already applied
 	}
-	e := instore.Event{Kind: instore.EventResult, At: s.now(), Result: &r}
-	if t.Type == instore.TypeReversal && r.StatusID == instore.StatusApproved {
+	e := lifecycle.Event{Kind: instore.EventResult, At: s.now(), Result: &r}
+	if lifecycle.Pairs(*t, e) {
 		// An approved reversal, in time or late: the purchase's money went
 		// back, so the original is REVERSED either way.
 		return s.applyReversal(ctx, t, e)

@@ -118,24 +118,14 @@ func (s *Service) Reversal(ctx context.Context, p *instore.Principal, req *insto
 	if err := instore.CheckOnOriginal(orig, nil, &instore.Transaction{Type: instore.TypeReversal}); err != nil {
 		return nil, err
 	}
-	// The latest transaction of its terminal, earlier reversals of it
-	// aside: a reversal that failed, or ended without a known outcome, can
-	// be followed by another (two approved reversals void one
-	// authorisation once; CheckOnOriginal refuses one while another is
-	// PENDING or APPROVED).
-	newer, err := s.Store.ListTransactions(ctx, instore.TransactionFilter{MerchantID: orig.MerchantID, TerminalID: orig.TerminalID,
-		From: orig.CreatedAt, To: s.now().Add(time.Hour), Limit: 100})
+	// The latest transaction of its terminal (the rule is decided again
+	// with the creation).
+	newer, err := s.Store.ListTransactions(ctx, instore.NewerOnTerminal(orig, s.now().Add(time.Hour)))
 	if err != nil {
 		return nil, fmt.Errorf("newer transactions: %w", err)
 	}
-	for _, n := range newer {
-		if n.Type == instore.TypeReversal && n.OriginalID == orig.ID {
-			continue
-		}
-		if n.ID != orig.ID {
-			return nil, instore.Errorf(instore.ENotReversible, "Only the latest transaction of a terminal can be reversed; a newer one exists on this terminal. Refund it instead.")
-		}
-		break
+	if err := instore.CheckReversalLatest(orig, newer); err != nil {
+		return nil, err
 	}
 	term, err := s.Store.Terminal(ctx, orig.TerminalID)
 	if err != nil {

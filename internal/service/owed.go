@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/lifecycle"
 )
 
 // effectIDPrefix starts every effect id, and so the message id of every
@@ -179,7 +180,7 @@ func (s *Service) resendOwed(ctx context.Context, serial string, es []*instore.E
 				s.log().Error("resend owed messages: print job", "printId", e.Ref, "error", err)
 				continue
 			}
-			if j.StatusID == nil && !now.Before(j.CreatedAt.Add(s.printTimeout())) {
+			if j.StatusID == nil && !now.Before(lifecycle.PrintDue(j, s.printTimeout())) {
 				continue // ending TIMEOUT now (its timer, or the sweep)
 			}
 			moot, lines = j.StatusID != nil, j.Lines
@@ -230,14 +231,15 @@ func (s *Service) Sweep(ctx context.Context) {
 		}
 		return
 	}
-	for _, t := range pending {
-		switch {
-		case !t.Acknowledged() && !now.Before(t.CreatedAt.Add(s.ackTimeout())):
-			s.ackExpired(t.ID)
-		case t.Acknowledged() && t.DeadlineAt != nil && !now.Before(*t.DeadlineAt):
-			s.deadlineExpired(t.ID)
+	// Each as its timer would (lifecycle.Due).
+	overdue := func(ts []*instore.Transaction) {
+		for _, t := range ts {
+			if at, kind, ok := lifecycle.Due(*t, s.rules()); ok && !now.Before(at) {
+				s.expire(t.ID, kind)
+			}
 		}
 	}
+	overdue(pending)
 	// Unconfirmed sales past their confirmation deadline: a timer lost
 	// (armed on a node that died), or a reversal whose write failed.
 	unconfirmed, err := s.Store.UnconfirmedTransactions(ctx, now)
@@ -247,9 +249,7 @@ func (s *Service) Sweep(ctx context.Context) {
 		}
 		return
 	}
-	for _, t := range unconfirmed {
-		s.confirmExpired(t.ID)
-	}
+	overdue(unconfirmed)
 	jobs, err := s.Store.RunningPrintJobs(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -258,8 +258,8 @@ func (s *Service) Sweep(ctx context.Context) {
 		return
 	}
 	for _, j := range jobs {
-		if !now.Before(j.CreatedAt.Add(s.printTimeout())) {
-			s.completePrint(ctx, j.ID, instore.PrintTimeout)
+		if !now.Before(lifecycle.PrintDue(j, s.printTimeout())) {
+			s.completePrint(ctx, j.ID, lifecycle.PrintEvent{Kind: lifecycle.PrintTimedOut})
 		}
 	}
 	dropped, err := s.Store.ExpireEffects(ctx, now.Add(-s.effectTTL()), now)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/lifecycle"
 )
 
 // DefaultPrintTimeout is how long a print job waits for the terminal.
@@ -54,16 +55,15 @@ func (s *Service) Print(ctx context.Context, p *instore.Principal, req *instore.
 	if err != nil {
 		return nil, err
 	}
-	if active != nil {
-		busy := instore.PrintBusy
-		job.StatusID, job.CompletedAt = &busy, &job.CreatedAt
-		if err := s.Store.CreatePrintJob(ctx, job); err != nil {
+	created, st := lifecycle.NextPrint(lifecycle.PrintNew, *job, lifecycle.PrintEvent{Kind: lifecycle.PrintRequested, At: job.CreatedAt, Busy: active != nil})
+	if !st.Send {
+		if err := s.Store.CreatePrintJob(ctx, &created); err != nil {
 			return nil, fmt.Errorf("create print job: %w", err)
 		}
-		s.changes.publish(job.ID)
-		return job, nil
+		s.changes.publish(created.ID)
+		return &created, nil
 	}
-	return s.runPrint(ctx, serial, job)
+	return s.runPrint(ctx, serial, &created)
 }
 
 // runPrint stores a running job with the effect that sends it, sends it
@@ -94,7 +94,7 @@ func (s *Service) runPrint(ctx context.Context, serial string, job *instore.Prin
 			}
 			continue
 		case <-timeout:
-			s.completePrint(context.WithoutCancel(ctx), job.ID, instore.PrintTimeout)
+			s.completePrint(context.WithoutCancel(ctx), job.ID, lifecycle.PrintEvent{Kind: lifecycle.PrintTimedOut})
 		case <-ctx.Done():
 			// The ECR went away; the job still ends, by answer or time-out.
 		}
@@ -107,10 +107,10 @@ func (s *Service) runPrint(ctx context.Context, serial string, job *instore.Prin
 // gets it after its next hello, within the time-out; a job that cannot be
 // sent at all (a message the gateway refuses) ends ERROR.
 func (s *Service) startPrint(ctx context.Context, job *instore.PrintJob, e *instore.Effect) time.Time {
-	until := job.CreatedAt.Add(s.printTimeout())
+	until := lifecycle.PrintDue(job, s.printTimeout())
 	s.arm(job.ID, until, s.printExpired)
 	if err := s.deliver(ctx, e, job.Lines); err != nil && !errors.Is(err, instore.ErrOffline) {
-		s.completePrint(ctx, job.ID, instore.PrintError)
+		s.completePrint(ctx, job.ID, lifecycle.PrintEvent{Kind: lifecycle.PrintSendFailed})
 	}
 	return until
 }
@@ -118,18 +118,32 @@ func (s *Service) startPrint(ctx context.Context, job *instore.PrintJob, e *inst
 // printExpired ends a job the terminal did not answer within the print
 // timeout.
 func (s *Service) printExpired(id string) {
-	s.completePrint(context.Background(), id, instore.PrintTimeout)
+	s.completePrint(context.Background(), id, lifecycle.PrintEvent{Kind: lifecycle.PrintTimedOut})
 }
 
-// completePrint sets a job's final status unless it has one (its print is
-// then owed no longer: CompletePrintJob).
-func (s *Service) completePrint(ctx context.Context, id string, statusID int) {
+// completePrint applies e (its time set here) to a job: the final status
+// NextPrint decides is set unless the job has one (its print is then owed
+// no longer: CompletePrintJob).
+func (s *Service) completePrint(ctx context.Context, id string, e lifecycle.PrintEvent) {
 	s.disarm(id)
 	at := s.now()
-	if job, err := s.Store.PrintJob(ctx, id); err == nil && job.StatusID == nil {
-		job.StatusID, job.CompletedAt = &statusID, &at
-		ctx = instore.WithOutbox(ctx, instore.OutboxEvent{MerchantID: job.MerchantID, TerminalID: job.TerminalID, Type: instore.EventPrintFinal,
-			At: at, Data: mustJSON(s.Metadata.PrintJobWire(job))})
+	e.At = at
+	// A job that cannot be read is completed all the same (the store's
+	// compare-and-set decides), without its event.
+	from, job := lifecycle.PrintRunning, &instore.PrintJob{ID: id}
+	j, rerr := s.Store.PrintJob(ctx, id)
+	if rerr == nil {
+		from, job = lifecycle.PrintStateOf(j), j
+	}
+	done, st := lifecycle.NextPrint(from, *job, e)
+	if !st.Changed {
+		s.changes.publish(id) // it has its final status already
+		return
+	}
+	statusID := *done.StatusID
+	if rerr == nil {
+		ctx = instore.WithOutbox(ctx, instore.OutboxEvent{MerchantID: done.MerchantID, TerminalID: done.TerminalID, Type: instore.EventPrintFinal,
+			At: at, Data: mustJSON(s.Metadata.PrintJobWire(&done))})
 	}
 	err := s.Store.CompletePrintJob(ctx, id, statusID, at)
 	if err == nil {
@@ -187,6 +201,6 @@ func (s *Service) TerminalPrintResult(ctx context.Context, serial, printID strin
 	if t.SerialNumber != serial {
 		return fmt.Errorf("print job of another device: %w", instore.ErrNotFound)
 	}
-	s.completePrint(ctx, printID, statusID)
+	s.completePrint(ctx, printID, lifecycle.PrintEvent{Kind: lifecycle.PrintReported, Status: statusID})
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/lifecycle"
 )
 
 // Purchase creates a purchase on a terminal and answers once the terminal
@@ -57,12 +58,11 @@ func (s *Service) Purchase(ctx context.Context, p *instore.Principal, req *insto
 // ack timeout. With an idempotency record in ctx, the record gets the
 // transaction in the creation's database transaction.
 func (s *Service) start(ctx context.Context, t *instore.Transaction, create func(context.Context, *instore.Transaction) error, send func(context.Context) error) (*instore.Transaction, error) {
-	// Until the ack, the deadline the terminal is told is the latest the
-	// result can be awaited; the ack sets the real one.
-	t.DeadlineAt = ptr(t.CreatedAt.Add(s.ackTimeout() + s.deadline()))
+	// PENDING, its first timeline entry, its deadline and its ack timer
+	// (lifecycle.Create).
+	created, step := lifecycle.Create(*t, s.rules())
+	*t = created
 	t.Idempotency = instore.IdempotencyOf(ctx)
-	t.Events = []instore.TransactionEvent{{Version: 1, At: t.CreatedAt, Kind: instore.EventCreated, Actor: instore.ActorECR,
-		StatusAfter: s.rules().Status(t.StatusID), Detail: "the ECR's request; command sent to the terminal"}}
 	// Subscribed before anything can change it: the wait for the ack starts
 	// from the created state without reading it back.
 	w, gen, release := s.changes.subscribe(t.ID)
@@ -82,10 +82,10 @@ func (s *Service) start(ctx context.Context, t *instore.Transaction, create func
 	}
 	s.eventsWritten()
 	t.Idempotency, t.Events = nil, nil
-	created := *t
+	created = *t
 	s.running.put(&created)
 	s.changes.publishState(t.ID, &created)
-	s.arm(t.ID, t.CreatedAt.Add(s.ackTimeout()), s.ackExpired)
+	s.arm(t.ID, *step.Arm, s.timerOf(step.ArmKind))
 	// What the terminal is owed for its previous transactions goes first
 	// (owed.go): one the service ended may still run on it.
 	err := s.cancelsBefore(ctx, t.SerialNumber, t.ID)
@@ -101,7 +101,7 @@ func (s *Service) start(ctx context.Context, t *instore.Transaction, create func
 		// is owed a cancel ACK_TIMEOUT (it drops a command it never
 		// acknowledged, and ignores a ref it does not know), sent after its
 		// next hello.
-		if _, _, err := s.apply(context.WithoutCancel(ctx), t.ID, nil, instore.Event{Kind: instore.EventSendFailed, At: s.now()}); err != nil {
+		if _, _, err := s.apply(context.WithoutCancel(ctx), t.ID, nil, lifecycle.Event{Kind: instore.EventSendFailed, At: s.now()}); err != nil {
 			s.log().Error("end a transaction whose command was not sent", "ref", t.ID, "error", err)
 		}
 		return nil, s.wp23(t.ID)
@@ -283,7 +283,7 @@ func (s *Service) Cancel(ctx context.Context, p *instore.Principal, req *instore
 	// a cancel that cannot be sent now is sent after the device's next
 	// hello (the root's effect.go). A transaction the terminal ended first is
 	// answered as it is.
-	t, _, err := s.apply(ctx, active.ID, nil, instore.Event{Kind: instore.EventCancelRequested, At: s.now()})
+	t, _, err := s.apply(ctx, active.ID, nil, lifecycle.Event{Kind: instore.EventCancelRequested, At: s.now()})
 	if err != nil {
 		return nil, err
 	}
@@ -302,12 +302,12 @@ func (s *Service) Confirm(ctx context.Context, p *instore.Principal, ref string)
 	if err != nil {
 		return nil, err
 	}
-	t, _, err = s.apply(ctx, ref, t, instore.Event{Kind: instore.EventConfirmed, At: s.now()})
+	t, _, err = s.apply(ctx, ref, t, lifecycle.Event{Kind: instore.EventConfirmed, At: s.now()})
 	if err != nil {
 		return nil, err
 	}
 	if t.ConfirmState != instore.ConfirmConfirmed || t.StatusID != instore.StatusApproved {
-		return nil, instore.NotConfirmable(t)
+		return nil, lifecycle.NotConfirmable(t)
 	}
 	return t, nil
 }

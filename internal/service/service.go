@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/lifecycle"
 )
 
 // Service runs the Online API's operations on terminals and transactions
@@ -70,7 +71,7 @@ type Service struct {
 	// saw waiting for a transaction to end (terminalIdle).
 	updateWaits sync.Map
 	rulesOnce   sync.Once
-	rulesV      instore.Rules
+	rulesV      lifecycle.Rules
 	timersMu    sync.Mutex
 	timers      map[string]instore.Timer
 	closed      bool

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/lifecycle"
 )
 
 // arm runs fn(ref) at a time (or at once if it passed), replacing any
@@ -45,14 +46,20 @@ func (s *Service) deadlineExpired(ref string) { s.expire(ref, instore.EventDeadl
 // confirmExpired reverses an APPROVED sale the ECR did not confirm within
 // its window (confirmWithinSeconds): REVERSED, and a reversal
 // CONFIRM_TIMEOUT owed to its terminal.
-func (s *Service) confirmExpired(ref string) { s.expire(ref, instore.EventConfirmDeadline) }
+func (s *Service) confirmExpired(ref string) { s.expire(ref, lifecycle.EventConfirmDeadline) }
+
+// timerOf is the function of the timer that fires the event kind
+// (lifecycle.Due's).
+func (s *Service) timerOf(kind string) func(ref string) {
+	return func(ref string) { s.expire(ref, kind) }
+}
 
 // expire applies a timer's event (EventAckTimeout, EventDeadline) to a
 // transaction: a PENDING one ends TECHNICAL_ERROR and its terminal is
 // told why, the cancel stored with the change (the root's effect.go); a failure is
 // logged and the sweep tries again (Sweep, overdue transactions).
 func (s *Service) expire(ref, kind string) {
-	if _, _, err := s.apply(context.Background(), ref, nil, instore.Event{Kind: kind, At: s.now()}); err != nil && !s.isClosed() {
+	if _, _, err := s.apply(context.Background(), ref, nil, lifecycle.Event{Kind: kind, At: s.now()}); err != nil && !s.isClosed() {
 		// At shutdown the store may be gone already.
 		s.log().Error("expire transaction", "ref", ref, "event", kind, "error", err)
 	}
@@ -69,26 +76,21 @@ func (s *Service) Recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pending transactions: %w", err)
 	}
-	for _, t := range ts {
-		if t.Acknowledged() && t.DeadlineAt != nil {
-			s.arm(t.ID, *t.DeadlineAt, s.deadlineExpired)
-		} else {
-			s.arm(t.ID, t.CreatedAt.Add(s.ackTimeout()), s.ackExpired)
-		}
-	}
 	unconfirmed, err := s.Store.UnconfirmedTransactions(ctx, time.Time{})
 	if err != nil {
 		return fmt.Errorf("unconfirmed transactions: %w", err)
 	}
-	for _, t := range unconfirmed {
-		s.arm(t.ID, *t.ConfirmDeadline, s.confirmExpired)
+	for _, t := range append(ts, unconfirmed...) {
+		if at, kind, ok := lifecycle.Due(*t, s.rules()); ok {
+			s.arm(t.ID, at, s.timerOf(kind))
+		}
 	}
 	jobs, err := s.Store.RunningPrintJobs(ctx)
 	if err != nil {
 		return fmt.Errorf("running print jobs: %w", err)
 	}
 	for _, j := range jobs {
-		s.arm(j.ID, j.CreatedAt.Add(s.printTimeout()), s.printExpired)
+		s.arm(j.ID, lifecycle.PrintDue(j, s.printTimeout()), s.printExpired)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/instore-dev/instore"
 )
@@ -116,9 +117,15 @@ func onOriginal(ctx context.Context, c conn, originalID string) ([]*instore.Tran
 	return collect(rows, scanTransaction, "list on original")
 }
 
+// farFuture bounds the transactions CreateOnOriginal reads after an
+// original: none is created later.
+var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
 // CreateOnOriginal stores the REFUND or REVERSAL t like CreateTransaction
 // (Version 1, the same ErrConflict rules, the idempotency record tied) if
-// instore.CheckOnOriginal allows it, and returns the rule's error
+// instore.CheckOnOriginal allows it (and, for a REVERSAL,
+// instore.CheckReversalLatest: the original is the latest transaction of
+// its terminal), and returns the rule's error
 // otherwise; instore.ErrNotFound when the original does not exist. The
 // rule and the insert are one database transaction that first locks the
 // original's row (SELECT ... FOR UPDATE on PostgreSQL; SQLite's one writer
@@ -140,6 +147,20 @@ func (db *DB) CreateOnOriginal(ctx context.Context, t *instore.Transaction) erro
 		}
 		if err := instore.CheckOnOriginal(orig, others, t); err != nil {
 			return err
+		}
+		if t.Type == instore.TypeReversal {
+			q, args := listQuery(c.d, instore.NewerOnTerminal(orig, farFuture))
+			rows, err := c.query(ctx, q, args...)
+			if err != nil {
+				return fmt.Errorf("newer on terminal: %w", err)
+			}
+			newer, err := collect(rows, scanTransaction, "newer on terminal")
+			if err != nil {
+				return err
+			}
+			if err := instore.CheckReversalLatest(orig, newer); err != nil {
+				return err
+			}
 		}
 		if err := insertTransaction(ctx, c, t); err != nil {
 			return c.conflictErr("create on original", err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/lifecycle"
 )
 
 // Webhook endpoints and their deliveries (instore.WebhookStore; migration
@@ -311,8 +312,9 @@ func (db *DB) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, q 
 			// cannot be sent; given up, so that it no longer heads its
 			// endpoint's queue.
 			err := db.update(ctx, func(c conn) error {
-				_, err := c.exec(ctx, `UPDATE webhook_deliveries SET status = 'failed', done_at = ?
-					WHERE id = ? AND status = 'pending'`, micros(now), id)
+				st := lifecycle.NextDelivery(lifecycle.DeliveryPending, lifecycle.DeliveryEvent{Kind: lifecycle.DeliveryEventGone, At: now})
+				_, err := c.exec(ctx, `UPDATE webhook_deliveries SET status = ?, done_at = ?
+					WHERE id = ? AND status = 'pending'`, string(st.State), micros(now), id)
 				return err
 			})
 			if err != nil {
@@ -500,9 +502,8 @@ func (db *DB) RecordAttempt(ctx context.Context, d *instore.DueDelivery, o insto
 			micros(a.At), d.Webhook.ID); err != nil {
 			return fmt.Errorf("record attempt: %w", err)
 		}
-		_, err := c.exec(ctx, `UPDATE webhooks SET status = 'disabled',
-			disabled_reason = 'every delivery failed for 5 days; fix the endpoint and enable it again (PATCH status enabled)'
-			WHERE id = ? AND status = 'enabled' AND failing_since < ?`, d.Webhook.ID, micros(o.DisableBefore))
+		_, err := c.exec(ctx, `UPDATE webhooks SET status = 'disabled', disabled_reason = ?
+			WHERE id = ? AND status = 'enabled' AND failing_since < ?`, o.DisableReason, d.Webhook.ID, micros(o.DisableBefore))
 		return err
 	})
 }

@@ -148,6 +148,36 @@ var paybackTests = []test{
 		checkCode(t, "CreateOnOriginal(reversal of a refund)",
 			s.CreateOnOriginal(t.Context(), newReversal("txn_v", b, "SN-2", refund.ID, 100, instore.StatusPending)), instore.ENotReversible)
 	}},
+	{"ReversalLatest", func(t *testing.T, s instore.Store) {
+		// Only the latest transaction of a terminal can be reversed,
+		// decided in the creation's database transaction: a failed
+		// reversal of the purchase does not count as newer, a purchase on
+		// another terminal does not either, a newer one on its terminal
+		// refuses the reversal, which is not stored.
+		a := seed(t, s)
+		b := seedTerminal(t, s, "SN-2")
+		orig := purchase(t, s, "txn_orig", a, "SN-1", 1000, at(1))
+		failed := newReversal("txn_v1", a, "SN-1", orig.ID, 1000, instore.StatusTransactionDeclined)
+		failed.CreatedAt, failed.ResultMessageID = at(2), "msg-1"
+		if err := s.CreateOnOriginal(t.Context(), failed); err != nil {
+			t.Fatalf("CreateOnOriginal(first reversal) = %v", err)
+		}
+		purchase(t, s, "txn_other_terminal", b, "SN-2", 500, at(3))
+		rev := newReversal("txn_v2", a, "SN-1", orig.ID, 1000, instore.StatusPending)
+		rev.CreatedAt = at(4)
+		if err := s.CreateOnOriginal(t.Context(), rev); err != nil {
+			t.Fatalf("CreateOnOriginal(reversal after a failed one and a purchase elsewhere) = %v, want nil", err)
+		}
+		rev.StatusID, rev.ResultMessageID = instore.StatusTransactionDeclined, "msg-2"
+		mustUpdateTransaction(t, s, rev, rev.Version)
+		purchase(t, s, "txn_newer", a, "SN-1", 300, at(5))
+		late := newReversal("txn_v3", a, "SN-1", orig.ID, 1000, instore.StatusPending)
+		late.CreatedAt = at(6)
+		checkCode(t, "CreateOnOriginal(reversal of a purchase with a newer one on its terminal)",
+			s.CreateOnOriginal(t.Context(), late), instore.ENotReversible)
+		_, err := s.Transaction(t.Context(), late.ID)
+		checkNotFound(t, "Transaction(refused reversal)", err, "")
+	}},
 	{"Concurrent", func(t *testing.T, s instore.Store) {
 		// A reversal and four full refunds of one purchase race, each on a
 		// terminal ID of its own: exactly one of them wins, and never more

@@ -34,6 +34,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/lifecycle"
 )
 
 // Limits of a delivery.
@@ -220,24 +221,13 @@ func (d *Dispatcher) deliver(ctx context.Context, dd *instore.DueDelivery) {
 	code, excerpt, err := d.send(ctx, dd, start)
 	a.DurationMS = int(time.Since(start) / time.Millisecond)
 	a.StatusCode, a.Response = code, excerpt
-	o := instore.AttemptOutcome{DisableBefore: start.Add(-instore.WebhookDisableAfter)}
-	switch {
-	case err == nil && code >= 200 && code < 300:
-		o.Succeeded = true
-	case n > len(instore.RetrySchedule):
-		o.GiveUp = true
-	default:
-		wait := instore.RetrySchedule[n-1]
-		// Jitter of ±20 %, so that endpoints that failed together do not
-		// come back together.
-		wait += time.Duration((rand.Float64()*0.4 - 0.2) * float64(wait))
-		o.NextAt = start.Add(wait)
-	}
-	if err != nil {
-		a.Error = err.Error()
-	} else if !o.Succeeded {
-		a.Error = "the endpoint answered " + strconv.Itoa(code) + "; 2xx expected"
-	}
+	// What follows (lifecycle.NextDelivery): succeeded, the next attempt's
+	// time, or given up; the endpoint disabled once failing long enough.
+	st := lifecycle.NextDelivery(lifecycle.DeliveryPending, lifecycle.DeliveryEvent{Kind: lifecycle.DeliveryAnswered, At: start,
+		Attempts: dd.Attempts, Code: code, Err: err, Rand: rand.Float64()})
+	o := instore.AttemptOutcome{Succeeded: st.Succeeded, NextAt: st.NextAt, GiveUp: st.GiveUp,
+		DisableBefore: st.DisableBefore, DisableReason: st.DisableReason}
+	a.Error = st.Failure
 	o.Attempt = a
 	outcome := "failed"
 	if o.Succeeded {

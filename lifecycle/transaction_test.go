@@ -1,4 +1,4 @@
-package instore_test
+package lifecycle_test
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/lifecycle"
 )
 
 // TestNextEveryStateAndEvent runs the state machine over every pair of a
@@ -20,7 +21,7 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	now := t0.Add(5 * time.Second)
 	md := instore.DefaultMetadata()
-	rules := instore.Rules{
+	rules := lifecycle.Rules{
 		Deadline: 2 * time.Minute,
 		ErrorID: func(code string) *int {
 			c, ok := md.ErrorCode(code)
@@ -78,7 +79,7 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 		return &instore.TerminalResult{MessageID: msg, Ref: "txn_1", StatusID: status,
 			Result: instore.Result{Receipt: instore.Receipt{Customer: receipt}}}
 	}
-	events := map[string]instore.Event{
+	events := map[string]lifecycle.Event{
 		"ack":                   {Kind: instore.EventAcknowledged, At: now},
 		"progress forward":      {Kind: instore.EventProgress, At: now, Stage: instore.ProgressWaitingForPIN},
 		"progress backward":     {Kind: instore.EventProgress, At: now, Stage: instore.ProgressWaitingForCard},
@@ -94,7 +95,7 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 		"result not an outcome": {Kind: instore.EventResult, At: now, Result: result("m-3", instore.StatusPending)},
 		"unknown event":         {Kind: "BOGUS", At: now},
 		"confirm":               {Kind: instore.EventConfirmed, At: now},
-		"confirm deadline":      {Kind: instore.EventConfirmDeadline, At: now},
+		"confirm deadline":      {Kind: lifecycle.EventConfirmDeadline, At: now},
 	}
 
 	// want is the outcome of a pair: "-" nothing changes and nothing is
@@ -198,7 +199,7 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 			}
 			t.Run(fmt.Sprintf("%s/%s", sname, ename), func(t *testing.T) {
 				before := state()
-				next, st := instore.Next(before, ev, rules)
+				next, st := lifecycle.Next(before, ev, rules)
 				if w.kind == "refused" {
 					if st.Refused == nil || st.Changed || next.Version != before.Version || len(next.Events) != 0 {
 						t.Errorf("want refused, got %+v", st)
@@ -278,14 +279,14 @@ func kindOf(code string) string {
 // the original; a result applied before changes nothing.
 func TestNextReversalPair(t *testing.T) {
 	md := instore.DefaultMetadata()
-	rules := instore.Rules{Deadline: time.Minute, ErrorID: func(code string) *int { c, _ := md.ErrorCode(code); return &c.ID },
+	rules := lifecycle.Rules{Deadline: time.Minute, ErrorID: func(code string) *int { c, _ := md.ErrorCode(code); return &c.ID },
 		Status: func(id int) string { c, _ := md.TransactionStatus(id); return c.Code }}
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	orig := instore.Transaction{ID: "txn_o", Type: instore.TypePurchase, StatusID: instore.StatusApproved, Version: 6, Progress: instore.ProgressFinal}
 	rev := instore.Transaction{ID: "txn_r", Type: instore.TypeReversal, OriginalID: "txn_o", StatusID: instore.StatusPending, Version: 2, Progress: instore.ProgressAcknowledged}
-	ev := instore.Event{Kind: instore.EventResult, At: now, Result: &instore.TerminalResult{MessageID: "m1", StatusID: instore.StatusApproved}}
+	ev := lifecycle.Event{Kind: instore.EventResult, At: now, Result: &instore.TerminalResult{MessageID: "m1", StatusID: instore.StatusApproved}}
 
-	r2, o2, st, ok := instore.NextReversalPair(rev, orig, ev, rules)
+	r2, o2, st, ok := lifecycle.NextReversalPair(rev, orig, ev, rules)
 	if !ok || r2.StatusID != instore.StatusApproved || o2.StatusID != instore.StatusReversed || o2.ReversedBy != "txn_r" || !st.Ended {
 		t.Fatalf("pair = %v %d %d %q ended %v", ok, r2.StatusID, o2.StatusID, o2.ReversedBy, st.Ended)
 	}
@@ -293,18 +294,18 @@ func TestNextReversalPair(t *testing.T) {
 		len(o2.Events) != 1 || o2.Events[0].Kind != instore.EventReversed || o2.Events[0].Version != 7 || o2.Events[0].StatusAfter != "REVERSED" {
 		t.Errorf("events: reversal %+v, original %+v", r2.Events, o2.Events)
 	}
-	if _, _, _, ok := instore.NextReversalPair(r2, o2, ev, rules); ok {
+	if _, _, _, ok := lifecycle.NextReversalPair(r2, o2, ev, rules); ok {
 		t.Errorf("the same result applied twice")
 	}
 	ended := rev
 	ended.StatusID, ended.ErrorID = instore.StatusTechnicalError, rules.ErrorID("WP25")
-	r3, o3, st, ok := instore.NextReversalPair(ended, orig, ev, rules)
+	r3, o3, st, ok := lifecycle.NextReversalPair(ended, orig, ev, rules)
 	if !ok || r3.StatusID != instore.StatusTechnicalError || r3.ResultMessageID != "m1" || o3.StatusID != instore.StatusReversed || st.Ended {
 		t.Errorf("late approved reversal: %v %d %q %d ended %v", ok, r3.StatusID, r3.ResultMessageID, o3.StatusID, st.Ended)
 	}
 	declined := rev
 	declined.StatusID = instore.StatusTransactionDeclined
-	if _, _, _, ok := instore.NextReversalPair(declined, orig, ev, rules); ok {
+	if _, _, _, ok := lifecycle.NextReversalPair(declined, orig, ev, rules); ok {
 		t.Errorf("a REVERSAL that ended otherwise reversed its original")
 	}
 }
@@ -318,7 +319,7 @@ func TestNextReversalPair(t *testing.T) {
 func TestNextConfirmation(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	md := instore.DefaultMetadata()
-	rules := instore.Rules{Deadline: 2 * time.Minute,
+	rules := lifecycle.Rules{Deadline: 2 * time.Minute,
 		ErrorID: func(code string) *int { c, _ := md.ErrorCode(code); return &c.ID },
 		Status:  func(id int) string { c, _ := md.TransactionStatus(id); return c.Code }}
 	approvedAt := t0.Add(10 * time.Second)
@@ -328,14 +329,14 @@ func TestNextConfirmation(t *testing.T) {
 		Version: 2, CreatedAt: t0, AcknowledgedAt: &t0, ConfirmWithin: 30 * time.Second, ConfirmState: instore.ConfirmPending}
 
 	// The approval starts the window.
-	approved, st := instore.Next(pending, instore.Event{Kind: instore.EventResult, At: approvedAt,
+	approved, st := lifecycle.Next(pending, lifecycle.Event{Kind: instore.EventResult, At: approvedAt,
 		Result: &instore.TerminalResult{MessageID: "m-1", Ref: "txn_1", StatusID: instore.StatusApproved}}, rules)
 	if !approved.Unconfirmed() || !approved.ConfirmDeadline.Equal(deadline) || st.Arm == nil || !st.Arm.Equal(deadline) ||
-		st.ArmKind != instore.EventConfirmDeadline {
+		st.ArmKind != lifecycle.EventConfirmDeadline {
 		t.Fatalf("approved: %+v, step %+v; want unconfirmed until %v, its timer armed", approved, st, deadline)
 	}
 	approved.Events, approved.Version = nil, approved.Version+1
-	declined, _ := instore.Next(pending, instore.Event{Kind: instore.EventResult, At: approvedAt,
+	declined, _ := lifecycle.Next(pending, lifecycle.Event{Kind: instore.EventResult, At: approvedAt,
 		Result: &instore.TerminalResult{MessageID: "m-1", Ref: "txn_1", StatusID: instore.StatusTransactionDeclined}}, rules)
 	if declined.ConfirmDeadline != nil || declined.ConfirmState != instore.ConfirmPending || declined.Unconfirmed() {
 		t.Fatalf("declined: %+v; want no deadline", declined)
@@ -360,40 +361,40 @@ func TestNextConfirmation(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		state instore.Transaction
-		ev    instore.Event
+		ev    lifecycle.Event
 		want  want
 	}{
-		{"confirm in time", approved, instore.Event{Kind: instore.EventConfirmed, At: before},
+		{"confirm in time", approved, lifecycle.Event{Kind: instore.EventConfirmed, At: before},
 			want{kind: instore.EventConfirmed, status: instore.StatusApproved, state: instore.ConfirmConfirmed}},
-		{"confirm at the deadline", approved, instore.Event{Kind: instore.EventConfirmed, At: at},
+		{"confirm at the deadline", approved, lifecycle.Event{Kind: instore.EventConfirmed, At: at},
 			want{kind: instore.EventAutoReversed, status: instore.StatusReversed, state: instore.ConfirmAutoReversed, reverse: true}},
-		{"confirm after the deadline", approved, instore.Event{Kind: instore.EventConfirmed, At: after},
+		{"confirm after the deadline", approved, lifecycle.Event{Kind: instore.EventConfirmed, At: after},
 			want{kind: instore.EventAutoReversed, status: instore.StatusReversed, state: instore.ConfirmAutoReversed, reverse: true}},
-		{"timer at the deadline", approved, instore.Event{Kind: instore.EventConfirmDeadline, At: at},
+		{"timer at the deadline", approved, lifecycle.Event{Kind: lifecycle.EventConfirmDeadline, At: at},
 			want{kind: instore.EventAutoReversed, status: instore.StatusReversed, state: instore.ConfirmAutoReversed, reverse: true}},
-		{"timer early", approved, instore.Event{Kind: instore.EventConfirmDeadline, At: before},
+		{"timer early", approved, lifecycle.Event{Kind: lifecycle.EventConfirmDeadline, At: before},
 			want{status: instore.StatusApproved, state: instore.ConfirmPending, rearm: true}},
-		{"confirm again", confirmed, instore.Event{Kind: instore.EventConfirmed, At: after},
+		{"confirm again", confirmed, lifecycle.Event{Kind: instore.EventConfirmed, At: after},
 			want{status: instore.StatusApproved, state: instore.ConfirmConfirmed}},
-		{"timer of a confirmed sale", confirmed, instore.Event{Kind: instore.EventConfirmDeadline, At: after},
+		{"timer of a confirmed sale", confirmed, lifecycle.Event{Kind: lifecycle.EventConfirmDeadline, At: after},
 			want{status: instore.StatusApproved, state: instore.ConfirmConfirmed}},
-		{"confirm a reversed sale", autoReversed, instore.Event{Kind: instore.EventConfirmed, At: before},
+		{"confirm a reversed sale", autoReversed, lifecycle.Event{Kind: instore.EventConfirmed, At: before},
 			want{kind: "refused", problem: "has been reversed"}},
-		{"confirm a sale confirmed and then reversed", reversedAfter, instore.Event{Kind: instore.EventConfirmed, At: before},
+		{"confirm a sale confirmed and then reversed", reversedAfter, lifecycle.Event{Kind: instore.EventConfirmed, At: before},
 			want{kind: "refused", problem: "confirmed and has since been reversed"}},
-		{"timer of a sale confirmed and then reversed", reversedAfter, instore.Event{Kind: instore.EventConfirmDeadline, At: after},
+		{"timer of a sale confirmed and then reversed", reversedAfter, lifecycle.Event{Kind: lifecycle.EventConfirmDeadline, At: after},
 			want{status: instore.StatusReversed, state: instore.ConfirmConfirmed}},
-		{"timer of a reversed sale", autoReversed, instore.Event{Kind: instore.EventConfirmDeadline, At: after},
+		{"timer of a reversed sale", autoReversed, lifecycle.Event{Kind: lifecycle.EventConfirmDeadline, At: after},
 			want{status: instore.StatusReversed, state: instore.ConfirmAutoReversed}},
-		{"confirm a PENDING sale", pending, instore.Event{Kind: instore.EventConfirmed, At: before},
+		{"confirm a PENDING sale", pending, lifecycle.Event{Kind: instore.EventConfirmed, At: before},
 			want{kind: "refused", problem: "no result yet"}},
-		{"confirm a declined sale", declined, instore.Event{Kind: instore.EventConfirmed, At: before},
+		{"confirm a declined sale", declined, lifecycle.Event{Kind: instore.EventConfirmed, At: before},
 			want{kind: "refused", problem: "ended in status"}},
-		{"timer of a declined sale", declined, instore.Event{Kind: instore.EventConfirmDeadline, At: after},
+		{"timer of a declined sale", declined, lifecycle.Event{Kind: lifecycle.EventConfirmDeadline, At: after},
 			want{status: instore.StatusTransactionDeclined, state: instore.ConfirmPending}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			next, st := instore.Next(tc.state, tc.ev, rules)
+			next, st := lifecycle.Next(tc.state, tc.ev, rules)
 			if tc.want.kind == "refused" {
 				var e *instore.Error
 				if st.Changed || !errors.As(st.Refused, &e) || e.Code != instore.ENotConfirmable || !strings.Contains(e.Detail, tc.want.problem) {
@@ -410,7 +411,7 @@ func TestNextConfirmation(t *testing.T) {
 			if (st.Reverse == instore.ReversalConfirmTimeout) != tc.want.reverse || (st.Reverse != "" && !tc.want.reverse) {
 				t.Errorf("reverse %q, want %v", st.Reverse, tc.want.reverse)
 			}
-			if rearmed := st.Arm != nil && st.Arm.Equal(deadline) && st.ArmKind == instore.EventConfirmDeadline; rearmed != tc.want.rearm {
+			if rearmed := st.Arm != nil && st.Arm.Equal(deadline) && st.ArmKind == lifecycle.EventConfirmDeadline; rearmed != tc.want.rearm {
 				t.Errorf("arm %v %s, want re-armed %v", st.Arm, st.ArmKind, tc.want.rearm)
 			}
 			if !st.Changed {

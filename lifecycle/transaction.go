@@ -1,9 +1,11 @@
-package instore
+package lifecycle
 
 import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/instore-dev/instore"
 )
 
 // The life of a transaction, as one pure state machine: Next takes the
@@ -38,26 +40,29 @@ import (
 
 // EventConfirmDeadline is the event of the timer at an unconfirmed sale's
 // confirmation deadline; it is not a timeline kind (its change is
-// EventAutoReversed).
+// instore.EventAutoReversed).
 const EventConfirmDeadline = "CONFIRM_DEADLINE"
 
 // Event is something that happens to a transaction.
 type Event struct {
-	// Kind is one of the timeline kinds an event can have: EventAcknowledged,
-	// EventProgress, EventResult, EventCancelRequested, EventAckTimeout,
-	// EventDeadline, EventSendFailed, EventConfirmed (the ECR's confirm);
+	// Kind is one of the timeline kinds an event can have: instore.EventAcknowledged,
+	// instore.EventProgress, instore.EventResult, instore.EventCancelRequested, instore.EventAckTimeout,
+	// instore.EventDeadline, instore.EventSendFailed, instore.EventConfirmed (the ECR's confirm);
 	// or EventConfirmDeadline (the confirmation window's timer).
 	Kind string
 	// At is when it happened (the service's clock).
 	At time.Time
-	// Stage is the stage of an EventProgress.
+	// Stage is the stage of an instore.EventProgress.
 	Stage string
-	// Result is the terminal's report of an EventResult.
-	Result *TerminalResult
+	// Result is the terminal's report of an instore.EventResult.
+	Result *instore.TerminalResult
 }
 
 // Rules are the settings and code lists Next applies.
 type Rules struct {
+	// AckTimeout is how long a new transaction waits for its terminal's
+	// ack.
+	AckTimeout time.Duration
 	// Deadline is how long an acknowledged transaction may wait for its
 	// result.
 	Deadline time.Duration
@@ -78,7 +83,7 @@ type Step struct {
 	Refused error
 	// Event is the timeline entry of the change (Changed only), also
 	// appended to the new state's Events, which the store writes with it.
-	Event *TransactionEvent
+	Event *instore.TransactionEvent
 	// Cancel is the reason of a cancel the terminal is owed ("" none).
 	Cancel string
 	// Reverse is the reason of a reversal the terminal is owed ("" none).
@@ -89,7 +94,7 @@ type Step struct {
 	// Arm is the time of the timer the transaction now needs (nil: no
 	// change of timer); a final transaction needs none (Ended).
 	Arm *time.Time
-	// ArmKind is the event the timer at Arm fires: EventDeadline, or
+	// ArmKind is the event the timer at Arm fires: instore.EventDeadline, or
 	// EventConfirmDeadline (armed on a final, APPROVED sale).
 	ArmKind string
 	// EndCancels: the terminal has a final outcome for the transaction,
@@ -99,27 +104,72 @@ type Step struct {
 	Ended bool
 }
 
+// Create is the creation of a transaction: t, a new PURCHASE, REFUND or
+// REVERSAL as the ECR's request describes it (its CreatedAt set), becomes
+// PENDING and SENT with its first timeline entry (CREATED, version 1);
+// until the ack, its deadline is the latest the result can be awaited
+// (the ack sets the real one), and its ack time-out is armed (Due).
+func Create(t instore.Transaction, r Rules) (instore.Transaction, Step) {
+	t.StatusID, t.Progress, t.Version = instore.StatusPending, instore.ProgressSent, 0
+	t.DeadlineAt = ptr(t.CreatedAt.Add(r.AckTimeout + r.Deadline))
+	st := Step{Changed: true, Event: &instore.TransactionEvent{Version: 1, At: t.CreatedAt, Kind: instore.EventCreated,
+		Actor: actors[instore.EventCreated], StatusAfter: r.Status(t.StatusID), Detail: "the ECR's request; command sent to the terminal"}}
+	t.Events = []instore.TransactionEvent{*st.Event}
+	at, kind, _ := Due(t, r)
+	st.Arm, st.ArmKind = &at, kind
+	return t, st
+}
+
+// Due is the timer the stored transaction t needs and when it fires (ok
+// false: none): a PENDING one not acknowledged, its ack time-out
+// (EventAckTimeout); an acknowledged one, its deadline (EventDeadline); an
+// APPROVED sale awaiting confirmation, its confirmation deadline
+// (EventConfirmDeadline). The Service arms it after a creation and at
+// start (Recover), and the sweep applies the event of every one past due.
+func Due(t instore.Transaction, r Rules) (at time.Time, kind string, ok bool) {
+	switch {
+	case t.Unconfirmed():
+		return *t.ConfirmDeadline, EventConfirmDeadline, true
+	case t.Final():
+		return time.Time{}, "", false
+	case !t.Acknowledged():
+		return t.CreatedAt.Add(r.AckTimeout), instore.EventAckTimeout, true
+	case t.DeadlineAt != nil:
+		return *t.DeadlineAt, instore.EventDeadline, true
+	}
+	return time.Time{}, "", false
+}
+
+// Pairs reports whether e applies to t together with t's original
+// (NextReversalPair, not Next): an approved result of a REVERSAL, in time
+// or late, means the purchase's money went back, so the original becomes
+// REVERSED in the same write.
+func Pairs(t instore.Transaction, e Event) bool {
+	return t.Type == instore.TypeReversal && e.Kind == instore.EventResult && e.Result != nil &&
+		e.Result.StatusID == instore.StatusApproved
+}
+
 // StageRank orders the progress stages; 0 is no terminal stage.
-func StageRank(p string) int { return slices.Index(TerminalStages, p) + 1 }
+func StageRank(p string) int { return slices.Index(instore.TerminalStages, p) + 1 }
 
 // Next applies e to t under r. t is a copy the caller owns; the new state
 // is returned as a value and t is not changed.
-func Next(t Transaction, e Event, r Rules) (Transaction, Step) {
+func Next(t instore.Transaction, e Event, r Rules) (instore.Transaction, Step) {
 	before := t
 	var st Step
 	switch e.Kind {
-	case EventAcknowledged:
+	case instore.EventAcknowledged:
 		if t.Final() || t.Acknowledged() {
 			return before, st
 		}
 		deadline := e.At.Add(r.Deadline)
 		t.AcknowledgedAt, t.DeadlineAt = ptr(e.At), &deadline
-		if t.Progress == ProgressSent {
-			t.Progress = ProgressAcknowledged
+		if t.Progress == instore.ProgressSent {
+			t.Progress = instore.ProgressAcknowledged
 		}
-		st.Arm, st.ArmKind = &deadline, EventDeadline
+		st.Arm, st.ArmKind = &deadline, instore.EventDeadline
 
-	case EventProgress:
+	case instore.EventProgress:
 		rank := StageRank(e.Stage)
 		if rank == 0 {
 			st.Refused = fmt.Errorf("unknown progress stage %q", e.Stage)
@@ -130,34 +180,34 @@ func Next(t Transaction, e Event, r Rules) (Transaction, Step) {
 		}
 		t.Progress = e.Stage
 
-	case EventCancelRequested:
+	case instore.EventCancelRequested:
 		if t.Final() || t.CancelRequested {
 			return before, st
 		}
 		t.CancelRequested = true
-		st.Cancel = CancelByECR
+		st.Cancel = instore.CancelByECR
 
-	case EventAckTimeout:
+	case instore.EventAckTimeout:
 		if t.Final() {
 			return before, st
 		}
 		if t.Acknowledged() {
 			// Acknowledged meanwhile: its deadline applies, whatever timer
 			// this one replaced (an ack recorded while Recover re-armed).
-			st.Arm, st.ArmKind = t.DeadlineAt, EventDeadline
+			st.Arm, st.ArmKind = t.DeadlineAt, instore.EventDeadline
 			return before, st
 		}
-		fail(&t, r, WP25, e.At)
-		st.Cancel = CancelAckTimeout
+		fail(&t, r, instore.WP25, e.At)
+		st.Cancel = instore.CancelAckTimeout
 
-	case EventDeadline:
+	case instore.EventDeadline:
 		if t.Final() {
 			return before, st
 		}
-		fail(&t, r, WP36, e.At)
-		st.Cancel = CancelDeadline
+		fail(&t, r, instore.WP36, e.At)
+		st.Cancel = instore.CancelDeadline
 
-	case EventSendFailed:
+	case instore.EventSendFailed:
 		// The session went away while the command was sent: it most likely
 		// never left. In case its frame reached the terminal all the same,
 		// the terminal is owed a cancel ACK_TIMEOUT (it drops a command it
@@ -165,21 +215,21 @@ func Next(t Transaction, e Event, r Rules) (Transaction, Step) {
 		if t.Final() {
 			return before, st
 		}
-		fail(&t, r, WP23, e.At)
-		st.Cancel = CancelAckTimeout
+		fail(&t, r, instore.WP23, e.At)
+		st.Cancel = instore.CancelAckTimeout
 
-	case EventResult:
+	case instore.EventResult:
 		return result(t, e, r)
 
-	case EventConfirmed:
+	case instore.EventConfirmed:
 		switch {
 		case t.Unconfirmed() && e.At.Before(*t.ConfirmDeadline):
-			t.ConfirmState, t.ConfirmedAt = ConfirmConfirmed, ptr(e.At)
+			t.ConfirmState, t.ConfirmedAt = instore.ConfirmConfirmed, ptr(e.At)
 		case t.Unconfirmed():
 			// Too late: the window has passed, whether or not its timer
 			// ran yet. The deadline is exact.
 			return autoReverse(t, e, r)
-		case t.ConfirmState == ConfirmConfirmed && t.StatusID == StatusApproved:
+		case t.ConfirmState == instore.ConfirmConfirmed && t.StatusID == instore.StatusApproved:
 			return before, st // confirmed already: the same answer
 		default:
 			st.Refused = NotConfirmable(&t)
@@ -206,62 +256,62 @@ func Next(t Transaction, e Event, r Rules) (Transaction, Step) {
 // autoReverse reverses an APPROVED sale the ECR did not confirm within its
 // window: REVERSED, AUTO_REVERSED, and a reversal CONFIRM_TIMEOUT owed to
 // its terminal.
-func autoReverse(t Transaction, e Event, r Rules) (Transaction, Step) {
+func autoReverse(t instore.Transaction, e Event, r Rules) (instore.Transaction, Step) {
 	before := t
-	t.StatusID, t.ConfirmState = StatusReversed, ConfirmAutoReversed
-	st := Step{Reverse: ReversalConfirmTimeout}
-	return changed(before, t, e, r, st, EventAutoReversed)
+	t.StatusID, t.ConfirmState = instore.StatusReversed, instore.ConfirmAutoReversed
+	st := Step{Reverse: instore.ReversalConfirmTimeout}
+	return changed(before, t, e, r, st, instore.EventAutoReversed)
 }
 
 // NotConfirmable is the problem of a confirm of t that cannot apply.
-func NotConfirmable(t *Transaction) *Error {
+func NotConfirmable(t *instore.Transaction) *instore.Error {
 	switch {
 	case t.ConfirmState == "":
-		return Errorf(ENotConfirmable, "The transaction did not ask for confirmation (confirmWithinSeconds).")
-	case t.ConfirmState == ConfirmAutoReversed:
-		return Errorf(ENotConfirmable, "The sale was not confirmed within its window and has been reversed.")
-	case t.StatusID == StatusPending:
-		return Errorf(ENotConfirmable, "The sale has no result yet; confirm it once it is APPROVED.")
-	case t.StatusID == StatusReversed && t.ConfirmState == ConfirmConfirmed:
-		return Errorf(ENotConfirmable, "The sale was confirmed and has since been reversed.")
-	case t.StatusID == StatusReversed:
-		return Errorf(ENotConfirmable, "The sale has been reversed.")
+		return instore.Errorf(instore.ENotConfirmable, "The transaction did not ask for confirmation (confirmWithinSeconds).")
+	case t.ConfirmState == instore.ConfirmAutoReversed:
+		return instore.Errorf(instore.ENotConfirmable, "The sale was not confirmed within its window and has been reversed.")
+	case t.StatusID == instore.StatusPending:
+		return instore.Errorf(instore.ENotConfirmable, "The sale has no result yet; confirm it once it is APPROVED.")
+	case t.StatusID == instore.StatusReversed && t.ConfirmState == instore.ConfirmConfirmed:
+		return instore.Errorf(instore.ENotConfirmable, "The sale was confirmed and has since been reversed.")
+	case t.StatusID == instore.StatusReversed:
+		return instore.Errorf(instore.ENotConfirmable, "The sale has been reversed.")
 	}
-	return Errorf(ENotConfirmable, "Only an APPROVED sale can be confirmed; this one ended in status %d.", t.StatusID)
+	return instore.Errorf(instore.ENotConfirmable, "Only an APPROVED sale can be confirmed; this one ended in status %d.", t.StatusID)
 }
 
 // fail ends t TECHNICAL_ERROR with code at.
-func fail(t *Transaction, r Rules, code string, at time.Time) {
-	t.StatusID, t.ErrorID, t.Progress, t.CompletedAt = StatusTechnicalError, r.ErrorID(code), ProgressFinal, ptr(at)
+func fail(t *instore.Transaction, r Rules, code string, at time.Time) {
+	t.StatusID, t.ErrorID, t.Progress, t.CompletedAt = instore.StatusTechnicalError, r.ErrorID(code), instore.ProgressFinal, ptr(at)
 }
 
 // actors of the event kinds.
 var actors = map[string]string{
-	EventCreated: ActorECR, EventSendFailed: ActorTerminal, EventAcknowledged: ActorTerminal,
-	EventProgress: ActorTerminal, EventResult: ActorTerminal, EventCancelRequested: ActorECR,
-	EventAckTimeout: ActorTimer, EventDeadline: ActorTimer, EventLateApproval: ActorTerminal,
-	EventLateResult: ActorTerminal, EventReversed: ActorTerminal, EventConfirmed: ActorECR,
-	EventAutoReversed: ActorTimer,
+	instore.EventCreated: instore.ActorECR, instore.EventSendFailed: instore.ActorTerminal, instore.EventAcknowledged: instore.ActorTerminal,
+	instore.EventProgress: instore.ActorTerminal, instore.EventResult: instore.ActorTerminal, instore.EventCancelRequested: instore.ActorECR,
+	instore.EventAckTimeout: instore.ActorTimer, instore.EventDeadline: instore.ActorTimer, instore.EventLateApproval: instore.ActorTerminal,
+	instore.EventLateResult: instore.ActorTerminal, instore.EventReversed: instore.ActorTerminal, instore.EventConfirmed: instore.ActorECR,
+	instore.EventAutoReversed: instore.ActorTimer,
 }
 
 // changed completes st for the change from before to t: its timeline
 // event (of kind, with detail) and whether it ended the transaction.
-func changed(before, t Transaction, e Event, r Rules, st Step, kind string) (Transaction, Step) {
+func changed(before, t instore.Transaction, e Event, r Rules, st Step, kind string) (instore.Transaction, Step) {
 	st.Changed = true
 	st.Ended = !before.Final() && t.Final()
 	detail := ""
 	switch kind {
-	case EventProgress:
+	case instore.EventProgress:
 		detail = t.Progress
-	case EventAckTimeout, EventDeadline, EventSendFailed:
+	case instore.EventAckTimeout, instore.EventDeadline, instore.EventSendFailed:
 		if st.Cancel != "" {
 			detail = "cancel " + st.Cancel + " owed to the terminal"
 		}
-	case EventCancelRequested:
+	case instore.EventCancelRequested:
 		detail = "cancel sent to the terminal"
-	case EventAutoReversed:
+	case instore.EventAutoReversed:
 		detail = "not confirmed within " + t.ConfirmWithin.String() + "; reversal " + st.Reverse + " owed to the terminal"
-	case EventResult, EventLateResult, EventLateApproval:
+	case instore.EventResult, instore.EventLateResult, instore.EventLateApproval:
 		if e.Result != nil {
 			detail = "terminal reported " + r.Status(e.Result.StatusID)
 		}
@@ -272,7 +322,7 @@ func changed(before, t Transaction, e Event, r Rules, st Step, kind string) (Tra
 			detail += "; customer receipt to print"
 		}
 	}
-	st.Event = &TransactionEvent{
+	st.Event = &instore.TransactionEvent{
 		Version: before.Version + 1, At: e.At, Kind: kind, Actor: actors[kind],
 		StatusBefore: r.Status(before.StatusID), StatusAfter: r.Status(t.StatusID), Detail: detail,
 	}
@@ -283,11 +333,11 @@ func changed(before, t Transaction, e Event, r Rules, st Step, kind string) (Tra
 // result applies a terminal's final outcome to t (not an approved
 // REVERSAL: NextReversalPair): once per result message; a resent one
 // changes nothing.
-func result(t Transaction, e Event, r Rules) (Transaction, Step) {
+func result(t instore.Transaction, e Event, r Rules) (instore.Transaction, Step) {
 	before := t
 	var st Step
 	res := e.Result
-	if res == nil || res.StatusID < 0 || res.StatusID > StatusWrongPIN {
+	if res == nil || res.StatusID < 0 || res.StatusID > instore.StatusWrongPIN {
 		st.Refused = fmt.Errorf("a result must carry a terminal outcome")
 		return before, st
 	}
@@ -300,18 +350,18 @@ func result(t Transaction, e Event, r Rules) (Transaction, Step) {
 	if t.ResultMessageID != "" {
 		return before, st // the first result stands
 	}
-	kind := EventResult
+	kind := instore.EventResult
 	result := res.Result
 	switch {
 	case !t.Final():
 		t.StatusID = res.StatusID
-		if res.StatusID == StatusAbortedByCashier && t.CancelRequested {
-			t.ErrorID = r.ErrorID(WP37)
+		if res.StatusID == instore.StatusAbortedByCashier && t.CancelRequested {
+			t.ErrorID = r.ErrorID(instore.WP37)
 		}
 		if t.AcknowledgedAt == nil {
 			t.AcknowledgedAt = ptr(e.At)
 		}
-		if res.StatusID == StatusApproved && t.ConfirmState == ConfirmPending && t.ConfirmWithin > 0 {
+		if res.StatusID == instore.StatusApproved && t.ConfirmState == instore.ConfirmPending && t.ConfirmWithin > 0 {
 			// The confirmation window starts with the approval.
 			t.ConfirmDeadline = ptr(e.At.Add(t.ConfirmWithin))
 			st.Arm, st.ArmKind = t.ConfirmDeadline, EventConfirmDeadline
@@ -320,25 +370,25 @@ func result(t Transaction, e Event, r Rules) (Transaction, Step) {
 			// printReceipt: the customer copy, once the terminal is free.
 			st.Print = result.Receipt.Customer
 		}
-	case t.StatusID == StatusTechnicalError && res.StatusID == StatusApproved:
+	case t.StatusID == instore.StatusTechnicalError && res.StatusID == instore.StatusApproved:
 		// A late approval of a sale the ECR saw fail: reversed on the
 		// terminal at once, and REVERSED, keeping its error code.
-		t.StatusID = StatusReversed
+		t.StatusID = instore.StatusReversed
 		t.CompletedAt = nil // set below: when it was reversed
-		st.Reverse = ReversalLateApproval
-		kind = EventLateApproval
-	case t.StatusID == StatusTechnicalError:
+		st.Reverse = instore.ReversalLateApproval
+		kind = instore.EventLateApproval
+	case t.StatusID == instore.StatusTechnicalError:
 		// The terminal's own outcome, not an approval, of a transaction the
 		// service had ended (WP25, WP23, WP36): the status stands, and the
 		// report is kept, as every result is: it settles that the terminal
 		// took no money (CheckOnOriginal reads it for a reversal whose
 		// outcome was unknown).
 		t.Result, t.ResultMessageID = &result, res.MessageID
-		return changed(before, t, e, r, st, EventLateResult)
+		return changed(before, t, e, r, st, instore.EventLateResult)
 	default:
 		return before, st // the first final status stands
 	}
-	t.Result, t.ResultMessageID, t.Progress = &result, res.MessageID, ProgressFinal
+	t.Result, t.ResultMessageID, t.Progress = &result, res.MessageID, instore.ProgressFinal
 	if t.CompletedAt == nil {
 		t.CompletedAt = ptr(e.At)
 	}
@@ -351,24 +401,24 @@ func result(t Transaction, e Event, r Rules) (Transaction, Step) {
 // gets the result) and the original becomes REVERSED naming it, both in
 // one write. ok is false when the result was applied before (or the
 // REVERSAL has another final status): nothing changes.
-func NextReversalPair(rev, orig Transaction, e Event, r Rules) (newRev, newOrig Transaction, st Step, ok bool) {
+func NextReversalPair(rev, orig instore.Transaction, e Event, r Rules) (newRev, newOrig instore.Transaction, st Step, ok bool) {
 	res := e.Result
-	if res == nil || rev.ResultMessageID != "" || rev.Final() && rev.StatusID != StatusTechnicalError {
+	if res == nil || rev.ResultMessageID != "" || rev.Final() && rev.StatusID != instore.StatusTechnicalError {
 		return rev, orig, st, false
 	}
 	revBefore, origBefore := rev, orig
 	st.EndCancels = rev.CancelRequested || rev.Final()
 	result := res.Result
 	if !rev.Final() {
-		rev.StatusID, rev.CompletedAt = StatusApproved, ptr(e.At)
+		rev.StatusID, rev.CompletedAt = instore.StatusApproved, ptr(e.At)
 	}
-	rev.Result, rev.ResultMessageID, rev.Progress = &result, res.MessageID, ProgressFinal
+	rev.Result, rev.ResultMessageID, rev.Progress = &result, res.MessageID, instore.ProgressFinal
 	if rev.AcknowledgedAt == nil {
 		rev.AcknowledgedAt = ptr(e.At)
 	}
-	rev, st = changed(revBefore, rev, e, r, st, EventResult)
-	orig.StatusID, orig.ReversedBy = StatusReversed, rev.ID
-	orig, _ = changed(origBefore, orig, e, r, Step{}, EventReversed)
+	rev, st = changed(revBefore, rev, e, r, st, instore.EventResult)
+	orig.StatusID, orig.ReversedBy = instore.StatusReversed, rev.ID
+	orig, _ = changed(origBefore, orig, e, r, Step{}, instore.EventReversed)
 	orig.Events[len(orig.Events)-1].Detail = "by REVERSAL " + rev.ID
 	return rev, orig, st, true
 }

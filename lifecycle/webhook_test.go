@@ -1,0 +1,132 @@
+package lifecycle_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/lifecycle"
+)
+
+// TestNextDeliveryEveryStateAndEvent runs a webhook delivery's life over
+// every pair of a state and an event: the state after, the next attempt's
+// time, the give-up, and the endpoint's disabling after a failure.
+func TestNextDeliveryEveryStateAndEvent(t *testing.T) {
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	last := len(instore.RetrySchedule)
+	events := map[string]lifecycle.DeliveryEvent{
+		"answered 204":                    {Kind: lifecycle.DeliveryAnswered, At: start, Attempts: 0, Code: 204, Rand: 0.5},
+		"answered 500, first":             {Kind: lifecycle.DeliveryAnswered, At: start, Attempts: 0, Code: 500, Rand: 0.5},
+		"no answer, first":                {Kind: lifecycle.DeliveryAnswered, At: start, Attempts: 0, Err: errors.New("connection refused"), Rand: 0},
+		"answered 500, second":            {Kind: lifecycle.DeliveryAnswered, At: start, Attempts: 1, Code: 500, Rand: 0.999},
+		"answered 410, last retry":        {Kind: lifecycle.DeliveryAnswered, At: start, Attempts: last - 1, Code: 410, Rand: 0.5},
+		"answered 500, past the schedule": {Kind: lifecycle.DeliveryAnswered, At: start, Attempts: last, Code: 500, Rand: 0.5},
+		"answered 204, past the schedule": {Kind: lifecycle.DeliveryAnswered, At: start, Attempts: last, Code: 204},
+		"2xx with an error":               {Kind: lifecycle.DeliveryAnswered, At: start, Code: 200, Err: errors.New("body cut")},
+		"event gone":                      {Kind: lifecycle.DeliveryEventGone, At: start},
+		"retried":                         {Kind: lifecycle.DeliveryRetried, At: start},
+	}
+	type want struct {
+		state     lifecycle.DeliveryState
+		changed   bool
+		wait      time.Duration // the next attempt after start (0: none)
+		giveUp    bool
+		failure   string // the attempt's recorded error ("" none)
+		disabling bool   // a failed attempt: the endpoint may be disabled
+	}
+	pending, succeeded, failed := lifecycle.DeliveryPending, lifecycle.DeliverySucceeded, lifecycle.DeliveryFailed
+	retry := func(wait time.Duration, failure string) want {
+		return want{state: pending, changed: true, wait: wait, failure: failure, disabling: true}
+	}
+	s := instore.RetrySchedule
+	table := map[lifecycle.DeliveryState]map[string]want{
+		pending: {
+			"answered 204":                    {state: succeeded, changed: true},
+			"answered 500, first":             retry(s[0], "the endpoint answered 500; 2xx expected"),
+			"no answer, first":                retry(s[0]-s[0]/5, "connection refused"),
+			"answered 500, second":            retry(s[1]+time.Duration(0.999*0.4*float64(s[1]))-s[1]/5, "the endpoint answered 500; 2xx expected"),
+			"answered 410, last retry":        retry(s[last-1], "the endpoint answered 410; 2xx expected"),
+			"answered 500, past the schedule": {state: failed, changed: true, giveUp: true, failure: "the endpoint answered 500; 2xx expected", disabling: true},
+			"answered 204, past the schedule": {state: succeeded, changed: true},
+			"2xx with an error":               retry(s[0]-s[0]/5, "body cut"),
+			"event gone":                      {state: failed, changed: true, giveUp: true},
+			"retried":                         {state: pending, changed: true},
+		},
+	}
+	for _, ended := range []lifecycle.DeliveryState{succeeded, failed} {
+		row := map[string]want{}
+		for name := range events {
+			row[name] = want{state: ended}
+		}
+		row["retried"] = want{state: pending, changed: true}
+		table[ended] = row
+	}
+	for sname, row := range table {
+		for ename, ev := range events {
+			w, ok := row[ename]
+			if !ok {
+				t.Errorf("no expectation for (%s, %s)", sname, ename)
+				continue
+			}
+			t.Run(fmt.Sprintf("%s/%s", sname, ename), func(t *testing.T) {
+				st := lifecycle.NextDelivery(sname, ev)
+				if st.State != w.state || st.Changed != w.changed || st.GiveUp != w.giveUp || st.Failure != w.failure ||
+					st.Succeeded != (w.changed && w.state == succeeded) {
+					t.Fatalf("step %+v, want %+v", st, w)
+				}
+				switch {
+				case ename == "retried":
+					if !st.NextAt.Equal(start) {
+						t.Errorf("retried: due %v, want now", st.NextAt)
+					}
+				case w.wait > 0:
+					if got := st.NextAt.Sub(start); got < w.wait-time.Millisecond || got > w.wait+time.Millisecond {
+						t.Errorf("next attempt after %v, want %v", got, w.wait)
+					}
+				case !st.NextAt.IsZero():
+					t.Errorf("next attempt at %v, want none", st.NextAt)
+				}
+				if w.disabling != (st.DisableReason != "") || w.disabling && !st.DisableBefore.Equal(start.Add(-instore.WebhookDisableAfter)) {
+					t.Errorf("disable before %v (%q), want disabling %v", st.DisableBefore, st.DisableReason, w.disabling)
+				}
+				if w.changed && ev.Kind == lifecycle.DeliveryAnswered && st.N != ev.Attempts+1 {
+					t.Errorf("attempt %d, want %d", st.N, ev.Attempts+1)
+				}
+			})
+		}
+	}
+}
+
+// TestRetryWait: each wait of the schedule with its jitter's bounds, and
+// none past its end.
+func TestRetryWait(t *testing.T) {
+	for n, base := range instore.RetrySchedule {
+		lo, _ := lifecycle.RetryWait(n+1, 0)
+		mid, _ := lifecycle.RetryWait(n+1, 0.5)
+		hi, ok := lifecycle.RetryWait(n+1, 0.999999)
+		if !ok || lo != base-base/5 || mid != base || hi > base+base/5 || hi < base+base/5-base/1000 {
+			t.Errorf("RetryWait(%d) = %v %v %v, want %v ±20 %%", n+1, lo, mid, hi, base)
+		}
+	}
+	for _, n := range []int{0, len(instore.RetrySchedule) + 1} {
+		if w, ok := lifecycle.RetryWait(n, 0.5); ok || w != 0 {
+			t.Errorf("RetryWait(%d) = %v %v, want none", n, w, ok)
+		}
+	}
+}
+
+// TestDisabledReason: the reason names WebhookDisableAfter as a person
+// reads it.
+func TestDisabledReason(t *testing.T) {
+	if got, want := lifecycle.DisabledReason(), "every delivery failed for 5 days; fix the endpoint and enable it again (PATCH status enabled)"; instore.WebhookDisableAfter == 5*24*time.Hour && got != want {
+		t.Errorf("DisabledReason() = %q, want %q", got, want)
+	}
+	for d, want := range map[time.Duration]string{24 * time.Hour: "1 day", 5 * 24 * time.Hour: "5 days", time.Hour: "1 hour",
+		36 * time.Hour: "36 hours", 90 * time.Minute: "1h30m0s", 0: "0s"} {
+		if got := lifecycle.Span(d); got != want {
+			t.Errorf("Span(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

@@ -1,0 +1,167 @@
+package instore_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/instore-dev/instore"
+)
+
+// TestCheckOnOriginal runs the money rule over every case it decides, with
+// no store: the original's own state, then the other refunds and
+// reversals of it. want is the problem's code ("" allowed) and a part of
+// its detail (or of the field's message for an amount over what is left).
+func TestCheckOnOriginal(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	deadline := t0.Add(time.Minute)
+	approved := &instore.Transaction{ID: "txn_o", Type: instore.TypePurchase, StatusID: instore.StatusApproved, Amount: 1000}
+	withCashback := &instore.Transaction{ID: "txn_o", Type: instore.TypePurchase, StatusID: instore.StatusApproved, Amount: 1000, CashbackAmount: 300}
+	unconfirmed := &instore.Transaction{ID: "txn_o", Type: instore.TypePurchase, StatusID: instore.StatusApproved, Amount: 1000,
+		ConfirmState: instore.ConfirmPending, ConfirmDeadline: &deadline}
+	confirmed := &instore.Transaction{ID: "txn_o", Type: instore.TypePurchase, StatusID: instore.StatusApproved, Amount: 1000,
+		ConfirmState: instore.ConfirmConfirmed, ConfirmDeadline: &deadline}
+	declined := &instore.Transaction{ID: "txn_o", Type: instore.TypePurchase, StatusID: instore.StatusTransactionDeclined, Amount: 1000}
+	reversed := &instore.Transaction{ID: "txn_o", Type: instore.TypePurchase, StatusID: instore.StatusReversed, Amount: 1000}
+	aRefund := &instore.Transaction{ID: "txn_o", Type: instore.TypeRefund, StatusID: instore.StatusApproved, Amount: 1000}
+	other := func(id, typ string, status int, amount int64, message string) *instore.Transaction {
+		return &instore.Transaction{ID: id, Type: typ, OriginalID: "txn_o", StatusID: status, Amount: amount, ResultMessageID: message}
+	}
+	refund := func(amount int64) *instore.Transaction {
+		return &instore.Transaction{Type: instore.TypeRefund, Amount: amount}
+	}
+	reversal := &instore.Transaction{Type: instore.TypeReversal, Amount: 1000}
+	for _, tc := range []struct {
+		name   string
+		orig   *instore.Transaction
+		others []*instore.Transaction
+		t      *instore.Transaction
+		code   string
+		detail string
+		ref    string // the problem's onlineAPIRefId
+	}{
+		// Refunds.
+		{"refund of an approved purchase", approved, nil, refund(1000), "", "", ""},
+		{"refund of a declined purchase", declined, nil, refund(1), instore.EConflict, "Only an APPROVED purchase can be refunded", ""},
+		{"refund of a reversed purchase", reversed, nil, refund(1), instore.EConflict, "Only an APPROVED purchase can be refunded", ""},
+		{"refund of a refund", aRefund, nil, refund(1), instore.EConflict, "the original is a REFUND", ""},
+		{"refund of an unconfirmed sale", unconfirmed, nil, refund(1), instore.EConflict, "awaits confirmation", ""},
+		{"refund of a confirmed sale", confirmed, nil, refund(1000), "", "", ""},
+		{"refund while a reversal is pending", approved, []*instore.Transaction{other("txn_v", instore.TypeReversal, instore.StatusPending, 1000, "")},
+			refund(1), instore.EConflict, "being reversed (reversal txn_v)", "txn_v"},
+		{"refund after an approved reversal", approved, []*instore.Transaction{other("txn_v", instore.TypeReversal, instore.StatusApproved, 1000, "m")},
+			refund(1), instore.EConflict, "being reversed", "txn_v"},
+		{"refund after a reversal ended without a result", approved, []*instore.Transaction{other("txn_v", instore.TypeReversal, instore.StatusTechnicalError, 1000, "")},
+			refund(1), instore.EConflict, "being reversed", "txn_v"},
+		{"refund after a reversal that failed with a result", approved, []*instore.Transaction{other("txn_v", instore.TypeReversal, instore.StatusTechnicalError, 1000, "m")},
+			refund(1000), "", "", ""},
+		{"refund after a declined reversal", approved, []*instore.Transaction{other("txn_v", instore.TypeReversal, instore.StatusTransactionDeclined, 1000, "m")},
+			refund(1000), "", "", ""},
+		{"refund of what is left", approved, []*instore.Transaction{other("txn_r1", instore.TypeRefund, instore.StatusApproved, 600, "m"),
+			other("txn_r2", instore.TypeRefund, instore.StatusPending, 300, "")}, refund(100), "", "", ""},
+		{"refund past what is left", approved, []*instore.Transaction{other("txn_r1", instore.TypeRefund, instore.StatusApproved, 600, "m"),
+			other("txn_r2", instore.TypeRefund, instore.StatusPending, 300, "")}, refund(101), instore.EValidation, "exceeds what is left to refund of the original (100)", ""},
+		{"failed refunds do not count", approved, []*instore.Transaction{other("txn_r1", instore.TypeRefund, instore.StatusTransactionDeclined, 600, "m"),
+			other("txn_r2", instore.TypeRefund, instore.StatusTechnicalError, 400, "")}, refund(1000), "", "", ""},
+		{"refund of the cashback", withCashback, nil, refund(701), instore.EValidation, "(700; its cashback of 300 is not refundable)", ""},
+		{"refund of the goods' part", withCashback, nil, refund(700), "", "", ""},
+		// Reversals.
+		{"reversal of an approved purchase", approved, nil, reversal, "", "", ""},
+		{"reversal of a refund", aRefund, nil, reversal, instore.ENotReversible, "Only a purchase can be reversed; this is a REFUND", ""},
+		{"reversal of a reversed purchase", reversed, nil, reversal, instore.ENotReversible, "already reversed", ""},
+		{"reversal of a declined purchase", declined, nil, reversal, instore.ENotReversible, "ended in status 11", ""},
+		{"reversal of an unconfirmed sale", unconfirmed, nil, reversal, instore.ENotReversible, "awaits confirmation", ""},
+		{"reversal of a confirmed sale", confirmed, nil, reversal, "", "", ""},
+		{"reversal of a sale with cashback", withCashback, nil, reversal, "", "", ""},
+		{"reversal after an approved refund", approved, []*instore.Transaction{other("txn_r", instore.TypeRefund, instore.StatusApproved, 1, "m")},
+			reversal, instore.ENotReversible, "has a refund that is approved or pending (txn_r)", "txn_r"},
+		{"reversal after a pending refund", approved, []*instore.Transaction{other("txn_r", instore.TypeRefund, instore.StatusPending, 1, "")},
+			reversal, instore.ENotReversible, "has a refund", "txn_r"},
+		{"reversal after a declined refund", approved, []*instore.Transaction{other("txn_r", instore.TypeRefund, instore.StatusTransactionDeclined, 1, "m")},
+			reversal, "", "", ""},
+		{"reversal after a refund ended without a result", approved, []*instore.Transaction{other("txn_r", instore.TypeRefund, instore.StatusTechnicalError, 1, "")},
+			reversal, "", "", ""},
+		{"reversal while another is pending", approved, []*instore.Transaction{other("txn_v", instore.TypeReversal, instore.StatusPending, 1000, "")},
+			reversal, instore.ENotReversible, "being reversed already (reversal txn_v)", "txn_v"},
+		{"reversal after an approved one", approved, []*instore.Transaction{other("txn_v", instore.TypeReversal, instore.StatusApproved, 1000, "m")},
+			reversal, instore.ENotReversible, "being reversed already", "txn_v"},
+		{"reversal after one ended without a result", approved, []*instore.Transaction{other("txn_v", instore.TypeReversal, instore.StatusTechnicalError, 1000, "")},
+			reversal, "", "", ""},
+		{"reversal after a declined one", approved, []*instore.Transaction{other("txn_v", instore.TypeReversal, instore.StatusTransactionDeclined, 1000, "m")},
+			reversal, "", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := instore.CheckOnOriginal(tc.orig, tc.others, tc.t)
+			if tc.code == "" {
+				if err != nil {
+					t.Fatalf("CheckOnOriginal = %v, want nil", err)
+				}
+				return
+			}
+			var e *instore.Error
+			if !errors.As(err, &e) || e.Code != tc.code {
+				t.Fatalf("CheckOnOriginal = %v, want %s", err, tc.code)
+			}
+			text := e.Detail
+			if len(e.Fields) > 0 {
+				text = e.Fields[0].Message
+				if e.Fields[0].Field != "/amount" || !errors.Is(err, instore.ErrRefundExceeded) {
+					t.Errorf("fields %+v (%v), want /amount and ErrRefundExceeded", e.Fields, err)
+				}
+			}
+			if !strings.Contains(text, tc.detail) || e.OnlineAPIRefID != tc.ref {
+				t.Errorf("problem %q ref %q, want %q ref %q", text, e.OnlineAPIRefID, tc.detail, tc.ref)
+			}
+		})
+	}
+	if err := instore.CheckOnOriginal(approved, nil, &instore.Transaction{Type: instore.TypePurchase}); err == nil {
+		t.Errorf("CheckOnOriginal(a purchase) = nil, want an error: a purchase has no original")
+	}
+}
+
+// TestCheckReversalLatest: a purchase is reversible only while it is the
+// latest transaction of its terminal; its own earlier reversals aside.
+func TestCheckReversalLatest(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	orig := &instore.Transaction{ID: "txn_5", Type: instore.TypePurchase, StatusID: instore.StatusApproved, CreatedAt: t0}
+	tx := func(id, typ, original string, at time.Time) *instore.Transaction {
+		return &instore.Transaction{ID: id, Type: typ, OriginalID: original, CreatedAt: at}
+	}
+	later, same := t0.Add(time.Millisecond), t0
+	for _, tc := range []struct {
+		name    string
+		newer   []*instore.Transaction
+		refused bool
+	}{
+		{"nothing newer", nil, false},
+		{"the original alone", []*instore.Transaction{orig}, false},
+		{"its failed reversal", []*instore.Transaction{tx("txn_6", instore.TypeReversal, "txn_5", later), orig}, false},
+		{"a newer purchase", []*instore.Transaction{tx("txn_7", instore.TypePurchase, "", later), orig}, true},
+		{"a newer refund of it", []*instore.Transaction{tx("txn_7", instore.TypeRefund, "txn_5", later)}, true},
+		{"a newer reversal of another", []*instore.Transaction{tx("txn_7", instore.TypeReversal, "txn_1", later)}, true},
+		{"a newer one after its reversal", []*instore.Transaction{tx("txn_8", instore.TypePurchase, "", later.Add(time.Second)),
+			tx("txn_6", instore.TypeReversal, "txn_5", later), orig}, true},
+		{"the same time, a greater id", []*instore.Transaction{tx("txn_6", instore.TypePurchase, "", same), orig}, true},
+		{"the same time, a smaller id", []*instore.Transaction{orig, tx("txn_4", instore.TypePurchase, "", same)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := instore.CheckReversalLatest(orig, tc.newer)
+			if !tc.refused {
+				if err != nil {
+					t.Fatalf("CheckReversalLatest = %v, want nil", err)
+				}
+				return
+			}
+			var e *instore.Error
+			if !errors.As(err, &e) || e.Code != instore.ENotReversible ||
+				e.Detail != "Only the latest transaction of a terminal can be reversed; a newer one exists on this terminal. Refund it instead." {
+				t.Fatalf("CheckReversalLatest = %v, want not-reversible, only the latest", err)
+			}
+		})
+	}
+	f := instore.NewerOnTerminal(&instore.Transaction{MerchantID: "mer_1", TerminalID: "10000001", CreatedAt: t0}, t0.Add(time.Hour))
+	if f.MerchantID != "mer_1" || f.TerminalID != "10000001" || !f.From.Equal(t0) || !f.To.Equal(t0.Add(time.Hour)) || f.Limit != instore.MaxNewerChecked {
+		t.Errorf("NewerOnTerminal = %+v", f)
+	}
+}
