@@ -11,6 +11,7 @@
 package testwait
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -27,18 +28,28 @@ const maxInterval = 20 * time.Millisecond
 // the test's goroutine only) if it does not within Timeout.
 func For(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	if !Until(Timeout, cond) {
-		tb.Fatalf("timed out after %v waiting for %s", Timeout, what)
-	}
+	forNil(tb, Timeout, what, func() error {
+		if !cond() {
+			return errNotYet
+		}
+		return nil
+	})
 }
 
 // ForNil polls f until it returns nil, and fails the test with what and
 // f's last error if it does not within Timeout.
 func ForNil(tb testing.TB, what string, f func() error) {
 	tb.Helper()
+	forNil(tb, Timeout, what, f)
+}
+
+var errNotYet = errors.New("the condition never held")
+
+func forNil(tb testing.TB, timeout time.Duration, what string, f func() error) {
+	tb.Helper()
 	var err error
-	if !Until(Timeout, func() bool { err = f(); return err == nil }) {
-		tb.Fatalf("timed out after %v waiting for %s: %v", Timeout, what, err)
+	if !Until(timeout, func() bool { err = f(); return err == nil }) {
+		tb.Fatalf("timed out after %v waiting for %s: %v", timeout, what, err)
 	}
 }
 
