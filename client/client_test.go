@@ -24,6 +24,7 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/client"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // reply is one scripted answer of a fake server.
@@ -271,9 +272,7 @@ func TestCancelledContextStopsRetrying(t *testing.T) {
 		_, err := c.Metadata(ctx)
 		done <- err
 	}()
-	for s.count() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testwait.For(t, "the first attempt", func() bool { return s.count() > 0 })
 	cancel()
 	err := <-done
 	if !errors.Is(err, context.Canceled) {

@@ -3,12 +3,14 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/client"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // exerciseConfirm drives ECR confirmation against the demo: a sale that
@@ -79,23 +81,18 @@ func exerciseConfirm(t *testing.T, e *itEnv) {
 	}
 
 	// The confirmation is an event (numbered just after its commit).
-	var types []string
-	for {
-		types = types[:0]
+	testwait.ForNil(t, "transaction.confirmed last among the events of the confirmed sale", func() error {
+		var types []string
 		for _, ev := range eventsAfter(t, c, cursor) {
 			if tx, err := ev.Transaction(); err == nil && tx.OnlineAPIRefID == sale.OnlineAPIRefID {
 				types = append(types, ev.Type)
 			}
 		}
-		if n := len(types); n > 0 && types[n-1] == instore.EventTransactionConfirmed {
-			break
+		if n := len(types); n == 0 || types[n-1] != instore.EventTransactionConfirmed {
+			return fmt.Errorf("events %v", types)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("events of the confirmed sale = %v, want transaction.confirmed last", types)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+		return nil
+	})
 }
 
 // unconfirmed reports whether the unconfirmed listing holds ref.

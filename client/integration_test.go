@@ -8,6 +8,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -29,6 +30,7 @@ import (
 	"github.com/instore-dev/instore/internal/demo"
 	"github.com/instore-dev/instore/internal/server"
 	"github.com/instore-dev/instore/internal/testserver"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // Time-outs short enough that WP25 and the sandbox rules run in seconds,
@@ -385,20 +387,14 @@ func TestIntegrationOnlineAPI(t *testing.T) {
 		t.Errorf("after unlink: linked")
 	}
 	code := ""
-	for range 100 {
+	testwait.For(t, "the unlinked mobile device to show a link code", func() bool {
 		for _, d := range mustOK[[]*client.SandboxDevice](t, "SandboxDevices")(c.SandboxDevices(ctx)) {
 			if d.Model == instore.ModelMobile && d.LinkCode != "" {
 				code = d.LinkCode
 			}
 		}
-		if code != "" {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if code == "" {
-		t.Fatal("the unlinked mobile device shows no link code")
-	}
+		return code != ""
+	})
 	if term := mustOK[*client.Terminal](t, "LinkTerminal")(c.LinkTerminal(ctx, t1, code)); !term.Linked {
 		t.Errorf("after link: not linked")
 	}
@@ -456,17 +452,13 @@ func TestIntegrationOnlineAPI(t *testing.T) {
 // waitOnline waits until the terminal's online state is want.
 func waitOnline(t *testing.T, c *client.Client, terminalID string, want bool) {
 	t.Helper()
-	for range 250 {
+	testwait.For(t, fmt.Sprintf("terminal %s to become online=%v", terminalID, want), func() bool {
 		term, err := c.Terminal(context.Background(), terminalID)
 		if err != nil {
 			t.Fatalf("Terminal: %v", err)
 		}
-		if term.Online == want {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("terminal %s never became online=%v", terminalID, want)
+		return term.Online == want
+	})
 }
 
 func TestIntegrationErrors(t *testing.T) {
@@ -557,8 +549,11 @@ func TestIntegrationErrors(t *testing.T) {
 			if err := admin.New(e.d.Server.Store).SetMerchantActive(ctx, e.info.MerchantID, false); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(50 * time.Millisecond) // let the auth cache forget the merchant
-			_, err := c.Terminals(ctx)
+			var err error
+			testwait.For(t, "the auth cache to forget the merchant", func() bool {
+				_, err = c.Terminals(ctx)
+				return err != nil
+			})
 			return err
 		}, 403, instore.WP03, 3, ""},
 	}
@@ -890,18 +885,16 @@ func TestIntegrationAccessAPI(t *testing.T) {
 // waitUpdate follows a terminal's latest update until it is final.
 func waitUpdate(t *testing.T, c *client.Client, terminalID string) *client.Update {
 	t.Helper()
-	for range 500 {
+	var u *client.Update
+	testwait.For(t, "the update of "+terminalID+" to end", func() bool {
 		info, err := c.GetTerminalInfo(context.Background(), terminalID)
 		if err != nil {
 			t.Fatalf("GetTerminalInfo: %v", err)
 		}
-		if u := info.LastUpdate; u != nil && u.Final() {
-			return u
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("the update of %s did not end", terminalID)
-	return nil
+		u = info.LastUpdate
+		return u != nil && u.Final()
+	})
+	return u
 }
 
 // eventsOf pages through the events of q until the transaction ref has
@@ -909,11 +902,9 @@ func waitUpdate(t *testing.T, c *client.Client, terminalID string) *client.Updat
 // their commit), and returns ref's events.
 func eventsOf(t *testing.T, c *client.Client, q client.EventQuery, ref string) []client.Event {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	var out []client.Event
-	for {
-		page, err := c.Events(ctx, q)
+	testwait.For(t, "the transaction.final event of "+ref, func() bool {
+		page, err := c.Events(context.Background(), q)
 		if err != nil {
 			t.Fatalf("Events: %v", err)
 		}
@@ -931,17 +922,16 @@ func eventsOf(t *testing.T, c *client.Client, q client.EventQuery, ref string) [
 			if tx.OnlineAPIRefID == ref {
 				out = append(out, ev)
 				if ev.Type == instore.EventTransactionFinal {
-					return out
+					return true
 				}
 			}
 		}
 		if page.NextCursor != "" {
 			q.After = page.NextCursor
 		}
-		if len(page.Events) == 0 {
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+		return false
+	})
+	return out
 }
 
 // checkPurchaseEvents checks the events of an approved purchase:

@@ -14,6 +14,7 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/client"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // webhookReceiver is a webhook endpoint as an integrator writes one: it
@@ -154,18 +155,13 @@ func exerciseWebhooks(t *testing.T, e *itEnv) {
 	// the later ones behind it. Retry it now.
 	tx := payFinal(t, c, client.PurchaseParams{TerminalID: term, Amount: 1250, Currency: "SEK"})
 	var head *client.WebhookDelivery
-	for head == nil {
+	testwait.For(t, "the first delivery to be attempted", func() bool {
 		page := mustOK[*client.DeliveryPage](t, "WebhookDeliveries")(c.WebhookDeliveries(ctx, wh.WebhookID, client.DeliveryQuery{}))
 		if n := len(page.Deliveries); n > 0 && len(page.Deliveries[n-1].Attempts) > 0 {
 			head = page.Deliveries[n-1]
-			break
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the first delivery was never attempted")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+		return head != nil
+	})
 	if a := head.Attempts[0]; a.StatusCode != http.StatusServiceUnavailable || !strings.Contains(a.Response, "try later") || head.EventType != instore.EventTransactionCreated {
 		t.Errorf("the first delivery = %+v, attempt %+v; want transaction.created answered 503", head, a)
 	}

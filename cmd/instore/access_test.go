@@ -2,15 +2,16 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/api"
 	"github.com/instore-dev/instore/internal/demo"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // accessRequest calls the demo's Access API with its Access API
@@ -70,13 +71,7 @@ func TestDemoAccessAPI(t *testing.T) {
 		}
 		return in
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for in := readInfo(); !in.Online; in = readInfo() {
-		if time.Now().After(deadline) {
-			t.Fatalf("the demo's countertop terminal never came online")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.For(t, "the demo's countertop terminal to come online", func() bool { return readInfo().Online })
 	if in := readInfo(); !in.Linked || in.SoftwareVersion == nil || *in.SoftwareVersion != "1.0.0" {
 		t.Errorf("terminal info = %+v, want linked, online, 1.0.0", in)
 	}
@@ -84,12 +79,16 @@ func TestDemoAccessAPI(t *testing.T) {
 	if st != 201 {
 		t.Fatalf("createUpdate = %d %s", st, b)
 	}
-	for in := readInfo(); in.LastUpdate == nil || in.LastUpdate.Status != instore.UpdateInstalled; in = readInfo() {
-		if in.LastUpdate != nil && in.LastUpdate.Status == instore.UpdateFailed || time.Now().After(deadline.Add(15*time.Second)) {
+	testwait.ForNil(t, "the update to install", func() error {
+		in := readInfo()
+		if in.LastUpdate != nil && in.LastUpdate.Status == instore.UpdateFailed {
 			t.Fatalf("the update did not install: %+v", in.LastUpdate)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		if in.LastUpdate == nil || in.LastUpdate.Status != instore.UpdateInstalled {
+			return fmt.Errorf("last update %+v", in.LastUpdate)
+		}
+		return nil
+	})
 	if in := readInfo(); *in.SoftwareVersion != "1.2.0" {
 		t.Errorf("software version after the update = %s, want 1.2.0", *in.SoftwareVersion)
 	}
@@ -103,7 +102,7 @@ func TestDemoAccessAPI(t *testing.T) {
 		t.Fatalf("unlink = %d %s", st, b)
 	}
 	var code string
-	for code == "" {
+	testwait.For(t, "the PIN pad to show a link code", func() bool {
 		st, b := apiRequest(t, info, "GET", "/sandbox/v1/devices", nil)
 		var devs struct {
 			Devices []struct {
@@ -117,11 +116,11 @@ func TestDemoAccessAPI(t *testing.T) {
 				code = *d.LinkCode
 			}
 		}
-		if st != 200 || time.Now().After(deadline.Add(30*time.Second)) {
+		if st != 200 {
 			t.Fatalf("the PIN pad never showed a link code: %d %s", st, b)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return code != ""
+	})
 	if st, b := apiRequest(t, info, "POST", "/in-store/api/v1/terminal/link", map[string]any{"terminalId": fresh.TerminalID, "linkCode": code}); st != 200 {
 		t.Fatalf("link the fresh terminal ID = %d %s", st, b)
 	}

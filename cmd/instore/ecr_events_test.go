@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
@@ -15,6 +16,7 @@ import (
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/client"
 	"github.com/instore-dev/instore/internal/testlog"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // eventLine is the part of an event JSON line the tests read.
@@ -114,18 +116,14 @@ func runBackground(t *testing.T, args ...string) *background {
 // waitStderr waits until stderr matches re and returns the match.
 func (b *background) waitStderr(t *testing.T, re *regexp.Regexp) []string {
 	t.Helper()
-	deadline := time.NewTimer(20 * time.Second)
-	defer deadline.Stop()
-	for {
-		if m := re.FindStringSubmatch(b.stderr.String()); m != nil {
-			return m
+	var m []string
+	testwait.ForNil(t, "stderr to match "+re.String(), func() error {
+		if m = re.FindStringSubmatch(b.stderr.String()); m == nil {
+			return fmt.Errorf("stderr:\n%s", b.stderr.String())
 		}
-		select {
-		case <-deadline.C:
-			t.Fatalf("stderr never matched %s:\n%s", re, b.stderr.String())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+		return nil
+	})
+	return m
 }
 
 // waitLine returns the lines printed until one contains every want.
@@ -184,13 +182,11 @@ func TestEcrEvents(t *testing.T) {
 	// The events of a change are numbered just after its commit: wait for
 	// the final one.
 	var evs []eventLine
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	testwait.Until(testwait.Timeout, func() bool { // on time-out, the check below says what is missing
 		evs = eventLines(t, ecr(0, "events", "--json", "--after", cursor, "--terminal", t0, "--limit", "2"))
-		if types := typesOf(evs, sale.OnlineAPIRefID); len(types) > 0 && types[len(types)-1] == instore.EventTransactionFinal || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		types := typesOf(evs, sale.OnlineAPIRefID)
+		return len(types) > 0 && types[len(types)-1] == instore.EventTransactionFinal
+	})
 	checkPurchaseTypes(t, "events --json", sale.OnlineAPIRefID, typesOf(evs, sale.OnlineAPIRefID))
 	for i := 1; i < len(evs); i++ {
 		if evs[i].ID <= evs[i-1].ID {

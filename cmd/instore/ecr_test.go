@@ -12,12 +12,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/client"
 	"github.com/instore-dev/instore/internal/demo"
 	"github.com/instore-dev/instore/internal/testlog"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // ecrEnv points `instore ecr` at a demo through the environment, as
@@ -42,7 +42,7 @@ func waitDemoTerminals(t *testing.T, info demo.Info) {
 	t.Helper()
 	c, err := client.New(client.Config{OnlineAPIURL: info.OnlineAPIBaseURL, Online: client.Credentials{SubscriptionKey: info.SubscriptionKey, AccessToken: info.AccessToken}})
 	must(t, err)
-	for range 500 {
+	testwait.For(t, "the demo's terminals to come online", func() bool {
 		ts, err := c.Terminals(context.Background())
 		must(t, err)
 		online := 0
@@ -51,12 +51,8 @@ func waitDemoTerminals(t *testing.T, info demo.Info) {
 				online++
 			}
 		}
-		if online == len(ts) {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("the demo's terminals did not come online")
+		return online == len(ts)
+	})
 }
 
 // txLine is the part of a transaction JSON line the tests read.
@@ -392,7 +388,7 @@ func TestEcrCommands(t *testing.T) {
 	contains(ecr(0, "unlink", t1), t1, "no")
 	ecr(exitFailed, "unlink", t1) // WP02
 	linkCode := ""
-	for range 250 {
+	testwait.For(t, "a link code shown", func() bool {
 		devs, err := c.SandboxDevices(context.Background())
 		must(t, err)
 		for _, d := range devs {
@@ -400,14 +396,8 @@ func TestEcrCommands(t *testing.T) {
 				linkCode = d.LinkCode
 			}
 		}
-		if linkCode != "" {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if linkCode == "" {
-		t.Fatal("no link code shown")
-	}
+		return linkCode != ""
+	})
 	ecr(exitFailed, "link", t1, "000000") // link-code-invalid
 	contains(ecr(0, "link", t1, linkCode, "--json"), `"linked":true`)
 }

@@ -3,16 +3,17 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/demo"
 	"github.com/instore-dev/instore/internal/testlog"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // TestServeFingerprintsWithStoredKey runs `instore serve` on a data
@@ -74,18 +75,18 @@ func TestServeFingerprintsWithStoredKey(t *testing.T) {
 	}
 	defer stop()
 	addrs := map[string]string{}
-	for i := 0; len(addrs) < 4; i++ {
-		if i == 500 {
-			t.Fatalf("serve did not listen:\n%s", logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	testwait.ForNil(t, "serve to listen", func() error {
 		for line := range strings.Lines(logs.String()) {
 			var rec struct{ Msg, Surface, Addr string }
 			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "listening" {
 				addrs[rec.Surface] = rec.Addr
 			}
 		}
-	}
+		if len(addrs) < 4 {
+			return fmt.Errorf("logs:\n%s", logs.String())
+		}
+		return nil
+	})
 	online := "http://" + addrs["online"]
 	resp, err := http.PostForm(online+"/oauth2/token", url.Values{"grant_type": {"client_credentials"}, "client_id": {clientID}, "client_secret": {clientSecret}})
 	if err != nil {

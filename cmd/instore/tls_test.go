@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +22,7 @@ import (
 	"github.com/instore-dev/instore/internal/admin"
 	"github.com/instore-dev/instore/internal/server"
 	"github.com/instore-dev/instore/internal/testlog"
+	"github.com/instore-dev/instore/internal/testwait"
 	"github.com/instore-dev/instore/internal/tlsfiles/tlstest"
 )
 
@@ -82,31 +84,25 @@ func startTLSServe(t *testing.T, args ...string) *tlsServe {
 // waitLog waits (bounded) until the log holds n lines containing want.
 func (s *tlsServe) waitLog(t *testing.T, want string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for strings.Count(s.stderr.String(), want) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("the log never had %d lines with %q:\n%s", n, want, s.stderr.String())
+	testwait.ForNil(t, fmt.Sprintf("%d lines with %q in the log", n, want), func() error {
+		if strings.Count(s.stderr.String(), want) < n {
+			return fmt.Errorf("log:\n%s", s.stderr.String())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // waitSerial waits (bounded) until every TLS listener serves the
 // certificate with this serial number.
 func (s *tlsServe) waitSerial(t *testing.T, ca *tlstest.CA, want int64) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
 	for _, name := range []string{"online", "access", "terminal"} {
-		for {
-			got, err := tlstest.ServedSerial(s.addrs[name], ca)
-			if err == nil && got == want {
-				break
+		testwait.ForNil(t, fmt.Sprintf("%s to serve serial %d", name, want), func() error {
+			if got, err := tlstest.ServedSerial(s.addrs[name], ca); err != nil || got != want {
+				return fmt.Errorf("serves serial %d (%v)\n%s", got, err, s.stderr.String())
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s serves serial %d (%v), want %d\n%s", name, got, err, want, s.stderr.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 }
 

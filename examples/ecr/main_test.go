@@ -14,6 +14,7 @@ import (
 	"github.com/instore-dev/instore/internal/demo"
 	"github.com/instore-dev/instore/internal/testlog"
 	"github.com/instore-dev/instore/internal/testserver"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // startDemo runs the demo in-process and points the environment at it,
@@ -44,13 +45,10 @@ func startDemo(t *testing.T) demo.Info {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 500 {
-		if term, err := c.Terminal(context.Background(), info.Terminals[0].TerminalID); err == nil && term.Online {
-			return info
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("the demo's terminal did not come online")
+	testwait.For(t, "the demo's terminal to come online", func() bool {
+		term, err := c.Terminal(context.Background(), info.Terminals[0].TerminalID)
+		return err == nil && term.Online
+	})
 	return info
 }
 

@@ -2,12 +2,14 @@ package clocktest
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/instore-dev/instore/internal/service"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 var epoch = time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
@@ -75,7 +77,7 @@ func TestWaitForAnotherGoroutinesTimer(t *testing.T) {
 	c := New(epoch)
 	var fired atomic.Bool
 	go func() {
-		time.Sleep(10 * time.Millisecond) // the code under test arms it "later"
+		time.Sleep(10 * time.Millisecond) // the code under test arms it "later": what the test simulates, not a wait
 		c.AfterFunc(5*time.Second, func() { fired.Store(true) })
 	}()
 	if !c.WaitFor(5 * time.Second) {
@@ -116,9 +118,7 @@ func TestAfterAndEvery(t *testing.T) {
 			t.Fatalf("round %d never armed", i)
 		}
 		c.Advance(time.Minute)
-		for n.Load() != int32(i+1) {
-			time.Sleep(time.Millisecond)
-		}
+		testwait.For(t, fmt.Sprintf("round %d to run", i), func() bool { return n.Load() == int32(i+1) })
 	}
 	cancel()
 	<-done

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // TestCluster runs three real `instore serve` nodes on one PostgreSQL
@@ -147,21 +148,22 @@ func (e *crashEnv) startCluster(ctx context.Context, haproxy string) *cluster {
 // waitListening waits until the load balancer accepts on its ports.
 func waitListening(t *testing.T, ports []int, lb *proc) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
 	for _, port := range ports {
-		for {
+		testwait.For(t, fmt.Sprintf("haproxy to listen on %d", port), func() bool {
 			conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
 			if err == nil {
 				conn.Close()
-				break
+				return true
 			}
-			if lb.exited() || time.Now().After(deadline) {
+			if lb.exited() {
 				t.Fatalf("haproxy does not listen on %d:\n%s", port, lb.logTail(20))
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return false
+		})
 	}
 	// Let the first health checks mark the nodes up (rise 2, inter 500ms).
+	// HAProxy's own schedule, in another process: its configuration (used
+	// unchanged) has no stats socket or log that would tell when.
 	time.Sleep(1500 * time.Millisecond)
 }
 

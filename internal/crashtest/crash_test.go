@@ -24,6 +24,7 @@ import (
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/pgtest"
 	"github.com/instore-dev/instore/internal/protocol"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // The server's and terminals' time-outs, short so that a round's
@@ -745,20 +746,13 @@ func (e *crashEnv) ackLocked(ctx context.Context, cmd protocol.Envelope, key str
 	e.waitAcknowledged(ctx, cmd.Ref)
 	// The server's store connection waiting on the lock: the 201 is ready.
 	blocked := `SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.For(t, "the server to try to store the 201 after the acknowledgement", func() bool {
 		var n int
 		if err := e.db.QueryRowContext(ctx, `SELECT count(*) FROM (`+blocked+`) b`, pid).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the server did not try to store the 201 within 10 s of the acknowledgement")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return n > 0
+	})
 	e.srv.kill9()
 	if _, err := e.db.ExecContext(ctx, `SELECT pg_terminate_backend(pid) FROM (`+blocked+`) b`, pid); err != nil {
 		t.Fatal(err)
@@ -785,21 +779,14 @@ func (e *crashEnv) q(query string) string {
 
 // waitAcknowledged waits until the store holds the acknowledgement of ref.
 func (e *crashEnv) waitAcknowledged(ctx context.Context, ref string) {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.For(e.t, "the server to store the acknowledgement of "+ref, func() bool {
 		var at sql.NullInt64
 		err := e.db.QueryRowContext(ctx, e.q(`SELECT acknowledged_at FROM transactions WHERE id = ?`), ref).Scan(&at)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			e.t.Fatalf("read the acknowledgement: %v", err)
 		}
-		if at.Valid {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("the server did not store the acknowledgement of %s within 10 s", ref)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return at.Valid
+	})
 }
 
 // unconfirmedKilled: two sales on the raw terminal ask for ECR confirmation

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // buildInstore builds the instore binary into dir.
@@ -163,24 +165,27 @@ func (s *server) start(ctx context.Context) error {
 		return err
 	}
 	s.p = p
-	ready := time.Now().Add(30 * time.Second)
-	for {
-		if p.exited() {
-			return fmt.Errorf("the server exited at start:\n%s", p.logTail(20))
+	ready := false
+	testwait.Until(testwait.Timeout, func() bool {
+		if p.exited() || ctx.Err() != nil {
+			return true
 		}
 		req, _ := http.NewRequestWithContext(ctx, "GET", s.ops()+"/readyz", nil)
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				s.upSince = time.Now()
-				return nil
-			}
+			ready = resp.StatusCode == 200
 		}
-		if time.Now().After(ready) || ctx.Err() != nil {
-			p.kill()
-			return fmt.Errorf("the server was not ready within 30 s:\n%s", p.logTail(20))
-		}
-		time.Sleep(20 * time.Millisecond)
+		return ready
+	})
+	switch {
+	case ready:
+		s.upSince = time.Now()
+		return nil
+	case p.exited():
+		return fmt.Errorf("the server exited at start:\n%s", p.logTail(20))
+	default:
+		p.kill()
+		return fmt.Errorf("the server was not ready within %v:\n%s", testwait.Timeout, p.logTail(20))
 	}
 }
 

@@ -31,6 +31,7 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/client"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // Times of TestClusterWebhooks' receiver.
@@ -162,15 +163,14 @@ func TestClusterWebhooks(t *testing.T) {
 	}
 	sleep(ctx, 2*time.Second)
 	victim, why := (*server)(nil), "no slow delivery in flight within 8 s: the first node"
-	deadline := time.Now().Add(8 * time.Second)
-	for victim == nil && time.Now().Before(deadline) && ctx.Err() == nil {
+	testwait.Until(8*time.Second, func() bool {
 		for _, n := range c.nodes {
 			if rcv.sendsSlow(n.p.cmd.Process.Pid) {
 				victim, why = n, "sending a slow delivery"
 			}
 		}
-		sleep(ctx, 20*time.Millisecond)
-	}
+		return victim != nil || ctx.Err() != nil
+	})
 	if victim == nil {
 		victim = c.nodes[0]
 	}
@@ -184,12 +184,8 @@ func TestClusterWebhooks(t *testing.T) {
 			sleep(ctx, 1500*time.Millisecond)
 			// In turn, once it has a delivery in flight (within 3 s).
 			why := "in turn; no delivery of it seen in flight within 3 s"
-			for end := time.Now().Add(3 * time.Second); time.Now().Before(end) && ctx.Err() == nil; {
-				if rcv.sending(n.p.cmd.Process.Pid) {
-					why = "in turn, sending a delivery"
-					break
-				}
-				time.Sleep(2 * time.Millisecond)
+			if testwait.Until(3*time.Second, func() bool { return ctx.Err() != nil || rcv.sending(n.p.cmd.Process.Pid) }) && ctx.Err() == nil {
+				why = "in turn, sending a delivery"
 			}
 			kill(n, why)
 		}
@@ -204,7 +200,7 @@ func TestClusterWebhooks(t *testing.T) {
 	var want []instore.EventWire
 	retried := 0
 	lastSweep := time.Time{}
-	deadline = time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		want = e.listEvents(ctx, cursor)
 		if time.Now().After(deadline) || ctx.Err() != nil {

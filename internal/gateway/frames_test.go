@@ -14,6 +14,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/instore-dev/instore/internal/protocol"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // The gateway reads and writes WebSocket frames itself (frames.go, on
@@ -91,7 +92,7 @@ func TestFragmentedMessage(t *testing.T) {
 		rawFrame(false, 0, 0x0, true, ack[10:20]),
 		rawFrame(true, 0, 0x0, true, ack[20:]),
 	)
-	waitFor(t, "the ack", func() bool { return h.ev.count("ack SN-FRAG txn_frag") == 1 })
+	testwait.For(t, "the ack", func() bool { return h.ev.count("ack SN-FRAG txn_frag") == 1 })
 
 	// The pong is read (and handled) on the way to the next message.
 	if err := h.g.SendLinkCode(context.Background(), "SN-FRAG", "123456"); err != nil {
@@ -142,7 +143,7 @@ func TestProtocolViolations(t *testing.T) {
 			c := h.connect(serial)
 			c.writeRaw(tt.frames...)
 			c.expectClose(tt.code)
-			waitFor(t, "DeviceDisconnected", func() bool { return h.ev.count("disconnected "+serial) == 1 })
+			testwait.For(t, "DeviceDisconnected", func() bool { return h.ev.count("disconnected "+serial) == 1 })
 		})
 	}
 	if got := h.ev.Events("ack "); len(got) != 0 {
@@ -170,7 +171,7 @@ func TestTerminalCloses(t *testing.T) {
 		if !errors.As(err, &ce) || ce.Code != tt.want {
 			t.Errorf("%s: read = %v, want the echo of close %d", tt.serial, err, tt.want)
 		}
-		waitFor(t, "DeviceDisconnected", func() bool { return h.ev.count("disconnected "+tt.serial) == 1 })
+		testwait.For(t, "DeviceDisconnected", func() bool { return h.ev.count("disconnected "+tt.serial) == 1 })
 	}
 }
 
@@ -204,7 +205,7 @@ func TestPanicReadingAFrame(t *testing.T) {
 	t.Cleanup(func() { testHookFrame.Store(nil) })
 	c.writeRaw(rawFrame(true, 0, 0x2, true, []byte("x")))
 	c.expectClose(websocket.CloseInternalServerErr)
-	waitFor(t, "DeviceDisconnected", func() bool { return h.ev.count("disconnected SN-PANIC") == 1 })
+	testwait.For(t, "DeviceDisconnected", func() bool { return h.ev.count("disconnected SN-PANIC") == 1 })
 	if !strings.Contains(h.logs.String(), "terminal frame reading panicked") {
 		t.Error("the panic was not logged")
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/instore-dev/instore/internal/logging"
 	"github.com/instore-dev/instore/internal/protocol"
 	"github.com/instore-dev/instore/internal/testlog"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // recorder is a TerminalEvents that records what the gateway reports, in
@@ -217,7 +218,7 @@ func (h *harness) connect(serial string) *client {
 	before := h.ev.count(line)
 	c := h.open(serial)
 	c.send(hello(protocol.Version))
-	waitFor(h.t, "DeviceConnected of "+serial, func() bool { return h.ev.count(line) > before })
+	testwait.For(h.t, "DeviceConnected of "+serial, func() bool { return h.ev.count(line) > before })
 	return c
 }
 
@@ -271,17 +272,6 @@ func (c *client) expectClose(code int) []*protocol.Envelope {
 			c.t.Fatalf("the gateway sent an invalid frame %s: %v", b, err)
 		}
 		got = append(got, env)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -384,7 +374,7 @@ func TestHelloRequired(t *testing.T) {
 		}
 		c.expectClose(protocol.CloseMalformed)
 	})
-	waitFor(t, "the refused sessions to end", func() bool { return h.g.conns() == 0 })
+	testwait.For(t, "the refused sessions to end", func() bool { return h.g.conns() == 0 })
 	if got := h.ev.Events(""); len(got) != 0 {
 		t.Errorf("events = %q, want none", got)
 	}
@@ -447,7 +437,7 @@ func TestMessagesReachEventsInOrder(t *testing.T) {
 	}
 
 	c.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
-	waitFor(t, "DeviceDisconnected", func() bool { return h.ev.count("disconnected "+serial) == 1 })
+	testwait.For(t, "DeviceDisconnected", func() bool { return h.ev.count("disconnected "+serial) == 1 })
 	if h.g.Online(serial) {
 		t.Error("Online after the session ended")
 	}
@@ -468,7 +458,7 @@ func TestResultConfirmedOnlyWhenApplied(t *testing.T) {
 	if got := c.expectClose(websocket.CloseInternalServerErr); len(got) != 0 {
 		t.Errorf("messages before the close = %+v, want none (no confirm)", got)
 	}
-	waitFor(t, "DeviceDisconnected", func() bool { return h.ev.count("disconnected "+serial) == 1 })
+	testwait.For(t, "DeviceDisconnected", func() bool { return h.ev.count("disconnected "+serial) == 1 })
 
 	// The terminal reconnects and resends the same result, same id.
 	c = h.connect(serial)
@@ -528,7 +518,7 @@ func TestReplacedSession(t *testing.T) {
 	cur := h.connect(serial)
 	old.expectClose(protocol.CloseReplaced)
 	old.conn.Close()
-	waitFor(t, "the old session to end", func() bool { return h.g.conns() == 1 })
+	testwait.For(t, "the old session to end", func() bool { return h.g.conns() == 1 })
 	if got := h.ev.Events("disconnected "); len(got) != 0 {
 		t.Errorf("DeviceDisconnected = %q after the replaced session ended, want none", got)
 	}
@@ -543,8 +533,8 @@ func TestReplacedSession(t *testing.T) {
 		t.Errorf("new session got %+v, want link-code", env)
 	}
 	cur.conn.Close()
-	waitFor(t, "DeviceDisconnected", func() bool { return h.ev.count("disconnected "+serial) == 1 })
-	waitFor(t, "no connections", func() bool { return h.g.conns() == 0 })
+	testwait.For(t, "DeviceDisconnected", func() bool { return h.ev.count("disconnected "+serial) == 1 })
+	testwait.For(t, "no connections", func() bool { return h.g.conns() == 0 })
 	if n := h.ev.count("disconnected " + serial); n != 1 {
 		t.Errorf("DeviceDisconnected called %d times, want 1", n)
 	}
@@ -566,7 +556,7 @@ func TestSilentTerminalTimesOut(t *testing.T) {
 	silent := h.connect("SN-SILENT")
 	// The silent terminal reads nothing, so it answers no ping.
 	silent.conn.SetPingHandler(func(string) error { return nil })
-	waitFor(t, "the silent terminal to be disconnected", func() bool { return h.ev.count("disconnected SN-SILENT") == 1 })
+	testwait.For(t, "the silent terminal to be disconnected", func() bool { return h.ev.count("disconnected SN-SILENT") == 1 })
 	if h.g.Online("SN-SILENT") {
 		t.Error("the silent terminal is still online")
 	}
@@ -607,7 +597,7 @@ func TestInvalidFramesCloseOnlyTheirSession(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.expectClose(tt.code)
-			waitFor(t, "DeviceDisconnected", func() bool { return h.ev.count("disconnected "+serial) == 1 })
+			testwait.For(t, "DeviceDisconnected", func() bool { return h.ev.count("disconnected "+serial) == 1 })
 
 			// The others are still served.
 			if err := h.g.SendLinkCode(context.Background(), "SN-BYSTANDER", fmt.Sprint(100000+i)); err != nil {
@@ -712,9 +702,9 @@ func TestSend(t *testing.T) {
 	}
 	// A print result and a confirm reach the domain.
 	c.send(`{"type":"print-result","id":"pr-1","ref":"prt_1","data":{"statusId":2}}`)
-	waitFor(t, "print-result", func() bool { return len(h.ev.Events("print-result "+serial+" prt_1 2")) == 1 })
+	testwait.For(t, "print-result", func() bool { return len(h.ev.Events("print-result "+serial+" prt_1 2")) == 1 })
 	c.send(`{"type":"confirm","id":"c-1","re":"eff_c","ref":"txn_r"}`)
-	waitFor(t, "confirm", func() bool { return len(h.ev.Events("confirm "+serial+" eff_c")) == 1 })
+	testwait.For(t, "confirm", func() bool { return len(h.ev.Events("confirm "+serial+" eff_c")) == 1 })
 	if len(ids) != 6 {
 		t.Errorf("message ids %v are not unique", ids)
 	}
@@ -762,7 +752,7 @@ func TestSendDoesNotWaitPastWriteTimeout(t *testing.T) {
 		t.Errorf("SendLinkCode to a stuck session = %v, want ErrOffline", err)
 	}
 	s.wslot.release()
-	waitFor(t, "the stuck session to be dropped", func() bool { return h.ev.count("disconnected SN-STUCK") == 1 })
+	testwait.For(t, "the stuck session to be dropped", func() bool { return h.ev.count("disconnected SN-STUCK") == 1 })
 	c.conn.Close()
 }
 
@@ -810,7 +800,7 @@ func TestManyIdleSessions(t *testing.T) {
 		c.send(hello(protocol.Version))
 		clients[i] = c
 	}
-	waitFor(t, "all sessions", func() bool { return h.g.Sessions() == n })
+	testwait.For(t, "all sessions", func() bool { return h.g.Sessions() == n })
 	for i := range clients {
 		if serial := fmt.Sprintf("SN-%04d", i); !h.g.Online(serial) {
 			t.Fatalf("Online(%s) = false", serial)
@@ -943,7 +933,7 @@ func TestUpdateStatus(t *testing.T) {
 	// Refused by the domain: no confirm, the session stays.
 	h.ev.set(func(r *recorder) { r.updateErr = errors.New("store down") })
 	c.send(`{"type":"update-status","id":"u-4","ref":"upd_3","data":{"status":"DOWNLOADING"}}`)
-	waitFor(t, "the refused report", func() bool { return h.ev.count("update-status "+serial+" upd_3 DOWNLOADING  ") == 1 })
+	testwait.For(t, "the refused report", func() bool { return h.ev.count("update-status "+serial+" upd_3 DOWNLOADING  ") == 1 })
 	h.ev.set(func(r *recorder) { r.updateErr = nil })
 	c.send(`{"type":"update-status","id":"u-5","ref":"upd_3","data":{"status":"DOWNLOADING"}}`)
 	if env := c.next(); env.Type != protocol.TypeConfirm || env.Re != "u-5" {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/protocol"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // The memory of idle sessions: what one idle session costs the gateway, in
@@ -179,7 +180,7 @@ func idleCost(t *testing.T, n int, open func(i int) (net.Conn, []byte, error), r
 		}
 	}
 	tails = nil
-	waitFor(t, "all sessions ready", ready)
+	testwait.For(t, "all sessions ready", ready)
 	restore()
 	return sampleMemory().per(before, n)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/instore-dev/instore/internal/httpapi"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // An upgrade request of HTTP/1.0 is not a WebSocket handshake (RFC 6455
@@ -60,7 +61,7 @@ func TestHTTP10UpgradeRefused(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, "the HTTP/1.1 session to end", func() bool { return h.g.conns() == 0 })
+	testwait.For(t, "the HTTP/1.1 session to end", func() bool { return h.g.conns() == 0 })
 	if got := h.ev.Events("connected "); len(got) != 0 {
 		t.Errorf("events = %q, want no session", got)
 	}
@@ -108,13 +109,13 @@ func TestInvalidUTF8AndLengthRefused(t *testing.T) {
 			c.writeRaw(tt.frames...)
 			c.expectClose(tt.code)
 			if tt.hello {
-				waitFor(t, "DeviceDisconnected", func() bool { return h.ev.count("disconnected "+serial) == 1 })
+				testwait.For(t, "DeviceDisconnected", func() bool { return h.ev.count("disconnected "+serial) == 1 })
 			} else if got := h.ev.Events("connected " + serial); len(got) != 0 {
 				t.Errorf("events = %q, want no DeviceConnected", got)
 			}
 		})
 	}
-	waitFor(t, "the refused sessions to end", func() bool { return h.g.conns() == 0 })
+	testwait.For(t, "the refused sessions to end", func() bool { return h.g.conns() == 0 })
 	if got := h.ev.Events("ack "); len(got) != 0 {
 		t.Errorf("acks = %q, want none from refused frames", got)
 	}
@@ -135,7 +136,7 @@ func TestMessageBeforeHelloBounded(t *testing.T) {
 	if got := h.ev.Events("connected SN-BIGHELLO"); len(got) != 0 {
 		t.Errorf("events = %q, want no DeviceConnected", got)
 	}
-	waitFor(t, "the refused session to end", func() bool { return h.g.conns() == 0 })
+	testwait.For(t, "the refused session to end", func() bool { return h.g.conns() == 0 })
 	// The control: after hello the same size is no reason to close.
 	ok := h.connect("SN-BIGAFTER")
 	ok.t = t
@@ -149,7 +150,7 @@ func TestMessageBeforeHelloBounded(t *testing.T) {
 		t.Fatalf("the result is %d bytes, want more than %d", len(result), maxHelloBytes)
 	}
 	ok.writeRaw(rawFrame(true, 0, 0x1, true, result))
-	waitFor(t, "the large result", func() bool { return len(h.ev.Events("result SN-BIGAFTER")) > 0 || h.g.conns() < 1 })
+	testwait.For(t, "the large result", func() bool { return len(h.ev.Events("result SN-BIGAFTER")) > 0 || h.g.conns() < 1 })
 	if h.g.conns() != 1 {
 		t.Errorf("a result of %d bytes after hello closed the session", len(result))
 	}

@@ -89,7 +89,7 @@ func (f *fakeSides) op(side, workers int, latency func() time.Duration, failEver
 		if f.inflight[1-side].Load() != 0 {
 			f.overlaps.Add(1)
 		}
-		time.Sleep(latency())
+		time.Sleep(latency()) // the simulated operation's latency, not a wait for the code under test
 		if f.inflight[1-side].Load() != 0 {
 			f.overlaps.Add(1)
 		}
@@ -299,6 +299,7 @@ func TestRawClientRedialsStaleConnection(t *testing.T) {
 	}
 	defer ln.Close()
 	var accepted atomic.Int64
+	closed := make(chan struct{}, 3)
 	go func() {
 		for {
 			conn, err := ln.Accept()
@@ -317,6 +318,7 @@ func TestRawClientRedialsStaleConnection(t *testing.T) {
 			}
 			conn.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
 			conn.Close()
+			closed <- struct{}{}
 		}
 	}()
 	host := ln.Addr().String()
@@ -327,7 +329,7 @@ func TestRawClientRedialsStaleConnection(t *testing.T) {
 		if err != nil || st != 200 || string(c.body) != "ok" {
 			t.Fatalf("request %d: %d %q %v", i, st, c.body, err)
 		}
-		time.Sleep(10 * time.Millisecond) // the close reaches the client
+		<-closed // the server closed the connection: the next request finds it stale
 	}
 	if n := accepted.Load(); n != 3 {
 		t.Errorf("%d connections, want 3 (one per request)", n)

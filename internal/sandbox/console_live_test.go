@@ -12,11 +12,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/instore-dev/instore/api"
 	"github.com/instore-dev/instore/internal/apitest"
 	"github.com/instore-dev/instore/internal/demo"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // streamControl runs in the console before its own scripts: it lets the
@@ -111,17 +111,12 @@ func (a *onlineAPI) eventsAfter(after string) []apiEvent {
 // event is among the events after the cursor, and returns those events.
 func (a *onlineAPI) awaitFinal(after, ref string) []apiEvent {
 	a.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		evs := a.eventsAfter(after)
-		if slices.ContainsFunc(evs, func(e apiEvent) bool { return e.Type == "transaction.final" && e.Data.OnlineAPIRefID == ref }) {
-			return evs
-		}
-		if time.Now().After(deadline) {
-			a.t.Fatalf("no transaction.final event for %s", ref)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var evs []apiEvent
+	testwait.For(a.t, "a transaction.final event for "+ref, func() bool {
+		evs = a.eventsAfter(after)
+		return slices.ContainsFunc(evs, func(e apiEvent) bool { return e.Type == "transaction.final" && e.Data.OnlineAPIRefID == ref })
+	})
+	return evs
 }
 
 // TestConsoleFollowsTheAPI: the console's live view is the Online API's

@@ -22,6 +22,7 @@ import (
 
 	"github.com/instore-dev/instore/internal/demo"
 	"github.com/instore-dev/instore/internal/testserver"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // browser finds the system Chromium, or skips.
@@ -53,14 +54,8 @@ func startDemo(t *testing.T) *demo.Demo {
 // of the demo online.
 func waitOnline(t *testing.T, d *demo.Demo) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
 	for _, term := range d.Info().Terminals {
-		for !d.Server.Gateway.Online(term.SerialNumber) {
-			if time.Now().After(deadline) {
-				t.Fatalf("the virtual terminals never came online")
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		testwait.For(t, "the virtual terminals to come online", func() bool { return d.Server.Gateway.Online(term.SerialNumber) })
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	sandboxapi "github.com/instore-dev/instore/internal/sandbox"
 	"github.com/instore-dev/instore/internal/server"
 	"github.com/instore-dev/instore/internal/testserver"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // The Access API end to end: over HTTP on its own listener, with real
@@ -83,17 +84,14 @@ func (e *env) info(t *testing.T, terminalID string) instore.TerminalInfoWire {
 // waitInfo polls POST /getTerminalInfo until cond holds (bounded).
 func (e *env) waitInfo(t *testing.T, terminalID, what string, cond func(instore.TerminalInfoWire) bool) instore.TerminalInfoWire {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		in := e.info(t, terminalID)
-		if cond(in) {
-			return in
+	var in instore.TerminalInfoWire
+	testwait.ForNil(t, "terminal info to show "+what, func() error {
+		if in = e.info(t, terminalID); !cond(in) {
+			return fmt.Errorf("%+v (pending %+v, last %+v)", in, in.PendingUpdate, in.LastUpdate)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("terminal info never showed %s: %+v (pending %+v, last %+v)", what, in, in.PendingUpdate, in.LastUpdate)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return in
 }
 
 func (e *env) createUpdate(t *testing.T, body map[string]any) instore.UpdateWire {
@@ -758,16 +756,10 @@ func dialDevice2(t *testing.T, gatewayURL, serial, secret, version string) *rawD
 	req.SetBasicAuth(serial, secret)
 	h := http.Header{"Authorization": {req.Header.Get("Authorization")}}
 	var conn *websocket.Conn
-	var err error
-	for range 50 { // the old session may still be ending
-		if conn, _, err = websocket.DefaultDialer.Dial(gatewayURL+protocol.Path, h); err == nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("dial gateway: %v", err)
-	}
+	testwait.ForNil(t, "a dial to the gateway (the old session may still be ending)", func() (err error) {
+		conn, _, err = websocket.DefaultDialer.Dial(gatewayURL+protocol.Path, h)
+		return err
+	})
 	t.Cleanup(func() { conn.Close() })
 	d := &rawDevice{t: t, conn: conn, serial: serial, secret: secret}
 	d.send(protocol.TypeHello, "", "", "", protocol.Hello{Protocol: 1, Model: instore.ModelCountertop, SoftwareVersion: version})
@@ -795,20 +787,16 @@ func TestMandatoryVersion(t *testing.T) {
 	// The sweep tells the terminal; from then on it refuses to sell (once
 	// the message has reached it: the polling waits for that only).
 	advance(t, ck, sweep)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testwait.ForNil(t, "purchases below the minimum to end TERMINAL_MUST_UPDATE", func() error {
 		tx := s.final(t, s.purchase(t, term, 1000).tx(t, 201).OnlineAPIRefID)
-		if tx.StatusID == instore.StatusTerminalMustUpdate {
-			if tx.Status != "TERMINAL_MUST_UPDATE" {
-				t.Errorf("status = %s, want TERMINAL_MUST_UPDATE", tx.Status)
-			}
-			break
+		if tx.StatusID != instore.StatusTerminalMustUpdate {
+			return fmt.Errorf("a purchase ended %d", tx.StatusID)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("purchases below the minimum still end %d", tx.StatusID)
+		if tx.Status != "TERMINAL_MUST_UPDATE" {
+			t.Errorf("status = %s, want TERMINAL_MUST_UPDATE", tx.Status)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	// Other models are not affected.
 	if tx := s.final(t, s.purchase(t, s.terminals[1], 1000).tx(t, 201).OnlineAPIRefID); tx.StatusID != instore.StatusApproved {
 		t.Errorf("purchase on the mobile terminal ended %d, want APPROVED", tx.StatusID)
@@ -864,19 +852,15 @@ func TestSandboxRestartKeepsInstalledVersion(t *testing.T) {
 	cfg := testserver.Config(s.srv.DataDir())
 	sandboxConfig(&cfg)
 	srv2 := testserver.Start(t, cfg)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testwait.For(t, "the virtual terminal to come back after the restart", func() bool {
 		d, err := srv2.Store.Device(context.Background(), serial)
 		must(t, err)
-		if d.LastSeenAt != nil && d.LastSeenAt.After(restarted) {
-			if d.SoftwareVersion != "1.2.0" {
-				t.Errorf("after the restart the virtual terminal says hello with %q, want 1.2.0", d.SoftwareVersion)
-			}
-			break
+		if d.LastSeenAt == nil || !d.LastSeenAt.After(restarted) {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the virtual terminal never came back after the restart")
+		if d.SoftwareVersion != "1.2.0" {
+			t.Errorf("after the restart the virtual terminal says hello with %q, want 1.2.0", d.SoftwareVersion)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return true
+	})
 }

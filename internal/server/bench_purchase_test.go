@@ -20,6 +20,7 @@ import (
 	"github.com/instore-dev/instore/internal/protocol"
 	"github.com/instore-dev/instore/internal/server"
 	"github.com/instore-dev/instore/internal/sim"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // freshPostgres returns a URL of a new schema in $INSTORE_TEST_DATABASE_URL
@@ -85,15 +86,7 @@ func benchPurchaseLife(b *testing.B, backend string, n int) {
 	defer wg.Wait()
 	defer cancel()
 	// Wait until every terminal is online.
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if e.srv.Gateway.Sessions() == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%d of %d terminals online", e.srv.Gateway.Sessions(), n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.For(b, fmt.Sprintf("all %d terminals online", n), func() bool { return e.srv.Gateway.Sessions() == n })
 	tr := &http.Transport{MaxIdleConnsPerHost: n + 4}
 	client := &http.Client{Transport: tr, Timeout: 60 * time.Second}
 	defer tr.CloseIdleConnections()

@@ -13,6 +13,7 @@ import (
 	"github.com/instore-dev/instore/internal/server"
 	"github.com/instore-dev/instore/internal/sim"
 	"github.com/instore-dev/instore/internal/testserver"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // Several nodes on one PostgreSQL (internal/cluster): the ECR talks to node
@@ -64,14 +65,14 @@ func TestTwoNodes(t *testing.T) {
 	ran := make(chan error, 1)
 	go func() { ran <- vt.Run(runCtx) }()
 	t.Cleanup(func() { stop(); <-ran })
-	waitFor(t, "the device shows a link code", func() bool { return vt.State().LinkCode != "" })
+	testwait.For(t, "the device shows a link code", func() bool { return vt.State().LinkCode != "" })
 	if b.Gateway.Sessions() != 1 || a.srv.Gateway.Sessions() != 0 {
 		t.Fatalf("sessions: A %d, B %d; want the device on B", a.srv.Gateway.Sessions(), b.Gateway.Sessions())
 	}
 	if r := a.post(t, "/in-store/api/v1/terminal/link", map[string]any{"terminalId": term, "linkCode": vt.State().LinkCode}, nil); r.resp.StatusCode != 200 {
 		t.Fatalf("link through A: %d %s", r.resp.StatusCode, r.body)
 	}
-	waitFor(t, "the device on B shows the terminal ID linked through A", func() bool { return vt.State().TerminalID == term })
+	testwait.For(t, "the device on B shows the terminal ID linked through A", func() bool { return vt.State().TerminalID == term })
 	if r := a.get(t, "/in-store/api/v1/terminal/"+term); !strings.Contains(string(r.body), `"online":true`) {
 		t.Fatalf("A sees the terminal on B offline: %s", r.body)
 	}
@@ -105,7 +106,7 @@ func TestTwoNodes(t *testing.T) {
 
 	// B shuts down: the device moves to A at once and purchases go on.
 	must(t, b.Close())
-	waitFor(t, "the device moves to A", func() bool { return a.srv.Gateway.Sessions() == 1 && vt.State().Online })
+	testwait.For(t, "the device moves to A", func() bool { return a.srv.Gateway.Sessions() == 1 && vt.State().Online })
 	tx = a.purchase(t, term, 1400).tx(t, 201)
 	if final := a.final(t, tx.OnlineAPIRefID); final.StatusID != instore.StatusApproved {
 		t.Fatalf("purchase after the failover ended %d %s, want APPROVED", final.StatusID, final.Status)

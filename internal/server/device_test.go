@@ -14,6 +14,7 @@ import (
 	"github.com/instore-dev/instore/internal/protocol"
 	"github.com/instore-dev/instore/internal/server"
 	"github.com/instore-dev/instore/internal/testserver"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // rawDevice is a terminal written in the test from the protocol alone, so
@@ -47,17 +48,10 @@ func dialDevice(t testing.TB, gatewayURL, serial, secret string) *rawDevice {
 	req.SetBasicAuth(serial, secret)
 	h.Set("Authorization", req.Header.Get("Authorization"))
 	var conn *websocket.Conn
-	var err error
-	for range 50 { // the gateway may still be starting after a restart
+	testwait.ForNil(t, "a dial to the gateway (it may still be starting after a restart)", func() (err error) {
 		conn, _, err = websocket.DefaultDialer.Dial(gatewayURL+protocol.Path, h)
-		if err == nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("dial gateway: %v", err)
-	}
+		return err
+	})
 	d := &rawDevice{t: t, conn: conn, serial: serial, secret: secret}
 	t.Cleanup(func() { conn.Close() })
 	d.send(protocol.TypeHello, "", "", "", protocol.Hello{Protocol: 1, Model: instore.ModelCountertop, SoftwareVersion: "9.9.9"})

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
 	"github.com/instore-dev/instore/api"
 	"github.com/instore-dev/instore/internal/apitest"
 )

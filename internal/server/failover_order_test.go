@@ -13,6 +13,7 @@ import (
 	"github.com/instore-dev/instore/internal/protocol"
 	"github.com/instore-dev/instore/internal/server"
 	"github.com/instore-dev/instore/internal/testserver"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // After a failover no terminal is busy with a sale the service ended: a
@@ -177,7 +178,7 @@ func TestReconnectCancelBeforeCommandOfAnotherNode(t *testing.T) {
 
 	cmd := a.ackedPurchase(t, d, term, 5000)
 	d.conn.Close()
-	waitFor(t, "the device is offline on both nodes", func() bool {
+	testwait.For(t, "the device is offline on both nodes", func() bool {
 		return !b.Gateway.Online(serial) && !a.srv.Service.Gateway.Online(serial)
 	})
 	advanceBy(time.Second) // the deadline: WP36, a cancel owed
@@ -192,23 +193,23 @@ func TestReconnectCancelBeforeCommandOfAnotherNode(t *testing.T) {
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
-		for {
+		testwait.Until(testwait.Timeout, func() bool {
 			select {
 			case <-stop:
-				return
-			case <-time.After(time.Millisecond):
+				return true
+			default:
 			}
 			if !b.Gateway.Online(serial) {
-				continue
+				return false
 			}
 			r := a.purchase(t, term, 6000)
 			var p problem
 			if json.Unmarshal(r.body, &p); r.resp.StatusCode == 409 && p.ErrorCode == "WP23" {
-				continue // A does not see B's session yet
+				return false // A does not see B's session yet
 			}
 			done <- r
-			return
-		}
+			return true
+		})
 	}()
 	d2 := dialDevice(t, b.URL("terminal"), serial, secret)
 	got, next := firstOf(d2, cmd.Ref)

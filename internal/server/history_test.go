@@ -10,6 +10,7 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/server"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 type txFull struct {
@@ -274,15 +275,13 @@ func TestPrinting(t *testing.T) {
 	s.post(t, "/sandbox/v1/terminals/"+mobile+"/printer", map[string]any{"statusId": 2}, nil)
 	rtx := s.post(t, "/in-store/api/v1/purchase", map[string]any{"terminalId": mobile, "amount": 700, "currency": "SEK", "printReceipt": true}, nil).tx(t, 201)
 	s.final(t, rtx.OnlineAPIRefID)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if j := printOn(mobile, lines).job(t); j.Status == "SUCCESS" {
-			break
-		} else if j.Status != "OUT_OF_PAPER" && j.Status != "BUSY" || time.Now().After(deadline) {
+	testwait.For(t, "a print to succeed after the receipt took the OUT_OF_PAPER outcome", func() bool {
+		j := printOn(mobile, lines).job(t)
+		if j.Status != "SUCCESS" && j.Status != "OUT_OF_PAPER" && j.Status != "BUSY" {
 			t.Fatalf("after a printReceipt purchase the next print is %s; the receipt did not take the OUT_OF_PAPER outcome", j.Status)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return j.Status == "SUCCESS"
+	})
 	// The terminal never answers: the print time-out ends it. (Last: the
 	// clock moves, and the virtual terminals take their time from the
 	// deadlines it dates.)

@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/server"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // eventPage is a page of GET /events.
@@ -47,17 +49,14 @@ func (s *sandbox) events(t *testing.T, query string) []instore.EventWire {
 // waitEvents reads the events until cond holds (bounded).
 func (s *sandbox) waitEvents(t *testing.T, query string, cond func([]instore.EventWire) bool) []instore.EventWire {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		evs := s.events(t, query)
-		if cond(evs) {
-			return evs
+	var evs []instore.EventWire
+	testwait.ForNil(t, "the events to reach the expected state", func() error {
+		if evs = s.events(t, query); !cond(evs) {
+			return fmt.Errorf("%+v", types(evs))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("events never reached the expected state: %+v", types(evs))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return evs
 }
 
 func types(evs []instore.EventWire) []string {
@@ -341,17 +340,13 @@ func TestWebhookDeliveries(t *testing.T) {
 		var deliveries struct {
 			Deliveries []instore.DeliveryWire
 		}
-		deadline := time.Now().Add(15 * time.Second)
-		for {
+		testwait.ForNil(t, "the deliveries to show the failed first attempt", func() error {
 			s.get(t, "/in-store/api/v1/webhooks/"+wh.WebhookID+"/deliveries").decode(t, 200, &deliveries)
-			if n := len(deliveries.Deliveries); n == 6 && len(deliveries.Deliveries[n-1].Attempts) == 1 {
-				break
+			if n := len(deliveries.Deliveries); n != 6 || len(deliveries.Deliveries[n-1].Attempts) != 1 {
+				return fmt.Errorf("%+v", deliveries)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("deliveries never showed the failed first attempt: %+v", deliveries)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
 		head := deliveries.Deliveries[5]
 		if a := head.Attempts[0]; a.StatusCode != 503 || !strings.Contains(a.Response, "try later") || head.Status != "pending" || head.EventID != want[0].ID {
 			t.Errorf("first delivery %+v", head)
@@ -363,7 +358,7 @@ func TestWebhookDeliveries(t *testing.T) {
 		s.post(t, "/in-store/api/v1/webhooks/"+wh.WebhookID+"/deliveries/"+head.DeliveryID+"/retry", nil, nil).decode(t, 202, &retried)
 		s.post(t, "/in-store/api/v1/webhooks/"+wh.WebhookID+"/deliveries/dlv_999999/retry", nil, nil).problem(t, 404, "")
 
-		waitFor(t, "six deliveries", func() bool { return len(rcv.events()) == 6 })
+		testwait.For(t, "six deliveries", func() bool { return len(rcv.events()) == 6 })
 		delivered := rcv.events()
 		for i, e := range delivered {
 			if e.ID != want[i].ID || e.Type != want[i].Type || string(e.Data) != string(want[i].Data) {
@@ -392,7 +387,7 @@ func TestWebhookDeliveries(t *testing.T) {
 		rcv.mu.Unlock()
 		tx := s.purchase(t, term, 1000).tx(t, 201)
 		s.final(t, tx.OnlineAPIRefID)
-		waitFor(t, "two more deliveries", func() bool { return len(rcv.events()) == 8 })
+		testwait.For(t, "two more deliveries", func() bool { return len(rcv.events()) == 8 })
 		rcv.mu.Lock()
 		if c := rcv.sigCount[len(rcv.sigCount)-1]; c != 2 {
 			t.Errorf("after rotation a delivery carried %d signatures, want 2", c)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -11,7 +12,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -20,6 +20,7 @@ import (
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/clocktest"
 	"github.com/instore-dev/instore/internal/server"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // scrape reads /metrics from the ops listener as Prometheus would, and
@@ -73,17 +74,13 @@ metric:
 // waitMetric scrapes until the sample reaches want (bounded).
 func (e *env) waitMetric(t *testing.T, name string, labels map[string]string, want float64) {
 	t.Helper()
-	for i := 0; ; i++ {
+	testwait.ForNil(t, fmt.Sprintf("%s%v = %v", name, labels, want), func() error {
 		_, mfs := e.scrape(t)
-		if v, _ := value(mfs, name, labels); v == want {
-			return
+		if v, ok := value(mfs, name, labels); v != want {
+			return fmt.Errorf("%s%v = %v (found %v)", name, labels, v, ok)
 		}
-		if i == 500 {
-			v, ok := value(mfs, name, labels)
-			t.Fatalf("%s%v = %v (found %v), want %v", name, labels, v, ok, want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // repoFile reads a file of the repository.

@@ -15,6 +15,7 @@ import (
 	"github.com/instore-dev/instore/internal/server"
 	"github.com/instore-dev/instore/internal/sim"
 	"github.com/instore-dev/instore/internal/testserver"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // Nothing in flight is forgotten by a restart or a reconnect: what the
@@ -112,21 +113,9 @@ func (d *rawDevice) owedNothing() {
 	}
 }
 
-// waitFor polls cond (bounded) and fails with what if it never holds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func (s *sandbox) waitOffline(t *testing.T, serial string) {
 	t.Helper()
-	waitFor(t, "the device is offline", func() bool { return !s.srv.Gateway.Online(serial) })
+	testwait.For(t, "the device is offline", func() bool { return !s.srv.Gateway.Online(serial) })
 }
 
 func cancelOf(t *testing.T, env protocol.Envelope) protocol.Cancel {
@@ -167,7 +156,7 @@ func TestExpiredTransactionCancelledAfterReconnect(t *testing.T) {
 				ran := make(chan error, 1)
 				go func() { ran <- vt.Run(ctx) }()
 				t.Cleanup(func() { stop(); <-ran })
-				waitFor(t, "the virtual terminal is linked", func() bool { return vt.State().TerminalID == term })
+				testwait.For(t, "the virtual terminal is linked", func() bool { return vt.State().TerminalID == term })
 
 				tx := s.purchase(t, term, 1092).tx(t, 201)
 				vt.SetOffline(true)
@@ -183,7 +172,7 @@ func TestExpiredTransactionCancelledAfterReconnect(t *testing.T) {
 				// The terminal aborts it: its screen shows the outcome of the
 				// DEADLINE cancel, TECHNICAL_ERROR, which it reports (the
 				// server's status stands).
-				waitFor(t, "the terminal aborts the ended transaction", func() bool { return vt.State().Screen == "TECHNICAL ERROR" })
+				testwait.For(t, "the terminal aborts the ended transaction", func() bool { return vt.State().Screen == "TECHNICAL ERROR" })
 				if next := s.final(t, s.purchase(t, term, 1000).tx(t, 201).OnlineAPIRefID); next.StatusID != instore.StatusApproved {
 					t.Errorf("next purchase ended %d %s, want APPROVED: the terminal still ran the ended transaction", next.StatusID, next.Status)
 				}
@@ -340,7 +329,7 @@ func (s *sandbox) printStatus(t *testing.T, printID string) *string {
 func (s *sandbox) waitPrint(t *testing.T, printID string) string {
 	t.Helper()
 	var st *string
-	waitFor(t, "the print job has a final status", func() bool {
+	testwait.For(t, "the print job has a final status", func() bool {
 		st = s.printStatus(t, printID)
 		return st != nil
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/instore-dev/instore"
 	sandboxapi "github.com/instore-dev/instore/internal/sandbox"
 	"github.com/instore-dev/instore/internal/server"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // Short time-outs so that the WP25, WP36 and sandbox timing rules run in
@@ -106,22 +107,20 @@ func startSandboxWith(t *testing.T, beforeStart func(*server.Server), mutate ...
 // waitDevices polls GET /sandbox/v1/devices until cond holds (bounded).
 func (s *sandbox) waitDevices(t *testing.T, cond func([]sandboxapi.DeviceJSON) bool) []sandboxapi.DeviceJSON {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	var out struct{ Devices []sandboxapi.DeviceJSON }
+	testwait.ForNil(t, "the devices to reach the expected state", func() error {
 		resp, body := s.get(t, "/sandbox/v1/devices").parts()
 		if resp.StatusCode != 200 {
 			t.Fatalf("GET /sandbox/v1/devices = %d %s", resp.StatusCode, body)
 		}
-		var out struct{ Devices []sandboxapi.DeviceJSON }
+		out.Devices = nil
 		must(t, json.Unmarshal(body, &out))
-		if cond(out.Devices) {
-			return out.Devices
+		if !cond(out.Devices) {
+			return fmt.Errorf("%s", body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("devices never reached the expected state: %s", body)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return out.Devices
 }
 
 // reply is an HTTP answer with its body read.

@@ -9,6 +9,7 @@ import (
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/protocol"
 	"github.com/instore-dev/instore/internal/server"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // slowOwed delays the read of what a device is owed, as a loaded store
@@ -21,7 +22,7 @@ type slowOwed struct {
 
 func (s *slowOwed) OpenEffects(ctx context.Context, serial string) ([]*instore.Effect, error) {
 	if s.slow.Load() {
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond) // the slow store the test simulates, not a wait for the service
 	}
 	return s.Store.OpenEffects(ctx, serial)
 }
@@ -52,14 +53,17 @@ func TestOwedCancelBeforeNewCommand(t *testing.T) {
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
-		for !s.srv.Gateway.Ready("RAW-ORD") {
+		stopped := func() bool {
 			select {
 			case <-stop:
-				return
-			case <-time.After(time.Millisecond):
+				return true
+			default:
+				return false
 			}
 		}
-		done <- s.purchase(t, term, 6000)
+		if testwait.Until(testwait.Timeout, func() bool { return stopped() || s.srv.Gateway.Ready("RAW-ORD") }) && !stopped() {
+			done <- s.purchase(t, term, 6000)
+		}
 	}()
 	d2 := dialDevice(t, s.srv.URL("terminal"), "RAW-ORD", secret)
 	first := ""
@@ -127,7 +131,7 @@ func TestFailedReversalLeavesAWayOut(t *testing.T) {
 				(<-done).tx(t, 201)
 				d.send(protocol.TypeResult, "", "", rev2.Ref, protocol.Result{StatusID: 0})
 				d.expect(protocol.TypeConfirm)
-				waitFor(t, "the purchase REVERSED", func() bool {
+				testwait.For(t, "the purchase REVERSED", func() bool {
 					return s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200).StatusID == instore.StatusReversed
 				})
 				return

@@ -21,6 +21,7 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/server"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // appendHistory writes n events of merchant, each with about size bytes of
@@ -83,22 +84,18 @@ func (e *env) openStream(t *testing.T, token, lastEventID string) (*http.Respons
 	}
 }
 
-// waitMetrics scrapes /metrics until cond holds (bounded: a minute).
+// waitMetrics scrapes /metrics until cond holds (bounded).
 func (e *env) waitMetrics(t *testing.T, what string, cond func(map[string]*dto.MetricFamily) bool) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testwait.ForNil(t, what, func() error {
 		_, mfs := e.scrape(t)
-		if cond(mfs) {
-			return
-		}
-		if time.Now().After(deadline) {
+		if !cond(mfs) {
 			open, _ := value(mfs, "instore_event_streams_open", nil)
 			total, _ := value(mfs, "instore_event_streams_total", nil)
-			t.Fatalf("%s: not within a minute (streams open %v, opened %v)", what, open, total)
+			return fmt.Errorf("streams open %v, opened %v", open, total)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func streamsOpen(want float64) func(map[string]*dto.MetricFamily) bool {

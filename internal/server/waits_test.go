@@ -11,6 +11,7 @@ import (
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/protocol"
 	"github.com/instore-dev/instore/internal/server"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 func TestTimeoutsCoverWaits(t *testing.T) {
@@ -225,26 +226,22 @@ func TestReadyzDuringShutdown(t *testing.T) {
 	d.expect(protocol.TypePurchase) // in flight: waits for an ack that never comes
 	closed := make(chan error, 1)
 	go func() { closed <- s.srv.Close() }()
-	saw503 := false
-	deadline := time.Now().Add(10 * time.Second) // bounds the polling only
-	for !saw503 {
+	testwait.For(t, "/readyz to turn 503 during the shutdown", func() bool {
 		select {
 		case <-purchase:
 			t.Fatalf("the in-flight purchase was answered before /readyz turned 503")
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz never turned 503 during the shutdown")
-		}
 		switch got := status(); got {
 		case 503:
-			saw503 = true
+			return true
 		case 200:
-			time.Sleep(5 * time.Millisecond)
+			return false
 		default:
 			t.Fatalf("/readyz during the shutdown = %d, want 200 until it turns 503", got)
+			return false
 		}
-	}
+	})
 	advance(t, ck, 2*time.Second) // the in-flight purchase's ack time-out
 	if r := <-purchase; r.resp == nil {
 		t.Errorf("the in-flight purchase got no answer")

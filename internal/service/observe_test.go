@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -60,7 +61,9 @@ func histogramCount(t *testing.T, reg *prometheus.Registry, name, typ string) ui
 // once, with one "transaction ended" log line that holds the terminal's and
 // the merchant's fingerprints, never their ids; a resent result and a late
 // approval turned REVERSED do not end it again.
-func TestTransactionEndedOnce(t *testing.T) {
+func TestTransactionEndedOnce(t *testing.T) { synctest.Test(t, testTransactionEndedOnce) }
+
+func testTransactionEndedOnce(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, "NORMAL", "S-1")
 	reg := prometheus.NewRegistry()
@@ -106,11 +109,9 @@ func TestTransactionEndedOnce(t *testing.T) {
 	if err := f.svc.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; ended(instore.TypePurchase, "TECHNICAL_ERROR", instore.WP25) != 1; i++ {
-		if i == 500 {
-			t.Fatalf("the ack time-out of %s was not reported", tx2.ID)
-		}
-		time.Sleep(10 * time.Millisecond)
+	synctest.Wait() // the timer runs at once, on a goroutine of its own
+	if ended(instore.TypePurchase, "TECHNICAL_ERROR", instore.WP25) != 1 {
+		t.Fatalf("the ack time-out of %s was not reported", tx2.ID)
 	}
 	if err := f.svc.TerminalResult(ctx, "S-1", approved("m-2", tx2.ID)); err != nil {
 		t.Fatal(err)

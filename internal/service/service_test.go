@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/instore-dev/instore"
@@ -130,6 +131,10 @@ func (c *countingStore) OpenUpdate(ctx context.Context, terminalID string) (*ins
 // (TestUpdateWaitsForTransactionAndOfflineTerminal in internal/server has
 // the other case); otherwise the end costs no read of the store.
 func TestTransactionEndWithoutWaitingUpdate(t *testing.T) {
+	synctest.Test(t, testTransactionEndWithoutWaitingUpdate)
+}
+
+func testTransactionEndWithoutWaitingUpdate(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, "NORMAL", "S-1")
 	cs := &countingStore{Store: f.st}
@@ -151,13 +156,11 @@ func TestTransactionEndWithoutWaitingUpdate(t *testing.T) {
 	if got, err := f.st.Transaction(ctx, tx.ID); err != nil || !got.Final() {
 		t.Fatalf("transaction = %+v, %v; want final", got, err)
 	}
-	// A delivery would run on a goroutine of its own, at once: give it
-	// time to show.
-	for range 20 {
-		time.Sleep(10 * time.Millisecond)
-		if n := cs.openUpdates.Load(); n != 0 {
-			t.Fatalf("the transaction's end read the open update %d times, want none", n)
-		}
+	// A delivery would run on a goroutine of its own, at once: wait
+	// until every goroutine of the test is done or blocked.
+	synctest.Wait()
+	if n := cs.openUpdates.Load(); n != 0 {
+		t.Fatalf("the transaction's end read the open update %d times, want none", n)
 	}
 }
 
@@ -274,6 +277,10 @@ func (s *ackDuringRecover) PendingTransactions(ctx context.Context) ([]*instore.
 // transaction acknowledged (the ack came in while Recover armed it) arms
 // the deadline instead of doing nothing, so the transaction still ends.
 func TestAckTimerOfAcknowledgedArmsDeadline(t *testing.T) {
+	synctest.Test(t, testAckTimerOfAcknowledgedArmsDeadline)
+}
+
+func testAckTimerOfAcknowledgedArmsDeadline(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, "NORMAL", "S-1")
 	f.svc.AckTimeout, f.svc.Deadline = time.Second, 50*time.Millisecond
@@ -286,21 +293,20 @@ func TestAckTimerOfAcknowledgedArmsDeadline(t *testing.T) {
 	if err := f.svc.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// Bounded by the test's own patience, not asserted on: the deadline
-	// timer ends it, or nothing ever will.
-	for range 500 {
-		got, err := f.st.Transaction(ctx, tx.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.Final() {
-			wp36, _ := f.svc.Metadata.ErrorCode(instore.WP36)
-			if got.ErrorID == nil || *got.ErrorID != wp36.ID {
-				t.Errorf("ended with error %v, want WP36 (its deadline)", got.ErrorID)
-			}
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	// The deadline timer ends it, or nothing ever will: the bubble's
+	// clock passes the deadline once everything else is blocked.
+	synctest.Wait()
+	time.Sleep(f.svc.Deadline) // the bubble's clock, not a wait in real time
+	synctest.Wait()
+	got, err := f.st.Transaction(ctx, tx.ID)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("an acknowledged transaction whose ack timer fired never ended")
+	if !got.Final() {
+		t.Fatalf("an acknowledged transaction whose ack timer fired never ended")
+	}
+	wp36, _ := f.svc.Metadata.ErrorCode(instore.WP36)
+	if got.ErrorID == nil || *got.ErrorID != wp36.ID {
+		t.Errorf("ended with error %v, want WP36 (its deadline)", got.ErrorID)
+	}
 }

@@ -3,8 +3,11 @@ package sim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 func TestFleet(t *testing.T) {
@@ -57,8 +60,7 @@ func TestFleet(t *testing.T) {
 		t.Error("Get(VT-Z) found a terminal")
 	}
 
-	deadline := time.Now().Add(waitTimeout)
-	for {
+	testwait.ForNil(t, "all of States() online", func() error {
 		states := f.States()
 		var serials []string
 		online := 0
@@ -71,14 +73,11 @@ func TestFleet(t *testing.T) {
 		if len(serials) != 3 || serials[0] != "VT-A" || serials[1] != "VT-B" || serials[2] != "VT-C" {
 			t.Fatalf("States() serials %v, want VT-A VT-B VT-C", serials)
 		}
-		if online == 3 {
-			break
+		if online != 3 {
+			return fmt.Errorf("States() = %+v", states)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("States() = %+v, want all online", states)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return nil
+	})
 
 	f.Stop()
 	for _, s := range f.States() {

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/instore-dev/instore/internal/protocol"
 	"github.com/instore-dev/instore/internal/testlog"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // waitTimeout bounds every wait for an event; generous, since the race
@@ -425,17 +427,14 @@ func startTerminalWith(t *testing.T, g *gateway, mod func(*Config), hook func(*T
 // waitState polls the terminal's state until ok accepts it.
 func waitState(t *testing.T, term *Terminal, what string, ok func(State) bool) State {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		st := term.State()
-		if ok(st) {
-			return st
+	var st State
+	testwait.ForNil(t, "the terminal's state "+what, func() error {
+		if st = term.State(); !ok(st) {
+			return fmt.Errorf("state %+v", st)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("state %+v never became %s", st, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return nil
+	})
+	return st
 }
 
 // linked starts a terminal, accepts its session and links it.

@@ -15,6 +15,7 @@ import (
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/protocol"
 	"github.com/instore-dev/instore/internal/testlog"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 func TestHelloAndLinkCode(t *testing.T) {
@@ -47,13 +48,7 @@ func TestDefaultsAndWrongSecretRetries(t *testing.T) {
 	t.Parallel()
 	g := newGateway(t)
 	startTerminal(t, g, func(c *Config) { c.Secret = "wrong" })
-	deadline := time.Now().Add(waitTimeout)
-	for g.refused.Load() < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d refused attempts, want the terminal to keep retrying", g.refused.Load())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, "3 refused attempts: the terminal keeps retrying", func() bool { return g.refused.Load() >= 3 })
 
 	g2 := newGateway(t)
 	startTerminal(t, g2, func(c *Config) { c.Model = "" })

@@ -7,6 +7,7 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/protocol"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 func updateCommand(version string) protocol.Update {
@@ -133,19 +134,7 @@ func TestMustUpdate(t *testing.T) {
 	// A higher minimum applies at once; a linked message without one
 	// lifts it.
 	c.send(protocol.TypeLinked, "", "", protocol.Linked{TerminalID: "10000001", MinSoftwareVersion: "9.0"})
-	waitFor(t, "a new minimum", r.MustUpdate)
+	testwait.For(t, "a new minimum", r.MustUpdate)
 	c.link("10000001")
-	waitFor(t, "no minimum", func() bool { return !r.MustUpdate() })
-}
-
-// waitFor polls cond until it holds (bounded).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testwait.For(t, "no minimum", func() bool { return !r.MustUpdate() })
 }

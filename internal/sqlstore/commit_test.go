@@ -7,9 +7,9 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // TestGroupCommit: writes queued behind a running commit go together in
@@ -64,12 +64,7 @@ func TestGroupCommit(t *testing.T) {
 			})
 		})
 	}
-	for deadline := time.Now().Add(10 * time.Second); len(db.group.jobs) < n; {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d writes queued, want %d", len(db.group.jobs), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.For(t, fmt.Sprintf("%d writes queued", n), func() bool { return len(db.group.jobs) >= n })
 	before := db.group.groups.Load()
 	cancel() // job 2's caller gives up while queued
 	close(hold)
@@ -185,12 +180,7 @@ func TestGroupCommitRelaxed(t *testing.T) {
 					})
 				})
 			}
-			for deadline := time.Now().Add(10 * time.Second); len(db.group.jobs) < n; {
-				if time.Now().After(deadline) {
-					t.Fatalf("%d writes queued, want %d", len(db.group.jobs), n)
-				}
-				time.Sleep(time.Millisecond)
-			}
+			testwait.For(t, fmt.Sprintf("%d writes queued", n), func() bool { return len(db.group.jobs) >= n })
 			before := db.group.groups.Load()
 			close(hold)
 			wg.Wait()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/pgtest"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 func TestRebind(t *testing.T) {
@@ -181,12 +183,12 @@ func TestPostgresReadsDoNotWaitForWrites(t *testing.T) {
 			db.writer.ExecContext(ctx, "SELECT pg_advisory_lock($1), pg_advisory_unlock($1)", key)
 		})
 	}
-	for deadline := time.Now().Add(30 * time.Second); db.writer.Stats().InUse < postgresMaxConns; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the write pool never filled: %+v", db.writer.Stats())
+	testwait.ForNil(t, "the write pool to fill", func() error {
+		if st := db.writer.Stats(); st.InUse < postgresMaxConns {
+			return fmt.Errorf("%+v", st)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if _, err := db.Setting(rctx, "no-such-setting"); !errors.Is(err, instore.ErrNotFound) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore/internal/testlog"
+	"github.com/instore-dev/instore/internal/testwait"
 	"github.com/instore-dev/instore/internal/tlsfiles"
 	"github.com/instore-dev/instore/internal/tlsfiles/tlstest"
 )
@@ -151,17 +153,12 @@ func TestWatch(t *testing.T) {
 	addr := serve(t, h)
 	waitSerial := func(want int64) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			got := served(t, addr, ca)
-			if got == want {
-				return
+		testwait.ForNil(t, fmt.Sprintf("serial %d served after the files changed", want), func() error {
+			if got := served(t, addr, ca); got != want {
+				return fmt.Errorf("served serial = %d", got)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("served serial = %d 10 s after the files changed, want %d", got, want)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	f.Write(t, ca.Issue(t, 201))
 	waitSerial(201)
@@ -170,13 +167,12 @@ func TestWatch(t *testing.T) {
 	// 201 stays.
 	p := ca.Issue(t, 202)
 	tlstest.WriteFile(t, f.Cert, p.CertPEM)
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(logs.String(), "not a valid pair yet") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the certificate without its key was not noticed:\n%s", logs.String())
+	testwait.ForNil(t, "the certificate without its key to be noticed", func() error {
+		if !strings.Contains(logs.String(), "not a valid pair yet") {
+			return fmt.Errorf("logs:\n%s", logs.String())
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	if got := served(t, addr, ca); got != 201 {
 		t.Fatalf("served serial = %d, want 201 while the key is missing", got)
 	}
@@ -293,13 +289,7 @@ func TestWatchFollowsSymlinkSwap(t *testing.T) {
 	}()
 	defer func() { cancel(); <-done }()
 	link("v2")
-	deadline := time.Now().Add(10 * time.Second)
-	for h.Certificate().Leaf.SerialNumber.Int64() != 301 {
-		if time.Now().After(deadline) {
-			t.Fatal("the swapped link was not followed within 10 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.For(t, "the swapped link to be followed", func() bool { return h.Certificate().Leaf.SerialNumber.Int64() == 301 })
 }
 
 func TestMinimumVersion(t *testing.T) {
