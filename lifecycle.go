@@ -76,9 +76,12 @@ type Step struct {
 	// unknown progress stage, a result that is no outcome); nothing
 	// changes.
 	Refused error
-	// Event is the timeline entry of the change (Changed only), also
-	// appended to the new state's Events, which the store writes with it.
+	// Event is the timeline entry of the change (Changed only), which the
+	// store writes with the new state (Change.Events).
 	Event *TransactionEvent
+	// PairEvent is, for NextReversalPair, the original's timeline entry
+	// (REVERSED), written with the original's new state.
+	PairEvent *TransactionEvent
 	// Cancel is the reason of a cancel the terminal is owed ("" none).
 	Cancel string
 	// Reverse is the reason of a reversal the terminal is owed ("" none).
@@ -276,7 +279,6 @@ func changed(before, t Transaction, e Event, r Rules, st Step, kind string) (Tra
 		Version: before.Version + 1, At: e.At, Kind: kind, Actor: actors[kind],
 		StatusBefore: r.Status(before.StatusID), StatusAfter: r.Status(t.StatusID), Detail: detail,
 	}
-	t.Events = append(slices.Clip(t.Events), *st.Event)
 	return t, st
 }
 
@@ -368,8 +370,9 @@ func NextReversalPair(rev, orig Transaction, e Event, r Rules) (newRev, newOrig 
 	}
 	rev, st = changed(revBefore, rev, e, r, st, EventResult)
 	orig.StatusID, orig.ReversedBy = StatusReversed, rev.ID
-	orig, _ = changed(origBefore, orig, e, r, Step{}, EventReversed)
-	orig.Events[len(orig.Events)-1].Detail = "by REVERSAL " + rev.ID
+	orig, ost := changed(origBefore, orig, e, r, Step{}, EventReversed)
+	ost.Event.Detail = "by REVERSAL " + rev.ID
+	st.PairEvent = ost.Event
 	return rev, orig, st, true
 }
 

@@ -67,7 +67,7 @@ func (h *handlers) purchase(w http.ResponseWriter, r *http.Request, p *instore.P
 	if err := httpapi.DecodeJSON(r, &req); err != nil {
 		return err
 	}
-	t, err := h.svc.Purchase(r.Context(), p, &req)
+	t, err := h.svc.Purchase(r.Context(), p, &req, httpapi.Claim(r))
 	if err != nil {
 		return err
 	}
@@ -157,7 +157,7 @@ func (h *handlers) refund(w http.ResponseWriter, r *http.Request, p *instore.Pri
 	if err := httpapi.DecodeJSON(r, &req); err != nil {
 		return err
 	}
-	t, err := h.svc.Refund(r.Context(), p, &req)
+	t, err := h.svc.Refund(r.Context(), p, &req, httpapi.Claim(r))
 	if err != nil {
 		return err
 	}
@@ -170,7 +170,7 @@ func (h *handlers) reversal(w http.ResponseWriter, r *http.Request, p *instore.P
 	if err := httpapi.DecodeJSON(r, &req); err != nil {
 		return err
 	}
-	t, err := h.svc.Reversal(r.Context(), p, &req)
+	t, err := h.svc.Reversal(r.Context(), p, &req, httpapi.Claim(r))
 	if err != nil {
 		return err
 	}

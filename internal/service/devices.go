@@ -212,12 +212,8 @@ func (s *Service) TerminalResult(ctx context.Context, serial string, r instore.T
 	if t.ResultMessageID == r.MessageID {
 		return nil // a resent result, already applied
 	}
-	e := instore.Event{Kind: instore.EventResult, At: s.now(), Result: &r}
-	if t.Type == instore.TypeReversal && r.StatusID == instore.StatusApproved {
-		// An approved reversal, in time or late: the purchase's money went
-		// back, so the original is REVERSED either way.
-		return s.applyReversal(ctx, t, e)
-	}
-	_, _, err = s.apply(ctx, r.Ref, t, e)
+	// An approved reversal, in time or late: the purchase's money went
+	// back, so the original is REVERSED either way (apply's decide).
+	_, _, err = s.apply(ctx, r.Ref, t, instore.Event{Kind: instore.EventResult, At: s.now(), Result: &r})
 	return err
 }

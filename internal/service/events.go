@@ -37,17 +37,22 @@ func transactionEventType(e instore.TransactionEvent) string {
 	return ""
 }
 
-// stamp gives t's pending timeline events their integrator event: t as
-// the API shows it at that event's version.
-func (s *Service) stamp(t *instore.Transaction) {
-	for i := range t.Events {
-		e := &t.Events[i]
+// stamp gives the timeline entries of ch (and of its pair) their
+// integrator event: the transaction as the API shows it at that entry's
+// version.
+func (s *Service) stamp(ch *instore.Change) {
+	if ch.Pair != nil {
+		s.stamp(ch.Pair)
+	}
+	t := ch.T
+	for i := range ch.Events {
+		e := &ch.Events[i]
 		typ := transactionEventType(*e)
 		if typ == "" {
 			continue
 		}
 		cp := *t
-		cp.Version, cp.Events = e.Version, nil
+		cp.Version = e.Version
 		e.Outbox = &instore.OutboxEvent{MerchantID: t.MerchantID, TerminalID: t.TerminalID, Type: typ, At: e.At,
 			Data: mustJSON(s.Metadata.TransactionWire(&cp))}
 	}

@@ -68,7 +68,7 @@ type DB struct {
 	writerStmts, readerStmts *stmtCache
 	// group runs the writes (SQLite only, see groupCommitter).
 	group *groupCommitter
-	// relaxed is the PostgreSQL pool for UpdateProgress: its sessions have
+	// relaxed is the PostgreSQL pool for a relaxed Commit (instore.Change.Relaxed): its sessions have
 	// synchronous_commit off.
 	relaxed *sql.DB
 }

@@ -77,7 +77,7 @@ var paybackTests = []test{
 				r.ResultMessageID = tc.message
 				mustCreateRefund(t, s, r)
 				rev := newReversal("txn_rev"+i, a, "SN-A"+i, orig.ID, 1000, instore.StatusPending)
-				err := s.CreateOnOriginal(t.Context(), rev)
+				err := s.CreateOnOriginal(t.Context(), &instore.Change{T: rev})
 				if !tc.refused {
 					if err != nil {
 						t.Fatalf("CreateOnOriginal(reversal after a %s) = %v, want nil", tc.name, err)
@@ -115,7 +115,7 @@ var paybackTests = []test{
 				rev.ResultMessageID = tc.message
 				mustCreateRefund(t, s, rev)
 				r := newRefund("txn_refund"+i, b, "SN-B"+i, orig.ID, 100, instore.StatusPending, at(4))
-				err := s.CreateOnOriginal(t.Context(), r)
+				err := s.CreateOnOriginal(t.Context(), &instore.Change{T: r})
 				if !tc.refused {
 					if err != nil {
 						t.Fatalf("CreateOnOriginal(refund after a %s) = %v, want nil", tc.name, err)
@@ -137,16 +137,16 @@ var paybackTests = []test{
 		orig.StatusID = instore.StatusReversed
 		mustUpdateTransaction(t, s, orig, orig.Version)
 		checkCode(t, "CreateOnOriginal(refund of a REVERSED purchase)",
-			s.CreateOnOriginal(t.Context(), newRefund("txn_r", b, "SN-2", orig.ID, 1, instore.StatusPending, at(2))), instore.EConflict)
+			s.CreateOnOriginal(t.Context(), &instore.Change{T: newRefund("txn_r", b, "SN-2", orig.ID, 1, instore.StatusPending, at(2))}), instore.EConflict)
 		checkCode(t, "CreateOnOriginal(reversal of a REVERSED purchase)",
-			s.CreateOnOriginal(t.Context(), newReversal("txn_v", b, "SN-2", orig.ID, 1000, instore.StatusPending)), instore.ENotReversible)
+			s.CreateOnOriginal(t.Context(), &instore.Change{T: newReversal("txn_v", b, "SN-2", orig.ID, 1000, instore.StatusPending)}), instore.ENotReversible)
 		refund := newRefund("txn_refund", a, "SN-1", "", 100, instore.StatusApproved, at(2))
 		refund.ID = "txn_refund"
 		mustCreateTransaction(t, s, refund)
 		checkCode(t, "CreateOnOriginal(refund of a refund)",
-			s.CreateOnOriginal(t.Context(), newRefund("txn_r", b, "SN-2", refund.ID, 1, instore.StatusPending, at(3))), instore.EConflict)
+			s.CreateOnOriginal(t.Context(), &instore.Change{T: newRefund("txn_r", b, "SN-2", refund.ID, 1, instore.StatusPending, at(3))}), instore.EConflict)
 		checkCode(t, "CreateOnOriginal(reversal of a refund)",
-			s.CreateOnOriginal(t.Context(), newReversal("txn_v", b, "SN-2", refund.ID, 100, instore.StatusPending)), instore.ENotReversible)
+			s.CreateOnOriginal(t.Context(), &instore.Change{T: newReversal("txn_v", b, "SN-2", refund.ID, 100, instore.StatusPending)}), instore.ENotReversible)
 	}},
 	{"Concurrent", func(t *testing.T, s instore.Store) {
 		// A reversal and four full refunds of one purchase race, each on a
@@ -180,7 +180,7 @@ var paybackTests = []test{
 				for i := range txs {
 					wg.Go(func() {
 						<-start
-						errs[i] = s.CreateOnOriginal(t.Context(), txs[i])
+						errs[i] = s.CreateOnOriginal(t.Context(), &instore.Change{T: txs[i]})
 					})
 				}
 				close(start)
