@@ -5,7 +5,11 @@ import (
 	"time"
 )
 
-// Store keeps everything the service must not lose. Two implementations
+// Store keeps everything the service must not lose. The integrator events
+// of a change (events.go) are written in its database transaction and
+// passed with it: a transaction's in its Change (change.go), the others'
+// as the evs of the write (DeviceSeen, LinkTerminal, UnlinkTerminal,
+// CompletePrintJob, CreateUpdate, SetUpdateStatus). Two implementations
 // (SQLite and PostgreSQL, internal/sqlstore) pass one conformance suite
 // (internal/storetest). Methods return ErrNotFound for a missing row and
 // ErrConflict when a unique constraint or a state guard refuses a write,
@@ -73,7 +77,7 @@ type DeviceStore interface {
 	// DeviceByLinkCode finds the device showing code (ErrNotFound if none).
 	DeviceByLinkCode(ctx context.Context, code string) (*Device, error)
 	// DeviceSeen records a device's hello: its software version and time.
-	DeviceSeen(ctx context.Context, serial, softwareVersion string, at time.Time) error
+	DeviceSeen(ctx context.Context, serial, softwareVersion string, at time.Time, evs ...OutboxEvent) error
 	// SetLinkCode sets (or with "" clears) the code a device shows;
 	// ErrConflict when another device shows the same code.
 	SetLinkCode(ctx context.Context, serial, code string) error
@@ -97,11 +101,11 @@ type TerminalStore interface {
 	// bound to terminalID before ("" if none) and the terminal ID that was
 	// bound to the device before ("" if none). ErrConflict when either
 	// terminal ID has a PENDING transaction.
-	LinkTerminal(ctx context.Context, terminalID, serial string, at time.Time) (prevSerial, prevTerminalID string, err error)
+	LinkTerminal(ctx context.Context, terminalID, serial string, at time.Time, evs ...OutboxEvent) (prevSerial, prevTerminalID string, err error)
 	// UnlinkTerminal unbinds terminalID and returns the device it was bound
 	// to; ErrNotFound when it was not linked, ErrConflict when it has a
 	// PENDING transaction.
-	UnlinkTerminal(ctx context.Context, terminalID string) (serial string, err error)
+	UnlinkTerminal(ctx context.Context, terminalID string, evs ...OutboxEvent) (serial string, err error)
 }
 
 // TransactionStore keeps transactions. Every change is a compare-and-set on
@@ -178,7 +182,7 @@ type HistoryStore interface {
 	// CompletePrintJob sets the final print status of a running job and, in
 	// the same database transaction, ends the job's open print effects
 	// (EffectMoot); ErrConflict when it already has one.
-	CompletePrintJob(ctx context.Context, id string, statusID int, at time.Time) error
+	CompletePrintJob(ctx context.Context, id string, statusID int, at time.Time, evs ...OutboxEvent) error
 }
 
 // EffectStore keeps the effects: the messages the service owes terminal
@@ -246,7 +250,7 @@ type AccessStore interface {
 
 	// CreateUpdate stores a new update; ErrConflict when its terminal ID
 	// has an unfinished (SCHEDULED or DOWNLOADING) update already.
-	CreateUpdate(ctx context.Context, u *Update) error
+	CreateUpdate(ctx context.Context, u *Update, evs ...OutboxEvent) error
 	Update(ctx context.Context, id string) (*Update, error)
 	// OpenUpdate returns the unfinished update of a terminal ID
 	// (ErrNotFound if none).
@@ -273,5 +277,5 @@ type AccessStore interface {
 	// ErrConflict otherwise), and clears delivered_at. For INSTALLED with
 	// a software version, the device linked to u's terminal ID gets that
 	// version in the same database transaction.
-	SetUpdateStatus(ctx context.Context, u *Update, from ...string) error
+	SetUpdateStatus(ctx context.Context, u *Update, evs []OutboxEvent, from ...string) error
 }

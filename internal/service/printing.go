@@ -126,12 +126,13 @@ func (s *Service) printExpired(id string) {
 func (s *Service) completePrint(ctx context.Context, id string, statusID int) {
 	s.disarm(id)
 	at := s.now()
+	var evs []instore.OutboxEvent
 	if job, err := s.Store.PrintJob(ctx, id); err == nil && job.StatusID == nil {
 		job.StatusID, job.CompletedAt = &statusID, &at
-		ctx = instore.WithOutbox(ctx, instore.OutboxEvent{MerchantID: job.MerchantID, TerminalID: job.TerminalID, Type: instore.EventPrintFinal,
+		evs = append(evs, instore.OutboxEvent{MerchantID: job.MerchantID, TerminalID: job.TerminalID, Type: instore.EventPrintFinal,
 			At: at, Data: mustJSON(s.Metadata.PrintJobWire(job))})
 	}
-	err := s.Store.CompletePrintJob(ctx, id, statusID, at)
+	err := s.Store.CompletePrintJob(ctx, id, statusID, at, evs...)
 	if err == nil {
 		s.eventsWritten()
 	}
