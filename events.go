@@ -130,19 +130,3 @@ type EventStore interface {
 	// before before.
 	ExpireEvents(ctx context.Context, before time.Time) (int, error)
 }
-
-type outboxKey struct{}
-
-// WithOutbox returns ctx carrying events the next store write made with it
-// inserts in its database transaction (the writes that are no
-// transaction's: a link, an unlink, a print job's end, an update's
-// status).
-func WithOutbox(ctx context.Context, evs ...OutboxEvent) context.Context {
-	return context.WithValue(ctx, outboxKey{}, evs)
-}
-
-// OutboxOf returns the events WithOutbox put in ctx.
-func OutboxOf(ctx context.Context) []OutboxEvent {
-	evs, _ := ctx.Value(outboxKey{}).([]OutboxEvent)
-	return evs
-}

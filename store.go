@@ -5,7 +5,11 @@ import (
 	"time"
 )
 
-// Store keeps everything the service must not lose. Two implementations
+// Store keeps everything the service must not lose. The integrator events
+// of a change (events.go) are written in its database transaction and
+// passed with it: a transaction's in its Change (change.go), the others'
+// as the evs of the write (DeviceSeen, LinkTerminal, UnlinkTerminal,
+// CompletePrintJob, CreateUpdate, SetUpdateStatus). Two implementations
 // (SQLite and PostgreSQL, internal/sqlstore) pass one conformance suite
 // (internal/storetest). Methods return ErrNotFound for a missing row and
 // ErrConflict when a unique constraint or a state guard refuses a write,
@@ -73,7 +77,7 @@ type DeviceStore interface {
 	// DeviceByLinkCode finds the device showing code (ErrNotFound if none).
 	DeviceByLinkCode(ctx context.Context, code string) (*Device, error)
 	// DeviceSeen records a device's hello: its software version and time.
-	DeviceSeen(ctx context.Context, serial, softwareVersion string, at time.Time) error
+	DeviceSeen(ctx context.Context, serial, softwareVersion string, at time.Time, evs ...OutboxEvent) error
 	// SetLinkCode sets (or with "" clears) the code a device shows;
 	// ErrConflict when another device shows the same code.
 	SetLinkCode(ctx context.Context, serial, code string) error
@@ -97,37 +101,37 @@ type TerminalStore interface {
 	// bound to terminalID before ("" if none) and the terminal ID that was
 	// bound to the device before ("" if none). ErrConflict when either
 	// terminal ID has a PENDING transaction.
-	LinkTerminal(ctx context.Context, terminalID, serial string, at time.Time) (prevSerial, prevTerminalID string, err error)
+	LinkTerminal(ctx context.Context, terminalID, serial string, at time.Time, evs ...OutboxEvent) (prevSerial, prevTerminalID string, err error)
 	// UnlinkTerminal unbinds terminalID and returns the device it was bound
 	// to; ErrNotFound when it was not linked, ErrConflict when it has a
 	// PENDING transaction.
-	UnlinkTerminal(ctx context.Context, terminalID string) (serial string, err error)
+	UnlinkTerminal(ctx context.Context, terminalID string, evs ...OutboxEvent) (serial string, err error)
 }
 
 // TransactionStore keeps transactions. Every change is a compare-and-set on
 // Version in one database transaction; the database allows one PENDING
 // transaction per terminal ID.
 type TransactionStore interface {
-	// CreateTransaction stores a new transaction (Version 1). ErrConflict
-	// when the terminal ID already has a PENDING transaction. With
-	// t.Idempotency set, the idempotency record it names gets the
-	// transaction in the same database transaction, or nothing is stored
-	// (ErrIdempotencyLost).
-	CreateTransaction(ctx context.Context, t *Transaction) error
+	// CreateTransaction stores the new transaction c.T (Version 1) with
+	// what c holds (change.go). ErrConflict when the terminal ID already
+	// has a PENDING transaction. With c.Idempotency set, the idempotency
+	// record it names gets the transaction in the same database
+	// transaction, or nothing is stored (ErrIdempotencyLost).
+	CreateTransaction(ctx context.Context, c *Change) error
 	Transaction(ctx context.Context, id string) (*Transaction, error)
 	// ActiveTransaction returns the PENDING transaction of a terminal ID
 	// (ErrNotFound if none).
 	ActiveTransaction(ctx context.Context, terminalID string) (*Transaction, error)
-	// UpdateTransaction writes every mutable field of t if the stored
-	// version is still fromVersion, and sets t.Version to fromVersion+1.
-	// ErrConflict (and t unchanged) when the stored version moved on.
-	UpdateTransaction(ctx context.Context, t *Transaction, fromVersion int64) error
-	// UpdateProgress is UpdateTransaction for a change of the progress
-	// stage only, which need not wait for the disk: a crash may lose the
-	// last stages written this way (the transaction then shows an earlier
-	// stage and version), never a change written by UpdateTransaction,
-	// which also makes every earlier one durable.
-	UpdateProgress(ctx context.Context, t *Transaction, fromVersion int64) error
+	// Commit writes the change c (change.go) in one database transaction:
+	// every mutable field of c.T if the stored version is still c.From
+	// (and of c.Pair.T likewise), its timeline entries and their events,
+	// its effects and print job. On success c.T.Version (and the pair's)
+	// is From+1; on any error nothing is written and c is unchanged:
+	// ErrConflict when a stored version moved on, or a change to PENDING
+	// meets another PENDING transaction of the terminal ID; ErrNotFound
+	// for a missing transaction. A c.Relaxed change need not wait for the
+	// disk (Change).
+	Commit(ctx context.Context, c *Change) error
 	// PendingTransactions lists every PENDING transaction (restart recovery).
 	PendingTransactions(ctx context.Context) ([]*Transaction, error)
 	// UnconfirmedTransactions lists the APPROVED sales still awaiting the
@@ -164,36 +168,28 @@ type HistoryStore interface {
 	// OnOriginal lists the refunds and reversals of an original, oldest
 	// first.
 	OnOriginal(ctx context.Context, originalID string) ([]*Transaction, error)
-	// CreateOnOriginal stores a new REFUND or REVERSAL of t.OriginalID like
-	// CreateTransaction, if CheckOnOriginal allows it (and, for a
-	// REVERSAL, CheckReversalLatest, on the transactions NewerOnTerminal
-	// selects): the original is locked, its refunds and reversals read and
-	// the rules applied in the same database transaction as the insert, so requests racing on one
-	// original are decided one after the other. The rule's error is
-	// returned as it is (an *Error); ErrNotFound when the original does
-	// not exist.
-	CreateOnOriginal(ctx context.Context, t *Transaction) error
-	// UpdateTransactionPair applies two compare-and-set updates in one
-	// database transaction: both or neither (ErrConflict).
-	UpdateTransactionPair(ctx context.Context, a *Transaction, aFrom int64, b *Transaction, bFrom int64) error
+	// CreateOnOriginal stores a new REFUND or REVERSAL c.T of
+	// c.T.OriginalID like CreateTransaction, if CheckOnOriginal allows it
+	// (and, for a REVERSAL, CheckReversalLatest, on the transactions
+	// NewerOnTerminal selects): the original is locked, its refunds and
+	// reversals read and the rules applied in the same database transaction
+	// as the insert, so requests racing on one original are decided one
+	// after the other. The rule's error is returned as it is (an *Error);
+	// ErrNotFound when the original does not exist.
+	CreateOnOriginal(ctx context.Context, c *Change) error
 
 	CreatePrintJob(ctx context.Context, p *PrintJob) error
 	PrintJob(ctx context.Context, id string) (*PrintJob, error)
 	// CompletePrintJob sets the final print status of a running job and, in
 	// the same database transaction, ends the job's open print effects
 	// (EffectMoot); ErrConflict when it already has one.
-	CompletePrintJob(ctx context.Context, id string, statusID int, at time.Time) error
+	CompletePrintJob(ctx context.Context, id string, statusID int, at time.Time, evs ...OutboxEvent) error
 }
 
 // EffectStore keeps the effects: the messages the service owes terminal
 // devices (effect.go), each written in the database transaction of the
 // change that makes it owed.
 type EffectStore interface {
-	// UpdateTransactionEffects is UpdateTransaction that also stores, in
-	// the same database transaction, effects and job, the print job one of
-	// them prints (nil: none). On any error, ErrConflict included, nothing
-	// is written.
-	UpdateTransactionEffects(ctx context.Context, t *Transaction, fromVersion int64, job *PrintJob, effects []*Effect) error
 	// CreatePrintJobEffect stores a print job and the effect that sends it
 	// in one database transaction; ErrConflict as CreatePrintJob, or when
 	// the effect's id is taken (then neither is stored).
@@ -255,7 +251,7 @@ type AccessStore interface {
 
 	// CreateUpdate stores a new update; ErrConflict when its terminal ID
 	// has an unfinished (SCHEDULED or DOWNLOADING) update already.
-	CreateUpdate(ctx context.Context, u *Update) error
+	CreateUpdate(ctx context.Context, u *Update, evs ...OutboxEvent) error
 	Update(ctx context.Context, id string) (*Update, error)
 	// OpenUpdate returns the unfinished update of a terminal ID
 	// (ErrNotFound if none).
@@ -282,5 +278,5 @@ type AccessStore interface {
 	// ErrConflict otherwise), and clears delivered_at. For INSTALLED with
 	// a software version, the device linked to u's terminal ID gets that
 	// version in the same database transaction.
-	SetUpdateStatus(ctx context.Context, u *Update, from ...string) error
+	SetUpdateStatus(ctx context.Context, u *Update, evs []OutboxEvent, from ...string) error
 }

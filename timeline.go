@@ -6,7 +6,8 @@ import (
 )
 
 // A transaction's timeline: every event applied to it, appended in the
-// database transaction that applies it (the store writes t.Events with t),
+// database transaction that applies it (the store writes a Change's
+// Events with its transaction: change.go),
 // so the timeline never disagrees with the state. Read with
 // GET /in-store/api/v1/transaction/{onlineAPIRefId}/events.
 
@@ -54,10 +55,8 @@ type TransactionEvent struct {
 }
 
 // TimelineStore keeps timelines. Every write of a transaction
-// (CreateTransaction, CreateOnOriginal, UpdateTransaction, UpdateProgress,
-// UpdateTransactionEffects, UpdateTransactionPair) also inserts the
-// transaction's pending Events in the same database transaction, and
-// clears nothing: the caller drops them after the write.
+// (CreateTransaction, CreateOnOriginal, Commit) inserts its Change's Events
+// in the same database transaction.
 type TimelineStore interface {
 	// TransactionEvents returns the timeline of ref, oldest first (empty,
 	// not ErrNotFound, for a transaction without events).

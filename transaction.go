@@ -1,7 +1,6 @@
 package instore
 
 import (
-	"context"
 	"errors"
 	"time"
 )
@@ -68,15 +67,6 @@ type Transaction struct {
 	ConfirmState    string
 	ConfirmDeadline *time.Time
 	ConfirmedAt     *time.Time
-	// Idempotency is the idempotency record of the request creating the
-	// transaction (nil: the request had no Idempotency-Key). It is used by
-	// the creation only, not stored with the transaction: the record gets
-	// the transaction's id in the same database transaction.
-	Idempotency *IdempotencyClaim
-	// Events are timeline events to append with the next write of the
-	// transaction, in its database transaction (timeline.go); the store
-	// never reads them back into a Transaction.
-	Events []TransactionEvent
 }
 
 // Confirmation states of a purchase that asked for one
@@ -160,18 +150,3 @@ type IdempotencyClaim struct {
 // no longer its attempt's (another attempt took the key over): nothing was
 // stored.
 var ErrIdempotencyLost = errors.New("the idempotency record was taken over by another attempt")
-
-type idempotencyKey struct{}
-
-// WithIdempotency returns ctx carrying the idempotency record of the
-// request, which the Service's creating operations tie their transaction
-// to, or resume from.
-func WithIdempotency(ctx context.Context, c *IdempotencyClaim) context.Context {
-	return context.WithValue(ctx, idempotencyKey{}, c)
-}
-
-// IdempotencyOf returns the claim WithIdempotency put in ctx (nil: none).
-func IdempotencyOf(ctx context.Context) *IdempotencyClaim {
-	c, _ := ctx.Value(idempotencyKey{}).(*IdempotencyClaim)
-	return c
-}

@@ -81,9 +81,12 @@ type Step struct {
 	// unknown progress stage, a result that is no outcome); nothing
 	// changes.
 	Refused error
-	// Event is the timeline entry of the change (Changed only), also
-	// appended to the new state's Events, which the store writes with it.
+	// Event is the timeline entry of the change (Changed only), which the
+	// store writes with the new state (Change.Events).
 	Event *instore.TransactionEvent
+	// PairEvent is, for NextReversalPair, the original's timeline entry
+	// (REVERSED), written with the original's new state.
+	PairEvent *instore.TransactionEvent
 	// Cancel is the reason of a cancel the terminal is owed ("" none).
 	Cancel string
 	// Reverse is the reason of a reversal the terminal is owed ("" none).
@@ -114,7 +117,6 @@ func Create(t instore.Transaction, r Rules) (instore.Transaction, Step) {
 	t.DeadlineAt = ptr(t.CreatedAt.Add(r.AckTimeout + r.Deadline))
 	st := Step{Changed: true, Event: &instore.TransactionEvent{Version: 1, At: t.CreatedAt, Kind: instore.EventCreated,
 		Actor: actors[instore.EventCreated], StatusAfter: r.Status(t.StatusID), Detail: "the ECR's request; command sent to the terminal"}}
-	t.Events = []instore.TransactionEvent{*st.Event}
 	at, kind, _ := Due(t, r)
 	st.Arm, st.ArmKind = &at, kind
 	return t, st
@@ -326,7 +328,6 @@ func changed(before, t instore.Transaction, e Event, r Rules, st Step, kind stri
 		Version: before.Version + 1, At: e.At, Kind: kind, Actor: actors[kind],
 		StatusBefore: r.Status(before.StatusID), StatusAfter: r.Status(t.StatusID), Detail: detail,
 	}
-	t.Events = append(slices.Clip(t.Events), *st.Event)
 	return t, st
 }
 
@@ -418,8 +419,9 @@ func NextReversalPair(rev, orig instore.Transaction, e Event, r Rules) (newRev, 
 	}
 	rev, st = changed(revBefore, rev, e, r, st, instore.EventResult)
 	orig.StatusID, orig.ReversedBy = instore.StatusReversed, rev.ID
-	orig, _ = changed(origBefore, orig, e, r, Step{}, instore.EventReversed)
-	orig.Events[len(orig.Events)-1].Detail = "by REVERSAL " + rev.ID
+	orig, ost := changed(origBefore, orig, e, r, Step{}, instore.EventReversed)
+	ost.Event.Detail = "by REVERSAL " + rev.ID
+	st.PairEvent = ost.Event
 	return rev, orig, st, true
 }
 

@@ -201,7 +201,7 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 				before := state()
 				next, st := lifecycle.Next(before, ev, rules)
 				if w.kind == "refused" {
-					if st.Refused == nil || st.Changed || next.Version != before.Version || len(next.Events) != 0 {
+					if st.Refused == nil || st.Changed || next.Version != before.Version || st.Event != nil {
 						t.Errorf("want refused, got %+v", st)
 					}
 					return
@@ -239,9 +239,6 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 				if st.Event == nil || st.Event.Kind != w.kind || st.Event.Version != before.Version+1 || !st.Event.At.Equal(now) ||
 					st.Event.StatusBefore != rules.Status(before.StatusID) || st.Event.StatusAfter != rules.Status(next.StatusID) {
 					t.Errorf("timeline event = %+v, want kind %s at version %d", st.Event, w.kind, before.Version+1)
-				}
-				if len(next.Events) != 1 || next.Events[0] != *st.Event {
-					t.Errorf("the new state carries events %+v, want the step's", next.Events)
 				}
 				if w.ended && (next.CompletedAt == nil || next.ResultMessageID == "" && ev.Kind == instore.EventResult) {
 					t.Errorf("ended without completion or result: %+v", next)
@@ -290,9 +287,10 @@ func TestNextReversalPair(t *testing.T) {
 	if !ok || r2.StatusID != instore.StatusApproved || o2.StatusID != instore.StatusReversed || o2.ReversedBy != "txn_r" || !st.Ended {
 		t.Fatalf("pair = %v %d %d %q ended %v", ok, r2.StatusID, o2.StatusID, o2.ReversedBy, st.Ended)
 	}
-	if len(r2.Events) != 1 || r2.Events[0].Kind != instore.EventResult || r2.Events[0].Version != 3 ||
-		len(o2.Events) != 1 || o2.Events[0].Kind != instore.EventReversed || o2.Events[0].Version != 7 || o2.Events[0].StatusAfter != "REVERSED" {
-		t.Errorf("events: reversal %+v, original %+v", r2.Events, o2.Events)
+	if st.Event == nil || st.Event.Kind != instore.EventResult || st.Event.Version != 3 ||
+		st.PairEvent == nil || st.PairEvent.Kind != instore.EventReversed || st.PairEvent.Version != 7 || st.PairEvent.StatusAfter != "REVERSED" ||
+		st.PairEvent.Detail != "by REVERSAL txn_r" {
+		t.Errorf("events: reversal %+v, original %+v", st.Event, st.PairEvent)
 	}
 	if _, _, _, ok := lifecycle.NextReversalPair(r2, o2, ev, rules); ok {
 		t.Errorf("the same result applied twice")
@@ -335,13 +333,12 @@ func TestNextConfirmation(t *testing.T) {
 		st.ArmKind != lifecycle.EventConfirmDeadline {
 		t.Fatalf("approved: %+v, step %+v; want unconfirmed until %v, its timer armed", approved, st, deadline)
 	}
-	approved.Events, approved.Version = nil, approved.Version+1
+	approved.Version++
 	declined, _ := lifecycle.Next(pending, lifecycle.Event{Kind: instore.EventResult, At: approvedAt,
 		Result: &instore.TerminalResult{MessageID: "m-1", Ref: "txn_1", StatusID: instore.StatusTransactionDeclined}}, rules)
 	if declined.ConfirmDeadline != nil || declined.ConfirmState != instore.ConfirmPending || declined.Unconfirmed() {
 		t.Fatalf("declined: %+v; want no deadline", declined)
 	}
-	declined.Events = nil
 	confirmed := approved
 	confirmed.ConfirmState, confirmed.ConfirmedAt = instore.ConfirmConfirmed, &approvedAt
 	autoReversed := approved

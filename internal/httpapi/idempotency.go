@@ -216,7 +216,7 @@ func (m *Idempotency) run(w http.ResponseWriter, r *http.Request, p *instore.Pri
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	cw := &captureWriter{ResponseWriter: w}
-	err := h(cw, r.WithContext(instore.WithIdempotency(r.Context(), c)), p)
+	err := h(cw, r.WithContext(context.WithValue(r.Context(), claimKey{}, c)), p)
 	if err != nil {
 		m.API.Error(cw, r, err)
 	}
@@ -353,3 +353,15 @@ func (c *captureWriter) Write(b []byte) (int, error) {
 }
 
 func (c *captureWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+type claimKey struct{}
+
+// Claim returns the idempotency record the Idempotency middleware holds
+// for r (nil: the request has no Idempotency-Key): a handler that creates
+// a transaction passes it to the Service, which ties the transaction to it
+// in the creation's database transaction, or answers a retry about the
+// transaction it is tied to (Resume).
+func Claim(r *http.Request) *instore.IdempotencyClaim {
+	c, _ := r.Context().Value(claimKey{}).(*instore.IdempotencyClaim)
+	return c
+}

@@ -684,6 +684,49 @@ func TestUpdateWaitsForTransactionAndOfflineTerminal(t *testing.T) {
 	}
 }
 
+// TestUpdateGoesWhenReversalEnds: an update scheduled while a reversal
+// runs is delivered as soon as the reversal's approval (which turns its
+// original REVERSED in the same commit) makes the terminal idle, not at
+// the next update sweep: the clock is fake and never moves, so no sweep
+// or timer runs.
+func TestUpdateGoesWhenReversalEnds(t *testing.T) {
+	_, clock := newClock()
+	e := rawEnv(t, clock)
+	e.importCatalogue(t, testCatalogue(e.customer.ID))
+	term, secret := e.provision(t, "SN-RAW-REV")
+	d := dialDevice(t, e.srv.URL("terminal"), "SN-RAW-REV", secret)
+
+	done := make(chan reply, 1)
+	go func() { done <- e.purchase(t, term, 5000) }()
+	cmd := d.expect(protocol.TypePurchase)
+	d.send(protocol.TypeAck, "", cmd.ID, cmd.Ref, nil)
+	(<-done).tx(t, 201)
+	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: instore.StatusApproved})
+	d.expect(protocol.TypeConfirm)
+
+	rc := make(chan reply, 1)
+	go func() {
+		rc <- e.post(t, "/in-store/api/v1/reversal", map[string]any{"onlineAPIRefId": cmd.Ref}, nil)
+	}()
+	rev := d.expect(protocol.TypeReversal)
+	d.send(protocol.TypeAck, "", rev.ID, rev.Ref, nil)
+	(<-rc).tx(t, 201)
+
+	// The reversal runs: the update waits for it.
+	u := e.createUpdate(t, map[string]any{"terminalId": term, "packageId": "countertop-1.2.0"})
+	if in := e.info(t, term); in.PendingUpdate == nil || in.PendingUpdate.Status != instore.UpdateScheduled {
+		t.Fatalf("update while a reversal runs = %+v, want SCHEDULED", in.PendingUpdate)
+	}
+	d.send(protocol.TypeResult, "", "", rev.Ref, protocol.Result{StatusID: instore.StatusApproved})
+	d.expect(protocol.TypeConfirm)
+	if got := d.expect(protocol.TypeUpdate); got.Ref != u.UpdateID {
+		t.Errorf("update command for %q, want %s", got.Ref, u.UpdateID)
+	}
+	if st := e.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200).StatusID; st != instore.StatusReversed {
+		t.Errorf("original after the reversal = %d, want REVERSED", st)
+	}
+}
+
 // TestPurchaseDuringInstallWP09 drives a raw device through an update, so
 // that the test decides when it reports: from delivery to the end of the
 // install, purchases answer WP09; INSTALLED after a reconnect comes from

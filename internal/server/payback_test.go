@@ -137,8 +137,8 @@ func TestIdempotentRetryAfterCrash(t *testing.T) {
 				t.Fatalf("BeginIdempotency = %v, %v", existing, err)
 			}
 			if tx != nil {
-				tx.Idempotency = &instore.IdempotencyClaim{MerchantID: s.merchantRec.ID, Key: key, Attempt: "att_gone"}
-				must(t, st.CreateTransaction(ctx, tx))
+				must(t, st.CreateTransaction(ctx, &instore.Change{T: tx,
+					Idempotency: &instore.IdempotencyClaim{MerchantID: s.merchantRec.ID, Key: key, Attempt: "att_gone"}}))
 			}
 		}
 		count := func() int {

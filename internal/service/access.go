@@ -191,7 +191,7 @@ func (s *Service) CreateUpdate(ctx context.Context, p *instore.Principal, req *i
 	now := s.now()
 	u := &instore.Update{ID: newUpdateID(now), TerminalID: t.TerminalID, PackageID: pkg.ID, Status: instore.UpdateScheduled,
 		NotBefore: notBefore, CreatedAt: now, UpdatedAt: now}
-	if err := s.Store.CreateUpdate(s.updateEventCtx(ctx, u, t.MerchantID), u); errors.Is(err, instore.ErrConflict) {
+	if err := s.Store.CreateUpdate(ctx, u, s.updateEvent(ctx, u, t.MerchantID)...); errors.Is(err, instore.ErrConflict) {
 		return nil, instore.Errorf(instore.EConflict, "The terminal has an unfinished update (SCHEDULED or DOWNLOADING); wait until it is INSTALLED or FAILED.")
 	} else if err != nil {
 		return nil, fmt.Errorf("create update: %w", err)

@@ -30,56 +30,60 @@ func (s *Service) makeRules() lifecycle.Rules {
 	}
 }
 
-// apply runs the state machine (Next) for one event of the transaction
-// ref and carries out what it decides: the new state, its timeline event
-// and the effects it owes (a cancel, a reversal, a receipt's print job)
-// are written in one database transaction (compare-and-set, retried from
-// a fresh read when another writer moved it); after the commit, the
-// effects are sent, the timer armed and moot cancels ended. known is a
-// state of the transaction just read (nil: read it). A progress stage is
-// written without waiting for the disk (UpdateProgress): losing it in a
-// crash loses nothing the terminal will not report again.
+// apply runs the state machine for one event of the transaction ref and
+// carries out what it decides. It is the one commit path of a
+// transaction's change: decide computes the change (instore.Change: the
+// new state, its timeline entry, the effects it owes, a receipt's print
+// job; for an approved REVERSAL, its original turned REVERSED too), the
+// store commits it in one database transaction (compare-and-set, retried
+// from a fresh read when another writer moved it), and after the commit
+// committed publishes it (the terminal made idle for a waiting update) and
+// carryOut sends the effects, arms the timer and ends moot cancels. known
+// is a state of the transaction just read (nil: read it), which apply does
+// not keep. A progress stage is written without waiting for the disk
+// (Change.Relaxed): losing it in a crash loses nothing the terminal will
+// not report again.
 func (s *Service) apply(ctx context.Context, ref string, known *instore.Transaction, e lifecycle.Event) (*instore.Transaction, lifecycle.Step, error) {
-	var o owed
-	var step lifecycle.Step
-	update := s.write(&o)
-	if e.Kind == instore.EventProgress {
-		update = s.Store.UpdateProgress
+	for {
+		var t *instore.Transaction
+		if known != nil {
+			cp := *known
+			t, known = &cp, nil
+		} else {
+			var err error
+			if t, err = s.Store.Transaction(ctx, ref); err != nil {
+				return nil, lifecycle.Step{}, fmt.Errorf("transaction: %w", err)
+			}
+		}
+		ch, step, err := s.decide(ctx, t, e)
+		if err != nil {
+			return nil, step, err
+		}
+		if step.Refused != nil {
+			return t, step, step.Refused
+		}
+		if ch == nil {
+			s.carryOut(ctx, t, step, nil)
+			return t, step, nil
+		}
+		s.stamp(ch)
+		err = s.Store.Commit(ctx, ch)
+		if errors.Is(err, instore.ErrConflict) {
+			continue
+		} else if err != nil {
+			return nil, step, fmt.Errorf("update transaction: %w", err)
+		}
+		s.committed(ch, step)
+		s.carryOut(ctx, ch.T, step, ch)
+		return ch.T, step, nil
 	}
-	t, err := s.finishWith(ctx, ref, known, update, func(t *instore.Transaction) bool {
-		o.reset()
-		next, st := lifecycle.Next(*t, e, s.rules())
-		step = st
-		if !st.Changed {
-			return false
-		}
-		*t = next
-		if st.Cancel != "" {
-			o.effects = append(o.effects, s.newEffect(instore.EffectCancel, t.SerialNumber, t.ID, st.Cancel))
-		}
-		if st.Reverse != "" {
-			o.effects = append(o.effects, s.newEffect(instore.EffectReversal, t.SerialNumber, t.ID, st.Reverse))
-		}
-		if st.Print != nil {
-			job, pe := s.receiptJob(t, t.SerialNumber, st.Print)
-			o.job, o.effects = job, append(o.effects, pe)
-		}
-		return true
-	})
-	if err != nil {
-		return nil, step, err
-	}
-	if step.Refused != nil {
-		return t, step, step.Refused
-	}
-	s.carryOut(ctx, t, step, &o)
-	return t, step, nil
 }
 
 // carryOut does, after the commit of a step, what it owes: moot cancels
-// ended, the timer armed, the effects sent (a device offline gets them
-// after its next hello: the root's effect.go) and the receipt's print job started.
-func (s *Service) carryOut(ctx context.Context, t *instore.Transaction, st lifecycle.Step, o *owed) {
+// ended, the timer armed, the effects of ch (nil: nothing was written)
+// sent (a device offline gets them after its next hello: the root's
+// effect.go) and the receipt's print job started.
+func (s *Service) carryOut(ctx context.Context, t *instore.Transaction, st lifecycle.Step, ch *instore.Change) {
 	bg := context.WithoutCancel(ctx)
 	if st.EndCancels {
 		s.endOwed(bg, t.ID, instore.EffectCancel)
@@ -90,7 +94,7 @@ func (s *Service) carryOut(ctx context.Context, t *instore.Transaction, st lifec
 	case st.Arm != nil && !t.Final():
 		s.arm(t.ID, *st.Arm, s.deadlineExpired)
 	}
-	if !st.Changed {
+	if ch == nil {
 		return
 	}
 	switch {
@@ -102,108 +106,77 @@ func (s *Service) carryOut(ctx context.Context, t *instore.Transaction, st lifec
 		s.log().Warn("late approval reversed", "ref", t.ID)
 		s.lateApprovalReversed(t)
 	}
-	for _, e := range o.effects {
+	for _, e := range ch.Effects {
 		switch e.Kind {
 		case instore.EffectPrint:
 			// After the result's confirm, mostly: the gateway confirms once
 			// the result's apply returns.
-			go s.startPrint(bg, o.job, e)
+			go s.startPrint(bg, ch.Job, e)
 		default:
 			s.deliver(bg, e, nil)
 		}
 	}
 }
 
-// applyReversal records an approved REVERSAL and turns its original
-// REVERSED, both in one database transaction (NextReversalPair). A
-// REVERSAL the service had already ended (WP25, WP36) keeps its final
-// status and gets the result; the original is reversed all the same,
-// since the terminal did reverse it.
-func (s *Service) applyReversal(ctx context.Context, rev *instore.Transaction, e lifecycle.Event) error {
-	for {
-		rv, err := s.Store.Transaction(ctx, rev.ID)
+// decide runs the state machine for e on t (a copy apply owns) and
+// returns the change to commit (nil: nothing changes). An approved result
+// of a REVERSAL changes its original too (NextReversalPair): the REVERSAL
+// ends APPROVED (or, if the service had ended it, WP25, WP36, keeps its
+// final status and gets the result) and the original becomes REVERSED,
+// since the terminal did reverse it; both in one change.
+func (s *Service) decide(ctx context.Context, t *instore.Transaction, e lifecycle.Event) (*instore.Change, lifecycle.Step, error) {
+	if lifecycle.Pairs(*t, e) {
+		orig, err := s.Store.Transaction(ctx, t.OriginalID)
 		if err != nil {
-			return fmt.Errorf("transaction: %w", err)
+			return nil, lifecycle.Step{}, fmt.Errorf("original: %w", err)
 		}
-		orig, err := s.Store.Transaction(ctx, rv.OriginalID)
-		if err != nil {
-			return fmt.Errorf("original: %w", err)
-		}
-		nrv, norig, st, ok := lifecycle.NextReversalPair(*rv, *orig, e, s.rules())
+		rev, norig, st, ok := lifecycle.NextReversalPair(*t, *orig, e, s.rules())
 		if !ok {
-			return nil
+			return nil, st, nil
 		}
-		s.stamp(&nrv)
-		s.stamp(&norig)
-		err = s.Store.UpdateTransactionPair(ctx, &nrv, rv.Version, &norig, orig.Version)
-		if errors.Is(err, instore.ErrConflict) {
-			continue
-		} else if err != nil {
-			return fmt.Errorf("apply reversal: %w", err)
-		}
-		s.disarm(nrv.ID)
-		if st.EndCancels {
-			s.endOwed(ctx, nrv.ID, instore.EffectCancel)
-		}
-		s.eventsWritten()
-		nrv.Events, norig.Events = nil, nil
-		rvDone, origDone := nrv, norig
-		s.running.put(&rvDone)
-		s.running.put(&origDone)
-		s.changes.publish(rvDone.ID)
-		s.changes.publish(origDone.ID)
-		if !rv.Final() {
-			s.ended(&rvDone)
-		}
-		return nil
+		return &instore.Change{T: &rev, From: t.Version, Events: []instore.TransactionEvent{*st.Event},
+			Pair: &instore.Change{T: &norig, From: orig.Version, Events: []instore.TransactionEvent{*st.PairEvent}}}, st, nil
 	}
+	next, st := lifecycle.Next(*t, e, s.rules())
+	if !st.Changed {
+		return nil, st, nil
+	}
+	ch := &instore.Change{T: &next, From: t.Version, Events: []instore.TransactionEvent{*st.Event},
+		Relaxed: e.Kind == instore.EventProgress}
+	if st.Cancel != "" {
+		ch.Effects = append(ch.Effects, s.newEffect(instore.EffectCancel, next.SerialNumber, next.ID, st.Cancel))
+	}
+	if st.Reverse != "" {
+		ch.Effects = append(ch.Effects, s.newEffect(instore.EffectReversal, next.SerialNumber, next.ID, st.Reverse))
+	}
+	if st.Print != nil {
+		job, pe := s.receiptJob(&next, next.SerialNumber, st.Print)
+		ch.Job, ch.Effects = job, append(ch.Effects, pe)
+	}
+	return ch, st, nil
 }
 
-// finishWith applies change to the stored transaction with compare-and-set,
-// writing with update (write(&o) for a change with effects, UpdateProgress
-// for a progress stage), re-reading and retrying when another writer
-// moved it; change returns false to leave it as it is. known is a state of
-// the transaction the caller just read (nil: read it), which it does not
-// keep: change is applied to a copy. It publishes the change. Only apply
-// (apply.go) calls it: every change of a transaction is a step of Next.
-func (s *Service) finishWith(ctx context.Context, ref string, known *instore.Transaction, update func(context.Context, *instore.Transaction, int64) error, change func(*instore.Transaction) bool) (*instore.Transaction, error) {
-	for {
-		var t *instore.Transaction
-		if known != nil {
-			cp := *known
-			t, known = &cp, nil
-		} else {
-			var err error
-			if t, err = s.Store.Transaction(ctx, ref); err != nil {
-				return nil, fmt.Errorf("transaction: %w", err)
-			}
-		}
-		from, wasFinal := t.Version, t.Final()
-		if !change(t) {
-			return t, nil
-		}
-		s.stamp(t)
-		err := update(ctx, t, from)
-		if errors.Is(err, instore.ErrConflict) {
-			continue
-		} else if err != nil {
-			return nil, fmt.Errorf("update transaction: %w", err)
-		}
-		if len(t.Events) > 0 {
-			s.eventsWritten()
-		}
-		t.Events = nil // written
+// committed publishes a committed change of every transaction it wrote:
+// the sequencer is poked for its events; a final transaction is disarmed
+// and its terminal made idle (an update waiting for it is delivered now);
+// the new state goes to the running set and the watchers; a transaction
+// that reached its final status with the change (st.Ended, of ch.T only:
+// a pair's original was final already) is reported ended once.
+func (s *Service) committed(ch *instore.Change, st lifecycle.Step) {
+	if len(ch.Events) > 0 || ch.Pair != nil && len(ch.Pair.Events) > 0 {
+		s.eventsWritten()
+	}
+	for _, t := range ch.Transactions() {
 		if t.Final() {
-			s.disarm(ref)
+			s.disarm(t.ID)
 			// Access API: an update waiting for the terminal to be idle goes now.
 			s.terminalIdle(t.TerminalID)
 		}
 		published := *t
 		s.running.put(&published)
-		s.changes.publishState(ref, &published)
-		if !wasFinal && t.Final() {
+		s.changes.publishState(t.ID, &published)
+		if st.Ended && t == ch.T {
 			s.ended(&published)
 		}
-		return t, nil
 	}
 }

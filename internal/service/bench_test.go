@@ -30,7 +30,7 @@ func BenchmarkTransactionLife(b *testing.B) {
 				t := &instore.Transaction{ID: svc.NewRef(), MerchantID: f.merchant, TerminalID: f.terminal, SerialNumber: "B-1",
 					Type: instore.TypePurchase, Amount: 1250, Currency: "SEK", StatusID: instore.StatusPending,
 					Progress: instore.ProgressSent, CreatedAt: now}
-				if err := st.CreateTransaction(ctx, t); err != nil {
+				if err := st.CreateTransaction(ctx, &instore.Change{T: t}); err != nil {
 					b.Fatal(err)
 				}
 				if err := svc.TerminalAcknowledged(ctx, "B-1", t.ID); err != nil {

@@ -37,11 +37,11 @@ func (s *Service) AuthenticateDevice(ctx context.Context, serial, secret string)
 // software update.
 func (s *Service) DeviceConnected(ctx context.Context, serial string, h instore.DeviceHello) error {
 	at := s.now()
-	wctx, told := s.deviceEventCtx(ctx, serial, instore.EventTerminalOnline, true)
-	if err := s.Store.DeviceSeen(wctx, serial, h.SoftwareVersion, at); err != nil {
+	evs := s.deviceEvent(ctx, serial, instore.EventTerminalOnline, true)
+	if err := s.Store.DeviceSeen(ctx, serial, h.SoftwareVersion, at, evs...); err != nil {
 		return fmt.Errorf("device seen: %w", err)
 	}
-	if told {
+	if len(evs) > 0 {
 		s.eventsWritten()
 	}
 	return s.sendOwed(ctx, serial, &hello{DeviceHello: h, at: at})
@@ -142,8 +142,8 @@ func (s *Service) sendOwed(ctx context.Context, serial string, h *hello) error {
 func (s *Service) DeviceDisconnected(serial string) {
 	s.log().Debug("device disconnected")
 	ctx := context.Background()
-	if ectx, ok := s.deviceEventCtx(ctx, serial, instore.EventTerminalOffline, false); ok {
-		s.recordEvent(ctx, instore.OutboxOf(ectx)[0])
+	for _, ev := range s.deviceEvent(ctx, serial, instore.EventTerminalOffline, false) {
+		s.recordEvent(ctx, ev)
 	}
 }
 
@@ -213,12 +213,8 @@ func (s *Service) TerminalResult(ctx context.Context, serial string, r instore.T
 	if t.ResultMessageID == r.MessageID {
 		return nil // a resent result, already applied
 	}
-	e := lifecycle.Event{Kind: instore.EventResult, At: s.now(), Result: &r}
-	if lifecycle.Pairs(*t, e) {
-		// An approved reversal, in time or late: the purchase's money went
-		// back, so the original is REVERSED either way.
-		return s.applyReversal(ctx, t, e)
-	}
-	_, _, err = s.apply(ctx, r.Ref, t, e)
+	// An approved reversal, in time or late: the purchase's money went
+	// back, so the original is REVERSED either way (apply's decide).
+	_, _, err = s.apply(ctx, r.Ref, t, lifecycle.Event{Kind: instore.EventResult, At: s.now(), Result: &r})
 	return err
 }

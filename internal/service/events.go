@@ -37,17 +37,22 @@ func transactionEventType(e instore.TransactionEvent) string {
 	return ""
 }
 
-// stamp gives t's pending timeline events their integrator event: t as
-// the API shows it at that event's version.
-func (s *Service) stamp(t *instore.Transaction) {
-	for i := range t.Events {
-		e := &t.Events[i]
+// stamp gives the timeline entries of ch (and of its pair) their
+// integrator event: the transaction as the API shows it at that entry's
+// version.
+func (s *Service) stamp(ch *instore.Change) {
+	if ch.Pair != nil {
+		s.stamp(ch.Pair)
+	}
+	t := ch.T
+	for i := range ch.Events {
+		e := &ch.Events[i]
 		typ := transactionEventType(*e)
 		if typ == "" {
 			continue
 		}
 		cp := *t
-		cp.Version, cp.Events = e.Version, nil
+		cp.Version = e.Version
 		e.Outbox = &instore.OutboxEvent{MerchantID: t.MerchantID, TerminalID: t.TerminalID, Type: typ, At: e.At,
 			Data: mustJSON(s.Metadata.TransactionWire(&cp))}
 	}
@@ -251,33 +256,32 @@ func (s *Service) terminalEvent(ctx context.Context, t *instore.Terminal, typ st
 	return instore.OutboxEvent{MerchantID: t.MerchantID, TerminalID: t.TerminalID, Type: typ, At: s.now(), Data: mustJSON(v)}, true
 }
 
-// deviceEventCtx returns ctx carrying the terminal.online or
-// terminal.offline event of the device serial (unchanged when it is not
-// linked to a merchant's terminal ID).
-func (s *Service) deviceEventCtx(ctx context.Context, serial, typ string, online bool) (context.Context, bool) {
+// deviceEvent returns the terminal.online or terminal.offline event of the
+// device serial (none when it is not linked to a merchant's terminal ID).
+func (s *Service) deviceEvent(ctx context.Context, serial, typ string, online bool) []instore.OutboxEvent {
 	t, err := s.Store.TerminalBySerial(ctx, serial)
 	if err != nil {
-		return ctx, false
+		return nil
 	}
 	ev, ok := s.terminalEvent(ctx, t, typ, &online)
 	if !ok {
-		return ctx, false
+		return nil
 	}
-	return instore.WithOutbox(ctx, ev), true
+	return []instore.OutboxEvent{ev}
 }
 
-// updateEventCtx returns ctx carrying the update.status event of u (as it
-// reads after the change) for the store write that makes the change, for
-// merchantID, the merchant of its terminal ID ("": looked up; ctx is
-// returned unchanged for a terminal ID of no merchant).
-func (s *Service) updateEventCtx(ctx context.Context, u *instore.Update, merchantID string) context.Context {
+// updateEvent returns the update.status event of u (as it reads after the
+// change) for the store write that makes the change, for merchantID, the
+// merchant of its terminal ID ("": looked up; none for a terminal ID of no
+// merchant).
+func (s *Service) updateEvent(ctx context.Context, u *instore.Update, merchantID string) []instore.OutboxEvent {
 	if merchantID == "" {
 		t, err := s.Store.Terminal(ctx, u.TerminalID)
 		if err != nil || t.MerchantID == "" {
-			return ctx
+			return nil
 		}
 		merchantID = t.MerchantID
 	}
-	return instore.WithOutbox(ctx, instore.OutboxEvent{MerchantID: merchantID, TerminalID: u.TerminalID, Type: instore.EventUpdateStatus,
-		At: u.UpdatedAt, Data: mustJSON(u.Wire())})
+	return []instore.OutboxEvent{{MerchantID: merchantID, TerminalID: u.TerminalID, Type: instore.EventUpdateStatus,
+		At: u.UpdatedAt, Data: mustJSON(u.Wire())}}
 }

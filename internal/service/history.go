@@ -16,8 +16,8 @@ import (
 // refunded only with that method. Errors, in order: validation, WP03, WP04
 // (original), conflict (original not an approved purchase), WP22, WP16,
 // WP01, WP30, WP23, WP09, validation (amount over what is left).
-func (s *Service) Refund(ctx context.Context, p *instore.Principal, req *instore.RefundRequest) (*instore.Transaction, error) {
-	if c := instore.IdempotencyOf(ctx); c != nil && c.Resume != "" {
+func (s *Service) Refund(ctx context.Context, p *instore.Principal, req *instore.RefundRequest, claim *instore.IdempotencyClaim) (*instore.Transaction, error) {
+	if c := claim; c != nil && c.Resume != "" {
 		return s.resume(ctx, p, c.Resume)
 	}
 	if err := req.Validate(); err != nil {
@@ -80,7 +80,7 @@ func (s *Service) Refund(ctx context.Context, p *instore.Principal, req *instore
 		t.OriginalID = orig.ID
 		create = s.Store.CreateOnOriginal
 	}
-	return s.start(ctx, t, create, func(ctx context.Context) error { return s.Gateway.SendPayment(ctx, serial, t) })
+	return s.start(ctx, t, claim, create, func(ctx context.Context) error { return s.Gateway.SendPayment(ctx, serial, t) })
 }
 
 // ownTransaction loads one of the merchant's transactions (WP04 otherwise).
@@ -99,8 +99,8 @@ func (s *Service) ownTransaction(ctx context.Context, p *instore.Principal, ref 
 // REVERSAL, the original becomes REVERSED and both name each other.
 // Errors, in order: validation, WP03, WP04, not-reversible, WP01, WP30,
 // WP23, WP09.
-func (s *Service) Reversal(ctx context.Context, p *instore.Principal, req *instore.ReversalRequest) (*instore.Transaction, error) {
-	if c := instore.IdempotencyOf(ctx); c != nil && c.Resume != "" {
+func (s *Service) Reversal(ctx context.Context, p *instore.Principal, req *instore.ReversalRequest, claim *instore.IdempotencyClaim) (*instore.Transaction, error) {
+	if c := claim; c != nil && c.Resume != "" {
 		return s.resume(ctx, p, c.Resume)
 	}
 	if err := req.Validate(); err != nil {
@@ -145,7 +145,7 @@ func (s *Service) Reversal(ctx context.Context, p *instore.Principal, req *insto
 		StatusID: instore.StatusPending, Progress: instore.ProgressSent, CreatedAt: s.now(),
 	}
 	// A command like a purchase's: acknowledged and reported on.
-	return s.start(ctx, t, s.Store.CreateOnOriginal, func(ctx context.Context) error {
+	return s.start(ctx, t, claim, s.Store.CreateOnOriginal, func(ctx context.Context) error {
 		return s.Gateway.SendPayment(ctx, serial, t)
 	})
 }

@@ -38,7 +38,7 @@ func newListFixture(t *testing.T) *listFixture {
 			Type: instore.TypePurchase, Amount: 100, Currency: "SEK", StatusID: instore.StatusApproved,
 			Progress: instore.ProgressFinal, ECRReference: "shift-1", CreatedAt: now.Add(time.Duration(i-10) * time.Minute),
 		}
-		if err := f.st.CreateTransaction(ctx, tx); err != nil {
+		if err := f.st.CreateTransaction(ctx, &instore.Change{T: tx}); err != nil {
 			t.Fatal(err)
 		}
 		f.refs = append(f.refs, tx.ID)

@@ -8,10 +8,10 @@ import (
 )
 
 // ended reports a transaction that just reached its final status: the
-// "transaction ended" log line and the Observer. Both commit paths of a
-// final status call it once the change is committed (finishWith for a
-// change from PENDING to final, applyReversal for an approved reversal),
-// so that every ended transaction is reported exactly once.
+// "transaction ended" log line and the Observer. The one commit path of a
+// transaction's change calls it once the change that made it final is
+// committed (apply.go, committed), so that every ended transaction is
+// reported exactly once.
 func (s *Service) ended(t *instore.Transaction) {
 	e := instore.TransactionEnd{Transaction: t}
 	if c, ok := s.Metadata.TransactionStatus(t.StatusID); ok {

@@ -79,7 +79,7 @@ func testTransactionEndedOnce(t *testing.T) {
 		tx := &instore.Transaction{ID: f.svc.NewRef(), MerchantID: f.merchant, TerminalID: f.terminal, SerialNumber: "S-1",
 			Type: instore.TypePurchase, Amount: 1250, Currency: "SEK", StatusID: instore.StatusPending,
 			Progress: instore.ProgressSent, CreatedAt: created.UTC().Truncate(time.Microsecond)}
-		if err := f.st.CreateTransaction(ctx, tx); err != nil {
+		if err := f.st.CreateTransaction(ctx, &instore.Change{T: tx}); err != nil {
 			t.Fatal(err)
 		}
 		return tx

@@ -35,27 +35,6 @@ func (s *Service) effectTTL() time.Duration {
 	return instore.DefaultEffectTTL
 }
 
-// owed collects what one change of a transaction makes the service owe
-// its terminal. The change function fills it (after reset, as it may run
-// more than once), and write stores it with the change.
-type owed struct {
-	effects []*instore.Effect
-	job     *instore.PrintJob // the receipt print job of a print effect
-}
-
-func (o *owed) reset() { o.effects, o.job = nil, nil }
-
-// write returns the update of finishWith that stores the transaction and,
-// in the same database transaction, what o holds.
-func (s *Service) write(o *owed) func(ctx context.Context, t *instore.Transaction, from int64) error {
-	return func(ctx context.Context, t *instore.Transaction, from int64) error {
-		if len(o.effects) == 0 && o.job == nil {
-			return s.Store.UpdateTransaction(ctx, t, from)
-		}
-		return s.Store.UpdateTransactionEffects(ctx, t, from, o.job, o.effects)
-	}
-}
-
 // deliver sends an effect to its device; lines are a print's. A device
 // offline now, or whose session broke on the write (the gateway then
 // closes it: ErrOffline too), gets it after its next hello. Any other error

@@ -141,11 +141,12 @@ func (s *Service) completePrint(ctx context.Context, id string, e lifecycle.Prin
 		return
 	}
 	statusID := *done.StatusID
+	var evs []instore.OutboxEvent
 	if rerr == nil {
-		ctx = instore.WithOutbox(ctx, instore.OutboxEvent{MerchantID: done.MerchantID, TerminalID: done.TerminalID, Type: instore.EventPrintFinal,
+		evs = append(evs, instore.OutboxEvent{MerchantID: done.MerchantID, TerminalID: done.TerminalID, Type: instore.EventPrintFinal,
 			At: at, Data: mustJSON(s.Metadata.PrintJobWire(&done))})
 	}
-	err := s.Store.CompletePrintJob(ctx, id, statusID, at)
+	err := s.Store.CompletePrintJob(ctx, id, statusID, at, evs...)
 	if err == nil {
 		s.eventsWritten()
 	}

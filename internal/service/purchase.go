@@ -12,9 +12,12 @@ import (
 
 // Purchase creates a purchase on a terminal and answers once the terminal
 // acknowledged it. Errors, in the contract's order: validation, WP03, WP22,
-// WP16, WP01, WP30, WP23, WP09; WP25 when no ack came in time.
-func (s *Service) Purchase(ctx context.Context, p *instore.Principal, req *instore.PurchaseRequest) (*instore.Transaction, error) {
-	if c := instore.IdempotencyOf(ctx); c != nil && c.Resume != "" {
+// WP16, WP01, WP30, WP23, WP09; WP25 when no ack came in time. claim is
+// the request's idempotency record (nil: it has no Idempotency-Key): the
+// purchase is tied to it, or, for a retry of the request that created one,
+// answers about that one (Resume).
+func (s *Service) Purchase(ctx context.Context, p *instore.Principal, req *instore.PurchaseRequest, claim *instore.IdempotencyClaim) (*instore.Transaction, error) {
+	if c := claim; c != nil && c.Resume != "" {
 		return s.resume(ctx, p, c.Resume)
 	}
 	if err := req.Validate(); err != nil {
@@ -48,28 +51,28 @@ func (s *Service) Purchase(ctx context.Context, p *instore.Principal, req *insto
 	if req.ConfirmWithinSeconds != nil {
 		t.ConfirmWithin, t.ConfirmState = time.Duration(*req.ConfirmWithinSeconds)*time.Second, instore.ConfirmPending
 	}
-	return s.start(ctx, t, s.Store.CreateTransaction, func(ctx context.Context) error {
+	return s.start(ctx, t, claim, s.Store.CreateTransaction, func(ctx context.Context) error {
 		return s.Gateway.SendPayment(ctx, serial, t)
 	})
 }
 
 // start stores a new PENDING transaction with create, sends it to its
 // terminal with send and waits for the ack (or a final status) up to the
-// ack timeout. With an idempotency record in ctx, the record gets the
+// ack timeout. With an idempotency record (claim), the record gets the
 // transaction in the creation's database transaction.
-func (s *Service) start(ctx context.Context, t *instore.Transaction, create func(context.Context, *instore.Transaction) error, send func(context.Context) error) (*instore.Transaction, error) {
+func (s *Service) start(ctx context.Context, t *instore.Transaction, claim *instore.IdempotencyClaim, create func(context.Context, *instore.Change) error, send func(context.Context) error) (*instore.Transaction, error) {
 	// PENDING, its first timeline entry, its deadline and its ack timer
-	// (lifecycle.Create).
+	// (lifecycle.Create), written with the idempotency tie in one change.
 	created, step := lifecycle.Create(*t, s.rules())
 	*t = created
-	t.Idempotency = instore.IdempotencyOf(ctx)
+	ch := &instore.Change{T: t, Idempotency: claim, Events: []instore.TransactionEvent{*step.Event}}
 	// Subscribed before anything can change it: the wait for the ack starts
 	// from the created state without reading it back.
 	w, gen, release := s.changes.subscribe(t.ID)
 	defer release()
 	var rule *instore.Error
-	s.stamp(t)
-	switch err := create(ctx, t); {
+	s.stamp(ch)
+	switch err := create(ctx, ch); {
 	case err == nil:
 	case errors.As(err, &rule):
 		return nil, rule
@@ -81,7 +84,6 @@ func (s *Service) start(ctx context.Context, t *instore.Transaction, create func
 		return nil, fmt.Errorf("create transaction: %w", err)
 	}
 	s.eventsWritten()
-	t.Idempotency, t.Events = nil, nil
 	created = *t
 	s.running.put(&created)
 	s.changes.publishState(t.ID, &created)

@@ -65,7 +65,7 @@ func TestTerminalEventAfterOutsideChange(t *testing.T) {
 	tx := &instore.Transaction{ID: svc.NewRef(), MerchantID: f.merchant, TerminalID: f.terminal, SerialNumber: "S-1",
 		Type: instore.TypePurchase, Amount: 1250, Currency: "SEK", StatusID: instore.StatusPending,
 		Progress: instore.ProgressSent, CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
-	if err := st.CreateTransaction(ctx, tx); err != nil {
+	if err := st.CreateTransaction(ctx, &instore.Change{T: tx}); err != nil {
 		t.Fatal(err)
 	}
 	if err := svc.TerminalAcknowledged(ctx, "S-1", tx.ID); err != nil { // the service now knows version 2
@@ -77,7 +77,7 @@ func TestTerminalEventAfterOutsideChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	stored.CancelRequested = true
-	if err := st.UpdateTransaction(ctx, stored, stored.Version); err != nil {
+	if err := st.Commit(ctx, &instore.Change{T: stored, From: stored.Version}); err != nil {
 		t.Fatal(err)
 	}
 	if err := svc.TerminalProgress(ctx, "S-1", tx.ID, instore.ProgressWaitingForCard); err != nil {
@@ -142,7 +142,7 @@ func testTransactionEndWithoutWaitingUpdate(t *testing.T) {
 	tx := &instore.Transaction{ID: f.svc.NewRef(), MerchantID: f.merchant, TerminalID: f.terminal, SerialNumber: "S-1",
 		Type: instore.TypePurchase, Amount: 1250, Currency: "SEK", StatusID: instore.StatusPending,
 		Progress: instore.ProgressSent, CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
-	if err := f.st.CreateTransaction(ctx, tx); err != nil {
+	if err := f.st.CreateTransaction(ctx, &instore.Change{T: tx}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.svc.TerminalAcknowledged(ctx, "S-1", tx.ID); err != nil {
@@ -184,7 +184,7 @@ func TestSendFailureOwesCancel(t *testing.T) {
 	f.svc.Gateway = lostSession{f.svc.Gateway}
 	p := &instore.Principal{MerchantID: f.merchant}
 	amount := int64(100)
-	_, err := f.svc.Purchase(ctx, p, &instore.PurchaseRequest{TerminalID: f.terminal, Amount: &amount, Currency: "SEK"})
+	_, err := f.svc.Purchase(ctx, p, &instore.PurchaseRequest{TerminalID: f.terminal, Amount: &amount, Currency: "SEK"}, nil)
 	var e *instore.Error
 	if !errors.As(err, &e) || e.Code != instore.WP23 || e.OnlineAPIRefID == "" {
 		t.Fatalf("Purchase with a lost session = %v, want WP23 naming the transaction", err)
@@ -212,11 +212,11 @@ type failExpiryOnce struct {
 	failed atomic.Bool
 }
 
-func (s *failExpiryOnce) UpdateTransactionEffects(ctx context.Context, t *instore.Transaction, from int64, job *instore.PrintJob, es []*instore.Effect) error {
-	if s.failed.CompareAndSwap(false, true) {
+func (s *failExpiryOnce) Commit(ctx context.Context, ch *instore.Change) error {
+	if len(ch.Effects) > 0 && s.failed.CompareAndSwap(false, true) {
 		return context.DeadlineExceeded
 	}
-	return s.Store.UpdateTransactionEffects(ctx, t, from, job, es)
+	return s.Store.Commit(ctx, ch)
 }
 
 // pendingFixture stores a PENDING purchase on f's terminal created at
@@ -226,7 +226,7 @@ func pendingFixture(t *testing.T, f *fixture, created time.Time) *instore.Transa
 	tx := &instore.Transaction{ID: f.svc.NewRef(), MerchantID: f.merchant, TerminalID: f.terminal, SerialNumber: "S-1",
 		Type: instore.TypePurchase, Amount: 1250, Currency: "SEK", StatusID: instore.StatusPending,
 		Progress: instore.ProgressSent, CreatedAt: created.UTC().Truncate(time.Microsecond)}
-	if err := f.st.CreateTransaction(context.Background(), tx); err != nil {
+	if err := f.st.CreateTransaction(context.Background(), &instore.Change{T: tx}); err != nil {
 		t.Fatal(err)
 	}
 	return tx

@@ -103,11 +103,11 @@ func (s *Service) Link(ctx context.Context, p *instore.Principal, req *instore.L
 	at := s.now()
 	linked := *t
 	linked.SerialNumber, linked.LinkedAt = d.SerialNumber, &at
-	lctx := ctx
+	var evs []instore.OutboxEvent
 	if ev, ok := s.terminalEvent(ctx, &linked, instore.EventTerminalLinked, nil); ok {
-		lctx = instore.WithOutbox(ctx, ev)
+		evs = append(evs, ev)
 	}
-	prevSerial, _, err := s.Store.LinkTerminal(lctx, t.TerminalID, d.SerialNumber, at)
+	prevSerial, _, err := s.Store.LinkTerminal(ctx, t.TerminalID, d.SerialNumber, at, evs...)
 	if errors.Is(err, instore.ErrConflict) {
 		return nil, s.busy(ctx, t.TerminalID)
 	} else if err != nil {
@@ -136,11 +136,11 @@ func (s *Service) Unlink(ctx context.Context, p *instore.Principal, req *instore
 	}
 	unlinked := *t
 	unlinked.SerialNumber, unlinked.LinkedAt = "", nil
-	uctx := ctx
+	var evs []instore.OutboxEvent
 	if ev, ok := s.terminalEvent(ctx, &unlinked, instore.EventTerminalUnlinked, nil); ok {
-		uctx = instore.WithOutbox(ctx, ev)
+		evs = append(evs, ev)
 	}
-	serial, err := s.Store.UnlinkTerminal(uctx, t.TerminalID)
+	serial, err := s.Store.UnlinkTerminal(ctx, t.TerminalID, evs...)
 	switch {
 	case errors.Is(err, instore.ErrNotFound):
 		return nil, instore.Errorf(instore.WP02, "The terminal ID is not linked to a terminal.")

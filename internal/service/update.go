@@ -159,7 +159,7 @@ func (s *Service) updateOnHello(ctx context.Context, t *instore.Terminal, h hell
 	case begun && h.SoftwareVersion == pkg.Version:
 		done := *u
 		done.Status, done.SoftwareVersion, done.UpdatedAt = instore.UpdateInstalled, h.SoftwareVersion, s.now()
-		if err := s.Store.SetUpdateStatus(s.updateEventCtx(ctx, &done, t.MerchantID), &done, instore.UpdateScheduled, instore.UpdateDownloading); err == nil {
+		if err := s.Store.SetUpdateStatus(ctx, &done, s.updateEvent(ctx, &done, t.MerchantID), instore.UpdateScheduled, instore.UpdateDownloading); err == nil {
 			s.eventsWritten()
 		} else if !errors.Is(err, instore.ErrConflict) {
 			s.log().Error("update on hello: installed", "updateId", u.ID, "error", err)
@@ -255,7 +255,7 @@ func (s *Service) TerminalUpdateStatus(ctx context.Context, serial, updateID str
 			return fmt.Errorf("device seen: %w", err)
 		}
 	}
-	err = s.Store.SetUpdateStatus(s.updateEventCtx(ctx, &next, t.MerchantID), &next, from...)
+	err = s.Store.SetUpdateStatus(ctx, &next, s.updateEvent(ctx, &next, t.MerchantID), from...)
 	if errors.Is(err, instore.ErrConflict) {
 		return nil // it moved on already: a repeated or late report
 	} else if err != nil {
@@ -327,7 +327,7 @@ func (s *Service) sweepUpdates(ctx context.Context, installTimeout time.Duration
 			failed := *u
 			failed.Status, failed.UpdatedAt = instore.UpdateFailed, now
 			failed.Reason = fmt.Sprintf("the terminal did not report the end of the installation within %v", installTimeout)
-			if err := s.Store.SetUpdateStatus(s.updateEventCtx(ctx, &failed, ""), &failed, instore.UpdateDownloading); err == nil {
+			if err := s.Store.SetUpdateStatus(ctx, &failed, s.updateEvent(ctx, &failed, ""), instore.UpdateDownloading); err == nil {
 				s.eventsWritten()
 			} else if !errors.Is(err, instore.ErrConflict) {
 				s.log().Error("update sweep: fail", "updateId", u.ID, "error", err)

@@ -155,8 +155,8 @@ func findPackage(ctx context.Context, c conn, id string) (*instore.Package, erro
 // CreateUpdate stores a new update; a second unfinished update of a
 // terminal ID (the unique partial index updates_one_open), a taken id or a
 // missing reference is instore.ErrConflict.
-func (db *DB) CreateUpdate(ctx context.Context, u *instore.Update) error {
-	return db.update(ctx, func(c conn) error {
+func (db *DB) CreateUpdate(ctx context.Context, u *instore.Update, evs ...instore.OutboxEvent) error {
+	return db.updateOutbox(ctx, evs, func(c conn) error {
 		_, err := c.exec(ctx, `INSERT INTO updates
 			(id, terminal_id, package_id, status, reason, not_before, software_version, delivered_at, created_at, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -276,7 +276,7 @@ func (db *DB) ClearUpdateDelivered(ctx context.Context, id string) error {
 
 // SetUpdateStatus moves an update on with compare-and-set on its status;
 // see instore.AccessStore.
-func (db *DB) SetUpdateStatus(ctx context.Context, u *instore.Update, from ...string) error {
+func (db *DB) SetUpdateStatus(ctx context.Context, u *instore.Update, evs []instore.OutboxEvent, from ...string) error {
 	if len(from) == 0 {
 		return errors.New("set update status: no status to move from")
 	}
@@ -284,7 +284,7 @@ func (db *DB) SetUpdateStatus(ctx context.Context, u *instore.Update, from ...st
 	for _, f := range from {
 		args = append(args, f)
 	}
-	return db.update(ctx, func(c conn) error {
+	return db.updateOutbox(ctx, evs, func(c conn) error {
 		res, err := c.exec(ctx, `UPDATE updates SET status = ?, reason = ?, software_version = ?, updated_at = ?, delivered_at = NULL
 			WHERE id = ? AND status IN (?`+strings.Repeat(", ?", len(from)-1)+`)`, args...)
 		if err != nil {

@@ -36,7 +36,7 @@ var errClosed = errors.New("sqlstore: the store is closed")
 // group's other writes then commit with FULL, whose fsync flushes the
 // relaxed ones too (the WAL is one file, written in order). A crash can
 // lose a relaxed write, never a later durable one, the same promise as
-// PostgreSQL's synchronous_commit off (UpdateProgress).
+// PostgreSQL's synchronous_commit off (Commit of a relaxed change).
 //
 // PostgreSQL needs none of this: it has a pool of connections, and its
 // WAL writer flushes concurrent commits together by itself.

@@ -132,7 +132,7 @@ func TestGroupCommitPanic(t *testing.T) {
 }
 
 // TestGroupCommitRelaxed: with synchronous FULL, the relaxed writes
-// (UpdateProgress) queued with durable ones are committed first, in a
+// (Commit of a relaxed change) queued with durable ones are committed first, in a
 // database transaction of their own with synchronous NORMAL, and the
 // durable ones then with FULL; the writer is left at FULL. With NORMAL
 // everything goes in one group as before.

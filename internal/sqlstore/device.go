@@ -37,8 +37,8 @@ func (db *DB) DeviceByLinkCode(ctx context.Context, code string) (*instore.Devic
 }
 
 // DeviceSeen records a device's hello: its software version and time.
-func (db *DB) DeviceSeen(ctx context.Context, serial, softwareVersion string, at time.Time) error {
-	return db.update(ctx, func(c conn) error {
+func (db *DB) DeviceSeen(ctx context.Context, serial, softwareVersion string, at time.Time, evs ...instore.OutboxEvent) error {
+	return db.updateOutbox(ctx, evs, func(c conn) error {
 		return deviceSeen(ctx, c, serial, softwareVersion, at)
 	})
 }

@@ -34,7 +34,7 @@ import (
 const postgresMaxConns = 16
 
 // postgresRelaxedConns bounds the third pool, for the progress stages that
-// need not wait for the disk (UpdateProgress).
+// need not wait for the disk (Commit of a relaxed change).
 const postgresRelaxedConns = 8
 
 // sqliteReaders is the size of the SQLite reader pool.

@@ -17,33 +17,6 @@ import (
 
 const effectColumns = `id, kind, device_serial, ref, reason, created_at, done_at, outcome`
 
-// UpdateTransactionEffects writes t as UpdateTransaction does and, in the
-// same database transaction, job (when not nil) and effects. A refused
-// compare-and-set, or a refused insert, rolls all of it back.
-func (db *DB) UpdateTransactionEffects(ctx context.Context, t *instore.Transaction, fromVersion int64, job *instore.PrintJob, effects []*instore.Effect) error {
-	err := db.update(ctx, func(c conn) error {
-		if err := updateTransaction(ctx, c, t, fromVersion); err != nil {
-			return err
-		}
-		if job != nil {
-			if err := insertPrintJob(ctx, c, job); err != nil {
-				return err
-			}
-		}
-		for _, e := range effects {
-			if err := insertEffect(ctx, c, e); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	t.Version = fromVersion + 1
-	return nil
-}
-
 // CreatePrintJobEffect stores p and e in one database transaction.
 func (db *DB) CreatePrintJobEffect(ctx context.Context, p *instore.PrintJob, e *instore.Effect) error {
 	return db.update(ctx, func(c conn) error {

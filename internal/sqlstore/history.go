@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -121,7 +120,7 @@ func onOriginal(ctx context.Context, c conn, originalID string) ([]*instore.Tran
 // original: none is created later.
 var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// CreateOnOriginal stores the REFUND or REVERSAL t like CreateTransaction
+// CreateOnOriginal stores the REFUND or REVERSAL ch.T like CreateTransaction
 // (Version 1, the same ErrConflict rules, the idempotency record tied) if
 // instore.CheckOnOriginal allows it (and, for a REVERSAL,
 // instore.CheckReversalLatest: the original is the latest transaction of
@@ -131,8 +130,9 @@ var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 // original's row (SELECT ... FOR UPDATE on PostgreSQL; SQLite's one writer
 // holds the write lock already), so the refunds and reversals of one
 // original are decided one after the other and racing ones cannot both
-// pass. t is unchanged on error.
-func (db *DB) CreateOnOriginal(ctx context.Context, t *instore.Transaction) error {
+// pass. ch is unchanged on error.
+func (db *DB) CreateOnOriginal(ctx context.Context, ch *instore.Change) error {
+	t := ch.T
 	if t.OriginalID == "" {
 		return fmt.Errorf("create on original: original transaction %w", instore.ErrNotFound)
 	}
@@ -162,44 +162,14 @@ func (db *DB) CreateOnOriginal(ctx context.Context, t *instore.Transaction) erro
 				return err
 			}
 		}
-		if err := insertTransaction(ctx, c, t); err != nil {
+		if err := insertTransaction(ctx, c, ch); err != nil {
 			return c.conflictErr("create on original", err)
 		}
-		return tieIdempotency(ctx, c, t)
+		return tieIdempotency(ctx, c, ch)
 	})
 	if err != nil {
 		return err
 	}
 	t.Version = 1
-	return nil
-}
-
-// UpdateTransactionPair applies UpdateTransaction to a (from aFrom) and b
-// (from bFrom) in one database transaction: both are written, or, when
-// either compare-and-set fails, neither (ErrConflict, or ErrNotFound for a
-// missing transaction) and a and b are unchanged. On success both versions
-// are set. The rows are updated in id order, so two pairs updated at once
-// in opposite orders queue on PostgreSQL's row locks instead of
-// deadlocking.
-func (db *DB) UpdateTransactionPair(ctx context.Context, a *instore.Transaction, aFrom int64, b *instore.Transaction, bFrom int64) error {
-	type change struct {
-		t    *instore.Transaction
-		from int64
-	}
-	changes := []change{{a, aFrom}, {b, bFrom}}
-	slices.SortStableFunc(changes, func(x, y change) int { return strings.Compare(x.t.ID, y.t.ID) })
-	err := db.update(ctx, func(c conn) error {
-		for _, ch := range changes {
-			if err := updateTransaction(ctx, c, ch.t, ch.from); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	a.Version = aFrom + 1
-	b.Version = bFrom + 1
 	return nil
 }

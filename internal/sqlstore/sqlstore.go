@@ -68,7 +68,7 @@ type DB struct {
 	writerStmts, readerStmts *stmtCache
 	// group runs the writes (SQLite only, see groupCommitter).
 	group *groupCommitter
-	// relaxed is the PostgreSQL pool for UpdateProgress: its sessions have
+	// relaxed is the PostgreSQL pool for a relaxed Commit (instore.Change.Relaxed): its sessions have
 	// synchronous_commit off.
 	relaxed *sql.DB
 }
@@ -238,20 +238,7 @@ func (db *DB) read() conn { return conn{d: db.d, q: db.reader, pool: db.readerSt
 // nil. On SQLite, concurrent updates share a group commit (groupCommitter):
 // fn then runs in a savepoint of a transaction that may hold others' writes
 // too, which it must not depend on.
-//
-// The events ctx carries (instore.WithOutbox) are inserted after fn, in its
-// database transaction.
 func (db *DB) update(ctx context.Context, fn func(c conn) error) error {
-	if evs := instore.OutboxOf(ctx); len(evs) > 0 {
-		inner := fn
-		fn = func(c conn) error {
-			if err := inner(c); err != nil {
-				return err
-			}
-			return insertOutbox(ctx, c, evs)
-		}
-		ctx = instore.WithOutbox(ctx) // written here, not again by a nested write
-	}
 	if db.group != nil {
 		return db.group.do(ctx, fn)
 	}
@@ -270,13 +257,28 @@ func (db *DB) update(ctx context.Context, fn func(c conn) error) error {
 	return nil
 }
 
+// updateOutbox is update that also inserts evs, the integrator events of
+// the change fn writes (a link, an unlink, a device's hello, a print job's
+// end, an update's status), after fn in its database transaction.
+func (db *DB) updateOutbox(ctx context.Context, evs []instore.OutboxEvent, fn func(c conn) error) error {
+	if len(evs) == 0 {
+		return db.update(ctx, fn)
+	}
+	return db.update(ctx, func(c conn) error {
+		if err := fn(c); err != nil {
+			return err
+		}
+		return insertOutbox(ctx, c, evs)
+	})
+}
+
 // single runs fn, which makes exactly one write statement (and reads only
 // after it, to explain a failure), as update does. On PostgreSQL the
 // statement runs on its own (autocommit): a single statement is atomic and
 // durable by itself, and it costs one round trip instead of three (BEGIN,
 // the statement, COMMIT). On SQLite it joins a group commit like any write.
 func (db *DB) single(ctx context.Context, fn func(c conn) error) error {
-	if db.group != nil || len(instore.OutboxOf(ctx)) > 0 {
+	if db.group != nil {
 		return db.update(ctx, fn)
 	}
 	return fn(conn{d: db.d, q: db.writer})

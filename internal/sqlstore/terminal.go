@@ -79,8 +79,8 @@ func (db *DB) Terminals(ctx context.Context, merchantID string) ([]*instore.Term
 // LinkTerminal binds terminalID to the device serial; see
 // instore.TerminalStore. Linking a terminal ID to the device it is already
 // bound to changes nothing and returns (serial, terminalID).
-func (db *DB) LinkTerminal(ctx context.Context, terminalID, serial string, at time.Time) (prevSerial, prevTerminalID string, err error) {
-	err = db.update(ctx, func(c conn) error {
+func (db *DB) LinkTerminal(ctx context.Context, terminalID, serial string, at time.Time, evs ...instore.OutboxEvent) (prevSerial, prevTerminalID string, err error) {
+	err = db.updateOutbox(ctx, evs, func(c conn) error {
 		var err error
 		prevSerial, prevTerminalID, err = linkTerminal(ctx, c, terminalID, serial, at)
 		return err
@@ -92,8 +92,8 @@ func (db *DB) LinkTerminal(ctx context.Context, terminalID, serial string, at ti
 }
 
 // UnlinkTerminal unbinds terminalID and returns the device it was bound to.
-func (db *DB) UnlinkTerminal(ctx context.Context, terminalID string) (serial string, err error) {
-	err = db.update(ctx, func(c conn) error {
+func (db *DB) UnlinkTerminal(ctx context.Context, terminalID string, evs ...instore.OutboxEvent) (serial string, err error) {
+	err = db.updateOutbox(ctx, evs, func(c conn) error {
 		var err error
 		serial, err = unlinkTerminal(ctx, c, terminalID)
 		return err

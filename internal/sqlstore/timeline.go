@@ -8,8 +8,8 @@ import (
 )
 
 // A transaction's timeline (instore.TransactionEvent) is written with the
-// transaction: every write path of a transaction inserts t.Events in the
-// database transaction of the write. On PostgreSQL a write that is one
+// transaction: every write of a transaction inserts its instore.Change's
+// Events in the database transaction of the write. On PostgreSQL a write that is one
 // statement (autocommit) stays one statement: the insert of its one event
 // joins it as a data-modifying WITH, atomic with it (withEvent).
 
@@ -66,9 +66,9 @@ func insertEvents(ctx context.Context, c conn, id string, events []instore.Trans
 	return nil
 }
 
-// oneStatement reports whether a write of t can be one statement: no
-// event, or one that withEvent folds into it.
-func oneStatement(t *instore.Transaction) bool { return len(t.Events) <= 1 }
+// oneStatement reports whether a write of ch's row can be one statement:
+// no event, or one that withEvent folds into it.
+func oneStatement(ch *instore.Change) bool { return len(ch.Events) <= 1 }
 
 // TransactionEvents returns the timeline of the transaction ref, oldest
 // first.

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/instore-dev/instore"
@@ -17,46 +19,48 @@ import (
 // status_id = 14 with a generic plan.
 var isPending = "status_id = " + strconv.Itoa(instore.StatusPending)
 
-// CreateTransaction stores t with Version 1. A second PENDING transaction on
-// a terminal ID (the unique partial index transactions_one_active), a taken
-// id or a missing reference is instore.ErrConflict.
-func (db *DB) CreateTransaction(ctx context.Context, t *instore.Transaction) error {
+// CreateTransaction stores ch.T with Version 1 and ch's events, and ties
+// ch.Idempotency. A second PENDING transaction on a terminal ID (the
+// unique partial index transactions_one_active), a taken id or a missing
+// reference is instore.ErrConflict.
+func (db *DB) CreateTransaction(ctx context.Context, ch *instore.Change) error {
 	// On PostgreSQL the tie, the insert and its event are one statement
 	// (createTied).
-	tied := t.Idempotency != nil && len(t.Events) == 1 && db.d.name == "postgres"
+	tied := ch.Idempotency != nil && len(ch.Events) == 1 && db.d.name == "postgres"
 	write := db.single
-	if !tied && (t.Idempotency != nil || !oneStatement(t)) {
+	if !tied && (ch.Idempotency != nil || !oneStatement(ch)) {
 		write = db.update // the insert and the record's tie: two statements
 	}
 	err := write(ctx, func(c conn) error {
 		if tied {
-			return createTied(ctx, c, t)
+			return createTied(ctx, c, ch)
 		}
-		if err := insertTransaction(ctx, c, t); err != nil {
+		if err := insertTransaction(ctx, c, ch); err != nil {
 			return c.conflictErr("create transaction", err)
 		}
-		return tieIdempotency(ctx, c, t)
+		return tieIdempotency(ctx, c, ch)
 	})
 	if err != nil {
 		return err
 	}
-	t.Version = 1
+	ch.T.Version = 1
 	return nil
 }
 
-// tieIdempotency writes t's id into the idempotency record of the request
-// creating it, if that record is still the request's attempt's and has no
-// transaction: in the creation's database transaction, so that the record
-// names the transaction if and only if it exists. Otherwise
-// instore.ErrIdempotencyLost, and the caller rolls the insert back.
-func tieIdempotency(ctx context.Context, c conn, t *instore.Transaction) error {
-	k := t.Idempotency
+// tieIdempotency writes the new transaction's id into the idempotency
+// record of the request creating it (ch.Idempotency), if that record is
+// still the request's attempt's and has no transaction: in the creation's
+// database transaction, so that the record names the transaction if and
+// only if it exists. Otherwise instore.ErrIdempotencyLost, and the caller
+// rolls the insert back.
+func tieIdempotency(ctx context.Context, c conn, ch *instore.Change) error {
+	k := ch.Idempotency
 	if k == nil {
 		return nil
 	}
 	res, err := c.exec(ctx, `UPDATE idempotency_keys SET transaction_id = ?
 		WHERE merchant_id = ? AND key = ? AND attempt = ? AND transaction_id IS NULL AND status_code IS NULL`,
-		t.ID, k.MerchantID, k.Key, k.Attempt)
+		ch.T.ID, k.MerchantID, k.Key, k.Attempt)
 	if err != nil {
 		return fmt.Errorf("tie idempotency record: %w", err)
 	}
@@ -83,54 +87,81 @@ func (db *DB) ActiveTransaction(ctx context.Context, terminalID string) (*instor
 	return t, nil
 }
 
-// UpdateTransaction writes every mutable field of t if the stored version
-// is still fromVersion (compare-and-set) and then sets t.Version to
-// fromVersion+1. A moved-on version, or a change to PENDING while the
-// terminal ID has another PENDING transaction, is instore.ErrConflict; a
-// missing transaction is instore.ErrNotFound. t is unchanged on error.
-func (db *DB) UpdateTransaction(ctx context.Context, t *instore.Transaction, fromVersion int64) error {
-	write := db.single
-	if !oneStatement(t) {
-		write = db.update
+// Commit writes ch (instore.Change) in one database transaction: the
+// compare-and-set update of ch.T (and of ch.Pair.T), the timeline entries
+// with their events, the print job and the effects. A refused
+// compare-and-set or insert rolls all of it back; on success the versions
+// are set. A pair's rows are updated in id order, so two pairs updated at
+// once in opposite orders queue on PostgreSQL's row locks instead of
+// deadlocking. A change with one row and at most one event is one
+// statement on PostgreSQL (single); a relaxed one does not wait for the
+// disk (commitRelaxed).
+func (db *DB) Commit(ctx context.Context, ch *instore.Change) error {
+	if ch.Relaxed {
+		return db.commitRelaxed(ctx, ch)
+	}
+	chs := []*instore.Change{ch}
+	if ch.Pair != nil {
+		chs = append(chs, ch.Pair)
+		slices.SortStableFunc(chs, func(x, y *instore.Change) int { return strings.Compare(x.T.ID, y.T.ID) })
+	}
+	write := db.update
+	if len(chs) == 1 && len(ch.Effects) == 0 && ch.Job == nil && oneStatement(ch) {
+		write = db.single
 	}
 	err := write(ctx, func(c conn) error {
-		return updateTransaction(ctx, c, t, fromVersion)
+		for _, x := range chs {
+			if err := updateTransaction(ctx, c, x); err != nil {
+				return err
+			}
+		}
+		for _, x := range chs {
+			if x.Job != nil {
+				if err := insertPrintJob(ctx, c, x.Job); err != nil {
+					return err
+				}
+			}
+			for _, e := range x.Effects {
+				if err := insertEffect(ctx, c, e); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return err
 	}
-	t.Version = fromVersion + 1
+	for _, x := range chs {
+		x.T.Version = x.From + 1
+	}
 	return nil
 }
 
-// UpdateProgress is UpdateTransaction without waiting for the disk: on
-// PostgreSQL the statement runs on the pool whose sessions have
-// synchronous_commit off (the commit returns once the WAL is written, not
-// flushed; the WAL writer flushes it within wal_writer_delay, and any later
-// synchronous commit flushes it first); on SQLite it joins the group
-// committer as a relaxed write (committed with synchronous NORMAL and
-// flushed by the next FULL commit: groupCommitter).
-func (db *DB) UpdateProgress(ctx context.Context, t *instore.Transaction, fromVersion int64) error {
-	if db.group != nil {
-		err := db.group.doRelaxed(ctx, func(c conn) error {
-			return updateProgress(ctx, c, t, fromVersion)
-		})
-		if err != nil {
-			return err
-		}
-		t.Version = fromVersion + 1
-		return nil
+// commitRelaxed is Commit of a change of the progress stage only, without
+// waiting for the disk: on PostgreSQL the statement runs on the pool whose
+// sessions have synchronous_commit off (the commit returns once the WAL is
+// written, not flushed; the WAL writer flushes it within wal_writer_delay,
+// and any later synchronous commit flushes it first); on SQLite it joins
+// the group committer as a relaxed write (committed with synchronous
+// NORMAL and flushed by the next FULL commit: groupCommitter).
+func (db *DB) commitRelaxed(ctx context.Context, ch *instore.Change) error {
+	if ch.Pair != nil || len(ch.Effects) > 0 || ch.Job != nil {
+		return fmt.Errorf("update transaction: a relaxed change writes the progress stage only")
 	}
 	var err error
-	if oneStatement(t) {
-		err = updateProgress(ctx, conn{d: db.d, q: db.relaxed}, t, fromVersion)
-	} else {
-		err = db.update(ctx, func(c conn) error { return updateProgress(ctx, c, t, fromVersion) })
+	switch {
+	case db.group != nil:
+		err = db.group.doRelaxed(ctx, func(c conn) error { return updateProgress(ctx, c, ch) })
+	case oneStatement(ch):
+		err = updateProgress(ctx, conn{d: db.d, q: db.relaxed}, ch)
+	default:
+		err = db.update(ctx, func(c conn) error { return updateProgress(ctx, c, ch) })
 	}
 	if err != nil {
 		return err
 	}
-	t.Version = fromVersion + 1
+	ch.T.Version = ch.From + 1
 	return nil
 }
 
@@ -202,20 +233,21 @@ func transactionArgs(t *instore.Transaction) ([]any, error) {
 // attempt's (or already tied) inserts nothing: instore.ErrIdempotencyLost,
 // nothing written. A conflict of the insert fails the whole statement, tie
 // included.
-func createTied(ctx context.Context, c conn, t *instore.Transaction) error {
+func createTied(ctx context.Context, c conn, ch *instore.Change) error {
+	t := ch.T
 	args, err := transactionArgs(t)
 	if err != nil {
 		return err
 	}
-	k := t.Idempotency
+	k := ch.Idempotency
 	q := `WITH k AS (UPDATE idempotency_keys SET transaction_id = ?
 			WHERE merchant_id = ? AND key = ? AND attempt = ? AND transaction_id IS NULL AND status_code IS NULL
 			RETURNING 1),
 		w AS (INSERT INTO transactions (` + transactionColumns + `) SELECT ` + transactionValues + ` FROM k RETURNING id)`
-	o, oargs := outboxCTE(&t.Events[0])
+	o, oargs := outboxCTE(&ch.Events[0])
 	q += o + ` INSERT INTO transaction_events (` + eventColumns + `) SELECT w.id, ?, ?, ?, ?, ?, ?, ? FROM w`
 	all := append(append([]any{t.ID, k.MerchantID, k.Key, k.Attempt}, args...), oargs...)
-	res, err := c.exec(ctx, q, append(all, eventArgs(&t.Events[0])...)...)
+	res, err := c.exec(ctx, q, append(all, eventArgs(&ch.Events[0])...)...)
 	if err != nil {
 		return c.conflictErr("create transaction", err)
 	}
@@ -227,14 +259,15 @@ func createTied(ctx context.Context, c conn, t *instore.Transaction) error {
 	return nil
 }
 
-func insertTransaction(ctx context.Context, c conn, t *instore.Transaction) error {
+func insertTransaction(ctx context.Context, c conn, ch *instore.Change) error {
+	t := ch.T
 	args, err := transactionArgs(t)
 	if err != nil {
 		return err
 	}
 	q := `INSERT INTO transactions (` + transactionColumns + `) VALUES (` + transactionValues + `)`
-	if len(t.Events) == 1 {
-		if q1, args1, ok := c.withEvent(q, args, &t.Events[0]); ok {
+	if len(ch.Events) == 1 {
+		if q1, args1, ok := c.withEvent(q, args, &ch.Events[0]); ok {
 			_, err = c.exec(ctx, q1, args1...)
 			return err
 		}
@@ -242,10 +275,11 @@ func insertTransaction(ctx context.Context, c conn, t *instore.Transaction) erro
 	if _, err = c.exec(ctx, q, args...); err != nil {
 		return err
 	}
-	return insertEvents(ctx, c, t.ID, t.Events)
+	return insertEvents(ctx, c, t.ID, ch.Events)
 }
 
-func updateTransaction(ctx context.Context, c conn, t *instore.Transaction, fromVersion int64) error {
+func updateTransaction(ctx context.Context, c conn, ch *instore.Change) error {
+	t, fromVersion := ch.T, ch.From
 	result, err := encodeResult(t.Result)
 	if err != nil {
 		return fmt.Errorf("update transaction: %w", err)
@@ -264,27 +298,28 @@ func updateTransaction(ctx context.Context, c conn, t *instore.Transaction, from
 		args = append(args, t.ConfirmState, nullMicros(t.ConfirmDeadline), nullMicros(t.ConfirmedAt))
 	}
 	q += ` WHERE id = ? AND version = ?`
-	return writeUpdate(ctx, c, t, q, append(args, t.ID, fromVersion))
+	return writeUpdate(ctx, c, ch, q, append(args, t.ID, fromVersion))
 }
 
 // updateProgress is updateTransaction for a change of the progress stage
-// only (UpdateProgress): it sets no indexed column, so SQLite, which
+// only (commitRelaxed): it sets no indexed column, so SQLite, which
 // rewrites the entries of every index on a column its SET names, changed or
 // not, leaves the transaction's five indexes alone.
-func updateProgress(ctx context.Context, c conn, t *instore.Transaction, fromVersion int64) error {
-	return writeUpdate(ctx, c, t, `UPDATE transactions SET progress = ?, version = ? WHERE id = ? AND version = ?`,
-		[]any{t.Progress, fromVersion + 1, t.ID, fromVersion})
+func updateProgress(ctx context.Context, c conn, ch *instore.Change) error {
+	return writeUpdate(ctx, c, ch, `UPDATE transactions SET progress = ?, version = ? WHERE id = ? AND version = ?`,
+		[]any{ch.T.Progress, ch.From + 1, ch.T.ID, ch.From})
 }
 
-// writeUpdate runs the compare-and-set update q of t (its last two
-// arguments are the id and the version it expects) with t's events.
-func writeUpdate(ctx context.Context, c conn, t *instore.Transaction, q string, args []any) error {
+// writeUpdate runs the compare-and-set update q of ch.T (its last two
+// arguments are the id and the version it expects) with ch's events.
+func writeUpdate(ctx context.Context, c conn, ch *instore.Change, q string, args []any) error {
+	t := ch.T
 	// With one event on PostgreSQL, one statement writes both (its rows
 	// affected are the update's); otherwise the events follow the update
 	// in its database transaction.
 	folded := false
-	if len(t.Events) == 1 {
-		q, args, folded = c.withEvent(q, args, &t.Events[0])
+	if len(ch.Events) == 1 {
+		q, args, folded = c.withEvent(q, args, &ch.Events[0])
 	}
 	res, err := c.exec(ctx, q, args...)
 	if err != nil {
@@ -298,7 +333,7 @@ func writeUpdate(ctx context.Context, c conn, t *instore.Transaction, q string, 
 		if folded {
 			return nil
 		}
-		return insertEvents(ctx, c, t.ID, t.Events)
+		return insertEvents(ctx, c, t.ID, ch.Events)
 	}
 	var exists int
 	if err := c.queryRow(ctx, `SELECT COUNT(*) FROM transactions WHERE id = ?`, t.ID).Scan(&exists); err != nil {

@@ -453,7 +453,7 @@ func prefixed(prefix, cols string) string {
 }
 
 // relaxedWrite runs the one-statement write fn without waiting for the
-// disk, as UpdateProgress does (PostgreSQL: the pool with synchronous_commit
+// disk, as a relaxed Commit does (PostgreSQL: the pool with synchronous_commit
 // off; SQLite: a relaxed write of the group committer). It is atomic and
 // isolated like any write, and visible to every node once it returns; a
 // crash of the database may lose it. A delivery's lease is such a write: a

@@ -311,14 +311,14 @@ var accessTests = []test{
 		// The compare-and-set of SetUpdateStatus.
 		down := storedUpdate(u)
 		down.Status, down.UpdatedAt = instore.UpdateDownloading, stored(at(4))
-		checkConflict(t, "SetUpdateStatus(from a status it is not in)", s.SetUpdateStatus(t.Context(), down, instore.UpdateDownloading))
-		if err := s.SetUpdateStatus(t.Context(), down, instore.UpdateScheduled); err != nil {
+		checkConflict(t, "SetUpdateStatus(from a status it is not in)", s.SetUpdateStatus(t.Context(), down, nil, instore.UpdateDownloading))
+		if err := s.SetUpdateStatus(t.Context(), down, nil, instore.UpdateScheduled); err != nil {
 			t.Fatalf("SetUpdateStatus(DOWNLOADING) = %v", err)
 		}
 		checkWithOpenUpdate(t, s, term, down)
 		done := *down
 		done.Status, done.SoftwareVersion, done.UpdatedAt = instore.UpdateInstalled, "2.0.0", stored(at(5))
-		if err := s.SetUpdateStatus(t.Context(), &done, instore.UpdateScheduled, instore.UpdateDownloading); err != nil {
+		if err := s.SetUpdateStatus(t.Context(), &done, nil, instore.UpdateScheduled, instore.UpdateDownloading); err != nil {
 			t.Fatalf("SetUpdateStatus(INSTALLED) = %v", err)
 		}
 		if d := diff(&done, mustUpdate(t, s, "upd_1")); d != "" {
@@ -327,7 +327,7 @@ var accessTests = []test{
 		if v := mustDevice(t, s, "SN-1").SoftwareVersion; v != "2.0.0" {
 			t.Errorf("device version after INSTALLED = %q, want 2.0.0", v)
 		}
-		checkConflict(t, "SetUpdateStatus(after the end)", s.SetUpdateStatus(t.Context(), &done, instore.UpdateScheduled, instore.UpdateDownloading))
+		checkConflict(t, "SetUpdateStatus(after the end)", s.SetUpdateStatus(t.Context(), &done, nil, instore.UpdateScheduled, instore.UpdateDownloading))
 		_, err = s.OpenUpdate(t.Context(), term)
 		checkNotFound(t, "OpenUpdate(after INSTALLED)", err, "")
 		checkWithOpenUpdate(t, s, term, nil)
@@ -336,7 +336,7 @@ var accessTests = []test{
 		mustCreateUpdate(t, s, newUpdate("upd_2", term, "pkg-1", at(6)))
 		failed := storedUpdate(newUpdate("upd_2", term, "pkg-1", at(6)))
 		failed.Status, failed.Reason, failed.UpdatedAt = instore.UpdateFailed, "disk full", stored(at(7))
-		if err := s.SetUpdateStatus(t.Context(), failed, instore.UpdateScheduled, instore.UpdateDownloading); err != nil {
+		if err := s.SetUpdateStatus(t.Context(), failed, nil, instore.UpdateScheduled, instore.UpdateDownloading); err != nil {
 			t.Fatalf("SetUpdateStatus(FAILED) = %v", err)
 		}
 		latest, err := s.LatestUpdate(t.Context(), term)
@@ -361,7 +361,7 @@ var accessTests = []test{
 		mustCreateUpdate(t, s, ended)
 		ended.Status = instore.UpdateFailed
 		ended.Reason = "x"
-		if err := s.SetUpdateStatus(t.Context(), ended, instore.UpdateScheduled); err != nil {
+		if err := s.SetUpdateStatus(t.Context(), ended, nil, instore.UpdateScheduled); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.OpenUpdates(t.Context())
@@ -413,7 +413,7 @@ var accessTests = []test{
 		}
 		u := mustUpdate(t, s, "upd_1")
 		u.Status = instore.UpdateDownloading
-		if err := s.SetUpdateStatus(ctx, u, instore.UpdateScheduled); err != nil {
+		if err := s.SetUpdateStatus(ctx, u, nil, instore.UpdateScheduled); err != nil {
 			t.Fatal(err)
 		}
 		if got := mustUpdate(t, s, "upd_1").DeliveredAt; got != nil {

@@ -63,22 +63,22 @@ func expired(tx *instore.Transaction) *instore.Transaction {
 }
 
 var effectTests = []test{
-	{"UpdateTransactionEffects", func(t *testing.T, s instore.Store) {
+	{"CommitEffects", func(t *testing.T, s instore.Store) {
 		tx := owing(t, s)
 		next := expired(tx)
 		cancel := newEffect("eff_1", instore.EffectCancel, "SN-1", tx.ID, instore.CancelDeadline, at(3))
-		if err := s.UpdateTransactionEffects(t.Context(), next, tx.Version, nil, []*instore.Effect{cancel}); err != nil {
-			t.Fatalf("UpdateTransactionEffects() = %v", err)
+		if err := s.Commit(t.Context(), &instore.Change{T: next, From: tx.Version, Effects: []*instore.Effect{cancel}}); err != nil {
+			t.Fatalf("CommitEffects() = %v", err)
 		}
 		if next.Version != tx.Version+1 {
-			t.Errorf("UpdateTransactionEffects() left Version %d, want %d", next.Version, tx.Version+1)
+			t.Errorf("CommitEffects() left Version %d, want %d", next.Version, tx.Version+1)
 		}
 		got, err := s.Transaction(t.Context(), tx.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got.StatusID != instore.StatusTechnicalError || got.Version != tx.Version+1 {
-			t.Errorf("Transaction() after UpdateTransactionEffects = status %d version %d, want %d %d", got.StatusID, got.Version, instore.StatusTechnicalError, tx.Version+1)
+			t.Errorf("Transaction() after CommitEffects = status %d version %d, want %d %d", got.StatusID, got.Version, instore.StatusTechnicalError, tx.Version+1)
 		}
 		if d := diff(storedEffect(cancel), mustEffect(t, s, "eff_1")); d != "" {
 			t.Errorf("Effect(eff_1) mismatch (-want +got):\n%s", d)
@@ -96,15 +96,15 @@ var effectTests = []test{
 			t.Errorf("OwedDevices() after the effect ended = %v, %v; want none", owed, err)
 		}
 	}},
-	{"UpdateTransactionEffectsWithPrintJob", func(t *testing.T, s instore.Store) {
+	{"CommitEffectsWithPrintJob", func(t *testing.T, s instore.Store) {
 		tx := owing(t, s)
 		next := *tx
 		next.StatusID, next.Progress, next.ResultMessageID = instore.StatusApproved, instore.ProgressFinal, "t-1"
 		job := &instore.PrintJob{ID: "prt_1", MerchantID: "mer_1", TerminalID: tx.TerminalID, TransactionID: tx.ID,
 			Copy: instore.CopyCustomer, Lines: []string{"ACME", "APPROVED"}, CreatedAt: at(3)}
 		print := newEffect("eff_p", instore.EffectPrint, "SN-1", job.ID, "", at(3))
-		if err := s.UpdateTransactionEffects(t.Context(), &next, tx.Version, job, []*instore.Effect{print}); err != nil {
-			t.Fatalf("UpdateTransactionEffects(job) = %v", err)
+		if err := s.Commit(t.Context(), &instore.Change{T: &next, From: tx.Version, Job: job, Effects: []*instore.Effect{print}}); err != nil {
+			t.Fatalf("CommitEffects(job) = %v", err)
 		}
 		if d := diff(storedPrintJob(job), mustPrintJob(t, s, job.ID)); d != "" {
 			t.Errorf("PrintJob(prt_1) mismatch (-want +got):\n%s", d)
@@ -113,13 +113,13 @@ var effectTests = []test{
 			t.Errorf("Effect(eff_p) mismatch (-want +got):\n%s", d)
 		}
 	}},
-	{"UpdateTransactionEffectsAllOrNothing", func(t *testing.T, s instore.Store) {
+	{"CommitEffectsAllOrNothing", func(t *testing.T, s instore.Store) {
 		tx := owing(t, s)
 		taken := newEffect("eff_taken", instore.EffectCancel, "SN-1", tx.ID, instore.CancelByECR, at(2))
 		marked := *tx
 		marked.CancelRequested = true
-		if err := s.UpdateTransactionEffects(t.Context(), &marked, tx.Version, nil, []*instore.Effect{taken}); err != nil {
-			t.Fatalf("UpdateTransactionEffects() = %v", err)
+		if err := s.Commit(t.Context(), &instore.Change{T: &marked, From: tx.Version, Effects: []*instore.Effect{taken}}); err != nil {
+			t.Fatalf("CommitEffects() = %v", err)
 		}
 		for _, tc := range []struct {
 			name    string
@@ -134,10 +134,10 @@ var effectTests = []test{
 				[]*instore.Effect{newEffect("eff_4", instore.EffectPrint, "SN-1", "prt_1", "", at(3))}},
 		} {
 			next := expired(&marked)
-			err := s.UpdateTransactionEffects(t.Context(), next, tc.from, tc.job, tc.effects)
-			checkConflict(t, "UpdateTransactionEffects("+tc.name+")", err)
+			err := s.Commit(t.Context(), &instore.Change{T: next, From: tc.from, Job: tc.job, Effects: tc.effects})
+			checkConflict(t, "CommitEffects("+tc.name+")", err)
 			if next.Version != marked.Version {
-				t.Errorf("UpdateTransactionEffects(%s) changed t.Version to %d", tc.name, next.Version)
+				t.Errorf("CommitEffects(%s) changed t.Version to %d", tc.name, next.Version)
 			}
 		}
 		got, err := s.Transaction(t.Context(), tx.ID)
@@ -197,8 +197,8 @@ var effectTests = []test{
 		from := tx.Version
 		for _, e := range es {
 			next := *tx
-			if err := s.UpdateTransactionEffects(t.Context(), &next, from, nil, []*instore.Effect{e}); err != nil {
-				t.Fatalf("UpdateTransactionEffects(%s) = %v", e.ID, err)
+			if err := s.Commit(t.Context(), &instore.Change{T: &next, From: from, Effects: []*instore.Effect{e}}); err != nil {
+				t.Fatalf("CommitEffects(%s) = %v", e.ID, err)
 			}
 			from = next.Version
 		}
@@ -220,7 +220,7 @@ var effectTests = []test{
 		tx := owing(t, s)
 		e := newEffect("eff_1", instore.EffectCancel, "SN-1", tx.ID, instore.CancelByECR, at(2))
 		next := *tx
-		if err := s.UpdateTransactionEffects(t.Context(), &next, tx.Version, nil, []*instore.Effect{e}); err != nil {
+		if err := s.Commit(t.Context(), &instore.Change{T: &next, From: tx.Version, Effects: []*instore.Effect{e}}); err != nil {
 			t.Fatal(err)
 		}
 		// Another device's confirm, or an unknown id: nothing changes.
@@ -251,7 +251,7 @@ var effectTests = []test{
 		tx := owing(t, s)
 		e := newEffect("eff_1", instore.EffectCancel, "SN-1", tx.ID, instore.CancelByECR, at(2))
 		next := *tx
-		if err := s.UpdateTransactionEffects(t.Context(), &next, tx.Version, nil, []*instore.Effect{e}); err != nil {
+		if err := s.Commit(t.Context(), &instore.Change{T: &next, From: tx.Version, Effects: []*instore.Effect{e}}); err != nil {
 			t.Fatal(err)
 		}
 		outcomes := []string{instore.EffectConfirmed, instore.EffectMoot, instore.EffectConfirmed, instore.EffectMoot, instore.EffectConfirmed, instore.EffectMoot}
@@ -294,7 +294,7 @@ var effectTests = []test{
 			newEffect("eff_5", instore.EffectCancel, "SN-1", tx.ID, instore.CancelByECR, at(1)),
 		}
 		next := *tx
-		if err := s.UpdateTransactionEffects(t.Context(), &next, tx.Version, nil, es); err != nil {
+		if err := s.Commit(t.Context(), &instore.Change{T: &next, From: tx.Version, Effects: es}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.EndEffect(t.Context(), "eff_5", "SN-1", instore.EffectConfirmed, at(5)); err != nil {
@@ -350,7 +350,7 @@ var effectTests = []test{
 			newEffect("eff_done", instore.EffectCancel, "SN-1", tx.ID, instore.CancelByECR, at(1)),
 		}
 		next := *tx
-		if err := s.UpdateTransactionEffects(t.Context(), &next, tx.Version, nil, es); err != nil {
+		if err := s.Commit(t.Context(), &instore.Change{T: &next, From: tx.Version, Effects: es}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.EndEffect(t.Context(), "eff_done", "SN-1", instore.EffectConfirmed, at(3)); err != nil {

@@ -11,6 +11,27 @@ import (
 )
 
 var eventTests = []test{
+	{"WrittenWithTheirWrite", func(t *testing.T, s instore.Store) {
+		// The events of a write that is no transaction's are passed with
+		// it: stored when it commits, not when it is refused.
+		ctx := t.Context()
+		a := seed(t, s)
+		ev := func(typ string, i int) instore.OutboxEvent {
+			return instore.OutboxEvent{MerchantID: "mer_1", Type: typ, TerminalID: a, At: at(i), Data: []byte(`{}`)}
+		}
+		must(t, s.DeviceSeen(ctx, "SN-1", "1.0.0", at(1), ev(instore.EventTerminalOnline, 1)))
+		mustCreateTransaction(t, s, newTransaction("txn_1", "mer_1", a, "SN-1", instore.StatusPending, at(2)))
+		if _, err := s.UnlinkTerminal(ctx, a, ev(instore.EventTerminalUnlinked, 3)); !errors.Is(err, instore.ErrConflict) {
+			t.Fatalf("UnlinkTerminal(a PENDING transaction) = %v, want ErrConflict", err)
+		}
+		if _, err := s.SequenceEvents(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+		l, err := s.ListEvents(ctx, instore.EventFilter{MerchantID: "mer_1", Limit: 10})
+		if err != nil || len(l) != 1 || l[0].Type != instore.EventTerminalOnline || l[0].TerminalID != a {
+			t.Errorf("ListEvents = %+v, %v; want the hello's terminal.online only", l, err)
+		}
+	}},
 	{"SequenceAndList", func(t *testing.T, s instore.Store) {
 		// Appended events are numbered in order, listed oldest first per
 		// merchant after a number, filtered by type and terminal ID.

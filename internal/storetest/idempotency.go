@@ -54,8 +54,7 @@ var idempotencyTests = []test{
 		a := seed(t, s)
 		mustBeginIdempotency(t, s, newIdempotency("mer_1", "key-1", at(0)))
 		tx := newTransaction("txn_1", "mer_1", a, "SN-1", instore.StatusPending, at(1))
-		tx.Idempotency = claim("key-1")
-		mustCreateTransaction(t, s, tx)
+		mustCreate(t, s, &instore.Change{T: tx, Idempotency: claim("key-1")})
 		if got := mustIdempotency(t, s, "mer_1", "key-1"); got.TransactionID != "txn_1" || got.StatusCode != 0 {
 			t.Errorf("IdempotencyRecord() after the creation = transaction %q, status %d; want txn_1, running", got.TransactionID, got.StatusCode)
 		}
@@ -68,8 +67,9 @@ var idempotencyTests = []test{
 		mustUpdateTransaction(t, s, tx, tx.Version)
 		mustBeginIdempotency(t, s, newIdempotency("mer_1", "key-2", at(2)))
 		r := newRefund("txn_r", a, "SN-1", tx.ID, 100, instore.StatusPending, at(3))
-		r.Idempotency = claim("key-2")
-		mustCreateRefund(t, s, r)
+		if err := s.CreateOnOriginal(t.Context(), &instore.Change{T: r, Idempotency: claim("key-2")}); err != nil {
+			t.Fatalf("CreateOnOriginal(%q) = %v", r.ID, err)
+		}
 		if got := mustIdempotency(t, s, "mer_1", "key-2"); got.TransactionID != "txn_r" {
 			t.Errorf("IdempotencyRecord() after CreateOnOriginal = transaction %q, want txn_r", got.TransactionID)
 		}
@@ -87,8 +87,7 @@ var idempotencyTests = []test{
 		}
 		mustBeginIdempotency(t, s, newIdempotency("mer_1", "key-tied", at(0)))
 		tied := newTransaction("txn_tied", "mer_1", b, "SN-2", instore.StatusApproved, at(0))
-		tied.Idempotency = claim("key-tied")
-		mustCreateTransaction(t, s, tied)
+		mustCreate(t, s, &instore.Change{T: tied, Idempotency: claim("key-tied")})
 		for _, tc := range []struct {
 			name string
 			c    *instore.IdempotencyClaim
@@ -101,15 +100,14 @@ var idempotencyTests = []test{
 			for _, create := range []struct {
 				name string
 				tx   *instore.Transaction
-				f    func(*instore.Transaction) error
+				f    func(*instore.Change) error
 			}{
 				{"CreateTransaction", newTransaction("txn_lost", "mer_1", a, "SN-1", instore.StatusPending, at(1)),
-					func(tx *instore.Transaction) error { return s.CreateTransaction(t.Context(), tx) }},
+					func(ch *instore.Change) error { return s.CreateTransaction(t.Context(), ch) }},
 				{"CreateOnOriginal", newRefund("txn_lost", a, "SN-1", orig.ID, 100, instore.StatusPending, at(1)),
-					func(tx *instore.Transaction) error { return s.CreateOnOriginal(t.Context(), tx) }},
+					func(ch *instore.Change) error { return s.CreateOnOriginal(t.Context(), ch) }},
 			} {
-				create.tx.Idempotency = tc.c
-				if err := create.f(create.tx); !errors.Is(err, instore.ErrIdempotencyLost) {
+				if err := create.f(&instore.Change{T: create.tx, Idempotency: tc.c}); !errors.Is(err, instore.ErrIdempotencyLost) {
 					t.Errorf("%s(record %s) = %v, want instore.ErrIdempotencyLost", create.name, tc.name, err)
 				}
 				_, err := s.Transaction(t.Context(), "txn_lost")

@@ -77,7 +77,7 @@ var paybackTests = []test{
 				r.ResultMessageID = tc.message
 				mustCreateRefund(t, s, r)
 				rev := newReversal("txn_rev"+i, a, "SN-A"+i, orig.ID, 1000, instore.StatusPending)
-				err := s.CreateOnOriginal(t.Context(), rev)
+				err := s.CreateOnOriginal(t.Context(), &instore.Change{T: rev})
 				if !tc.refused {
 					if err != nil {
 						t.Fatalf("CreateOnOriginal(reversal after a %s) = %v, want nil", tc.name, err)
@@ -115,7 +115,7 @@ var paybackTests = []test{
 				rev.ResultMessageID = tc.message
 				mustCreateRefund(t, s, rev)
 				r := newRefund("txn_refund"+i, b, "SN-B"+i, orig.ID, 100, instore.StatusPending, at(4))
-				err := s.CreateOnOriginal(t.Context(), r)
+				err := s.CreateOnOriginal(t.Context(), &instore.Change{T: r})
 				if !tc.refused {
 					if err != nil {
 						t.Fatalf("CreateOnOriginal(refund after a %s) = %v, want nil", tc.name, err)
@@ -137,16 +137,16 @@ var paybackTests = []test{
 		orig.StatusID = instore.StatusReversed
 		mustUpdateTransaction(t, s, orig, orig.Version)
 		checkCode(t, "CreateOnOriginal(refund of a REVERSED purchase)",
-			s.CreateOnOriginal(t.Context(), newRefund("txn_r", b, "SN-2", orig.ID, 1, instore.StatusPending, at(2))), instore.EConflict)
+			s.CreateOnOriginal(t.Context(), &instore.Change{T: newRefund("txn_r", b, "SN-2", orig.ID, 1, instore.StatusPending, at(2))}), instore.EConflict)
 		checkCode(t, "CreateOnOriginal(reversal of a REVERSED purchase)",
-			s.CreateOnOriginal(t.Context(), newReversal("txn_v", b, "SN-2", orig.ID, 1000, instore.StatusPending)), instore.ENotReversible)
+			s.CreateOnOriginal(t.Context(), &instore.Change{T: newReversal("txn_v", b, "SN-2", orig.ID, 1000, instore.StatusPending)}), instore.ENotReversible)
 		refund := newRefund("txn_refund", a, "SN-1", "", 100, instore.StatusApproved, at(2))
 		refund.ID = "txn_refund"
 		mustCreateTransaction(t, s, refund)
 		checkCode(t, "CreateOnOriginal(refund of a refund)",
-			s.CreateOnOriginal(t.Context(), newRefund("txn_r", b, "SN-2", refund.ID, 1, instore.StatusPending, at(3))), instore.EConflict)
+			s.CreateOnOriginal(t.Context(), &instore.Change{T: newRefund("txn_r", b, "SN-2", refund.ID, 1, instore.StatusPending, at(3))}), instore.EConflict)
 		checkCode(t, "CreateOnOriginal(reversal of a refund)",
-			s.CreateOnOriginal(t.Context(), newReversal("txn_v", b, "SN-2", refund.ID, 100, instore.StatusPending)), instore.ENotReversible)
+			s.CreateOnOriginal(t.Context(), &instore.Change{T: newReversal("txn_v", b, "SN-2", refund.ID, 100, instore.StatusPending)}), instore.ENotReversible)
 	}},
 	{"ReversalLatest", func(t *testing.T, s instore.Store) {
 		// Only the latest transaction of a terminal can be reversed,
@@ -159,13 +159,13 @@ var paybackTests = []test{
 		orig := purchase(t, s, "txn_orig", a, "SN-1", 1000, at(1))
 		failed := newReversal("txn_v1", a, "SN-1", orig.ID, 1000, instore.StatusTransactionDeclined)
 		failed.CreatedAt, failed.ResultMessageID = at(2), "msg-1"
-		if err := s.CreateOnOriginal(t.Context(), failed); err != nil {
+		if err := s.CreateOnOriginal(t.Context(), &instore.Change{T: failed}); err != nil {
 			t.Fatalf("CreateOnOriginal(first reversal) = %v", err)
 		}
 		purchase(t, s, "txn_other_terminal", b, "SN-2", 500, at(3))
 		rev := newReversal("txn_v2", a, "SN-1", orig.ID, 1000, instore.StatusPending)
 		rev.CreatedAt = at(4)
-		if err := s.CreateOnOriginal(t.Context(), rev); err != nil {
+		if err := s.CreateOnOriginal(t.Context(), &instore.Change{T: rev}); err != nil {
 			t.Fatalf("CreateOnOriginal(reversal after a failed one and a purchase elsewhere) = %v, want nil", err)
 		}
 		rev.StatusID, rev.ResultMessageID = instore.StatusTransactionDeclined, "msg-2"
@@ -174,7 +174,7 @@ var paybackTests = []test{
 		late := newReversal("txn_v3", a, "SN-1", orig.ID, 1000, instore.StatusPending)
 		late.CreatedAt = at(6)
 		checkCode(t, "CreateOnOriginal(reversal of a purchase with a newer one on its terminal)",
-			s.CreateOnOriginal(t.Context(), late), instore.ENotReversible)
+			s.CreateOnOriginal(t.Context(), &instore.Change{T: late}), instore.ENotReversible)
 		_, err := s.Transaction(t.Context(), late.ID)
 		checkNotFound(t, "Transaction(refused reversal)", err, "")
 	}},
@@ -210,7 +210,7 @@ var paybackTests = []test{
 				for i := range txs {
 					wg.Go(func() {
 						<-start
-						errs[i] = s.CreateOnOriginal(t.Context(), txs[i])
+						errs[i] = s.CreateOnOriginal(t.Context(), &instore.Change{T: txs[i]})
 					})
 				}
 				close(start)

@@ -19,7 +19,7 @@ func newRefund(id, terminalID, serial, originalID string, amount int64, status i
 
 func mustCreateRefund(t *testing.T, s instore.Store, tx *instore.Transaction) *instore.Transaction {
 	t.Helper()
-	if err := s.CreateOnOriginal(t.Context(), tx); err != nil {
+	if err := s.CreateOnOriginal(t.Context(), &instore.Change{T: tx}); err != nil {
 		t.Fatalf("CreateOnOriginal(%q, %d) = %v", tx.ID, tx.Amount, err)
 	}
 	return tx
@@ -62,9 +62,9 @@ var refundTests = []test{
 		tx := newTransaction("txn_cb", "mer_1", a, "SN-1", instore.StatusApproved, at(1))
 		tx.Amount, tx.CashbackAmount = 1000, 300
 		orig := mustCreateTransaction(t, s, tx)
-		checkExceeded(t, "refund of the cashback too", s.CreateOnOriginal(t.Context(), newRefund("txn_r1", a, "SN-1", orig.ID, 701, instore.StatusPending, at(2))))
+		checkExceeded(t, "refund of the cashback too", s.CreateOnOriginal(t.Context(), &instore.Change{T: newRefund("txn_r1", a, "SN-1", orig.ID, 701, instore.StatusPending, at(2))}))
 		mustCreateRefund(t, s, newRefund("txn_r2", a, "SN-1", orig.ID, 700, instore.StatusApproved, at(3)))
-		checkExceeded(t, "one more", s.CreateOnOriginal(t.Context(), newRefund("txn_r3", a, "SN-1", orig.ID, 1, instore.StatusPending, at(4))))
+		checkExceeded(t, "one more", s.CreateOnOriginal(t.Context(), &instore.Change{T: newRefund("txn_r3", a, "SN-1", orig.ID, 1, instore.StatusPending, at(4))}))
 		checkRefunded(t, s, orig.ID, 700)
 	}},
 	{"RoundTrip", func(t *testing.T, s instore.Store) {
@@ -109,7 +109,7 @@ var refundTests = []test{
 		// Past the amount: refused, nothing stored, t unchanged.
 		over := newRefund("txn_over", terminals[2], serial(2), orig.ID, 301, instore.StatusPending, at(4))
 		over.Version = 7
-		checkExceeded(t, "CreateOnOriginal(700 refunded + 301 of 1000)", s.CreateOnOriginal(t.Context(), over))
+		checkExceeded(t, "CreateOnOriginal(700 refunded + 301 of 1000)", s.CreateOnOriginal(t.Context(), &instore.Change{T: over}))
 		if over.Version != 7 {
 			t.Errorf("CreateOnOriginal(refused) set Version %d, want it unchanged (7)", over.Version)
 		}
@@ -131,7 +131,7 @@ var refundTests = []test{
 		mustCreateRefund(t, s, newRefund("txn_r3", terminals[2], serial(2), orig.ID, 300, instore.StatusApproved, at(5)))
 		checkRefunded(t, s, orig.ID, 1000)
 		checkExceeded(t, "CreateOnOriginal(1 more than the amount)",
-			s.CreateOnOriginal(t.Context(), newRefund("txn_over2", terminals[4], serial(4), orig.ID, 1, instore.StatusPending, at(6))))
+			s.CreateOnOriginal(t.Context(), &instore.Change{T: newRefund("txn_over2", terminals[4], serial(4), orig.ID, 1, instore.StatusPending, at(6))}))
 
 		// A PENDING refund that fails frees its amount.
 		pending.StatusID, pending.Progress = instore.StatusAbortedByCardholder, instore.ProgressFinal
@@ -154,7 +154,7 @@ var refundTests = []test{
 		for _, original := range []string{"txn_missing_7c2d", ""} {
 			tx := newRefund("txn_r", a, "SN-1", original, 100, instore.StatusPending, at(2))
 			tx.Version = 7
-			checkNotFound(t, "CreateOnOriginal(missing original)", s.CreateOnOriginal(t.Context(), tx), original)
+			checkNotFound(t, "CreateOnOriginal(missing original)", s.CreateOnOriginal(t.Context(), &instore.Change{T: tx}), original)
 			if tx.Version != 7 {
 				t.Errorf("CreateOnOriginal(missing original) set Version %d, want it unchanged (7)", tx.Version)
 			}
@@ -168,7 +168,7 @@ var refundTests = []test{
 			{"missing terminal ID", newRefund("txn_r", "99999998", "", orig.ID, 100, instore.StatusPending, at(2))},
 		} {
 			tc.tx.Version = 7
-			checkConflict(t, "CreateOnOriginal("+tc.name+")", s.CreateOnOriginal(t.Context(), tc.tx))
+			checkConflict(t, "CreateOnOriginal("+tc.name+")", s.CreateOnOriginal(t.Context(), &instore.Change{T: tc.tx}))
 			if tc.tx.Version != 7 {
 				t.Errorf("CreateOnOriginal(%s) refused but set Version %d", tc.name, tc.tx.Version)
 			}
@@ -199,7 +199,7 @@ var refundTests = []test{
 			txs[i] = newRefund(fmt.Sprintf("txn_r%d", i), terminals[i+1], fmt.Sprintf("SN-R%d", i), orig.ID, 30, instore.StatusPending, at(2))
 			wg.Go(func() {
 				<-start
-				errs[i] = s.CreateOnOriginal(t.Context(), txs[i])
+				errs[i] = s.CreateOnOriginal(t.Context(), &instore.Change{T: txs[i]})
 			})
 		}
 		close(start)
@@ -252,25 +252,25 @@ var pairTests = []test{
 	{"Update", func(t *testing.T, s instore.Store) {
 		a, b := pairFixture(t, s)
 		reverse(a, b)
-		if err := s.UpdateTransactionPair(t.Context(), a, 2, b, 2); err != nil {
-			t.Fatalf("UpdateTransactionPair() = %v", err)
+		if err := s.Commit(t.Context(), &instore.Change{T: a, From: 2, Pair: &instore.Change{T: b, From: 2}}); err != nil {
+			t.Fatalf("CommitPair() = %v", err)
 		}
 		for _, tx := range []*instore.Transaction{a, b} {
 			if tx.Version != 3 {
-				t.Errorf("UpdateTransactionPair() set %s Version %d, want 3", tx.ID, tx.Version)
+				t.Errorf("CommitPair() set %s Version %d, want 3", tx.ID, tx.Version)
 			}
 			if d := diff(storedTransaction(tx), mustTransaction(t, s, tx.ID)); d != "" {
-				t.Errorf("Transaction(%q) after UpdateTransactionPair mismatch (-want +got):\n%s", tx.ID, d)
+				t.Errorf("Transaction(%q) after CommitPair mismatch (-want +got):\n%s", tx.ID, d)
 			}
 		}
 		// In the other order too.
 		b.CancelRequested, a.ResultMessageID = true, "msg-a"
-		if err := s.UpdateTransactionPair(t.Context(), b, 3, a, 3); err != nil {
-			t.Fatalf("UpdateTransactionPair(b, a) = %v", err)
+		if err := s.Commit(t.Context(), &instore.Change{T: b, From: 3, Pair: &instore.Change{T: a, From: 3}}); err != nil {
+			t.Fatalf("CommitPair(b, a) = %v", err)
 		}
 		for _, tx := range []*instore.Transaction{a, b} {
 			if d := diff(storedTransaction(tx), mustTransaction(t, s, tx.ID)); d != "" {
-				t.Errorf("Transaction(%q) after UpdateTransactionPair(b, a) mismatch (-want +got):\n%s", tx.ID, d)
+				t.Errorf("Transaction(%q) after CommitPair(b, a) mismatch (-want +got):\n%s", tx.ID, d)
 			}
 		}
 	}},
@@ -313,8 +313,8 @@ var pairTests = []test{
 				first, second = tc.change(&ca, &cb, &cc)
 			}
 			fv, sv := first.Version, second.Version
-			err := s.UpdateTransactionPair(t.Context(), first, tc.aFrom, second, tc.bFrom)
-			op := "UpdateTransactionPair(" + tc.name + ")"
+			err := s.Commit(t.Context(), &instore.Change{T: first, From: tc.aFrom, Pair: &instore.Change{T: second, From: tc.bFrom}})
+			op := "CommitPair(" + tc.name + ")"
 			if tc.notFound {
 				checkNotFound(t, op, err, second.ID)
 			} else {
@@ -353,15 +353,15 @@ var pairTests = []test{
 			wg.Go(func() {
 				<-start
 				if i%2 == 0 {
-					errs[i] = s.UpdateTransactionPair(t.Context(), as[i], 2, bs[i], 2)
+					errs[i] = s.Commit(t.Context(), &instore.Change{T: as[i], From: 2, Pair: &instore.Change{T: bs[i], From: 2}})
 				} else {
-					errs[i] = s.UpdateTransactionPair(t.Context(), bs[i], 2, as[i], 2)
+					errs[i] = s.Commit(t.Context(), &instore.Change{T: bs[i], From: 2, Pair: &instore.Change{T: as[i], From: 2}})
 				}
 			})
 		}
 		close(start)
 		wg.Wait()
-		w := exactlyOne(t, "concurrent UpdateTransactionPair(same versions)", errs[:])
+		w := exactlyOne(t, "concurrent CommitPair(same versions)", errs[:])
 		if w < 0 {
 			return
 		}

@@ -38,25 +38,22 @@ var timelineTests = []test{
 		terminalID := seed(t, s)
 		tx := newTransaction("txn_1", "mer_1", terminalID, "SN-1", instore.StatusPending, at(1))
 		created := ev(1, instore.EventCreated, "", "PENDING")
-		tx.Events = []instore.TransactionEvent{created}
-		if err := s.CreateTransaction(t.Context(), tx); err != nil {
+		if err := s.CreateTransaction(t.Context(), &instore.Change{T: tx, Events: []instore.TransactionEvent{created}}); err != nil {
 			t.Fatal(err)
 		}
 		ack := ev(2, instore.EventAcknowledged, "PENDING", "PENDING")
-		tx.Events = []instore.TransactionEvent{ack}
-		if err := s.UpdateTransaction(t.Context(), tx, 1); err != nil {
+		if err := s.Commit(t.Context(), &instore.Change{T: tx, From: 1, Events: []instore.TransactionEvent{ack}}); err != nil {
 			t.Fatal(err)
 		}
 		stage := ev(3, instore.EventProgress, "PENDING", "PENDING")
-		tx.Events = []instore.TransactionEvent{stage}
 		tx.Progress = instore.ProgressWaitingForCard
-		if err := s.UpdateProgress(t.Context(), tx, 2); err != nil {
+		if err := s.Commit(t.Context(), &instore.Change{T: tx, From: 2, Relaxed: true, Events: []instore.TransactionEvent{stage}}); err != nil {
 			t.Fatal(err)
 		}
 		result := ev(4, instore.EventResult, "PENDING", "APPROVED")
-		tx.Events = []instore.TransactionEvent{result}
 		tx.StatusID, tx.Progress, tx.ResultMessageID = instore.StatusApproved, instore.ProgressFinal, "m-1"
-		if err := s.UpdateTransactionEffects(t.Context(), tx, 3, nil, nil); err != nil {
+		if err := s.Commit(t.Context(), &instore.Change{T: tx, From: 3, Events: []instore.TransactionEvent{result},
+			Effects: []*instore.Effect{{ID: "eff_timeline", Kind: instore.EffectCancel, SerialNumber: "SN-1", Ref: "txn_1", CreatedAt: at(2)}}}); err != nil {
 			t.Fatal(err)
 		}
 		if d := diff(storedEvents(created, ack, stage, result), mustEvents(t, s, "txn_1")); d != "" {
@@ -70,12 +67,10 @@ var timelineTests = []test{
 		terminalID := seed(t, s)
 		tx := newTransaction("txn_1", "mer_1", terminalID, "SN-1", instore.StatusPending, at(1))
 		a, b := ev(1, instore.EventCreated, "", "PENDING"), ev(2, instore.EventAcknowledged, "PENDING", "PENDING")
-		tx.Events = []instore.TransactionEvent{a}
-		mustCreateTransaction(t, s, tx)
+		mustCreate(t, s, &instore.Change{T: tx, Events: []instore.TransactionEvent{a}})
 		// An update carrying two events (the second a re-write of the first
 		// is kept once) writes both, in its transaction.
-		tx.Events = []instore.TransactionEvent{b, a}
-		if err := s.UpdateTransaction(t.Context(), tx, 1); err != nil {
+		if err := s.Commit(t.Context(), &instore.Change{T: tx, From: 1, Events: []instore.TransactionEvent{b, a}}); err != nil {
 			t.Fatal(err)
 		}
 		if d := diff(storedEvents(a, b), mustEvents(t, s, "txn_1")); d != "" {
@@ -86,21 +81,21 @@ var timelineTests = []test{
 		// A failed compare-and-set writes no event, on every path.
 		terminalID := seed(t, s)
 		tx := newTransaction("txn_1", "mer_1", terminalID, "SN-1", instore.StatusPending, at(1))
-		tx.Events = []instore.TransactionEvent{ev(1, instore.EventCreated, "", "PENDING")}
-		mustCreateTransaction(t, s, tx)
+		mustCreate(t, s, &instore.Change{T: tx, Events: []instore.TransactionEvent{ev(1, instore.EventCreated, "", "PENDING")}})
 		stale := *tx
-		stale.Events = []instore.TransactionEvent{ev(5, instore.EventDeadline, "PENDING", "TECHNICAL_ERROR")}
-		checkConflict(t, "UpdateTransaction(stale)", s.UpdateTransaction(t.Context(), &stale, 7))
-		checkConflict(t, "UpdateProgress(stale)", s.UpdateProgress(t.Context(), &stale, 7))
-		checkConflict(t, "UpdateTransactionEffects(stale)", s.UpdateTransactionEffects(t.Context(), &stale, 7, nil, nil))
+		staleEv := []instore.TransactionEvent{ev(5, instore.EventDeadline, "PENDING", "TECHNICAL_ERROR")}
+		checkConflict(t, "Commit(stale)", s.Commit(t.Context(), &instore.Change{T: &stale, From: 7, Events: staleEv}))
+		checkConflict(t, "Commit(stale, relaxed)", s.Commit(t.Context(), &instore.Change{T: &stale, From: 7, Relaxed: true, Events: staleEv}))
+		checkConflict(t, "Commit(stale, with an effect)", s.Commit(t.Context(), &instore.Change{T: &stale, From: 7, Events: staleEv,
+			Effects: []*instore.Effect{{ID: "eff_stale", Kind: instore.EffectCancel, SerialNumber: "SN-1", Ref: "txn_1", CreatedAt: at(2)}}}))
 		two := *tx
-		two.Events = []instore.TransactionEvent{ev(5, instore.EventDeadline, "PENDING", "TECHNICAL_ERROR"), ev(6, instore.EventResult, "x", "y")}
-		checkConflict(t, "UpdateTransaction(stale, two events)", s.UpdateTransaction(t.Context(), &two, 7))
+		checkConflict(t, "Commit(stale, two events)", s.Commit(t.Context(), &instore.Change{T: &two, From: 7,
+			Events: []instore.TransactionEvent{ev(5, instore.EventDeadline, "PENDING", "TECHNICAL_ERROR"), ev(6, instore.EventResult, "x", "y")}}))
 		// A second PENDING transaction on the terminal ID is refused, with
 		// its event.
 		other := newTransaction("txn_2", "mer_1", terminalID, "SN-1", instore.StatusPending, at(2))
-		other.Events = []instore.TransactionEvent{ev(1, instore.EventCreated, "", "PENDING")}
-		checkConflict(t, "CreateTransaction(second PENDING)", s.CreateTransaction(t.Context(), other))
+		checkConflict(t, "CreateTransaction(second PENDING)", s.CreateTransaction(t.Context(), &instore.Change{T: other,
+			Events: []instore.TransactionEvent{ev(1, instore.EventCreated, "", "PENDING")}}))
 		if es := mustEvents(t, s, "txn_1"); len(es) != 1 {
 			t.Errorf("timeline after refused writes = %+v, want the creation only", es)
 		}
@@ -116,9 +111,10 @@ var timelineTests = []test{
 		rev.Type, rev.OriginalID, rev.Reverses = instore.TypeReversal, "txn_o", "txn_o"
 		mustCreateTransaction(t, s, rev)
 		revEv, origEv := ev(2, instore.EventResult, "PENDING", "APPROVED"), ev(2, instore.EventReversed, "APPROVED", "REVERSED")
-		rev.StatusID, rev.Events = instore.StatusApproved, []instore.TransactionEvent{revEv}
-		orig.StatusID, orig.ReversedBy, orig.Events = instore.StatusReversed, "txn_r", []instore.TransactionEvent{origEv}
-		if err := s.UpdateTransactionPair(t.Context(), rev, 1, orig, 1); err != nil {
+		rev.StatusID = instore.StatusApproved
+		orig.StatusID, orig.ReversedBy = instore.StatusReversed, "txn_r"
+		if err := s.Commit(t.Context(), &instore.Change{T: rev, From: 1, Events: []instore.TransactionEvent{revEv},
+			Pair: &instore.Change{T: orig, From: 1, Events: []instore.TransactionEvent{origEv}}}); err != nil {
 			t.Fatal(err)
 		}
 		if d := diff(storedEvents(revEv), mustEvents(t, s, "txn_r")); d != "" {

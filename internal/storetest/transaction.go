@@ -48,16 +48,22 @@ func newTransaction(id, merchantID, terminalID, serial string, status int, creat
 
 func mustCreateTransaction(t *testing.T, s instore.Store, tx *instore.Transaction) *instore.Transaction {
 	t.Helper()
-	if err := s.CreateTransaction(t.Context(), tx); err != nil {
-		t.Fatalf("CreateTransaction(%q) = %v", tx.ID, err)
+	return mustCreate(t, s, &instore.Change{T: tx})
+}
+
+// mustCreate stores the creation ch and returns its transaction.
+func mustCreate(t *testing.T, s instore.Store, ch *instore.Change) *instore.Transaction {
+	t.Helper()
+	if err := s.CreateTransaction(t.Context(), ch); err != nil {
+		t.Fatalf("CreateTransaction(%q) = %v", ch.T.ID, err)
 	}
-	return tx
+	return ch.T
 }
 
 func mustUpdateTransaction(t *testing.T, s instore.Store, tx *instore.Transaction, fromVersion int64) {
 	t.Helper()
-	if err := s.UpdateTransaction(t.Context(), tx, fromVersion); err != nil {
-		t.Fatalf("UpdateTransaction(%q, %d) = %v", tx.ID, fromVersion, err)
+	if err := s.Commit(t.Context(), &instore.Change{T: tx, From: fromVersion}); err != nil {
+		t.Fatalf("Commit(%q, %d) = %v", tx.ID, fromVersion, err)
 	}
 }
 
@@ -120,7 +126,7 @@ var transactionTests = []test{
 			newTransaction("txn_new", "mer_1", terminalID, "", instore.StatusPending, base),
 		} {
 			tx.Version = 42 // ignored: a new transaction has version 1
-			if err := s.CreateTransaction(t.Context(), tx); err != nil {
+			if err := s.CreateTransaction(t.Context(), &instore.Change{T: tx}); err != nil {
 				t.Fatalf("CreateTransaction(%q) = %v", tx.ID, err)
 			}
 			if tx.Version != 1 {
@@ -220,10 +226,10 @@ var transactionTests = []test{
 		checkNotFound(t, "ActiveTransaction(missing terminal ID)", err, "99999998")
 		tx := newTransaction("txn_missing_5e1a", "mer_1", terminalID, "SN-1", instore.StatusApproved, at(2))
 		tx.Version = 1
-		err = s.UpdateTransaction(t.Context(), tx, 1)
-		checkNotFound(t, "UpdateTransaction(missing)", err, "txn_missing_5e1a")
+		err = s.Commit(t.Context(), &instore.Change{T: tx, From: 1})
+		checkNotFound(t, "Commit(missing)", err, "txn_missing_5e1a")
 		if tx.Version != 1 {
-			t.Errorf("UpdateTransaction(missing) set Version %d, want it unchanged (1)", tx.Version)
+			t.Errorf("Commit(missing) set Version %d, want it unchanged (1)", tx.Version)
 		}
 	}},
 	{"CreateConflict", func(t *testing.T, s instore.Store) {
@@ -245,7 +251,7 @@ var transactionTests = []test{
 			}()},
 		} {
 			tc.tx.Version = 7
-			checkConflict(t, "CreateTransaction("+tc.name+")", s.CreateTransaction(t.Context(), tc.tx))
+			checkConflict(t, "CreateTransaction("+tc.name+")", s.CreateTransaction(t.Context(), &instore.Change{T: tc.tx}))
 			if tc.tx.Version != 7 {
 				t.Errorf("CreateTransaction(%s) refused but set Version %d", tc.name, tc.tx.Version)
 			}
@@ -296,10 +302,10 @@ var transactionTests = []test{
 			step(tx)
 			mustUpdateTransaction(t, s, tx, from)
 			if tx.Version != from+1 {
-				t.Errorf("step %d: UpdateTransaction set Version %d, want %d", i, tx.Version, from+1)
+				t.Errorf("step %d: Commit set Version %d, want %d", i, tx.Version, from+1)
 			}
 			if d := diff(storedTransaction(tx), mustTransaction(t, s, tx.ID)); d != "" {
-				t.Errorf("step %d: Transaction() after UpdateTransaction mismatch (-want +got):\n%s", i, d)
+				t.Errorf("step %d: Transaction() after Commit mismatch (-want +got):\n%s", i, d)
 			}
 		}
 
@@ -313,36 +319,36 @@ var transactionTests = []test{
 		mustUpdateTransaction(t, s, &changed, tx.Version)
 		want.Version = tx.Version + 1
 		if d := diff(want, mustTransaction(t, s, tx.ID)); d != "" {
-			t.Errorf("UpdateTransaction wrote immutable fields (-want +got):\n%s", d)
+			t.Errorf("Commit wrote immutable fields (-want +got):\n%s", d)
 		}
 	}},
-	{"UpdateProgress", func(t *testing.T, s instore.Store) {
+	{"CommitRelaxed", func(t *testing.T, s instore.Store) {
 		// A progress stage written without waiting for the disk is the same
-		// compare-and-set as UpdateTransaction, seen at once by readers.
+		// compare-and-set as Commit, seen at once by readers.
 		terminalID := seed(t, s)
 		tx := mustCreateTransaction(t, s, newTransaction("txn_1", "mer_1", terminalID, "SN-1", instore.StatusPending, at(1)))
 		for i, stage := range []string{instore.ProgressWaitingForCard, instore.ProgressWaitingForPIN, instore.ProgressAuthorizing} {
 			from := tx.Version
 			tx.Progress = stage
-			if err := s.UpdateProgress(t.Context(), tx, from); err != nil {
-				t.Fatalf("UpdateProgress(%s) = %v", stage, err)
+			if err := s.Commit(t.Context(), &instore.Change{T: tx, From: from, Relaxed: true}); err != nil {
+				t.Fatalf("CommitRelaxed(%s) = %v", stage, err)
 			}
 			if tx.Version != from+1 {
-				t.Errorf("stage %d: UpdateProgress set Version %d, want %d", i, tx.Version, from+1)
+				t.Errorf("stage %d: CommitRelaxed set Version %d, want %d", i, tx.Version, from+1)
 			}
 			if d := diff(storedTransaction(tx), mustTransaction(t, s, tx.ID)); d != "" {
-				t.Errorf("stage %d: Transaction() after UpdateProgress mismatch (-want +got):\n%s", i, d)
+				t.Errorf("stage %d: Transaction() after CommitRelaxed mismatch (-want +got):\n%s", i, d)
 			}
 		}
 		stale := *tx
 		stale.Progress = instore.ProgressWaitingForCard
-		checkConflict(t, "UpdateProgress(stale version)", s.UpdateProgress(t.Context(), &stale, tx.Version-1))
+		checkConflict(t, "CommitRelaxed(stale version)", s.Commit(t.Context(), &instore.Change{T: &stale, From: tx.Version - 1, Relaxed: true}))
 		if stale.Version != tx.Version {
-			t.Errorf("UpdateProgress(stale version) set Version %d, want it unchanged (%d)", stale.Version, tx.Version)
+			t.Errorf("CommitRelaxed(stale version) set Version %d, want it unchanged (%d)", stale.Version, tx.Version)
 		}
 		missing := *tx
 		missing.ID = "txn_missing_5e1a"
-		checkNotFound(t, "UpdateProgress(missing)", s.UpdateProgress(t.Context(), &missing, 1), "txn_missing_5e1a")
+		checkNotFound(t, "CommitRelaxed(missing)", s.Commit(t.Context(), &instore.Change{T: &missing, From: 1, Relaxed: true}), "txn_missing_5e1a")
 		// A durable change after it keeps every stage.
 		tx.StatusID, tx.Progress, tx.Result = instore.StatusApproved, instore.ProgressFinal, approvedResult()
 		mustUpdateTransaction(t, s, tx, tx.Version)
@@ -360,11 +366,11 @@ var transactionTests = []test{
 		// A change computed from the old version is refused.
 		stale := *tx
 		stale.Version, stale.StatusID, stale.Progress = 1, instore.StatusApproved, instore.ProgressFinal
-		checkConflict(t, "UpdateTransaction(stale version)", s.UpdateTransaction(t.Context(), &stale, 1))
+		checkConflict(t, "Commit(stale version)", s.Commit(t.Context(), &instore.Change{T: &stale, From: 1}))
 		if stale.Version != 1 {
-			t.Errorf("UpdateTransaction(stale version) set Version %d, want it unchanged (1)", stale.Version)
+			t.Errorf("Commit(stale version) set Version %d, want it unchanged (1)", stale.Version)
 		}
-		checkConflict(t, "UpdateTransaction(future version)", s.UpdateTransaction(t.Context(), &stale, 3))
+		checkConflict(t, "Commit(future version)", s.Commit(t.Context(), &instore.Change{T: &stale, From: 3}))
 		if d := diff(want, mustTransaction(t, s, tx.ID)); d != "" {
 			t.Errorf("Transaction() after refused updates mismatch (-want +got):\n%s", d)
 		}
@@ -373,9 +379,9 @@ var transactionTests = []test{
 		done := mustCreateTransaction(t, s, newTransaction("txn_2", "mer_1", terminalID, "SN-1", instore.StatusApproved, at(2)))
 		back := *done
 		back.StatusID, back.Progress = instore.StatusPending, instore.ProgressSent
-		checkConflict(t, "UpdateTransaction(second PENDING on a terminal ID)", s.UpdateTransaction(t.Context(), &back, 1))
+		checkConflict(t, "Commit(second PENDING on a terminal ID)", s.Commit(t.Context(), &instore.Change{T: &back, From: 1}))
 		if back.Version != 1 {
-			t.Errorf("UpdateTransaction(second PENDING) set Version %d, want it unchanged (1)", back.Version)
+			t.Errorf("Commit(second PENDING) set Version %d, want it unchanged (1)", back.Version)
 		}
 		if d := diff(storedTransaction(done), mustTransaction(t, s, done.ID)); d != "" {
 			t.Errorf("Transaction(txn_2) after a refused update mismatch (-want +got):\n%s", d)
@@ -383,7 +389,7 @@ var transactionTests = []test{
 		// A missing reference is refused too.
 		bad := *done
 		bad.ReversedBy = "txn_missing"
-		checkConflict(t, "UpdateTransaction(missing reversed_by)", s.UpdateTransaction(t.Context(), &bad, 1))
+		checkConflict(t, "Commit(missing reversed_by)", s.Commit(t.Context(), &instore.Change{T: &bad, From: 1}))
 	}},
 	{"ConcurrentCreate", func(t *testing.T, s instore.Store) {
 		terminalID := seed(t, s)
@@ -398,7 +404,7 @@ var transactionTests = []test{
 			txs[i] = newTransaction("txn_"+string(rune('a'+i)), "mer_1", terminalID, "SN-1", instore.StatusPending, at(i))
 			wg.Go(func() {
 				<-start
-				errs[i] = s.CreateTransaction(t.Context(), txs[i])
+				errs[i] = s.CreateTransaction(t.Context(), &instore.Change{T: txs[i]})
 			})
 		}
 		close(start)
@@ -457,12 +463,12 @@ var transactionTests = []test{
 			txs[i] = &c
 			wg.Go(func() {
 				<-start
-				errs[i] = s.UpdateTransaction(t.Context(), txs[i], from)
+				errs[i] = s.Commit(t.Context(), &instore.Change{T: txs[i], From: from})
 			})
 		}
 		close(start)
 		wg.Wait()
-		winner := exactlyOne(t, "concurrent UpdateTransaction(same version)", errs[:])
+		winner := exactlyOne(t, "concurrent Commit(same version)", errs[:])
 		if winner < 0 {
 			return
 		}
@@ -472,7 +478,7 @@ var transactionTests = []test{
 				want = from + 1
 			}
 			if c.Version != want {
-				t.Errorf("writer %d: Version = %d after UpdateTransaction, want %d", i, c.Version, want)
+				t.Errorf("writer %d: Version = %d after Commit, want %d", i, c.Version, want)
 			}
 		}
 		got := mustTransaction(t, s, tx.ID)
