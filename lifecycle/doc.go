@@ -1,7 +1,8 @@
 // Package lifecycle holds the lives of the resources, each as a pure
 // function of (state, event): transactions (transaction.go: Create, Next,
 // NextReversalPair, Pairs, Due), print jobs (print.go: NextPrint,
-// PrintDue) and webhook deliveries (webhook.go: NextDelivery, RetryWait,
+// PrintDue), software updates (update.go: NextUpdate, UpdateBusy) and
+// webhook deliveries (webhook.go: NextDelivery, RetryWait,
 // DisabledReason). They do no I/O and read no clock: the
 // caller (internal/service, internal/webhook, internal/sqlstore) reads the
 // state, calls the function, writes what it returns and carries out the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/lifecycle"
 )
 
 // forbidden answers a request for something that is not the caller's
@@ -189,15 +190,17 @@ func (s *Service) CreateUpdate(ctx context.Context, p *instore.Principal, req *i
 			Fields: []instore.FieldError{{Field: "/packageId", Message: "is a package for the " + pkg.Model + " model; the terminal is a " + d.Model}}}
 	}
 	now := s.now()
-	u := &instore.Update{ID: newUpdateID(now), TerminalID: t.TerminalID, PackageID: pkg.ID, Status: instore.UpdateScheduled,
-		NotBefore: notBefore, CreatedAt: now, UpdatedAt: now}
-	if err := s.Store.CreateUpdate(ctx, u, s.updateEvent(ctx, u, t.MerchantID)...); errors.Is(err, instore.ErrConflict) {
+	u, st := lifecycle.NextUpdate(lifecycle.UpdateNew, instore.Update{ID: newUpdateID(now), TerminalID: t.TerminalID, PackageID: pkg.ID,
+		NotBefore: notBefore, CreatedAt: now}, lifecycle.UpdateEvent{Kind: lifecycle.UpdateRequested, At: now})
+	if err := s.Store.CreateUpdate(ctx, &u, s.updateEvent(ctx, &u, t.MerchantID)...); errors.Is(err, instore.ErrConflict) {
 		return nil, instore.Errorf(instore.EConflict, "The terminal has an unfinished update (SCHEDULED or DOWNLOADING); wait until it is INSTALLED or FAILED.")
 	} else if err != nil {
 		return nil, fmt.Errorf("create update: %w", err)
 	}
 	s.eventsWritten()
-	created := *u
-	s.deliverUpdate(context.WithoutCancel(ctx), t.TerminalID)
+	created := u
+	if st.TryDeliver {
+		s.deliverUpdate(context.WithoutCancel(ctx), t.TerminalID)
+	}
 	return &created, nil
 }

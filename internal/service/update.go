@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/lifecycle"
 )
 
 // The life of a software update over the terminal session. An update is
@@ -19,7 +20,9 @@ import (
 // device says hello, when a transaction of its terminal ends, and by the
 // sweep (RunUpdates), which also covers several nodes and restarts. From
 // delivery until the device reports INSTALLED or FAILED the terminal is
-// busy: a purchase, refund or reversal answers WP09.
+// busy: a purchase, refund or reversal answers WP09. Every decision of
+// the update's life is lifecycle.NextUpdate's (lifecycle/update.go); the
+// functions here read the update, call it and carry out its step.
 
 // DefaultInstallTimeout is how long an update may stay DOWNLOADING without
 // a report before the sweep ends it FAILED.
@@ -55,7 +58,7 @@ func (s *Service) installing(ctx context.Context, terminalID string) error {
 // terminal busy: DOWNLOADING, or handed to the device within the ack
 // timeout and not reported on yet.
 func (s *Service) installs(u *instore.Update) bool {
-	return u != nil && (u.Status == instore.UpdateDownloading || u.DeliveredAt != nil && s.now().Sub(*u.DeliveredAt) < s.ackTimeout())
+	return lifecycle.UpdateBusy(u, s.now(), s.ackTimeout())
 }
 
 // installingWith is installing with the terminal ID's unfinished update u
@@ -91,12 +94,13 @@ func (s *Service) deliverUpdate(ctx context.Context, terminalID string) {
 		}
 		return
 	}
-	if u.Status != instore.UpdateScheduled {
+	now := s.now()
+	next, st := lifecycle.NextUpdate(lifecycle.UpdateStateOf(u), *u, lifecycle.UpdateEvent{Kind: lifecycle.UpdateDeliver, At: now})
+	if !st.Arm.IsZero() {
+		s.arm(u.ID, st.Arm, func(string) { s.deliverUpdate(context.Background(), terminalID) })
 		return
 	}
-	now := s.now()
-	if u.NotBefore != nil && now.Before(*u.NotBefore) {
-		s.arm(u.ID, *u.NotBefore, func(string) { s.deliverUpdate(context.Background(), terminalID) })
+	if !st.Send {
 		return
 	}
 	t, err := s.Store.Terminal(ctx, terminalID)
@@ -116,7 +120,7 @@ func (s *Service) deliverUpdate(ctx context.Context, terminalID string) {
 	// transaction that ends between the two finds it (terminalIdle); once
 	// sent, the note goes.
 	s.updateWaits.Store(terminalID, struct{}{})
-	err = s.Store.MarkUpdateDelivered(ctx, u.ID, now, now.Add(-s.ackTimeout()))
+	err = s.Store.MarkUpdateDelivered(ctx, u.ID, *next.DeliveredAt, now.Add(-s.ackTimeout()))
 	if errors.Is(err, instore.ErrConflict) {
 		return // a transaction runs (delivered when it ends), or it was just sent
 	}
@@ -126,8 +130,11 @@ func (s *Service) deliverUpdate(ctx context.Context, terminalID string) {
 		return
 	}
 	if err := s.Gateway.SendUpdate(ctx, t.SerialNumber, u, pkg); err != nil {
-		if err := s.Store.ClearUpdateDelivered(context.WithoutCancel(ctx), u.ID); err != nil {
-			s.log().Error("deliver update: clear delivered", "updateId", u.ID, "error", err)
+		_, failed := lifecycle.NextUpdate(lifecycle.UpdateDelivered, next, lifecycle.UpdateEvent{Kind: lifecycle.UpdateSendFailed, At: now})
+		if failed.ClearDelivered {
+			if err := s.Store.ClearUpdateDelivered(context.WithoutCancel(ctx), u.ID); err != nil {
+				s.log().Error("deliver update: clear delivered", "updateId", u.ID, "error", err)
+			}
 		}
 		if !errors.Is(err, instore.ErrOffline) {
 			s.log().Warn("send update", "updateId", u.ID, "serialNumber", t.SerialNumber, "error", err)
@@ -154,35 +161,30 @@ func (s *Service) updateOnHello(ctx context.Context, t *instore.Terminal, h hell
 		s.log().Error("update on hello: package", "updateId", u.ID, "error", err)
 		return
 	}
-	begun := u.Status == instore.UpdateDownloading || u.DeliveredAt != nil
-	switch {
-	case begun && h.SoftwareVersion == pkg.Version:
-		done := *u
-		done.Status, done.SoftwareVersion, done.UpdatedAt = instore.UpdateInstalled, h.SoftwareVersion, s.now()
-		if err := s.Store.SetUpdateStatus(ctx, &done, s.updateEvent(ctx, &done, t.MerchantID), instore.UpdateScheduled, instore.UpdateDownloading); err == nil {
+	next, st := lifecycle.NextUpdate(lifecycle.UpdateStateOf(u), *u, lifecycle.UpdateEvent{Kind: lifecycle.UpdateHello, At: s.now(),
+		SoftwareVersion: h.SoftwareVersion, PackageVersion: pkg.Version, HelloAt: h.at})
+	if st.Changed {
+		if err := s.Store.SetUpdateStatus(ctx, &next, s.updateEvent(ctx, &next, t.MerchantID), st.From...); err == nil {
 			s.eventsWritten()
 		} else if !errors.Is(err, instore.ErrConflict) {
 			s.log().Error("update on hello: installed", "updateId", u.ID, "error", err)
 		}
+	}
+	if st.Ended {
 		s.disarm(u.ID)
-	case u.Status == instore.UpdateDownloading:
+	}
+	if st.Resend {
 		if err := s.Gateway.SendUpdate(ctx, t.SerialNumber, u, pkg); err != nil && !errors.Is(err, instore.ErrOffline) {
 			s.log().Warn("resend update", "updateId", u.ID, "error", err)
 		}
-	default:
-		if u.DeliveredAt != nil && !u.DeliveredAt.Before(h.at) {
-			// Sent on this session already (created while its hello was
-			// being answered): clearing it would let a purchase start on
-			// a terminal that is installing.
+	}
+	if st.ClearDelivered {
+		if err := s.Store.ClearUpdateDelivered(ctx, u.ID); err != nil {
+			s.log().Error("update on hello: clear delivered", "updateId", u.ID, "error", err)
 			return
 		}
-		if u.DeliveredAt != nil {
-			// Sent on an earlier session, which may have lost it.
-			if err := s.Store.ClearUpdateDelivered(ctx, u.ID); err != nil {
-				s.log().Error("update on hello: clear delivered", "updateId", u.ID, "error", err)
-				return
-			}
-		}
+	}
+	if st.TryDeliver {
 		s.deliverUpdate(ctx, t.TerminalID)
 	}
 }
@@ -228,41 +230,30 @@ func (s *Service) TerminalUpdateStatus(ctx context.Context, serial, updateID str
 	if t.SerialNumber != serial {
 		return fmt.Errorf("update of another device: %w", instore.ErrNotFound)
 	}
-	next := *u
-	next.UpdatedAt = s.now()
-	var from []string
-	switch r.Status {
-	case instore.UpdateDownloading:
-		next.Status, from = instore.UpdateDownloading, []string{instore.UpdateScheduled}
-	case instore.UpdateInstalled:
-		if r.SoftwareVersion == "" {
-			return errors.New("update status INSTALLED without the software version")
-		}
-		next.Status, next.SoftwareVersion, from = instore.UpdateInstalled, r.SoftwareVersion, []string{instore.UpdateScheduled, instore.UpdateDownloading}
-	case instore.UpdateFailed:
-		next.Status, next.Reason, from = instore.UpdateFailed, r.Reason, []string{instore.UpdateScheduled, instore.UpdateDownloading}
-		if next.Reason == "" {
-			next.Reason = "the terminal gave no reason"
-		}
-	default:
-		return fmt.Errorf("update status %q is not one a terminal reports", r.Status)
+	next, st := lifecycle.NextUpdate(lifecycle.UpdateStateOf(u), *u, lifecycle.UpdateEvent{Kind: lifecycle.UpdateReported, At: s.now(),
+		Status: r.Status, SoftwareVersion: r.SoftwareVersion, Reason: r.Reason})
+	if st.Refused != nil {
+		return st.Refused
 	}
-	if next.Status == instore.UpdateInstalled {
+	if st.DeviceVersion != "" {
 		// The device runs the new version from now on: record it before the
 		// update reads INSTALLED, so terminal info never shows the one
 		// without the other.
-		if err := s.Store.DeviceSeen(ctx, serial, r.SoftwareVersion, s.now()); err != nil {
+		if err := s.Store.DeviceSeen(ctx, serial, st.DeviceVersion, s.now()); err != nil {
 			return fmt.Errorf("device seen: %w", err)
 		}
 	}
-	err = s.Store.SetUpdateStatus(ctx, &next, s.updateEvent(ctx, &next, t.MerchantID), from...)
+	if !st.Changed {
+		return nil // it moved on already: a repeated or late report
+	}
+	err = s.Store.SetUpdateStatus(ctx, &next, s.updateEvent(ctx, &next, t.MerchantID), st.From...)
 	if errors.Is(err, instore.ErrConflict) {
 		return nil // it moved on already: a repeated or late report
 	} else if err != nil {
 		return fmt.Errorf("set update status: %w", err)
 	}
 	s.eventsWritten()
-	if next.Final() {
+	if st.Ended {
 		s.disarm(u.ID)
 	}
 	s.log().Info("update status", "updateId", u.ID, "status", next.Status, "terminalId", t.TerminalID)
@@ -322,17 +313,15 @@ func (s *Service) sweepUpdates(ctx context.Context, installTimeout time.Duration
 		if ctx.Err() != nil {
 			return
 		}
+		next, st := lifecycle.NextUpdate(lifecycle.UpdateStateOf(u), *u, lifecycle.UpdateEvent{Kind: lifecycle.UpdateSwept, At: now, InstallTimeout: installTimeout})
 		switch {
-		case u.Status == instore.UpdateDownloading && now.Sub(u.UpdatedAt) > installTimeout:
-			failed := *u
-			failed.Status, failed.UpdatedAt = instore.UpdateFailed, now
-			failed.Reason = fmt.Sprintf("the terminal did not report the end of the installation within %v", installTimeout)
-			if err := s.Store.SetUpdateStatus(ctx, &failed, s.updateEvent(ctx, &failed, ""), instore.UpdateDownloading); err == nil {
+		case st.Changed:
+			if err := s.Store.SetUpdateStatus(ctx, &next, s.updateEvent(ctx, &next, ""), st.From...); err == nil {
 				s.eventsWritten()
 			} else if !errors.Is(err, instore.ErrConflict) {
 				s.log().Error("update sweep: fail", "updateId", u.ID, "error", err)
 			}
-		case u.Status == instore.UpdateScheduled:
+		case st.TryDeliver:
 			s.deliverUpdate(ctx, u.TerminalID)
 		}
 	}
