@@ -18,6 +18,16 @@ type Clock interface {
 	AfterFunc(d time.Duration, f func()) Timer
 }
 
+// RealClock is the wall clock: the Clock of a process, and what a
+// component given no Clock (nil) runs on.
+type RealClock struct{}
+
+// Now returns time.Now().
+func (RealClock) Now() time.Time { return time.Now() }
+
+// AfterFunc is time.AfterFunc.
+func (RealClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+
 // Timer is a pending call of Clock.AfterFunc.
 type Timer interface {
 	// Stop prevents the call if it has not run; it reports whether it

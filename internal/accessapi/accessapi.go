@@ -47,7 +47,7 @@ func Register(cfg Config) {
 	}
 	h := &handlers{svc: cfg.Service}
 	// Access API keys are scoped by the principal's customer.
-	idem := &httpapi.Idempotency{API: a, Store: cfg.Store, Logger: logger, Now: cfg.Service.Now,
+	idem := &httpapi.Idempotency{API: a, Store: cfg.Store, Logger: logger, Clock: cfg.Service.Clock,
 		Scope:   func(p *instore.Principal) string { return idempotencyScope + p.CustomerID },
 		Holders: cfg.IdempotencyHolders}
 	post := func(f httpapi.AuthedFunc) httpapi.HandlerFunc { return g.Wrap(idem.Wrap(f)) }

@@ -22,13 +22,23 @@ import (
 // Admin runs operator operations on a store.
 type Admin struct {
 	Store instore.Store
-	Now   func() time.Time
+	// Clock is the time of day of what the admin stamps (nil: the wall
+	// clock, instore.RealClock).
+	Clock instore.Clock
 }
 
-// New returns an Admin on st.
-func New(st instore.Store) *Admin { return &Admin{Store: st, Now: time.Now} }
+// New returns an Admin on st, on the wall clock.
+func New(st instore.Store) *Admin { return &Admin{Store: st} }
 
-func (a *Admin) now() time.Time { return a.Now().UTC().Truncate(time.Microsecond) }
+// now is the admin's time of day as it stamps it: UTC, to the
+// microsecond.
+func (a *Admin) now() time.Time {
+	c := a.Clock
+	if c == nil {
+		c = instore.RealClock{}
+	}
+	return c.Now().UTC().Truncate(time.Microsecond)
+}
 
 func checkName(name string) error {
 	if strings.TrimSpace(name) == "" || utf8.RuneCountInString(name) > 200 || !utf8.ValidString(name) {
@@ -191,7 +201,7 @@ func (a *Admin) AllocateTerminals(ctx context.Context, merchantID string, n int)
 // service is the domain service on the admin's store and clock, without a
 // gateway: the operator's commands reach no terminal session.
 func (a *Admin) service() *service.Service {
-	return &service.Service{Store: a.Store, Clock: service.WithNow(nil, a.Now), Gateway: instore.NoGateway{}}
+	return &service.Service{Store: a.Store, Clock: a.Clock, Gateway: instore.NoGateway{}}
 }
 
 // ImportResult says what a catalogue import did.

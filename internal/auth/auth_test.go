@@ -5,28 +5,15 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/admin"
 	"github.com/instore-dev/instore/internal/auth"
+	"github.com/instore-dev/instore/internal/clocktest"
 	"github.com/instore-dev/instore/internal/sqlstore"
 )
-
-// clock is a settable clock for expiry tests.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 type fixture struct {
 	store         *sqlstore.DB
@@ -75,9 +62,9 @@ func check(t testing.TB, err error) {
 	}
 }
 
-func (f *fixture) authn(t testing.TB, cacheTTL time.Duration, now func() time.Time) *auth.Authenticator {
+func (f *fixture) authn(t testing.TB, cacheTTL time.Duration, clock instore.Clock) *auth.Authenticator {
 	t.Helper()
-	a, err := auth.New(auth.Config{Store: f.store, SigningKey: []byte(strings.Repeat("s", 32)), CacheTTL: cacheTTL, Now: now})
+	a, err := auth.New(auth.Config{Store: f.store, SigningKey: []byte(strings.Repeat("s", 32)), CacheTTL: cacheTTL, Clock: clock})
 	check(t, err)
 	return a
 }
@@ -179,9 +166,9 @@ func TestIssueAndAuthenticate(t *testing.T) {
 func TestCacheAndRevocation(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	clk := &clock{t: time.Now()}
-	cached := f.authn(t, time.Minute, clk.Now)
-	uncached := f.authn(t, 0, clk.Now)
+	clk := clocktest.New(time.Now())
+	cached := f.authn(t, time.Minute, clk)
+	uncached := f.authn(t, 0, clk)
 	tok, _, err := cached.Mint(f.client, 2*time.Minute)
 	check(t, err)
 	hdr := "Bearer " + tok
@@ -197,7 +184,7 @@ func TestCacheAndRevocation(t *testing.T) {
 	if _, err := cached.Authenticate(ctx, instore.SurfaceOnline, hdr, f.key); err != nil {
 		t.Errorf("within the cache TTL the verified pair is trusted: err = %v", err)
 	}
-	clk.Add(61 * time.Second)
+	clk.Advance(61 * time.Second)
 	if _, err := cached.Authenticate(ctx, instore.SurfaceOnline, hdr, f.key); !isUnauthorized(err) {
 		t.Errorf("after the cache TTL a revoked key is refused: err = %v", err)
 	}
@@ -206,14 +193,14 @@ func TestCacheAndRevocation(t *testing.T) {
 func TestCacheNeverOutlivesToken(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	clk := &clock{t: time.Now()}
-	a := f.authn(t, time.Hour, clk.Now)
+	clk := clocktest.New(time.Now())
+	a := f.authn(t, time.Hour, clk)
 	tok, _, err := a.Mint(f.client, 2*time.Minute)
 	check(t, err)
 	if _, err := a.Authenticate(ctx, instore.SurfaceOnline, "Bearer "+tok, f.key); err != nil {
 		t.Fatal(err)
 	}
-	clk.Add(3 * time.Minute)
+	clk.Advance(3 * time.Minute)
 	if _, err := a.Authenticate(ctx, instore.SurfaceOnline, "Bearer "+tok, f.key); !isUnauthorized(err) {
 		t.Errorf("expired token served from the cache: err = %v", err)
 	}
@@ -225,32 +212,36 @@ func TestCacheNeverOutlivesToken(t *testing.T) {
 func TestAuthenticateAt(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	system := f.authn(t, time.Minute, nil)
-	clk := &clock{t: time.Now()}
-	own := f.authn(t, time.Minute, clk.Now)
-	tok, _, err := system.Mint(f.client, time.Hour)
+	// No clock, or the wall clock given as instore.RealClock (as the
+	// server gives it): both are the system clock.
+	systems := []*auth.Authenticator{f.authn(t, time.Minute, nil), f.authn(t, time.Minute, instore.RealClock{})}
+	clk := clocktest.New(time.Now())
+	own := f.authn(t, time.Minute, clk)
+	tok, _, err := systems[0].Mint(f.client, time.Hour)
 	check(t, err)
 	hdr := "Bearer " + tok
-	for _, a := range []*auth.Authenticator{system, own} {
+	for _, a := range append(systems, own) {
 		if _, err := a.AuthenticateAt(ctx, instore.SurfaceOnline, hdr, f.key, time.Now()); err != nil {
 			t.Fatalf("AuthenticateAt: %v", err)
 		}
 	}
 	check(t, f.ad.RevokeKey(ctx, f.keyRec.ID))
-	if _, err := system.AuthenticateAt(ctx, instore.SurfaceOnline, hdr, f.key, time.Now()); err != nil {
-		t.Errorf("within the cache TTL: err = %v, want the cached pair", err)
-	}
-	if _, err := system.AuthenticateAt(ctx, instore.SurfaceOnline, hdr, f.key, time.Time{}); err != nil {
-		t.Errorf("zero time, within the cache TTL: err = %v, want the cached pair", err)
-	}
-	if _, err := system.AuthenticateAt(ctx, instore.SurfaceOnline, hdr, f.key, time.Now().Add(61*time.Second)); !isUnauthorized(err) {
-		t.Errorf("at a time past the cache TTL: err = %v, want the revoked key refused", err)
+	for _, system := range systems {
+		if _, err := system.AuthenticateAt(ctx, instore.SurfaceOnline, hdr, f.key, time.Now()); err != nil {
+			t.Errorf("within the cache TTL: err = %v, want the cached pair", err)
+		}
+		if _, err := system.AuthenticateAt(ctx, instore.SurfaceOnline, hdr, f.key, time.Time{}); err != nil {
+			t.Errorf("zero time, within the cache TTL: err = %v, want the cached pair", err)
+		}
+		if _, err := system.AuthenticateAt(ctx, instore.SurfaceOnline, hdr, f.key, time.Now().Add(61*time.Second)); !isUnauthorized(err) {
+			t.Errorf("at a time past the cache TTL: err = %v, want the revoked key refused", err)
+		}
 	}
 	// Its own clock has not moved: the far time is not its time.
 	if _, err := own.AuthenticateAt(ctx, instore.SurfaceOnline, hdr, f.key, time.Now().Add(time.Hour)); err != nil {
 		t.Errorf("own clock within the cache TTL, a later time passed: err = %v, want the cached pair", err)
 	}
-	clk.Add(61 * time.Second)
+	clk.Advance(61 * time.Second)
 	if _, err := own.AuthenticateAt(ctx, instore.SurfaceOnline, hdr, f.key, time.Now()); !isUnauthorized(err) {
 		t.Errorf("own clock past the cache TTL, an earlier time passed: err = %v, want the revoked key refused", err)
 	}

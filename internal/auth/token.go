@@ -49,8 +49,9 @@ type Config struct {
 	// asking the store again: revoking a client or key, or deactivating a
 	// merchant, takes effect within it. Zero disables the cache.
 	CacheTTL time.Duration
-	// Now is the clock (default time.Now).
-	Now func() time.Time
+	// Clock is the time of day tokens are issued and checked at, and the
+	// cache's entries expire at (nil: the wall clock, instore.RealClock).
+	Clock instore.Clock
 }
 
 // Authenticator issues access tokens and authenticates requests.
@@ -60,8 +61,8 @@ type Authenticator struct {
 	tokenTTL time.Duration
 	cacheTTL time.Duration
 	now      func() time.Time
-	// systemClock is set when now is time.Now: AuthenticateAt may then
-	// use the time its caller read.
+	// systemClock is set when the clock is the wall clock: AuthenticateAt
+	// may then use the time its caller read.
 	systemClock bool
 	parser      map[instore.Surface]*jwt.Parser
 
@@ -87,16 +88,16 @@ func New(cfg Config) (*Authenticator, error) {
 	if cfg.TokenTTL <= 0 {
 		cfg.TokenTTL = time.Hour
 	}
-	systemClock := cfg.Now == nil
-	if systemClock {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = instore.RealClock{}
 	}
+	systemClock := cfg.Clock == instore.Clock(instore.RealClock{})
 	a := &Authenticator{
 		store:       cfg.Store,
 		key:         cfg.SigningKey,
 		tokenTTL:    cfg.TokenTTL,
 		cacheTTL:    cfg.CacheTTL,
-		now:         cfg.Now,
+		now:         cfg.Clock.Now,
 		systemClock: systemClock,
 		parser:      map[instore.Surface]*jwt.Parser{},
 		cache:       map[credPair]cacheEntry{},
@@ -232,8 +233,8 @@ func (a *Authenticator) Authenticate(ctx context.Context, surface instore.Surfac
 // from time.Now (an HTTP server reads it as a request arrives), which
 // spares reading the clock again for the verified-credentials cache. It
 // is used only when the Authenticator runs on the system clock (no
-// Config.Now); with a clock of its own, or a zero now, it reads its clock
-// as Authenticate does. A token's signature and expiry are always checked
+// Config.Clock, or instore.RealClock); with a clock of its own, or a zero
+// now, it reads its clock as Authenticate does. A token's signature and expiry are always checked
 // against the Authenticator's clock.
 func (a *Authenticator) AuthenticateAt(ctx context.Context, surface instore.Surface, authorization, subscriptionKey string, now time.Time) (*instore.Principal, error) {
 	return a.AuthenticateLimited(ctx, surface, authorization, subscriptionKey, now, nil)

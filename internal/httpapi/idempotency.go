@@ -52,7 +52,8 @@ type Idempotency struct {
 	// Records are stored under it in the merchant id's place.
 	Scope  func(p *instore.Principal) string
 	Logger *slog.Logger
-	Now    func() time.Time
+	// Clock dates the records (nil: the wall clock, instore.RealClock).
+	Clock instore.Clock
 	// Wait bounds how long a retry waits for the first request (default
 	// DefaultIdempotencyWait).
 	Wait time.Duration
@@ -254,12 +255,12 @@ func (m *Idempotency) run(w http.ResponseWriter, r *http.Request, p *instore.Pri
 	return nil
 }
 
-// now is the clock that dates records (time.Now when Now is nil).
+// now is the time of day that dates records, Clock's.
 func (m *Idempotency) now() time.Time {
-	if m.Now == nil {
+	if m.Clock == nil {
 		return time.Now()
 	}
-	return m.Now()
+	return m.Clock.Now()
 }
 
 // runsHere reports whether attempt of merchant+key runs in this process.

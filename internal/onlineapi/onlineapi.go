@@ -51,7 +51,7 @@ func Register(cfg Config) {
 
 	h := &handlers{svc: cfg.Service, meta: cfg.Metadata, streams: newStreamCounter(cfg.Streams)}
 	// The service's clock, which also dates the expiry sweep's cut.
-	idem := &httpapi.Idempotency{API: a, Store: cfg.Store, Logger: cfg.Logger, Now: cfg.Service.Now, Wait: cfg.IdempotencyWait,
+	idem := &httpapi.Idempotency{API: a, Store: cfg.Store, Logger: cfg.Logger, Clock: cfg.Service.Clock, Wait: cfg.IdempotencyWait,
 		Holders: cfg.IdempotencyHolders}
 	post := func(f httpapi.AuthedFunc) httpapi.HandlerFunc { return g.Wrap(idem.Wrap(f)) }
 

@@ -3,11 +3,11 @@ package server_test
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/clocktest"
 	"github.com/instore-dev/instore/internal/httpapi"
 	"github.com/instore-dev/instore/internal/server"
 	"github.com/instore-dev/instore/internal/testwait"
@@ -17,9 +17,9 @@ import (
 // Idempotency-Key window: the sweep deletes the record, and the key then
 // runs as a new request (a second purchase), not a replay.
 func TestIdempotencyRecordsExpire(t *testing.T) {
-	var offset atomic.Int64 // added to the wall clock
+	clock := clocktest.Shift(instore.RealClock{}, 0) // the wall clock, its time of day moved below
 	s := startSandbox(t, func(c *server.Config) {
-		c.Now = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+		c.Clock = clock
 		c.IdempotencySweep = 10 * time.Millisecond
 	})
 	ctx := context.Background()
@@ -37,7 +37,7 @@ func TestIdempotencyRecordsExpire(t *testing.T) {
 		t.Fatalf("IdempotencyRecord within the window = %v, want it kept", err)
 	}
 
-	offset.Store(int64(httpapi.IdempotencyTTL + time.Minute))
+	clock.Shift(httpapi.IdempotencyTTL + time.Minute)
 	testwait.For(t, "the sweep to delete the record past its window", func() bool {
 		_, err := s.srv.Store.IdempotencyRecord(ctx, s.merchantRec.ID, "order-expiring")
 		if err != nil && !errors.Is(err, instore.ErrNotFound) {
@@ -46,6 +46,9 @@ func TestIdempotencyRecordsExpire(t *testing.T) {
 		return err != nil
 	})
 
+	// The token expired with the day that passed on the server's clock: a
+	// new one, as a client gets it.
+	s.token = s.getToken(t, s.online, s.clientID, s.clientSecret)
 	again := s.post(t, "/in-store/api/v1/purchase", body, key)
 	got := again.tx(t, 201)
 	if got.OnlineAPIRefID == first.OnlineAPIRefID || again.resp.Header.Get("Idempotent-Replayed") != "" {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/clocktest"
 	"github.com/instore-dev/instore/internal/server"
 	"github.com/instore-dev/instore/internal/testwait"
 )
@@ -127,7 +128,7 @@ func TestReversal(t *testing.T) {
 // and 90-day rules are checked against an injected clock.
 func TestListing(t *testing.T) {
 	offset := 200 * 24 * time.Hour
-	s := startSandbox(t, func(c *server.Config) { c.Now = func() time.Time { return time.Now().Add(offset) } })
+	s := startSandbox(t, func(c *server.Config) { c.Clock = clocktest.Shift(instore.RealClock{}, offset) })
 	now := time.Now().Add(offset).UTC()
 	var made []string
 	for i, tc := range []struct {

@@ -6,11 +6,11 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/clocktest"
 	"github.com/instore-dev/instore/internal/protocol"
 	"github.com/instore-dev/instore/internal/server"
 	"github.com/instore-dev/instore/internal/sim"
@@ -482,15 +482,14 @@ func TestUpdateResentAfterRestart(t *testing.T) {
 // back for is dropped by the sweep once older than the bound (24 h), with
 // a log line, and not sent afterwards.
 func TestOwedMessageDroppedAfterItsBound(t *testing.T) {
-	// The time of day jumps past the bound while the time-outs stay on the
-	// fake clock: advancing it by 24 h would run the periodic sweeps
-	// thousands of times.
-	var offset atomic.Int64
-	ck, clock := newClock()
+	// The time of day jumps past the bound (Shift) while the time-outs
+	// stay on the fake clock: advancing it by 24 h would run the periodic
+	// sweeps thousands of times.
+	ck, _ := newClock()
+	shifted := clocktest.Shift(ck, 0)
 	s := owedEnv(t, func(*server.Config) {}, func(c *server.Config) {
-		clock(c)
+		c.Clock = shifted
 		c.AckTimeout = time.Second
-		c.Now = func() time.Time { return ck.Now().Add(time.Duration(offset.Load())) }
 	})
 	term, secret := s.provision(t, "RAW-TTL")
 	d := dialDevice(t, s.srv.URL("terminal"), "RAW-TTL", secret)
@@ -508,7 +507,7 @@ func TestOwedMessageDroppedAfterItsBound(t *testing.T) {
 	if e, err := s.srv.Store.Effect(ctx, es[0].ID); err != nil || e.DoneAt != nil {
 		t.Fatalf("Effect after a sweep within the bound = %+v, %v; want still owed", e, err)
 	}
-	offset.Store(int64(instore.DefaultEffectTTL + time.Minute))
+	shifted.Shift(instore.DefaultEffectTTL + time.Minute)
 	s.srv.Service.Sweep(ctx)
 	if e, err := s.srv.Store.Effect(ctx, es[0].ID); err != nil || e.Outcome != instore.EffectExpired {
 		t.Errorf("Effect after a sweep past the bound = %+v, %v; want EXPIRED", e, err)

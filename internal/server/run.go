@@ -142,7 +142,7 @@ func (s *Server) Start() error {
 		defer s.wg.Done()
 		s.Service.RunSequencer(updCtx, time.Second)
 	}()
-	s.Webhooks = webhook.New(webhook.Config{Store: s.Store, Logger: s.logger, Now: s.cfg.Now,
+	s.Webhooks = webhook.New(webhook.Config{Store: s.Store, Logger: s.logger, Clock: s.cfg.Clock,
 		AllowPrivate: s.cfg.WebhookAllowPrivate || s.cfg.Sandbox})
 	s.Service.OnEventsSequenced(s.Webhooks.Poke)
 	s.wg.Add(1)
@@ -242,14 +242,14 @@ func (s *Server) expireIdempotency(ctx context.Context) {
 		interval = DefaultIdempotencySweep
 	}
 	expire := func() {
-		n, err := s.Store.ExpireIdempotency(ctx, s.cfg.Now().Add(-httpapi.IdempotencyTTL))
+		n, err := s.Store.ExpireIdempotency(ctx, s.cfg.Clock.Now().Add(-httpapi.IdempotencyTTL))
 		switch {
 		case err != nil && ctx.Err() == nil:
 			s.logger.Warn("expire idempotency records", "error", err)
 		case n > 0:
 			s.logger.Info("idempotency records expired", "count", n)
 		}
-		n, err = s.Store.ExpireEvents(ctx, s.cfg.Now().Add(-instore.DefaultEventRetention))
+		n, err = s.Store.ExpireEvents(ctx, s.cfg.Clock.Now().Add(-instore.DefaultEventRetention))
 		switch {
 		case err != nil && ctx.Err() == nil:
 			s.logger.Warn("expire events", "error", err)

@@ -121,11 +121,11 @@ type Config struct {
 	// PingInterval and PongTimeout tune the gateway's liveness check
 	// (defaults 15 s and 10 s).
 	PingInterval, PongTimeout time.Duration
-	// Now is the time of day (default Clock.Now); tests set it to check
-	// the 30- and 90-day listing rules.
-	Now func() time.Time
-	// Clock runs the service's time-outs, waits and sweeps (default the
-	// wall clock); tests drive a fake one (internal/clocktest).
+	// Clock is the process's one clock (default the wall clock): the
+	// time of day of every component (the Service's stamps and listing
+	// windows, the tokens' expiry, the webhook deliveries, the sweeps'
+	// retention bounds) and the service's time-outs, waits and sweeps;
+	// tests drive a fake one (internal/clocktest).
 	Clock instore.Clock
 	// UpdateSweep is how often the software update sweep runs (default
 	// service.DefaultUpdateSweep); InstallTimeout how long an update may
@@ -236,13 +236,7 @@ func NewWithStore(ctx context.Context, cfg Config, st instore.Store) (*Server, e
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = service.RealClock{}
-	}
-	svcClock := cfg.Clock
-	if cfg.Now == nil {
-		cfg.Now = cfg.Clock.Now
-	} else {
-		svcClock = service.WithNow(cfg.Clock, cfg.Now)
+		cfg.Clock = instore.RealClock{}
 	}
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = cfg.DefaultShutdownTimeout()
@@ -255,7 +249,7 @@ func NewWithStore(ctx context.Context, cfg Config, st instore.Store) (*Server, e
 	if err != nil {
 		return nil, err
 	}
-	authn, err := auth.New(auth.Config{Store: st, SigningKey: key, TokenTTL: cfg.TokenTTL, CacheTTL: cfg.AuthCacheTTL})
+	authn, err := auth.New(auth.Config{Store: st, SigningKey: key, TokenTTL: cfg.TokenTTL, CacheTTL: cfg.AuthCacheTTL, Clock: cfg.Clock})
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +260,7 @@ func NewWithStore(ctx context.Context, cfg Config, st instore.Store) (*Server, e
 		metrics.RegisterDB(reg, p.Pools())
 	}
 	svc := &service.Service{
-		Store: st, Metadata: &meta, Logger: cfg.Logger, Clock: svcClock,
+		Store: st, Metadata: &meta, Logger: cfg.Logger, Clock: cfg.Clock,
 		NewRef:     func() string { return ids.New("txn") },
 		NewPrintID: func() string { return ids.New("prt") },
 		AckTimeout: cfg.AckTimeout, Deadline: cfg.TransactionDeadline, PrintTimeout: cfg.PrintTimeout,

@@ -101,7 +101,7 @@ func TestHangingMerchantLeavesOthersSenders(t *testing.T) {
 	event("mer_a", now.Add(-2*time.Minute))
 	first := event("mer_b", now.Add(-time.Minute))
 
-	d := New(Config{Store: st, AllowPrivate: true, Interval: time.Hour, Now: clock.Now, Timeout: time.Hour})
+	d := New(Config{Store: st, AllowPrivate: true, Interval: time.Hour, Clock: clock, Timeout: time.Hour})
 	runCtx, cancel := context.WithCancel(ctx)
 	ran := make(chan struct{})
 	go func() { d.Run(runCtx); close(ran) }()

@@ -61,8 +61,10 @@ const (
 type Config struct {
 	Store  instore.WebhookStore
 	Logger *slog.Logger
-	// Now is the time of day (the service's clock).
-	Now func() time.Time
+	// Clock is the time of day of the claims and attempts, the service's
+	// (nil: the wall clock, instore.RealClock). The polling interval and
+	// the attempts' time-outs stay on real time.
+	Clock instore.Clock
 	// AllowPrivate lets deliveries reach addresses that are not globally
 	// routable unicast (--webhook-allow-private; demo and sandbox).
 	AllowPrivate bool
@@ -95,8 +97,8 @@ func New(cfg Config) *Dispatcher {
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Second
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = instore.RealClock{}
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = Timeout
@@ -179,7 +181,7 @@ func (d *Dispatcher) round(ctx context.Context) {
 		if q.Limit <= 0 {
 			return
 		}
-		now := d.cfg.Now()
+		now := d.cfg.Clock.Now()
 		due, err := d.cfg.Store.ClaimDeliveries(ctx, now, now.Add(Lease), q)
 		if err != nil && ctx.Err() == nil {
 			d.cfg.Logger.Warn("webhook: claim deliveries", "error", err)
@@ -216,7 +218,7 @@ func (d *Dispatcher) round(ctx context.Context) {
 // deliver makes one attempt of a claimed delivery and records it.
 func (d *Dispatcher) deliver(ctx context.Context, dd *instore.DueDelivery) {
 	n := dd.Attempts + 1
-	start := d.cfg.Now()
+	start := d.cfg.Clock.Now()
 	a := instore.WebhookAttempt{N: n, At: start}
 	code, excerpt, err := d.send(ctx, dd, start)
 	a.DurationMS = int(time.Since(start) / time.Millisecond)
