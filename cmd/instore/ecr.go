@@ -293,11 +293,7 @@ func ecrMetadataCmd(f *ecrFlags) *cobra.Command {
 			if err != nil {
 				return fail("metadata", err)
 			}
-			if f.json {
-				return printJSON(cmd.OutOrStdout(), m)
-			}
-			printMetadata(cmd.OutOrStdout(), m)
-			return nil
+			return f.show(cmd, m, func(w io.Writer) { printMetadata(w, m) })
 		}),
 	}
 }
@@ -308,24 +304,18 @@ func ecrTerminalsCmd(f *ecrFlags) *cobra.Command {
 		Short: "List the merchant's terminal IDs, or show one",
 		Args:  args(0, 1, "at most one terminal ID"),
 		RunE: f.run(func(ctx context.Context, cmd *cobra.Command, a []string, c *client.Client) error {
-			var err error
-			var ts []*client.Terminal
 			if len(a) == 1 {
 				t, err := c.Terminal(ctx, a[0])
 				if err != nil {
 					return fail("terminal", err)
 				}
-				if f.json {
-					return printJSON(cmd.OutOrStdout(), t)
-				}
-				ts = []*client.Terminal{t}
-			} else if ts, err = c.Terminals(ctx); err != nil {
-				return fail("terminals", err)
-			} else if f.json {
-				return printJSON(cmd.OutOrStdout(), map[string]any{"terminals": ts})
+				return f.showTerminals(cmd, t, t)
 			}
-			printTerminals(cmd.OutOrStdout(), ts)
-			return nil
+			ts, err := c.Terminals(ctx)
+			if err != nil {
+				return fail("terminals", err)
+			}
+			return f.showTerminals(cmd, map[string]any{"terminals": ts}, ts...)
 		}),
 	}
 }
@@ -366,11 +356,22 @@ func terminalChange(cmd *cobra.Command, f *ecrFlags, op string, fn func(context.
 	if err != nil {
 		return fail(op, err)
 	}
+	return f.showTerminals(cmd, t, t)
+}
+
+// show prints v for scripts with --json (one line of JSON), else for
+// people with human.
+func (f *ecrFlags) show(cmd *cobra.Command, v any, human func(io.Writer)) error {
 	if f.json {
-		return printJSON(cmd.OutOrStdout(), t)
+		return printJSON(cmd.OutOrStdout(), v)
 	}
-	printTerminals(cmd.OutOrStdout(), []*client.Terminal{t})
+	human(cmd.OutOrStdout())
 	return nil
+}
+
+// showTerminals is show for terminals: v with --json, else the table of ts.
+func (f *ecrFlags) showTerminals(cmd *cobra.Command, v any, ts ...*client.Terminal) error {
+	return f.show(cmd, v, func(w io.Writer) { printTerminals(w, ts) })
 }
 
 func ecrListCmd(f *ecrFlags) *cobra.Command {

@@ -75,8 +75,16 @@ func newTypedAmounts(currency string) *typedAmounts {
 	return &typedAmounts{currency: currency, fields: map[string]typedAmount{}}
 }
 
-// add records that the user typed text for the member pointer, as name.
-func (a *typedAmounts) add(pointer, name, text string) { a.fields[pointer] = typedAmount{name, text} }
+// parse reads the amount the user typed as name (amount, --vat) in the
+// currency's minor units and records it as the text for the member pointer.
+func (a *typedAmounts) parse(pointer, name, text string) (int64, error) {
+	n, err := amount(name, text, a.currency)
+	if err != nil {
+		return 0, err
+	}
+	a.fields[pointer] = typedAmount{name, text}
+	return n, nil
+}
 
 // minorUnits matches the integers (amounts in minor units) a field error
 // about an amount quotes.
@@ -177,23 +185,20 @@ approval.`,
 				return err
 			}
 			typed := newTypedAmounts(cur)
-			if p.Amount, err = amount("amount", a[0], cur); err != nil {
+			if p.Amount, err = typed.parse("/amount", "amount", a[0]); err != nil {
 				return err
 			}
-			typed.add("/amount", "amount", a[0])
 			if cashback != "" {
-				if p.CashbackAmount, err = amount("--cashback", cashback, cur); err != nil {
+				if p.CashbackAmount, err = typed.parse("/cashbackAmount", "--cashback", cashback); err != nil {
 					return err
 				}
-				typed.add("/cashbackAmount", "--cashback", cashback)
 			}
 			if vat != "" {
-				n, err := amount("--vat", vat, cur)
+				n, err := typed.parse("/vatAmount", "--vat", vat)
 				if err != nil {
 					return err
 				}
 				p.VATAmount = &n
-				typed.add("/vatAmount", "--vat", vat)
 			}
 			if p.PaymentMethodID, err = paymentMethod(ctx, c, tf.paymentMethod); err != nil {
 				return err
@@ -243,11 +248,10 @@ func ecrRefundCmd(f *ecrFlags) *cobra.Command {
 			}
 			cur = strings.ToUpper(cur)
 			p := client.RefundParams{TerminalID: term, Currency: cur, OriginalOnlineAPIRefID: original, ECRReference: tf.reference}
-			if p.Amount, err = amount("amount", a[0], cur); err != nil {
+			typed := newTypedAmounts(cur)
+			if p.Amount, err = typed.parse("/amount", "amount", a[0]); err != nil {
 				return err
 			}
-			typed := newTypedAmounts(cur)
-			typed.add("/amount", "amount", a[0])
 			if p.PaymentMethodID, err = paymentMethod(ctx, c, tf.paymentMethod); err != nil {
 				return err
 			}

@@ -82,6 +82,16 @@ func metadataOK(t testing.TB) http.HandlerFunc {
 	}
 }
 
+// metadataWith serves the metadata as metadataOK does, changed by edit.
+func metadataWith(t testing.TB, edit func(m map[string]any)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		m := metadataBody(t)
+		edit(m)
+		w.Header().Set("ETag", `"abc"`)
+		writeJSON(w, "application/json", 200, m)
+	}
+}
+
 func TestTransport(t *testing.T) {
 	const metadata = "/in-store/api/v1/metadata"
 	tests := []struct {
@@ -106,42 +116,22 @@ func TestTransport(t *testing.T) {
 		},
 		{
 			name: "extra property", path: metadata,
-			handler: func(w http.ResponseWriter, r *http.Request) {
-				m := metadataBody(t)
-				m["extra"] = 1
-				w.Header().Set("ETag", `"abc"`)
-				writeJSON(w, "application/json", 200, m)
-			},
+			handler: metadataWith(t, func(m map[string]any) { m["extra"] = 1 }),
 			wantErr: "extra",
 		},
 		{
 			name: "extra property in an entry", path: metadata,
-			handler: func(w http.ResponseWriter, r *http.Request) {
-				m := metadataBody(t)
-				m["printStatuses"].([]any)[0].(map[string]any)["name"] = "x"
-				w.Header().Set("ETag", `"abc"`)
-				writeJSON(w, "application/json", 200, m)
-			},
+			handler: metadataWith(t, func(m map[string]any) { m["printStatuses"].([]any)[0].(map[string]any)["name"] = "x" }),
 			wantErr: "name",
 		},
 		{
 			name: "missing required property", path: metadata,
-			handler: func(w http.ResponseWriter, r *http.Request) {
-				m := metadataBody(t)
-				delete(m, "printStatuses")
-				w.Header().Set("ETag", `"abc"`)
-				writeJSON(w, "application/json", 200, m)
-			},
+			handler: metadataWith(t, func(m map[string]any) { delete(m, "printStatuses") }),
 			wantErr: "printStatuses",
 		},
 		{
 			name: "wrong type in an entry", path: metadata,
-			handler: func(w http.ResponseWriter, r *http.Request) {
-				m := metadataBody(t)
-				m["errorCodes"].([]any)[0].(map[string]any)["id"] = "1"
-				w.Header().Set("ETag", `"abc"`)
-				writeJSON(w, "application/json", 200, m)
-			},
+			handler: metadataWith(t, func(m map[string]any) { m["errorCodes"].([]any)[0].(map[string]any)["id"] = "1" }),
 			wantErr: "integer",
 		},
 		{

@@ -119,13 +119,9 @@ func (db *DB) Package(ctx context.Context, id string) (*instore.Package, error) 
 
 // Packages lists a model's packages a customer may install, newest first.
 func (db *DB) Packages(ctx context.Context, customerID, model string) ([]*instore.Package, error) {
-	rows, err := db.read().query(ctx, `SELECT `+packageColumns+` FROM packages
+	return getAll(ctx, db.read(), scanPackage, "list packages", `SELECT `+packageColumns+` FROM packages
 		WHERE model = ? AND (customer_id IS NULL OR customer_id = ?)
 		ORDER BY released_at DESC, id DESC`, model, customerID)
-	if err != nil {
-		return nil, fmt.Errorf("list packages: %w", err)
-	}
-	return collect(rows, scanPackage, "list packages")
 }
 
 const packageColumns = `id, customer_id, model, name, version, mandatory, size_bytes, sha256, released_at`
@@ -145,11 +141,7 @@ func scanPackage(s scanner) (*instore.Package, error) {
 }
 
 func findPackage(ctx context.Context, c conn, id string) (*instore.Package, error) {
-	p, err := scanPackage(c.queryRow(ctx, `SELECT `+packageColumns+` FROM packages WHERE id = ?`, id))
-	if err != nil {
-		return nil, notFound(err, "package")
-	}
-	return p, nil
+	return getOne(ctx, c, scanPackage, "package", `SELECT `+packageColumns+` FROM packages WHERE id = ?`, id)
 }
 
 // CreateUpdate stores a new update; a second unfinished update of a
@@ -236,11 +228,7 @@ func (db *DB) LatestUpdate(ctx context.Context, terminalID string) (*instore.Upd
 
 // OpenUpdates lists the unfinished updates, oldest first.
 func (db *DB) OpenUpdates(ctx context.Context) ([]*instore.Update, error) {
-	rows, err := db.read().query(ctx, `SELECT `+updateColumns+` FROM updates WHERE `+isOpenUpdate+` ORDER BY created_at, id`)
-	if err != nil {
-		return nil, fmt.Errorf("list open updates: %w", err)
-	}
-	return collect(rows, scanUpdate, "list open updates")
+	return getAll(ctx, db.read(), scanUpdate, "list open updates", `SELECT `+updateColumns+` FROM updates WHERE `+isOpenUpdate+` ORDER BY created_at, id`)
 }
 
 // MarkUpdateDelivered sets delivered_at when the update may be sent; see
@@ -329,9 +317,5 @@ func scanUpdate(s scanner) (*instore.Update, error) {
 // findUpdate returns the update matching where (and its ORDER BY); where is
 // one of the package's constants, never input.
 func findUpdate(ctx context.Context, c conn, where string, arg any) (*instore.Update, error) {
-	u, err := scanUpdate(c.queryRow(ctx, `SELECT `+updateColumns+` FROM updates `+where, arg))
-	if err != nil {
-		return nil, notFound(err, "update")
-	}
-	return u, nil
+	return getOne(ctx, c, scanUpdate, "update", `SELECT `+updateColumns+` FROM updates `+where, arg)
 }

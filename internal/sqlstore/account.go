@@ -9,12 +9,7 @@ import (
 
 // CreateCustomer stores a new customer; a taken id is instore.ErrConflict.
 func (db *DB) CreateCustomer(ctx context.Context, cust *instore.Customer) error {
-	return db.update(ctx, func(c conn) error {
-		if err := insertCustomer(ctx, c, cust); err != nil {
-			return db.conflictErr("create customer", err)
-		}
-		return nil
-	})
+	return db.create(ctx, "create customer", func(c conn) error { return insertCustomer(ctx, c, cust) })
 }
 
 // Customer returns the customer with id.
@@ -30,12 +25,7 @@ func (db *DB) Customers(ctx context.Context) ([]*instore.Customer, error) {
 // CreateMerchant stores a new merchant; a taken id or a missing customer is
 // instore.ErrConflict.
 func (db *DB) CreateMerchant(ctx context.Context, m *instore.Merchant) error {
-	return db.update(ctx, func(c conn) error {
-		if err := insertMerchant(ctx, c, m); err != nil {
-			return db.conflictErr("create merchant", err)
-		}
-		return nil
-	})
+	return db.create(ctx, "create merchant", func(c conn) error { return insertMerchant(ctx, c, m) })
 }
 
 // Merchant returns the merchant with id.
@@ -77,19 +67,12 @@ func scanCustomer(s scanner) (*instore.Customer, error) {
 }
 
 func findCustomer(ctx context.Context, c conn, id string) (*instore.Customer, error) {
-	cust, err := scanCustomer(c.queryRow(ctx, `SELECT `+customerColumns+` FROM customers WHERE id = ?`, id))
-	if err != nil {
-		return nil, notFound(err, "customer")
-	}
-	return cust, nil
+	return getOne(ctx, c, scanCustomer, "customer", `SELECT `+customerColumns+` FROM customers WHERE id = ?`, id)
 }
 
 func listCustomers(ctx context.Context, c conn) ([]*instore.Customer, error) {
-	rows, err := c.query(ctx, `SELECT `+customerColumns+` FROM customers ORDER BY created_at, id`)
-	if err != nil {
-		return nil, fmt.Errorf("list customers: %w", err)
-	}
-	return collect(rows, scanCustomer, "list customers")
+	return getAll(ctx, c, scanCustomer, "list customers",
+		`SELECT `+customerColumns+` FROM customers ORDER BY created_at, id`)
 }
 
 func insertMerchant(ctx context.Context, c conn, m *instore.Merchant) error {
@@ -113,23 +96,12 @@ func scanMerchant(s scanner) (*instore.Merchant, error) {
 }
 
 func findMerchant(ctx context.Context, c conn, id string) (*instore.Merchant, error) {
-	m, err := scanMerchant(c.queryRow(ctx, `SELECT `+merchantColumns+` FROM merchants WHERE id = ?`, id))
-	if err != nil {
-		return nil, notFound(err, "merchant")
-	}
-	return m, nil
+	return getOne(ctx, c, scanMerchant, "merchant", `SELECT `+merchantColumns+` FROM merchants WHERE id = ?`, id)
 }
 
 func listMerchants(ctx context.Context, c conn, customerID string) ([]*instore.Merchant, error) {
-	query, args := `SELECT `+merchantColumns+` FROM merchants`, []any(nil)
-	if customerID != "" {
-		query, args = query+` WHERE customer_id = ?`, append(args, customerID)
-	}
-	rows, err := c.query(ctx, query+` ORDER BY created_at, id`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list merchants: %w", err)
-	}
-	return collect(rows, scanMerchant, "list merchants")
+	query, args := ofCustomer(`SELECT `+merchantColumns+` FROM merchants`, customerID, `created_at, id`)
+	return getAll(ctx, c, scanMerchant, "list merchants", query, args...)
 }
 
 func setMerchantActive(ctx context.Context, c conn, id string, active bool) error {

@@ -12,12 +12,7 @@ import (
 // CreateAPIClient stores a new OAuth client; a taken id or a missing
 // customer or merchant is instore.ErrConflict.
 func (db *DB) CreateAPIClient(ctx context.Context, ac *instore.APIClient) error {
-	return db.update(ctx, func(c conn) error {
-		if err := insertAPIClient(ctx, c, ac); err != nil {
-			return db.conflictErr("create api client", err)
-		}
-		return nil
-	})
+	return db.create(ctx, "create api client", func(c conn) error { return insertAPIClient(ctx, c, ac) })
 }
 
 // APIClient returns the OAuth client with id, revoked or not.
@@ -42,12 +37,7 @@ func (db *DB) RevokeAPIClient(ctx context.Context, id string, t time.Time) error
 // CreateSubscriptionKey stores a new subscription key; a taken id or key
 // hash, or a missing customer or merchant, is instore.ErrConflict.
 func (db *DB) CreateSubscriptionKey(ctx context.Context, k *instore.SubscriptionKey) error {
-	return db.update(ctx, func(c conn) error {
-		if err := insertSubscriptionKey(ctx, c, k); err != nil {
-			return db.conflictErr("create subscription key", err)
-		}
-		return nil
-	})
+	return db.create(ctx, "create subscription key", func(c conn) error { return insertSubscriptionKey(ctx, c, k) })
 }
 
 // SubscriptionKeyByHash finds a key, revoked or not, by the SHA-256 digest of
@@ -110,23 +100,12 @@ func scanAPIClient(s scanner) (*instore.APIClient, error) {
 }
 
 func findAPIClient(ctx context.Context, c conn, id string) (*instore.APIClient, error) {
-	ac, err := scanAPIClient(c.queryRow(ctx, `SELECT `+apiClientColumns+` FROM api_clients WHERE id = ?`, id))
-	if err != nil {
-		return nil, notFound(err, "api client")
-	}
-	return ac, nil
+	return getOne(ctx, c, scanAPIClient, "api client", `SELECT `+apiClientColumns+` FROM api_clients WHERE id = ?`, id)
 }
 
 func listAPIClients(ctx context.Context, c conn, customerID string) ([]*instore.APIClient, error) {
-	query, args := `SELECT `+apiClientColumns+` FROM api_clients`, []any(nil)
-	if customerID != "" {
-		query, args = query+` WHERE customer_id = ?`, append(args, customerID)
-	}
-	rows, err := c.query(ctx, query+` ORDER BY created_at, id`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list api clients: %w", err)
-	}
-	return collect(rows, scanAPIClient, "list api clients")
+	query, args := ofCustomer(`SELECT `+apiClientColumns+` FROM api_clients`, customerID, `created_at, id`)
+	return getAll(ctx, c, scanAPIClient, "list api clients", query, args...)
 }
 
 func insertSubscriptionKey(ctx context.Context, c conn, k *instore.SubscriptionKey) error {
@@ -159,22 +138,11 @@ func scanSubscriptionKey(s scanner) (*instore.SubscriptionKey, error) {
 }
 
 func findSubscriptionKeyByHash(ctx context.Context, c conn, hash []byte) (*instore.SubscriptionKey, error) {
-	k, err := scanSubscriptionKey(c.queryRow(ctx,
-		`SELECT `+subscriptionKeyColumns+` FROM subscription_keys WHERE key_hash = ?`, hash))
-	if err != nil {
-		return nil, notFound(err, "subscription key")
-	}
-	return k, nil
+	return getOne(ctx, c, scanSubscriptionKey, "subscription key",
+		`SELECT `+subscriptionKeyColumns+` FROM subscription_keys WHERE key_hash = ?`, hash)
 }
 
 func listSubscriptionKeys(ctx context.Context, c conn, customerID string) ([]*instore.SubscriptionKey, error) {
-	query, args := `SELECT `+subscriptionKeyColumns+` FROM subscription_keys`, []any(nil)
-	if customerID != "" {
-		query, args = query+` WHERE customer_id = ?`, append(args, customerID)
-	}
-	rows, err := c.query(ctx, query+` ORDER BY created_at, id`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list subscription keys: %w", err)
-	}
-	return collect(rows, scanSubscriptionKey, "list subscription keys")
+	query, args := ofCustomer(`SELECT `+subscriptionKeyColumns+` FROM subscription_keys`, customerID, `created_at, id`)
+	return getAll(ctx, c, scanSubscriptionKey, "list subscription keys", query, args...)
 }

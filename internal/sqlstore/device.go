@@ -12,12 +12,7 @@ import (
 // CreateDevice stores a new device; a taken serial number or link code, or
 // a missing customer, is instore.ErrConflict.
 func (db *DB) CreateDevice(ctx context.Context, d *instore.Device) error {
-	return db.update(ctx, func(c conn) error {
-		if err := insertDevice(ctx, c, d); err != nil {
-			return db.conflictErr("create device", err)
-		}
-		return nil
-	})
+	return db.create(ctx, "create device", func(c conn) error { return insertDevice(ctx, c, d) })
 }
 
 // Device returns the device with a serial number.
@@ -85,31 +80,16 @@ func scanDevice(s scanner) (*instore.Device, error) {
 }
 
 func findDevice(ctx context.Context, c conn, serial string) (*instore.Device, error) {
-	d, err := scanDevice(c.queryRow(ctx, `SELECT `+deviceColumns+` FROM devices WHERE serial_number = ?`, serial))
-	if err != nil {
-		return nil, notFound(err, "device")
-	}
-	return d, nil
+	return getOne(ctx, c, scanDevice, "device", `SELECT `+deviceColumns+` FROM devices WHERE serial_number = ?`, serial)
 }
 
 func findDeviceByLinkCode(ctx context.Context, c conn, code string) (*instore.Device, error) {
-	d, err := scanDevice(c.queryRow(ctx, `SELECT `+deviceColumns+` FROM devices WHERE link_code = ?`, code))
-	if err != nil {
-		return nil, notFound(err, "device")
-	}
-	return d, nil
+	return getOne(ctx, c, scanDevice, "device", `SELECT `+deviceColumns+` FROM devices WHERE link_code = ?`, code)
 }
 
 func listDevices(ctx context.Context, c conn, customerID string) ([]*instore.Device, error) {
-	query, args := `SELECT `+deviceColumns+` FROM devices`, []any(nil)
-	if customerID != "" {
-		query, args = query+` WHERE customer_id = ?`, append(args, customerID)
-	}
-	rows, err := c.query(ctx, query+` ORDER BY serial_number`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list devices: %w", err)
-	}
-	return collect(rows, scanDevice, "list devices")
+	query, args := ofCustomer(`SELECT `+deviceColumns+` FROM devices`, customerID, `serial_number`)
+	return getAll(ctx, c, scanDevice, "list devices", query, args...)
 }
 
 func deviceSeen(ctx context.Context, c conn, serial, softwareVersion string, at time.Time) error {

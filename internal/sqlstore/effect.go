@@ -38,21 +38,13 @@ func insertEffect(ctx context.Context, c conn, e *instore.Effect) error {
 
 // Effect returns the effect with id.
 func (db *DB) Effect(ctx context.Context, id string) (*instore.Effect, error) {
-	e, err := scanEffect(db.read().queryRow(ctx, `SELECT `+effectColumns+` FROM effects WHERE id = ?`, id))
-	if err != nil {
-		return nil, notFound(err, "effect")
-	}
-	return e, nil
+	return getOne(ctx, db.read(), scanEffect, "effect", `SELECT `+effectColumns+` FROM effects WHERE id = ?`, id)
 }
 
 // OpenEffects lists the open effects of a device, oldest first.
 func (db *DB) OpenEffects(ctx context.Context, serial string) ([]*instore.Effect, error) {
-	rows, err := db.read().query(ctx, `SELECT `+effectColumns+` FROM effects
+	return getAll(ctx, db.read(), scanEffect, "list open effects", `SELECT `+effectColumns+` FROM effects
 		WHERE device_serial = ? AND done_at IS NULL ORDER BY created_at, id`, serial)
-	if err != nil {
-		return nil, fmt.Errorf("list open effects: %w", err)
-	}
-	return collect(rows, scanEffect, "list open effects")
 }
 
 // OwedDevices returns the devices owed an open effect, with the creation

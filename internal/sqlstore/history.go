@@ -22,11 +22,7 @@ import (
 // the pages it has still to read.
 func (db *DB) ListTransactions(ctx context.Context, f instore.TransactionFilter) ([]*instore.Transaction, error) {
 	query, args := listQuery(db.d, f)
-	rows, err := db.read().query(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list transactions: %w", err)
-	}
-	return collect(rows, scanTransaction, "list transactions")
+	return getAll(ctx, db.read(), scanTransaction, "list transactions", query, args...)
 }
 
 // listQuery builds the query of ListTransactions. The set of distinct query
@@ -108,12 +104,8 @@ func (db *DB) OnOriginal(ctx context.Context, originalID string) ([]*instore.Tra
 }
 
 func onOriginal(ctx context.Context, c conn, originalID string) ([]*instore.Transaction, error) {
-	rows, err := c.query(ctx, `SELECT `+transactionColumns+` FROM transactions
+	return getAll(ctx, c, scanTransaction, "list on original", `SELECT `+transactionColumns+` FROM transactions
 		WHERE original_id = ? ORDER BY created_at, id`, originalID)
-	if err != nil {
-		return nil, fmt.Errorf("list on original: %w", err)
-	}
-	return collect(rows, scanTransaction, "list on original")
 }
 
 // farFuture bounds the transactions CreateOnOriginal reads after an

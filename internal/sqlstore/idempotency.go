@@ -179,12 +179,7 @@ func scanIdempotency(s scanner) (*instore.IdempotencyRecord, error) {
 }
 
 func findIdempotency(ctx context.Context, c conn, merchantID, key string) (*instore.IdempotencyRecord, error) {
-	rec, err := scanIdempotency(c.queryRow(ctx,
-		`SELECT `+idempotencyColumns+` FROM idempotency_keys WHERE merchant_id = ? AND key = ?`, merchantID, key))
-	if err != nil {
-		return nil, notFound(err, "idempotency record")
-	}
-	return rec, nil
+	return getOne(ctx, c, scanIdempotency, "idempotency record", `SELECT `+idempotencyColumns+` FROM idempotency_keys WHERE merchant_id = ? AND key = ?`, merchantID, key)
 }
 
 // encodeHeader is a response header as stored: JSON text, NULL when nil.

@@ -41,22 +41,14 @@ func insertPrintJob(ctx context.Context, c conn, p *instore.PrintJob) error {
 // PrintJob returns the print job with id. A job stored without lines
 // returns nil Lines.
 func (db *DB) PrintJob(ctx context.Context, id string) (*instore.PrintJob, error) {
-	p, err := scanPrintJob(db.read().queryRow(ctx, `SELECT `+printJobColumns+` FROM print_jobs WHERE id = ?`, id))
-	if err != nil {
-		return nil, notFound(err, "print job")
-	}
-	return p, nil
+	return getOne(ctx, db.read(), scanPrintJob, "print job", `SELECT `+printJobColumns+` FROM print_jobs WHERE id = ?`, id)
 }
 
 // RunningPrintJobs lists the jobs without a final status, oldest first
 // (the partial index print_jobs_running, migration 0008).
 func (db *DB) RunningPrintJobs(ctx context.Context) ([]*instore.PrintJob, error) {
-	rows, err := db.read().query(ctx, `SELECT `+printJobColumns+` FROM print_jobs
+	return getAll(ctx, db.read(), scanPrintJob, "list running print jobs", `SELECT `+printJobColumns+` FROM print_jobs
 		WHERE status_id IS NULL ORDER BY created_at, id`)
-	if err != nil {
-		return nil, fmt.Errorf("list running print jobs: %w", err)
-	}
-	return collect(rows, scanPrintJob, "list running print jobs")
 }
 
 func scanPrintJob(s scanner) (*instore.PrintJob, error) {

@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 )
@@ -26,4 +27,33 @@ func collect[T any](rows *sql.Rows, scan func(scanner) (T, error), op string) ([
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	return list, nil
+}
+
+// getOne scans the one row query returns; no row is instore.ErrNotFound
+// naming what.
+func getOne[T any](ctx context.Context, c conn, scan func(scanner) (T, error), what, query string, args ...any) (T, error) {
+	v, err := scan(c.queryRow(ctx, query, args...))
+	if err != nil {
+		var zero T
+		return zero, notFound(err, what)
+	}
+	return v, nil
+}
+
+// getAll scans every row query returns; op names the listing in errors.
+func getAll[T any](ctx context.Context, c conn, scan func(scanner) (T, error), op, query string, args ...any) ([]T, error) {
+	rows, err := c.query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return collect(rows, scan, op)
+}
+
+// ofCustomer narrows query to the rows of customerID, or keeps every row
+// when customerID is empty, and orders them by order.
+func ofCustomer(query, customerID, order string) (string, []any) {
+	if customerID == "" {
+		return query + ` ORDER BY ` + order, nil
+	}
+	return query + ` WHERE customer_id = ? ORDER BY ` + order, []any{customerID}
 }

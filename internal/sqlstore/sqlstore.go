@@ -290,6 +290,17 @@ func (db *DB) conflictErr(op string, err error) error {
 	return conn{d: db.d}.conflictErr(op, err)
 }
 
+// create runs insert in a write transaction; a constraint it breaks is
+// instore.ErrConflict, with op naming the step.
+func (db *DB) create(ctx context.Context, op string, insert func(c conn) error) error {
+	return db.update(ctx, func(c conn) error {
+		if err := insert(c); err != nil {
+			return db.conflictErr(op, err)
+		}
+		return nil
+	})
+}
+
 // conflictErr is DB.conflictErr for a step of a transaction.
 func (c conn) conflictErr(op string, err error) error {
 	if why, ok := c.d.conflict(err); ok {

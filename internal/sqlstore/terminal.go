@@ -167,19 +167,11 @@ func scanTerminal(s scanner) (*instore.Terminal, error) {
 // findTerminal returns the terminal matching where, a condition on one
 // unique column; where is one of the package's constants, never input.
 func findTerminal(ctx context.Context, c conn, where string, arg any) (*instore.Terminal, error) {
-	t, err := scanTerminal(c.queryRow(ctx, `SELECT `+terminalColumns+` FROM terminals WHERE `+where, arg))
-	if err != nil {
-		return nil, notFound(err, "terminal")
-	}
-	return t, nil
+	return getOne(ctx, c, scanTerminal, "terminal", `SELECT `+terminalColumns+` FROM terminals WHERE `+where, arg)
 }
 
 func listTerminals(ctx context.Context, c conn, merchantID string) ([]*instore.Terminal, error) {
-	rows, err := c.query(ctx, `SELECT `+terminalColumns+` FROM terminals WHERE merchant_id = ? ORDER BY terminal_id`, merchantID)
-	if err != nil {
-		return nil, fmt.Errorf("list terminals: %w", err)
-	}
-	return collect(rows, scanTerminal, "list terminals")
+	return getAll(ctx, c, scanTerminal, "list terminals", `SELECT `+terminalColumns+` FROM terminals WHERE merchant_id = ? ORDER BY terminal_id`, merchantID)
 }
 
 func linkTerminal(ctx context.Context, c conn, terminalID, serial string, at time.Time) (prevSerial, prevTerminalID string, err error) {

@@ -79,12 +79,7 @@ func (db *DB) Transaction(ctx context.Context, id string) (*instore.Transaction,
 
 // ActiveTransaction returns the PENDING transaction of a terminal ID.
 func (db *DB) ActiveTransaction(ctx context.Context, terminalID string) (*instore.Transaction, error) {
-	t, err := scanTransaction(db.read().queryRow(ctx,
-		`SELECT `+transactionColumns+` FROM transactions WHERE terminal_id = ? AND `+isPending, terminalID))
-	if err != nil {
-		return nil, notFound(err, "active transaction")
-	}
-	return t, nil
+	return getOne(ctx, db.read(), scanTransaction, "active transaction", `SELECT `+transactionColumns+` FROM transactions WHERE terminal_id = ? AND `+isPending, terminalID)
 }
 
 // Commit writes ch (instore.Change) in one database transaction: the
@@ -167,12 +162,7 @@ func (db *DB) commitRelaxed(ctx context.Context, ch *instore.Change) error {
 
 // PendingTransactions lists every PENDING transaction, oldest first.
 func (db *DB) PendingTransactions(ctx context.Context) ([]*instore.Transaction, error) {
-	rows, err := db.read().query(ctx,
-		`SELECT `+transactionColumns+` FROM transactions WHERE `+isPending+` ORDER BY created_at, id`)
-	if err != nil {
-		return nil, fmt.Errorf("list pending transactions: %w", err)
-	}
-	return collect(rows, scanTransaction, "list pending transactions")
+	return getAll(ctx, db.read(), scanTransaction, "list pending transactions", `SELECT `+transactionColumns+` FROM transactions WHERE `+isPending+` ORDER BY created_at, id`)
 }
 
 // UnconfirmedTransactions lists the APPROVED sales awaiting confirmation
@@ -183,13 +173,9 @@ func (db *DB) UnconfirmedTransactions(ctx context.Context, dueBy time.Time) ([]*
 	if !dueBy.IsZero() {
 		due = micros(dueBy)
 	}
-	rows, err := db.read().query(ctx, `SELECT `+transactionColumns+` FROM transactions
+	return getAll(ctx, db.read(), scanTransaction, "list unconfirmed transactions", `SELECT `+transactionColumns+` FROM transactions
 		WHERE confirm_state = 'PENDING' AND confirm_deadline <= ? AND status_id = ?
 		ORDER BY confirm_deadline, id`, due, instore.StatusApproved)
-	if err != nil {
-		return nil, fmt.Errorf("list unconfirmed transactions: %w", err)
-	}
-	return collect(rows, scanTransaction, "list unconfirmed transactions")
 }
 
 // confirmWithin is the stored confirmation window of t in seconds (NULL:
@@ -390,11 +376,7 @@ func scanTransaction(s scanner) (*instore.Transaction, error) {
 }
 
 func findTransaction(ctx context.Context, c conn, id string) (*instore.Transaction, error) {
-	t, err := scanTransaction(c.queryRow(ctx, `SELECT `+transactionColumns+` FROM transactions WHERE id = ?`, id))
-	if err != nil {
-		return nil, notFound(err, "transaction")
-	}
-	return t, nil
+	return getOne(ctx, c, scanTransaction, "transaction", `SELECT `+transactionColumns+` FROM transactions WHERE id = ?`, id)
 }
 
 // encodeResult is a result as stored: JSON text, NULL when nil.

@@ -58,11 +58,7 @@ func mustCreateUpdate(t *testing.T, s instore.Store, u *instore.Update) *instore
 
 func mustUpdate(t *testing.T, s instore.Store, id string) *instore.Update {
 	t.Helper()
-	u, err := s.Update(t.Context(), id)
-	if err != nil {
-		t.Fatalf("Update(%q) = %v", id, err)
-	}
-	return u
+	return mustGet(t, "Update", s.Update, id)
 }
 
 // updateFixture is seed plus package pkg-1 of the countertop model.

@@ -102,27 +102,12 @@ var merchantTests = []test{
 		b1 := mustCreateMerchant(t, s, "mer_b1", "cus_b", at(1))
 		a3 := mustCreateMerchant(t, s, "mer_a3", "cus_a", at(0))
 		a1 := mustCreateMerchant(t, s, "mer_a1", "cus_a", at(0))
-		for _, tc := range []struct {
-			customerID string
-			want       []*instore.Merchant
-		}{
+		checkLists(t, "Merchants", s.Merchants, storedMerchant, []listCase[*instore.Merchant]{
 			{"cus_a", []*instore.Merchant{a1, a3, a2}},
 			{"cus_b", []*instore.Merchant{b1}},
 			{"", []*instore.Merchant{a1, a3, b1, a2}},
 			{"cus_none", nil},
-		} {
-			got, err := s.Merchants(t.Context(), tc.customerID)
-			if err != nil {
-				t.Fatalf("Merchants(%q) = %v", tc.customerID, err)
-			}
-			var want []*instore.Merchant
-			for _, m := range tc.want {
-				want = append(want, storedMerchant(m))
-			}
-			if d := diff(want, got); d != "" {
-				t.Errorf("Merchants(%q) mismatch (-want +got):\n%s", tc.customerID, d)
-			}
-		}
+		})
 	}},
 	{"SetActive", func(t *testing.T, s instore.Store) {
 		mustCreateCustomer(t, s, "cus_1", at(0))

@@ -26,10 +26,7 @@ func newAPIClient(id string, surface instore.Surface, customerID, merchantID str
 
 func mustCreateAPIClient(t *testing.T, s instore.Store, c *instore.APIClient) *instore.APIClient {
 	t.Helper()
-	if err := s.CreateAPIClient(t.Context(), c); err != nil {
-		t.Fatalf("CreateAPIClient(%q) = %v", c.ID, err)
-	}
-	return c
+	return mustCreateWith(t, "CreateAPIClient", s.CreateAPIClient, c, c.ID)
 }
 
 func storedAPIClient(c *instore.APIClient) *instore.APIClient {
@@ -85,27 +82,12 @@ var apiClientTests = []test{
 		b1 := mustCreateAPIClient(t, s, newAPIClient("cli_b1", instore.SurfaceAccess, "cus_b", "", at(1)))
 		a3 := mustCreateAPIClient(t, s, newAPIClient("cli_a3", instore.SurfaceAccess, "cus_a", "", at(0)))
 		a1 := mustCreateAPIClient(t, s, newAPIClient("cli_a1", instore.SurfaceOnline, "cus_a", "mer_a", at(0)))
-		for _, tc := range []struct {
-			customerID string
-			want       []*instore.APIClient
-		}{
+		checkLists(t, "APIClients", s.APIClients, storedAPIClient, []listCase[*instore.APIClient]{
 			{"cus_a", []*instore.APIClient{a1, a3, a2}},
 			{"cus_b", []*instore.APIClient{b1}},
 			{"", []*instore.APIClient{a1, a3, b1, a2}},
 			{"cus_none", nil},
-		} {
-			got, err := s.APIClients(t.Context(), tc.customerID)
-			if err != nil {
-				t.Fatalf("APIClients(%q) = %v", tc.customerID, err)
-			}
-			var want []*instore.APIClient
-			for _, c := range tc.want {
-				want = append(want, storedAPIClient(c))
-			}
-			if d := diff(want, got); d != "" {
-				t.Errorf("APIClients(%q) mismatch (-want +got):\n%s", tc.customerID, d)
-			}
-		}
+		})
 	}},
 	{"Revoke", func(t *testing.T, s instore.Store) {
 		credentialFixture(t, s)
@@ -147,10 +129,7 @@ func newSubscriptionKey(id string, surface instore.Surface, customerID, merchant
 
 func mustCreateSubscriptionKey(t *testing.T, s instore.Store, k *instore.SubscriptionKey) *instore.SubscriptionKey {
 	t.Helper()
-	if err := s.CreateSubscriptionKey(t.Context(), k); err != nil {
-		t.Fatalf("CreateSubscriptionKey(%q) = %v", k.ID, err)
-	}
-	return k
+	return mustCreateWith(t, "CreateSubscriptionKey", s.CreateSubscriptionKey, k, k.ID)
 }
 
 func storedSubscriptionKey(k *instore.SubscriptionKey) *instore.SubscriptionKey {
@@ -222,27 +201,12 @@ var subscriptionKeyTests = []test{
 		b1 := mustCreateSubscriptionKey(t, s, newSubscriptionKey("key_b1", instore.SurfaceAccess, "cus_b", "", at(1)))
 		a3 := mustCreateSubscriptionKey(t, s, newSubscriptionKey("key_a3", instore.SurfaceAccess, "cus_a", "", at(0)))
 		a1 := mustCreateSubscriptionKey(t, s, newSubscriptionKey("key_a1", instore.SurfaceOnline, "cus_a", "mer_a", at(0)))
-		for _, tc := range []struct {
-			customerID string
-			want       []*instore.SubscriptionKey
-		}{
+		checkLists(t, "SubscriptionKeys", s.SubscriptionKeys, storedSubscriptionKey, []listCase[*instore.SubscriptionKey]{
 			{"cus_a", []*instore.SubscriptionKey{a1, a3, a2}},
 			{"cus_b", []*instore.SubscriptionKey{b1}},
 			{"", []*instore.SubscriptionKey{a1, a3, b1, a2}},
 			{"cus_none", nil},
-		} {
-			got, err := s.SubscriptionKeys(t.Context(), tc.customerID)
-			if err != nil {
-				t.Fatalf("SubscriptionKeys(%q) = %v", tc.customerID, err)
-			}
-			var want []*instore.SubscriptionKey
-			for _, k := range tc.want {
-				want = append(want, storedSubscriptionKey(k))
-			}
-			if d := diff(want, got); d != "" {
-				t.Errorf("SubscriptionKeys(%q) mismatch (-want +got):\n%s", tc.customerID, d)
-			}
-		}
+		})
 	}},
 	{"Revoke", func(t *testing.T, s instore.Store) {
 		credentialFixture(t, s)

@@ -18,10 +18,7 @@ func newDevice(serial, customerID string, created time.Time) *instore.Device {
 
 func mustCreateDevice(t *testing.T, s instore.Store, d *instore.Device) *instore.Device {
 	t.Helper()
-	if err := s.CreateDevice(t.Context(), d); err != nil {
-		t.Fatalf("CreateDevice(%q) = %v", d.SerialNumber, err)
-	}
-	return d
+	return mustCreateWith(t, "CreateDevice", s.CreateDevice, d, d.SerialNumber)
 }
 
 func storedDevice(d *instore.Device) *instore.Device {
@@ -34,11 +31,7 @@ func storedDevice(d *instore.Device) *instore.Device {
 // mustDevice reads a device that must exist.
 func mustDevice(t *testing.T, s instore.Store, serial string) *instore.Device {
 	t.Helper()
-	d, err := s.Device(t.Context(), serial)
-	if err != nil {
-		t.Fatalf("Device(%q) = %v", serial, err)
-	}
-	return d
+	return mustGet(t, "Device", s.Device, serial)
 }
 
 var deviceTests = []test{
@@ -110,27 +103,12 @@ var deviceTests = []test{
 		none := mustCreateDevice(t, s, newDevice("SN-0", "", at(1)))
 		b1 := mustCreateDevice(t, s, newDevice("SN-B1", "cus_b", at(2)))
 		a1 := mustCreateDevice(t, s, newDevice("SN-A1", "cus_a", at(3)))
-		for _, tc := range []struct {
-			customerID string
-			want       []*instore.Device
-		}{
+		checkLists(t, "Devices", s.Devices, storedDevice, []listCase[*instore.Device]{
 			{"cus_a", []*instore.Device{a1, a2}},
 			{"cus_b", []*instore.Device{b1}},
 			{"", []*instore.Device{none, a1, a2, b1}},
 			{"cus_none", nil},
-		} {
-			got, err := s.Devices(t.Context(), tc.customerID)
-			if err != nil {
-				t.Fatalf("Devices(%q) = %v", tc.customerID, err)
-			}
-			var want []*instore.Device
-			for _, d := range tc.want {
-				want = append(want, storedDevice(d))
-			}
-			if d := diff(want, got); d != "" {
-				t.Errorf("Devices(%q) mismatch (-want +got):\n%s", tc.customerID, d)
-			}
-		}
+		})
 	}},
 	{"Seen", func(t *testing.T, s instore.Store) {
 		d := mustCreateDevice(t, s, newDevice("SN-1", "", at(0)))

@@ -3,7 +3,6 @@ package storetest
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,20 +30,12 @@ func done(e *instore.Effect, outcome string, t time.Time) *instore.Effect {
 
 func mustEffect(t *testing.T, s instore.Store, id string) *instore.Effect {
 	t.Helper()
-	e, err := s.Effect(t.Context(), id)
-	if err != nil {
-		t.Fatalf("Effect(%q) = %v", id, err)
-	}
-	return e
+	return mustGet(t, "Effect", s.Effect, id)
 }
 
 func mustOpenEffects(t *testing.T, s instore.Store, serial string) []*instore.Effect {
 	t.Helper()
-	es, err := s.OpenEffects(t.Context(), serial)
-	if err != nil {
-		t.Fatalf("OpenEffects(%q) = %v", serial, err)
-	}
-	return es
+	return mustGet(t, "OpenEffects", s.OpenEffects, serial)
 }
 
 // owing stores a PENDING transaction on a seeded terminal ID of device
@@ -255,19 +246,9 @@ var effectTests = []test{
 			t.Fatal(err)
 		}
 		outcomes := []string{instore.EffectConfirmed, instore.EffectMoot, instore.EffectConfirmed, instore.EffectMoot, instore.EffectConfirmed, instore.EffectMoot}
-		var (
-			start = make(chan struct{})
-			wg    sync.WaitGroup
-			errs  = make([]error, len(outcomes))
-		)
-		for i, o := range outcomes {
-			wg.Go(func() {
-				<-start
-				errs[i] = s.EndEffect(t.Context(), "eff_1", "SN-1", o, at(10+i))
-			})
-		}
-		close(start)
-		wg.Wait()
+		errs := atOnce(len(outcomes), func(i int) error {
+			return s.EndEffect(t.Context(), "eff_1", "SN-1", outcomes[i], at(10+i))
+		})
 		winner, wins := -1, 0
 		for i, err := range errs {
 			switch {

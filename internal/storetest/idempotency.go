@@ -3,7 +3,6 @@ package storetest
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -252,24 +251,16 @@ var idempotencyTests = []test{
 	}},
 	{"ConcurrentBegin", func(t *testing.T, s instore.Store) {
 		const n = 16
-		var (
-			start    = make(chan struct{})
-			wg       sync.WaitGroup
-			recs     [n]*instore.IdempotencyRecord
-			existing [n]*instore.IdempotencyRecord
-			errs     [n]error
-		)
+		var recs, existing [n]*instore.IdempotencyRecord
 		for i := range n {
 			recs[i] = newIdempotency("mer_1", "key-1", at(i))
 			recs[i].RequestHash = hash(fmt.Sprintf("request %d", i))
-			wg.Go(func() {
-				<-start
-				existing[i], errs[i] = s.BeginIdempotency(t.Context(), recs[i])
-			})
 		}
-		close(start)
-		wg.Wait()
-		if err := errors.Join(errs[:]...); err != nil {
+		errs := atOnce(n, func(i int) (err error) {
+			existing[i], err = s.BeginIdempotency(t.Context(), recs[i])
+			return err
+		})
+		if err := errors.Join(errs...); err != nil {
 			t.Fatalf("concurrent BeginIdempotency: %v", err)
 		}
 		winner := -1

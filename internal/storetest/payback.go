@@ -3,7 +3,6 @@ package storetest
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/instore-dev/instore"
@@ -202,19 +201,9 @@ var paybackTests = []test{
 				if round%2 == 1 {
 					txs[0], txs[len(txs)-1] = txs[len(txs)-1], txs[0]
 				}
-				var (
-					start = make(chan struct{})
-					wg    sync.WaitGroup
-					errs  = make([]error, len(txs))
-				)
-				for i := range txs {
-					wg.Go(func() {
-						<-start
-						errs[i] = s.CreateOnOriginal(t.Context(), &instore.Change{T: txs[i]})
-					})
-				}
-				close(start)
-				wg.Wait()
+				errs := atOnce(len(txs), func(i int) error {
+					return s.CreateOnOriginal(t.Context(), &instore.Change{T: txs[i]})
+				})
 				wins := 0
 				for i, err := range errs {
 					var e *instore.Error

@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"sync"
 	"testing"
 	"time"
 
@@ -15,19 +14,12 @@ func newPrintJob(id, terminalID string, created time.Time, lines ...string) *ins
 
 func mustCreatePrintJob(t *testing.T, s instore.Store, p *instore.PrintJob) *instore.PrintJob {
 	t.Helper()
-	if err := s.CreatePrintJob(t.Context(), p); err != nil {
-		t.Fatalf("CreatePrintJob(%q) = %v", p.ID, err)
-	}
-	return p
+	return mustCreateWith(t, "CreatePrintJob", s.CreatePrintJob, p, p.ID)
 }
 
 func mustPrintJob(t *testing.T, s instore.Store, id string) *instore.PrintJob {
 	t.Helper()
-	p, err := s.PrintJob(t.Context(), id)
-	if err != nil {
-		t.Fatalf("PrintJob(%q) = %v", id, err)
-	}
-	return p
+	return mustGet(t, "PrintJob", s.PrintJob, id)
 }
 
 func storedPrintJob(p *instore.PrintJob) *instore.PrintJob {
@@ -126,19 +118,9 @@ var printJobTests = []test{
 			instore.PrintSuccess, instore.PrintBusy, instore.PrintOutOfPaper, instore.PrintLowBattery,
 			instore.PrintError, instore.PrintCancelled, instore.PrintTimeout, instore.PrintSuccess,
 		}
-		var (
-			start = make(chan struct{})
-			wg    sync.WaitGroup
-			errs  = make([]error, len(statuses))
-		)
-		for i, status := range statuses {
-			wg.Go(func() {
-				<-start
-				errs[i] = s.CompletePrintJob(t.Context(), p.ID, status, at(10+i))
-			})
-		}
-		close(start)
-		wg.Wait()
+		errs := atOnce(len(statuses), func(i int) error {
+			return s.CompletePrintJob(t.Context(), p.ID, statuses[i], at(10+i))
+		})
 		w := exactlyOne(t, "concurrent CompletePrintJob(same job)", errs)
 		if w < 0 {
 			return

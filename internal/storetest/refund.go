@@ -3,7 +3,6 @@ package storetest
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -189,21 +188,13 @@ var refundTests = []test{
 			terminals = append(terminals, seedTerminal(t, s, fmt.Sprintf("SN-R%d", i)))
 		}
 		orig := purchase(t, s, "txn_orig", terminals[0], "SN-1", 100, at(1))
-		var (
-			start = make(chan struct{})
-			wg    sync.WaitGroup
-			txs   [n]*instore.Transaction
-			errs  [n]error
-		)
+		var txs [n]*instore.Transaction
 		for i := range n {
 			txs[i] = newRefund(fmt.Sprintf("txn_r%d", i), terminals[i+1], fmt.Sprintf("SN-R%d", i), orig.ID, 30, instore.StatusPending, at(2))
-			wg.Go(func() {
-				<-start
-				errs[i] = s.CreateOnOriginal(t.Context(), &instore.Change{T: txs[i]})
-			})
 		}
-		close(start)
-		wg.Wait()
+		errs := atOnce(n, func(i int) error {
+			return s.CreateOnOriginal(t.Context(), &instore.Change{T: txs[i]})
+		})
 		wins := 0
 		for i, err := range errs {
 			switch {
@@ -339,29 +330,20 @@ var pairTests = []test{
 		// in the other order: exactly one pair is written, whole.
 		a, b := pairFixture(t, s)
 		const n = 8
-		var (
-			start  = make(chan struct{})
-			wg     sync.WaitGroup
-			as, bs [n]*instore.Transaction
-			errs   [n]error
-		)
+		var as, bs [n]*instore.Transaction
 		for i := range n {
 			ca, cb := *a, *b
 			reverse(&ca, &cb)
 			ca.ResultMessageID, cb.CompletedAt = fmt.Sprintf("msg-%d", i), ptr(at(10+i))
 			as[i], bs[i] = &ca, &cb
-			wg.Go(func() {
-				<-start
-				if i%2 == 0 {
-					errs[i] = s.Commit(t.Context(), &instore.Change{T: as[i], From: 2, Pair: &instore.Change{T: bs[i], From: 2}})
-				} else {
-					errs[i] = s.Commit(t.Context(), &instore.Change{T: bs[i], From: 2, Pair: &instore.Change{T: as[i], From: 2}})
-				}
-			})
 		}
-		close(start)
-		wg.Wait()
-		w := exactlyOne(t, "concurrent CommitPair(same versions)", errs[:])
+		errs := atOnce(n, func(i int) error {
+			if i%2 == 0 {
+				return s.Commit(t.Context(), &instore.Change{T: as[i], From: 2, Pair: &instore.Change{T: bs[i], From: 2}})
+			}
+			return s.Commit(t.Context(), &instore.Change{T: bs[i], From: 2, Pair: &instore.Change{T: as[i], From: 2}})
+		})
+		w := exactlyOne(t, "concurrent CommitPair(same versions)", errs)
 		if w < 0 {
 			return
 		}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/instore-dev/instore"
@@ -64,21 +63,12 @@ var settingTests = []test{
 	}},
 	{"Concurrent", func(t *testing.T, s instore.Store) {
 		const n = 16
-		var (
-			start = make(chan struct{})
-			wg    sync.WaitGroup
-			got   [n]string
-			errs  [n]error
-		)
-		for i := range n {
-			wg.Go(func() {
-				<-start
-				got[i], errs[i] = s.InitSetting(t.Context(), "signing_key", fmt.Sprintf("value-%d", i))
-			})
-		}
-		close(start)
-		wg.Wait()
-		if err := errors.Join(errs[:]...); err != nil {
+		var got [n]string
+		errs := atOnce(n, func(i int) (err error) {
+			got[i], err = s.InitSetting(t.Context(), "signing_key", fmt.Sprintf("value-%d", i))
+			return err
+		})
+		if err := errors.Join(errs...); err != nil {
 			t.Fatalf("concurrent InitSetting: %v", err)
 		}
 		stored, err := s.Setting(t.Context(), "signing_key")

@@ -8,8 +8,10 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -100,6 +102,71 @@ var exact = cmp.Comparer(func(a, b time.Time) bool {
 // diff reports want and got as a cmp diff, or "" when they are equal. A nil
 // and an empty list are equal.
 func diff(want, got any) string { return cmp.Diff(want, got, exact, cmpopts.EquateEmpty()) }
+
+// listCase is a filter and what a listing must return for it, in order.
+type listCase[T any] struct {
+	key  string
+	want []T
+}
+
+// checkLists calls list with each case's key and compares the result with
+// the case's values as stored; name is the method in failure messages.
+func checkLists[T any](t *testing.T, name string, list func(context.Context, string) ([]T, error), stored func(T) T, cases []listCase[T]) {
+	t.Helper()
+	for _, tc := range cases {
+		got, err := list(t.Context(), tc.key)
+		if err != nil {
+			t.Fatalf("%s(%q) = %v", name, tc.key, err)
+		}
+		var want []T
+		for _, v := range tc.want {
+			want = append(want, stored(v))
+		}
+		if d := diff(want, got); d != "" {
+			t.Errorf("%s(%q) mismatch (-want +got):\n%s", name, tc.key, d)
+		}
+	}
+}
+
+// atOnce runs call(0) … call(n-1) in n goroutines released together, so
+// that they race, and returns their errors by index.
+func atOnce(n int, call func(i int) error) []error {
+	var (
+		start = make(chan struct{})
+		wg    sync.WaitGroup
+		errs  = make([]error, n)
+	)
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			errs[i] = call(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+	return errs
+}
+
+// mustGet returns get(key), which must succeed; name is the method in the
+// failure message.
+func mustGet[T any](t *testing.T, name string, get func(context.Context, string) (T, error), key string) T {
+	t.Helper()
+	v, err := get(t.Context(), key)
+	if err != nil {
+		t.Fatalf("%s(%q) = %v", name, key, err)
+	}
+	return v
+}
+
+// mustCreateWith stores v with create, which must succeed, and returns v;
+// name is the method and id names v in the failure message.
+func mustCreateWith[T any](t *testing.T, name string, create func(context.Context, T) error, v T, id string) T {
+	t.Helper()
+	if err := create(t.Context(), v); err != nil {
+		t.Fatalf("%s(%q) = %v", name, id, err)
+	}
+	return v
+}
 
 // checkNotFound fails unless err wraps instore.ErrNotFound without naming
 // the id (ids are sensitive and errors reach logs).

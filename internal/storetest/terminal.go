@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,11 +33,7 @@ func storedTerminal(term *instore.Terminal) *instore.Terminal {
 // mustTerminal reads a terminal that must exist.
 func mustTerminal(t *testing.T, s instore.Store, terminalID string) *instore.Terminal {
 	t.Helper()
-	term, err := s.Terminal(t.Context(), terminalID)
-	if err != nil {
-		t.Fatalf("Terminal(%q) = %v", terminalID, err)
-	}
-	return term
+	return mustGet(t, "Terminal", s.Terminal, terminalID)
 }
 
 // mustLink links and checks what LinkTerminal returns.
@@ -158,28 +153,18 @@ var terminalTests = []test{
 		mustCreateCustomer(t, s, "cus_1", at(0))
 		mustCreateMerchant(t, s, "mer_1", "cus_1", at(0))
 		const workers, each = 32, 8
-		var (
-			start = make(chan struct{})
-			wg    sync.WaitGroup
-			ids   [workers][each]string
-			errs  [workers]error
-		)
-		for w := range workers {
-			wg.Go(func() {
-				<-start
-				for i := range each {
-					term := &instore.Terminal{CustomerID: "cus_1", MerchantID: "mer_1", CreatedAt: at(w)}
-					if err := s.AllocateTerminalID(t.Context(), term); err != nil {
-						errs[w] = fmt.Errorf("worker %d, allocation %d: %w", w, i, err)
-						return
-					}
-					ids[w][i] = term.TerminalID
+		var ids [workers][each]string
+		errs := atOnce(workers, func(w int) error {
+			for i := range each {
+				term := &instore.Terminal{CustomerID: "cus_1", MerchantID: "mer_1", CreatedAt: at(w)}
+				if err := s.AllocateTerminalID(t.Context(), term); err != nil {
+					return fmt.Errorf("worker %d, allocation %d: %w", w, i, err)
 				}
-			})
-		}
-		close(start)
-		wg.Wait()
-		if err := errors.Join(errs[:]...); err != nil {
+				ids[w][i] = term.TerminalID
+			}
+			return nil
+		})
+		if err := errors.Join(errs...); err != nil {
 			t.Fatalf("concurrent AllocateTerminalID: %v", err)
 		}
 		seen := map[string]bool{}
@@ -243,26 +228,11 @@ var terminalTests = []test{
 		b1 := mustAllocateTerminal(t, s, "cus_1", "mer_b", at(4))
 		mustAllocateTerminal(t, s, "cus_1", "", at(3))
 		a2 := mustAllocateTerminal(t, s, "cus_1", "mer_a", at(2)) // later ID, earlier time
-		for _, tc := range []struct {
-			merchantID string
-			want       []*instore.Terminal
-		}{
+		checkLists(t, "Terminals", s.Terminals, storedTerminal, []listCase[*instore.Terminal]{
 			{"mer_a", []*instore.Terminal{a1, a2}},
 			{"mer_b", []*instore.Terminal{b1}},
 			{"mer_none", nil},
-		} {
-			got, err := s.Terminals(t.Context(), tc.merchantID)
-			if err != nil {
-				t.Fatalf("Terminals(%q) = %v", tc.merchantID, err)
-			}
-			var want []*instore.Terminal
-			for _, term := range tc.want {
-				want = append(want, storedTerminal(term))
-			}
-			if d := diff(want, got); d != "" {
-				t.Errorf("Terminals(%q) mismatch (-want +got):\n%s", tc.merchantID, d)
-			}
-		}
+		})
 	}},
 	{"Link", func(t *testing.T, s instore.Store) {
 		a, b := linkFixture(t, s)
@@ -361,19 +331,10 @@ var terminalTests = []test{
 			mustCreateDevice(t, s, newDevice(serials[i], "", at(0)))
 		}
 		const n = 32
-		var (
-			start = make(chan struct{})
-			wg    sync.WaitGroup
-			errs  [n]error
-		)
-		for i := range n {
-			wg.Go(func() {
-				<-start
-				_, _, errs[i] = s.LinkTerminal(t.Context(), terms[i%4], serials[(i/4+i)%4], at(10+i))
-			})
-		}
-		close(start)
-		wg.Wait()
+		errs := atOnce(n, func(i int) error {
+			_, _, err := s.LinkTerminal(t.Context(), terms[i%4], serials[(i/4+i)%4], at(10+i))
+			return err
+		})
 		for i, err := range errs {
 			if err != nil && !errors.Is(err, instore.ErrConflict) {
 				t.Errorf("concurrent LinkTerminal #%d = %v, want nil or instore.ErrConflict", i, err)

@@ -23,11 +23,7 @@ func storedEvents(es ...instore.TransactionEvent) []instore.TransactionEvent {
 
 func mustEvents(t *testing.T, s instore.Store, ref string) []instore.TransactionEvent {
 	t.Helper()
-	es, err := s.TransactionEvents(t.Context(), ref)
-	if err != nil {
-		t.Fatalf("TransactionEvents(%q) = %v", ref, err)
-	}
-	return es
+	return mustGet(t, "TransactionEvents", s.TransactionEvents, ref)
 }
 
 var timelineTests = []test{

@@ -3,7 +3,6 @@ package storetest
 import (
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -70,11 +69,7 @@ func mustUpdateTransaction(t *testing.T, s instore.Store, tx *instore.Transactio
 // mustTransaction reads a transaction that must exist.
 func mustTransaction(t *testing.T, s instore.Store, id string) *instore.Transaction {
 	t.Helper()
-	tx, err := s.Transaction(t.Context(), id)
-	if err != nil {
-		t.Fatalf("Transaction(%q) = %v", id, err)
-	}
-	return tx
+	return mustGet(t, "Transaction", s.Transaction, id)
 }
 
 func storedTransaction(tx *instore.Transaction) *instore.Transaction {
@@ -394,22 +389,14 @@ var transactionTests = []test{
 	{"ConcurrentCreate", func(t *testing.T, s instore.Store) {
 		terminalID := seed(t, s)
 		const n = 16
-		var (
-			start = make(chan struct{})
-			wg    sync.WaitGroup
-			txs   [n]*instore.Transaction
-			errs  [n]error
-		)
+		var txs [n]*instore.Transaction
 		for i := range n {
 			txs[i] = newTransaction("txn_"+string(rune('a'+i)), "mer_1", terminalID, "SN-1", instore.StatusPending, at(i))
-			wg.Go(func() {
-				<-start
-				errs[i] = s.CreateTransaction(t.Context(), &instore.Change{T: txs[i]})
-			})
 		}
-		close(start)
-		wg.Wait()
-		winner := exactlyOne(t, "concurrent CreateTransaction(PENDING, same terminal ID)", errs[:])
+		errs := atOnce(n, func(i int) error {
+			return s.CreateTransaction(t.Context(), &instore.Change{T: txs[i]})
+		})
+		winner := exactlyOne(t, "concurrent CreateTransaction(PENDING, same terminal ID)", errs)
 		if winner < 0 {
 			return
 		}
@@ -448,12 +435,7 @@ var transactionTests = []test{
 		mustUpdateTransaction(t, s, tx, tx.Version)
 		from := tx.Version
 		const n = 16
-		var (
-			start = make(chan struct{})
-			wg    sync.WaitGroup
-			txs   [n]*instore.Transaction
-			errs  [n]error
-		)
+		var txs [n]*instore.Transaction
 		for i := range n {
 			c := *tx
 			// Each writer makes a different change, so the stored row tells
@@ -461,14 +443,11 @@ var transactionTests = []test{
 			c.Progress = instore.TerminalStages[i%len(instore.TerminalStages)]
 			c.DeadlineAt = ptr(at(100 + i))
 			txs[i] = &c
-			wg.Go(func() {
-				<-start
-				errs[i] = s.Commit(t.Context(), &instore.Change{T: txs[i], From: from})
-			})
 		}
-		close(start)
-		wg.Wait()
-		winner := exactlyOne(t, "concurrent Commit(same version)", errs[:])
+		errs := atOnce(n, func(i int) error {
+			return s.Commit(t.Context(), &instore.Change{T: txs[i], From: from})
+		})
+		winner := exactlyOne(t, "concurrent Commit(same version)", errs)
 		if winner < 0 {
 			return
 		}
