@@ -141,12 +141,12 @@ func (env *Envelope) Validate() error {
 
 func isObject(b []byte) bool {
 	b = bytes.TrimSpace(b)
-	return len(b) >= 2 && b[0] == '{' && strictjson.Valid(b)
+	return len(b) >= 2 && b[0] == '{' && strictjson.ValidFrame(b)
 }
 
 func isEmptyObject(b []byte) bool {
 	var m map[string]jsontext.Value
-	return strictjson.Unmarshal(b, &m) == nil && len(m) == 0
+	return strictjson.UnmarshalFrame(b, &m) == nil && len(m) == 0
 }
 
 // wireEnvelope is the envelope as Decode reads it: data kept as its text.
@@ -170,7 +170,7 @@ func Decode(frame []byte) (*Envelope, error) {
 		return nil, errorf("", "frame larger than %d bytes", MaxFrameBytes)
 	}
 	var w wireEnvelope
-	if err := strictjson.Unmarshal(frame, &w); err != nil {
+	if err := strictjson.UnmarshalFrame(frame, &w); err != nil {
 		return nil, envelopeError(err)
 	}
 	env := Envelope{Type: w.Type, ID: w.ID, Re: w.Re, Ref: w.Ref}
@@ -178,7 +178,7 @@ func Decode(frame []byte) (*Envelope, error) {
 		if w.Data.Kind() != '{' {
 			return nil, errorf("data", "must be a JSON object")
 		}
-		if err := w.Data.Compact(); err != nil { // cannot fail: the value was decoded
+		if err := w.Data.Compact(strictjson.FrameOptions); err != nil { // cannot fail: the value was decoded
 			return nil, errorf("data", "not valid JSON")
 		}
 		env.Data = json.RawMessage(w.Data)
@@ -328,7 +328,7 @@ func DecodeData(env *Envelope, dst any) error {
 		if spec.data == dataRequired {
 			return errorf("data", "required for %s", env.Type)
 		}
-	} else if err := strictjson.Unmarshal(env.Data, dst); err != nil {
+	} else if err := strictjson.UnmarshalFrame(env.Data, dst); err != nil {
 		return dataError(err)
 	}
 	if v, ok := dst.(validator); ok {

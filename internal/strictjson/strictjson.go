@@ -8,7 +8,11 @@
 //   - a name given twice in one object is refused, rather than one of the
 //     values silently winning;
 //   - text that is not UTF-8 (raw bytes, or an escaped lone surrogate) is
-//     refused rather than replaced;
+//     refused rather than replaced, in a request body (Options); in a
+//     terminal's frame (FrameOptions) it is read as U+FFFD, as the
+//     terminal protocol always did: a result is never refused for one
+//     character of its receipt (raw bytes that are not UTF-8 never get
+//     this far: the gateway refuses such a text message with 1007);
 //   - a member no field of the destination names is refused;
 //   - exactly one JSON value: anything after it but white space is refused.
 //
@@ -36,6 +40,10 @@ var Options = json.JoinOptions(
 	json.RejectUnknownMembers(true),
 )
 
+// FrameOptions are Options for a terminal's frame: the same rules, but an
+// escaped lone surrogate is read as U+FFFD (see the package comment).
+var FrameOptions = json.JoinOptions(Options, jsontext.AllowInvalidUTF8(true))
+
 // ErrTrailingData is Unmarshal's error for a text holding more than one
 // JSON value (or one value and then something that is not JSON).
 var ErrTrailingData = errors.New("strictjson: more than one JSON value")
@@ -47,13 +55,18 @@ var ErrTrailingData = errors.New("strictjson: more than one JSON value")
 // The whole text goes through one call, which refuses anything after the
 // value too; only a refused text goes through the streaming decoder, which
 // tells a second value from other errors.
-func Unmarshal(b []byte, dst any) error {
-	first := json.Unmarshal(b, dst, Options)
+func Unmarshal(b []byte, dst any) error { return unmarshal(b, dst, Options) }
+
+// UnmarshalFrame is Unmarshal with FrameOptions, for a terminal's frame.
+func UnmarshalFrame(b []byte, dst any) error { return unmarshal(b, dst, FrameOptions) }
+
+func unmarshal(b []byte, dst any, opts json.Options) error {
+	first := json.Unmarshal(b, dst, opts)
 	if first == nil {
 		return nil
 	}
-	dec := jsontext.NewDecoder(bytes.NewReader(b), Options)
-	if err := json.UnmarshalDecode(dec, dst, Options); err != nil {
+	dec := jsontext.NewDecoder(bytes.NewReader(b), opts)
+	if err := json.UnmarshalDecode(dec, dst, opts); err != nil {
 		if err == io.EOF { // no value at all: the one call's error says so
 			return first
 		}
@@ -69,4 +82,9 @@ func Unmarshal(b []byte, dst any) error {
 // duplicate names, valid UTF-8).
 func Valid(b []byte) bool {
 	return jsontext.Value(b).IsValid(Options)
+}
+
+// ValidFrame is Valid by FrameOptions.
+func ValidFrame(b []byte) bool {
+	return jsontext.Value(b).IsValid(FrameOptions)
 }
