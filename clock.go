@@ -7,7 +7,7 @@ import (
 // Clock is the time the Service runs on: every time-out of a transaction's
 // life (the ack time-out, the deadline, the print time-out), the waits for
 // a change and the periodic sweeps are measured on it. Production uses
-// RealClock; tests drive a fake one (internal/clocktest) instead of
+// the wall clock (internal/wallclock); tests drive a fake one (internal/clocktest) instead of
 // sleeping. An interface of two methods rather than a library: this is all
 // the service needs of time, and the fake that implements it is small
 // enough to read in one sitting (docs/decisions.md, "Time is injected").
@@ -17,16 +17,6 @@ type Clock interface {
 	// clock; the Timer stops it.
 	AfterFunc(d time.Duration, f func()) Timer
 }
-
-// RealClock is the wall clock: the Clock of a process, and what a
-// component given no Clock (nil) runs on.
-type RealClock struct{}
-
-// Now returns time.Now().
-func (RealClock) Now() time.Time { return time.Now() }
-
-// AfterFunc is time.AfterFunc.
-func (RealClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 
 // Timer is a pending call of Clock.AfterFunc.
 type Timer interface {

@@ -19,10 +19,19 @@ const module = "github.com/instore-dev/instore"
 
 // rootRefused are the standard packages the root may not import: they
 // reach the network, the file system, the process, a database, the
-// kernel's randomness or a log. net/netip and net/url (parsing) and embed
-// (the code lists, compiled in) stay allowed.
-var rootRefused = []string{"net", "net/http", "database/sql", "os", "os/exec", "os/signal", "syscall",
-	"crypto/rand", "log", "log/slog", "runtime"}
+// kernel's randomness, a log or loaded code. Below net, only net/netip and
+// net/url (parsing) are allowed; embed (the code lists, compiled in) is.
+var rootRefused = []string{"net", "database/sql", "os", "syscall", "io/ioutil", "io/fs", "plugin",
+	"crypto/rand", "log", "runtime", "unsafe"}
+
+// rootAllowedBelow are the packages below a refused one that parse and
+// reach nothing.
+var rootAllowedBelow = map[string]bool{"net/netip": true, "net/url": true}
+
+// goroutineStarters are the calls of the standard library that start a
+// goroutine or a timer's: the root makes none.
+var goroutineStarters = map[string]bool{"time.AfterFunc": true, "time.NewTimer": true, "time.NewTicker": true,
+	"time.Tick": true, "time.After": true}
 
 // serviceRefused are the adapters: they call the service, not the reverse.
 var serviceRefused = []string{"internal/httpapi", "internal/onlineapi", "internal/accessapi", "internal/sqlstore",
@@ -68,7 +77,7 @@ func importsOf(f *ast.File) []string {
 // may).
 func rootRefusal(path string) string {
 	for _, r := range rootRefused {
-		if path == r || strings.HasPrefix(path, r+"/") && r != "net" && r != "log" {
+		if path == r || strings.HasPrefix(path, r+"/") && !rootAllowedBelow[path] {
 			return "does I/O"
 		}
 	}
@@ -96,6 +105,8 @@ func TestImportRules(t *testing.T) {
 	}{
 		{"net/http", "does I/O"}, {"net/http/httptest", "does I/O"}, {"database/sql", "does I/O"},
 		{"os", "does I/O"}, {"log/slog", "does I/O"}, {"net", "does I/O"},
+		{"net/rpc", "does I/O"}, {"net/smtp", "does I/O"}, {"io/ioutil", "does I/O"}, {"plugin", "does I/O"},
+		{"os/exec", "does I/O"}, {"log/slog", "does I/O"}, {"runtime/debug", "does I/O"},
 		{"net/netip", ""}, {"net/url", ""}, {"time", ""}, {"embed", ""}, {"encoding/json", ""},
 		{module + "/internal/service", "is not the standard library (the root depends on nothing)"},
 		{"github.com/google/uuid", "is not the standard library (the root depends on nothing)"},
@@ -128,12 +139,9 @@ func TestRootIsTheContract(t *testing.T) {
 				t.Errorf("%s imports %s, which %s", name, p, why)
 			}
 		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			if g, ok := n.(*ast.GoStmt); ok {
-				t.Errorf("%s: a go statement: the root starts no goroutine", fset.Position(g.Pos()))
-			}
-			return true
-		})
+		for _, at := range startsGoroutines(f) {
+			t.Errorf("%s: the root starts no goroutine", at)
+		}
 	}
 }
 
@@ -177,11 +185,46 @@ func TestLifecycleImportsOnlyTheRoot(t *testing.T) {
 				t.Errorf("%s imports %s, which %s", name, p, why)
 			}
 		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			if g, ok := n.(*ast.GoStmt); ok {
-				t.Errorf("%s: a go statement: a lifecycle starts no goroutine", fset.Position(g.Pos()))
+		for _, at := range startsGoroutines(f) {
+			t.Errorf("%s: a lifecycle starts no goroutine", at)
+		}
+	}
+}
+
+// startsGoroutines lists where f starts a goroutine: a go statement, or a
+// call of the standard library that starts one (goroutineStarters).
+func startsGoroutines(f *ast.File) []string {
+	var out []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.GoStmt:
+			out = append(out, fset.Position(n.Pos()).String()+": a go statement")
+		case *ast.SelectorExpr:
+			if id, ok := n.X.(*ast.Ident); ok && goroutineStarters[id.Name+"."+n.Sel.Name] {
+				out = append(out, fset.Position(n.Pos()).String()+": "+id.Name+"."+n.Sel.Name)
 			}
-			return true
-		})
+		}
+		return true
+	})
+	return out
+}
+
+func TestStartsGoroutines(t *testing.T) {
+	for _, tc := range []struct {
+		src  string
+		want int
+	}{
+		{"package p\nfunc f() { go f() }", 1},
+		{"package p\nimport \"time\"\nfunc f() { time.AfterFunc(0, f) }", 1},
+		{"package p\nimport \"time\"\nvar _ = time.NewTicker", 1},
+		{"package p\nimport \"time\"\nfunc f() time.Time { return time.Now() }", 0},
+	} {
+		f, err := parser.ParseFile(fset, "x.go", tc.src, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := startsGoroutines(f); len(got) != tc.want {
+			t.Errorf("startsGoroutines(%q) = %v, want %d", tc.src, got, tc.want)
+		}
 	}
 }

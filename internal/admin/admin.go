@@ -17,13 +17,14 @@ import (
 	"github.com/instore-dev/instore/internal/ids"
 	"github.com/instore-dev/instore/internal/logging"
 	"github.com/instore-dev/instore/internal/service"
+	"github.com/instore-dev/instore/internal/wallclock"
 )
 
 // Admin runs operator operations on a store.
 type Admin struct {
 	Store instore.Store
 	// Clock is the time of day of what the admin stamps (nil: the wall
-	// clock, instore.RealClock).
+	// clock, wallclock.Clock).
 	Clock instore.Clock
 }
 
@@ -35,7 +36,7 @@ func New(st instore.Store) *Admin { return &Admin{Store: st} }
 func (a *Admin) now() time.Time {
 	c := a.Clock
 	if c == nil {
-		c = instore.RealClock{}
+		c = wallclock.Clock{}
 	}
 	return c.Now().UTC().Truncate(time.Microsecond)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/instore-dev/instore/internal/auth"
 	"github.com/instore-dev/instore/internal/clocktest"
 	"github.com/instore-dev/instore/internal/sqlstore"
+	"github.com/instore-dev/instore/internal/wallclock"
 )
 
 type fixture struct {
@@ -212,9 +213,9 @@ func TestCacheNeverOutlivesToken(t *testing.T) {
 func TestAuthenticateAt(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	// No clock, or the wall clock given as instore.RealClock (as the
+	// No clock, or the wall clock given as wallclock.Clock (as the
 	// server gives it): both are the system clock.
-	systems := []*auth.Authenticator{f.authn(t, time.Minute, nil), f.authn(t, time.Minute, instore.RealClock{})}
+	systems := []*auth.Authenticator{f.authn(t, time.Minute, nil), f.authn(t, time.Minute, wallclock.Clock{})}
 	clk := clocktest.New(time.Now())
 	own := f.authn(t, time.Minute, clk)
 	tok, _, err := systems[0].Mint(f.client, time.Hour)

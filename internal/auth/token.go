@@ -13,6 +13,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/wallclock"
 )
 
 const (
@@ -50,7 +51,7 @@ type Config struct {
 	// merchant, takes effect within it. Zero disables the cache.
 	CacheTTL time.Duration
 	// Clock is the time of day tokens are issued and checked at, and the
-	// cache's entries expire at (nil: the wall clock, instore.RealClock).
+	// cache's entries expire at (nil: the wall clock, wallclock.Clock).
 	Clock instore.Clock
 }
 
@@ -89,9 +90,9 @@ func New(cfg Config) (*Authenticator, error) {
 		cfg.TokenTTL = time.Hour
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = instore.RealClock{}
+		cfg.Clock = wallclock.Clock{}
 	}
-	systemClock := cfg.Clock == instore.Clock(instore.RealClock{})
+	systemClock := cfg.Clock == instore.Clock(wallclock.Clock{})
 	a := &Authenticator{
 		store:       cfg.Store,
 		key:         cfg.SigningKey,
@@ -233,7 +234,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, surface instore.Surfac
 // from time.Now (an HTTP server reads it as a request arrives), which
 // spares reading the clock again for the verified-credentials cache. It
 // is used only when the Authenticator runs on the system clock (no
-// Config.Clock, or instore.RealClock); with a clock of its own, or a zero
+// Config.Clock, or wallclock.Clock); with a clock of its own, or a zero
 // now, it reads its clock as Authenticate does. A token's signature and expiry are always checked
 // against the Authenticator's clock.
 func (a *Authenticator) AuthenticateAt(ctx context.Context, surface instore.Surface, authorization, subscriptionKey string, now time.Time) (*instore.Principal, error) {

@@ -52,7 +52,7 @@ type Idempotency struct {
 	// Records are stored under it in the merchant id's place.
 	Scope  func(p *instore.Principal) string
 	Logger *slog.Logger
-	// Clock dates the records (nil: the wall clock, instore.RealClock).
+	// Clock dates the records (nil: the wall clock, wallclock.Clock).
 	Clock instore.Clock
 	// Wait bounds how long a retry waits for the first request (default
 	// DefaultIdempotencyWait).

@@ -11,13 +11,14 @@ import (
 	"github.com/instore-dev/instore/internal/httpapi"
 	"github.com/instore-dev/instore/internal/server"
 	"github.com/instore-dev/instore/internal/testwait"
+	"github.com/instore-dev/instore/internal/wallclock"
 )
 
 // TestIdempotencyRecordsExpire moves the service's clock past the
 // Idempotency-Key window: the sweep deletes the record, and the key then
 // runs as a new request (a second purchase), not a replay.
 func TestIdempotencyRecordsExpire(t *testing.T) {
-	clock := clocktest.Shift(instore.RealClock{}, 0) // the wall clock, its time of day moved below
+	clock := clocktest.Shift(wallclock.Clock{}, 0) // the wall clock, its time of day moved below
 	s := startSandbox(t, func(c *server.Config) {
 		c.Clock = clock
 		c.IdempotencySweep = 10 * time.Millisecond

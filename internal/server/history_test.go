@@ -12,6 +12,7 @@ import (
 	"github.com/instore-dev/instore/internal/clocktest"
 	"github.com/instore-dev/instore/internal/server"
 	"github.com/instore-dev/instore/internal/testwait"
+	"github.com/instore-dev/instore/internal/wallclock"
 )
 
 type txFull struct {
@@ -128,7 +129,7 @@ func TestReversal(t *testing.T) {
 // and 90-day rules are checked against an injected clock.
 func TestListing(t *testing.T) {
 	offset := 200 * 24 * time.Hour
-	s := startSandbox(t, func(c *server.Config) { c.Clock = clocktest.Shift(instore.RealClock{}, offset) })
+	s := startSandbox(t, func(c *server.Config) { c.Clock = clocktest.Shift(wallclock.Clock{}, offset) })
 	now := time.Now().Add(offset).UTC()
 	var made []string
 	for i, tc := range []struct {

@@ -29,6 +29,7 @@ import (
 	"github.com/instore-dev/instore/internal/auth"
 	"github.com/instore-dev/instore/internal/cluster"
 	"github.com/instore-dev/instore/internal/service"
+	"github.com/instore-dev/instore/internal/wallclock"
 	"github.com/instore-dev/instore/internal/webhook"
 
 	"github.com/instore-dev/instore/internal/gateway"
@@ -236,7 +237,7 @@ func NewWithStore(ctx context.Context, cfg Config, st instore.Store) (*Server, e
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = instore.RealClock{}
+		cfg.Clock = wallclock.Clock{}
 	}
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = cfg.DefaultShutdownTimeout()

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/wallclock"
 )
 
 // After returns a channel closed once d has passed on c, and a function
@@ -35,5 +36,5 @@ func (s *Service) clock() instore.Clock {
 	if s.Clock != nil {
 		return s.Clock
 	}
-	return instore.RealClock{}
+	return wallclock.Clock{}
 }

@@ -29,7 +29,7 @@ type Service struct {
 	NewRef func() string
 	// Clock is the service's one time: the time of day (stamps,
 	// listings' windows) and the time-outs, waits and sweeps measured on
-	// it (nil: the wall clock, instore.RealClock).
+	// it (nil: the wall clock, wallclock.Clock).
 	Clock instore.Clock
 	// AckTimeout is how long a purchase waits for the terminal's ack (WP25).
 	AckTimeout time.Duration

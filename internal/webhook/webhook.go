@@ -34,6 +34,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/wallclock"
 	"github.com/instore-dev/instore/lifecycle"
 )
 
@@ -62,7 +63,7 @@ type Config struct {
 	Store  instore.WebhookStore
 	Logger *slog.Logger
 	// Clock is the time of day of the claims and attempts, the service's
-	// (nil: the wall clock, instore.RealClock). The polling interval and
+	// (nil: the wall clock, wallclock.Clock). The polling interval and
 	// the attempts' time-outs stay on real time.
 	Clock instore.Clock
 	// AllowPrivate lets deliveries reach addresses that are not globally
@@ -98,7 +99,7 @@ func New(cfg Config) *Dispatcher {
 		cfg.Interval = time.Second
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = instore.RealClock{}
+		cfg.Clock = wallclock.Clock{}
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = Timeout
