@@ -693,8 +693,7 @@ func TestUpdateGoesWhenReversalEnds(t *testing.T) {
 	_, clock := newClock()
 	e := rawEnv(t, clock)
 	e.importCatalogue(t, testCatalogue(e.customer.ID))
-	term, secret := e.provision(t, "SN-RAW-REV")
-	d := dialDevice(t, e.srv.URL("terminal"), "SN-RAW-REV", secret)
+	term, d := e.rawTerminal(t, "SN-RAW-REV")
 
 	done := make(chan reply, 1)
 	go func() { done <- e.purchase(t, term, 5000) }()
@@ -737,8 +736,7 @@ func TestPurchaseDuringInstallWP09(t *testing.T) {
 	// delivery and the purchases below.
 	e := rawEnv(t, func(c *server.Config) { c.AckTimeout = 10 * time.Second })
 	e.importCatalogue(t, testCatalogue(e.customer.ID))
-	term, secret := e.provision(t, "SN-RAW-UPD")
-	d := dialDevice(t, e.srv.URL("terminal"), "SN-RAW-UPD", secret)
+	term, d := e.rawTerminal(t, "SN-RAW-UPD")
 
 	u := e.createUpdate(t, map[string]any{"terminalId": term, "packageId": "countertop-1.2.0"})
 	cmd := d.expect(protocol.TypeUpdate)
@@ -766,7 +764,7 @@ func TestPurchaseDuringInstallWP09(t *testing.T) {
 	}
 	// The device restarts into the new version: its hello ends the update.
 	d.conn.Close()
-	d2 := dialDevice2(t, e.srv.URL("terminal"), "SN-RAW-UPD", secret, "1.2.0")
+	d2 := dialDevice2(t, e.srv.URL("terminal"), d.serial, d.secret, "1.2.0")
 	in := e.waitInfo(t, term, "INSTALLED", lastStatus(instore.UpdateInstalled))
 	if view := s.get(t, "/in-store/api/v1/terminal/"+term); !strings.Contains(string(view.body), `"busy":false,"updating":false`) {
 		t.Errorf("terminal after the install = %s, want neither busy nor updating", view.body)

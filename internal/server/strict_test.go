@@ -358,14 +358,7 @@ func TestStrictCursor(t *testing.T) {
 		}
 
 		// Another merchant of the same customer, with its own credentials.
-		ctx := context.Background()
-		m2, err := s.ad.CreateMerchant(ctx, s.customer.ID, "Other shop", true)
-		must(t, err)
-		c2, secret2, err := s.ad.CreateClient(ctx, instore.SurfaceOnline, m2.ID, "")
-		must(t, err)
-		_, key2, err := s.ad.CreateKey(ctx, instore.SurfaceOnline, m2.ID)
-		must(t, err)
-		token2 := s.getToken(t, s.online, c2.ID, secret2)
+		token2, key2 := s.otherMerchant(t)
 
 		_, signature, _ := strings.Cut(cursor, ".")
 		forged := base64.RawURLEncoding.EncodeToString([]byte(`{"t":` + fmt.Sprint(int64(1)<<60) + `,"i":"` + made[2] + `"}`))
