@@ -281,13 +281,7 @@ func TestWatchFollowsSymlinkSwap(t *testing.T) {
 }
 
 func TestMinimumVersion(t *testing.T) {
-	ca := tlstest.NewCA(t)
-	f := tlstest.NewFiles(t)
-	f.Write(t, ca.Issue(t, 1))
-	h, err := tlsfiles.Load(f.Cert, f.Key, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, h := tlstest.NewHolder(t, 1)
 	addr := serve(t, h)
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
@@ -299,13 +293,7 @@ func TestMinimumVersion(t *testing.T) {
 }
 
 func TestPinnedClientConfig(t *testing.T) {
-	ca := tlstest.NewCA(t)
-	f := tlstest.NewFiles(t)
-	f.Write(t, ca.Issue(t, 1))
-	h, err := tlsfiles.Load(f.Cert, f.Key, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, h := tlstest.NewHolder(t, 1)
 	addr := serve(t, h)
 	dial := func(h *tlsfiles.Holder) error {
 		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, h.PinnedClientConfig())
