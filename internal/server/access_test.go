@@ -35,16 +35,7 @@ import (
 func (e *env) accessPost(t *testing.T, path string, body any, hdr map[string]string) reply {
 	t.Helper()
 	h := e.auth(e.accessToken, e.accessKey)
-	var r io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		r = bytes.NewReader(b)
-		h["Content-Type"] = "application/json"
-	}
-	for k, v := range hdr {
-		h[k] = v
-	}
-	resp, b := e.do(t, "POST", e.access+path, r, h)
+	resp, b := e.do(t, "POST", e.access+path, jsonBody(body, h, hdr), h)
 	return reply{resp, b}
 }
 
