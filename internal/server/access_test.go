@@ -686,19 +686,11 @@ func TestUpdateGoesWhenReversalEnds(t *testing.T) {
 	e.importCatalogue(t, testCatalogue(e.customer.ID))
 	term, d := e.rawTerminal(t, "SN-RAW-REV")
 
-	done := make(chan reply, 1)
-	go func() { done <- e.purchase(t, term, 5000) }()
-	cmd := d.expect(protocol.TypePurchase)
-	d.send(protocol.TypeAck, "", cmd.ID, cmd.Ref, nil)
-	(<-done).tx(t, 201)
+	cmd := e.ackedPurchase(t, d, term, 5000)
 	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: instore.StatusApproved})
 	d.expect(protocol.TypeConfirm)
 
-	rc := make(chan reply, 1)
-	go func() {
-		rc <- e.post(t, "/in-store/api/v1/reversal", map[string]any{"onlineAPIRefId": cmd.Ref}, nil)
-	}()
-	rev := d.expect(protocol.TypeReversal)
+	rev, rc := e.startReversal(t, d, cmd.Ref)
 	d.send(protocol.TypeAck, "", rev.ID, rev.Ref, nil)
 	(<-rc).tx(t, 201)
 

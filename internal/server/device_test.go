@@ -277,11 +277,7 @@ func TestLateReversalStillReversesTheOriginal(t *testing.T) {
 	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: 0})
 	d.expect(protocol.TypeConfirm)
 
-	pc := make(chan reply, 1)
-	go func() {
-		pc <- s.post(t, "/in-store/api/v1/reversal", map[string]any{"onlineAPIRefId": cmd.Ref}, nil)
-	}()
-	rev := d.expect(protocol.TypeReversal)
+	rev, pc := s.startReversal(t, d, cmd.Ref)
 	advance(t, ck, time.Second) // the ack time-out
 	p := (<-pc).problem(t, 504, "WP25")
 	if p.OnlineAPIRefID != rev.Ref {
@@ -308,6 +304,16 @@ func (s *sandbox) startPurchase(t *testing.T, d *rawDevice, term string, amount 
 	done := make(chan reply, 1)
 	go func() { done <- s.purchase(t, term, amount) }()
 	return d.expect(protocol.TypePurchase), done
+}
+
+// startReversal posts the reversal of the transaction ref and waits for
+// its command on d; it returns the command and the channel the reversal's
+// reply arrives on.
+func (s *sandbox) startReversal(t *testing.T, d *rawDevice, ref string) (protocol.Envelope, <-chan reply) {
+	t.Helper()
+	done := make(chan reply, 1)
+	go func() { done <- s.post(t, "/in-store/api/v1/reversal", map[string]any{"onlineAPIRefId": ref}, nil) }()
+	return d.expect(protocol.TypeReversal), done
 }
 
 // ackedPurchase is startPurchase with the device acknowledging the

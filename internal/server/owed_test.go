@@ -525,11 +525,7 @@ func TestUnacknowledgedCommandResentAfterReconnect(t *testing.T) {
 	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: instore.StatusApproved})
 	d.expect(protocol.TypeConfirm)
 
-	revDone := make(chan reply, 1)
-	go func() {
-		revDone <- s.post(t, "/in-store/api/v1/reversal", map[string]any{"onlineAPIRefId": cmd.Ref}, nil)
-	}()
-	rev := d.expect(protocol.TypeReversal)
+	rev, revDone := s.startReversal(t, d, cmd.Ref)
 	d.conn.Close()
 	s.waitOffline(t, "RAW-CMD")
 	d = s.redial(t, d)

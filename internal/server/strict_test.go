@@ -338,19 +338,7 @@ func TestStrictCursor(t *testing.T) {
 			if r.resp.StatusCode != 200 {
 				t.Fatalf("listing = %d %s", r.resp.StatusCode, r.body)
 			}
-			var out struct {
-				Transactions []txJSON `json:"transactions"`
-				NextCursor   *string  `json:"nextCursor"`
-			}
-			must(t, json.Unmarshal(r.body, &out))
-			var refs []string
-			for _, x := range out.Transactions {
-				refs = append(refs, x.OnlineAPIRefID)
-			}
-			if out.NextCursor == nil {
-				return refs, ""
-			}
-			return refs, *out.NextCursor
+			return listPage(t, r.body)
 		}
 		first, cursor := page(s.get(t, list+url.Values{"ecrReference": {"C-1"}, "limit": {"1"}}.Encode()))
 		if cursor == "" || fmt.Sprint(first) != fmt.Sprint([]string{made[2]}) {
