@@ -64,6 +64,26 @@ func sources(t *testing.T, dir string) map[string]*ast.File {
 	return files
 }
 
+// checkSources fails t for every import of the Go files of dir that refusal
+// refuses and, unless noGoroutine is "", for every goroutine they start,
+// saying noGoroutine.
+func checkSources(t *testing.T, dir string, refusal func(path string) string, noGoroutine string) {
+	t.Helper()
+	for name, f := range sources(t, dir) {
+		for _, p := range importsOf(f) {
+			if why := refusal(p); why != "" {
+				t.Errorf("%s imports %s, which %s", name, p, why)
+			}
+		}
+		if noGoroutine == "" {
+			continue
+		}
+		for _, at := range startsGoroutines(f) {
+			t.Errorf("%s: %s", at, noGoroutine)
+		}
+	}
+}
+
 func importsOf(f *ast.File) []string {
 	var out []string
 	for _, imp := range f.Imports {
@@ -133,28 +153,13 @@ func TestImportRules(t *testing.T) {
 // nothing outside the standard library (none of the module's internal
 // packages), and starts no goroutine.
 func TestRootIsTheContract(t *testing.T) {
-	for name, f := range sources(t, ".") {
-		for _, p := range importsOf(f) {
-			if why := rootRefusal(p); why != "" {
-				t.Errorf("%s imports %s, which %s", name, p, why)
-			}
-		}
-		for _, at := range startsGoroutines(f) {
-			t.Errorf("%s: the root starts no goroutine", at)
-		}
-	}
+	checkSources(t, ".", rootRefusal, "the root starts no goroutine")
 }
 
 // TestServiceImportsNoAdapter: the application (internal/service) imports
 // no adapter: they call it, not the reverse.
 func TestServiceImportsNoAdapter(t *testing.T) {
-	for name, f := range sources(t, filepath.Join("internal", "service")) {
-		for _, p := range importsOf(f) {
-			if why := serviceRefusal(p); why != "" {
-				t.Errorf("%s imports %s, which %s", name, p, why)
-			}
-		}
-	}
+	checkSources(t, filepath.Join("internal", "service"), serviceRefusal, "")
 }
 
 // lifecycleRefusal says why a file of lifecycle/ may not import path ("" if
@@ -179,16 +184,7 @@ func TestLifecycleImportsOnlyTheRoot(t *testing.T) {
 			t.Errorf("lifecycleRefusal(%q) = %q, want %q", tc.path, got, tc.want)
 		}
 	}
-	for name, f := range sources(t, "lifecycle") {
-		for _, p := range importsOf(f) {
-			if why := lifecycleRefusal(p); why != "" {
-				t.Errorf("%s imports %s, which %s", name, p, why)
-			}
-		}
-		for _, at := range startsGoroutines(f) {
-			t.Errorf("%s: a lifecycle starts no goroutine", at)
-		}
-	}
+	checkSources(t, "lifecycle", lifecycleRefusal, "a lifecycle starts no goroutine")
 }
 
 // startsGoroutines lists where f starts a goroutine: a go statement, or a

@@ -437,14 +437,7 @@ func TestIntegrationOnlineAPI(t *testing.T) {
 	e.rec.mu.Unlock()
 
 	// Every operation is called.
-	var missed []string
-	for op, ok := range e.online.Covered() {
-		if !ok {
-			missed = append(missed, op)
-		}
-	}
-	sort.Strings(missed)
-	if len(missed) > 0 {
+	if missed := uncovered(e.online.Covered()); len(missed) > 0 {
 		t.Errorf("operations of api/online-api.yaml the SDK suite never called: %v", missed)
 	}
 }
@@ -869,14 +862,7 @@ func TestIntegrationAccessAPI(t *testing.T) {
 		t.Errorf("GetPackages of another customer = %v, want forbidden", err)
 	}
 	if e.access != nil {
-		var missed []string
-		for op, ok := range e.access.Covered() {
-			if !ok {
-				missed = append(missed, op)
-			}
-		}
-		sort.Strings(missed)
-		if len(missed) > 0 {
+		if missed := uncovered(e.access.Covered()); len(missed) > 0 {
 			t.Errorf("operations of api/access-api.yaml the SDK suite never called: %v", missed)
 		}
 	}
@@ -1123,4 +1109,17 @@ func TestIntegrationFollowEvents(t *testing.T) {
 	if got := cut.reqs[1].Header.Get("Last-Event-ID"); got != mine[1].ID {
 		t.Errorf("resumed with Last-Event-ID %q, want %q (the last whole message before the cut)", got, mine[1].ID)
 	}
+}
+
+// uncovered lists, sorted, the operations a validator's Covered map says
+// no request reached.
+func uncovered(covered map[string]bool) []string {
+	var missed []string
+	for op, ok := range covered {
+		if !ok {
+			missed = append(missed, op)
+		}
+	}
+	sort.Strings(missed)
+	return missed
 }

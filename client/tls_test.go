@@ -20,7 +20,6 @@ import (
 	"github.com/instore-dev/instore/client"
 	"github.com/instore-dev/instore/internal/demo"
 	"github.com/instore-dev/instore/internal/testserver"
-	"github.com/instore-dev/instore/internal/tlsfiles"
 	"github.com/instore-dev/instore/internal/tlsfiles/tlstest"
 )
 
@@ -29,13 +28,7 @@ import (
 // trusts that CA by TrustCAFile: the virtual terminals reach the gateway
 // over wss://, the SDK the Online API over https://.
 func TestTrustCAFilePurchaseOverHTTPS(t *testing.T) {
-	ca := tlstest.NewCA(t)
-	files := tlstest.NewFiles(t)
-	files.Write(t, ca.Issue(t, 7))
-	holder, err := tlsfiles.Load(files.Cert, files.Key, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, holder := tlstest.NewHolder(t, 7)
 	scfg := testserver.Config(t.TempDir())
 	scfg.TokenTTL, scfg.AckTimeout, scfg.TransactionDeadline, scfg.PrintTimeout = time.Hour, 2*time.Second, 30*time.Second, 5*time.Second
 	scfg.TLS = holder

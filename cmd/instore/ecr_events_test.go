@@ -163,14 +163,7 @@ func TestEcrEvents(t *testing.T) {
 	info, _, _ := runDemo(t, "--sim-delay", "0")
 	ecrEnv(t, info)
 	t0 := info.Terminals[0].TerminalID
-	ecr := func(wantCode int, args ...string) string {
-		t.Helper()
-		out, errs, code := runCmd(t, append([]string{"ecr"}, args...)...)
-		if code != wantCode {
-			t.Fatalf("instore ecr %v = exit %d, want %d; stderr %q", args, code, wantCode, errs)
-		}
-		return out
-	}
+	ecr := ecrRunner(t)
 	// Where the events are now (the demo's terminals were linked).
 	before := eventLines(t, ecr(0, "events", "--json"))
 	if len(before) == 0 {
@@ -234,14 +227,7 @@ func TestEcrWebhookListen(t *testing.T) {
 	c := ecrClient(t)
 	ctx := t.Context()
 
-	ecr := func(wantCode int, args ...string) string {
-		t.Helper()
-		out, errs, code := runCmd(t, append([]string{"ecr"}, args...)...)
-		if code != wantCode {
-			t.Fatalf("instore ecr %v = exit %d, want %d; stderr %q", args, code, wantCode, errs)
-		}
-		return out
-	}
+	ecr := ecrRunner(t)
 	ecr(2, "webhook", "listen")                                     // neither --register nor --secret
 	ecr(2, "webhook", "listen", "--register", "--secret", "whsec_") // both
 	ecr(2, "webhook", "listen", "--register", "--types", "nope")

@@ -22,6 +22,19 @@ import (
 
 // ecrEnv points `instore ecr` at a demo through the environment, as
 // `instore demo --env` does.
+// ecrRunner returns a function that runs "instore ecr args...", fails t
+// unless it exits wantCode, and returns its standard output.
+func ecrRunner(t *testing.T) func(wantCode int, args ...string) string {
+	return func(wantCode int, args ...string) string {
+		t.Helper()
+		out, errs, code := runCmd(t, append([]string{"ecr"}, args...)...)
+		if code != wantCode {
+			t.Fatalf("instore ecr %v = exit %d, want %d; stderr %q", args, code, wantCode, errs)
+		}
+		return out
+	}
+}
+
 func ecrEnv(t *testing.T, info demo.Info) {
 	t.Helper()
 	for _, k := range []string{client.EnvClientID, client.EnvClientSecret} {
@@ -266,14 +279,7 @@ func TestEcrCommands(t *testing.T) {
 	info, _, _ := runDemo(t, "--sim-delay", "0", "--transaction-deadline", "30s")
 	ecrEnv(t, info)
 	t0, t1, t2 := info.Terminals[0].TerminalID, info.Terminals[1].TerminalID, info.Terminals[2].TerminalID
-	ecr := func(wantCode int, args ...string) string {
-		t.Helper()
-		out, errs, code := runCmd(t, append([]string{"ecr"}, args...)...)
-		if code != wantCode {
-			t.Fatalf("instore ecr %v = exit %d, want %d; stderr %q", args, code, wantCode, errs)
-		}
-		return out
-	}
+	ecr := ecrRunner(t)
 	contains := func(out string, want ...string) {
 		t.Helper()
 		for _, w := range want {

@@ -75,6 +75,24 @@ func withID(h http.HandlerFunc) http.Handler {
 	})
 }
 
+// problemReply answers every request with status and body as an
+// application/problem+json document, after setting the headers given as
+// name, value pairs.
+func problemReply(status int, body map[string]any, header ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		for i := 0; i+1 < len(header); i += 2 {
+			w.Header().Set(header[i], header[i+1])
+		}
+		writeJSON(w, "application/problem+json", status, body)
+	}
+}
+
+// withField returns p with p[key] set to value.
+func withField(p map[string]any, key string, value any) map[string]any {
+	p[key] = value
+	return p
+}
+
 func metadataOK(t testing.TB) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("ETag", `"abc"`)
@@ -136,9 +154,7 @@ func TestTransport(t *testing.T) {
 		},
 		{
 			name: "undocumented status", path: metadata,
-			handler: func(w http.ResponseWriter, r *http.Request) {
-				writeJSON(w, "application/problem+json", 403, problem("WP03", 403))
-			},
+			handler: problemReply(403, problem("WP03", 403)),
 			wantErr: "status 403 is not documented",
 		},
 		{
@@ -176,16 +192,11 @@ func TestTransport(t *testing.T) {
 		},
 		{
 			name: "unauthorized problem", path: metadata,
-			handler: func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("WWW-Authenticate", "Bearer")
-				writeJSON(w, "application/problem+json", 401, problem("unauthorized", 401))
-			},
+			handler: problemReply(401, problem("unauthorized", 401), "WWW-Authenticate", "Bearer"),
 		},
 		{
 			name: "unauthorized without challenge", path: metadata,
-			handler: func(w http.ResponseWriter, r *http.Request) {
-				writeJSON(w, "application/problem+json", 401, problem("unauthorized", 401))
-			},
+			handler: problemReply(401, problem("unauthorized", 401)),
 			wantErr: `"WWW-Authenticate" is missing`,
 		},
 		{
@@ -198,38 +209,22 @@ func TestTransport(t *testing.T) {
 		},
 		{
 			name: "problem status differs from the response", path: metadata,
-			handler: func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("WWW-Authenticate", "Bearer")
-				p := problem("unauthorized", 401)
-				p["status"] = 400
-				writeJSON(w, "application/problem+json", 401, p)
-			},
+			handler: problemReply(401, withField(problem("unauthorized", 401), "status", 400), "WWW-Authenticate", "Bearer"),
 			wantErr: "status is 400",
 		},
 		{
 			name: "problem type with another status", path: metadata,
-			handler: func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("WWW-Authenticate", "Bearer")
-				writeJSON(w, "application/problem+json", 401, problem("validation", 401))
-			},
+			handler: problemReply(401, problem("validation", 401), "WWW-Authenticate", "Bearer"),
 			wantErr: "status 400",
 		},
 		{
 			name: "problem requestId differs from the header", path: metadata,
-			handler: func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Retry-After", "3")
-				p := problem("rate-limited", 429)
-				p["requestId"] = "other"
-				writeJSON(w, "application/problem+json", 429, p)
-			},
+			handler: problemReply(429, withField(problem("rate-limited", 429), "requestId", "other"), "Retry-After", "3"),
 			wantErr: "requestId",
 		},
 		{
 			name: "rate limited", path: metadata,
-			handler: func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Retry-After", "3")
-				writeJSON(w, "application/problem+json", 429, problem("rate-limited", 429))
-			},
+			handler: problemReply(429, problem("rate-limited", 429), "Retry-After", "3"),
 		},
 		{
 			name: "openapi document", path: "/in-store/api/v1/openapi.yaml",
@@ -263,9 +258,7 @@ func TestTransport(t *testing.T) {
 		},
 		{
 			name: "token error without the OAuth members", method: http.MethodPost, path: "/oauth2/token", body: "grant_type=password",
-			handler: func(w http.ResponseWriter, r *http.Request) {
-				writeJSON(w, "application/problem+json", 400, problem("validation", 400))
-			},
+			handler: problemReply(400, problem("validation", 400)),
 			wantErr: "error",
 		},
 		{
@@ -280,22 +273,15 @@ func TestTransport(t *testing.T) {
 		},
 		{
 			name: "unknown path answered with 404 problem", path: "/in-store/api/v1/nothing",
-			handler: func(w http.ResponseWriter, r *http.Request) {
-				writeJSON(w, "application/problem+json", 404, problem("not-found", 404))
-			},
+			handler: problemReply(404, problem("not-found", 404)),
 		},
 		{
 			name: "unknown method answered with 405 problem", method: http.MethodDelete, path: metadata,
-			handler: func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Allow", "GET, HEAD")
-				writeJSON(w, "application/problem+json", 405, problem("method-not-allowed", 405))
-			},
+			handler: problemReply(405, problem("method-not-allowed", 405), "Allow", "GET, HEAD"),
 		},
 		{
 			name: "405 without Allow", method: http.MethodDelete, path: metadata,
-			handler: func(w http.ResponseWriter, r *http.Request) {
-				writeJSON(w, "application/problem+json", 405, problem("method-not-allowed", 405))
-			},
+			handler: problemReply(405, problem("method-not-allowed", 405)),
 			wantErr: `"Allow" is missing`,
 		},
 		{
@@ -335,11 +321,7 @@ func TestTransport(t *testing.T) {
 		},
 		{
 			name: "service error code type without errorCode", path: "/in-store/api/v1/nothing",
-			handler: func(w http.ResponseWriter, r *http.Request) {
-				p := problem("WP04", 404)
-				p["title"] = "Transaction not found"
-				writeJSON(w, "application/problem+json", 404, p)
-			},
+			handler: problemReply(404, withField(problem("WP04", 404), "title", "Transaction not found")),
 			wantErr: "errorId",
 		},
 		{

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -173,17 +172,7 @@ func waitListening(t *testing.T, ports []int, lb *proc) {
 func (c *cluster) round(ctx context.Context, round int, rng *mrand.Rand) {
 	e := c.e
 	phase, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	counts := make([]map[string]int, len(e.procs))
-	for i := range e.procs {
-		wg.Add(1)
-		seed := rng.Uint64()
-		counts[i] = map[string]int{}
-		go func() {
-			defer wg.Done()
-			e.work(ctx, phase, round, i, mrand.New(mrand.NewPCG(seed, 1)), counts[i])
-		}()
-	}
+	wg, counts := e.startWorkers(ctx, phase, round, rng)
 	victim := c.nodes[rng.IntN(len(c.nodes))]
 	run := e.set.runMin + time.Duration(rng.Int64N(int64(e.set.runMax-e.set.runMin)))
 	down := 200*time.Millisecond + time.Duration(rng.Int64N(int64(time.Second)))

@@ -374,17 +374,7 @@ func (e *crashEnv) openDB() *sql.DB {
 // worker finish the purchase it is in and stops them.
 func (e *crashEnv) randomRound(ctx context.Context, round int, rng *mrand.Rand) {
 	phase, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	counts := make([]map[string]int, len(e.procs))
-	for i := range e.procs {
-		wg.Add(1)
-		seed := rng.Uint64()
-		counts[i] = map[string]int{}
-		go func() {
-			defer wg.Done()
-			e.work(ctx, phase, round, i, mrand.New(mrand.NewPCG(seed, 1)), counts[i])
-		}()
-	}
+	wg, counts := e.startWorkers(ctx, phase, round, rng)
 	run := e.set.runMin + time.Duration(rng.Int64N(int64(e.set.runMax-e.set.runMin)))
 	down := time.Duration(rng.Int64N(int64(300 * time.Millisecond)))
 	sleep(ctx, run)
@@ -404,6 +394,24 @@ func (e *crashEnv) randomRound(ctx context.Context, round int, rng *mrand.Rand) 
 	}
 	e.t.Logf("%s round %d: SIGKILL after %s of purchases, %s down; purchases: %v", e.backend(), round,
 		run.Round(time.Millisecond), down.Round(time.Millisecond), total)
+}
+
+// startWorkers starts a worker per terminal (see work), each with its own
+// random source seeded from rng, and returns what to wait on and each
+// worker's counts.
+func (e *crashEnv) startWorkers(ctx, phase context.Context, round int, rng *mrand.Rand) (*sync.WaitGroup, []map[string]int) {
+	var wg sync.WaitGroup
+	counts := make([]map[string]int, len(e.procs))
+	for i := range e.procs {
+		wg.Add(1)
+		seed := rng.Uint64()
+		counts[i] = map[string]int{}
+		go func() {
+			defer wg.Done()
+			e.work(ctx, phase, round, i, mrand.New(mrand.NewPCG(seed, 1)), counts[i])
+		}()
+	}
+	return &wg, counts
 }
 
 // work pays purchases on terminal i until phase ends; the one in progress

@@ -35,16 +35,7 @@ import (
 func (e *env) accessPost(t *testing.T, path string, body any, hdr map[string]string) reply {
 	t.Helper()
 	h := e.auth(e.accessToken, e.accessKey)
-	var r io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		r = bytes.NewReader(b)
-		h["Content-Type"] = "application/json"
-	}
-	for k, v := range hdr {
-		h[k] = v
-	}
-	resp, b := e.do(t, "POST", e.access+path, r, h)
+	resp, b := e.do(t, "POST", e.access+path, jsonBody(body, h, hdr), h)
 	return reply{resp, b}
 }
 
@@ -693,22 +684,13 @@ func TestUpdateGoesWhenReversalEnds(t *testing.T) {
 	_, clock := newClock()
 	e := rawEnv(t, clock)
 	e.importCatalogue(t, testCatalogue(e.customer.ID))
-	term, secret := e.provision(t, "SN-RAW-REV")
-	d := dialDevice(t, e.srv.URL("terminal"), "SN-RAW-REV", secret)
+	term, d := e.rawTerminal(t, "SN-RAW-REV")
 
-	done := make(chan reply, 1)
-	go func() { done <- e.purchase(t, term, 5000) }()
-	cmd := d.expect(protocol.TypePurchase)
-	d.send(protocol.TypeAck, "", cmd.ID, cmd.Ref, nil)
-	(<-done).tx(t, 201)
+	cmd := e.ackedPurchase(t, d, term, 5000)
 	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: instore.StatusApproved})
 	d.expect(protocol.TypeConfirm)
 
-	rc := make(chan reply, 1)
-	go func() {
-		rc <- e.post(t, "/in-store/api/v1/reversal", map[string]any{"onlineAPIRefId": cmd.Ref}, nil)
-	}()
-	rev := d.expect(protocol.TypeReversal)
+	rev, rc := e.startReversal(t, d, cmd.Ref)
 	d.send(protocol.TypeAck, "", rev.ID, rev.Ref, nil)
 	(<-rc).tx(t, 201)
 
@@ -737,8 +719,7 @@ func TestPurchaseDuringInstallWP09(t *testing.T) {
 	// delivery and the purchases below.
 	e := rawEnv(t, func(c *server.Config) { c.AckTimeout = 10 * time.Second })
 	e.importCatalogue(t, testCatalogue(e.customer.ID))
-	term, secret := e.provision(t, "SN-RAW-UPD")
-	d := dialDevice(t, e.srv.URL("terminal"), "SN-RAW-UPD", secret)
+	term, d := e.rawTerminal(t, "SN-RAW-UPD")
 
 	u := e.createUpdate(t, map[string]any{"terminalId": term, "packageId": "countertop-1.2.0"})
 	cmd := d.expect(protocol.TypeUpdate)
@@ -766,7 +747,7 @@ func TestPurchaseDuringInstallWP09(t *testing.T) {
 	}
 	// The device restarts into the new version: its hello ends the update.
 	d.conn.Close()
-	d2 := dialDevice2(t, e.srv.URL("terminal"), "SN-RAW-UPD", secret, "1.2.0")
+	d2 := dialDevice2(t, e.srv.URL("terminal"), d.serial, d.secret, "1.2.0")
 	in := e.waitInfo(t, term, "INSTALLED", lastStatus(instore.UpdateInstalled))
 	if view := s.get(t, "/in-store/api/v1/terminal/"+term); !strings.Contains(string(view.body), `"busy":false,"updating":false`) {
 		t.Errorf("terminal after the install = %s, want neither busy nor updating", view.body)

@@ -26,8 +26,7 @@ func TestECRConfirmation(t *testing.T) {
 	eachBackend(t, func(t *testing.T, store func(*server.Config)) {
 		ck, clock := newClock()
 		s := owedEnv(t, store, clock)
-		term, secret := s.provision(t, "RAW-CONF")
-		d := dialDevice(t, s.srv.URL("terminal"), "RAW-CONF", secret)
+		term, d := s.rawTerminal(t, "RAW-CONF")
 
 		// sale runs a purchase with body extra to its approval.
 		sale := func(extra map[string]any) txJSON {
@@ -104,7 +103,7 @@ func TestECRConfirmation(t *testing.T) {
 		}
 		d.conn.Close()
 		s.restart(t, nil)
-		d = dialDevice(t, s.srv.URL("terminal"), "RAW-CONF", secret)
+		d = s.redial(t, d)
 		// Its hello answered (nothing is owed yet), so that the reversal
 		// comes once, from the timer, not again from the hello's resend.
 		d.owedNothing()

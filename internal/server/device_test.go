@@ -41,6 +41,21 @@ func (e *env) provision(t testing.TB, serial string) (terminalID, secret string)
 	return ts[0].TerminalID, secret
 }
 
+// rawTerminal provisions serial (see provision) and dials it as a raw
+// device to the env's gateway.
+func (e *env) rawTerminal(t testing.TB, serial string) (terminalID string, d *rawDevice) {
+	t.Helper()
+	terminalID, secret := e.provision(t, serial)
+	return terminalID, dialDevice(t, e.srv.URL("terminal"), serial, secret)
+}
+
+// redial dials the gateway again as d's device (after d dropped or the
+// server restarted).
+func (e *env) redial(t testing.TB, d *rawDevice) *rawDevice {
+	t.Helper()
+	return dialDevice(t, e.srv.URL("terminal"), d.serial, d.secret)
+}
+
 func dialDevice(t testing.TB, gatewayURL, serial, secret string) *rawDevice {
 	t.Helper()
 	h := http.Header{}
@@ -108,8 +123,7 @@ func rawEnv(t *testing.T, mutate ...func(*server.Config)) *sandbox {
 func TestLateApprovalAfterDeadlineIsReversed(t *testing.T) {
 	ck, clock := newClock()
 	s := rawEnv(t, clock)
-	term, secret := s.provision(t, "RAW-1")
-	d := dialDevice(t, s.srv.URL("terminal"), "RAW-1", secret)
+	term, d := s.rawTerminal(t, "RAW-1")
 	cmd, done := s.startPurchase(t, d, term, 5000)
 	d.send(protocol.TypeAck, "", cmd.ID, cmd.Ref, nil)
 	tx := (<-done).tx(t, 201)
@@ -148,8 +162,7 @@ func TestLateApprovalAfterDeadlineIsReversed(t *testing.T) {
 func TestLateApprovalAfterAckTimeoutIsReversed(t *testing.T) {
 	ck, clock := newClock()
 	s := rawEnv(t, clock)
-	term, secret := s.provision(t, "RAW-2")
-	d := dialDevice(t, s.srv.URL("terminal"), "RAW-2", secret)
+	term, d := s.rawTerminal(t, "RAW-2")
 	cmd, done := s.startPurchase(t, d, term, 5000)
 	advance(t, ck, time.Second) // the ack time-out
 	p := (<-done).problem(t, 504, "WP25")
@@ -174,8 +187,7 @@ func TestLateApprovalAfterAckTimeoutIsReversed(t *testing.T) {
 // approved; the terminal's status stands, without WP37.
 func TestCancelRacesResult(t *testing.T) {
 	s := rawEnv(t, func(c *server.Config) { c.TransactionDeadline = 10 * time.Second })
-	term, secret := s.provision(t, "RAW-3")
-	d := dialDevice(t, s.srv.URL("terminal"), "RAW-3", secret)
+	term, d := s.rawTerminal(t, "RAW-3")
 	cmd := s.ackedPurchase(t, d, term, 5000)
 	s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": term}, nil).tx(t, 202)
 	d.expect(protocol.TypeCancel)
@@ -194,8 +206,7 @@ func TestCancelRacesResult(t *testing.T) {
 // cancel section says.
 func TestCancelDuringAckWait(t *testing.T) {
 	s := rawEnv(t, func(c *server.Config) { c.AckTimeout = 10 * time.Second })
-	term, secret := s.provision(t, "RAW-CANCEL-ACK")
-	d := dialDevice(t, s.srv.URL("terminal"), "RAW-CANCEL-ACK", secret)
+	term, d := s.rawTerminal(t, "RAW-CANCEL-ACK")
 	cmd, done := s.startPurchase(t, d, term, 5000)
 	var view struct {
 		Busy    bool    `json:"busy"`
@@ -224,8 +235,7 @@ func TestCancelDuringAckWait(t *testing.T) {
 // result, resent to the restarted server, is applied exactly once.
 func TestRestartMidTransaction(t *testing.T) {
 	s := rawEnv(t, func(c *server.Config) { c.TransactionDeadline = 30 * time.Second })
-	term, secret := s.provision(t, "RAW-4")
-	d := dialDevice(t, s.srv.URL("terminal"), "RAW-4", secret)
+	term, d := s.rawTerminal(t, "RAW-4")
 	cmd := s.ackedPurchase(t, d, term, 5000)
 	addrs := map[string]string{}
 	for _, n := range []string{"online", "access", "terminal", "ops"} {
@@ -241,7 +251,7 @@ func TestRestartMidTransaction(t *testing.T) {
 	})
 	s.srv = srv2
 
-	d2 := dialDevice(t, srv2.URL("terminal"), "RAW-4", secret)
+	d2 := s.redial(t, d)
 	id := d2.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: 0, AuthorizationCode: "ZZ9"})
 	if c := d2.expect(protocol.TypeConfirm); c.Re != id {
 		t.Fatalf("confirm re %q, want %q", c.Re, id)
@@ -262,17 +272,12 @@ func TestRestartMidTransaction(t *testing.T) {
 func TestLateReversalStillReversesTheOriginal(t *testing.T) {
 	ck, clock := newClock()
 	s := rawEnv(t, clock, func(c *server.Config) { c.TransactionDeadline = 10 * time.Second })
-	term, secret := s.provision(t, "RAW-5")
-	d := dialDevice(t, s.srv.URL("terminal"), "RAW-5", secret)
+	term, d := s.rawTerminal(t, "RAW-5")
 	cmd := s.ackedPurchase(t, d, term, 5000)
 	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: 0})
 	d.expect(protocol.TypeConfirm)
 
-	pc := make(chan reply, 1)
-	go func() {
-		pc <- s.post(t, "/in-store/api/v1/reversal", map[string]any{"onlineAPIRefId": cmd.Ref}, nil)
-	}()
-	rev := d.expect(protocol.TypeReversal)
+	rev, pc := s.startReversal(t, d, cmd.Ref)
 	advance(t, ck, time.Second) // the ack time-out
 	p := (<-pc).problem(t, 504, "WP25")
 	if p.OnlineAPIRefID != rev.Ref {
@@ -299,6 +304,16 @@ func (s *sandbox) startPurchase(t *testing.T, d *rawDevice, term string, amount 
 	done := make(chan reply, 1)
 	go func() { done <- s.purchase(t, term, amount) }()
 	return d.expect(protocol.TypePurchase), done
+}
+
+// startReversal posts the reversal of the transaction ref and waits for
+// its command on d; it returns the command and the channel the reversal's
+// reply arrives on.
+func (s *sandbox) startReversal(t *testing.T, d *rawDevice, ref string) (protocol.Envelope, <-chan reply) {
+	t.Helper()
+	done := make(chan reply, 1)
+	go func() { done <- s.post(t, "/in-store/api/v1/reversal", map[string]any{"onlineAPIRefId": ref}, nil) }()
+	return d.expect(protocol.TypeReversal), done
 }
 
 // ackedPurchase is startPurchase with the device acknowledging the

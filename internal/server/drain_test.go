@@ -18,8 +18,7 @@ import (
 func TestDrainHandsOffSessionsFirst(t *testing.T) {
 	ck, clock := newClock()
 	s := rawEnv(t, clock, func(c *server.Config) { c.AckTimeout = 3 * time.Second })
-	term, secret := s.provision(t, "RAW-DRAIN")
-	d := dialDevice(t, s.srv.URL("terminal"), "RAW-DRAIN", secret)
+	term, d := s.rawTerminal(t, "RAW-DRAIN")
 
 	// A purchase the device never acknowledges: in flight until WP25.
 	answered := make(chan int, 1)

@@ -148,20 +148,7 @@ func TestListing(t *testing.T) {
 		if r.resp.StatusCode != 200 {
 			t.Fatalf("GET /transactions?%s = %d %s", q.Encode(), r.resp.StatusCode, r.body)
 		}
-		var out struct {
-			Transactions []txJSON `json:"transactions"`
-			NextCursor   *string  `json:"nextCursor"`
-		}
-		must(t, json.Unmarshal(r.body, &out))
-		var refs []string
-		for _, x := range out.Transactions {
-			refs = append(refs, x.OnlineAPIRefID)
-		}
-		next := ""
-		if out.NextCursor != nil {
-			next = *out.NextCursor
-		}
-		return refs, next
+		return listPage(t, r.body)
 	}
 	rev := func(l []string) []string {
 		out := make([]string, len(l))
@@ -300,4 +287,22 @@ func TestPrinting(t *testing.T) {
 	printOn(counter, map[string]any{"onlineAPIRefId": "txn_nope", "copy": "CUSTOMER"}).problem(t, 404, "WP04")
 	printOn("99999999", lines).problem(t, 403, "WP16")
 	s.get(t, "/in-store/api/v1/print/prt_nope").problem(t, 404, "not-found")
+}
+
+// listPage reads a page of GET /transactions: its transactions'
+// onlineAPIRefIds in order and its next cursor ("" when there is none).
+func listPage(t testing.TB, body []byte) (refs []string, next string) {
+	t.Helper()
+	var out struct {
+		Transactions []txJSON `json:"transactions"`
+		NextCursor   *string  `json:"nextCursor"`
+	}
+	must(t, json.Unmarshal(body, &out))
+	for _, x := range out.Transactions {
+		refs = append(refs, x.OnlineAPIRefID)
+	}
+	if out.NextCursor != nil {
+		next = *out.NextCursor
+	}
+	return refs, next
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/clocktest"
 	"github.com/instore-dev/instore/internal/server"
+	"github.com/instore-dev/instore/internal/testmetrics"
 	"github.com/instore-dev/instore/internal/testwait"
 )
 
@@ -43,32 +44,18 @@ func (e *env) scrape(t *testing.T) ([]byte, map[string]*dto.MetricFamily) {
 // want (a counter's, a gauge's, a histogram's count); found false when
 // there is none.
 func value(mfs map[string]*dto.MetricFamily, name string, want map[string]string) (v float64, found bool) {
-	mf := mfs[name]
-	if mf == nil {
+	m := testmetrics.Find(mfs[name], want)
+	switch {
+	case m == nil:
 		return 0, false
+	case m.Counter != nil:
+		return m.GetCounter().GetValue(), true
+	case m.Gauge != nil:
+		return m.GetGauge().GetValue(), true
+	case m.Histogram != nil:
+		return float64(m.GetHistogram().GetSampleCount()), true
 	}
-metric:
-	for _, m := range mf.GetMetric() {
-		got := map[string]string{}
-		for _, l := range m.GetLabel() {
-			got[l.GetName()] = l.GetValue()
-		}
-		for k, v := range want {
-			if got[k] != v {
-				continue metric
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			return m.GetCounter().GetValue(), true
-		case m.Gauge != nil:
-			return m.GetGauge().GetValue(), true
-		case m.Histogram != nil:
-			return float64(m.GetHistogram().GetSampleCount()), true
-		}
-		return m.GetUntyped().GetValue(), true
-	}
-	return 0, false
+	return m.GetUntyped().GetValue(), true
 }
 
 // waitMetric scrapes until the sample reaches want (bounded).

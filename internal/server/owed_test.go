@@ -192,8 +192,7 @@ func TestAckTimeoutCancelResentUntilConfirmed(t *testing.T) {
 	eachBackend(t, func(t *testing.T, store func(*server.Config)) {
 		ck, clock := newClock()
 		s := owedEnv(t, store, func(c *server.Config) { clock(c); c.AckTimeout = time.Second })
-		term, secret := s.provision(t, "RAW-ACK")
-		d := dialDevice(t, s.srv.URL("terminal"), "RAW-ACK", secret)
+		term, d := s.rawTerminal(t, "RAW-ACK")
 		cmd, done := s.startPurchase(t, d, term, 5000)
 		d.conn.Close()
 		s.waitOffline(t, "RAW-ACK")
@@ -203,7 +202,7 @@ func TestAckTimeoutCancelResentUntilConfirmed(t *testing.T) {
 		}
 		var first protocol.Envelope
 		for i := range 2 {
-			d = dialDevice(t, s.srv.URL("terminal"), "RAW-ACK", secret)
+			d = s.redial(t, d)
 			c := d.expect(protocol.TypeCancel)
 			if got := cancelOf(t, c); c.Ref != cmd.Ref || got.Reason != instore.CancelAckTimeout {
 				t.Fatalf("after reconnect %d: cancel %s %+v, want ACK_TIMEOUT for %s", i, c.Ref, got, cmd.Ref)
@@ -216,12 +215,12 @@ func TestAckTimeoutCancelResentUntilConfirmed(t *testing.T) {
 			d.conn.Close()
 			s.waitOffline(t, "RAW-ACK")
 		}
-		d = dialDevice(t, s.srv.URL("terminal"), "RAW-ACK", secret)
+		d = s.redial(t, d)
 		d.confirm(d.expect(protocol.TypeCancel))
 		d.owedNothing()
 		d.conn.Close()
 		s.waitOffline(t, "RAW-ACK")
-		d = dialDevice(t, s.srv.URL("terminal"), "RAW-ACK", secret)
+		d = s.redial(t, d)
 		d.owedNothing()
 		e, err := s.srv.Store.Effect(context.Background(), first.ID)
 		if err != nil || e.Outcome != instore.EffectConfirmed {
@@ -237,8 +236,7 @@ func TestAckTimeoutCancelResentUntilConfirmed(t *testing.T) {
 func TestECRCancelResentAfterRestart(t *testing.T) {
 	eachBackend(t, func(t *testing.T, store func(*server.Config)) {
 		s := owedEnv(t, store, func(c *server.Config) { c.TransactionDeadline = 60 * time.Second })
-		term, secret := s.provision(t, "RAW-ECR")
-		d := dialDevice(t, s.srv.URL("terminal"), "RAW-ECR", secret)
+		term, d := s.rawTerminal(t, "RAW-ECR")
 		cmd, done := s.startPurchase(t, d, term, 5000)
 		d.send(protocol.TypeAck, "", "", cmd.Ref, nil)
 		(<-done).tx(t, 201)
@@ -249,7 +247,7 @@ func TestECRCancelResentAfterRestart(t *testing.T) {
 		}
 		s.restart(t, nil)
 
-		d = dialDevice(t, s.srv.URL("terminal"), "RAW-ECR", secret)
+		d = s.redial(t, d)
 		again := d.expect(protocol.TypeCancel)
 		if again.ID != first.ID || again.Ref != cmd.Ref || cancelOf(t, again).Reason != instore.CancelByECR {
 			t.Fatalf("after the restart: cancel %+v, want the first one (id %s) again", again, first.ID)
@@ -265,7 +263,7 @@ func TestECRCancelResentAfterRestart(t *testing.T) {
 		}
 		d.conn.Close()
 		s.waitOffline(t, "RAW-ECR")
-		d = dialDevice(t, s.srv.URL("terminal"), "RAW-ECR", secret)
+		d = s.redial(t, d)
 		d.owedNothing()
 	})
 }
@@ -277,8 +275,7 @@ func TestLateApprovalReversalResentUntilConfirmed(t *testing.T) {
 	eachBackend(t, func(t *testing.T, store func(*server.Config)) {
 		ck, clock := newClock()
 		s := owedEnv(t, store, clock)
-		term, secret := s.provision(t, "RAW-LATE")
-		d := dialDevice(t, s.srv.URL("terminal"), "RAW-LATE", secret)
+		term, d := s.rawTerminal(t, "RAW-LATE")
 		cmd, done := s.startPurchase(t, d, term, 5000)
 		d.send(protocol.TypeAck, "", "", cmd.Ref, nil)
 		(<-done).tx(t, 201)
@@ -293,7 +290,7 @@ func TestLateApprovalReversalResentUntilConfirmed(t *testing.T) {
 		s.restart(t, nil)
 
 		for i := range 2 {
-			d = dialDevice(t, s.srv.URL("terminal"), "RAW-LATE", secret)
+			d = s.redial(t, d)
 			again := d.expect(protocol.TypeReversal)
 			if again.ID != rev.ID || again.Ref != cmd.Ref {
 				t.Fatalf("after reconnect %d: reversal %+v, want the first one (id %s) again", i, again, rev.ID)
@@ -305,7 +302,7 @@ func TestLateApprovalReversalResentUntilConfirmed(t *testing.T) {
 			d.conn.Close()
 			s.waitOffline(t, "RAW-LATE")
 		}
-		d = dialDevice(t, s.srv.URL("terminal"), "RAW-LATE", secret)
+		d = s.redial(t, d)
 		d.owedNothing()
 		final := s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200)
 		if final.StatusID != instore.StatusReversed {
@@ -342,8 +339,7 @@ func (s *sandbox) waitPrint(t *testing.T, printID string) string {
 func TestReceiptPrintNotLost(t *testing.T) {
 	eachBackend(t, func(t *testing.T, store func(*server.Config)) {
 		s := owedEnv(t, store, func(c *server.Config) { c.TransactionDeadline = 60 * time.Second })
-		term, secret := s.provision(t, "RAW-RCPT")
-		d := dialDevice(t, s.srv.URL("terminal"), "RAW-RCPT", secret)
+		term, d := s.rawTerminal(t, "RAW-RCPT")
 		done := make(chan reply, 1)
 		go func() {
 			done <- s.post(t, "/in-store/api/v1/purchase", map[string]any{"terminalId": term, "amount": 700, "currency": "SEK", "printReceipt": true}, nil)
@@ -360,7 +356,7 @@ func TestReceiptPrintNotLost(t *testing.T) {
 		s.waitOffline(t, "RAW-RCPT")
 		s.restart(t, nil)
 
-		d = dialDevice(t, s.srv.URL("terminal"), "RAW-RCPT", secret)
+		d = s.redial(t, d)
 		pr := d.expect(protocol.TypePrint)
 		var p protocol.Print
 		if err := protocol.DecodeData(&pr, &p); err != nil || !slices.Equal(p.Lines, receipt) {
@@ -393,8 +389,7 @@ func TestPrintJobRunningAcrossRestart(t *testing.T) {
 				ck, clock := newClock()
 				s := owedEnv(t, store, func(c *server.Config) { clock(c); c.PrintTimeout = time.Minute })
 				serial := "RAW-PRT-" + strings.ReplaceAll(tc.name, " ", "-")
-				term, secret := s.provision(t, serial)
-				d := dialDevice(t, s.srv.URL("terminal"), serial, secret)
+				term, d := s.rawTerminal(t, serial)
 				// The ECR gives up waiting once the print reached the terminal.
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
@@ -425,11 +420,11 @@ func TestPrintJobRunningAcrossRestart(t *testing.T) {
 					if got := s.waitPrint(t, first.Ref); got != tc.want {
 						t.Errorf("print job after the restart = %s, want %s", got, tc.want)
 					}
-					d = dialDevice(t, s.srv.URL("terminal"), serial, secret)
+					d = s.redial(t, d)
 					d.owedNothing()
 					return
 				}
-				d = dialDevice(t, s.srv.URL("terminal"), serial, secret)
+				d = s.redial(t, d)
 				again := d.expect(protocol.TypePrint)
 				if again.ID != first.ID || again.Ref != first.Ref {
 					t.Fatalf("after the restart: print %+v, want the first one (id %s) again", again, first.ID)
@@ -491,8 +486,7 @@ func TestOwedMessageDroppedAfterItsBound(t *testing.T) {
 		c.Clock = shifted
 		c.AckTimeout = time.Second
 	})
-	term, secret := s.provision(t, "RAW-TTL")
-	d := dialDevice(t, s.srv.URL("terminal"), "RAW-TTL", secret)
+	term, d := s.rawTerminal(t, "RAW-TTL")
 	_, done := s.startPurchase(t, d, term, 5000)
 	d.conn.Close()
 	s.waitOffline(t, "RAW-TTL")
@@ -515,7 +509,7 @@ func TestOwedMessageDroppedAfterItsBound(t *testing.T) {
 	if !strings.Contains(s.logs.String(), "owed message dropped") {
 		t.Errorf("no log line for the dropped message")
 	}
-	d = dialDevice(t, s.srv.URL("terminal"), "RAW-TTL", secret)
+	d = s.redial(t, d)
 	d.owedNothing()
 }
 
@@ -524,22 +518,17 @@ func TestOwedMessageDroppedAfterItsBound(t *testing.T) {
 // after it reconnects within the ack timeout, and goes on as usual.
 func TestUnacknowledgedCommandResentAfterReconnect(t *testing.T) {
 	s := owedEnv(t, func(*server.Config) {}, func(c *server.Config) { c.AckTimeout = 10 * time.Second })
-	term, secret := s.provision(t, "RAW-CMD")
-	d := dialDevice(t, s.srv.URL("terminal"), "RAW-CMD", secret)
+	term, d := s.rawTerminal(t, "RAW-CMD")
 	cmd, done := s.startPurchase(t, d, term, 5000)
 	d.send(protocol.TypeAck, "", "", cmd.Ref, nil)
 	(<-done).tx(t, 201)
 	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: instore.StatusApproved})
 	d.expect(protocol.TypeConfirm)
 
-	revDone := make(chan reply, 1)
-	go func() {
-		revDone <- s.post(t, "/in-store/api/v1/reversal", map[string]any{"onlineAPIRefId": cmd.Ref}, nil)
-	}()
-	rev := d.expect(protocol.TypeReversal)
+	rev, revDone := s.startReversal(t, d, cmd.Ref)
 	d.conn.Close()
 	s.waitOffline(t, "RAW-CMD")
-	d = dialDevice(t, s.srv.URL("terminal"), "RAW-CMD", secret)
+	d = s.redial(t, d)
 	again := d.expect(protocol.TypeReversal)
 	var r protocol.Reversal
 	if err := protocol.DecodeData(&again, &r); err != nil || again.Ref != rev.Ref || r != (protocol.Reversal{Reason: instore.ReversalByECR, OriginalRef: cmd.Ref}) {

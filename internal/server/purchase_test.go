@@ -142,10 +142,10 @@ func (s *sandbox) post(t *testing.T, path string, body any, extra map[string]str
 
 // send sends a request of method to the Online API with the merchant's
 // credentials, body (when not nil) as JSON, and the extra headers.
-func (s *sandbox) send(t *testing.T, method, path string, body any, extra map[string]string) reply {
-	t.Helper()
+// jsonBody returns body marshalled as JSON, setting Content-Type in h, or
+// nil when body is nil; either way it then adds extra to h.
+func jsonBody(body any, h, extra map[string]string) io.Reader {
 	var r io.Reader
-	h := s.auth(s.token, s.key)
 	if body != nil {
 		b, _ := json.Marshal(body)
 		r = bytes.NewReader(b)
@@ -154,7 +154,13 @@ func (s *sandbox) send(t *testing.T, method, path string, body any, extra map[st
 	for k, v := range extra {
 		h[k] = v
 	}
-	resp, b := s.do(t, method, s.online+path, r, h)
+	return r
+}
+
+func (s *sandbox) send(t *testing.T, method, path string, body any, extra map[string]string) reply {
+	t.Helper()
+	h := s.auth(s.token, s.key)
+	resp, b := s.do(t, method, s.online+path, jsonBody(body, h, extra), h)
 	return reply{resp, b}
 }
 

@@ -38,34 +38,24 @@ func TestOwedCancelBeforeNewCommand(t *testing.T) {
 		c.AckTimeout, c.TransactionDeadline, c.RateLimit = 5*time.Second, time.Second, 0
 	}, func(st instore.Store) instore.Store { w = &slowOwed{Store: st}; return w })
 	s := &sandbox{env: e}
-	term, secret := s.provision(t, "RAW-ORD")
-	d := dialDevice(t, s.srv.URL("terminal"), "RAW-ORD", secret)
+	term, d := s.rawTerminal(t, "RAW-ORD")
 	cmd := s.ackedPurchase(t, d, term, 5000)
 	d.conn.Close()
 	s.waitOffline(t, "RAW-ORD")
 	advance(t, ck, time.Second) // the deadline
-	if got := s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200); got.StatusID != instore.StatusTechnicalError {
-		t.Fatalf("after the deadline: status %d, want TECHNICAL_ERROR", got.StatusID)
-	}
+	s.wantEndedAtDeadline(t, cmd.Ref)
 	w.slow.Store(true)
 	// The ECR sends a purchase as soon as the terminal is ready for one.
 	done := make(chan reply, 1)
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
-		stopped := func() bool {
-			select {
-			case <-stop:
-				return true
-			default:
-				return false
-			}
-		}
+		stopped := func() bool { return closed(stop) }
 		if testwait.Until(testwait.Timeout, func() bool { return stopped() || s.srv.Gateway.Ready("RAW-ORD") }) && !stopped() {
 			done <- s.purchase(t, term, 6000)
 		}
 	}()
-	d2 := dialDevice(t, s.srv.URL("terminal"), "RAW-ORD", secret)
+	d2 := s.redial(t, d)
 	first := ""
 	var next protocol.Envelope
 	for next.Type == "" {
@@ -151,5 +141,24 @@ func TestFailedReversalLeavesAWayOut(t *testing.T) {
 			db.send(protocol.TypeAck, "", rf.ID, rf.Ref, nil)
 			(<-done).tx(t, 201)
 		})
+	}
+}
+
+// wantEndedAtDeadline fails t unless the transaction ref reads
+// TECHNICAL_ERROR (what the deadline leaves when the terminal is away).
+func (s *sandbox) wantEndedAtDeadline(t *testing.T, ref string) {
+	t.Helper()
+	if got := s.get(t, "/in-store/api/v1/transaction/"+ref).tx(t, 200); got.StatusID != instore.StatusTechnicalError {
+		t.Fatalf("after the deadline: status %d, want TECHNICAL_ERROR", got.StatusID)
+	}
+}
+
+// closed reports, without waiting, whether ch is closed.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }

@@ -132,6 +132,20 @@ func must(t testing.TB, err error) {
 	}
 }
 
+// otherMerchant creates a second merchant of the env's customer, with an
+// Online API client and key of its own, and returns its token and key.
+func (e *env) otherMerchant(t testing.TB) (token, key string) {
+	t.Helper()
+	ctx := context.Background()
+	m, err := e.ad.CreateMerchant(ctx, e.customer.ID, "Other shop", true)
+	must(t, err)
+	c, secret, err := e.ad.CreateClient(ctx, instore.SurfaceOnline, m.ID, "")
+	must(t, err)
+	_, key, err = e.ad.CreateKey(ctx, instore.SurfaceOnline, m.ID)
+	must(t, err)
+	return e.getToken(t, e.online, c.ID, secret), key
+}
+
 func (e *env) getToken(t testing.TB, base, id, secret string) string {
 	t.Helper()
 	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {id}, "client_secret": {secret}}
@@ -266,13 +280,7 @@ func TestUnauthorizedVariants(t *testing.T) {
 	e := start(t, nil)
 	ctx := context.Background()
 	// A second merchant with its own credentials.
-	m2, err := e.ad.CreateMerchant(ctx, e.customer.ID, "Other shop", true)
-	must(t, err)
-	c2, s2, err := e.ad.CreateClient(ctx, instore.SurfaceOnline, m2.ID, "")
-	must(t, err)
-	_, key2, err := e.ad.CreateKey(ctx, instore.SurfaceOnline, m2.ID)
-	must(t, err)
-	token2 := e.getToken(t, e.online, c2.ID, s2)
+	token2, key2 := e.otherMerchant(t)
 	// Revoked client and key.
 	c3, s3, err := e.ad.CreateClient(ctx, instore.SurfaceOnline, e.merchantRec.ID, "")
 	must(t, err)

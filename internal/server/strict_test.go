@@ -338,19 +338,7 @@ func TestStrictCursor(t *testing.T) {
 			if r.resp.StatusCode != 200 {
 				t.Fatalf("listing = %d %s", r.resp.StatusCode, r.body)
 			}
-			var out struct {
-				Transactions []txJSON `json:"transactions"`
-				NextCursor   *string  `json:"nextCursor"`
-			}
-			must(t, json.Unmarshal(r.body, &out))
-			var refs []string
-			for _, x := range out.Transactions {
-				refs = append(refs, x.OnlineAPIRefID)
-			}
-			if out.NextCursor == nil {
-				return refs, ""
-			}
-			return refs, *out.NextCursor
+			return listPage(t, r.body)
 		}
 		first, cursor := page(s.get(t, list+url.Values{"ecrReference": {"C-1"}, "limit": {"1"}}.Encode()))
 		if cursor == "" || fmt.Sprint(first) != fmt.Sprint([]string{made[2]}) {
@@ -358,14 +346,7 @@ func TestStrictCursor(t *testing.T) {
 		}
 
 		// Another merchant of the same customer, with its own credentials.
-		ctx := context.Background()
-		m2, err := s.ad.CreateMerchant(ctx, s.customer.ID, "Other shop", true)
-		must(t, err)
-		c2, secret2, err := s.ad.CreateClient(ctx, instore.SurfaceOnline, m2.ID, "")
-		must(t, err)
-		_, key2, err := s.ad.CreateKey(ctx, instore.SurfaceOnline, m2.ID)
-		must(t, err)
-		token2 := s.getToken(t, s.online, c2.ID, secret2)
+		token2, key2 := s.otherMerchant(t)
 
 		_, signature, _ := strings.Cut(cursor, ".")
 		forged := base64.RawURLEncoding.EncodeToString([]byte(`{"t":` + fmt.Sprint(int64(1)<<60) + `,"i":"` + made[2] + `"}`))

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore/internal/testserver"
-	"github.com/instore-dev/instore/internal/tlsfiles"
 	"github.com/instore-dev/instore/internal/tlsfiles/tlstest"
 )
 
@@ -20,13 +19,7 @@ import (
 // gateway, whose WebSocket upgrades an HTTP/1.1 request) and the ops
 // listener stays plain HTTP.
 func TestTLSListeners(t *testing.T) {
-	ca := tlstest.NewCA(t)
-	files := tlstest.NewFiles(t)
-	files.Write(t, ca.Issue(t, 42))
-	holder, err := tlsfiles.Load(files.Cert, files.Key, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, holder := tlstest.NewHolder(t, 42)
 	cfg := testserver.Config(t.TempDir())
 	cfg.TokenTTL, cfg.TLS = time.Hour, holder
 	testserver.Logs(&cfg)

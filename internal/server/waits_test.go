@@ -215,8 +215,7 @@ func TestReadyzDuringShutdown(t *testing.T) {
 	if got := status(); got != 200 {
 		t.Fatalf("/readyz before the shutdown = %d, want 200", got)
 	}
-	term, secret := s.provision(t, "RAW-RDY")
-	d := dialDevice(t, s.srv.URL("terminal"), "RAW-RDY", secret)
+	term, d := s.rawTerminal(t, "RAW-RDY")
 	purchase := make(chan reply, 1)
 	go func() {
 		var r reply

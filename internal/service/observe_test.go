@@ -14,6 +14,7 @@ import (
 	"github.com/instore-dev/instore/internal/logging"
 	"github.com/instore-dev/instore/internal/metrics"
 	"github.com/instore-dev/instore/internal/testlog"
+	"github.com/instore-dev/instore/internal/testmetrics"
 )
 
 // sample returns the metric name in reg whose labels include want, or nil.
@@ -27,17 +28,7 @@ func sample(t *testing.T, reg *prometheus.Registry, name string, want map[string
 		if mf.GetName() != name {
 			continue
 		}
-	metric:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if got[k] != v {
-					continue metric
-				}
-			}
+		if m := testmetrics.Find(mf, want); m != nil {
 			return m
 		}
 	}

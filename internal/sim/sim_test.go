@@ -168,16 +168,21 @@ func TestNeverAcknowledge91(t *testing.T) {
 	}
 }
 
+// cancelOutcomes is the status a cancelled purchase ends in, by the
+// cancel's reason (ACK_TIMEOUT: the purchase was acknowledged, so the
+// terminal reports it).
+var cancelOutcomes = []struct {
+	reason string
+	want   int
+}{
+	{instore.CancelByECR, instore.StatusAbortedByCashier},
+	{instore.CancelDeadline, instore.StatusTechnicalError},
+	{instore.CancelAckTimeout, instore.StatusTechnicalError},
+}
+
 func TestNeverAnswer92(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		reason string
-		want   int
-	}{
-		{instore.CancelByECR, instore.StatusAbortedByCashier},
-		{instore.CancelDeadline, instore.StatusTechnicalError},
-		{instore.CancelAckTimeout, instore.StatusTechnicalError},
-	} {
+	for _, tc := range cancelOutcomes {
 		t.Run(tc.reason, func(t *testing.T) {
 			t.Parallel()
 			_, _, c := linked(t, nil)
@@ -297,14 +302,7 @@ func TestSetNextOutcome(t *testing.T) {
 
 func TestCancelReasons(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		reason string
-		want   int
-	}{
-		{instore.CancelByECR, instore.StatusAbortedByCashier},
-		{instore.CancelDeadline, instore.StatusTechnicalError},
-		{instore.CancelAckTimeout, instore.StatusTechnicalError}, // acknowledged, so it reports
-	} {
+	for _, tc := range cancelOutcomes {
 		t.Run(tc.reason, func(t *testing.T) {
 			t.Parallel()
 			_, r, c := linked(t, func(c *Config) { c.Delay = time.Hour })

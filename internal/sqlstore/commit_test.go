@@ -29,16 +29,7 @@ func TestGroupCommit(t *testing.T) {
 	ctx := t.Context()
 
 	// Hold the writer with a first write until the others are queued.
-	hold, held := make(chan struct{}), make(chan struct{})
-	first := make(chan error, 1)
-	go func() {
-		first <- db.update(ctx, func(c conn) error {
-			close(held)
-			<-hold
-			return insertSettingIfAbsent(ctx, c, "first", "1")
-		})
-	}()
-	<-held
+	release, first := holdWriter(ctx, db, func(c conn) error { return insertSettingIfAbsent(ctx, c, "first", "1") })
 	const n = 20
 	boom := errors.New("boom")
 	cancelled, cancel := context.WithCancel(ctx)
@@ -67,7 +58,7 @@ func TestGroupCommit(t *testing.T) {
 	testwait.For(t, fmt.Sprintf("%d writes queued", n), func() bool { return len(db.group.jobs) >= n })
 	before := db.group.groups.Load()
 	cancel() // job 2's caller gives up while queued
-	close(hold)
+	release()
 	wg.Wait()
 	if err := <-first; err != nil {
 		t.Fatalf("first write: %v", err)
@@ -152,16 +143,7 @@ func TestGroupCommitRelaxed(t *testing.T) {
 			}
 			defer db.Close()
 			ctx := t.Context()
-			hold, held := make(chan struct{}), make(chan struct{})
-			first := make(chan error, 1)
-			go func() {
-				first <- db.update(ctx, func(c conn) error {
-					close(held)
-					<-hold
-					return nil
-				})
-			}()
-			<-held
+			release, first := holdWriter(ctx, db, func(conn) error { return nil })
 			const n = 10
 			seen := make([]int64, n)
 			errs := make([]error, n)
@@ -182,7 +164,7 @@ func TestGroupCommitRelaxed(t *testing.T) {
 			}
 			testwait.For(t, fmt.Sprintf("%d writes queued", n), func() bool { return len(db.group.jobs) >= n })
 			before := db.group.groups.Load()
-			close(hold)
+			release()
 			wg.Wait()
 			if err := <-first; err != nil {
 				t.Fatal(err)
@@ -220,4 +202,21 @@ func TestGroupCommitRelaxed(t *testing.T) {
 // prepared, so a cached one would answer what it was then.
 func synchronousNow(ctx context.Context, c conn, v *int64) error {
 	return c.q.QueryRowContext(ctx, "PRAGMA synchronous").Scan(v)
+}
+
+// holdWriter starts a write that holds db's writer until release is called
+// and then runs write; it returns once the writer is held. first receives
+// the held write's error.
+func holdWriter(ctx context.Context, db *DB, write func(c conn) error) (release func(), first <-chan error) {
+	hold, held := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- db.update(ctx, func(c conn) error {
+			close(held)
+			<-hold
+			return write(c)
+		})
+	}()
+	<-held
+	return func() { close(hold) }, done
 }

@@ -143,13 +143,7 @@ func TestWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		h.Watch(ctx, 10*time.Millisecond)
-	}()
-	defer func() { cancel(); <-done }()
+	defer watch(h)()
 	addr := serve(t, h)
 	waitSerial := func(want int64) {
 		t.Helper()
@@ -281,25 +275,13 @@ func TestWatchFollowsSymlinkSwap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		h.Watch(ctx, 10*time.Millisecond)
-	}()
-	defer func() { cancel(); <-done }()
+	defer watch(h)()
 	link("v2")
 	testwait.For(t, "the swapped link to be followed", func() bool { return h.Certificate().Leaf.SerialNumber.Int64() == 301 })
 }
 
 func TestMinimumVersion(t *testing.T) {
-	ca := tlstest.NewCA(t)
-	f := tlstest.NewFiles(t)
-	f.Write(t, ca.Issue(t, 1))
-	h, err := tlsfiles.Load(f.Cert, f.Key, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, h := tlstest.NewHolder(t, 1)
 	addr := serve(t, h)
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
@@ -311,13 +293,7 @@ func TestMinimumVersion(t *testing.T) {
 }
 
 func TestPinnedClientConfig(t *testing.T) {
-	ca := tlstest.NewCA(t)
-	f := tlstest.NewFiles(t)
-	f.Write(t, ca.Issue(t, 1))
-	h, err := tlsfiles.Load(f.Cert, f.Key, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, h := tlstest.NewHolder(t, 1)
 	addr := serve(t, h)
 	dial := func(h *tlsfiles.Holder) error {
 		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, h.PinnedClientConfig())
@@ -339,4 +315,16 @@ func TestPinnedClientConfig(t *testing.T) {
 	if err := dial(other); err == nil {
 		t.Fatal("pinned dial accepted a certificate that is not the pinned one")
 	}
+}
+
+// watch runs h.Watch, checking every 10ms, until the returned function is
+// called; that function returns once Watch has.
+func watch(h *tlsfiles.Holder) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.Watch(ctx, 10*time.Millisecond)
+	}()
+	return func() { cancel(); <-done }
 }

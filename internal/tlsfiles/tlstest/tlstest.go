@@ -17,6 +17,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/instore-dev/instore/internal/tlsfiles"
 )
 
 // CA is a certificate authority made for one test.
@@ -147,4 +149,18 @@ func ServedSerial(addr string, ca *CA) (int64, error) {
 	}
 	defer conn.Close()
 	return conn.ConnectionState().PeerCertificates[0].SerialNumber.Int64(), nil
+}
+
+// NewHolder makes a CA and a server certificate of this serial it signs,
+// writes them to files and loads them as a holder for a server's TLS.
+func NewHolder(t testing.TB, serial int64) (*CA, *tlsfiles.Holder) {
+	t.Helper()
+	ca := NewCA(t)
+	files := NewFiles(t)
+	files.Write(t, ca.Issue(t, serial))
+	holder, err := tlsfiles.Load(files.Cert, files.Key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca, holder
 }
