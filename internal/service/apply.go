@@ -111,7 +111,7 @@ func (s *Service) carryOut(ctx context.Context, t *instore.Transaction, st lifec
 		case instore.EffectPrint:
 			// After the result's confirm, mostly: the gateway confirms once
 			// the result's apply returns.
-			go s.startPrint(bg, ch.Job, e)
+			s.spawn(func() { s.startPrint(bg, ch.Job, e) })
 		default:
 			s.deliver(bg, e, nil)
 		}

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -24,7 +23,7 @@ func (s *Service) newEffect(kind, serial, ref, reason string) *instore.Effect {
 	now := s.now()
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(now.UnixMilli())<<16)
-	rand.Read(b[6:])
+	s.random(b[6:])
 	return &instore.Effect{ID: effectIDPrefix + hex.EncodeToString(b[:]), Kind: kind, SerialNumber: serial, Ref: ref, Reason: reason, CreatedAt: now}
 }
 
