@@ -17,7 +17,8 @@ type ledger struct {
 	auths    map[string]int   // purchase ref → approvals on terminals
 	amount   map[string]int64 // purchase ref → the amount authorised
 	refunded map[string]int64 // purchase ref → refunded on terminals
-	refunds  map[string]bool  // refund refs carried out
+	refunds  map[string]bool  // refund refs carried out (and not reversed)
+	refundOf map[string]refund
 	reversed map[string]bool  // purchase refs reversed
 }
 
@@ -36,13 +37,28 @@ func (l *ledger) refund(serial, orig, ref string, amount int64) {
 		l.w.fail("one refund per refund", "%s carried out twice", ref)
 	}
 	l.refunds[ref] = true
+	l.refundOf[ref] = refund{orig, amount}
 	l.refunded[orig] += amount
 	l.money(orig)
+}
+
+type refund struct {
+	orig   string
+	amount int64
 }
 
 // reverse reverses ref on the card network; a second reversal of one
 // authorisation is refused by the network and moves nothing.
 func (l *ledger) reverse(serial, ref, why string) {
+	if r, ok := l.refundOf[ref]; ok {
+		// A refund the service had ended before the terminal approved
+		// it: the reversal takes the money back.
+		l.w.note("ledger %s reversed refund %s (%s)", serial, ref, why)
+		delete(l.refundOf, ref)
+		l.refunds[ref] = false
+		l.refunded[r.orig] -= r.amount
+		return
+	}
 	if l.auths[ref] == 0 || l.reversed[ref] {
 		return
 	}

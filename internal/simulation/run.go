@@ -292,7 +292,7 @@ func newWorld(cfg Config, tpl *Template) (*world, error) {
 		signingKey: []byte(strings.Repeat("k", 32)), hash: sha256.New(),
 	}
 	w.ledger = &ledger{w: w, auths: map[string]int{}, amount: map[string]int64{}, refunded: map[string]int64{},
-		refunds: map[string]bool{}, reversed: map[string]bool{}}
+		refunds: map[string]bool{}, refundOf: map[string]refund{}, reversed: map[string]bool{}}
 	w.sched.stepHook = func(kind, name string) { w.note("%s %s", kind, name) }
 	for i := 0; i < len(tpl.terminals); i += 2 {
 		d := &device{w: w, terminalID: tpl.terminals[i], serial: tpl.terminals[i+1], known: map[string]*dtx{}, cancelFirst: map[string]bool{}}
