@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/mutant"
 	"github.com/instore-dev/instore/lifecycle"
 )
 
@@ -93,6 +94,9 @@ func (s *Service) sendOwed(ctx context.Context, serial string, h *hello) error {
 			ref = cmd.ID
 		}
 		of, others := splitOwed(es, ref)
+		if h != nil && mutant.On(mutant.OwedNotResentOnHello) {
+			of, others = nil, nil
+		}
 		if !s.resendOwed(ctx, serial, others) {
 			return nil // the session went away: the next hello sends the rest
 		}

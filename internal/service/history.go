@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/mutant"
 )
 
 // Refund creates a REFUND on a terminal and answers once the terminal
@@ -79,6 +80,15 @@ func (s *Service) Refund(ctx context.Context, p *instore.Principal, req *instore
 	if orig != nil {
 		t.OriginalID = orig.ID
 		create = s.Store.CreateOnOriginal
+		if mutant.On(mutant.RefundLimitOutsideLock) {
+			others, err := s.Store.OnOriginal(ctx, orig.ID)
+			if err != nil {
+				return nil, err
+			}
+			if err := instore.CheckOnOriginal(orig, others, t); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return s.start(ctx, t, claim, create, func(ctx context.Context) error { return s.Gateway.SendPayment(ctx, serial, t) })
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/mutant"
 	"github.com/instore-dev/instore/lifecycle"
 )
 
@@ -50,6 +51,9 @@ func (s *Service) deliver(ctx context.Context, e *instore.Effect, lines []string
 		err = s.Gateway.SendPrint(ctx, e.SerialNumber, e.ID, e.Ref, lines)
 	default:
 		err = fmt.Errorf("unknown effect kind %q", e.Kind)
+	}
+	if err == nil && mutant.On(mutant.EffectEndedOnSend) {
+		_ = s.Store.EndEffect(ctx, e.ID, e.SerialNumber, instore.EffectConfirmed, s.now())
 	}
 	if err != nil && !errors.Is(err, instore.ErrOffline) {
 		s.log().Warn("send owed message", "kind", e.Kind, "ref", e.Ref, "serialNumber", e.SerialNumber, "error", err)
@@ -227,7 +231,9 @@ func (s *Service) Sweep(ctx context.Context) {
 		}
 		return
 	}
-	overdue(unconfirmed)
+	if !mutant.On(mutant.UnconfirmedNotRecovered) {
+		overdue(unconfirmed)
+	}
 	jobs, err := s.Store.RunningPrintJobs(ctx)
 	if err != nil {
 		if ctx.Err() == nil {

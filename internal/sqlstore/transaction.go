@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/mutant"
 )
 
 // isPending selects PENDING transactions. The status is written into the
@@ -55,7 +56,7 @@ func (db *DB) CreateTransaction(ctx context.Context, ch *instore.Change) error {
 // rolls the insert back.
 func tieIdempotency(ctx context.Context, c conn, ch *instore.Change) error {
 	k := ch.Idempotency
-	if k == nil {
+	if k == nil || mutant.On(mutant.IdempotencyNotTied) {
 		return nil
 	}
 	res, err := c.exec(ctx, `UPDATE idempotency_keys SET transaction_id = ?
@@ -284,6 +285,9 @@ func updateTransaction(ctx context.Context, c conn, ch *instore.Change) error {
 		args = append(args, t.ConfirmState, nullMicros(t.ConfirmDeadline), nullMicros(t.ConfirmedAt))
 	}
 	q += ` WHERE id = ? AND version = ?`
+	if mutant.On(mutant.NoCompareAndSet) {
+		q = strings.TrimSuffix(q, `version = ?`) + `? >= 0`
+	}
 	return writeUpdate(ctx, c, ch, q, append(args, t.ID, fromVersion))
 }
 
