@@ -210,15 +210,7 @@ func TestMetadata(t *testing.T) {
 		t.Errorf("Content-Type = %q, want application/json", ct)
 	}
 	// Exactly the four properties, in the specification's order.
-	var keys []string
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.Token()
-	for dec.More() {
-		k, _ := dec.Token()
-		keys = append(keys, k.(string))
-		var skip json.RawMessage
-		dec.Decode(&skip)
-	}
+	keys := apitest.ObjectKeys(t, body)
 	if diff := cmp.Diff([]string{"errorCodes", "transactionStatuses", "paymentMethods", "printStatuses"}, keys); diff != "" {
 		t.Errorf("metadata properties (-want +got):\n%s", diff)
 	}
