@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -242,17 +241,9 @@ var effectTests = []test{
 		errs := atOnce(len(outcomes), func(i int) error {
 			return s.EndEffect(t.Context(), "eff_1", "SN-1", outcomes[i], at(10+i))
 		})
-		winner, wins := -1, 0
-		for i, err := range errs {
-			switch {
-			case err == nil:
-				winner, wins = i, wins+1
-			case !errors.Is(err, instore.ErrNotFound):
-				t.Errorf("EndEffect #%d = %v, want nil or instore.ErrNotFound", i, err)
-			}
-		}
-		if wins != 1 {
-			t.Fatalf("concurrent EndEffect(same effect): %d of %d succeeded, want exactly 1", wins, len(errs))
+		winner := exactlyOneOr(t, "concurrent EndEffect(same effect)", errs, instore.ErrNotFound)
+		if winner < 0 {
+			t.FailNow()
 		}
 		if d := diff(done(e, outcomes[winner], at(10+winner)), mustEffect(t, s, "eff_1")); d != "" {
 			t.Errorf("Effect(eff_1) is not the winner's (-want +got):\n%s", d)

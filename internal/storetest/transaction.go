@@ -512,17 +512,23 @@ var transactionTests = []test{
 // instore.ErrConflict, and returns the index of the nil one (-1 if none).
 func exactlyOne(t *testing.T, op string, errs []error) int {
 	t.Helper()
+	return exactlyOneOr(t, op, errs, instore.ErrConflict)
+}
+
+// exactlyOneOr is exactlyOne where the others are errors.Is lost.
+func exactlyOneOr(t *testing.T, op string, errs []error, lost error) int {
+	t.Helper()
 	winner, wins := -1, 0
 	for i, err := range errs {
 		switch {
 		case err == nil:
 			winner, wins = i, wins+1
-		case !errors.Is(err, instore.ErrConflict):
-			t.Errorf("%s #%d = %v, want nil or instore.ErrConflict", op, i, err)
+		case !errors.Is(err, lost):
+			t.Errorf("%s #%d = %v, want nil or %q", op, i, err, lost)
 		}
 	}
 	if wins != 1 {
-		t.Errorf("%s: %d of %d succeeded, want exactly 1 (the others instore.ErrConflict)", op, wins, len(errs))
+		t.Errorf("%s: %d of %d succeeded, want exactly 1 (the others %q)", op, wins, len(errs), lost)
 		return -1
 	}
 	return winner
