@@ -171,6 +171,20 @@ func (s *Service) transactionOf(ctx context.Context, serial, ref string) (*insto
 	return t, nil
 }
 
+// terminalOf loads the terminal ID of what (a print job, an update) a
+// device reports on; a report on what was sent to another device is
+// refused.
+func (s *Service) terminalOf(ctx context.Context, serial, terminalID, what string) (*instore.Terminal, error) {
+	t, err := s.Store.Terminal(ctx, terminalID)
+	if err != nil {
+		return nil, fmt.Errorf("terminal: %w", err)
+	}
+	if t.SerialNumber != serial {
+		return nil, fmt.Errorf("%s of another device: %w", what, instore.ErrNotFound)
+	}
+	return t, nil
+}
+
 // TerminalAcknowledged records the ack: the purchase request answers and
 // the deadline starts.
 func (s *Service) TerminalAcknowledged(ctx context.Context, serial, ref string) error {

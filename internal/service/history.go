@@ -18,14 +18,8 @@ import (
 // (original), conflict (original not an approved purchase), WP22, WP16,
 // WP01, WP30, WP23, WP09, validation (amount over what is left).
 func (s *Service) Refund(ctx context.Context, p *instore.Principal, req *instore.RefundRequest, claim *instore.IdempotencyClaim) (*instore.Transaction, error) {
-	if c := claim; c != nil && c.Resume != "" {
-		return s.resume(ctx, p, c.Resume)
-	}
-	if err := req.Validate(); err != nil {
-		return nil, err
-	}
-	if _, err := s.merchant(ctx, p); err != nil {
-		return nil, err
+	if t, done, err := s.admit(ctx, p, req, claim); done {
+		return t, err
 	}
 	var orig *instore.Transaction
 	if req.OriginalOnlineAPIRefID != "" {
@@ -110,14 +104,8 @@ func (s *Service) ownTransaction(ctx context.Context, p *instore.Principal, ref 
 // Errors, in order: validation, WP03, WP04, not-reversible, WP01, WP30,
 // WP23, WP09.
 func (s *Service) Reversal(ctx context.Context, p *instore.Principal, req *instore.ReversalRequest, claim *instore.IdempotencyClaim) (*instore.Transaction, error) {
-	if c := claim; c != nil && c.Resume != "" {
-		return s.resume(ctx, p, c.Resume)
-	}
-	if err := req.Validate(); err != nil {
-		return nil, err
-	}
-	if _, err := s.merchant(ctx, p); err != nil {
-		return nil, err
+	if t, done, err := s.admit(ctx, p, req, claim); done {
+		return t, err
 	}
 	orig, err := s.ownTransaction(ctx, p, req.OnlineAPIRefID)
 	if err != nil {

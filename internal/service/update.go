@@ -222,12 +222,9 @@ func (s *Service) TerminalUpdateStatus(ctx context.Context, serial, updateID str
 	} else if err != nil {
 		return fmt.Errorf("update: %w", err)
 	}
-	t, err := s.Store.Terminal(ctx, u.TerminalID)
+	t, err := s.terminalOf(ctx, serial, u.TerminalID, "update")
 	if err != nil {
-		return fmt.Errorf("terminal: %w", err)
-	}
-	if t.SerialNumber != serial {
-		return fmt.Errorf("update of another device: %w", instore.ErrNotFound)
+		return err
 	}
 	next, st := lifecycle.NextUpdate(lifecycle.UpdateStateOf(u), *u, lifecycle.UpdateEvent{Kind: lifecycle.UpdateReported, At: s.now(),
 		Status: r.Status, SoftwareVersion: r.SoftwareVersion, Reason: r.Reason})
