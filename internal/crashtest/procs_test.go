@@ -236,7 +236,9 @@ func startTerminal(bin, dir, gateway, serial, secret string, delay time.Duration
 }
 
 // linkCode waits for the code the terminal shows while unlinked.
-func (tp *terminalProc) linkCode(ctx context.Context) (string, error) { return awaitLinkCode(ctx, tp.code) }
+func (tp *terminalProc) linkCode(ctx context.Context) (string, error) {
+	return awaitLinkCode(ctx, tp.code)
+}
 
 // awaitLinkCode waits for a terminal's link code on codes, 15 s at most.
 func awaitLinkCode(ctx context.Context, codes <-chan string) (string, error) {

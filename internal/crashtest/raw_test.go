@@ -244,4 +244,6 @@ func (r *rawTerminal) write(conn *websocket.Conn, env protocol.Envelope) error {
 }
 
 // linkCode waits for the code the gateway gives the unlinked terminal.
-func (r *rawTerminal) linkCode(ctx context.Context) (string, error) { return awaitLinkCode(ctx, r.code) }
+func (r *rawTerminal) linkCode(ctx context.Context) (string, error) {
+	return awaitLinkCode(ctx, r.code)
+}

@@ -27,8 +27,9 @@ const (
 	OwedNotResentOnHello Name = "owed-not-resent-on-hello"
 	// NoDeadlineAfterAck arms no deadline when the terminal acknowledges.
 	NoDeadlineAfterAck Name = "no-deadline-after-ack"
-	// ResultAppliedTwice takes a resent result for a new one.
-	ResultAppliedTwice Name = "result-applied-twice"
+	// AckTimeoutNotArmed arms no ack time-out when a transaction is
+	// created (the sweep still ends it, late).
+	AckTimeoutNotArmed Name = "ack-timeout-not-armed"
 	// UnconfirmedNotRecovered neither re-arms nor sweeps the confirmation
 	// deadline of an unconfirmed sale after a start.
 	UnconfirmedNotRecovered Name = "unconfirmed-not-recovered"
@@ -40,21 +41,20 @@ const (
 	// EffectEndedOnSend forgets an owed message once sent, not once the
 	// device confirmed it.
 	EffectEndedOnSend Name = "effect-ended-on-send"
-	// NoCompareAndSet commits a transaction's change whatever version
-	// the store holds.
-	NoCompareAndSet Name = "no-compare-and-set"
-	// StaleSessionReports lets a device's report on a session that is no
-	// longer its current one through (the fencing of internal/cluster, as
-	// the simulation models it).
-	StaleSessionReports Name = "stale-session-reports"
-	// CancelNotStored sends the ECR's cancel without storing it as owed.
-	CancelNotStored Name = "cancel-not-stored"
+	// CommandBeforeOwedCancels sends a new command before the cancels
+	// its terminal is owed for transactions the service ended.
+	CommandBeforeOwedCancels Name = "command-before-owed-cancels"
+	// CashbackRefundable lets the cashback of a sale be refunded too.
+	CashbackRefundable Name = "cashback-refundable"
+	// PendingRefundsNotCounted counts only APPROVED refunds against a
+	// sale's amount, not those still PENDING.
+	PendingRefundsNotCounted Name = "pending-refunds-not-counted"
 )
 
 // All is every mutant.
 var All = []Name{RefundLimitOutsideLock, RefundAboveAmount, ReversalBesideRefund, IdempotencyNotTied,
-	OwedNotResentOnHello, NoDeadlineAfterAck, ResultAppliedTwice, UnconfirmedNotRecovered, EventsOutOfOrder,
-	LateApprovalNotReversed, EffectEndedOnSend, NoCompareAndSet, StaleSessionReports, CancelNotStored}
+	OwedNotResentOnHello, NoDeadlineAfterAck, AckTimeoutNotArmed, UnconfirmedNotRecovered, EventsOutOfOrder,
+	LateApprovalNotReversed, EffectEndedOnSend, CommandBeforeOwedCancels, CashbackRefundable, PendingRefundsNotCounted}
 
 var on atomic.Pointer[Name]
 

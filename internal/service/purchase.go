@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/mutant"
 	"github.com/instore-dev/instore/lifecycle"
 )
 
@@ -81,11 +82,17 @@ func (s *Service) start(ctx context.Context, t *instore.Transaction, claim *inst
 	created = *t
 	s.running.put(&created)
 	s.changes.publishState(t.ID, &created)
-	s.arm(t.ID, *step.Arm, s.timerOf(step.ArmKind))
+	if !mutant.On(mutant.AckTimeoutNotArmed) {
+		s.arm(t.ID, *step.Arm, s.timerOf(step.ArmKind))
+	}
 	// What the terminal is owed for its previous transactions goes first
 	// (owed.go): one the service ended may still run on it.
-	err := s.cancelsBefore(ctx, t.SerialNumber, t.ID)
-	if err == nil {
+	var err error
+	if mutant.On(mutant.CommandBeforeOwedCancels) {
+		if err = send(ctx); err == nil {
+			err = s.cancelsBefore(ctx, t.SerialNumber, t.ID)
+		}
+	} else if err = s.cancelsBefore(ctx, t.SerialNumber, t.ID); err == nil {
 		err = send(ctx)
 	}
 	if err != nil {

@@ -16,15 +16,16 @@ type ledger struct {
 	w        *world
 	auths    map[string]int   // purchase ref → approvals on terminals
 	amount   map[string]int64 // purchase ref → the amount authorised
+	cashback map[string]int64 // purchase ref → the cash handed out with it
 	refunded map[string]int64 // purchase ref → refunded on terminals
 	refunds  map[string]bool  // refund refs carried out (and not reversed)
 	refundOf map[string]refund
-	reversed map[string]bool  // purchase refs reversed
+	reversed map[string]bool // purchase refs reversed
 }
 
-func (l *ledger) authorize(serial, ref string, amount int64) {
+func (l *ledger) authorize(serial, ref string, amount, cashback int64) {
 	l.auths[ref]++
-	l.amount[ref] = amount
+	l.amount[ref], l.cashback[ref] = amount, cashback
 	l.w.note("ledger %s authorised %s %d", serial, ref, amount)
 	if l.auths[ref] > 1 {
 		l.w.fail("one authorisation per purchase", "%s authorised %d times", ref, l.auths[ref])
@@ -76,6 +77,9 @@ func (l *ledger) money(ref string) {
 	if l.auths[ref] == 0 && back > 0 || back > l.amount[ref] {
 		l.w.fail("money back never exceeds a sale", "%s: %d paid back on a sale of %d", ref, back, l.amount[ref])
 	}
+	if refunded := l.refunded[ref]; refunded > l.amount[ref]-l.cashback[ref] {
+		l.w.fail("money back never exceeds a sale", "%s: %d refunded to the card on a sale of %d with %d cashback", ref, refunded, l.amount[ref], l.cashback[ref])
+	}
 }
 
 // check runs the invariants that hold after every step, against the
@@ -111,6 +115,9 @@ func (w *world) check() {
 				w.fail("every PENDING transaction final by its deadline plus grace", "%s still PENDING %v after %v", t.ID, w.sched.now.Sub(due), due)
 			}
 		}
+		if t.Unconfirmed() && w.sched.now.After(t.ConfirmDeadline.Add(w.tolerance(t))) {
+			w.fail("a sale confirmed or auto-reversed", "%s still awaits its confirmation %v after its window", t.ID, w.sched.now.Sub(*t.ConfirmDeadline))
+		}
 		if t.Type == instore.TypeRefund && t.StatusID == instore.StatusApproved {
 			paid[t.OriginalID] += t.Amount
 		}
@@ -137,7 +144,17 @@ func (w *world) finalBy(t *instore.Transaction) time.Time {
 	if t.DeadlineAt != nil {
 		due = *t.DeadlineAt
 	}
-	return due.Add(grace)
+	return due.Add(w.tolerance(t))
+}
+
+// tolerance is how late a timer of t may end it: at once (its node's
+// timer) when no node crashed since t was created, else within the grace
+// a restart and a sweep take.
+func (w *world) tolerance(t *instore.Transaction) time.Duration {
+	if w.lastCrash.Before(t.CreatedAt) {
+		return 2 * time.Second
+	}
+	return grace
 }
 
 // settled checks, once the world is quiet (no faults, every node up,

@@ -196,7 +196,6 @@ type device struct {
 	known       map[string]*dtx
 	unconfirmed []*dtx
 	cancelFirst map[string]bool // cancels of commands it never saw
-	busy        int             // commands answered TERMINAL_IS_BUSY
 }
 
 // dtx is a command as the device runs it.
@@ -204,6 +203,7 @@ type dtx struct {
 	ref      string
 	kind     string
 	amount   int64
+	cashback int64
 	original string
 	acked    bool
 	status   int // -1 while it runs
@@ -261,10 +261,10 @@ func (d *device) command(tx *instore.Transaction) {
 	if d.cancelFirst[tx.ID] {
 		return // its cancel came first: dropped, not started
 	}
-	t := &dtx{ref: tx.ID, kind: string(tx.Type), amount: tx.Amount, original: tx.OriginalID, status: -1}
+	t := &dtx{ref: tx.ID, kind: string(tx.Type), amount: tx.Amount, cashback: tx.CashbackAmount, original: tx.OriginalID, status: -1}
 	d.known[tx.ID] = t
 	if d.cur != nil {
-		d.busy++
+		w.fail("a terminal is never sent a command while it runs one the service ended", "%s runs %s, sent %s", d.serial, d.cur.ref, tx.ID)
 		t.acked = true
 		d.send(msg{kind: mAck, ref: t.ref})
 		d.finish(t, instore.StatusTerminalIsBusy)
@@ -339,7 +339,7 @@ func (d *device) finish(t *dtx, status int) {
 	if status == instore.StatusApproved {
 		switch t.kind {
 		case string(instore.TypePurchase):
-			d.w.ledger.authorize(d.serial, t.ref, t.amount)
+			d.w.ledger.authorize(d.serial, t.ref, t.amount, t.cashback)
 		case string(instore.TypeRefund):
 			d.w.ledger.refund(d.serial, t.original, t.ref, t.amount)
 		case string(instore.TypeReversal):

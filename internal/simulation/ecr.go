@@ -115,9 +115,11 @@ func (e *ecr) purchase() {
 func (e *ecr) afterSale(x int) {
 	r := e.w.ecrRng
 	var approved []*sale
-	for _, s := range e.sales {
-		if s.kind == instore.TypePurchase && s.status == instore.StatusApproved {
-			approved = append(approved, s)
+	for _, o := range e.w.ecrs {
+		for _, s := range o.sales {
+			if s.kind == instore.TypePurchase && s.status == instore.StatusApproved && (o == e || x >= 60 && x < 75) {
+				approved = append(approved, s) // a refund may be made at another till
+			}
 		}
 	}
 	if len(approved) == 0 {
@@ -132,6 +134,12 @@ func (e *ecr) afterSale(x int) {
 		rs := &sale{kind: instore.TypeRefund, amount: amount, status: instore.StatusPending}
 		e.call(e.post("refund", "/refund", true, map[string]any{"terminalId": e.terminalID, "amount": amount,
 			"currency": "EUR", "originalOnlineAPIRefId": s.ref}, rs))
+		if o := e.w.ecrs[r.IntN(len(e.w.ecrs))]; o != e && r.IntN(3) == 0 {
+			// The same receipt refunded at another till at the same moment.
+			rs := &sale{kind: instore.TypeRefund, amount: amount, status: instore.StatusPending}
+			o.call(o.post("refund", "/refund", true, map[string]any{"terminalId": o.terminalID, "amount": amount,
+				"currency": "EUR", "originalOnlineAPIRefId": s.ref}, rs))
+		}
 	case x < 90:
 		rs := &sale{kind: instore.TypeReversal, amount: s.amount, status: instore.StatusPending}
 		e.call(e.post("reversal", "/reversal", true, map[string]any{"onlineAPIRefId": s.ref}, rs))
@@ -201,7 +209,7 @@ func (e *ecr) answered(q *request, code int, body []byte) {
 	_ = json.Unmarshal(body, &a)
 	w.note("answer %s %s %d %s %s", e.name, q.name, code, a.OnlineAPIRefID, a.ErrorCode)
 	if code == 500 || code == 503 {
-		w.fail("no 500 or 503", "%s %s answered %d: %s", q.method, q.path, code, body)
+		w.fail("no 500 or 503", "%s %s answered %d", q.method, q.path, code)
 		return
 	}
 	if q.key != "" && a.OnlineAPIRefID != "" && (code < 300 || a.ErrorCode == instore.WP25 || a.ErrorCode == instore.WP23) {

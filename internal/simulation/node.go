@@ -104,6 +104,7 @@ func (n *node) crash(why string) {
 	n.up = false
 	n.w.note("crash %s %s", n.name, why)
 	n.w.crashes++
+	n.w.lastCrash = n.w.sched.now
 	for _, serial := range sortedKeys(n.sessions) {
 		n.sessions[serial].cut()
 	}
@@ -214,7 +215,7 @@ func (w *world) wake(o *node, serial string) {
 func (n *node) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(traceWriter{n}, &slog.HandlerOptions{Level: slog.LevelWarn,
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			if a.Key == slog.TimeKey {
+			if a.Key == slog.TimeKey || a.Key == "requestId" || a.Key == "durationUs" {
 				return slog.Attr{}
 			}
 			return a

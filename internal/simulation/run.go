@@ -97,6 +97,7 @@ type world struct {
 	lastTxs      map[string]*instore.Transaction
 	quiet        bool
 	crashes      int
+	lastCrash    time.Time
 
 	merchantID      string
 	client          *instore.APIClient
@@ -291,7 +292,7 @@ func newWorld(cfg Config, tpl *Template) (*world, error) {
 		merchantID: tpl.merchantID, client: tpl.client, subscriptionKey: tpl.subscriptionKey,
 		signingKey: []byte(strings.Repeat("k", 32)), hash: sha256.New(),
 	}
-	w.ledger = &ledger{w: w, auths: map[string]int{}, amount: map[string]int64{}, refunded: map[string]int64{},
+	w.ledger = &ledger{w: w, auths: map[string]int{}, amount: map[string]int64{}, cashback: map[string]int64{}, refunded: map[string]int64{},
 		refunds: map[string]bool{}, refundOf: map[string]refund{}, reversed: map[string]bool{}}
 	w.sched.stepHook = func(kind, name string) { w.note("%s %s", kind, name) }
 	for i := 0; i < len(tpl.terminals); i += 2 {

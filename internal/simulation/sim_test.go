@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -106,3 +107,5 @@ func envInt(name string, def int) int {
 	}
 	return def
 }
+
+func runtimeCPUs() int { return runtime.GOMAXPROCS(0) }

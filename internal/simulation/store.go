@@ -78,7 +78,9 @@ func (s *store) APIClient(ctx context.Context, id string) (*instore.APIClient, e
 }
 
 func (s *store) SubscriptionKeyByHash(ctx context.Context, hash []byte) (*instore.SubscriptionKey, error) {
-	return read(s, ctx, func(ctx context.Context) (*instore.SubscriptionKey, error) { return s.Store.SubscriptionKeyByHash(ctx, hash) })
+	return read(s, ctx, func(ctx context.Context) (*instore.SubscriptionKey, error) {
+		return s.Store.SubscriptionKeyByHash(ctx, hash)
+	})
 }
 
 func (s *store) Customer(ctx context.Context, id string) (*instore.Customer, error) {
@@ -90,7 +92,9 @@ func (s *store) Device(ctx context.Context, serial string) (*instore.Device, err
 }
 
 func (s *store) TransactionEvents(ctx context.Context, ref string) ([]instore.TransactionEvent, error) {
-	return read(s, ctx, func(ctx context.Context) ([]instore.TransactionEvent, error) { return s.Store.TransactionEvents(ctx, ref) })
+	return read(s, ctx, func(ctx context.Context) ([]instore.TransactionEvent, error) {
+		return s.Store.TransactionEvents(ctx, ref)
+	})
 }
 
 func (s *store) Setting(ctx context.Context, name string) (string, error) {

@@ -139,6 +139,9 @@ func (db *DB) CreateOnOriginal(ctx context.Context, ch *instore.Change) error {
 		if err != nil {
 			return err
 		}
+		if mutant.On(mutant.CashbackRefundable) {
+			orig.CashbackAmount = 0
+		}
 		if err := instore.CheckOnOriginal(orig, mutated(others, t), t); err != nil {
 			return err
 		}
@@ -176,6 +179,8 @@ func mutated(others []*instore.Transaction, t *instore.Transaction) []*instore.T
 	switch {
 	case mutant.On(mutant.RefundLimitOutsideLock), mutant.On(mutant.RefundAboveAmount) && t.Type == instore.TypeRefund:
 		return nil
+	case mutant.On(mutant.PendingRefundsNotCounted) && t.Type == instore.TypeRefund:
+		return slices.DeleteFunc(slices.Clone(others), func(o *instore.Transaction) bool { return o.StatusID == instore.StatusPending })
 	case mutant.On(mutant.ReversalBesideRefund) && t.Type == instore.TypeReversal:
 		return slices.DeleteFunc(slices.Clone(others), func(o *instore.Transaction) bool { return o.Type == instore.TypeRefund })
 	}

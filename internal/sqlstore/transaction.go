@@ -281,9 +281,6 @@ func updateTransaction(ctx context.Context, c conn, ch *instore.Change) error {
 		args = append(args, t.ConfirmState, nullMicros(t.ConfirmDeadline), nullMicros(t.ConfirmedAt))
 	}
 	q += ` WHERE id = ? AND version = ?`
-	if mutant.On(mutant.NoCompareAndSet) {
-		q = strings.TrimSuffix(q, `version = ?`) + `? >= 0`
-	}
 	return writeUpdate(ctx, c, ch, q, append(args, t.ID, fromVersion))
 }
 
