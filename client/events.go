@@ -71,7 +71,7 @@ func (e Event) Decode(v any) error {
 }
 
 func (e Event) decode(prefix string, v any) error {
-	if !strings.HasPrefix(e.Type, prefix) {
+	if !strings.HasPrefix(string(e.Type), prefix) {
 		return fmt.Errorf("client: event %s is a %s event, not a %s* one", e.ID, e.Type, prefix)
 	}
 	return e.Decode(v)
@@ -353,7 +353,7 @@ func (f *follower) connect(ctx context.Context, yield func(Event, error) bool) (
 			ev.ID = m.id
 		}
 		if ev.Type == "" {
-			ev.Type = m.event
+			ev.Type = instore.EventType(m.event)
 		}
 		seq, ok := instore.ParseEventID(ev.ID)
 		if !ok {

@@ -118,14 +118,14 @@ func (s *sandbox) nextOutcome(w http.ResponseWriter, r *http.Request, p *instore
 	if err := httpapi.DecodeJSON(r, &body); err != nil {
 		return err
 	}
-	if body.StatusID == nil || *body.StatusID < 0 || *body.StatusID > instore.StatusWrongPIN {
+	if body.StatusID == nil || *body.StatusID < 0 || *body.StatusID > int(instore.StatusWrongPIN) {
 		return httpapi.Validation(instore.FieldError{Field: "/statusId", Message: "must be a transaction status id from 0 to 12"})
 	}
 	vt, err := s.device(r.Context(), p, r.PathValue("terminalId"))
 	if err != nil {
 		return err
 	}
-	if err := vt.SetNextOutcome(*body.StatusID); err != nil {
+	if err := vt.SetNextOutcome(instore.TransactionStatus(*body.StatusID)); err != nil {
 		return httpapi.Validation(instore.FieldError{Field: "/statusId", Message: err.Error()})
 	}
 	return s.state(w, vt)
@@ -136,14 +136,14 @@ func (s *sandbox) printer(w http.ResponseWriter, r *http.Request, p *instore.Pri
 	if err := httpapi.DecodeJSON(r, &body); err != nil {
 		return err
 	}
-	if body.StatusID == nil || *body.StatusID < 0 || *body.StatusID > instore.PrintTimeout {
+	if body.StatusID == nil || *body.StatusID < 0 || *body.StatusID > int(instore.PrintTimeout) {
 		return httpapi.Validation(instore.FieldError{Field: "/statusId", Message: "must be a print status id from 0 to 6"})
 	}
 	vt, err := s.device(r.Context(), p, r.PathValue("terminalId"))
 	if err != nil {
 		return err
 	}
-	vt.SetNextPrint(*body.StatusID)
+	vt.SetNextPrint(instore.PrintStatus(*body.StatusID))
 	return s.state(w, vt)
 }
 

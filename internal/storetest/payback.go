@@ -9,7 +9,7 @@ import (
 )
 
 // newReversal returns a reversal of originalID with the fields a new one has.
-func newReversal(id, terminalID, serial, originalID string, amount int64, status int) *instore.Transaction {
+func newReversal(id, terminalID, serial, originalID string, amount int64, status instore.TransactionStatus) *instore.Transaction {
 	tx := newTransaction(id, "mer_1", terminalID, serial, status, at(3))
 	tx.Type, tx.Amount, tx.OriginalID, tx.Reverses = instore.TypeReversal, amount, originalID, originalID
 	return tx
@@ -60,7 +60,7 @@ var paybackTests = []test{
 		mustCreateMerchant(t, s, "mer_1", "cus_1", at(0))
 		for n, tc := range []struct {
 			name    string
-			status  int
+			status  instore.TransactionStatus
 			message string
 			refused bool
 		}{
@@ -97,7 +97,7 @@ var paybackTests = []test{
 		mustCreateMerchant(t, s, "mer_1", "cus_1", at(0))
 		for n, tc := range []struct {
 			name    string
-			status  int
+			status  instore.TransactionStatus
 			message string
 			refused bool
 		}{
