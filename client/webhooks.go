@@ -44,9 +44,9 @@ type Webhook struct {
 	// Status is WebhookEnabled or WebhookDisabled: by the merchant
 	// (UpdateWebhook), or by the service after 5 days of failed
 	// deliveries, with DisabledReason saying why.
-	Status         string    `json:"status"`
-	DisabledReason string    `json:"disabledReason"`
-	CreatedAt      time.Time `json:"createdAt"`
+	Status         instore.WebhookStatus `json:"status"`
+	DisabledReason string                `json:"disabledReason"`
+	CreatedAt      time.Time             `json:"createdAt"`
 	// Secret is the signing secret, whsec_ and base64: the HMAC key is
 	// the base64-decoded part after whsec_.
 	Secret string `json:"secret,omitempty"`
@@ -94,7 +94,7 @@ type WebhookUpdate struct {
 	// Status is WebhookEnabled or WebhookDisabled. Enabling an endpoint
 	// the service disabled clears DisabledReason, and what it is owed is
 	// sent again, in order.
-	Status string `json:"status,omitempty"`
+	Status instore.WebhookStatus `json:"status,omitempty"`
 }
 
 // String returns a pointer to v, for optional members such as
@@ -106,11 +106,11 @@ func String(v string) *string { return &v }
 type WebhookDelivery struct {
 	DeliveryID string `json:"deliveryId"`
 	// EventID is the event's id, also the delivery's webhook-id header.
-	EventID   string `json:"eventId"`
-	EventType string `json:"eventType"`
+	EventID   string            `json:"eventId"`
+	EventType instore.EventType `json:"eventType"`
 	// Status is DeliveryPending, DeliverySucceeded or DeliveryFailed
 	// (every retry failed: given up).
-	Status string `json:"status"`
+	Status instore.DeliveryState `json:"status"`
 	// NextAttemptAt is when a pending delivery is tried next; nil
 	// otherwise.
 	NextAttemptAt *time.Time `json:"nextAttemptAt"`

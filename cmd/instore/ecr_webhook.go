@@ -374,7 +374,7 @@ func printWebhooks(w io.Writer, ws []*client.Webhook) {
 		if types == "" {
 			types = "all"
 		}
-		status := wh.Status
+		status := string(wh.Status)
 		if wh.DisabledReason != "" {
 			status += " (" + wh.DisabledReason + ")"
 		}
