@@ -45,12 +45,15 @@ var EventTypes = []EventType{
 }
 
 // EventTypeList is EventTypes separated by commas, as messages list them.
-func EventTypeList() string {
-	names := make([]string, len(EventTypes))
-	for i, t := range EventTypes {
+func EventTypeList() string { return JoinEventTypes(EventTypes, ", ") }
+
+// JoinEventTypes is strings.Join for event types.
+func JoinEventTypes(types []EventType, sep string) string {
+	names := make([]string, len(types))
+	for i, t := range types {
 		names[i] = string(t)
 	}
-	return strings.Join(names, ", ")
+	return strings.Join(names, sep)
 }
 
 // DefaultEventRetention is how long events are kept (at least 30 days,

@@ -82,7 +82,7 @@ func (e Event) decode(prefix string, v any) error {
 type EventQuery struct {
 	// Types are the event types wanted (instore.EventTransactionFinal...);
 	// none: every type.
-	Types []string
+	Types []instore.EventType
 	// TerminalID keeps the events of one terminal ID.
 	TerminalID string
 	// After is an event id: only later events. For Events, a page's
@@ -97,7 +97,7 @@ type EventQuery struct {
 func (q EventQuery) query(page bool) url.Values {
 	v := url.Values{}
 	if len(q.Types) > 0 {
-		v.Set("types", strings.Join(q.Types, ","))
+		v.Set("types", instore.JoinEventTypes(q.Types, ","))
 	}
 	if q.TerminalID != "" {
 		v.Set("terminalId", q.TerminalID)
@@ -165,7 +165,7 @@ var streamIdle = 45 * time.Second
 // an event stream, an event that does not decode). Breaking out of the
 // loop closes the stream.
 //
-//	for ev, err := range c.FollowEvents(ctx, client.EventQuery{Types: []string{instore.EventTransactionFinal}}) {
+//	for ev, err := range c.FollowEvents(ctx, client.EventQuery{Types: []instore.EventType{instore.EventTransactionFinal}}) {
 //		if err != nil {
 //			return err
 //		}

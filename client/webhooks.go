@@ -39,8 +39,8 @@ type Webhook struct {
 	URL       string `json:"url"`
 	// EventTypes are the types delivered (instore.EventTransactionFinal...);
 	// empty: every type.
-	EventTypes  []string `json:"eventTypes"`
-	Description string   `json:"description"`
+	EventTypes  []instore.EventType `json:"eventTypes"`
+	Description string              `json:"description"`
 	// Status is WebhookEnabled or WebhookDisabled: by the merchant
 	// (UpdateWebhook), or by the service after 5 days of failed
 	// deliveries, with DisabledReason saying why.
@@ -78,7 +78,7 @@ type WebhookParams struct {
 	// unless its operator allows them (the sandbox and the demo do).
 	URL string `json:"url"`
 	// EventTypes are the event types to deliver; none: every type.
-	EventTypes []string `json:"eventTypes,omitempty"`
+	EventTypes []instore.EventType `json:"eventTypes,omitempty"`
 	// Description is free text, at most 200 characters.
 	Description string `json:"description,omitempty"`
 }
@@ -87,10 +87,10 @@ type WebhookParams struct {
 // nil (or "") members are left as they are.
 type WebhookUpdate struct {
 	URL *string `json:"url,omitempty"`
-	// EventTypes replaces the types delivered; &[]string{} means every
+	// EventTypes replaces the types delivered; &[]instore.EventType{} means every
 	// type.
-	EventTypes  *[]string `json:"eventTypes,omitempty"`
-	Description *string   `json:"description,omitempty"`
+	EventTypes  *[]instore.EventType `json:"eventTypes,omitempty"`
+	Description *string              `json:"description,omitempty"`
 	// Status is WebhookEnabled or WebhookDisabled. Enabling an endpoint
 	// the service disabled clears DisabledReason, and what it is owed is
 	// sent again, in order.

@@ -30,7 +30,7 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 			}
 			return &c.ID
 		},
-		Status: func(id int) string { c, _ := md.TransactionStatus(id); return c.Code },
+		Status: func(id instore.TransactionStatus) string { c, _ := md.TransactionStatus(id); return c.Code },
 	}
 	id := func(code string) *int { return rules.ErrorID(code) }
 	acked := t0.Add(time.Second)
@@ -75,7 +75,7 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 		},
 	}
 	statesFn = states
-	result := func(msg string, status int) *instore.TerminalResult {
+	result := func(msg string, status instore.TransactionStatus) *instore.TerminalResult {
 		return &instore.TerminalResult{MessageID: msg, Ref: "txn_1", StatusID: status,
 			Result: instore.Result{Receipt: instore.Receipt{Customer: receipt}}}
 	}
@@ -102,10 +102,10 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 	// owed; "refused" the event is refused; otherwise the fields of a
 	// change, written as a string for a compact table.
 	type want struct {
-		kind     string // timeline event kind ("" unchanged)
-		status   int
-		code     string // the error code after ("" none)
-		progress string // "": as before
+		kind     instore.TimelineKind // timeline event kind ("" unchanged)
+		status   instore.TransactionStatus
+		code     string           // the error code after ("" none)
+		progress instore.Progress // "": as before
 		cancel   string
 		reverse  bool
 		print    bool
@@ -122,14 +122,14 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 	expire := func(code, cancel string) want {
 		return want{kind: kindOf(code), status: techErr, code: code, progress: instore.ProgressFinal, cancel: cancel, ended: true}
 	}
-	final := func(status int, code string, print, endMoot bool) want {
+	final := func(status instore.TransactionStatus, code string, print, endMoot bool) want {
 		return want{kind: instore.EventResult, status: status, code: code, progress: instore.ProgressFinal, print: print, endMoot: endMoot, ended: true}
 	}
 	lateApproval := want{kind: instore.EventLateApproval, status: instore.StatusReversed, code: "WP25", progress: instore.ProgressFinal, reverse: true, endMoot: true}
 	lateResult := func(code string) want {
 		return want{kind: instore.EventLateResult, status: techErr, code: code, progress: instore.ProgressFinal, endMoot: true}
 	}
-	progress := func(p string) want { return want{kind: instore.EventProgress, status: pending, progress: p} }
+	progress := func(p instore.Progress) want { return want{kind: instore.EventProgress, status: pending, progress: p} }
 	table := map[string]map[string]want{
 		"sent": {
 			"ack": ackWant, "progress forward": progress(instore.ProgressWaitingForPIN), "progress backward": progress(instore.ProgressWaitingForCard),
@@ -260,7 +260,7 @@ var statesFn map[string]func() instore.Transaction
 
 func states0(name string) instore.Transaction { return statesFn[name]() }
 
-func kindOf(code string) string {
+func kindOf(code string) instore.TimelineKind {
 	switch code {
 	case "WP25":
 		return instore.EventAckTimeout
@@ -277,7 +277,7 @@ func kindOf(code string) string {
 func TestNextReversalPair(t *testing.T) {
 	md := instore.DefaultMetadata()
 	rules := lifecycle.Rules{Deadline: time.Minute, ErrorID: func(code string) *int { c, _ := md.ErrorCode(code); return &c.ID },
-		Status: func(id int) string { c, _ := md.TransactionStatus(id); return c.Code }}
+		Status: func(id instore.TransactionStatus) string { c, _ := md.TransactionStatus(id); return c.Code }}
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	orig := instore.Transaction{ID: "txn_o", Type: instore.TypePurchase, StatusID: instore.StatusApproved, Version: 6, Progress: instore.ProgressFinal}
 	rev := instore.Transaction{ID: "txn_r", Type: instore.TypeReversal, OriginalID: "txn_o", StatusID: instore.StatusPending, Version: 2, Progress: instore.ProgressAcknowledged}
@@ -319,7 +319,7 @@ func TestNextConfirmation(t *testing.T) {
 	md := instore.DefaultMetadata()
 	rules := lifecycle.Rules{Deadline: 2 * time.Minute,
 		ErrorID: func(code string) *int { c, _ := md.ErrorCode(code); return &c.ID },
-		Status:  func(id int) string { c, _ := md.TransactionStatus(id); return c.Code }}
+		Status:  func(id instore.TransactionStatus) string { c, _ := md.TransactionStatus(id); return c.Code }}
 	approvedAt := t0.Add(10 * time.Second)
 	deadline := approvedAt.Add(30 * time.Second)
 	pending := instore.Transaction{ID: "txn_1", Type: instore.TypePurchase, SerialNumber: "SN1", TerminalID: "10000001",
@@ -348,9 +348,9 @@ func TestNextConfirmation(t *testing.T) {
 
 	before, at, after := deadline.Add(-time.Millisecond), deadline, deadline.Add(time.Second)
 	type want struct {
-		kind    string // the timeline event ("" unchanged, "refused")
-		status  int
-		state   string
+		kind    instore.TimelineKind // the timeline event ("" unchanged, "refused")
+		status  instore.TransactionStatus
+		state   instore.ConfirmState
 		reverse bool
 		rearm   bool
 		problem string // the refusal's detail, in part

@@ -26,7 +26,7 @@ func (e *eventFlags) query() (client.EventQuery, error) {
 	for _, t := range e.types {
 		for _, s := range strings.Split(t, ",") {
 			if s = strings.TrimSpace(s); s != "" {
-				q.Types = append(q.Types, s)
+				q.Types = append(q.Types, instore.EventType(s))
 			}
 		}
 	}
@@ -43,11 +43,11 @@ func (e *eventFlags) query() (client.EventQuery, error) {
 
 // checkEventTypes refuses a type the service does not know, before a
 // request: a usage error, not a 400.
-func checkEventTypes(flag string, types []string) error {
+func checkEventTypes(flag string, types []instore.EventType) error {
 	for _, t := range types {
 		known := false
 		for _, k := range instore.EventTypes {
-			known = known || string(k) == t
+			known = known || k == t
 		}
 		if !known {
 			return usageError{fmt.Errorf("%s: %q is not an event type: %s", flag, t, instore.EventTypeList())}
