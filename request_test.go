@@ -1,31 +1,14 @@
 package instore_test
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/apitest"
 )
-
-// fieldsOf returns the fields of a validation error (nil for nil).
-func fieldsOf(t *testing.T, err error) []string {
-	t.Helper()
-	if err == nil {
-		return nil
-	}
-	var e *instore.Error
-	if !errors.As(err, &e) || e.Code != instore.EValidation {
-		t.Fatalf("error %v, want a validation error", err)
-	}
-	var out []string
-	for _, f := range e.Fields {
-		out = append(out, f.Field)
-	}
-	return out
-}
 
 // TestRequestText: every free-text field of a request refuses what the
 // terminal protocol cannot carry (instore.ValidText), so that a request is
@@ -66,7 +49,7 @@ func TestRequestText(t *testing.T) {
 				if !tt.ok {
 					want = []string{r.field}
 				}
-				if diff := cmp.Diff(want, fieldsOf(t, r.req.Validate())); diff != "" {
+				if diff := cmp.Diff(want, apitest.FieldsOf(t, r.req.Validate())); diff != "" {
 					t.Errorf("%s with %q: Validate fields (-want +got):\n%s", r.name, tt.text, diff)
 				}
 			}

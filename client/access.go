@@ -104,24 +104,25 @@ func (c *Client) accessPost(ctx context.Context, route string, body, out any, op
 	return err
 }
 
+// accessPostAs is accessPost of an answer that is one T.
+func accessPostAs[T any](ctx context.Context, c *Client, route string, body any, opts []CallOption) (*T, error) {
+	var v T
+	if err := c.accessPost(ctx, route, body, &v, opts); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
 // GetTerminalID allocates a new terminal ID (eight digits) to a customer,
 // optionally for one of its merchants and a device.
 func (c *Client) GetTerminalID(ctx context.Context, p GetTerminalIDParams, opts ...CallOption) (*AllocatedTerminal, error) {
-	var t AllocatedTerminal
-	if err := c.accessPost(ctx, "/getTerminalId", p, &t, opts); err != nil {
-		return nil, err
-	}
-	return &t, nil
+	return accessPostAs[AllocatedTerminal](ctx, c, "/getTerminalId", p, opts)
 }
 
 // GetTerminalInfo returns a terminal ID's binding, device, software and
 // pending update.
 func (c *Client) GetTerminalInfo(ctx context.Context, terminalID string, opts ...CallOption) (*TerminalInfo, error) {
-	var t TerminalInfo
-	if err := c.accessPost(ctx, "/getTerminalInfo", map[string]string{"terminalId": terminalID}, &t, opts); err != nil {
-		return nil, err
-	}
-	return &t, nil
+	return accessPostAs[TerminalInfo](ctx, c, "/getTerminalInfo", map[string]string{"terminalId": terminalID}, opts)
 }
 
 // GetPackages lists the software packages of a device model, newest
@@ -144,11 +145,7 @@ func (c *Client) GetPackages(ctx context.Context, customerID, model string, opts
 // CreateUpdate schedules a package for a terminal: SCHEDULED, then
 // DOWNLOADING and INSTALLED or FAILED as the terminal reports.
 func (c *Client) CreateUpdate(ctx context.Context, p CreateUpdateParams, opts ...CallOption) (*Update, error) {
-	var u Update
-	if err := c.accessPost(ctx, "/terminal/createUpdate", p, &u, opts); err != nil {
-		return nil, err
-	}
-	return &u, nil
+	return accessPostAs[Update](ctx, c, "/terminal/createUpdate", p, opts)
 }
 
 // AccessOpenAPIDocument returns Access API 2.0's OpenAPI document (YAML)

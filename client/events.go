@@ -32,30 +32,18 @@ type Event struct {
 
 // Transaction decodes the data of a transaction.* event.
 func (e Event) Transaction() (*Transaction, error) {
-	var t Transaction
-	if err := e.decode("transaction.", &t); err != nil {
-		return nil, err
-	}
-	return &t, nil
+	return decodeAs[Transaction](e, "transaction.")
 }
 
 // Terminal decodes the data of a terminal.* event: the terminal ID as the
 // Online API shows it after the change.
 func (e Event) Terminal() (*Terminal, error) {
-	var t Terminal
-	if err := e.decode("terminal.", &t); err != nil {
-		return nil, err
-	}
-	return &t, nil
+	return decodeAs[Terminal](e, "terminal.")
 }
 
 // PrintJob decodes the data of a print.* event (print.final).
 func (e Event) PrintJob() (*PrintJob, error) {
-	var j PrintJob
-	if err := e.decode("print.", &j); err != nil {
-		return nil, err
-	}
-	return &j, nil
+	return decodeAs[PrintJob](e, "print.")
 }
 
 // Decode decodes the event's data into v, whatever its type (for
@@ -75,6 +63,15 @@ func (e Event) decode(prefix string, v any) error {
 		return fmt.Errorf("client: event %s is a %s event, not a %s* one", e.ID, e.Type, prefix)
 	}
 	return e.Decode(v)
+}
+
+// decodeAs is decode of an event whose data is one T.
+func decodeAs[T any](e Event, prefix string) (*T, error) {
+	var v T
+	if err := e.decode(prefix, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
 }
 
 // EventQuery selects events for Events and FollowEvents. Zero members are

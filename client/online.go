@@ -241,15 +241,29 @@ func (c *Client) post(ctx context.Context, route string, body, out any, opts []C
 	return err
 }
 
+// getAs is get of an answer that is one T.
+func getAs[T any](ctx context.Context, c *Client, path, route string, q url.Values, opts []CallOption) (*T, error) {
+	var v T
+	if err := c.get(ctx, path, route, q, &v, opts); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// postAs is post of an answer that is one T.
+func postAs[T any](ctx context.Context, c *Client, route string, body any, opts []CallOption) (*T, error) {
+	var v T
+	if err := c.post(ctx, route, body, &v, opts); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
 // Metadata returns the code lists in force: error codes, transaction
 // statuses, payment methods and print statuses. Read them at run time
 // rather than hard-coding them; the payment methods are the operator's.
 func (c *Client) Metadata(ctx context.Context, opts ...CallOption) (*Metadata, error) {
-	var m Metadata
-	if err := c.get(ctx, Prefix+"/metadata", Prefix+"/metadata", nil, &m, opts); err != nil {
-		return nil, err
-	}
-	return &m, nil
+	return getAs[Metadata](ctx, c, Prefix+"/metadata", Prefix+"/metadata", nil, opts)
 }
 
 // OpenAPIDocument returns the Online API's OpenAPI document (YAML) as the
@@ -266,21 +280,13 @@ func (c *Client) OpenAPIDocument(ctx context.Context, opts ...CallOption) ([]byt
 // the merchant's terminal IDs. Relinking replaces the old binding on both
 // sides. Errors: validation, WP03, WP16, link-code-invalid, WP09.
 func (c *Client) LinkTerminal(ctx context.Context, terminalID, linkCode string, opts ...CallOption) (*Terminal, error) {
-	var t Terminal
-	if err := c.post(ctx, Prefix+"/terminal/link", map[string]string{"terminalId": terminalID, "linkCode": linkCode}, &t, opts); err != nil {
-		return nil, err
-	}
-	return &t, nil
+	return postAs[Terminal](ctx, c, Prefix+"/terminal/link", map[string]string{"terminalId": terminalID, "linkCode": linkCode}, opts)
 }
 
 // UnlinkTerminal removes a terminal ID's binding; the device then shows a
 // new link code. Errors: validation, WP03, WP16, WP02, WP09.
 func (c *Client) UnlinkTerminal(ctx context.Context, terminalID string, opts ...CallOption) (*Terminal, error) {
-	var t Terminal
-	if err := c.post(ctx, Prefix+"/terminal/unlink", map[string]string{"terminalId": terminalID}, &t, opts); err != nil {
-		return nil, err
-	}
-	return &t, nil
+	return postAs[Terminal](ctx, c, Prefix+"/terminal/unlink", map[string]string{"terminalId": terminalID}, opts)
 }
 
 // Terminals lists the merchant's terminal IDs in terminal ID order.
@@ -297,11 +303,7 @@ func (c *Client) Terminals(ctx context.Context, opts ...CallOption) ([]*Terminal
 // Terminal returns one of the merchant's terminal IDs. Errors: validation,
 // WP03, WP16.
 func (c *Client) Terminal(ctx context.Context, terminalID string, opts ...CallOption) (*Terminal, error) {
-	var t Terminal
-	if err := c.get(ctx, Prefix+"/terminal/"+url.PathEscape(terminalID), Prefix+"/terminal/{terminalId}", nil, &t, opts); err != nil {
-		return nil, err
-	}
-	return &t, nil
+	return getAs[Terminal](ctx, c, Prefix+"/terminal/"+url.PathEscape(terminalID), Prefix+"/terminal/{terminalId}", nil, opts)
 }
 
 // Purchase starts a purchase and returns once the terminal acknowledged it
@@ -309,21 +311,13 @@ func (c *Client) Terminal(ctx context.Context, terminalID string, opts ...CallOp
 // validation, WP03, WP22, WP16, WP01, WP30, WP23, WP09; 504 WP25 when the
 // terminal did not acknowledge (the transaction then is TECHNICAL_ERROR).
 func (c *Client) Purchase(ctx context.Context, p PurchaseParams, opts ...CallOption) (*Transaction, error) {
-	var t Transaction
-	if err := c.post(ctx, Prefix+"/purchase", p, &t, opts); err != nil {
-		return nil, err
-	}
-	return &t, nil
+	return postAs[Transaction](ctx, c, Prefix+"/purchase", p, opts)
 }
 
 // Refund starts a refund on a terminal, like Purchase. Errors as Purchase,
 // plus WP04 and conflict for the original.
 func (c *Client) Refund(ctx context.Context, p RefundParams, opts ...CallOption) (*Transaction, error) {
-	var t Transaction
-	if err := c.post(ctx, Prefix+"/refund", p, &t, opts); err != nil {
-		return nil, err
-	}
-	return &t, nil
+	return postAs[Transaction](ctx, c, Prefix+"/refund", p, opts)
 }
 
 // Reversal reverses an APPROVED purchase that is the latest transaction of
@@ -331,11 +325,7 @@ func (c *Client) Refund(ctx context.Context, p RefundParams, opts ...CallOption)
 // is REVERSED. Errors: validation, WP03, WP04, not-reversible, WP01,
 // WP30, WP23, WP09.
 func (c *Client) Reversal(ctx context.Context, p ReversalParams, opts ...CallOption) (*Transaction, error) {
-	var t Transaction
-	if err := c.post(ctx, Prefix+"/reversal", p, &t, opts); err != nil {
-		return nil, err
-	}
-	return &t, nil
+	return postAs[Transaction](ctx, c, Prefix+"/reversal", p, opts)
 }
 
 // Cancel asks the terminal to abort the transaction running on it and
@@ -356,11 +346,7 @@ func (c *Client) CancelTransaction(ctx context.Context, terminalID, onlineAPIRef
 }
 
 func (c *Client) cancel(ctx context.Context, body map[string]string, opts []CallOption) (*Transaction, error) {
-	var t Transaction
-	if err := c.post(ctx, Prefix+"/cancel", body, &t, opts); err != nil {
-		return nil, err
-	}
-	return &t, nil
+	return postAs[Transaction](ctx, c, Prefix+"/cancel", body, opts)
 }
 
 // Confirm confirms an APPROVED sale that asked for confirmation
@@ -492,11 +478,7 @@ func (c *Client) WaitForFinal(ctx context.Context, onlineAPIRefID string, onChan
 // first. Errors: validation, WP03, WP26 (range over 30 days), WP27 (from
 // more than 90 days ago), WP16 (terminalId).
 func (c *Client) Transactions(ctx context.Context, p ListParams, opts ...CallOption) (*TransactionPage, error) {
-	var page TransactionPage
-	if err := c.get(ctx, Prefix+"/transactions", Prefix+"/transactions", p.query(), &page, opts); err != nil {
-		return nil, err
-	}
-	return &page, nil
+	return getAs[TransactionPage](ctx, c, Prefix+"/transactions", Prefix+"/transactions", p.query(), opts)
 }
 
 // AllTransactions iterates over every transaction p selects, newest
@@ -531,18 +513,10 @@ func (c *Client) Print(ctx context.Context, p PrintParams, opts ...CallOption) (
 	if p.Lines == nil && p.OnlineAPIRefID == "" {
 		return nil, errors.New("client: print: give Lines, or OnlineAPIRefID and Copy")
 	}
-	var j PrintJob
-	if err := c.post(ctx, Prefix+"/print", p, &j, opts); err != nil {
-		return nil, err
-	}
-	return &j, nil
+	return postAs[PrintJob](ctx, c, Prefix+"/print", p, opts)
 }
 
 // PrintJob returns a print job. Errors: WP03, not-found.
 func (c *Client) PrintJob(ctx context.Context, printID string, opts ...CallOption) (*PrintJob, error) {
-	var j PrintJob
-	if err := c.get(ctx, Prefix+"/print/"+url.PathEscape(printID), Prefix+"/print/{printId}", nil, &j, opts); err != nil {
-		return nil, err
-	}
-	return &j, nil
+	return getAs[PrintJob](ctx, c, Prefix+"/print/"+url.PathEscape(printID), Prefix+"/print/{printId}", nil, opts)
 }

@@ -151,11 +151,7 @@ const webhookRoute = Prefix + "/webhooks/{webhookId}"
 // Errors: validation (URL, event types, description), WP03, conflict (16
 // endpoints already).
 func (c *Client) CreateWebhook(ctx context.Context, p WebhookParams, opts ...CallOption) (*Webhook, error) {
-	var w Webhook
-	if err := c.post(ctx, Prefix+"/webhooks", p, &w, opts); err != nil {
-		return nil, err
-	}
-	return &w, nil
+	return postAs[Webhook](ctx, c, Prefix+"/webhooks", p, opts)
 }
 
 // Webhooks lists the merchant's endpoints, oldest first, without their
@@ -173,11 +169,7 @@ func (c *Client) Webhooks(ctx context.Context, opts ...CallOption) ([]*Webhook, 
 // Webhook returns an endpoint, without its secret: its Status and, when
 // disabled, DisabledReason. Errors: WP03, not-found.
 func (c *Client) Webhook(ctx context.Context, webhookID string, opts ...CallOption) (*Webhook, error) {
-	var w Webhook
-	if err := c.get(ctx, webhookPath(webhookID), webhookRoute, nil, &w, opts); err != nil {
-		return nil, err
-	}
-	return &w, nil
+	return getAs[Webhook](ctx, c, webhookPath(webhookID), webhookRoute, nil, opts)
 }
 
 // UpdateWebhook changes an endpoint's URL, event types, description or

@@ -1,7 +1,6 @@
 package lifecycle_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -57,38 +56,29 @@ func TestNextPrintEveryStateAndEvent(t *testing.T) {
 			"reported success": stands, "reported out of paper": stands, "timed out": stands, "send failed": stands, "unknown": stands,
 		},
 	}
-	for sname, job := range states {
-		for ename, ev := range events {
-			w, ok := table[sname][ename]
-			if !ok {
-				t.Errorf("no expectation for (%s, %s)", sname, ename)
-				continue
-			}
-			t.Run(fmt.Sprintf("%s/%s", sname, ename), func(t *testing.T) {
-				next, st := lifecycle.NextPrint(sname, job, ev)
-				if (st.Refused != nil) != w.refused || st.Changed != w.changed || st.Send != w.send ||
-					st.Ended != (w.changed && w.status != none) {
-					t.Fatalf("step %+v, want %+v", st, w)
-				}
-				status := none
-				if next.StatusID != nil {
-					status = *next.StatusID
-				}
-				if status != w.status {
-					t.Errorf("status %d, want %d", status, w.status)
-				}
-				if w.status != none && (next.CompletedAt == nil || !next.CompletedAt.Equal(w.at)) {
-					t.Errorf("completed at %v, want %v", next.CompletedAt, w.at)
-				}
-				if w.status == none && next.CompletedAt != nil {
-					t.Errorf("completed at %v without a status", next.CompletedAt)
-				}
-				if next.ID != job.ID || next.CreatedAt != job.CreatedAt {
-					t.Errorf("the job changed identity: %+v", next)
-				}
-			})
+	everyPair(t, states, events, table, func(t *testing.T, sname lifecycle.PrintState, job instore.PrintJob, ev lifecycle.PrintEvent, w want) {
+		next, st := lifecycle.NextPrint(sname, job, ev)
+		if (st.Refused != nil) != w.refused || st.Changed != w.changed || st.Send != w.send ||
+			st.Ended != (w.changed && w.status != none) {
+			t.Fatalf("step %+v, want %+v", st, w)
 		}
-	}
+		status := none
+		if next.StatusID != nil {
+			status = *next.StatusID
+		}
+		if status != w.status {
+			t.Errorf("status %d, want %d", status, w.status)
+		}
+		if w.status != none && (next.CompletedAt == nil || !next.CompletedAt.Equal(w.at)) {
+			t.Errorf("completed at %v, want %v", next.CompletedAt, w.at)
+		}
+		if w.status == none && next.CompletedAt != nil {
+			t.Errorf("completed at %v without a status", next.CompletedAt)
+		}
+		if next.ID != job.ID || next.CreatedAt != job.CreatedAt {
+			t.Errorf("the job changed identity: %+v", next)
+		}
+	})
 	if got := lifecycle.PrintDue(&base, 30*time.Second); !got.Equal(t0.Add(30 * time.Second)) {
 		t.Errorf("PrintDue = %v", got)
 	}

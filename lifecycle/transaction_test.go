@@ -3,6 +3,7 @@ package lifecycle_test
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -130,58 +131,43 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 		return want{kind: instore.EventLateResult, status: techErr, code: code, progress: instore.ProgressFinal, endMoot: true}
 	}
 	progress := func(p instore.Progress) want { return want{kind: instore.EventProgress, status: pending, progress: p} }
+	// A transaction awaiting its result: "sent" and "cancel requested"
+	// change a few of the acknowledged one's outcomes.
+	awaiting := func(endMoot bool, changes map[string]want) map[string]want {
+		row := map[string]want{
+			"ack": unchanged, "progress forward": progress(instore.ProgressWaitingForPIN), "progress backward": unchanged,
+			"progress unknown": refused, "cancel": cancelWant,
+			"ack timeout": {arm: true}, "deadline": expire("WP36", instore.CancelDeadline),
+			"send failed":     expire("WP23", instore.CancelAckTimeout),
+			"result approved": final(instore.StatusApproved, "", true, endMoot), "result declined": final(instore.StatusTransactionDeclined, "", true, endMoot),
+			"result aborted": final(instore.StatusAbortedByCashier, "", true, endMoot), "result resent": final(instore.StatusApproved, "", true, endMoot),
+			"result not an outcome": refused, "unknown event": refused,
+		}
+		maps.Copy(row, changes)
+		return row
+	}
+	// An ended transaction: only a result tells "ack timed out" apart.
+	ended := func(changes map[string]want) map[string]want {
+		row := map[string]want{
+			"ack": unchanged, "progress forward": unchanged, "progress backward": unchanged, "progress unknown": refused,
+			"cancel": unchanged, "ack timeout": unchanged, "deadline": unchanged, "send failed": unchanged,
+			"result approved": moot, "result declined": moot, "result aborted": moot, "result resent": unchanged,
+			"result not an outcome": refused, "unknown event": refused,
+		}
+		maps.Copy(row, changes)
+		return row
+	}
 	table := map[string]map[string]want{
-		"sent": {
-			"ack": ackWant, "progress forward": progress(instore.ProgressWaitingForPIN), "progress backward": progress(instore.ProgressWaitingForCard),
-			"progress unknown": refused, "cancel": cancelWant,
-			"ack timeout": expire("WP25", instore.CancelAckTimeout), "deadline": expire("WP36", instore.CancelDeadline),
-			"send failed":     expire("WP23", instore.CancelAckTimeout),
-			"result approved": final(instore.StatusApproved, "", true, false), "result declined": final(instore.StatusTransactionDeclined, "", true, false),
-			"result aborted": final(instore.StatusAbortedByCashier, "", true, false), "result resent": final(instore.StatusApproved, "", true, false),
-			"result not an outcome": refused, "unknown event": refused,
-		},
-		"acknowledged": {
-			"ack": unchanged, "progress forward": progress(instore.ProgressWaitingForPIN), "progress backward": unchanged,
-			"progress unknown": refused, "cancel": cancelWant,
-			"ack timeout": {arm: true}, "deadline": expire("WP36", instore.CancelDeadline),
-			"send failed":     expire("WP23", instore.CancelAckTimeout),
-			"result approved": final(instore.StatusApproved, "", true, false), "result declined": final(instore.StatusTransactionDeclined, "", true, false),
-			"result aborted": final(instore.StatusAbortedByCashier, "", true, false), "result resent": final(instore.StatusApproved, "", true, false),
-			"result not an outcome": refused, "unknown event": refused,
-		},
-		"cancel requested": {
-			"ack": unchanged, "progress forward": progress(instore.ProgressWaitingForPIN), "progress backward": unchanged,
-			"progress unknown": refused, "cancel": unchanged,
-			"ack timeout": {arm: true}, "deadline": expire("WP36", instore.CancelDeadline),
-			"send failed":     expire("WP23", instore.CancelAckTimeout),
-			"result approved": final(instore.StatusApproved, "", true, true), "result declined": final(instore.StatusTransactionDeclined, "", true, true),
-			"result aborted": final(instore.StatusAbortedByCashier, "WP37", true, true), "result resent": final(instore.StatusApproved, "", true, true),
-			"result not an outcome": refused, "unknown event": refused,
-		},
-		"approved": {
-			"ack": unchanged, "progress forward": unchanged, "progress backward": unchanged, "progress unknown": refused,
-			"cancel": unchanged, "ack timeout": unchanged, "deadline": unchanged, "send failed": unchanged,
-			"result approved": moot, "result declined": moot, "result aborted": moot, "result resent": unchanged,
-			"result not an outcome": refused, "unknown event": refused,
-		},
-		"ack timed out": {
-			"ack": unchanged, "progress forward": unchanged, "progress backward": unchanged, "progress unknown": refused,
-			"cancel": unchanged, "ack timeout": unchanged, "deadline": unchanged, "send failed": unchanged,
-			"result approved": lateApproval, "result declined": lateResult("WP25"), "result aborted": lateResult("WP25"),
-			"result resent": lateApproval, "result not an outcome": refused, "unknown event": refused,
-		},
-		"deadline passed, late decline kept": {
-			"ack": unchanged, "progress forward": unchanged, "progress backward": unchanged, "progress unknown": refused,
-			"cancel": unchanged, "ack timeout": unchanged, "deadline": unchanged, "send failed": unchanged,
-			"result approved": moot, "result declined": moot, "result aborted": moot, "result resent": unchanged,
-			"result not an outcome": refused, "unknown event": refused,
-		},
-		"late approval reversed": {
-			"ack": unchanged, "progress forward": unchanged, "progress backward": unchanged, "progress unknown": refused,
-			"cancel": unchanged, "ack timeout": unchanged, "deadline": unchanged, "send failed": unchanged,
-			"result approved": moot, "result declined": moot, "result aborted": moot, "result resent": unchanged,
-			"result not an outcome": refused, "unknown event": refused,
-		},
+		"sent": awaiting(false, map[string]want{"ack": ackWant, "progress backward": progress(instore.ProgressWaitingForCard),
+			"ack timeout": expire("WP25", instore.CancelAckTimeout)}),
+		"acknowledged": awaiting(false, nil),
+		"cancel requested": awaiting(true, map[string]want{"cancel": unchanged,
+			"result aborted": final(instore.StatusAbortedByCashier, "WP37", true, true)}),
+		"approved": ended(nil),
+		"ack timed out": ended(map[string]want{"result approved": lateApproval, "result declined": lateResult("WP25"),
+			"result aborted": lateResult("WP25"), "result resent": lateApproval}),
+		"deadline passed, late decline kept": ended(nil),
+		"late approval reversed":             ended(nil),
 	}
 
 	// None of these asked for confirmation: a confirm is refused, the
@@ -190,70 +176,56 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 	for _, row := range table {
 		row["confirm"], row["confirm deadline"] = refused, unchanged
 	}
-	for sname, state := range states {
-		for ename, ev := range events {
-			w, ok := table[sname][ename]
-			if !ok {
-				t.Errorf("no expectation for (%s, %s)", sname, ename)
-				continue
+	everyPair(t, states, events, table, func(t *testing.T, _ string, state func() instore.Transaction, ev lifecycle.Event, w want) {
+		before := state()
+		next, st := lifecycle.Next(before, ev, rules)
+		if w.kind == "refused" {
+			if st.Refused == nil || st.Changed || next.Version != before.Version || st.Event != nil {
+				t.Errorf("want refused, got %+v", st)
 			}
-			t.Run(fmt.Sprintf("%s/%s", sname, ename), func(t *testing.T) {
-				before := state()
-				next, st := lifecycle.Next(before, ev, rules)
-				if w.kind == "refused" {
-					if st.Refused == nil || st.Changed || next.Version != before.Version || st.Event != nil {
-						t.Errorf("want refused, got %+v", st)
-					}
-					return
-				}
-				if st.Refused != nil {
-					t.Fatalf("refused: %v", st.Refused)
-				}
-				if st.Changed != (w.kind != "") {
-					t.Fatalf("changed %v, want %v (%+v)", st.Changed, w.kind != "", st)
-				}
-				armed := st.Arm != nil
-				if st.Cancel != w.cancel || (st.Reverse != "") != w.reverse || (st.Print != nil) != w.print ||
-					armed != w.arm || st.EndCancels != w.endMoot || st.Ended != w.ended {
-					t.Errorf("effects = cancel %q reverse %q print %v arm %v endMoot %v ended %v; want %+v",
-						st.Cancel, st.Reverse, st.Print != nil, armed, st.EndCancels, st.Ended, w)
-				}
-				if !st.Changed {
-					if fmt.Sprint(next) != fmt.Sprint(before) {
-						t.Errorf("unchanged step changed the state:\n%+v\n%+v", before, next)
-					}
-					return
-				}
-				code := ""
-				for _, c := range md.ErrorCodes {
-					if next.ErrorID != nil && c.ID == *next.ErrorID {
-						code = c.Code
-					}
-				}
-				if w.progress == "" { // a cancel leaves the stage as it was
-					w.progress = before.Progress
-				}
-				if next.StatusID != w.status || code != w.code || next.Progress != w.progress {
-					t.Errorf("state = %d %q %s; want %d %q %s", next.StatusID, code, next.Progress, w.status, w.code, w.progress)
-				}
-				if st.Event == nil || st.Event.Kind != w.kind || st.Event.Version != before.Version+1 || !st.Event.At.Equal(now) ||
-					st.Event.StatusBefore != rules.Status(before.StatusID) || st.Event.StatusAfter != rules.Status(next.StatusID) {
-					t.Errorf("timeline event = %+v, want kind %s at version %d", st.Event, w.kind, before.Version+1)
-				}
-				if w.ended && (next.CompletedAt == nil || next.ResultMessageID == "" && ev.Kind == instore.EventResult) {
-					t.Errorf("ended without completion or result: %+v", next)
-				}
-				if w.arm && (st.Arm == nil || next.DeadlineAt == nil || !st.Arm.Equal(*next.DeadlineAt)) {
-					t.Errorf("armed %v, deadline %v", st.Arm, next.DeadlineAt)
-				}
-			})
+			return
 		}
-	}
-	for sname := range table {
-		if _, ok := states[sname]; !ok {
-			t.Errorf("table state %q is no state", sname)
+		if st.Refused != nil {
+			t.Fatalf("refused: %v", st.Refused)
 		}
-	}
+		if st.Changed != (w.kind != "") {
+			t.Fatalf("changed %v, want %v (%+v)", st.Changed, w.kind != "", st)
+		}
+		armed := st.Arm != nil
+		if st.Cancel != w.cancel || (st.Reverse != "") != w.reverse || (st.Print != nil) != w.print ||
+			armed != w.arm || st.EndCancels != w.endMoot || st.Ended != w.ended {
+			t.Errorf("effects = cancel %q reverse %q print %v arm %v endMoot %v ended %v; want %+v",
+				st.Cancel, st.Reverse, st.Print != nil, armed, st.EndCancels, st.Ended, w)
+		}
+		if !st.Changed {
+			if fmt.Sprint(next) != fmt.Sprint(before) {
+				t.Errorf("unchanged step changed the state:\n%+v\n%+v", before, next)
+			}
+			return
+		}
+		code := ""
+		for _, c := range md.ErrorCodes {
+			if next.ErrorID != nil && c.ID == *next.ErrorID {
+				code = c.Code
+			}
+		}
+		if w.progress == "" { // a cancel leaves the stage as it was
+			w.progress = before.Progress
+		}
+		if next.StatusID != w.status || code != w.code || next.Progress != w.progress {
+			t.Errorf("state = %d %q %s; want %d %q %s", next.StatusID, code, next.Progress, w.status, w.code, w.progress)
+		}
+		if st.Event == nil || st.Event.Kind != w.kind || st.Event.Version != before.Version+1 || !st.Event.At.Equal(now) ||
+			st.Event.StatusBefore != rules.Status(before.StatusID) || st.Event.StatusAfter != rules.Status(next.StatusID) {
+			t.Errorf("timeline event = %+v, want kind %s at version %d", st.Event, w.kind, before.Version+1)
+		}
+		if w.ended && (next.CompletedAt == nil || next.ResultMessageID == "" && ev.Kind == instore.EventResult) {
+			t.Errorf("ended without completion or result: %+v", next)
+		}
+		if w.arm && (st.Arm == nil || next.DeadlineAt == nil || !st.Arm.Equal(*next.DeadlineAt)) {
+			t.Errorf("armed %v, deadline %v", st.Arm, next.DeadlineAt)
+		}
+	})
 }
 
 var statesFn map[string]func() instore.Transaction
@@ -275,9 +247,7 @@ func kindOf(code string) instore.TimelineKind {
 // event; a REVERSAL the service ended keeps its status and still reverses
 // the original; a result applied before changes nothing.
 func TestNextReversalPair(t *testing.T) {
-	md := instore.DefaultMetadata()
-	rules := lifecycle.Rules{Deadline: time.Minute, ErrorID: func(code string) *int { c, _ := md.ErrorCode(code); return &c.ID },
-		Status: func(id instore.TransactionStatus) string { c, _ := md.TransactionStatus(id); return c.Code }}
+	rules := testRules()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	orig := instore.Transaction{ID: "txn_o", Type: instore.TypePurchase, StatusID: instore.StatusApproved, Version: 6, Progress: instore.ProgressFinal}
 	rev := instore.Transaction{ID: "txn_r", Type: instore.TypeReversal, OriginalID: "txn_o", StatusID: instore.StatusPending, Version: 2, Progress: instore.ProgressAcknowledged}
@@ -316,10 +286,7 @@ func TestNextReversalPair(t *testing.T) {
 // confirmation, refuses the confirm and ignores the timer.
 func TestNextConfirmation(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	md := instore.DefaultMetadata()
-	rules := lifecycle.Rules{Deadline: 2 * time.Minute,
-		ErrorID: func(code string) *int { c, _ := md.ErrorCode(code); return &c.ID },
-		Status:  func(id instore.TransactionStatus) string { c, _ := md.TransactionStatus(id); return c.Code }}
+	rules := testRules()
 	approvedAt := t0.Add(10 * time.Second)
 	deadline := approvedAt.Add(30 * time.Second)
 	pending := instore.Transaction{ID: "txn_1", Type: instore.TypePurchase, SerialNumber: "SN1", TerminalID: "10000001",

@@ -1,7 +1,6 @@
 package lifecycle_test
 
 import (
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -175,43 +174,36 @@ func TestNextUpdateEveryStateAndEvent(t *testing.T) {
 		if got := lifecycle.UpdateStateOf(&u); sname != lifecycle.UpdateNew && got != sname {
 			t.Errorf("UpdateStateOf(%s) = %s", sname, got)
 		}
-		for ename, ev := range events {
-			w, ok := table[sname][ename]
-			if !ok {
-				t.Errorf("no expectation for (%s, %s)", sname, ename)
-				continue
-			}
-			t.Run(fmt.Sprintf("%s/%s", sname, ename), func(t *testing.T) {
-				next, st := lifecycle.NextUpdate(sname, u, ev)
-				if (st.Refused != nil) != w.refused || st.Changed != w.changed || !slices.Equal(st.From, w.from) ||
-					st.DeviceVersion != w.device || !st.Arm.IsZero() != w.arm || st.TryDeliver != w.try ||
-					st.ClearDelivered != w.clear || st.Send != w.send || st.Resend != w.resend {
-					t.Fatalf("step %+v, want %+v", st, w)
-				}
-				if st.Ended != (w.changed && (w.status == instore.UpdateInstalled || w.status == instore.UpdateFailed)) {
-					t.Errorf("ended %v for status %s", st.Ended, w.status)
-				}
-				if w.arm && !st.Arm.Equal(notBefore) {
-					t.Errorf("timer at %v, want notBefore %v", st.Arm, notBefore)
-				}
-				if next.Status != w.status || next.SoftwareVersion != w.version || next.Reason != w.reason {
-					t.Errorf("update %s %q %q, want %s %q %q", next.Status, next.SoftwareVersion, next.Reason, w.status, w.version, w.reason)
-				}
-				if (next.DeliveredAt != nil) != w.delivered {
-					t.Errorf("delivered at %v, want set %v", next.DeliveredAt, w.delivered)
-				}
-				if w.send && !next.DeliveredAt.Equal(ev.At) {
-					t.Errorf("delivered at %v, want the event's %v", next.DeliveredAt, ev.At)
-				}
-				if wantAt := u.UpdatedAt; w.changed && !next.UpdatedAt.Equal(ev.At) || !w.changed && !next.UpdatedAt.Equal(wantAt) {
-					t.Errorf("updated at %v (changed %v, event at %v)", next.UpdatedAt, w.changed, ev.At)
-				}
-				if next.ID != u.ID || next.CreatedAt != u.CreatedAt || next.PackageID != u.PackageID {
-					t.Errorf("the update changed identity: %+v", next)
-				}
-			})
-		}
 	}
+	everyPair(t, states, events, table, func(t *testing.T, sname lifecycle.UpdateState, u instore.Update, ev lifecycle.UpdateEvent, w want) {
+		next, st := lifecycle.NextUpdate(sname, u, ev)
+		if (st.Refused != nil) != w.refused || st.Changed != w.changed || !slices.Equal(st.From, w.from) ||
+			st.DeviceVersion != w.device || !st.Arm.IsZero() != w.arm || st.TryDeliver != w.try ||
+			st.ClearDelivered != w.clear || st.Send != w.send || st.Resend != w.resend {
+			t.Fatalf("step %+v, want %+v", st, w)
+		}
+		if st.Ended != (w.changed && (w.status == instore.UpdateInstalled || w.status == instore.UpdateFailed)) {
+			t.Errorf("ended %v for status %s", st.Ended, w.status)
+		}
+		if w.arm && !st.Arm.Equal(notBefore) {
+			t.Errorf("timer at %v, want notBefore %v", st.Arm, notBefore)
+		}
+		if next.Status != w.status || next.SoftwareVersion != w.version || next.Reason != w.reason {
+			t.Errorf("update %s %q %q, want %s %q %q", next.Status, next.SoftwareVersion, next.Reason, w.status, w.version, w.reason)
+		}
+		if (next.DeliveredAt != nil) != w.delivered {
+			t.Errorf("delivered at %v, want set %v", next.DeliveredAt, w.delivered)
+		}
+		if w.send && !next.DeliveredAt.Equal(ev.At) {
+			t.Errorf("delivered at %v, want the event's %v", next.DeliveredAt, ev.At)
+		}
+		if wantAt := u.UpdatedAt; w.changed && !next.UpdatedAt.Equal(ev.At) || !w.changed && !next.UpdatedAt.Equal(wantAt) {
+			t.Errorf("updated at %v (changed %v, event at %v)", next.UpdatedAt, w.changed, ev.At)
+		}
+		if next.ID != u.ID || next.CreatedAt != u.CreatedAt || next.PackageID != u.PackageID {
+			t.Errorf("the update changed identity: %+v", next)
+		}
+	})
 	if got := lifecycle.UpdateStateOf(nil); got != lifecycle.UpdateNew {
 		t.Errorf("UpdateStateOf(nil) = %s", got)
 	}

@@ -2,7 +2,6 @@ package lifecycle_test
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -63,40 +62,32 @@ func TestNextDeliveryEveryStateAndEvent(t *testing.T) {
 		row["retried"] = want{state: pending, changed: true}
 		table[ended] = row
 	}
-	for sname, row := range table {
-		for ename, ev := range events {
-			w, ok := row[ename]
-			if !ok {
-				t.Errorf("no expectation for (%s, %s)", sname, ename)
-				continue
-			}
-			t.Run(fmt.Sprintf("%s/%s", sname, ename), func(t *testing.T) {
-				st := lifecycle.NextDelivery(sname, ev)
-				if st.State != w.state || st.Changed != w.changed || st.GiveUp != w.giveUp || st.Failure != w.failure ||
-					st.Succeeded != (w.changed && w.state == succeeded) {
-					t.Fatalf("step %+v, want %+v", st, w)
-				}
-				switch {
-				case ename == "retried":
-					if !st.NextAt.Equal(start) {
-						t.Errorf("retried: due %v, want now", st.NextAt)
-					}
-				case w.wait > 0:
-					if got := st.NextAt.Sub(start); got < w.wait-time.Millisecond || got > w.wait+time.Millisecond {
-						t.Errorf("next attempt after %v, want %v", got, w.wait)
-					}
-				case !st.NextAt.IsZero():
-					t.Errorf("next attempt at %v, want none", st.NextAt)
-				}
-				if w.disabling != (st.DisableReason != "") || w.disabling && !st.DisableBefore.Equal(start.Add(-instore.WebhookDisableAfter)) {
-					t.Errorf("disable before %v (%q), want disabling %v", st.DisableBefore, st.DisableReason, w.disabling)
-				}
-				if w.changed && ev.Kind == lifecycle.DeliveryAnswered && st.N != ev.Attempts+1 {
-					t.Errorf("attempt %d, want %d", st.N, ev.Attempts+1)
-				}
-			})
+	states := map[lifecycle.DeliveryState]struct{}{pending: {}, succeeded: {}, failed: {}} // a delivery is only its state
+	everyPair(t, states, events, table, func(t *testing.T, sname lifecycle.DeliveryState, _ struct{}, ev lifecycle.DeliveryEvent, w want) {
+		st := lifecycle.NextDelivery(sname, ev)
+		if st.State != w.state || st.Changed != w.changed || st.GiveUp != w.giveUp || st.Failure != w.failure ||
+			st.Succeeded != (w.changed && w.state == succeeded) {
+			t.Fatalf("step %+v, want %+v", st, w)
 		}
-	}
+		switch {
+		case ev.Kind == lifecycle.DeliveryRetried:
+			if !st.NextAt.Equal(start) {
+				t.Errorf("retried: due %v, want now", st.NextAt)
+			}
+		case w.wait > 0:
+			if got := st.NextAt.Sub(start); got < w.wait-time.Millisecond || got > w.wait+time.Millisecond {
+				t.Errorf("next attempt after %v, want %v", got, w.wait)
+			}
+		case !st.NextAt.IsZero():
+			t.Errorf("next attempt at %v, want none", st.NextAt)
+		}
+		if w.disabling != (st.DisableReason != "") || w.disabling && !st.DisableBefore.Equal(start.Add(-instore.WebhookDisableAfter)) {
+			t.Errorf("disable before %v (%q), want disabling %v", st.DisableBefore, st.DisableReason, w.disabling)
+		}
+		if w.changed && ev.Kind == lifecycle.DeliveryAnswered && st.N != ev.Attempts+1 {
+			t.Errorf("attempt %d, want %d", st.N, ev.Attempts+1)
+		}
+	})
 }
 
 // TestRetryWait: each wait of the schedule with its jitter's bounds, and

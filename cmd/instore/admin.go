@@ -137,73 +137,77 @@ shown once, at creation, and stored only as SHA-256 digests.`,
 		*instore.SubscriptionKey
 		Key string `json:"subscriptionKey"`
 	}
-	credFlags := func(c *cobra.Command) {
+	// createCredential is the create subcommand of a credential, which
+	// belongs to the owner --surface, --merchant and --customer name.
+	createCredential := func(short string, create func(ctx context.Context, ad *admin.Admin, s instore.Surface, owner string) (any, error)) *cobra.Command {
+		c := &cobra.Command{Use: "create", Short: short, Args: cobra.NoArgs,
+			RunE: do(func(ctx context.Context, ad *admin.Admin, w io.Writer) (any, error) {
+				s, id, err := owner()
+				if err != nil {
+					return nil, err
+				}
+				return create(ctx, ad, s, id)
+			})}
 		c.Flags().StringVar(&surface, "surface", "online", "online (belongs to a merchant) or access (belongs to a customer)")
 		c.Flags().StringVar(&merchant, "merchant", "", "merchant id (online)")
 		c.Flags().StringVar(&customer, "customer", "", "customer id (access)")
+		return c
+	}
+	// listOfCustomer is the list subcommand of a customer's credentials.
+	listOfCustomer := func(short string, list func(context.Context, instore.Store) (any, error)) *cobra.Command {
+		c := &cobra.Command{Use: "list", Short: short, Args: cobra.NoArgs,
+			RunE: do(func(ctx context.Context, ad *admin.Admin, w io.Writer) (any, error) {
+				return list(ctx, ad.Store)
+			})}
+		c.Flags().StringVar(&customer, "customer", "", "customer id (required)")
+		c.MarkFlagRequired("customer")
+		return c
+	}
+	// revokeCredential is the revoke subcommand of a credential: revoke
+	// revokes the one of its argument and returns what to show.
+	revokeCredential := func(use, short string, revoke func(ctx context.Context, ad *admin.Admin, id string) (any, error)) *cobra.Command {
+		return &cobra.Command{Use: use, Short: short, Args: cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return do(func(ctx context.Context, ad *admin.Admin, w io.Writer) (any, error) {
+					return revoke(ctx, ad, args[0])
+				})(cmd, args)
+			}}
 	}
 
 	clientCmd := &cobra.Command{Use: "client", Short: "API clients (OAuth 2.0 client credentials)"}
-	clc := &cobra.Command{Use: "create", Short: "Create an API client; prints its secret once", Args: cobra.NoArgs,
-		RunE: do(func(ctx context.Context, ad *admin.Admin, w io.Writer) (any, error) {
-			s, id, err := owner()
-			if err != nil {
-				return nil, err
-			}
-			c, secret, err := ad.CreateClient(ctx, s, id, name)
-			if err != nil {
-				return nil, err
-			}
-			return created{c, secret}, nil
-		})}
-	credFlags(clc)
+	clc := createCredential("Create an API client; prints its secret once", func(ctx context.Context, ad *admin.Admin, s instore.Surface, owner string) (any, error) {
+		c, secret, err := ad.CreateClient(ctx, s, owner, name)
+		if err != nil {
+			return nil, err
+		}
+		return created{c, secret}, nil
+	})
 	clc.Flags().StringVar(&name, "name", "", "a name for the client")
-	cll := &cobra.Command{Use: "list", Short: "List API clients of a customer", Args: cobra.NoArgs,
-		RunE: do(func(ctx context.Context, ad *admin.Admin, w io.Writer) (any, error) {
-			return ad.Store.APIClients(ctx, customer)
-		})}
-	cll.Flags().StringVar(&customer, "customer", "", "customer id (required)")
-	cll.MarkFlagRequired("customer")
-	clr := &cobra.Command{Use: "revoke CLIENT_ID", Short: "Revoke an API client: its tokens stop working", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return do(func(ctx context.Context, ad *admin.Admin, w io.Writer) (any, error) {
-				if err := ad.RevokeClient(ctx, args[0]); err != nil {
-					return nil, err
-				}
-				return ad.Store.APIClient(ctx, args[0])
-			})(cmd, args)
-		}}
+	cll := listOfCustomer("List API clients of a customer", func(ctx context.Context, st instore.Store) (any, error) {
+		return st.APIClients(ctx, customer)
+	})
+	clr := revokeCredential("revoke CLIENT_ID", "Revoke an API client: its tokens stop working", func(ctx context.Context, ad *admin.Admin, id string) (any, error) {
+		if err := ad.RevokeClient(ctx, id); err != nil {
+			return nil, err
+		}
+		return ad.Store.APIClient(ctx, id)
+	})
 	clientCmd.AddCommand(clc, cll, clr)
 
 	keyCmd := &cobra.Command{Use: "key", Short: "Subscription keys (Ocp-Apim-Subscription-Key)"}
-	kc := &cobra.Command{Use: "create", Short: "Create a subscription key; prints it once", Args: cobra.NoArgs,
-		RunE: do(func(ctx context.Context, ad *admin.Admin, w io.Writer) (any, error) {
-			s, id, err := owner()
-			if err != nil {
-				return nil, err
-			}
-			k, secret, err := ad.CreateKey(ctx, s, id)
-			if err != nil {
-				return nil, err
-			}
-			return createdKey{k, secret}, nil
-		})}
-	credFlags(kc)
-	kl := &cobra.Command{Use: "list", Short: "List subscription keys of a customer (prefixes only)", Args: cobra.NoArgs,
-		RunE: do(func(ctx context.Context, ad *admin.Admin, w io.Writer) (any, error) {
-			return ad.Store.SubscriptionKeys(ctx, customer)
-		})}
-	kl.Flags().StringVar(&customer, "customer", "", "customer id (required)")
-	kl.MarkFlagRequired("customer")
-	kr := &cobra.Command{Use: "revoke KEY_ID", Short: "Revoke a subscription key", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return do(func(ctx context.Context, ad *admin.Admin, w io.Writer) (any, error) {
-				if err := ad.RevokeKey(ctx, args[0]); err != nil {
-					return nil, err
-				}
-				return nil, nil
-			})(cmd, args)
-		}}
+	kc := createCredential("Create a subscription key; prints it once", func(ctx context.Context, ad *admin.Admin, s instore.Surface, owner string) (any, error) {
+		k, secret, err := ad.CreateKey(ctx, s, owner)
+		if err != nil {
+			return nil, err
+		}
+		return createdKey{k, secret}, nil
+	})
+	kl := listOfCustomer("List subscription keys of a customer (prefixes only)", func(ctx context.Context, st instore.Store) (any, error) {
+		return st.SubscriptionKeys(ctx, customer)
+	})
+	kr := revokeCredential("revoke KEY_ID", "Revoke a subscription key", func(ctx context.Context, ad *admin.Admin, id string) (any, error) {
+		return nil, ad.RevokeKey(ctx, id)
+	})
 	keyCmd.AddCommand(kc, kl, kr)
 
 	var serial, model string

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,8 +34,7 @@ func TestSecondServeOnOneDataDirRefused(t *testing.T) {
 	must(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	second := exec.CommandContext(ctx, exe, "serve", "--data", dir, "--listen-online", "127.0.0.1:0", "--listen-access", "127.0.0.1:0",
-		"--listen-terminal", "127.0.0.1:0", "--listen-ops", "127.0.0.1:0")
+	second := exec.CommandContext(ctx, exe, slices.Concat([]string{"serve", "--data", dir}, onFreePorts)...)
 	second.Env = append(os.Environ(), asBinaryEnv+"=1")
 	out, err := second.CombinedOutput() // waits: the process is gone after this
 	var ee *exec.ExitError
@@ -48,8 +48,7 @@ func TestSecondServeOnOneDataDirRefused(t *testing.T) {
 	}
 
 	// The demo on the same directory, in this process: refused the same.
-	_, errs, code := runCmd(t, "demo", "--data", dir, "--listen-online", "127.0.0.1:0", "--listen-access", "127.0.0.1:0",
-		"--listen-terminal", "127.0.0.1:0", "--listen-ops", "127.0.0.1:0")
+	_, errs, code := runCmd(t, demoArgs("--data", dir)...)
 	if code != 2 || !strings.Contains(errs, "another instore process (pid "+pid+")") || !strings.Contains(errs, "--database-url") {
 		t.Errorf("demo on the same directory = exit %d, stderr %q; want 2 and the reason", code, errs)
 	}

@@ -2,23 +2,20 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/apitest"
 	"github.com/instore-dev/instore/internal/pgtest"
-	"github.com/instore-dev/instore/internal/testlog"
 )
 
 // freshPostgres returns the URL of a new, empty schema in the database of
@@ -78,17 +75,9 @@ func TestDemoPostgresRestart(t *testing.T) {
 // closing comment for --env), stops it, and returns what it printed.
 func demoOutput(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	stderr := &testlog.Buffer{}
-	code := make(chan int, 1)
-	go func() {
-		code <- run(ctx, append([]string{"demo", "--data", dir, "--sim-delay", "0", "--listen-online", "127.0.0.1:0", "--listen-access", "127.0.0.1:0",
-			"--listen-terminal", "127.0.0.1:0", "--listen-ops", "127.0.0.1:0"}, args...), pw, stderr)
-		pw.Close()
-	}()
+	p := startRun(context.Background(), demoArgs(append([]string{"--data", dir, "--sim-delay", "0"}, args...)...)...)
 	var out strings.Builder
-	rd := bufio.NewReader(pr)
+	rd := bufio.NewReader(p.out)
 	for {
 		l, err := rd.ReadString('\n')
 		out.WriteString(l)
@@ -96,15 +85,11 @@ func demoOutput(t *testing.T, dir string, args ...string) string {
 			break
 		}
 	}
-	go io.Copy(io.Discard, pr)
-	cancel()
-	select {
-	case c := <-code:
-		if c != 0 {
-			t.Fatalf("demo %v exited %d; stderr:\n%s", args, c, stderr.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("demo %v did not stop within 20 s of cancellation", args)
+	p.discardRest()
+	if c := p.stop(t); c == -1 {
+		t.FailNow()
+	} else if c != 0 {
+		t.Fatalf("demo %v exited %d; stderr:\n%s", args, c, p.stderr.String())
 	}
 	return out.String()
 }
@@ -137,15 +122,7 @@ func TestDemoJSONCarriesEnv(t *testing.T) {
 	// The JSON object: exactly the documented keys, in order.
 	var obj map[string]json.RawMessage
 	must(t, json.Unmarshal([]byte(jsonOut), &obj))
-	var keys []string
-	dec := json.NewDecoder(bytes.NewReader([]byte(jsonOut)))
-	dec.Token()
-	for dec.More() {
-		k, _ := dec.Token()
-		keys = append(keys, k.(string))
-		var skip json.RawMessage
-		must(t, dec.Decode(&skip))
-	}
+	keys := apitest.ObjectKeys(t, []byte(jsonOut))
 	documented := "onlineApiBaseUrl accessApiBaseUrl terminalGatewayUrl consoleUrl opsUrl subscriptionKey accessToken clientId clientSecret " +
 		"accessSubscriptionKey accessAccessToken accessClientId accessClientSecret customerId merchantId currency terminals dataDir"
 	if got := strings.Join(keys, " "); got != documented {

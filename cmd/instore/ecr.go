@@ -283,17 +283,37 @@ func args(min, max int, names string) cobra.PositionalArgs {
 	}
 }
 
+// call is the RunE of an ecr command of one request: fn makes it and
+// returns what --json prints (nil: nothing) and what prints the answer for
+// people otherwise. An error of fn fails op.
+func (f *ecrFlags) call(op string, fn func(ctx context.Context, cmd *cobra.Command, a []string, c *client.Client) (v any, human func(io.Writer), err error)) func(*cobra.Command, []string) error {
+	return f.run(func(ctx context.Context, cmd *cobra.Command, a []string, c *client.Client) error {
+		v, human, err := fn(ctx, cmd, a, c)
+		switch {
+		case err != nil:
+			return fail(op, err)
+		case !f.json:
+			human(cmd.OutOrStdout())
+		case v != nil:
+			return printJSON(cmd.OutOrStdout(), v)
+		}
+		return nil
+	})
+}
+
+// terminalsTable prints ts for people.
+func terminalsTable(ts ...*client.Terminal) func(io.Writer) {
+	return func(w io.Writer) { printTerminals(w, ts) }
+}
+
 func ecrMetadataCmd(f *ecrFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "metadata",
 		Short: "Show the code lists: error codes, transaction statuses, payment methods, print statuses",
 		Args:  args(0, 0, "no arguments"),
-		RunE: f.run(func(ctx context.Context, cmd *cobra.Command, _ []string, c *client.Client) error {
+		RunE: f.call("metadata", func(ctx context.Context, _ *cobra.Command, _ []string, c *client.Client) (any, func(io.Writer), error) {
 			m, err := c.Metadata(ctx)
-			if err != nil {
-				return fail("metadata", err)
-			}
-			return f.show(cmd, m, func(w io.Writer) { printMetadata(w, m) })
+			return m, func(w io.Writer) { printMetadata(w, m) }, err
 		}),
 	}
 }
@@ -303,20 +323,18 @@ func ecrTerminalsCmd(f *ecrFlags) *cobra.Command {
 		Use:   "terminals [TERMINAL_ID]",
 		Short: "List the merchant's terminal IDs, or show one",
 		Args:  args(0, 1, "at most one terminal ID"),
-		RunE: f.run(func(ctx context.Context, cmd *cobra.Command, a []string, c *client.Client) error {
+		RunE: func(cmd *cobra.Command, a []string) error {
 			if len(a) == 1 {
-				t, err := c.Terminal(ctx, a[0])
-				if err != nil {
-					return fail("terminal", err)
-				}
-				return f.showTerminals(cmd, t, t)
+				return f.call("terminal", func(ctx context.Context, _ *cobra.Command, a []string, c *client.Client) (any, func(io.Writer), error) {
+					t, err := c.Terminal(ctx, a[0])
+					return t, terminalsTable(t), err
+				})(cmd, a)
 			}
-			ts, err := c.Terminals(ctx)
-			if err != nil {
-				return fail("terminals", err)
-			}
-			return f.showTerminals(cmd, map[string]any{"terminals": ts}, ts...)
-		}),
+			return f.call("terminals", func(ctx context.Context, _ *cobra.Command, _ []string, c *client.Client) (any, func(io.Writer), error) {
+				ts, err := c.Terminals(ctx)
+				return map[string]any{"terminals": ts}, terminalsTable(ts...), err
+			})(cmd, a)
+		},
 	}
 }
 
@@ -325,11 +343,10 @@ func ecrLinkCmd(f *ecrFlags) *cobra.Command {
 		Use:   "link TERMINAL_ID LINK_CODE",
 		Short: "Link the terminal showing LINK_CODE on its screen to TERMINAL_ID",
 		Args:  args(2, 2, "a terminal ID and the 6-digit link code the terminal shows"),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			return terminalChange(cmd, f, "link", func(ctx context.Context, c *client.Client) (*client.Terminal, error) {
-				return c.LinkTerminal(ctx, a[0], a[1])
-			})
-		},
+		RunE: f.call("link", func(ctx context.Context, _ *cobra.Command, a []string, c *client.Client) (any, func(io.Writer), error) {
+			t, err := c.LinkTerminal(ctx, a[0], a[1])
+			return t, terminalsTable(t), err
+		}),
 	}
 }
 
@@ -338,40 +355,11 @@ func ecrUnlinkCmd(f *ecrFlags) *cobra.Command {
 		Use:   "unlink TERMINAL_ID",
 		Short: "Unlink the terminal of TERMINAL_ID (it then shows a new link code)",
 		Args:  args(1, 1, "a terminal ID"),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			return terminalChange(cmd, f, "unlink", func(ctx context.Context, c *client.Client) (*client.Terminal, error) {
-				return c.UnlinkTerminal(ctx, a[0])
-			})
-		},
+		RunE: f.call("unlink", func(ctx context.Context, _ *cobra.Command, a []string, c *client.Client) (any, func(io.Writer), error) {
+			t, err := c.UnlinkTerminal(ctx, a[0])
+			return t, terminalsTable(t), err
+		}),
 	}
-}
-
-func terminalChange(cmd *cobra.Command, f *ecrFlags, op string, fn func(context.Context, *client.Client) (*client.Terminal, error)) error {
-	ctx, c, cancel, err := f.connect(cmd)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	t, err := fn(ctx, c)
-	if err != nil {
-		return fail(op, err)
-	}
-	return f.showTerminals(cmd, t, t)
-}
-
-// show prints v for scripts with --json (one line of JSON), else for
-// people with human.
-func (f *ecrFlags) show(cmd *cobra.Command, v any, human func(io.Writer)) error {
-	if f.json {
-		return printJSON(cmd.OutOrStdout(), v)
-	}
-	human(cmd.OutOrStdout())
-	return nil
-}
-
-// showTerminals is show for terminals: v with --json, else the table of ts.
-func (f *ecrFlags) showTerminals(cmd *cobra.Command, v any, ts ...*client.Terminal) error {
-	return f.show(cmd, v, func(w io.Writer) { printTerminals(w, ts) })
 }
 
 func ecrListCmd(f *ecrFlags) *cobra.Command {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -75,40 +74,19 @@ type background struct {
 
 func runBackground(t *testing.T, args ...string) *background {
 	t.Helper()
-	ctx, cancel := context.WithCancel(t.Context())
-	pr, pw := io.Pipe()
-	b := &background{lines: make(chan string, 1000), stderr: &testlog.Buffer{}}
-	code := make(chan int, 1)
-	go func() {
-		code <- run(ctx, args, pw, b.stderr)
-		pw.Close()
-	}()
+	p := startRun(t.Context(), args...)
+	b := &background{lines: make(chan string, 1000), stderr: p.stderr, stop: func() int { return p.stop(t) }}
 	go func() {
 		defer close(b.lines)
-		sc := bufio.NewScanner(pr)
+		sc := bufio.NewScanner(p.out)
 		for sc.Scan() {
 			select {
 			case b.lines <- sc.Text():
 			default: // the test stopped reading
 			}
 		}
-		io.Copy(io.Discard, pr)
+		io.Copy(io.Discard, p.out)
 	}()
-	stopped, exit := false, 0
-	b.stop = func() int {
-		if stopped {
-			return exit
-		}
-		stopped = true
-		cancel()
-		select {
-		case exit = <-code:
-		case <-time.After(20 * time.Second):
-			t.Errorf("instore %v did not end within 20 s of its cancellation", args)
-			exit = -1
-		}
-		return exit
-	}
 	t.Cleanup(func() { b.stop() })
 	return b
 }

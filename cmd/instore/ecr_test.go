@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +15,6 @@ import (
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/client"
 	"github.com/instore-dev/instore/internal/demo"
-	"github.com/instore-dev/instore/internal/testlog"
 	"github.com/instore-dev/instore/internal/testwait"
 )
 
@@ -457,24 +455,18 @@ func TestEcrCredentials(t *testing.T) {
 func TestEcrInterruptCancels(t *testing.T) {
 	info, _, _ := runDemo(t, "--sim-delay", "0", "--transaction-deadline", "60s")
 	ecrEnv(t, info)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pr, pw := io.Pipe()
-	stderr := &testlog.Buffer{}
-	code := make(chan int, 1)
-	go func() {
-		code <- run(ctx, []string{"ecr", "purchase", "10.92", "--wait", "--json"}, pw, stderr)
-		pw.Close()
-	}()
-	sc := bufio.NewScanner(pr)
+	p := startRun(context.Background(), "ecr", "purchase", "10.92", "--wait", "--json")
+	defer p.stop(t)
+	sc := bufio.NewScanner(p.out)
 	var lines []string
 	for sc.Scan() {
 		lines = append(lines, sc.Text())
 		if len(lines) == 1 {
-			cancel() // Ctrl-C once the purchase is acknowledged
+			p.cancel() // Ctrl-C once the purchase is acknowledged
 		}
 	}
-	if c := <-code; c != exitNotApproved {
+	stderr := p.stderr
+	if c := p.wait(); c != exitNotApproved {
 		t.Errorf("exit %d, want %d; stderr %q", c, exitNotApproved, stderr.String())
 	}
 	last := lastTx(t, strings.Join(lines, "\n"))
@@ -490,21 +482,13 @@ func TestEcrInterruptCancels(t *testing.T) {
 // newcomer does: the lines are valid shell, and with them in the
 // environment `instore ecr purchase 12.50 --wait` pays.
 func TestDemoEnv(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	code := make(chan int, 1)
-	go func() {
-		code <- run(ctx, []string{"demo", "--env", "--sim-delay", "0", "--listen-online", "127.0.0.1:0", "--listen-access", "127.0.0.1:0",
-			"--listen-terminal", "127.0.0.1:0", "--listen-ops", "127.0.0.1:0"}, pw, io.Discard)
-		pw.Close()
-	}()
+	p := startRun(context.Background(), demoArgs("--env", "--sim-delay", "0")...)
 	defer func() {
-		cancel()
-		if c := <-code; c != 0 {
+		if c := p.stop(t); c != 0 {
 			t.Errorf("demo --env exited %d", c)
 		}
 	}()
-	sc := bufio.NewScanner(pr)
+	sc := bufio.NewScanner(p.out)
 	var text strings.Builder
 	env := map[string]string{}
 	export := regexp.MustCompile(`^export (INSTORE_[A-Z_]+)='([^']*)'$`)
@@ -520,7 +504,7 @@ func TestDemoEnv(t *testing.T) {
 		}
 		env[m[1]] = m[2]
 	}
-	go io.Copy(io.Discard, pr)
+	p.discardRest()
 	for _, k := range []string{client.EnvOnlineAPIURL, client.EnvSubscriptionKey, client.EnvAccessToken, client.EnvClientID, client.EnvClientSecret,
 		envTerminalID, envCurrency, client.EnvAccessAPIURL, client.EnvAccessAPISubscriptionKey, client.EnvAccessAPIToken} {
 		if env[k] == "" {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/client"
@@ -31,6 +32,17 @@ func (t *txFlags) register(cmd *cobra.Command, withTerminal bool) {
 	fs.StringVar(&t.idempotencyKey, "idempotency-key", "", "Idempotency-Key to send (default: a new random one); the same key repeats the first answer")
 	fs.BoolVar(&t.wait, "wait", false, "follow the transaction to its final status, showing the terminal's progress")
 	fs.BoolVar(&t.receipt, "receipt", false, "show the customer receipt when the transaction is final")
+}
+
+// registerPayment registers the flags of a transaction that moves money
+// (purchase, refund): those of register, --currency and --payment-method
+// with their usages.
+func (t *txFlags) registerPayment(cmd *cobra.Command, currencyUsage, paymentMethodUsage string) *pflag.FlagSet {
+	t.register(cmd, true)
+	fs := cmd.Flags()
+	fs.StringVar(&t.currency, "currency", "", currencyUsage)
+	fs.StringVar(&t.paymentMethod, "payment-method", "", paymentMethodUsage)
+	return fs
 }
 
 func (t *txFlags) terminalID() (string, error) {
@@ -208,12 +220,10 @@ approval.`,
 			})
 		}),
 	}
-	tf.register(cmd, true)
-	fs := cmd.Flags()
-	fs.StringVar(&tf.currency, "currency", "", "ISO 4217 currency code such as SEK (env "+envCurrency+")")
+	fs := tf.registerPayment(cmd, "ISO 4217 currency code such as SEK (env "+envCurrency+")",
+		"pay with a payment method (id or code of the metadata's paymentMethods) instead of a card")
 	fs.StringVar(&cashback, "cashback", "", "cash paid out, included in AMOUNT")
 	fs.StringVar(&vat, "vat", "", "VAT included in AMOUNT, for the receipt")
-	fs.StringVar(&tf.paymentMethod, "payment-method", "", "pay with a payment method (id or code of the metadata's paymentMethods) instead of a card")
 	fs.BoolVar(&printReceipt, "print-receipt", false, "the terminal prints the receipt")
 	fs.DurationVar(&confirm, "confirm-within", 0, "ask for ECR confirmation: unless confirmed (instore ecr confirm) this long after its approval (10s-10m), the sale is reversed")
 	return cmd
@@ -260,11 +270,9 @@ func ecrRefundCmd(f *ecrFlags) *cobra.Command {
 			})
 		}),
 	}
-	tf.register(cmd, true)
-	fs := cmd.Flags()
-	fs.StringVar(&tf.currency, "currency", "", "ISO 4217 currency code (env "+envCurrency+"; default with --original: the original's)")
+	fs := tf.registerPayment(cmd, "ISO 4217 currency code (env "+envCurrency+"; default with --original: the original's)",
+		"refund through the payment method the original was paid with (id or code)")
 	fs.StringVar(&original, "original", "", "onlineAPIRefId of the APPROVED purchase refunded")
-	fs.StringVar(&tf.paymentMethod, "payment-method", "", "refund through the payment method the original was paid with (id or code)")
 	return cmd
 }
 

@@ -196,16 +196,10 @@ func ecrWebhookListCmd(f *ecrFlags) *cobra.Command {
 		Use:   "list",
 		Short: "List the merchant's webhook endpoints",
 		Args:  args(0, 0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return webhookCall(cmd, f, "webhook list", func(ctx context.Context, c *client.Client) (any, error) {
-				ws, err := c.Webhooks(ctx)
-				if err != nil || f.json {
-					return map[string]any{"webhooks": ws}, err
-				}
-				printWebhooks(cmd.OutOrStdout(), ws)
-				return nil, nil
-			})
-		},
+		RunE: f.call("webhook list", func(ctx context.Context, _ *cobra.Command, _ []string, c *client.Client) (any, func(io.Writer), error) {
+			ws, err := c.Webhooks(ctx)
+			return map[string]any{"webhooks": ws}, func(w io.Writer) { printWebhooks(w, ws) }, err
+		}),
 	}
 }
 
@@ -223,10 +217,10 @@ func ecrWebhookCreateCmd(f *ecrFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return webhookCall(cmd, f, "webhook create", func(ctx context.Context, c *client.Client) (any, error) {
+			return f.call("webhook create", func(ctx context.Context, _ *cobra.Command, a []string, c *client.Client) (any, func(io.Writer), error) {
 				w, err := c.CreateWebhook(ctx, client.WebhookParams{URL: a[0], EventTypes: q.Types, Description: description})
-				return oneWebhook(cmd, f, w, err)
-			})
+				return w, withSecret(w), err
+			})(cmd, a)
 		},
 	}
 	cmd.Flags().StringSliceVar(&types, "types", nil, "only these event types, comma-separated (default: all)")
@@ -239,12 +233,10 @@ func ecrWebhookRotateCmd(f *ecrFlags) *cobra.Command {
 		Use:   "rotate WEBHOOK_ID",
 		Short: "Give an endpoint a new secret (the old one signs beside it for 24 hours); prints it",
 		Args:  args(1, 1, "a webhookId"),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			return webhookCall(cmd, f, "webhook rotate", func(ctx context.Context, c *client.Client) (any, error) {
-				w, err := c.RotateWebhookSecret(ctx, a[0])
-				return oneWebhook(cmd, f, w, err)
-			})
-		},
+		RunE: f.call("webhook rotate", func(ctx context.Context, _ *cobra.Command, a []string, c *client.Client) (any, func(io.Writer), error) {
+			w, err := c.RotateWebhookSecret(ctx, a[0])
+			return w, withSecret(w), err
+		}),
 	}
 }
 
@@ -253,17 +245,9 @@ func ecrWebhookDeleteCmd(f *ecrFlags) *cobra.Command {
 		Use:   "delete WEBHOOK_ID",
 		Short: "Delete an endpoint; what it is still owed is not sent",
 		Args:  args(1, 1, "a webhookId"),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			return webhookCall(cmd, f, "webhook delete", func(ctx context.Context, c *client.Client) (any, error) {
-				if err := c.DeleteWebhook(ctx, a[0]); err != nil {
-					return nil, err
-				}
-				if !f.json {
-					fmt.Fprintf(cmd.OutOrStdout(), "deleted %s\n", a[0])
-				}
-				return nil, nil
-			})
-		},
+		RunE: f.call("webhook delete", func(ctx context.Context, _ *cobra.Command, a []string, c *client.Client) (any, func(io.Writer), error) {
+			return nil, func(w io.Writer) { fmt.Fprintf(w, "deleted %s\n", a[0]) }, c.DeleteWebhook(ctx, a[0])
+		}),
 	}
 }
 
@@ -280,35 +264,29 @@ func ecrWebhookDeliveriesCmd(f *ecrFlags) *cobra.Command {
 (pending, succeeded, failed: given up), its attempts and the last answer. --json
 prints the page as the API answers it.`,
 		Args: args(1, 1, "a webhookId"),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			return webhookCall(cmd, f, "webhook deliveries", func(ctx context.Context, c *client.Client) (any, error) {
-				q := client.DeliveryQuery{Cursor: cursor, Limit: limit}
-				page := &client.DeliveryPage{Deliveries: []*client.WebhookDelivery{}}
-				var err error
-				if all {
-					for d, derr := range c.AllWebhookDeliveries(ctx, a[0], q) {
-						if derr != nil {
-							return nil, derr
-						}
-						page.Deliveries = append(page.Deliveries, d)
+		RunE: f.call("webhook deliveries", func(ctx context.Context, _ *cobra.Command, a []string, c *client.Client) (any, func(io.Writer), error) {
+			q := client.DeliveryQuery{Cursor: cursor, Limit: limit}
+			page := &client.DeliveryPage{Deliveries: []*client.WebhookDelivery{}}
+			var err error
+			if all {
+				for d, derr := range c.AllWebhookDeliveries(ctx, a[0], q) {
+					if derr != nil {
+						return nil, nil, derr
 					}
-				} else if page, err = c.WebhookDeliveries(ctx, a[0], q); err != nil {
-					return nil, err
+					page.Deliveries = append(page.Deliveries, d)
 				}
-				if f.json {
-					var next *string
-					if page.NextCursor != "" {
-						next = &page.NextCursor
-					}
-					return struct {
-						Deliveries []*client.WebhookDelivery `json:"deliveries"`
-						NextCursor *string                   `json:"nextCursor"`
-					}{page.Deliveries, next}, nil
-				}
-				printDeliveries(cmd.OutOrStdout(), page)
-				return nil, nil
-			})
-		},
+			} else if page, err = c.WebhookDeliveries(ctx, a[0], q); err != nil {
+				return nil, nil, err
+			}
+			var next *string
+			if page.NextCursor != "" {
+				next = &page.NextCursor
+			}
+			return struct {
+				Deliveries []*client.WebhookDelivery `json:"deliveries"`
+				NextCursor *string                   `json:"nextCursor"`
+			}{page.Deliveries, next}, func(w io.Writer) { printDeliveries(w, page) }, nil
+		}),
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&cursor, "cursor", "", "continue a listing from its nextCursor")
@@ -322,48 +300,22 @@ func ecrWebhookRetryCmd(f *ecrFlags) *cobra.Command {
 		Use:   "retry WEBHOOK_ID DELIVERY_ID",
 		Short: "Send a delivery again now",
 		Args:  args(2, 2, "a webhookId and a deliveryId"),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			return webhookCall(cmd, f, "webhook retry", func(ctx context.Context, c *client.Client) (any, error) {
-				d, err := c.RetryWebhookDelivery(ctx, a[0], a[1])
-				if err != nil || f.json {
-					return d, err
-				}
-				printDeliveries(cmd.OutOrStdout(), &client.DeliveryPage{Deliveries: []*client.WebhookDelivery{d}})
-				return nil, nil
-			})
-		},
+		RunE: f.call("webhook retry", func(ctx context.Context, _ *cobra.Command, a []string, c *client.Client) (any, func(io.Writer), error) {
+			d, err := c.RetryWebhookDelivery(ctx, a[0], a[1])
+			return d, func(w io.Writer) { printDeliveries(w, &client.DeliveryPage{Deliveries: []*client.WebhookDelivery{d}}) }, err
+		}),
 	}
 }
 
-// webhookCall runs one call of a webhook subcommand: fn prints for
-// people itself and returns what --json prints (nil: nothing).
-func webhookCall(cmd *cobra.Command, f *ecrFlags, op string, fn func(context.Context, *client.Client) (any, error)) error {
-	ctx, c, cancel, err := f.connect(cmd)
-	if err != nil {
-		return err
+// withSecret prints for people an endpoint answered with its secret
+// (creation, rotation).
+func withSecret(wh *client.Webhook) func(io.Writer) {
+	return func(w io.Writer) {
+		printWebhooks(w, []*client.Webhook{wh})
+		if wh.Secret != "" {
+			fmt.Fprintf(w, "secret: %s\n(shown this once: store it where the receiver reads it)\n", wh.Secret)
+		}
 	}
-	defer cancel()
-	v, err := fn(ctx, c)
-	if err != nil {
-		return fail(op, err)
-	}
-	if v != nil && f.json {
-		return printJSON(cmd.OutOrStdout(), v)
-	}
-	return nil
-}
-
-// oneWebhook shows an endpoint answered with its secret (creation,
-// rotation).
-func oneWebhook(cmd *cobra.Command, f *ecrFlags, w *client.Webhook, err error) (any, error) {
-	if err != nil || f.json {
-		return w, err
-	}
-	printWebhooks(cmd.OutOrStdout(), []*client.Webhook{w})
-	if w.Secret != "" {
-		fmt.Fprintf(cmd.OutOrStdout(), "secret: %s\n(shown this once: store it where the receiver reads it)\n", w.Secret)
-	}
-	return nil, nil
 }
 
 func printWebhooks(w io.Writer, ws []*client.Webhook) {

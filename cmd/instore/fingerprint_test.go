@@ -4,15 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/demo"
-	"github.com/instore-dev/instore/internal/testlog"
 	"github.com/instore-dev/instore/internal/testwait"
 )
 
@@ -55,24 +55,14 @@ func TestServeFingerprintsWithStoredKey(t *testing.T) {
 	terminalID := terms[0].TerminalID
 
 	// serve, on free ports, read from its "listening" lines.
-	ctx, cancel := context.WithCancel(context.Background())
-	logs := &testlog.Buffer{}
-	served := make(chan int, 1)
-	go func() {
-		served <- run(ctx, []string{"serve", "--data", dir, "--listen-online", "127.0.0.1:0", "--listen-access", "127.0.0.1:0",
-			"--listen-terminal", "127.0.0.1:0", "--listen-ops", "127.0.0.1:0", "--log-format", "json", "--access-log-flush", "0"}, io.Discard, logs)
-	}()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if c := <-served; c != 0 {
+	p := startRun(context.Background(), slices.Concat([]string{"serve", "--data", dir}, onFreePorts, []string{"--log-format", "json", "--access-log-flush", "0"})...)
+	p.discardRest()
+	logs := p.stderr
+	stop := sync.OnceFunc(func() {
+		if c := p.stop(t); c != 0 {
 			t.Errorf("instore serve exited %d:\n%s", c, logs.String())
 		}
-	}
+	})
 	defer stop()
 	addrs := map[string]string{}
 	testwait.ForNil(t, "serve to listen", func() error {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,44 +29,24 @@ import (
 // the printed object and a stop function that waits for a clean exit.
 func runDemo(t *testing.T, extra ...string) (demo.Info, *testlog.Buffer, func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	stderr := &testlog.Buffer{}
-	args := append([]string{"demo", "--json", "--listen-online", "127.0.0.1:0", "--listen-access", "127.0.0.1:0",
-		"--listen-terminal", "127.0.0.1:0", "--listen-ops", "127.0.0.1:0", "--log-format", "json"}, extra...)
-	code := make(chan int, 1)
-	go func() {
-		code <- run(ctx, args, pw, stderr)
-		pw.Close()
-	}()
-	line, err := bufio.NewReader(pr).ReadString('\n')
+	p := startRun(context.Background(), demoArgs(append([]string{"--json", "--log-format", "json"}, extra...)...)...)
+	line, err := bufio.NewReader(p.out).ReadString('\n')
 	if err != nil {
-		cancel()
-		t.Fatalf("demo printed no line: %v; stderr:\n%s", err, stderr.String())
+		p.cancel()
+		t.Fatalf("demo printed no line: %v; stderr:\n%s", err, p.stderr.String())
 	}
-	go io.Copy(io.Discard, pr)
+	p.discardRest()
 	var info demo.Info
 	if err := json.Unmarshal([]byte(line), &info); err != nil {
 		t.Fatalf("demo --json line %q: %v", line, err)
 	}
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
+	stop := sync.OnceFunc(func() {
+		if c := p.stop(t); c != 0 {
+			t.Errorf("demo exited %d; stderr:\n%s", c, p.stderr.String())
 		}
-		stopped = true
-		cancel()
-		select {
-		case c := <-code:
-			if c != 0 {
-				t.Errorf("demo exited %d; stderr:\n%s", c, stderr.String())
-			}
-		case <-time.After(20 * time.Second):
-			t.Errorf("demo did not stop within 20 s of cancellation")
-		}
-	}
+	})
 	t.Cleanup(stop)
-	return info, stderr, stop
+	return info, p.stderr, stop
 }
 
 func getMetadata(t *testing.T, info demo.Info) int {
@@ -93,15 +74,7 @@ func TestDemoJSONExactObjectAndRestart(t *testing.T) {
 	info, _, stop := runDemo(t, "--data", dir, "--sim-delay", "0")
 	// Exactly the documented keys, in order.
 	raw, _ := json.Marshal(info)
-	var keys []string
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.Token()
-	for dec.More() {
-		k, _ := dec.Token()
-		keys = append(keys, k.(string))
-		var skip json.RawMessage
-		dec.Decode(&skip)
-	}
+	keys := apitest.ObjectKeys(t, raw)
 	want := "onlineApiBaseUrl accessApiBaseUrl terminalGatewayUrl consoleUrl opsUrl subscriptionKey accessToken clientId clientSecret accessSubscriptionKey accessAccessToken accessClientId accessClientSecret customerId merchantId currency terminals dataDir"
 	if got := strings.Join(keys, " "); got != want {
 		t.Errorf("demo --json keys = %s, want %s", got, want)
@@ -243,21 +216,13 @@ func TestDemoTemporaryDirectoryIsRemoved(t *testing.T) {
 // TestDemoBannerCurlLine runs `instore demo` as a person does and runs the
 // curl line its banner prints.
 func TestDemoBannerCurlLine(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	code := make(chan int, 1)
-	go func() {
-		code <- run(ctx, []string{"demo", "--listen-online", "127.0.0.1:0", "--listen-access", "127.0.0.1:0",
-			"--listen-terminal", "127.0.0.1:0", "--listen-ops", "127.0.0.1:0"}, pw, io.Discard)
-		pw.Close()
-	}()
+	p := startRun(context.Background(), demoArgs()...)
 	defer func() {
-		cancel()
-		if c := <-code; c != 0 {
+		if c := p.stop(t); c != 0 {
 			t.Errorf("demo exited %d", c)
 		}
 	}()
-	sc := bufio.NewScanner(pr)
+	sc := bufio.NewScanner(p.out)
 	sc.Buffer(make([]byte, 64<<10), 64<<10)
 	var curl string
 	for sc.Scan() {
@@ -268,7 +233,7 @@ func TestDemoBannerCurlLine(t *testing.T) {
 			break
 		}
 	}
-	go io.Copy(io.Discard, pr)
+	p.discardRest()
 	m := regexp.MustCompile(`^curl -s (\S+) -H 'accept: application/json' -H 'Ocp-Apim-Subscription-Key: (\S+)' -H 'Authorization: Bearer (\S+)'$`).FindStringSubmatch(curl)
 	if m == nil {
 		t.Fatalf("banner has no curl line of the expected form: %q", curl)
@@ -483,8 +448,7 @@ func TestBinarySIGTERM(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	bin := buildBinary(t)
-	cmd := exec.Command(bin, "demo", "--json", "--listen-online", "127.0.0.1:0", "--listen-access", "127.0.0.1:0",
-		"--listen-terminal", "127.0.0.1:0", "--listen-ops", "127.0.0.1:0", "--access-log-flush", "10s")
+	cmd := exec.Command(bin, demoArgs("--json", "--access-log-flush", "10s")...)
 	stdout, _ := cmd.StdoutPipe()
 	var stderr testlog.Buffer
 	cmd.Stderr = &stderr

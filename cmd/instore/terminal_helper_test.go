@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"io"
 	"regexp"
 	"testing"
 )
@@ -16,19 +15,10 @@ var linkCodeLine = regexp.MustCompile(`Link code ([0-9]{6})`)
 // ends the terminal and returns its exit code.
 func runTerminal(t *testing.T, ctx context.Context, secret string, args ...string) (linkCode string, stop func() int) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(ctx)
-	pr, pw := io.Pipe()
 	t.Setenv("INSTORE_DEVICE_SECRET", secret)
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, append([]string{"terminal"}, args...), pw, io.Discard)
-		pw.Close()
-	}()
-	stop = func() int {
-		cancel()
-		return <-done
-	}
-	lines := bufio.NewScanner(pr)
+	p := startRun(ctx, append([]string{"terminal"}, args...)...)
+	stop = func() int { return p.stop(t) }
+	lines := bufio.NewScanner(p.out)
 	for lines.Scan() {
 		if m := linkCodeLine.FindStringSubmatch(lines.Text()); m != nil {
 			linkCode = m[1]
@@ -39,6 +29,6 @@ func runTerminal(t *testing.T, ctx context.Context, secret string, args ...strin
 		stop()
 		t.Fatal("instore terminal never showed a link code")
 	}
-	go io.Copy(io.Discard, pr)
+	p.discardRest()
 	return linkCode, stop
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -41,8 +42,7 @@ func startTLSServe(t *testing.T, args ...string) *tlsServe {
 	t.Helper()
 	exe, err := os.Executable()
 	must(t, err)
-	args = append([]string{"serve", "--log-format", "json", "--listen-online", "127.0.0.1:0", "--listen-access", "127.0.0.1:0",
-		"--listen-terminal", "127.0.0.1:0", "--listen-ops", "127.0.0.1:0"}, args...)
+	args = slices.Concat([]string{"serve", "--log-format", "json"}, onFreePorts, args)
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), asBinaryEnv+"=1")
 	pipe, err := cmd.StderrPipe()

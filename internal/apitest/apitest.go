@@ -19,7 +19,8 @@
 // the response, body intact.
 //
 // Requests themselves are not validated, credentials included: tests send
-// bad requests on purpose.
+// bad requests on purpose. FieldsOf reads the fields of a validation error
+// a test got without HTTP (from a request's Validate or the service).
 package apitest
 
 import (

@@ -236,9 +236,12 @@ func startTerminal(bin, dir, gateway, serial, secret string, delay time.Duration
 }
 
 // linkCode waits for the code the terminal shows while unlinked.
-func (tp *terminalProc) linkCode(ctx context.Context) (string, error) {
+func (tp *terminalProc) linkCode(ctx context.Context) (string, error) { return awaitLinkCode(ctx, tp.code) }
+
+// awaitLinkCode waits for a terminal's link code on codes, 15 s at most.
+func awaitLinkCode(ctx context.Context, codes <-chan string) (string, error) {
 	select {
-	case c := <-tp.code:
+	case c := <-codes:
 		return c, nil
 	case <-time.After(15 * time.Second):
 		return "", errors.New("no link code within 15 s")

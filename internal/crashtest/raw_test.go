@@ -244,13 +244,4 @@ func (r *rawTerminal) write(conn *websocket.Conn, env protocol.Envelope) error {
 }
 
 // linkCode waits for the code the gateway gives the unlinked terminal.
-func (r *rawTerminal) linkCode(ctx context.Context) (string, error) {
-	select {
-	case c := <-r.code:
-		return c, nil
-	case <-time.After(15 * time.Second):
-		return "", fmt.Errorf("no link code within 15 s")
-	case <-ctx.Done():
-		return "", ctx.Err()
-	}
-}
+func (r *rawTerminal) linkCode(ctx context.Context) (string, error) { return awaitLinkCode(ctx, r.code) }

@@ -4,18 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	crand "crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"log"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -32,6 +25,7 @@ import (
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/client"
 	"github.com/instore-dev/instore/internal/testwait"
+	"github.com/instore-dev/instore/internal/tlsfiles/tlstest"
 )
 
 // Times of TestClusterWebhooks' receiver.
@@ -388,11 +382,14 @@ type whArrival struct {
 
 func startWHReceiver(t *testing.T) *whReceiver {
 	t.Helper()
-	cert, certPEM := testCert(t)
-	certFile := filepath.Join(t.TempDir(), "receiver.pem")
-	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+	// A certificate for 127.0.0.1; the nodes trust its CA (SSL_CERT_FILE).
+	ca := tlstest.NewCA(t)
+	pair := ca.Issue(t, 1)
+	cert, err := tls.X509KeyPair(pair.CertPEM, pair.KeyPEM)
+	if err != nil {
 		t.Fatal(err)
 	}
+	certFile := ca.File
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -698,24 +695,6 @@ func hexPort(s string) int {
 		return -1
 	}
 	return int(n)
-}
-
-// testCert is a certificate for 127.0.0.1, valid for a day.
-func testCert(t *testing.T) (tls.Certificate, []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "crash test receiver"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true, IsCA: true, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-	der, err := x509.CreateCertificate(crand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
 
 // sseFollower follows the event stream through the load balancer from the

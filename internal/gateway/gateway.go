@@ -416,6 +416,12 @@ func (g *Server) Connections() int {
 // another node when there is one) and answers new connections 503 from
 // then on. It does not wait; Close does.
 func (g *Server) Drain() {
+	g.closeAll(closeRestart, "server restarting: connect again")
+}
+
+// closeAll closes every session with code and reason, and has new
+// connections answered 503 from then on.
+func (g *Server) closeAll(code int, reason string) {
 	g.mu.Lock()
 	g.closed = true
 	all := make([]*session, 0, len(g.all))
@@ -424,7 +430,7 @@ func (g *Server) Drain() {
 	}
 	g.mu.Unlock()
 	for _, s := range all {
-		s.close(closeRestart, "server restarting: connect again", false)
+		s.close(code, reason, false)
 	}
 }
 
@@ -439,16 +445,7 @@ func (g *Server) Drop(serial string) {
 // Close closes every session with 1001 (going away: reconnect), waits for
 // their goroutines, and answers new connections 503 from then on.
 func (g *Server) Close() error {
-	g.mu.Lock()
-	g.closed = true
-	all := make([]*session, 0, len(g.all))
-	for s := range g.all {
-		all = append(all, s)
-	}
-	g.mu.Unlock()
-	for _, s := range all {
-		s.close(closeGoingAway, "server shutting down", false)
-	}
+	g.closeAll(closeGoingAway, "server shutting down")
 	g.wg.Wait()
 	g.pings.stop()
 	return nil

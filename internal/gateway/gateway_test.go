@@ -657,45 +657,22 @@ func TestSend(t *testing.T) {
 		if !strings.HasPrefix(id, "eff_") {
 			id = "" // the gateway's own
 		}
-		var data any
-		switch env.Type {
-		case protocol.TypePurchase, protocol.TypeRefund:
-			var p protocol.Payment
-			if err := protocol.DecodeData(env, &p); err != nil {
-				t.Fatal(err)
-			}
-			data = p
-		case protocol.TypeCancel:
-			var x protocol.Cancel
-			if err := protocol.DecodeData(env, &x); err != nil {
-				t.Fatal(err)
-			}
-			data = x
-		case protocol.TypeReversal:
-			var x protocol.Reversal
-			if err := protocol.DecodeData(env, &x); err != nil {
-				t.Fatal(err)
-			}
-			data = x
-		case protocol.TypePrint:
-			var x protocol.Print
-			if err := protocol.DecodeData(env, &x); err != nil {
-				t.Fatal(err)
-			}
-			data = x
+		data := protocol.NewData(env.Type)
+		if err := protocol.DecodeData(env, data); err != nil {
+			t.Fatal(err)
 		}
 		got = append(got, msg{env.Type, id, env.Ref, data})
 	}
 	// The messages owed until confirmed go with the id the domain gives
 	// (its effect's), so that every send of one has the same.
 	want := []msg{
-		{protocol.TypePurchase, "", "txn_p", protocol.Payment{Amount: 1250, CashbackAmount: 200, VATAmount: &vat, Currency: "SEK",
+		{protocol.TypePurchase, "", "txn_p", &protocol.Payment{Amount: 1250, CashbackAmount: 200, VATAmount: &vat, Currency: "SEK",
 			PaymentMethodID: &method, ECRReference: "R-1", Deadline: deadline.UTC()}},
-		{protocol.TypeRefund, "", "txn_r", protocol.Payment{Amount: 500, Currency: "SEK", Deadline: time.Time{}.UTC(), OriginalRef: "txn_p"}},
-		{protocol.TypeCancel, "eff_c", "txn_r", protocol.Cancel{Reason: instore.CancelByECR}},
-		{protocol.TypeReversal, "eff_r", "txn_p", protocol.Reversal{Reason: "LATE_APPROVAL"}},
-		{protocol.TypeReversal, "", "txn_v", protocol.Reversal{Reason: "ECR", OriginalRef: "txn_p"}},
-		{protocol.TypePrint, "eff_p", "prt_1", protocol.Print{Lines: []string{"Thank you", ""}}},
+		{protocol.TypeRefund, "", "txn_r", &protocol.Payment{Amount: 500, Currency: "SEK", Deadline: time.Time{}.UTC(), OriginalRef: "txn_p"}},
+		{protocol.TypeCancel, "eff_c", "txn_r", &protocol.Cancel{Reason: instore.CancelByECR}},
+		{protocol.TypeReversal, "eff_r", "txn_p", &protocol.Reversal{Reason: "LATE_APPROVAL"}},
+		{protocol.TypeReversal, "", "txn_v", &protocol.Reversal{Reason: "ECR", OriginalRef: "txn_p"}},
+		{protocol.TypePrint, "eff_p", "prt_1", &protocol.Print{Lines: []string{"Thank you", ""}}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("messages mismatch (-want +got):\n%s", diff)

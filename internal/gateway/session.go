@@ -448,32 +448,32 @@ func (s *session) handle(frame []byte) (int, string) {
 	if !protocol.FromTerminal(env.Type) {
 		return protocol.CloseMalformed, "a terminal does not send " + env.Type
 	}
+	if env.Type == protocol.TypeHello {
+		return protocol.CloseMalformed, "hello was already received"
+	}
+	data := protocol.NewData(env.Type) // nil for ack and confirm
+	if data != nil {
+		if err := protocol.DecodeData(env, data); err != nil {
+			s.logMalformed(err)
+			return protocol.CloseMalformed, err.Error()
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), eventTimeout)
 	defer cancel()
 	ev := s.g.events
 	switch env.Type {
-	case protocol.TypeHello:
-		return protocol.CloseMalformed, "hello was already received"
 	case protocol.TypeAck:
 		if err := ev.TerminalAcknowledged(ctx, s.serial, env.Ref); err != nil {
 			s.logEventError("ack", env.Ref, err)
 		}
 	case protocol.TypeProgress:
-		var p protocol.Progress
-		if err := protocol.DecodeData(env, &p); err != nil {
-			s.logMalformed(err)
-			return protocol.CloseMalformed, err.Error()
-		}
+		p := data.(*protocol.Progress)
 		if err := ev.TerminalProgress(ctx, s.serial, env.Ref, p.Stage); err != nil {
 			s.logEventError("progress", env.Ref, err)
 		}
 	case protocol.TypeResult:
-		var r protocol.Result
-		if err := protocol.DecodeData(env, &r); err != nil {
-			s.logMalformed(err)
-			return protocol.CloseMalformed, err.Error()
-		}
-		if err := ev.TerminalResult(ctx, s.serial, terminalResult(env, &r)); err != nil {
+		r := data.(*protocol.Result)
+		if err := ev.TerminalResult(ctx, s.serial, terminalResult(env, r)); err != nil {
 			// Not committed: no confirm. The terminal keeps the result and
 			// resends it after it reconnects, which the close makes it do.
 			s.g.log.LogAttrs(ctx, slog.LevelError, "terminal result not applied",
@@ -489,20 +489,12 @@ func (s *session) handle(frame []byte) (int, string) {
 				slog.String("serialNumber", s.serial), slog.String("ref", env.Ref), slog.String("error", err.Error()))
 		}
 	case protocol.TypePrintResult:
-		var p protocol.PrintResult
-		if err := protocol.DecodeData(env, &p); err != nil {
-			s.logMalformed(err)
-			return protocol.CloseMalformed, err.Error()
-		}
+		p := data.(*protocol.PrintResult)
 		if err := ev.TerminalPrintResult(ctx, s.serial, env.Ref, p.StatusID); err != nil {
 			s.logEventError("print-result", env.Ref, err)
 		}
 	case protocol.TypeUpdateStatus:
-		var u protocol.UpdateStatus
-		if err := protocol.DecodeData(env, &u); err != nil {
-			s.logMalformed(err)
-			return protocol.CloseMalformed, err.Error()
-		}
+		u := data.(*protocol.UpdateStatus)
 		r := instore.UpdateReport{Status: u.Status, SoftwareVersion: u.SoftwareVersion, Reason: u.Reason}
 		if err := ev.TerminalUpdateStatus(ctx, s.serial, env.Ref, r); err != nil {
 			// Not recorded: no confirm; the terminal may report again.

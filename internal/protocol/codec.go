@@ -84,6 +84,16 @@ func FromTerminal(typ string) bool { return types[typ].from&fromTerminal != 0 }
 // FromServer reports whether the server may send messages of type typ.
 func FromServer(typ string) bool { return types[typ].from&fromServer != 0 }
 
+// NewData returns a pointer to a new value of the data type of typ (a
+// *Payment for purchase and refund), to decode its data into with
+// DecodeData; nil for a type with no data (ack, confirm) or an unknown one.
+func NewData(typ string) any {
+	if spec, ok := types[typ]; ok && spec.dataType != nil {
+		return reflect.New(spec.dataType).Interface()
+	}
+	return nil
+}
+
 // validID reports whether s is 1-MaxIDLen printable ASCII characters
 // without spaces: message ids and references are compared byte for byte
 // and logged, so they carry nothing a terminal could get subtly wrong.

@@ -31,33 +31,8 @@ func TestDocExamples(t *testing.T) {
 			t.Errorf("Decode(%s) = %v", line, err)
 			continue
 		}
-		var dst any
-		switch env.Type {
-		case TypeHello:
-			dst = &Hello{}
-		case TypeProgress:
-			dst = &Progress{}
-		case TypeResult:
-			dst = &Result{}
-		case TypePurchase, TypeRefund:
-			dst = &Payment{}
-		case TypeCancel:
-			dst = &Cancel{}
-		case TypeReversal:
-			dst = &Reversal{}
-		case TypeLinkCode:
-			dst = &LinkCode{}
-		case TypeLinked:
-			dst = &Linked{}
-		case TypeUpdate:
-			dst = &Update{}
-		case TypeUpdateStatus:
-			dst = &UpdateStatus{}
-		case TypePrint:
-			dst = &Print{}
-		case TypePrintResult:
-			dst = &PrintResult{}
-		default:
+		dst := NewData(env.Type)
+		if dst == nil {
 			continue
 		}
 		if err := DecodeData(env, dst); err != nil {

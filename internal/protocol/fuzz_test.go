@@ -51,24 +51,9 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("Encode is not canonical: %q then %q (%v)", b, b2, err)
 		}
 		// DecodeData never panics either, whatever the data.
-		switch env.Type {
-		case TypeHello:
-			DecodeData(env, &Hello{})
-		case TypeProgress:
-			DecodeData(env, &Progress{})
-		case TypeResult:
-			DecodeData(env, &Result{})
-		case TypePurchase, TypeRefund:
-			DecodeData(env, &Payment{})
-		case TypeCancel:
-			DecodeData(env, &Cancel{})
-		case TypeReversal:
-			DecodeData(env, &Reversal{})
-		case TypeLinkCode:
-			DecodeData(env, &LinkCode{})
-		case TypeLinked:
-			DecodeData(env, &Linked{})
-		default:
+		if dst := NewData(env.Type); dst != nil {
+			DecodeData(env, dst)
+		} else {
 			var m map[string]any
 			DecodeData(env, &m)
 		}

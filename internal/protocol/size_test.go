@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -189,9 +188,9 @@ func TestLargestMessagesFit(t *testing.T) {
 // spec returns a new value of the data type of typ.
 func spec(t *testing.T, typ string) any {
 	t.Helper()
-	s, ok := types[typ]
-	if !ok || s.dataType == nil {
+	d := NewData(typ)
+	if d == nil {
 		t.Fatalf("no data type for %s", typ)
 	}
-	return reflect.New(s.dataType).Interface()
+	return d
 }

@@ -113,37 +113,38 @@ type statusBody struct {
 	StatusID *int `json:"statusId"`
 }
 
-func (s *sandbox) nextOutcome(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+// statusFor reads the statusId of a request's body, refused unless from
+// 0 to highest (what names the list it is of), and the virtual terminal of
+// its path's terminal ID.
+func statusFor[S instore.TransactionStatus | instore.PrintStatus](s *sandbox, r *http.Request, p *instore.Principal, highest S, what string) (*sim.Terminal, S, error) {
 	var body statusBody
 	if err := httpapi.DecodeJSON(r, &body); err != nil {
-		return err
+		return nil, 0, err
 	}
-	if body.StatusID == nil || *body.StatusID < 0 || *body.StatusID > int(instore.StatusWrongPIN) {
-		return httpapi.Validation(instore.FieldError{Field: "/statusId", Message: "must be a transaction status id from 0 to 12"})
+	if body.StatusID == nil || *body.StatusID < 0 || S(*body.StatusID) > highest {
+		return nil, 0, httpapi.Validation(instore.FieldError{Field: "/statusId", Message: fmt.Sprintf("must be a %s id from 0 to %d", what, highest)})
 	}
 	vt, err := s.device(r.Context(), p, r.PathValue("terminalId"))
+	return vt, S(*body.StatusID), err
+}
+
+func (s *sandbox) nextOutcome(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	vt, status, err := statusFor(s, r, p, instore.StatusWrongPIN, "transaction status")
 	if err != nil {
 		return err
 	}
-	if err := vt.SetNextOutcome(instore.TransactionStatus(*body.StatusID)); err != nil {
+	if err := vt.SetNextOutcome(status); err != nil {
 		return httpapi.Validation(instore.FieldError{Field: "/statusId", Message: err.Error()})
 	}
 	return s.state(w, vt)
 }
 
 func (s *sandbox) printer(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	var body statusBody
-	if err := httpapi.DecodeJSON(r, &body); err != nil {
-		return err
-	}
-	if body.StatusID == nil || *body.StatusID < 0 || *body.StatusID > int(instore.PrintTimeout) {
-		return httpapi.Validation(instore.FieldError{Field: "/statusId", Message: "must be a print status id from 0 to 6"})
-	}
-	vt, err := s.device(r.Context(), p, r.PathValue("terminalId"))
+	vt, status, err := statusFor(s, r, p, instore.PrintTimeout, "print status")
 	if err != nil {
 		return err
 	}
-	vt.SetNextPrint(instore.PrintStatus(*body.StatusID))
+	vt.SetNextPrint(status)
 	return s.state(w, vt)
 }
 

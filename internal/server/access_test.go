@@ -310,67 +310,57 @@ func TestGetTerminalID(t *testing.T) {
 // TestGetTerminalIDConcurrent allocates from many goroutines over HTTP and
 // finds no terminal ID twice.
 func TestGetTerminalIDConcurrent(t *testing.T) {
-	for _, backend := range []string{"sqlite", "postgres"} {
-		t.Run(backend, func(t *testing.T) {
-			var mutate func(*server.Config)
-			if backend == "postgres" {
-				u := freshPostgres(t)
-				if u == "" {
-					t.Skip("INSTORE_TEST_DATABASE_URL is not set")
-				}
-				mutate = func(c *server.Config) { c.DatabaseURL = u }
-			}
-			e := start(t, mutate)
-			const workers, each = 24, 5
-			body, _ := json.Marshal(map[string]any{"customerId": e.customer.ID, "merchantId": e.merchantRec.ID})
-			var (
-				wg   sync.WaitGroup
-				mu   sync.Mutex
-				seen = map[string]int{}
-				errs []string
-			)
-			for range workers {
-				wg.Go(func() {
-					for range each {
-						req, _ := http.NewRequest("POST", e.access+"/getTerminalId", bytes.NewReader(body))
-						for k, v := range e.auth(e.accessToken, e.accessKey) {
-							req.Header.Set(k, v)
-						}
-						req.Header.Set("Content-Type", "application/json")
-						resp, err := e.accessClient.Do(req)
-						if err != nil {
-							mu.Lock()
-							errs = append(errs, err.Error())
-							mu.Unlock()
-							return
-						}
-						var a instore.AllocatedTerminalWire
-						err = json.NewDecoder(resp.Body).Decode(&a)
-						resp.Body.Close()
-						mu.Lock()
-						if resp.StatusCode != 201 || err != nil {
-							errs = append(errs, fmt.Sprintf("status %d, %v", resp.StatusCode, err))
-						} else {
-							seen[a.TerminalID]++
-						}
-						mu.Unlock()
+	eachBackend(t, func(t *testing.T, mutate func(*server.Config)) {
+		e := start(t, mutate)
+		const workers, each = 24, 5
+		body, _ := json.Marshal(map[string]any{"customerId": e.customer.ID, "merchantId": e.merchantRec.ID})
+		var (
+			wg   sync.WaitGroup
+			mu   sync.Mutex
+			seen = map[string]int{}
+			errs []string
+		)
+		for range workers {
+			wg.Go(func() {
+				for range each {
+					req, _ := http.NewRequest("POST", e.access+"/getTerminalId", bytes.NewReader(body))
+					for k, v := range e.auth(e.accessToken, e.accessKey) {
+						req.Header.Set(k, v)
 					}
-				})
-			}
-			wg.Wait()
-			if len(errs) > 0 {
-				t.Fatalf("concurrent allocations failed: %v", errs)
-			}
-			for id, n := range seen {
-				if n != 1 || !instore.ValidTerminalID(id) {
-					t.Errorf("terminal ID %q handed out %d times", id, n)
+					req.Header.Set("Content-Type", "application/json")
+					resp, err := e.accessClient.Do(req)
+					if err != nil {
+						mu.Lock()
+						errs = append(errs, err.Error())
+						mu.Unlock()
+						return
+					}
+					var a instore.AllocatedTerminalWire
+					err = json.NewDecoder(resp.Body).Decode(&a)
+					resp.Body.Close()
+					mu.Lock()
+					if resp.StatusCode != 201 || err != nil {
+						errs = append(errs, fmt.Sprintf("status %d, %v", resp.StatusCode, err))
+					} else {
+						seen[a.TerminalID]++
+					}
+					mu.Unlock()
 				}
+			})
+		}
+		wg.Wait()
+		if len(errs) > 0 {
+			t.Fatalf("concurrent allocations failed: %v", errs)
+		}
+		for id, n := range seen {
+			if n != 1 || !instore.ValidTerminalID(id) {
+				t.Errorf("terminal ID %q handed out %d times", id, n)
 			}
-			if len(seen) != workers*each {
-				t.Errorf("%d distinct terminal IDs, want %d", len(seen), workers*each)
-			}
-		})
-	}
+		}
+		if len(seen) != workers*each {
+			t.Errorf("%d distinct terminal IDs, want %d", len(seen), workers*each)
+		}
+	})
 }
 
 // TestGetTerminalIDBindsDevice: a freshly allocated terminal ID bound to a

@@ -69,19 +69,14 @@ func benchPurchaseLife(b *testing.B, backend string, n int) {
 	var wg sync.WaitGroup
 	for i := range n {
 		serial := fmt.Sprintf("BENCH-%03d", i)
-		_, secret, err := e.ad.CreateDevice(ctx, serial, instore.ModelCountertop, e.customer.ID)
-		must(b, err)
-		ts, err := e.ad.AllocateTerminals(ctx, e.merchantRec.ID, 1)
-		must(b, err)
-		_, _, err = e.srv.Store.LinkTerminal(ctx, ts[0].TerminalID, serial, time.Now())
-		must(b, err)
+		terminalID, secret := e.provision(b, serial)
 		vt, err := sim.New(sim.Config{GatewayURL: e.srv.URL("terminal") + protocol.Path, SerialNumber: serial, Secret: secret,
 			Model: instore.ModelCountertop, SoftwareVersion: "1.0.0", Logger: slog.New(slog.DiscardHandler),
 			BackoffMin: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond})
 		must(b, err)
 		wg.Add(1)
 		go func() { defer wg.Done(); vt.Run(ctx) }()
-		terminals <- ts[0].TerminalID
+		terminals <- terminalID
 	}
 	defer wg.Wait()
 	defer cancel()

@@ -42,7 +42,7 @@ func kinds(es []instore.TransactionEvent) []string {
 // transaction's, one entry per change, and the last one is the
 // transaction's version.
 func TestTimelineOfEachOutcome(t *testing.T) {
-	backends(t, func(t *testing.T, mutate func(*server.Config)) {
+	eachBackend(t, func(t *testing.T, mutate func(*server.Config)) {
 		ck, clock := newClock()
 		s := startSandbox(t, mutate, clock)
 		term := s.terminals[0]

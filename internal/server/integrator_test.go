@@ -82,7 +82,7 @@ func refOf(t *testing.T, e instore.EventWire) string {
 // and the stream (resumed after Last-Event-ID, then live) show the same
 // list with nothing lost or repeated; bad queries are 400s.
 func TestEventsOfAPurchase(t *testing.T) {
-	backends(t, func(t *testing.T, mutate func(*server.Config)) {
+	eachBackend(t, func(t *testing.T, mutate func(*server.Config)) {
 		s := startSandbox(t, mutate)
 		term := s.terminals[0]
 		// Linking the three terminals made events too.
@@ -294,7 +294,7 @@ func (r *receiver) events() []instore.EventWire {
 // rotation signs with both secrets; disabled and deleted endpoints get
 // nothing; bad registrations are 400s.
 func TestWebhookDeliveries(t *testing.T) {
-	backends(t, func(t *testing.T, mutate func(*server.Config)) {
+	eachBackend(t, func(t *testing.T, mutate func(*server.Config)) {
 		s := startSandbox(t, mutate)
 		term := s.terminals[0]
 		rcv := newReceiver(t)

@@ -88,7 +88,7 @@ func repoFile(t *testing.T, path string) string {
 // metric is documented, and, where promtool is installed, `promtool check
 // metrics` and `promtool check rules` on the example alerts.
 func TestMetricsWhilePurchasesRun(t *testing.T) {
-	backends(t, func(t *testing.T, mutate func(*server.Config)) {
+	eachBackend(t, func(t *testing.T, mutate func(*server.Config)) {
 		ck, clock := newClock()
 		metricsWhilePurchasesRun(t, ck, startSandbox(t, mutate, clock, func(c *server.Config) { c.Version, c.Commit = "v9.9.9", "0123abc" }))
 	})

@@ -25,19 +25,6 @@ import (
 // section 7); a print job running when the server stops ends after the
 // restart; an update is sent again.
 
-// eachBackend runs f on SQLite and, with INSTORE_TEST_DATABASE_URL, on
-// PostgreSQL; store points a server's configuration at the store.
-func eachBackend(t *testing.T, f func(t *testing.T, store func(*server.Config))) {
-	t.Run("sqlite", func(t *testing.T) { f(t, func(*server.Config) {}) })
-	t.Run("postgres", func(t *testing.T) {
-		u := freshPostgres(t)
-		if u == "" {
-			t.Skip("INSTORE_TEST_DATABASE_URL is not set")
-		}
-		f(t, func(c *server.Config) { c.DatabaseURL = u })
-	})
-}
-
 // owedEnv starts a server on the store with short time-outs, without
 // virtual terminals of its own: the tests bring theirs, which outlive a
 // restart.

@@ -14,7 +14,7 @@ import (
 
 // sandboxes runs f on a sandbox on each backend (see backends).
 func sandboxes(t *testing.T, f func(t *testing.T, s *sandbox)) {
-	backends(t, func(t *testing.T, mutate func(*server.Config)) { f(t, startSandbox(t, mutate)) })
+	eachBackend(t, func(t *testing.T, mutate func(*server.Config)) { f(t, startSandbox(t, mutate)) })
 }
 
 // paidBack sums what the refunds and reversals of orig took back, once

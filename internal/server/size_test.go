@@ -31,19 +31,7 @@ func maxLines(n, l int, s string) []string {
 // gateway's 16 KiB limit of before it was closed with 1009 at every
 // resend, and the sale, charged on the terminal, ended TECHNICAL_ERROR.
 func TestLargestResultStored(t *testing.T) {
-	for _, backend := range []string{"sqlite", "postgres"} {
-		t.Run(backend, func(t *testing.T) {
-			store := func(*server.Config) {}
-			if backend == "postgres" {
-				u := freshPostgres(t)
-				if u == "" {
-					t.Skip("INSTORE_TEST_DATABASE_URL is not set")
-				}
-				store = func(c *server.Config) { c.DatabaseURL = u }
-			}
-			largestResultStored(t, store)
-		})
-	}
+	eachBackend(t, largestResultStored)
 }
 
 func largestResultStored(t *testing.T, store func(*server.Config)) {

@@ -27,24 +27,6 @@ import (
 // (and so answered 500 where SQLite stored them): each is refused with a
 // 4xx before anything is stored.
 
-// backends runs f on SQLite and on PostgreSQL (skipped without
-// INSTORE_TEST_DATABASE_URL). f's mutate selects the backend.
-func backends(t *testing.T, f func(t *testing.T, mutate func(*server.Config))) {
-	for _, backend := range []string{"sqlite", "postgres"} {
-		t.Run(backend, func(t *testing.T) {
-			mutate := func(*server.Config) {}
-			if backend == "postgres" {
-				u := freshPostgres(t)
-				if u == "" {
-					t.Skip("INSTORE_TEST_DATABASE_URL is not set")
-				}
-				mutate = func(c *server.Config) { c.DatabaseURL = u }
-			}
-			f(t, mutate)
-		})
-	}
-}
-
 // rows counts the rows of the server's tables with a connection of its
 // own, so that "nothing was stored" does not rest on the code under test.
 type rows struct{ db *sql.DB }
@@ -135,7 +117,7 @@ func (p problem) fields() []string {
 // terminal online and left a TECHNICAL_ERROR transaction; NUL and invalid
 // UTF-8 answered 500 on PostgreSQL.
 func TestStrictBodies(t *testing.T) {
-	backends(t, func(t *testing.T, mutate func(*server.Config)) {
+	eachBackend(t, func(t *testing.T, mutate func(*server.Config)) {
 		var db rows
 		s := startSandbox(t, counting(t, mutate, &db))
 		term, other := s.terminals[0], s.terminals[1]
@@ -206,7 +188,7 @@ func TestStrictBodies(t *testing.T) {
 // answered 500, 503 on the gateway, on PostgreSQL), and a credential
 // header sent twice is 400.
 func TestStrictQueriesAndCredentials(t *testing.T) {
-	backends(t, func(t *testing.T, mutate func(*server.Config)) {
+	eachBackend(t, func(t *testing.T, mutate func(*server.Config)) {
 		var db rows
 		e := start(t, counting(t, mutate, &db))
 		_, deviceSecret := e.provision(t, "SN-STRICT-1")
@@ -324,7 +306,7 @@ func TestStrictQueriesAndCredentials(t *testing.T) {
 // query it was issued for. Before, any base64url JSON with a ref-shaped
 // id passed.
 func TestStrictCursor(t *testing.T) {
-	backends(t, func(t *testing.T, mutate func(*server.Config)) {
+	eachBackend(t, func(t *testing.T, mutate func(*server.Config)) {
 		s := startSandbox(t, mutate)
 		var made []string
 		for range 3 {
@@ -407,7 +389,7 @@ func (s *readCounter) Merchant(ctx context.Context, id string) (*instore.Merchan
 // taken after authentication, per valid key: made-up keys were never
 // limited and each cost store reads (about 12,000 a second).
 func TestRateLimitBeforeTheStore(t *testing.T) {
-	backends(t, func(t *testing.T, mutate func(*server.Config)) {
+	eachBackend(t, func(t *testing.T, mutate func(*server.Config)) {
 		counter := &readCounter{}
 		const burst = 5
 		e := startWrapped(t, func(c *server.Config) {

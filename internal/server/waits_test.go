@@ -151,20 +151,11 @@ func TestCloseAnswersWaitingRequests(t *testing.T) {
 	cmd := a.expect(protocol.TypePurchase)
 	a.send(protocol.TypeAck, "", cmd.ID, cmd.Ref, nil)
 	tx := <-acked
-	status := make(chan reply, 1)
-	go func() {
-		var r reply
-		defer func() { status <- r }() // also when the request fails
-		r = s.get(t, "/in-store/api/v1/transaction/"+tx.OnlineAPIRefID+"?wait=60")
-	}()
-
-	purchase := make(chan reply, 1)
-	go func() {
-		var r reply
-		defer func() { purchase <- r }()
-		r = s.post(t, "/in-store/api/v1/purchase", map[string]any{"terminalId": termB, "amount": 700, "currency": "SEK"},
+	status := answer(func() reply { return s.get(t, "/in-store/api/v1/transaction/"+tx.OnlineAPIRefID+"?wait=60") })
+	purchase := answer(func() reply {
+		return s.post(t, "/in-store/api/v1/purchase", map[string]any{"terminalId": termB, "amount": 700, "currency": "SEK"},
 			map[string]string{"Idempotency-Key": "in-flight"})
-	}()
+	})
 	b.expect(protocol.TypePurchase)
 	<-arrived
 	closed := make(chan error, 1)
@@ -183,14 +174,33 @@ func TestCloseAnswersWaitingRequests(t *testing.T) {
 	default:
 	}
 	advance(t, ck, 1500*time.Millisecond)
-	if r := <-purchase; r.resp == nil {
-		t.Errorf("the purchase waiting for its acknowledgement at shutdown got no answer")
-	} else {
-		r.problem(t, 504, "WP25")
-	}
+	wantAckTimeout(t, <-purchase, "the purchase waiting for its acknowledgement at shutdown")
 	if err := <-closed; err != nil {
 		t.Fatalf("Close: %v", err)
 	}
+}
+
+// answer sends request in a goroutine; the channel gets its reply, an
+// empty one (no resp) when the request failed the test, so that a wait on
+// it ends.
+func answer(request func() reply) <-chan reply {
+	ch := make(chan reply, 1)
+	go func() {
+		var r reply
+		defer func() { ch <- r }()
+		r = request()
+	}()
+	return ch
+}
+
+// wantAckTimeout fails t unless what got r, an answer 504 WP25.
+func wantAckTimeout(t *testing.T, r reply, what string) {
+	t.Helper()
+	if r.resp == nil {
+		t.Errorf("%s got no answer", what)
+		return
+	}
+	r.problem(t, 504, "WP25")
 }
 
 // TestReadyzDuringShutdown: from the moment Close starts, /readyz answers
@@ -216,12 +226,7 @@ func TestReadyzDuringShutdown(t *testing.T) {
 		t.Fatalf("/readyz before the shutdown = %d, want 200", got)
 	}
 	term, d := s.rawTerminal(t, "RAW-RDY")
-	purchase := make(chan reply, 1)
-	go func() {
-		var r reply
-		defer func() { purchase <- r }()
-		r = s.purchase(t, term, 700)
-	}()
+	purchase := answer(func() reply { return s.purchase(t, term, 700) })
 	d.expect(protocol.TypePurchase) // in flight: waits for an ack that never comes
 	closed := make(chan error, 1)
 	go func() { closed <- s.srv.Close() }()
@@ -242,11 +247,7 @@ func TestReadyzDuringShutdown(t *testing.T) {
 		}
 	})
 	advance(t, ck, 2*time.Second) // the in-flight purchase's ack time-out
-	if r := <-purchase; r.resp == nil {
-		t.Errorf("the in-flight purchase got no answer")
-	} else {
-		r.problem(t, 504, "WP25")
-	}
+	wantAckTimeout(t, <-purchase, "the in-flight purchase")
 	if err := <-closed; err != nil {
 		t.Errorf("Close: %v", err)
 	}

@@ -190,7 +190,7 @@ func (s *Service) CreateUpdate(ctx context.Context, p *instore.Principal, req *i
 			Fields: []instore.FieldError{{Field: "/packageId", Message: "is a package for the " + pkg.Model + " model; the terminal is a " + d.Model}}}
 	}
 	now := s.now()
-	u, st := lifecycle.NextUpdate(lifecycle.UpdateNew, instore.Update{ID: newUpdateID(now), TerminalID: t.TerminalID, PackageID: pkg.ID,
+	u, st := lifecycle.NextUpdate(lifecycle.UpdateNew, instore.Update{ID: s.newUpdateID(now), TerminalID: t.TerminalID, PackageID: pkg.ID,
 		NotBefore: notBefore, CreatedAt: now}, lifecycle.UpdateEvent{Kind: lifecycle.UpdateRequested, At: now})
 	if err := s.Store.CreateUpdate(ctx, &u, s.updateEvent(ctx, &u, t.MerchantID)...); errors.Is(err, instore.ErrConflict) {
 		return nil, instore.Errorf(instore.EConflict, "The terminal has an unfinished update (SCHEDULED or DOWNLOADING); wait until it is INSTALLED or FAILED.")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/mutant"
 	"github.com/instore-dev/instore/lifecycle"
 )
 
@@ -111,7 +112,7 @@ func (s *Service) carryOut(ctx context.Context, t *instore.Transaction, st lifec
 		case instore.EffectPrint:
 			// After the result's confirm, mostly: the gateway confirms once
 			// the result's apply returns.
-			go s.startPrint(bg, ch.Job, e)
+			s.spawn(func() { s.startPrint(bg, ch.Job, e) })
 		default:
 			s.deliver(bg, e, nil)
 		}
@@ -137,10 +138,14 @@ func (s *Service) decide(ctx context.Context, t *instore.Transaction, e lifecycl
 		return &instore.Change{T: &rev, From: t.Version, Events: []instore.TransactionEvent{*st.Event},
 			Pair: &instore.Change{T: &norig, From: orig.Version, Events: []instore.TransactionEvent{*st.PairEvent}}}, st, nil
 	}
+	if e.Kind == instore.EventResult && mutant.On(mutant.ResultAppliedTwice) {
+		t.ResultMessageID = ""
+	}
 	next, st := lifecycle.Next(*t, e, s.rules())
 	if !st.Changed {
 		return nil, st, nil
 	}
+	mutate(&next, &st, e, s)
 	ch := &instore.Change{T: &next, From: t.Version, Events: []instore.TransactionEvent{*st.Event},
 		Relaxed: e.Kind == instore.EventProgress}
 	if st.Cancel != "" {
@@ -178,5 +183,20 @@ func (s *Service) committed(ch *instore.Change, st lifecycle.Step) {
 		if st.Ended && t == ch.T {
 			s.ended(&published)
 		}
+	}
+}
+
+// mutate switches on, in a step the lifecycle decided, the mutant of the
+// deterministic simulation's TestMutants that concerns it
+// (internal/mutant); with none on, it changes nothing.
+func mutate(next *instore.Transaction, st *lifecycle.Step, e lifecycle.Event, s *Service) {
+	switch {
+	case e.Kind == instore.EventAcknowledged && mutant.On(mutant.NoDeadlineAfterAck):
+		next.DeadlineAt, st.Arm = nil, nil
+	case st.Reverse == instore.ReversalLateApproval && mutant.On(mutant.LateApprovalNotReversed):
+		st.Reverse = ""
+	case st.Cancel != "" && e.Kind == instore.EventCancelRequested && mutant.On(mutant.CancelNotStored):
+		_ = s.Gateway.SendCancel(context.Background(), next.SerialNumber, "unstored_"+next.ID, next.ID, st.Cancel)
+		st.Cancel = ""
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/mutant"
 	"github.com/instore-dev/instore/lifecycle"
 )
 
@@ -93,6 +94,9 @@ func (s *Service) sendOwed(ctx context.Context, serial string, h *hello) error {
 			ref = cmd.ID
 		}
 		of, others := splitOwed(es, ref)
+		if h != nil && mutant.On(mutant.OwedNotResentOnHello) {
+			of, others = nil, nil
+		}
 		if !s.resendOwed(ctx, serial, others) {
 			return nil // the session went away: the next hello sends the rest
 		}
@@ -163,6 +167,20 @@ func (s *Service) transactionOf(ctx context.Context, serial, ref string) (*insto
 	}
 	if t.SerialNumber != serial {
 		return nil, fmt.Errorf("transaction of another device: %w", instore.ErrNotFound)
+	}
+	return t, nil
+}
+
+// terminalOf loads the terminal ID of what (a print job, an update) a
+// device reports on; a report on what was sent to another device is
+// refused.
+func (s *Service) terminalOf(ctx context.Context, serial, terminalID, what string) (*instore.Terminal, error) {
+	t, err := s.Store.Terminal(ctx, terminalID)
+	if err != nil {
+		return nil, fmt.Errorf("terminal: %w", err)
+	}
+	if t.SerialNumber != serial {
+		return nil, fmt.Errorf("%s of another device: %w", what, instore.ErrNotFound)
 	}
 	return t, nil
 }

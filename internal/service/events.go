@@ -120,40 +120,44 @@ func (s *Service) OnEventsSequenced(f func()) {
 }
 
 // RunSequencer numbers events until ctx ends: after each commit that wrote
-// some, and every interval (what another node wrote, a poke lost in a
-// crash). internal/server runs it.
+// some, and every interval on the service's Clock (what another node
+// wrote, a poke lost in a crash). internal/server runs it.
 func (s *Service) RunSequencer(ctx context.Context, interval time.Duration) {
 	s.ev.init()
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
 	for {
+		tick, stop := After(s.clock(), interval)
 		select {
 		case <-ctx.Done():
+			stop()
 			return
 		case <-s.ev.poke:
-		case <-tick.C:
+		case <-tick:
 		}
-		for {
-			n, err := s.Store.SequenceEvents(ctx, 1000)
-			if err != nil {
-				if ctx.Err() == nil {
-					s.log().Warn("sequence events", "error", err)
-				}
-				break
-			}
-			if n == 0 {
-				break
-			}
-			s.EventsSequenced()
-			s.ev.mu.Lock()
-			hooks := slices.Clone(s.ev.hooks)
-			s.ev.mu.Unlock()
-			for _, f := range hooks {
-				f()
-			}
-			if n < 1000 {
-				break
-			}
+		stop()
+		if err := s.SequenceEvents(ctx); err != nil && ctx.Err() == nil {
+			s.log().Warn("sequence events", "error", err)
+		}
+	}
+}
+
+// SequenceEvents numbers every committed, unnumbered event in commit
+// order, 1000 at a time, and wakes their readers and the hooks
+// (OnEventsSequenced) after each batch: RunSequencer's work, once.
+func (s *Service) SequenceEvents(ctx context.Context) error {
+	for {
+		n, err := s.Store.SequenceEvents(ctx, 1000)
+		if err != nil || n == 0 {
+			return err
+		}
+		s.EventsSequenced()
+		s.ev.mu.Lock()
+		hooks := slices.Clone(s.ev.hooks)
+		s.ev.mu.Unlock()
+		for _, f := range hooks {
+			f()
+		}
+		if n < 1000 {
+			return nil
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/mutant"
 )
 
 // Refund creates a REFUND on a terminal and answers once the terminal
@@ -17,14 +18,8 @@ import (
 // (original), conflict (original not an approved purchase), WP22, WP16,
 // WP01, WP30, WP23, WP09, validation (amount over what is left).
 func (s *Service) Refund(ctx context.Context, p *instore.Principal, req *instore.RefundRequest, claim *instore.IdempotencyClaim) (*instore.Transaction, error) {
-	if c := claim; c != nil && c.Resume != "" {
-		return s.resume(ctx, p, c.Resume)
-	}
-	if err := req.Validate(); err != nil {
-		return nil, err
-	}
-	if _, err := s.merchant(ctx, p); err != nil {
-		return nil, err
+	if t, done, err := s.admit(ctx, p, req, claim); done {
+		return t, err
 	}
 	var orig *instore.Transaction
 	if req.OriginalOnlineAPIRefID != "" {
@@ -79,6 +74,15 @@ func (s *Service) Refund(ctx context.Context, p *instore.Principal, req *instore
 	if orig != nil {
 		t.OriginalID = orig.ID
 		create = s.Store.CreateOnOriginal
+		if mutant.On(mutant.RefundLimitOutsideLock) {
+			others, err := s.Store.OnOriginal(ctx, orig.ID)
+			if err != nil {
+				return nil, err
+			}
+			if err := instore.CheckOnOriginal(orig, others, t); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return s.start(ctx, t, claim, create, func(ctx context.Context) error { return s.Gateway.SendPayment(ctx, serial, t) })
 }
@@ -100,14 +104,8 @@ func (s *Service) ownTransaction(ctx context.Context, p *instore.Principal, ref 
 // Errors, in order: validation, WP03, WP04, not-reversible, WP01, WP30,
 // WP23, WP09.
 func (s *Service) Reversal(ctx context.Context, p *instore.Principal, req *instore.ReversalRequest, claim *instore.IdempotencyClaim) (*instore.Transaction, error) {
-	if c := claim; c != nil && c.Resume != "" {
-		return s.resume(ctx, p, c.Resume)
-	}
-	if err := req.Validate(); err != nil {
-		return nil, err
-	}
-	if _, err := s.merchant(ctx, p); err != nil {
-		return nil, err
+	if t, done, err := s.admit(ctx, p, req, claim); done {
+		return t, err
 	}
 	orig, err := s.ownTransaction(ctx, p, req.OnlineAPIRefID)
 	if err != nil {

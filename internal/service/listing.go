@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
@@ -120,7 +119,7 @@ func (s *Service) cursorKey(ctx context.Context) ([]byte, error) {
 	v, err := s.Store.Setting(ctx, cursorKeySetting)
 	if errors.Is(err, instore.ErrNotFound) {
 		var b [32]byte
-		rand.Read(b[:])
+		s.random(b[:])
 		v, err = s.Store.InitSetting(ctx, cursorKeySetting, base64.StdEncoding.EncodeToString(b[:]))
 	}
 	if err != nil {

@@ -3,7 +3,6 @@ package service_test
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/admin"
+	"github.com/instore-dev/instore/internal/apitest"
 	"github.com/instore-dev/instore/internal/clocktest"
 	"github.com/instore-dev/instore/internal/service"
 )
@@ -115,28 +115,11 @@ func TestTransactionsCursor(t *testing.T) {
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
 			refs, _, err := f.page(t, f.svc, tt.merchantID, tt.q)
-			if diff := cmp.Diff([]string{"cursor"}, fieldsOf(t, err)); diff != "" || refs != nil {
+			if diff := cmp.Diff([]string{"cursor"}, apitest.FieldsOf(t, err)); diff != "" || refs != nil {
 				t.Errorf("Transactions(%+v) = %v, %v; want a validation error on cursor: (-want +got)\n%s", tt.q, refs, err, diff)
 			}
 		})
 	}
-}
-
-// fieldsOf returns the fields of a validation error (nil for nil).
-func fieldsOf(t *testing.T, err error) []string {
-	t.Helper()
-	if err == nil {
-		return nil
-	}
-	var e *instore.Error
-	if !errors.As(err, &e) || e.Code != instore.EValidation {
-		t.Fatalf("error %v, want a validation error", err)
-	}
-	var out []string
-	for _, f := range e.Fields {
-		out = append(out, f.Field)
-	}
-	return out
 }
 
 // TestTransactionsCursorKeepsRange: the pages of a listing of the default

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/mutant"
 	"github.com/instore-dev/instore/lifecycle"
 )
 
@@ -24,7 +24,7 @@ func (s *Service) newEffect(kind instore.EffectKind, serial, ref, reason string)
 	now := s.now()
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(now.UnixMilli())<<16)
-	rand.Read(b[6:])
+	s.random(b[6:])
 	return &instore.Effect{ID: effectIDPrefix + hex.EncodeToString(b[:]), Kind: kind, SerialNumber: serial, Ref: ref, Reason: reason, CreatedAt: now}
 }
 
@@ -51,6 +51,9 @@ func (s *Service) deliver(ctx context.Context, e *instore.Effect, lines []string
 		err = s.Gateway.SendPrint(ctx, e.SerialNumber, e.ID, e.Ref, lines)
 	default:
 		err = fmt.Errorf("unknown effect kind %q", e.Kind)
+	}
+	if err == nil && mutant.On(mutant.EffectEndedOnSend) {
+		_ = s.Store.EndEffect(ctx, e.ID, e.SerialNumber, instore.EffectConfirmed, s.now())
 	}
 	if err != nil && !errors.Is(err, instore.ErrOffline) {
 		s.log().Warn("send owed message", "kind", e.Kind, "ref", e.Ref, "serialNumber", e.SerialNumber, "error", err)
@@ -228,7 +231,9 @@ func (s *Service) Sweep(ctx context.Context) {
 		}
 		return
 	}
-	overdue(unconfirmed)
+	if !mutant.On(mutant.UnconfirmedNotRecovered) {
+		overdue(unconfirmed)
+	}
 	jobs, err := s.Store.RunningPrintJobs(ctx)
 	if err != nil {
 		if ctx.Err() == nil {

@@ -195,12 +195,8 @@ func (s *Service) TerminalPrintResult(ctx context.Context, serial, printID strin
 	if err != nil {
 		return fmt.Errorf("print job: %w", err)
 	}
-	t, err := s.Store.Terminal(ctx, j.TerminalID)
-	if err != nil {
-		return fmt.Errorf("terminal: %w", err)
-	}
-	if t.SerialNumber != serial {
-		return fmt.Errorf("print job of another device: %w", instore.ErrNotFound)
+	if _, err := s.terminalOf(ctx, serial, j.TerminalID, "print job"); err != nil {
+		return err
 	}
 	s.completePrint(ctx, printID, lifecycle.PrintEvent{Kind: lifecycle.PrintReported, Status: statusID})
 	return nil

@@ -17,14 +17,8 @@ import (
 // purchase is tied to it, or, for a retry of the request that created one,
 // answers about that one (Resume).
 func (s *Service) Purchase(ctx context.Context, p *instore.Principal, req *instore.PurchaseRequest, claim *instore.IdempotencyClaim) (*instore.Transaction, error) {
-	if c := claim; c != nil && c.Resume != "" {
-		return s.resume(ctx, p, c.Resume)
-	}
-	if err := req.Validate(); err != nil {
-		return nil, err
-	}
-	if _, err := s.merchant(ctx, p); err != nil {
-		return nil, err
+	if t, done, err := s.admit(ctx, p, req, claim); done {
+		return t, err
 	}
 	if req.PaymentMethodID != nil {
 		if _, ok := s.Metadata.PaymentMethod(*req.PaymentMethodID); !ok {
@@ -111,6 +105,24 @@ func (s *Service) start(ctx context.Context, t *instore.Transaction, claim *inst
 	return s.awaitAck(ctx, &created, w, gen)
 }
 
+// admit begins a request that creates a transaction: a retry of the
+// request that created one answers about that one (resume); otherwise the
+// request must be valid (validation) and its merchant known (WP03). done
+// says the request is answered with t and err.
+func (s *Service) admit(ctx context.Context, p *instore.Principal, req interface{ Validate() error }, claim *instore.IdempotencyClaim) (t *instore.Transaction, done bool, err error) {
+	if claim != nil && claim.Resume != "" {
+		t, err := s.resume(ctx, p, claim.Resume)
+		return t, true, err
+	}
+	if err := req.Validate(); err != nil {
+		return nil, true, err
+	}
+	if _, err := s.merchant(ctx, p); err != nil {
+		return nil, true, err
+	}
+	return nil, false, nil
+}
+
 // resume answers a retry of a request that created the transaction ref
 // (its idempotency record is tied to it), after a crash or while the first
 // still runs, as the first answered or would have: once the terminal
@@ -119,14 +131,22 @@ func (s *Service) start(ctx context.Context, t *instore.Transaction, claim *inst
 func (s *Service) resume(ctx context.Context, p *instore.Principal, ref string) (*instore.Transaction, error) {
 	w, gen, release := s.changes.subscribe(ref)
 	defer release()
-	t := s.runningState(ref)
-	if t == nil || t.MerchantID != p.MerchantID {
-		var err error
-		if t, err = s.ownTransaction(ctx, p, ref); err != nil {
-			return nil, err
-		}
+	t, err := s.currentTransaction(ctx, p, ref)
+	if err != nil {
+		return nil, err
 	}
 	return s.awaitAck(ctx, t, w, gen)
+}
+
+// currentTransaction reads one of the merchant's transactions (WP04
+// otherwise): a running one from running (this node commits every change
+// of it, and puts each there before answering anyone), a finished one from
+// the store.
+func (s *Service) currentTransaction(ctx context.Context, p *instore.Principal, ref string) (*instore.Transaction, error) {
+	if t := s.runningState(ref); t != nil && t.MerchantID == p.MerchantID {
+		return t, nil
+	}
+	return s.ownTransaction(ctx, p, ref)
 }
 
 // awaitAck waits until the transaction t (its state read or created after
@@ -205,15 +225,9 @@ func (s *Service) Transaction(ctx context.Context, p *instore.Principal, ref str
 		w, gen, release = s.changes.subscribe(ref)
 		defer release()
 	}
-	// A running transaction is read from running (this node commits every
-	// change of it, and puts each there before answering anyone), a
-	// finished one from the store.
-	t := s.runningState(ref)
-	if t == nil || t.MerchantID != p.MerchantID {
-		var err error
-		if t, err = s.ownTransaction(ctx, p, ref); err != nil {
-			return nil, err
-		}
+	t, err := s.currentTransaction(ctx, p, ref)
+	if err != nil {
+		return nil, err
 	}
 	if wait <= 0 || t.Final() {
 		return t, nil

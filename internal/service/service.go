@@ -2,8 +2,10 @@ package service
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"time"
@@ -62,6 +64,16 @@ type Service struct {
 	// otherwise such a literal address is refused at registration
 	// (CheckWebhookAddr), as every address is when a delivery connects.
 	WebhookAllowPrivate bool
+	// Rand is where the Service draws the random parts of the ids it makes
+	// (owed messages, updates, link codes, the cursor key; nil:
+	// crypto/rand). The deterministic simulation (internal/simulation)
+	// gives it a seeded generator.
+	Rand io.Reader
+	// Go runs f in a goroutine of its own (nil: a go statement): what the
+	// Service starts besides an operation (a print after its result's
+	// confirm, an update waiting for its terminal). The simulation runs
+	// them as tasks it schedules.
+	Go func(f func())
 
 	changes changes
 	running running
@@ -88,6 +100,26 @@ func (s *Service) Now() time.Time { return s.clock().Now() }
 
 // now is Now as the service stamps it: UTC, to the microsecond.
 func (s *Service) now() time.Time { return s.Now().UTC().Truncate(time.Microsecond) }
+
+// random fills b from Rand.
+func (s *Service) random(b []byte) {
+	r := s.Rand
+	if r == nil {
+		r = rand.Reader
+	}
+	if _, err := io.ReadFull(r, b); err != nil {
+		panic("service: random: " + err.Error()) // crypto/rand never fails
+	}
+}
+
+// spawn runs f in its own goroutine (Go).
+func (s *Service) spawn(f func()) {
+	if s.Go != nil {
+		s.Go(f)
+		return
+	}
+	go f()
+}
 
 func (s *Service) log() *slog.Logger {
 	if s.Logger == nil {

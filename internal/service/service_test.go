@@ -26,6 +26,20 @@ type fixture struct {
 	terminal string
 }
 
+// wantTechnicalError fails t unless the stored transaction ref ended
+// TECHNICAL_ERROR with the error code; when names the moment checked.
+func (f *fixture) wantTechnicalError(t *testing.T, ref, code, when string) {
+	t.Helper()
+	tx, err := f.st.Transaction(context.Background(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := f.svc.Metadata.ErrorCode(code)
+	if tx.StatusID != instore.StatusTechnicalError || tx.ErrorID == nil || *tx.ErrorID != c.ID {
+		t.Errorf("%s: status %d, error %v; want TECHNICAL_ERROR with %s", when, tx.StatusID, tx.ErrorID, code)
+	}
+}
+
 func newFixture(tb testing.TB, synchronous, serial string) *fixture {
 	tb.Helper()
 	ctx := context.Background()
@@ -189,20 +203,13 @@ func TestSendFailureOwesCancel(t *testing.T) {
 	if !errors.As(err, &e) || e.Code != instore.WP23 || e.OnlineAPIRefID == "" {
 		t.Fatalf("Purchase with a lost session = %v, want WP23 naming the transaction", err)
 	}
-	tx, err := f.st.Transaction(ctx, e.OnlineAPIRefID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wp23, _ := f.svc.Metadata.ErrorCode(instore.WP23)
-	if tx.StatusID != instore.StatusTechnicalError || tx.ErrorID == nil || *tx.ErrorID != wp23.ID {
-		t.Errorf("transaction = status %d, error %v; want TECHNICAL_ERROR with WP23", tx.StatusID, tx.ErrorID)
-	}
+	f.wantTechnicalError(t, e.OnlineAPIRefID, instore.WP23, "the transaction")
 	owed, err := f.st.OpenEffects(ctx, "S-1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(owed) != 1 || owed[0].Kind != instore.EffectCancel || owed[0].Ref != tx.ID || owed[0].Reason != instore.CancelAckTimeout {
-		t.Errorf("owed after a lost send = %+v, want one cancel ACK_TIMEOUT of %s", owed, tx.ID)
+	if len(owed) != 1 || owed[0].Kind != instore.EffectCancel || owed[0].Ref != e.OnlineAPIRefID || owed[0].Reason != instore.CancelAckTimeout {
+		t.Errorf("owed after a lost send = %+v, want one cancel ACK_TIMEOUT of %s", owed, e.OnlineAPIRefID)
 	}
 }
 
@@ -244,14 +251,7 @@ func TestSweepEndsOverdueTransactions(t *testing.T) {
 		t.Fatalf("after a failed expiry: status %d, want still PENDING (the blip)", got.StatusID)
 	}
 	f.svc.Sweep(ctx)
-	got, err := f.st.Transaction(ctx, tx.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wp25, _ := f.svc.Metadata.ErrorCode(instore.WP25)
-	if got.StatusID != instore.StatusTechnicalError || got.ErrorID == nil || *got.ErrorID != wp25.ID {
-		t.Errorf("after the next sweep: status %d, error %v; want TECHNICAL_ERROR with WP25", got.StatusID, got.ErrorID)
-	}
+	f.wantTechnicalError(t, tx.ID, instore.WP25, "after the next sweep")
 	if owed, _ := f.st.OpenEffects(ctx, "S-1"); len(owed) != 1 || owed[0].Reason != instore.CancelAckTimeout {
 		t.Errorf("owed after the sweep's expiry = %+v, want one cancel ACK_TIMEOUT", owed)
 	}

@@ -2,10 +2,9 @@ package service
 
 import (
 	"context"
-	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/big"
 
 	"github.com/instore-dev/instore"
 )
@@ -173,12 +172,10 @@ func (s *Service) showLinkCode(ctx context.Context, serial string) {
 // assignLinkCode stores a new random 6-digit code unique among devices.
 func (s *Service) assignLinkCode(ctx context.Context, serial string) (string, error) {
 	for range 20 {
-		n, err := rand.Int(rand.Reader, big.NewInt(1000000))
-		if err != nil {
-			return "", err
-		}
-		code := fmt.Sprintf("%06d", n.Int64())
-		err = s.Store.SetLinkCode(ctx, serial, code)
+		var b [8]byte // uniform to within 2⁻⁴⁴
+		s.random(b[:])
+		code := fmt.Sprintf("%06d", binary.BigEndian.Uint64(b[:])%1000000)
+		err := s.Store.SetLinkCode(ctx, serial, code)
 		if errors.Is(err, instore.ErrConflict) {
 			continue
 		}

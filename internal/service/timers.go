@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/mutant"
 	"github.com/instore-dev/instore/lifecycle"
 )
 
@@ -79,6 +80,9 @@ func (s *Service) Recover(ctx context.Context) error {
 	unconfirmed, err := s.Store.UnconfirmedTransactions(ctx, time.Time{})
 	if err != nil {
 		return fmt.Errorf("unconfirmed transactions: %w", err)
+	}
+	if mutant.On(mutant.UnconfirmedNotRecovered) {
+		unconfirmed = nil
 	}
 	for _, t := range append(ts, unconfirmed...) {
 		if at, kind, ok := lifecycle.Due(*t, s.rules()); ok {

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -33,10 +32,10 @@ const DefaultUpdateSweep = 30 * time.Second
 
 // newUpdateID returns an updateId: "upd_" and 32 hex digits, the first 12
 // the creation time in milliseconds, so ids sort by creation.
-func newUpdateID(now time.Time) string {
+func (s *Service) newUpdateID(now time.Time) string {
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(now.UnixMilli())<<16)
-	rand.Read(b[6:])
+	s.random(b[6:])
 	return "upd_" + hex.EncodeToString(b[:])
 }
 
@@ -201,7 +200,7 @@ func (s *Service) terminalIdle(terminalID string) {
 	if _, waiting := s.updateWaits.LoadAndDelete(terminalID); !waiting {
 		return
 	}
-	go s.deliverUpdate(context.Background(), terminalID)
+	s.spawn(func() { s.deliverUpdate(context.Background(), terminalID) })
 }
 
 // isClosed reports whether Close ran.
@@ -223,12 +222,9 @@ func (s *Service) TerminalUpdateStatus(ctx context.Context, serial, updateID str
 	} else if err != nil {
 		return fmt.Errorf("update: %w", err)
 	}
-	t, err := s.Store.Terminal(ctx, u.TerminalID)
+	t, err := s.terminalOf(ctx, serial, u.TerminalID, "update")
 	if err != nil {
-		return fmt.Errorf("terminal: %w", err)
-	}
-	if t.SerialNumber != serial {
-		return fmt.Errorf("update of another device: %w", instore.ErrNotFound)
+		return err
 	}
 	next, st := lifecycle.NextUpdate(lifecycle.UpdateStateOf(u), *u, lifecycle.UpdateEvent{Kind: lifecycle.UpdateReported, At: s.now(),
 		Status: r.Status, SoftwareVersion: r.SoftwareVersion, Reason: r.Reason})

@@ -11,7 +11,7 @@ func TestNewUpdateID(t *testing.T) {
 	pattern := regexp.MustCompile(`^upd_[0-9a-f]{32}$`)
 	var ids []string
 	for i := range 5 {
-		id := newUpdateID(time.UnixMilli(1_700_000_000_000 + int64(i)))
+		id := (&Service{}).newUpdateID(time.UnixMilli(1_700_000_000_000 + int64(i)))
 		if !pattern.MatchString(id) {
 			t.Errorf("newUpdateID() = %q, want upd_ and 32 hex digits", id)
 		}

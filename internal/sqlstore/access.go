@@ -25,31 +25,28 @@ const isOpenUpdate = `status IN ('` + string(instore.UpdateScheduled) + `', '` +
 // before the device row is written, the order LinkTerminal takes too, so
 // that the two never wait for each other.
 func (db *DB) AllocateTerminal(ctx context.Context, t *instore.Terminal, model string) error {
-	var id string
-	err := db.update(ctx, func(c conn) error {
-		var err error
-		if id, err = allocateTerminalID(ctx, c, t, "allocate terminal"); err != nil {
-			return err
+	id, err := updateValue(ctx, db, nil, func(c conn) (string, error) {
+		id, err := allocateTerminalID(ctx, c, t, "allocate terminal")
+		if err != nil {
+			return "", err
 		}
 		if model != "" {
 			if _, err := c.exec(ctx, `UPDATE terminals SET model = ? WHERE terminal_id = ?`, model, id); err != nil {
-				return fmt.Errorf("allocate terminal: model: %w", err)
+				return "", fmt.Errorf("allocate terminal: model: %w", err)
 			}
 		}
 		if t.SerialNumber == "" {
-			return nil
+			return id, nil
 		}
-		res, err := c.exec(ctx, `UPDATE devices SET link_code = NULL, customer_id = ?
+		n, err := c.execAffected(ctx, `UPDATE devices SET link_code = NULL, customer_id = ?
 			WHERE serial_number = ? AND (customer_id IS NULL OR customer_id = ?)`, t.CustomerID, t.SerialNumber, t.CustomerID)
 		if err != nil {
-			return c.conflictErr("allocate terminal: bind device", err)
+			return "", c.conflictErr("allocate terminal: bind device", err)
 		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return fmt.Errorf("allocate terminal: device of another customer: %w", instore.ErrConflict)
+		if n == 0 {
+			return "", fmt.Errorf("allocate terminal: device of another customer: %w", instore.ErrConflict)
 		}
-		return nil
+		return id, nil
 	})
 	if err != nil {
 		return err
@@ -235,16 +232,14 @@ func (db *DB) OpenUpdates(ctx context.Context) ([]*instore.Update, error) {
 // instore.AccessStore.
 func (db *DB) MarkUpdateDelivered(ctx context.Context, id string, at, staleBefore time.Time) error {
 	return db.update(ctx, func(c conn) error {
-		res, err := c.exec(ctx, `UPDATE updates SET delivered_at = ?
+		n, err := c.execAffected(ctx, `UPDATE updates SET delivered_at = ?
 			WHERE id = ? AND status = '`+string(instore.UpdateScheduled)+`' AND (delivered_at IS NULL OR delivered_at < ?)
 			AND NOT EXISTS (SELECT 1 FROM transactions t WHERE t.terminal_id = updates.terminal_id AND t.`+isPending+`)`,
 			micros(at), id, micros(staleBefore))
 		if err != nil {
 			return fmt.Errorf("mark update delivered: %w", err)
 		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
+		if n == 0 {
 			return fmt.Errorf("update not deliverable now: %w", instore.ErrConflict)
 		}
 		return nil
@@ -273,14 +268,12 @@ func (db *DB) SetUpdateStatus(ctx context.Context, u *instore.Update, evs []inst
 		args = append(args, f)
 	}
 	return db.updateOutbox(ctx, evs, func(c conn) error {
-		res, err := c.exec(ctx, `UPDATE updates SET status = ?, reason = ?, software_version = ?, updated_at = ?, delivered_at = NULL
+		n, err := c.execAffected(ctx, `UPDATE updates SET status = ?, reason = ?, software_version = ?, updated_at = ?, delivered_at = NULL
 			WHERE id = ? AND status IN (?`+strings.Repeat(", ?", len(from)-1)+`)`, args...)
 		if err != nil {
 			return fmt.Errorf("set update status: %w", err)
 		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
+		if n == 0 {
 			return fmt.Errorf("update status moved on: %w", instore.ErrConflict)
 		}
 		if u.Status != instore.UpdateInstalled || u.SoftwareVersion == "" {

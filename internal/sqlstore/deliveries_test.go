@@ -21,7 +21,7 @@ func TestClaimToleratesOddDeliveries(t *testing.T) {
 			if backend == "sqlite" {
 				db = mustOpen(t, sqlitePath(t), sqlstore.Options{})
 			} else {
-				db = mustOpen(t, newPostgres(t).freshSchema(t), sqlstore.Options{})
+				db = mustOpen(t, freshPostgres(t), sqlstore.Options{})
 			}
 			ctx := context.Background()
 			at := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)

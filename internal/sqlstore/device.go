@@ -12,7 +12,12 @@ import (
 // CreateDevice stores a new device; a taken serial number or link code, or
 // a missing customer, is instore.ErrConflict.
 func (db *DB) CreateDevice(ctx context.Context, d *instore.Device) error {
-	return db.create(ctx, "create device", func(c conn) error { return insertDevice(ctx, c, d) })
+	return db.create(ctx, "create device", func(c conn) error {
+		_, err := c.exec(ctx, `INSERT INTO devices (`+deviceColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			d.SerialNumber, d.Model, nullString(d.CustomerID), d.SecretHash, d.SoftwareVersion,
+			nullString(d.LinkCode), nullMicros(d.LastSeenAt), micros(d.CreatedAt))
+		return err
+	})
 }
 
 // Device returns the device with a serial number.
@@ -23,18 +28,24 @@ func (db *DB) Device(ctx context.Context, serial string) (*instore.Device, error
 // Devices lists the devices of a customer, or all when customerID is empty,
 // ordered by serial number.
 func (db *DB) Devices(ctx context.Context, customerID string) ([]*instore.Device, error) {
-	return listDevices(ctx, db.read(), customerID)
+	query, args := ofCustomer(`SELECT `+deviceColumns+` FROM devices`, customerID, `serial_number`)
+	return getAll(ctx, db.read(), scanDevice, "list devices", query, args...)
 }
 
 // DeviceByLinkCode finds the device showing code.
 func (db *DB) DeviceByLinkCode(ctx context.Context, code string) (*instore.Device, error) {
-	return findDeviceByLinkCode(ctx, db.read(), code)
+	return getOne(ctx, db.read(), scanDevice, "device", `SELECT `+deviceColumns+` FROM devices WHERE link_code = ?`, code)
 }
 
 // DeviceSeen records a device's hello: its software version and time.
 func (db *DB) DeviceSeen(ctx context.Context, serial, softwareVersion string, at time.Time, evs ...instore.OutboxEvent) error {
 	return db.updateOutbox(ctx, evs, func(c conn) error {
-		return deviceSeen(ctx, c, serial, softwareVersion, at)
+		res, err := c.exec(ctx, `UPDATE devices SET software_version = ?, last_seen_at = ? WHERE serial_number = ?`,
+			softwareVersion, micros(at), serial)
+		if err != nil {
+			return fmt.Errorf("device seen: %w", err)
+		}
+		return mustAffect(res, "device")
 	})
 }
 
@@ -48,15 +59,6 @@ func (db *DB) SetLinkCode(ctx context.Context, serial, code string) error {
 		}
 		return mustAffect(res, "device")
 	})
-}
-
-func insertDevice(ctx context.Context, c conn, d *instore.Device) error {
-	_, err := c.exec(ctx, `INSERT INTO devices
-		(serial_number, model, customer_id, secret_hash, software_version, link_code, last_seen_at, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		d.SerialNumber, d.Model, nullString(d.CustomerID), d.SecretHash, d.SoftwareVersion,
-		nullString(d.LinkCode), nullMicros(d.LastSeenAt), micros(d.CreatedAt))
-	return err
 }
 
 const deviceColumns = `serial_number, model, customer_id, secret_hash, software_version, link_code, last_seen_at, created_at`
@@ -81,22 +83,4 @@ func scanDevice(s scanner) (*instore.Device, error) {
 
 func findDevice(ctx context.Context, c conn, serial string) (*instore.Device, error) {
 	return getOne(ctx, c, scanDevice, "device", `SELECT `+deviceColumns+` FROM devices WHERE serial_number = ?`, serial)
-}
-
-func findDeviceByLinkCode(ctx context.Context, c conn, code string) (*instore.Device, error) {
-	return getOne(ctx, c, scanDevice, "device", `SELECT `+deviceColumns+` FROM devices WHERE link_code = ?`, code)
-}
-
-func listDevices(ctx context.Context, c conn, customerID string) ([]*instore.Device, error) {
-	query, args := ofCustomer(`SELECT `+deviceColumns+` FROM devices`, customerID, `serial_number`)
-	return getAll(ctx, c, scanDevice, "list devices", query, args...)
-}
-
-func deviceSeen(ctx context.Context, c conn, serial, softwareVersion string, at time.Time) error {
-	res, err := c.exec(ctx, `UPDATE devices SET software_version = ?, last_seen_at = ? WHERE serial_number = ?`,
-		softwareVersion, micros(at), serial)
-	if err != nil {
-		return fmt.Errorf("device seen: %w", err)
-	}
-	return mustAffect(res, "device")
 }

@@ -91,12 +91,8 @@ func (db *DB) EndEffectsOf(ctx context.Context, ref string, kind instore.EffectK
 }
 
 func endEffectsOf(ctx context.Context, c conn, ref string, kind instore.EffectKind, outcome instore.EffectOutcome, at time.Time) (int64, error) {
-	res, err := c.exec(ctx, `UPDATE effects SET done_at = ?, outcome = ?
+	n, err := c.execAffected(ctx, `UPDATE effects SET done_at = ?, outcome = ?
 		WHERE ref = ? AND kind = ? AND done_at IS NULL`, micros(at), outcome, ref, kind)
-	if err != nil {
-		return 0, fmt.Errorf("end effects: %w", err)
-	}
-	n, err := res.RowsAffected()
 	if err != nil {
 		return 0, fmt.Errorf("end effects: %w", err)
 	}

@@ -2,11 +2,13 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/mutant"
 )
 
 // Events for integrators (instore.EventStore; migration 0011).
@@ -60,6 +62,12 @@ func (db *DB) SequenceEvents(ctx context.Context, limit int) (int, error) {
 			res, err = c.exec(ctx, `WITH n AS (SELECT id, row_number() OVER (ORDER BY id) AS r FROM events
 					WHERE seq IS NULL ORDER BY id LIMIT ?)
 				UPDATE events e SET seq = ? + n.r FROM n WHERE e.id = n.id`, limit, top)
+		} else if mutant.On(mutant.EventsOutOfOrder) {
+			var lo, hi sql.NullInt64
+			if err := c.queryRow(ctx, `SELECT MIN(id), MAX(id) FROM (SELECT id FROM events WHERE seq IS NULL ORDER BY id LIMIT ?)`, limit).Scan(&lo, &hi); err != nil {
+				return err
+			}
+			res, err = c.exec(ctx, `UPDATE events SET seq = ? - id WHERE seq IS NULL AND id BETWEEN ? AND ?`, lo.Int64+hi.Int64, lo.Int64, hi.Int64)
 		} else {
 			res, err = c.exec(ctx, `UPDATE events SET seq = id WHERE id IN
 				(SELECT id FROM events WHERE seq IS NULL ORDER BY id LIMIT ?)`, limit)

@@ -3,10 +3,12 @@ package sqlstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/mutant"
 )
 
 // ListTransactions lists a merchant's transactions created in [f.From, f.To),
@@ -137,7 +139,7 @@ func (db *DB) CreateOnOriginal(ctx context.Context, ch *instore.Change) error {
 		if err != nil {
 			return err
 		}
-		if err := instore.CheckOnOriginal(orig, others, t); err != nil {
+		if err := instore.CheckOnOriginal(orig, mutated(others, t), t); err != nil {
 			return err
 		}
 		if t.Type == instore.TypeReversal {
@@ -164,4 +166,18 @@ func (db *DB) CreateOnOriginal(ctx context.Context, ch *instore.Change) error {
 	}
 	t.Version = 1
 	return nil
+}
+
+// mutated is what the money rule is given as the other refunds and
+// reversals of an original when a mutant of it is switched on (the
+// deterministic simulation's TestMutants; internal/mutant); others
+// otherwise.
+func mutated(others []*instore.Transaction, t *instore.Transaction) []*instore.Transaction {
+	switch {
+	case mutant.On(mutant.RefundLimitOutsideLock), mutant.On(mutant.RefundAboveAmount) && t.Type == instore.TypeRefund:
+		return nil
+	case mutant.On(mutant.ReversalBesideRefund) && t.Type == instore.TypeReversal:
+		return slices.DeleteFunc(slices.Clone(others), func(o *instore.Transaction) bool { return o.Type == instore.TypeRefund })
+	}
+	return others
 }

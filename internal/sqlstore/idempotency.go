@@ -68,15 +68,13 @@ func (db *DB) CompleteIdempotency(ctx context.Context, merchantID, key, attempt 
 		return err
 	}
 	return db.update(ctx, func(c conn) error {
-		res, err := c.exec(ctx, `UPDATE idempotency_keys SET status_code = ?, response_headers = ?, response_body = ?
+		n, err := c.execAffected(ctx, `UPDATE idempotency_keys SET status_code = ?, response_headers = ?, response_body = ?
 			WHERE merchant_id = ? AND key = ? AND attempt = ? AND status_code IS NULL`,
 			status, headers, body, merchantID, key, attempt)
 		if err != nil {
 			return fmt.Errorf("complete idempotency: %w", err)
 		}
-		if n, err := res.RowsAffected(); err != nil {
-			return fmt.Errorf("complete idempotency: %w", err)
-		} else if n > 0 {
+		if n > 0 {
 			return nil
 		}
 		rec, err := findIdempotency(ctx, c, merchantID, key)
@@ -110,22 +108,14 @@ func (db *DB) DeleteIdempotency(ctx context.Context, merchantID, key, attempt st
 
 // ExpireIdempotency deletes the records created before t and says how many.
 func (db *DB) ExpireIdempotency(ctx context.Context, before time.Time) (int, error) {
-	var n int64
-	err := db.update(ctx, func(c conn) error {
-		res, err := c.exec(ctx, `DELETE FROM idempotency_keys WHERE created_at < ?`, micros(before))
+	n, err := updateValue(ctx, db, nil, func(c conn) (int64, error) {
+		n, err := c.execAffected(ctx, `DELETE FROM idempotency_keys WHERE created_at < ?`, micros(before))
 		if err != nil {
-			return fmt.Errorf("expire idempotency: %w", err)
+			return 0, fmt.Errorf("expire idempotency: %w", err)
 		}
-		n, err = res.RowsAffected()
-		if err != nil {
-			return fmt.Errorf("expire idempotency: %w", err)
-		}
-		return nil
+		return n, nil
 	})
-	if err != nil {
-		return 0, err
-	}
-	return int(n), nil
+	return int(n), err
 }
 
 // insertIdempotencyIfAbsent stores rec unless its merchant and key are
@@ -136,20 +126,13 @@ func insertIdempotencyIfAbsent(ctx context.Context, c conn, rec *instore.Idempot
 		return false, err
 	}
 	status := sql.NullInt64{Int64: int64(rec.StatusCode), Valid: rec.StatusCode != 0}
-	res, err := c.exec(ctx, `INSERT INTO idempotency_keys
+	n, err := c.execAffected(ctx, `INSERT INTO idempotency_keys
 		(merchant_id, key, method, path, request_hash, status_code, response_body, response_headers, created_at,
 		attempt, transaction_id)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (merchant_id, key) DO NOTHING`,
 		rec.MerchantID, rec.Key, rec.Method, rec.Path, rec.RequestHash, status, rec.Body, headers,
 		micros(rec.CreatedAt), rec.Attempt, nullString(rec.TransactionID))
-	if err != nil {
-		return false, err
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, err
-	}
-	return n > 0, nil
+	return n > 0, err
 }
 
 const idempotencyColumns = `merchant_id, key, method, path, request_hash, status_code, response_body, response_headers, created_at,
@@ -184,12 +167,5 @@ func findIdempotency(ctx context.Context, c conn, merchantID, key string) (*inst
 
 // encodeHeader is a response header as stored: JSON text, NULL when nil.
 func encodeHeader(h map[string]string) (sql.NullString, error) {
-	if h == nil {
-		return sql.NullString{}, nil
-	}
-	b, err := json.Marshal(h)
-	if err != nil {
-		return sql.NullString{}, fmt.Errorf("encode idempotency response headers: %w", err)
-	}
-	return sql.NullString{String: string(b), Valid: true}, nil
+	return nullJSON(h, h == nil, "idempotency response headers")
 }

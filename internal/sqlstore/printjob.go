@@ -84,12 +84,8 @@ func scanPrintJob(s scanner) (*instore.PrintJob, error) {
 // instore.ErrNotFound.
 func (db *DB) CompletePrintJob(ctx context.Context, id string, statusID instore.PrintStatus, at time.Time, evs ...instore.OutboxEvent) error {
 	return db.updateOutbox(ctx, evs, func(c conn) error {
-		res, err := c.exec(ctx, `UPDATE print_jobs SET status_id = ?, completed_at = ?
+		n, err := c.execAffected(ctx, `UPDATE print_jobs SET status_id = ?, completed_at = ?
 			WHERE id = ? AND status_id IS NULL`, statusID, micros(at), id)
-		if err != nil {
-			return fmt.Errorf("complete print job: %w", err)
-		}
-		n, err := res.RowsAffected()
 		if err != nil {
 			return fmt.Errorf("complete print job: %w", err)
 		}

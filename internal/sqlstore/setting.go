@@ -14,19 +14,12 @@ func (db *DB) Setting(ctx context.Context, name string) (string, error) {
 // returns the value that is stored. The insert and the read are one
 // transaction, so the first writer wins, also across nodes.
 func (db *DB) InitSetting(ctx context.Context, name, value string) (string, error) {
-	var stored string
-	err := db.update(ctx, func(c conn) error {
+	return updateValue(ctx, db, nil, func(c conn) (string, error) {
 		if err := insertSettingIfAbsent(ctx, c, name, value); err != nil {
-			return err
+			return "", err
 		}
-		var err error
-		stored, err = findSetting(ctx, c, name)
-		return err
+		return findSetting(ctx, c, name)
 	})
-	if err != nil {
-		return "", err
-	}
-	return stored, nil
 }
 
 // PutSetting stores value under name, replacing any value there.

@@ -215,6 +215,15 @@ func (c conn) exec(ctx context.Context, query string, args ...any) (sql.Result, 
 	return c.q.ExecContext(ctx, c.d.rebind(query), args...)
 }
 
+// execAffected runs exec and returns how many rows the statement changed.
+func (c conn) execAffected(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := c.exec(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
 func (c conn) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	ctx = c.context(ctx)
 	if st := c.stmt(ctx, query); st != nil {
@@ -270,6 +279,22 @@ func (db *DB) updateOutbox(ctx context.Context, evs []instore.OutboxEvent, fn fu
 		}
 		return insertOutbox(ctx, c, evs)
 	})
+}
+
+// updateValue is updateOutbox for an fn that finds a value: the value fn
+// returned when its write commits, T's zero value with the error otherwise.
+func updateValue[T any](ctx context.Context, db *DB, evs []instore.OutboxEvent, fn func(c conn) (T, error)) (T, error) {
+	var v T
+	err := db.updateOutbox(ctx, evs, func(c conn) error {
+		var err error
+		v, err = fn(c)
+		return err
+	})
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return v, nil
 }
 
 // single runs fn, which makes exactly one write statement (and reads only

@@ -1,11 +1,7 @@
 package sqlstore_test
 
 import (
-	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,12 +14,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/pgtest"
 	"github.com/instore-dev/instore/internal/sqlstore"
 	"github.com/instore-dev/instore/internal/storetest"
 )
-
-// postgresURLEnv names the PostgreSQL database the tests use when set.
-const postgresURLEnv = "INSTORE_TEST_DATABASE_URL"
 
 func TestSQLite(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) instore.Store {
@@ -38,9 +32,9 @@ func TestSQLiteSynchronousNormal(t *testing.T) {
 }
 
 func TestPostgres(t *testing.T) {
-	pg := newPostgres(t)
+	skipWithoutPostgres(t)
 	storetest.Run(t, func(t *testing.T) instore.Store {
-		return mustOpen(t, pg.freshSchema(t), sqlstore.Options{})
+		return mustOpen(t, freshPostgres(t), sqlstore.Options{})
 	})
 }
 
@@ -193,9 +187,8 @@ type backend struct {
 // backends returns SQLite, and PostgreSQL when its URL is set.
 func backends(t testing.TB) []backend {
 	bs := []backend{{name: "sqlite", driver: "sqlite", dsn: sqlitePath}}
-	if os.Getenv(postgresURLEnv) != "" {
-		pg := newPostgres(t)
-		bs = append(bs, backend{name: "postgres", driver: "pgx", dsn: pg.freshSchema})
+	if os.Getenv(pgtest.Env) != "" {
+		bs = append(bs, backend{name: "postgres", driver: "pgx", dsn: freshPostgres})
 	}
 	return bs
 }
@@ -247,49 +240,18 @@ func appliedMigrations(t *testing.T, driver, dsn string) []string {
 	return applied
 }
 
-// postgres hands out fresh schemas of the test database.
-type postgres struct {
-	url   string
-	admin *sql.DB
+// skipWithoutPostgres skips t unless the PostgreSQL test database is set.
+func skipWithoutPostgres(t testing.TB) {
+	t.Helper()
+	if os.Getenv(pgtest.Env) == "" {
+		t.Skip(pgtest.Env + " is not set; set it to a postgres:// URL to run the PostgreSQL tests")
+	}
 }
 
-// newPostgres connects to $INSTORE_TEST_DATABASE_URL, or skips t.
-func newPostgres(t testing.TB) *postgres {
+// freshPostgres returns the URL of an empty schema of the test database,
+// dropped when t ends (pgtest.Schema), or skips t.
+func freshPostgres(t testing.TB) string {
 	t.Helper()
-	u := os.Getenv(postgresURLEnv)
-	if u == "" {
-		t.Skip(postgresURLEnv + " is not set; set it to a postgres:// URL to run the PostgreSQL tests")
-	}
-	admin := rawOpen(t, "pgx", u)
-	if err := admin.PingContext(t.Context()); err != nil {
-		t.Fatalf("connect to %s: %v", postgresURLEnv, err)
-	}
-	return &postgres{url: u, admin: admin}
-}
-
-// freshSchema creates an empty schema with a random name, dropped when t
-// ends, and returns a URL whose search_path points at it.
-func (pg *postgres) freshSchema(t testing.TB) string {
-	t.Helper()
-	b := make([]byte, 8)
-	rand.Read(b)
-	schema := "storetest_" + hex.EncodeToString(b)
-	if _, err := pg.admin.ExecContext(t.Context(), "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := pg.admin.ExecContext(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema: %v", err)
-		}
-	})
-	u, err := url.Parse(pg.url)
-	if err != nil {
-		t.Fatalf("parse %s: %v", postgresURLEnv, err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
+	skipWithoutPostgres(t)
+	return pgtest.Schema(t, "storetest")
 }

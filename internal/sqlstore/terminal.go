@@ -26,11 +26,8 @@ const (
 // (SQLite), so concurrent allocations queue and never share an ID. t is
 // unchanged unless it was stored.
 func (db *DB) AllocateTerminalID(ctx context.Context, t *instore.Terminal) error {
-	var id string
-	err := db.update(ctx, func(c conn) error {
-		var err error
-		id, err = allocateTerminalID(ctx, c, t, "allocate terminal id")
-		return err
+	id, err := updateValue(ctx, db, nil, func(c conn) (string, error) {
+		return allocateTerminalID(ctx, c, t, "allocate terminal id")
 	})
 	if err != nil {
 		return err
@@ -93,15 +90,7 @@ func (db *DB) LinkTerminal(ctx context.Context, terminalID, serial string, at ti
 
 // UnlinkTerminal unbinds terminalID and returns the device it was bound to.
 func (db *DB) UnlinkTerminal(ctx context.Context, terminalID string, evs ...instore.OutboxEvent) (serial string, err error) {
-	err = db.updateOutbox(ctx, evs, func(c conn) error {
-		var err error
-		serial, err = unlinkTerminal(ctx, c, terminalID)
-		return err
-	})
-	if err != nil {
-		return "", err
-	}
-	return serial, nil
+	return updateValue(ctx, db, evs, func(c conn) (string, error) { return unlinkTerminal(ctx, c, terminalID) })
 }
 
 // nextTerminalID takes the next value of the terminal ID counter, creating
@@ -130,19 +119,12 @@ func nextTerminalID(ctx context.Context, c conn) (int64, error) {
 // insertTerminalIfFree stores t unless its terminal ID is taken, and says
 // whether it did.
 func insertTerminalIfFree(ctx context.Context, c conn, t *instore.Terminal) (bool, error) {
-	res, err := c.exec(ctx, `INSERT INTO terminals
+	n, err := c.execAffected(ctx, `INSERT INTO terminals
 		(terminal_id, customer_id, merchant_id, serial_number, linked_at, created_at)
 		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (terminal_id) DO NOTHING`,
 		t.TerminalID, t.CustomerID, nullString(t.MerchantID), nullString(t.SerialNumber),
 		nullMicros(t.LinkedAt), micros(t.CreatedAt))
-	if err != nil {
-		return false, err
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, err
-	}
-	return n > 0, nil
+	return n > 0, err
 }
 
 const terminalColumns = `terminal_id, customer_id, merchant_id, serial_number, linked_at, created_at`

@@ -48,12 +48,8 @@ func outboxCTE(e *instore.TransactionEvent) (string, []any) {
 // stored (the same key) is the same event: it is kept.
 func insertEvents(ctx context.Context, c conn, id string, events []instore.TransactionEvent) error {
 	for i := range events {
-		res, err := c.exec(ctx, `INSERT INTO transaction_events (`+eventColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		n, err := c.execAffected(ctx, `INSERT INTO transaction_events (`+eventColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (transaction_id, version) DO NOTHING`, append([]any{id}, eventArgs(&events[i])...)...)
-		if err != nil {
-			return fmt.Errorf("insert transaction event: %w", err)
-		}
-		n, err := res.RowsAffected()
 		if err != nil {
 			return fmt.Errorf("insert transaction event: %w", err)
 		}

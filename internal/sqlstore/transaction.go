@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/mutant"
 )
 
 // isPending selects PENDING transactions. The status is written into the
@@ -55,18 +56,16 @@ func (db *DB) CreateTransaction(ctx context.Context, ch *instore.Change) error {
 // rolls the insert back.
 func tieIdempotency(ctx context.Context, c conn, ch *instore.Change) error {
 	k := ch.Idempotency
-	if k == nil {
+	if k == nil || mutant.On(mutant.IdempotencyNotTied) {
 		return nil
 	}
-	res, err := c.exec(ctx, `UPDATE idempotency_keys SET transaction_id = ?
+	n, err := c.execAffected(ctx, `UPDATE idempotency_keys SET transaction_id = ?
 		WHERE merchant_id = ? AND key = ? AND attempt = ? AND transaction_id IS NULL AND status_code IS NULL`,
 		ch.T.ID, k.MerchantID, k.Key, k.Attempt)
 	if err != nil {
 		return fmt.Errorf("tie idempotency record: %w", err)
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("tie idempotency record: %w", err)
-	} else if n != 1 {
+	if n != 1 {
 		return fmt.Errorf("tie idempotency record: %w", instore.ErrIdempotencyLost)
 	}
 	return nil
@@ -74,7 +73,7 @@ func tieIdempotency(ctx context.Context, c conn, ch *instore.Change) error {
 
 // Transaction returns the transaction with id.
 func (db *DB) Transaction(ctx context.Context, id string) (*instore.Transaction, error) {
-	return findTransaction(ctx, db.read(), id)
+	return getOne(ctx, db.read(), scanTransaction, "transaction", `SELECT `+transactionColumns+` FROM transactions WHERE id = ?`, id)
 }
 
 // ActiveTransaction returns the PENDING transaction of a terminal ID.
@@ -233,13 +232,11 @@ func createTied(ctx context.Context, c conn, ch *instore.Change) error {
 	o, oargs := outboxCTE(&ch.Events[0])
 	q += o + ` INSERT INTO transaction_events (` + eventColumns + `) SELECT w.id, ?, ?, ?, ?, ?, ?, ? FROM w`
 	all := append(append([]any{t.ID, k.MerchantID, k.Key, k.Attempt}, args...), oargs...)
-	res, err := c.exec(ctx, q, append(all, eventArgs(&ch.Events[0])...)...)
+	n, err := c.execAffected(ctx, q, append(all, eventArgs(&ch.Events[0])...)...)
 	if err != nil {
 		return c.conflictErr("create transaction", err)
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("create transaction: %w", err)
-	} else if n != 1 {
+	if n != 1 {
 		return fmt.Errorf("tie idempotency record: %w", instore.ErrIdempotencyLost)
 	}
 	return nil
@@ -284,6 +281,9 @@ func updateTransaction(ctx context.Context, c conn, ch *instore.Change) error {
 		args = append(args, t.ConfirmState, nullMicros(t.ConfirmDeadline), nullMicros(t.ConfirmedAt))
 	}
 	q += ` WHERE id = ? AND version = ?`
+	if mutant.On(mutant.NoCompareAndSet) {
+		q = strings.TrimSuffix(q, `version = ?`) + `? >= 0`
+	}
 	return writeUpdate(ctx, c, ch, q, append(args, t.ID, fromVersion))
 }
 
@@ -307,13 +307,9 @@ func writeUpdate(ctx context.Context, c conn, ch *instore.Change, q string, args
 	if len(ch.Events) == 1 {
 		q, args, folded = c.withEvent(q, args, &ch.Events[0])
 	}
-	res, err := c.exec(ctx, q, args...)
+	n, err := c.execAffected(ctx, q, args...)
 	if err != nil {
 		return c.conflictErr("update transaction", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("update transaction: %w", err)
 	}
 	if n > 0 {
 		if folded {
@@ -375,18 +371,20 @@ func scanTransaction(s scanner) (*instore.Transaction, error) {
 	return &t, nil
 }
 
-func findTransaction(ctx context.Context, c conn, id string) (*instore.Transaction, error) {
-	return getOne(ctx, c, scanTransaction, "transaction", `SELECT `+transactionColumns+` FROM transactions WHERE id = ?`, id)
-}
-
 // encodeResult is a result as stored: JSON text, NULL when nil.
 func encodeResult(r *instore.Result) (sql.NullString, error) {
-	if r == nil {
+	return nullJSON(r, r == nil, "transaction result")
+}
+
+// nullJSON is v as stored: JSON text, NULL when absent; what names v in an
+// error.
+func nullJSON(v any, absent bool, what string) (sql.NullString, error) {
+	if absent {
 		return sql.NullString{}, nil
 	}
-	b, err := json.Marshal(r)
+	b, err := json.Marshal(v)
 	if err != nil {
-		return sql.NullString{}, fmt.Errorf("encode transaction result: %w", err)
+		return sql.NullString{}, fmt.Errorf("encode %s: %w", what, err)
 	}
 	return sql.NullString{String: string(b), Valid: true}, nil
 }

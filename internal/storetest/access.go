@@ -19,12 +19,6 @@ func newPackage(id, customerID, model, version string, mandatory bool, i int) *i
 	}
 }
 
-func storedPackage(p *instore.Package) *instore.Package {
-	pp := *p
-	pp.ReleasedAt = stored(p.ReleasedAt)
-	return &pp
-}
-
 func mustImport(t *testing.T, s instore.Store, want int, ps ...*instore.Package) {
 	t.Helper()
 	n, err := s.ImportPackages(t.Context(), ps)
@@ -39,13 +33,6 @@ func mustImport(t *testing.T, s instore.Store, want int, ps ...*instore.Package)
 func newUpdate(id, terminalID, packageID string, created time.Time) *instore.Update {
 	return &instore.Update{ID: id, TerminalID: terminalID, PackageID: packageID, Status: instore.UpdateScheduled,
 		CreatedAt: created, UpdatedAt: created}
-}
-
-func storedUpdate(u *instore.Update) *instore.Update {
-	uu := *u
-	uu.NotBefore, uu.DeliveredAt = storedPtr(u.NotBefore), storedPtr(u.DeliveredAt)
-	uu.CreatedAt, uu.UpdatedAt = stored(u.CreatedAt), stored(u.UpdatedAt)
-	return &uu
 }
 
 func mustCreateUpdate(t *testing.T, s instore.Store, u *instore.Update) *instore.Update {
@@ -78,7 +65,7 @@ var accessTests = []test{
 				t.Fatalf("AllocateTerminal(%s) = %v", tc.name, err)
 			}
 			checkTerminalID(t, term.TerminalID)
-			if d := diff(storedTerminal(term), mustTerminal(t, s, term.TerminalID)); d != "" {
+			if d := diff(asStored(term), mustTerminal(t, s, term.TerminalID)); d != "" {
 				t.Errorf("Terminal(%s) mismatch (-want +got):\n%s", tc.name, d)
 			}
 			if got, err := s.TerminalModel(t.Context(), term.TerminalID); err != nil || got != tc.model {
@@ -99,7 +86,7 @@ var accessTests = []test{
 		if err := s.AllocateTerminal(t.Context(), term, instore.ModelCountertop); err != nil {
 			t.Fatalf("AllocateTerminal() = %v", err)
 		}
-		if d := diff(storedTerminal(term), mustTerminal(t, s, term.TerminalID)); d != "" {
+		if d := diff(asStored(term), mustTerminal(t, s, term.TerminalID)); d != "" {
 			t.Errorf("Terminal() mismatch (-want +got):\n%s", d)
 		}
 		checkBound(t, s, "SN-1", term.TerminalID)
@@ -245,14 +232,14 @@ var accessTests = []test{
 			}
 			var want []*instore.Package
 			for _, p := range tc.want {
-				want = append(want, storedPackage(p))
+				want = append(want, asStored(p))
 			}
 			if d := diff(want, got); d != "" {
 				t.Errorf("Packages(%s) mismatch (-want +got):\n%s", tc.name, d)
 			}
 		}
 		got, err := s.Package(t.Context(), "ct-1.0.1-cus1")
-		if err != nil || diff(storedPackage(ps[2]), got) != "" {
+		if err != nil || diff(asStored(ps[2]), got) != "" {
 			t.Errorf("Package() = %+v, %v, want %+v", got, err, ps[2])
 		}
 		_, err = s.Package(t.Context(), "nope")
@@ -262,14 +249,14 @@ var accessTests = []test{
 		// catalogue setting alone.
 		again := make([]*instore.Package, len(ps))
 		for i, p := range ps {
-			again[i] = storedPackage(p)
+			again[i] = asStored(p)
 		}
 		mustImport(t, s, 0, again...)
 		if now, _ := s.Setting(t.Context(), instore.CatalogueSetting); now != stamp {
 			t.Errorf("a no-op import changed the catalogue setting from %q to %q", stamp, now)
 		}
 		// A changed release is refused, and so is the whole batch.
-		changed := storedPackage(ps[0])
+		changed := asStored(ps[0])
 		changed.SHA256 = strings.Repeat("ff", 32)
 		fresh := newPackage("ct-2.0.0", "", instore.ModelCountertop, "2.0.0", false, 9)
 		_, err = s.ImportPackages(t.Context(), []*instore.Package{fresh, changed})
@@ -292,20 +279,20 @@ var accessTests = []test{
 		u := newUpdate("upd_1", term, "pkg-1", at(2))
 		u.NotBefore = &notBefore
 		mustCreateUpdate(t, s, u)
-		if d := diff(storedUpdate(u), mustUpdate(t, s, "upd_1")); d != "" {
+		if d := diff(asStored(u), mustUpdate(t, s, "upd_1")); d != "" {
 			t.Errorf("Update() mismatch (-want +got):\n%s", d)
 		}
 		open, err := s.OpenUpdate(t.Context(), term)
 		if err != nil || open.ID != "upd_1" {
 			t.Errorf("OpenUpdate() = %v, %v, want upd_1", open, err)
 		}
-		checkWithOpenUpdate(t, s, term, storedUpdate(u))
+		checkWithOpenUpdate(t, s, term, asStored(u))
 		checkConflict(t, "CreateUpdate(second unfinished)", s.CreateUpdate(t.Context(), newUpdate("upd_2", term, "pkg-1", at(3))))
 		checkConflict(t, "CreateUpdate(missing package)", s.CreateUpdate(t.Context(), newUpdate("upd_x", term, "nope", at(3))))
 		checkConflict(t, "CreateUpdate(missing terminal)", s.CreateUpdate(t.Context(), newUpdate("upd_y", "99999999", "pkg-1", at(3))))
 
 		// The compare-and-set of SetUpdateStatus.
-		down := storedUpdate(u)
+		down := asStored(u)
 		down.Status, down.UpdatedAt = instore.UpdateDownloading, stored(at(4))
 		checkConflict(t, "SetUpdateStatus(from a status it is not in)", s.SetUpdateStatus(t.Context(), down, nil, instore.UpdateDownloading))
 		if err := s.SetUpdateStatus(t.Context(), down, nil, instore.UpdateScheduled); err != nil {
@@ -330,7 +317,7 @@ var accessTests = []test{
 
 		// A new update may follow; it is the latest, and it fails.
 		mustCreateUpdate(t, s, newUpdate("upd_2", term, "pkg-1", at(6)))
-		failed := storedUpdate(newUpdate("upd_2", term, "pkg-1", at(6)))
+		failed := asStored(newUpdate("upd_2", term, "pkg-1", at(6)))
 		failed.Status, failed.Reason, failed.UpdatedAt = instore.UpdateFailed, "disk full", stored(at(7))
 		if err := s.SetUpdateStatus(t.Context(), failed, nil, instore.UpdateScheduled, instore.UpdateDownloading); err != nil {
 			t.Fatalf("SetUpdateStatus(FAILED) = %v", err)

@@ -53,7 +53,7 @@ var customerTests = []test{
 		if err != nil {
 			t.Fatalf("Customers() = %v", err)
 		}
-		want := []*instore.Customer{storedCustomer(c1), storedCustomer(c3), storedCustomer(c2)}
+		want := []*instore.Customer{asStored(c1), asStored(c3), asStored(c2)}
 		if d := diff(want, got); d != "" {
 			t.Errorf("Customers() mismatch (-want +got):\n%s", d)
 		}
@@ -74,7 +74,7 @@ var merchantTests = []test{
 			if err != nil {
 				t.Fatalf("Merchant(%q) = %v", m.ID, err)
 			}
-			if d := diff(storedMerchant(m), got); d != "" {
+			if d := diff(asStored(m), got); d != "" {
 				t.Errorf("Merchant(%q) mismatch (-want +got):\n%s", m.ID, d)
 			}
 		}
@@ -102,7 +102,7 @@ var merchantTests = []test{
 		b1 := mustCreateMerchant(t, s, "mer_b1", "cus_b", at(1))
 		a3 := mustCreateMerchant(t, s, "mer_a3", "cus_a", at(0))
 		a1 := mustCreateMerchant(t, s, "mer_a1", "cus_a", at(0))
-		checkLists(t, "Merchants", s.Merchants, storedMerchant, []listCase[*instore.Merchant]{
+		checkLists(t, "Merchants", s.Merchants, asStored[instore.Merchant], []listCase[*instore.Merchant]{
 			{"cus_a", []*instore.Merchant{a1, a3, a2}},
 			{"cus_b", []*instore.Merchant{b1}},
 			{"", []*instore.Merchant{a1, a3, b1, a2}},
@@ -138,16 +138,4 @@ var merchantTests = []test{
 		err := s.SetMerchantActive(t.Context(), "mer_missing_4a7b", false)
 		checkNotFound(t, "SetMerchantActive(missing)", err, "mer_missing_4a7b")
 	}},
-}
-
-func storedCustomer(c *instore.Customer) *instore.Customer {
-	cc := *c
-	cc.CreatedAt = stored(c.CreatedAt)
-	return &cc
-}
-
-func storedMerchant(m *instore.Merchant) *instore.Merchant {
-	mm := *m
-	mm.CreatedAt = stored(m.CreatedAt)
-	return &mm
 }

@@ -29,13 +29,6 @@ func mustCreateAPIClient(t *testing.T, s instore.Store, c *instore.APIClient) *i
 	return mustCreateWith(t, "CreateAPIClient", s.CreateAPIClient, c, c.ID)
 }
 
-func storedAPIClient(c *instore.APIClient) *instore.APIClient {
-	cc := *c
-	cc.CreatedAt = stored(c.CreatedAt)
-	cc.RevokedAt = storedPtr(c.RevokedAt)
-	return &cc
-}
-
 var apiClientTests = []test{
 	{"RoundTrip", func(t *testing.T, s instore.Store) {
 		credentialFixture(t, s)
@@ -53,7 +46,7 @@ var apiClientTests = []test{
 			if err != nil {
 				t.Fatalf("APIClient(%q) = %v", c.ID, err)
 			}
-			if d := diff(storedAPIClient(c), got); d != "" {
+			if d := diff(asStored(c), got); d != "" {
 				t.Errorf("APIClient(%q) mismatch (-want +got):\n%s", c.ID, d)
 			}
 		}
@@ -82,7 +75,7 @@ var apiClientTests = []test{
 		b1 := mustCreateAPIClient(t, s, newAPIClient("cli_b1", instore.SurfaceAccess, "cus_b", "", at(1)))
 		a3 := mustCreateAPIClient(t, s, newAPIClient("cli_a3", instore.SurfaceAccess, "cus_a", "", at(0)))
 		a1 := mustCreateAPIClient(t, s, newAPIClient("cli_a1", instore.SurfaceOnline, "cus_a", "mer_a", at(0)))
-		checkLists(t, "APIClients", s.APIClients, storedAPIClient, []listCase[*instore.APIClient]{
+		checkLists(t, "APIClients", s.APIClients, asStored[instore.APIClient], []listCase[*instore.APIClient]{
 			{"cus_a", []*instore.APIClient{a1, a3, a2}},
 			{"cus_b", []*instore.APIClient{b1}},
 			{"", []*instore.APIClient{a1, a3, b1, a2}},
@@ -132,13 +125,6 @@ func mustCreateSubscriptionKey(t *testing.T, s instore.Store, k *instore.Subscri
 	return mustCreateWith(t, "CreateSubscriptionKey", s.CreateSubscriptionKey, k, k.ID)
 }
 
-func storedSubscriptionKey(k *instore.SubscriptionKey) *instore.SubscriptionKey {
-	kk := *k
-	kk.CreatedAt = stored(k.CreatedAt)
-	kk.RevokedAt = storedPtr(k.RevokedAt)
-	return &kk
-}
-
 var subscriptionKeyTests = []test{
 	{"RoundTrip", func(t *testing.T, s instore.Store) {
 		credentialFixture(t, s)
@@ -157,7 +143,7 @@ var subscriptionKeyTests = []test{
 			if err != nil {
 				t.Fatalf("SubscriptionKeyByHash(%q's hash) = %v", k.ID, err)
 			}
-			if d := diff(storedSubscriptionKey(k), got); d != "" {
+			if d := diff(asStored(k), got); d != "" {
 				t.Errorf("SubscriptionKeyByHash(%q's hash) mismatch (-want +got):\n%s", k.ID, d)
 			}
 		}
@@ -201,7 +187,7 @@ var subscriptionKeyTests = []test{
 		b1 := mustCreateSubscriptionKey(t, s, newSubscriptionKey("key_b1", instore.SurfaceAccess, "cus_b", "", at(1)))
 		a3 := mustCreateSubscriptionKey(t, s, newSubscriptionKey("key_a3", instore.SurfaceAccess, "cus_a", "", at(0)))
 		a1 := mustCreateSubscriptionKey(t, s, newSubscriptionKey("key_a1", instore.SurfaceOnline, "cus_a", "mer_a", at(0)))
-		checkLists(t, "SubscriptionKeys", s.SubscriptionKeys, storedSubscriptionKey, []listCase[*instore.SubscriptionKey]{
+		checkLists(t, "SubscriptionKeys", s.SubscriptionKeys, asStored[instore.SubscriptionKey], []listCase[*instore.SubscriptionKey]{
 			{"cus_a", []*instore.SubscriptionKey{a1, a3, a2}},
 			{"cus_b", []*instore.SubscriptionKey{b1}},
 			{"", []*instore.SubscriptionKey{a1, a3, b1, a2}},

@@ -21,13 +21,6 @@ func mustCreateDevice(t *testing.T, s instore.Store, d *instore.Device) *instore
 	return mustCreateWith(t, "CreateDevice", s.CreateDevice, d, d.SerialNumber)
 }
 
-func storedDevice(d *instore.Device) *instore.Device {
-	dd := *d
-	dd.LastSeenAt = storedPtr(d.LastSeenAt)
-	dd.CreatedAt = stored(d.CreatedAt)
-	return &dd
-}
-
 // mustDevice reads a device that must exist.
 func mustDevice(t *testing.T, s instore.Store, serial string) *instore.Device {
 	t.Helper()
@@ -46,7 +39,7 @@ var deviceTests = []test{
 			if err := s.CreateDevice(t.Context(), d); err != nil {
 				t.Fatalf("CreateDevice(%q) = %v", d.SerialNumber, err)
 			}
-			if d := diff(storedDevice(d), mustDevice(t, s, d.SerialNumber)); d != "" {
+			if d := diff(asStored(d), mustDevice(t, s, d.SerialNumber)); d != "" {
 				t.Errorf("Device() mismatch (-want +got):\n%s", d)
 			}
 		}
@@ -87,7 +80,7 @@ var deviceTests = []test{
 		} {
 			checkConflict(t, "CreateDevice("+tc.name+")", s.CreateDevice(t.Context(), tc.d))
 		}
-		if d := diff(storedDevice(d), mustDevice(t, s, "SN-1")); d != "" {
+		if d := diff(asStored(d), mustDevice(t, s, "SN-1")); d != "" {
 			t.Errorf("Device() after refused creates mismatch (-want +got):\n%s", d)
 		}
 		for _, serial := range []string{"SN-2", "SN-3"} {
@@ -103,7 +96,7 @@ var deviceTests = []test{
 		none := mustCreateDevice(t, s, newDevice("SN-0", "", at(1)))
 		b1 := mustCreateDevice(t, s, newDevice("SN-B1", "cus_b", at(2)))
 		a1 := mustCreateDevice(t, s, newDevice("SN-A1", "cus_a", at(3)))
-		checkLists(t, "Devices", s.Devices, storedDevice, []listCase[*instore.Device]{
+		checkLists(t, "Devices", s.Devices, asStored[instore.Device], []listCase[*instore.Device]{
 			{"cus_a", []*instore.Device{a1, a2}},
 			{"cus_b", []*instore.Device{b1}},
 			{"", []*instore.Device{none, a1, a2, b1}},
@@ -118,14 +111,14 @@ var deviceTests = []test{
 			if err := s.DeviceSeen(t.Context(), d.SerialNumber, version, when); err != nil {
 				t.Fatalf("DeviceSeen(%q) = %v", version, err)
 			}
-			want := storedDevice(d)
+			want := asStored(d)
 			want.SoftwareVersion = version
 			want.LastSeenAt = storedPtr(&when)
 			if d := diff(want, mustDevice(t, s, d.SerialNumber)); d != "" {
 				t.Errorf("Device() after DeviceSeen(%q) mismatch (-want +got):\n%s", version, d)
 			}
 		}
-		if d := diff(storedDevice(other), mustDevice(t, s, other.SerialNumber)); d != "" {
+		if d := diff(asStored(other), mustDevice(t, s, other.SerialNumber)); d != "" {
 			t.Errorf("DeviceSeen changed another device (-want +got):\n%s", d)
 		}
 	}},

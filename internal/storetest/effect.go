@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -14,16 +13,9 @@ func newEffect(id string, kind instore.EffectKind, serial, ref, reason string, c
 	return &instore.Effect{ID: id, Kind: kind, SerialNumber: serial, Ref: ref, Reason: reason, CreatedAt: created}
 }
 
-func storedEffect(e *instore.Effect) *instore.Effect {
-	ee := *e
-	ee.CreatedAt = stored(e.CreatedAt)
-	ee.DoneAt = storedPtr(e.DoneAt)
-	return &ee
-}
-
 // done is e done with outcome at t, as the store returns it.
 func done(e *instore.Effect, outcome instore.EffectOutcome, t time.Time) *instore.Effect {
-	ee := storedEffect(e)
+	ee := asStored(e)
 	ee.Outcome, ee.DoneAt = outcome, ptr(stored(t))
 	return ee
 }
@@ -71,14 +63,14 @@ var effectTests = []test{
 		if got.StatusID != instore.StatusTechnicalError || got.Version != tx.Version+1 {
 			t.Errorf("Transaction() after CommitEffects = status %d version %d, want %d %d", got.StatusID, got.Version, instore.StatusTechnicalError, tx.Version+1)
 		}
-		if d := diff(storedEffect(cancel), mustEffect(t, s, "eff_1")); d != "" {
+		if d := diff(asStored(cancel), mustEffect(t, s, "eff_1")); d != "" {
 			t.Errorf("Effect(eff_1) mismatch (-want +got):\n%s", d)
 		}
-		if d := diff([]*instore.Effect{storedEffect(cancel)}, mustOpenEffects(t, s, "SN-1")); d != "" {
+		if d := diff([]*instore.Effect{asStored(cancel)}, mustOpenEffects(t, s, "SN-1")); d != "" {
 			t.Errorf("OpenEffects(SN-1) mismatch (-want +got):\n%s", d)
 		}
-		if owed, err := s.OwedDevices(t.Context()); err != nil || len(owed) != 1 || !owed["SN-1"].Equal(storedEffect(cancel).CreatedAt) {
-			t.Errorf("OwedDevices() = %v, %v; want SN-1 at %v", owed, err, storedEffect(cancel).CreatedAt)
+		if owed, err := s.OwedDevices(t.Context()); err != nil || len(owed) != 1 || !owed["SN-1"].Equal(asStored(cancel).CreatedAt) {
+			t.Errorf("OwedDevices() = %v, %v; want SN-1 at %v", owed, err, asStored(cancel).CreatedAt)
 		}
 		if _, err := s.EndEffectsOf(t.Context(), tx.ID, instore.EffectCancel, instore.EffectMoot, at(4)); err != nil {
 			t.Fatal(err)
@@ -97,10 +89,10 @@ var effectTests = []test{
 		if err := s.Commit(t.Context(), &instore.Change{T: &next, From: tx.Version, Job: job, Effects: []*instore.Effect{print}}); err != nil {
 			t.Fatalf("CommitEffects(job) = %v", err)
 		}
-		if d := diff(storedPrintJob(job), mustPrintJob(t, s, job.ID)); d != "" {
+		if d := diff(asStored(job), mustPrintJob(t, s, job.ID)); d != "" {
 			t.Errorf("PrintJob(prt_1) mismatch (-want +got):\n%s", d)
 		}
-		if d := diff(storedEffect(print), mustEffect(t, s, "eff_p")); d != "" {
+		if d := diff(asStored(print), mustEffect(t, s, "eff_p")); d != "" {
 			t.Errorf("Effect(eff_p) mismatch (-want +got):\n%s", d)
 		}
 	}},
@@ -145,7 +137,7 @@ var effectTests = []test{
 		}
 		_, err = s.PrintJob(t.Context(), "prt_1")
 		checkNotFound(t, "PrintJob(refused)", err, "")
-		if d := diff([]*instore.Effect{storedEffect(taken)}, mustOpenEffects(t, s, "SN-1")); d != "" {
+		if d := diff([]*instore.Effect{asStored(taken)}, mustOpenEffects(t, s, "SN-1")); d != "" {
 			t.Errorf("OpenEffects(SN-1) after refused changes (-want +got):\n%s", d)
 		}
 	}},
@@ -156,10 +148,10 @@ var effectTests = []test{
 		if err := s.CreatePrintJobEffect(t.Context(), job, e); err != nil {
 			t.Fatalf("CreatePrintJobEffect() = %v", err)
 		}
-		if d := diff(storedPrintJob(job), mustPrintJob(t, s, job.ID)); d != "" {
+		if d := diff(asStored(job), mustPrintJob(t, s, job.ID)); d != "" {
 			t.Errorf("PrintJob(prt_1) mismatch (-want +got):\n%s", d)
 		}
-		if d := diff(storedEffect(e), mustEffect(t, s, "eff_1")); d != "" {
+		if d := diff(asStored(e), mustEffect(t, s, "eff_1")); d != "" {
 			t.Errorf("Effect(eff_1) mismatch (-want +got):\n%s", d)
 		}
 		// A taken effect id: the job is not stored either.
@@ -196,11 +188,11 @@ var effectTests = []test{
 		if err := s.EndEffect(t.Context(), "eff_done", "SN-1", instore.EffectConfirmed, at(6)); err != nil {
 			t.Fatalf("EndEffect(eff_done) = %v", err)
 		}
-		want := []*instore.Effect{storedEffect(es[1]), storedEffect(es[2]), storedEffect(es[0])}
+		want := []*instore.Effect{asStored(es[1]), asStored(es[2]), asStored(es[0])}
 		if d := diff(want, mustOpenEffects(t, s, "SN-1")); d != "" {
 			t.Errorf("OpenEffects(SN-1) mismatch (-want +got):\n%s", d)
 		}
-		if d := diff([]*instore.Effect{storedEffect(es[3])}, mustOpenEffects(t, s, "SN-2")); d != "" {
+		if d := diff([]*instore.Effect{asStored(es[3])}, mustOpenEffects(t, s, "SN-2")); d != "" {
 			t.Errorf("OpenEffects(SN-2) mismatch (-want +got):\n%s", d)
 		}
 		if got := mustOpenEffects(t, s, "SN-NONE"); got == nil || len(got) != 0 {
@@ -217,7 +209,7 @@ var effectTests = []test{
 		// Another device's confirm, or an unknown id: nothing changes.
 		checkNotFound(t, "EndEffect(another device's)", s.EndEffect(t.Context(), "eff_1", "SN-2", instore.EffectConfirmed, at(3)), "eff_1")
 		checkNotFound(t, "EndEffect(unknown)", s.EndEffect(t.Context(), "eff_missing_7c", "SN-1", instore.EffectConfirmed, at(3)), "eff_missing_7c")
-		if d := diff(storedEffect(e), mustEffect(t, s, "eff_1")); d != "" {
+		if d := diff(asStored(e), mustEffect(t, s, "eff_1")); d != "" {
 			t.Errorf("Effect(eff_1) after refused ends (-want +got):\n%s", d)
 		}
 		if err := s.EndEffect(t.Context(), "eff_1", "SN-1", instore.EffectConfirmed, at(4)); err != nil {
@@ -249,17 +241,9 @@ var effectTests = []test{
 		errs := atOnce(len(outcomes), func(i int) error {
 			return s.EndEffect(t.Context(), "eff_1", "SN-1", outcomes[i], at(10+i))
 		})
-		winner, wins := -1, 0
-		for i, err := range errs {
-			switch {
-			case err == nil:
-				winner, wins = i, wins+1
-			case !errors.Is(err, instore.ErrNotFound):
-				t.Errorf("EndEffect #%d = %v, want nil or instore.ErrNotFound", i, err)
-			}
-		}
-		if wins != 1 {
-			t.Fatalf("concurrent EndEffect(same effect): %d of %d succeeded, want exactly 1", wins, len(errs))
+		winner := exactlyOneOr(t, "concurrent EndEffect(same effect)", errs, instore.ErrNotFound)
+		if winner < 0 {
+			t.FailNow()
 		}
 		if d := diff(done(e, outcomes[winner], at(10+winner)), mustEffect(t, s, "eff_1")); d != "" {
 			t.Errorf("Effect(eff_1) is not the winner's (-want +got):\n%s", d)
@@ -287,7 +271,7 @@ var effectTests = []test{
 		}
 		want := []*instore.Effect{
 			done(es[0], instore.EffectMoot, at(6)), done(es[1], instore.EffectMoot, at(6)),
-			storedEffect(es[2]), storedEffect(es[3]), done(es[4], instore.EffectConfirmed, at(5)),
+			asStored(es[2]), asStored(es[3]), done(es[4], instore.EffectConfirmed, at(5)),
 		}
 		for i, w := range want {
 			if d := diff(w, mustEffect(t, s, es[i].ID)); d != "" {
@@ -316,7 +300,7 @@ var effectTests = []test{
 		if d := diff(done(e, instore.EffectMoot, at(2)), mustEffect(t, s, "eff_1")); d != "" {
 			t.Errorf("Effect(eff_1) after its job ended (-want +got):\n%s", d)
 		}
-		if d := diff(storedEffect(oe), mustEffect(t, s, "eff_2")); d != "" {
+		if d := diff(asStored(oe), mustEffect(t, s, "eff_2")); d != "" {
 			t.Errorf("Effect(eff_2) of another job changed (-want +got):\n%s", d)
 		}
 	}},
@@ -348,10 +332,10 @@ var effectTests = []test{
 		if d := diff(want, got); d != "" {
 			t.Errorf("ExpireEffects() mismatch (-want +got):\n%s", d)
 		}
-		if d := diff([]*instore.Effect{storedEffect(es[3])}, mustOpenEffects(t, s, "SN-1")); d != "" {
+		if d := diff([]*instore.Effect{asStored(es[3])}, mustOpenEffects(t, s, "SN-1")); d != "" {
 			t.Errorf("OpenEffects(SN-1) after ExpireEffects (-want +got):\n%s", d)
 		}
-		if d := diff([]*instore.Effect{storedEffect(es[1])}, mustOpenEffects(t, s, "SN-2")); d != "" {
+		if d := diff([]*instore.Effect{asStored(es[1])}, mustOpenEffects(t, s, "SN-2")); d != "" {
 			t.Errorf("OpenEffects(SN-2) after ExpireEffects: the reversal must stay owed (-want +got):\n%s", d)
 		}
 		if d := diff(done(es[4], instore.EffectConfirmed, at(3)), mustEffect(t, s, "eff_done")); d != "" {
@@ -367,7 +351,7 @@ var effectTests = []test{
 		for i, c := range []int{3, 1, 2, 1} {
 			p := mustCreatePrintJob(t, s, newPrintJob(fmt.Sprintf("prt_%d", i), terminalID, at(c), "line"))
 			if i != 2 {
-				want = append(want, storedPrintJob(p))
+				want = append(want, asStored(p))
 			}
 		}
 		mustCreatePrintJob(t, s, func() *instore.PrintJob {

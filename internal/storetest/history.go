@@ -68,7 +68,7 @@ func listWant(txs []*instore.Transaction, f instore.TransactionFilter) []*instor
 			f.ECRReference != "" && tx.ECRReference != f.ECRReference {
 			continue
 		}
-		out = append(out, storedTransaction(tx))
+		out = append(out, asStored(tx))
 	}
 	slices.SortFunc(out, func(a, b *instore.Transaction) int {
 		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {

@@ -16,12 +16,6 @@ func newIdempotency(merchantID, key string, created time.Time) *instore.Idempote
 	}
 }
 
-func storedIdempotency(rec *instore.IdempotencyRecord) *instore.IdempotencyRecord {
-	rr := *rec
-	rr.CreatedAt = stored(rec.CreatedAt)
-	return &rr
-}
-
 func mustBeginIdempotency(t *testing.T, s instore.Store, rec *instore.IdempotencyRecord) {
 	t.Helper()
 	existing, err := s.BeginIdempotency(t.Context(), rec)
@@ -120,7 +114,7 @@ var idempotencyTests = []test{
 	{"RoundTrip", func(t *testing.T, s instore.Store) {
 		rec := newIdempotency("mer_1", "key-1", base)
 		mustBeginIdempotency(t, s, rec)
-		if d := diff(storedIdempotency(rec), mustIdempotency(t, s, "mer_1", "key-1")); d != "" {
+		if d := diff(asStored(rec), mustIdempotency(t, s, "mer_1", "key-1")); d != "" {
 			t.Errorf("IdempotencyRecord() of a running record mismatch (-want +got):\n%s", d)
 		}
 
@@ -129,7 +123,7 @@ var idempotencyTests = []test{
 		if err := s.CompleteIdempotency(t.Context(), "mer_1", "key-1", "att-key-1", 201, header, body); err != nil {
 			t.Fatalf("CompleteIdempotency() = %v", err)
 		}
-		want := storedIdempotency(rec)
+		want := asStored(rec)
 		want.StatusCode, want.Header, want.Body = 201, header, body
 		if d := diff(want, mustIdempotency(t, s, "mer_1", "key-1")); d != "" {
 			t.Errorf("IdempotencyRecord() of a completed record mismatch (-want +got):\n%s", d)
@@ -154,10 +148,10 @@ var idempotencyTests = []test{
 		if err != nil {
 			t.Fatalf("BeginIdempotency(taken key) = %v", err)
 		}
-		if d := diff(storedIdempotency(first), existing); d != "" {
+		if d := diff(asStored(first), existing); d != "" {
 			t.Errorf("BeginIdempotency(taken key) mismatch, want the first record (-want +got):\n%s", d)
 		}
-		if d := diff(storedIdempotency(first), mustIdempotency(t, s, "mer_1", "key-1")); d != "" {
+		if d := diff(asStored(first), mustIdempotency(t, s, "mer_1", "key-1")); d != "" {
 			t.Errorf("BeginIdempotency(taken key) changed the record (-want +got):\n%s", d)
 		}
 
@@ -169,7 +163,7 @@ var idempotencyTests = []test{
 		if err != nil {
 			t.Fatalf("BeginIdempotency(completed key) = %v", err)
 		}
-		want := storedIdempotency(first)
+		want := asStored(first)
 		want.StatusCode, want.Header, want.Body = 202, map[string]string{"A": "b"}, []byte("x")
 		if d := diff(want, existing); d != "" {
 			t.Errorf("BeginIdempotency(completed key) mismatch (-want +got):\n%s", d)
@@ -275,7 +269,7 @@ var idempotencyTests = []test{
 		if winner < 0 {
 			t.Fatal("no concurrent BeginIdempotency stored its record")
 		}
-		want := storedIdempotency(recs[winner])
+		want := asStored(recs[winner])
 		for i, e := range existing {
 			if i == winner {
 				continue

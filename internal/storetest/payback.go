@@ -52,80 +52,74 @@ func paybackCase(t *testing.T, s instore.Store, i string) (a, b string, orig *in
 	return a, b, purchase(t, s, "txn_orig"+i, a, "SN-A"+i, 1000, at(1))
 }
 
+// priorPayback is a case of checkAfterPayback: the payback already on the
+// original, and whether it refuses the next.
+type priorPayback struct {
+	name    string
+	status  instore.TransactionStatus
+	message string
+	refused bool
+}
+
+// checkAfterPayback seeds cus_1 and mer_1 and runs each case on a fresh
+// original (paybackCase i, terminal IDs a and b): it stores the prior
+// payback pair returns, with the case's status and result message, and
+// then creates the next, a what, which must be refused with code and not
+// stored, or be created, as the case says.
+func checkAfterPayback(t *testing.T, s instore.Store, what, code string, cases []priorPayback,
+	pair func(i, a, b, origID string, status instore.TransactionStatus) (prior, next *instore.Transaction)) {
+	t.Helper()
+	mustCreateCustomer(t, s, "cus_1", at(0))
+	mustCreateMerchant(t, s, "mer_1", "cus_1", at(0))
+	for n, tc := range cases {
+		i := fmt.Sprint(n)
+		t.Run(tc.name, func(t *testing.T) {
+			a, b, orig := paybackCase(t, s, i)
+			prior, next := pair(i, a, b, orig.ID, tc.status)
+			prior.ResultMessageID = tc.message
+			mustCreateRefund(t, s, prior)
+			err := s.CreateOnOriginal(t.Context(), &instore.Change{T: next})
+			if !tc.refused {
+				if err != nil {
+					t.Fatalf("CreateOnOriginal(%s after a %s) = %v, want nil", what, tc.name, err)
+				}
+				return
+			}
+			checkCode(t, "CreateOnOriginal("+what+" after a "+tc.name+")", err, code)
+			_, err = s.Transaction(t.Context(), next.ID)
+			checkNotFound(t, "Transaction(refused "+what+")", err, "")
+		})
+	}
+}
+
 var paybackTests = []test{
 	{"ReversalAfterRefund", func(t *testing.T, s instore.Store) {
 		// A refund approved or pending refuses a reversal; a failed one
 		// does not.
-		mustCreateCustomer(t, s, "cus_1", at(0))
-		mustCreateMerchant(t, s, "mer_1", "cus_1", at(0))
-		for n, tc := range []struct {
-			name    string
-			status  instore.TransactionStatus
-			message string
-			refused bool
-		}{
+		checkAfterPayback(t, s, "reversal", instore.ENotReversible, []priorPayback{
 			{"approved refund", instore.StatusApproved, "msg-1", true},
 			{"pending refund", instore.StatusPending, "", true},
 			{"declined refund", instore.StatusTransactionDeclined, "msg-1", false},
 			{"refund ended without a result", instore.StatusTechnicalError, "", false},
-		} {
-			i := fmt.Sprint(n)
-			t.Run(tc.name, func(t *testing.T) {
-				a, b, orig := paybackCase(t, s, i)
-				r := newRefund("txn_refund"+i, b, "SN-B"+i, orig.ID, 1000, tc.status, at(2))
-				r.ResultMessageID = tc.message
-				mustCreateRefund(t, s, r)
-				rev := newReversal("txn_rev"+i, a, "SN-A"+i, orig.ID, 1000, instore.StatusPending)
-				err := s.CreateOnOriginal(t.Context(), &instore.Change{T: rev})
-				if !tc.refused {
-					if err != nil {
-						t.Fatalf("CreateOnOriginal(reversal after a %s) = %v, want nil", tc.name, err)
-					}
-					return
-				}
-				checkCode(t, "CreateOnOriginal(reversal after a "+tc.name+")", err, instore.ENotReversible)
-				_, err = s.Transaction(t.Context(), rev.ID)
-				checkNotFound(t, "Transaction(refused reversal)", err, "")
-			})
-		}
+		}, func(i, a, b, origID string, status instore.TransactionStatus) (prior, next *instore.Transaction) {
+			return newRefund("txn_refund"+i, b, "SN-B"+i, origID, 1000, status, at(2)),
+				newReversal("txn_rev"+i, a, "SN-A"+i, origID, 1000, instore.StatusPending)
+		})
 	}},
 	{"RefundAfterReversal", func(t *testing.T, s instore.Store) {
 		// A reversal pending, approved, or ended without a result (the
 		// terminal may still report it approved) refuses a refund; one
 		// that failed with a result does not.
-		mustCreateCustomer(t, s, "cus_1", at(0))
-		mustCreateMerchant(t, s, "mer_1", "cus_1", at(0))
-		for n, tc := range []struct {
-			name    string
-			status  instore.TransactionStatus
-			message string
-			refused bool
-		}{
+		checkAfterPayback(t, s, "refund", instore.EConflict, []priorPayback{
 			{"pending reversal", instore.StatusPending, "", true},
 			{"approved reversal", instore.StatusApproved, "msg-1", true},
 			{"reversal ended without a result", instore.StatusTechnicalError, "", true},
 			{"reversal that failed", instore.StatusTechnicalError, "msg-1", false},
 			{"declined reversal", instore.StatusTransactionDeclined, "msg-1", false},
-		} {
-			i := fmt.Sprint(n)
-			t.Run(tc.name, func(t *testing.T) {
-				a, b, orig := paybackCase(t, s, i)
-				rev := newReversal("txn_rev"+i, a, "SN-A"+i, orig.ID, 1000, tc.status)
-				rev.ResultMessageID = tc.message
-				mustCreateRefund(t, s, rev)
-				r := newRefund("txn_refund"+i, b, "SN-B"+i, orig.ID, 100, instore.StatusPending, at(4))
-				err := s.CreateOnOriginal(t.Context(), &instore.Change{T: r})
-				if !tc.refused {
-					if err != nil {
-						t.Fatalf("CreateOnOriginal(refund after a %s) = %v, want nil", tc.name, err)
-					}
-					return
-				}
-				checkCode(t, "CreateOnOriginal(refund after a "+tc.name+")", err, instore.EConflict)
-				_, err = s.Transaction(t.Context(), r.ID)
-				checkNotFound(t, "Transaction(refused refund)", err, "")
-			})
-		}
+		}, func(i, a, b, origID string, status instore.TransactionStatus) (prior, next *instore.Transaction) {
+			return newReversal("txn_rev"+i, a, "SN-A"+i, origID, 1000, status),
+				newRefund("txn_refund"+i, b, "SN-B"+i, origID, 100, instore.StatusPending, at(4))
+		})
 	}},
 	{"Original", func(t *testing.T, s instore.Store) {
 		// Only an APPROVED purchase takes a refund or a reversal; the

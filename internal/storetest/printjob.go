@@ -22,13 +22,6 @@ func mustPrintJob(t *testing.T, s instore.Store, id string) *instore.PrintJob {
 	return mustGet(t, "PrintJob", s.PrintJob, id)
 }
 
-func storedPrintJob(p *instore.PrintJob) *instore.PrintJob {
-	pp := *p
-	pp.CreatedAt = stored(p.CreatedAt)
-	pp.CompletedAt = storedPtr(p.CompletedAt)
-	return &pp
-}
-
 var printJobTests = []test{
 	{"RoundTrip", func(t *testing.T, s instore.Store) {
 		terminalID := seed(t, s)
@@ -47,7 +40,7 @@ var printJobTests = []test{
 		} {
 			mustCreatePrintJob(t, s, p)
 			got := mustPrintJob(t, s, p.ID)
-			if d := diff(storedPrintJob(p), got); d != "" {
+			if d := diff(asStored(p), got); d != "" {
 				t.Errorf("PrintJob(%q) mismatch (-want +got):\n%s", p.ID, d)
 			}
 			if (got.StatusID == nil) != (p.StatusID == nil) {
@@ -80,7 +73,7 @@ var printJobTests = []test{
 		} {
 			checkConflict(t, "CreatePrintJob("+tc.name+")", s.CreatePrintJob(t.Context(), tc.p))
 		}
-		if d := diff(storedPrintJob(first), mustPrintJob(t, s, "prt_1")); d != "" {
+		if d := diff(asStored(first), mustPrintJob(t, s, "prt_1")); d != "" {
 			t.Errorf("PrintJob(prt_1) after refused creates mismatch (-want +got):\n%s", d)
 		}
 		for _, id := range []string{"prt_2", "prt_3", "prt_4"} {
@@ -96,7 +89,7 @@ var printJobTests = []test{
 			if err := s.CompletePrintJob(t.Context(), p.ID, status, at(3)); err != nil {
 				t.Fatalf("CompletePrintJob(%q, %d) = %v", p.ID, status, err)
 			}
-			want := storedPrintJob(p)
+			want := asStored(p)
 			want.StatusID, want.CompletedAt = ptr(status), ptr(stored(at(3)))
 			if d := diff(want, mustPrintJob(t, s, p.ID)); d != "" {
 				t.Errorf("PrintJob(%q) after CompletePrintJob mismatch (-want +got):\n%s", p.ID, d)
@@ -106,7 +99,7 @@ var printJobTests = []test{
 			if d := diff(want, mustPrintJob(t, s, p.ID)); d != "" {
 				t.Errorf("PrintJob(%q) after a refused CompletePrintJob mismatch (-want +got):\n%s", p.ID, d)
 			}
-			if d := diff(storedPrintJob(other), mustPrintJob(t, s, other.ID)); d != "" {
+			if d := diff(asStored(other), mustPrintJob(t, s, other.ID)); d != "" {
 				t.Errorf("CompletePrintJob(%q) changed %q (-want +got):\n%s", p.ID, other.ID, d)
 			}
 		}
@@ -125,7 +118,7 @@ var printJobTests = []test{
 		if w < 0 {
 			return
 		}
-		want := storedPrintJob(p)
+		want := asStored(p)
 		want.StatusID, want.CompletedAt = ptr(statuses[w]), ptr(stored(at(10+w)))
 		if d := diff(want, mustPrintJob(t, s, p.ID)); d != "" {
 			t.Errorf("PrintJob() is not the winner's (-want +got):\n%s", d)

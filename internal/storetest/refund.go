@@ -85,7 +85,7 @@ var refundTests = []test{
 			if tx.Version != 1 {
 				t.Errorf("CreateOnOriginal(%q) set Version %d, want 1", tx.ID, tx.Version)
 			}
-			if d := diff(storedTransaction(tx), mustTransaction(t, s, tx.ID)); d != "" {
+			if d := diff(asStored(tx), mustTransaction(t, s, tx.ID)); d != "" {
 				t.Errorf("Transaction(%q) after CreateRefund mismatch (-want +got):\n%s", tx.ID, d)
 			}
 		}
@@ -200,7 +200,7 @@ var refundTests = []test{
 			switch {
 			case err == nil:
 				wins++
-				if d := diff(storedTransaction(txs[i]), mustTransaction(t, s, txs[i].ID)); d != "" {
+				if d := diff(asStored(txs[i]), mustTransaction(t, s, txs[i].ID)); d != "" {
 					t.Errorf("refund %d stored mismatch (-want +got):\n%s", i, d)
 				}
 			case errors.Is(err, instore.ErrRefundExceeded):
@@ -250,7 +250,7 @@ var pairTests = []test{
 			if tx.Version != 3 {
 				t.Errorf("CommitPair() set %s Version %d, want 3", tx.ID, tx.Version)
 			}
-			if d := diff(storedTransaction(tx), mustTransaction(t, s, tx.ID)); d != "" {
+			if d := diff(asStored(tx), mustTransaction(t, s, tx.ID)); d != "" {
 				t.Errorf("Transaction(%q) after CommitPair mismatch (-want +got):\n%s", tx.ID, d)
 			}
 		}
@@ -260,14 +260,14 @@ var pairTests = []test{
 			t.Fatalf("CommitPair(b, a) = %v", err)
 		}
 		for _, tx := range []*instore.Transaction{a, b} {
-			if d := diff(storedTransaction(tx), mustTransaction(t, s, tx.ID)); d != "" {
+			if d := diff(asStored(tx), mustTransaction(t, s, tx.ID)); d != "" {
 				t.Errorf("Transaction(%q) after CommitPair(b, a) mismatch (-want +got):\n%s", tx.ID, d)
 			}
 		}
 	}},
 	{"BothOrNeither", func(t *testing.T, s instore.Store) {
 		a, b := pairFixture(t, s)
-		wantA, wantB := storedTransaction(a), storedTransaction(b)
+		wantA, wantB := asStored(a), asStored(b)
 		// txn_c is final, on the terminal ID of the PENDING txn_a.
 		busy := mustCreateTransaction(t, s, newTransaction("txn_c", "mer_1", a.TerminalID, "SN-1", instore.StatusApproved, at(4)))
 		for _, tc := range []struct {
@@ -320,7 +320,7 @@ var pairTests = []test{
 			if d := diff(wantB, mustTransaction(t, s, b.ID)); d != "" {
 				t.Errorf("%s changed %s (-want +got):\n%s", op, b.ID, d)
 			}
-			if d := diff(storedTransaction(busy), mustTransaction(t, s, busy.ID)); d != "" {
+			if d := diff(asStored(busy), mustTransaction(t, s, busy.ID)); d != "" {
 				t.Errorf("%s changed %s (-want +got):\n%s", op, busy.ID, d)
 			}
 		}
@@ -348,7 +348,7 @@ var pairTests = []test{
 			return
 		}
 		for _, tx := range []*instore.Transaction{as[w], bs[w]} {
-			if d := diff(storedTransaction(tx), mustTransaction(t, s, tx.ID)); d != "" {
+			if d := diff(asStored(tx), mustTransaction(t, s, tx.ID)); d != "" {
 				t.Errorf("stored %s is not the winner's (-want +got):\n%s", tx.ID, d)
 			}
 		}

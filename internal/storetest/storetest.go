@@ -10,6 +10,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -91,6 +92,22 @@ func storedPtr(t *time.Time) *time.Time {
 	}
 	st := stored(*t)
 	return &st
+}
+
+// asStored is a copy of v as a store returns it: each of its times (a
+// time.Time or *time.Time field) stored.
+func asStored[T any](v *T) *T {
+	c := *v
+	fields := reflect.ValueOf(&c).Elem()
+	for i := range fields.NumField() {
+		switch f := fields.Field(i); f.Type() {
+		case reflect.TypeFor[time.Time]():
+			f.Set(reflect.ValueOf(stored(f.Interface().(time.Time))))
+		case reflect.TypeFor[*time.Time]():
+			f.Set(reflect.ValueOf(storedPtr(f.Interface().(*time.Time))))
+		}
+	}
+	return &c
 }
 
 // exact compares times by instant and location, so a store that returns

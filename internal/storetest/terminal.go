@@ -23,13 +23,6 @@ func mustAllocateTerminal(t *testing.T, s instore.Store, customerID, merchantID 
 	return term
 }
 
-func storedTerminal(term *instore.Terminal) *instore.Terminal {
-	tt := *term
-	tt.LinkedAt = storedPtr(term.LinkedAt)
-	tt.CreatedAt = stored(term.CreatedAt)
-	return &tt
-}
-
 // mustTerminal reads a terminal that must exist.
 func mustTerminal(t *testing.T, s instore.Store, terminalID string) *instore.Terminal {
 	t.Helper()
@@ -117,7 +110,7 @@ var terminalTests = []test{
 			if want := strconv.Itoa(firstTerminalID + i); term.TerminalID != want {
 				t.Errorf("AllocateTerminalID(#%d) on a fresh store assigned %q, want %q", i, term.TerminalID, want)
 			}
-			if d := diff(storedTerminal(term), mustTerminal(t, s, term.TerminalID)); d != "" {
+			if d := diff(asStored(term), mustTerminal(t, s, term.TerminalID)); d != "" {
 				t.Errorf("Terminal(#%d) mismatch (-want +got):\n%s", i, d)
 			}
 		}
@@ -228,7 +221,7 @@ var terminalTests = []test{
 		b1 := mustAllocateTerminal(t, s, "cus_1", "mer_b", at(4))
 		mustAllocateTerminal(t, s, "cus_1", "", at(3))
 		a2 := mustAllocateTerminal(t, s, "cus_1", "mer_a", at(2)) // later ID, earlier time
-		checkLists(t, "Terminals", s.Terminals, storedTerminal, []listCase[*instore.Terminal]{
+		checkLists(t, "Terminals", s.Terminals, asStored[instore.Terminal], []listCase[*instore.Terminal]{
 			{"mer_a", []*instore.Terminal{a1, a2}},
 			{"mer_b", []*instore.Terminal{b1}},
 			{"mer_none", nil},

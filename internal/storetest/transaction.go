@@ -72,17 +72,6 @@ func mustTransaction(t *testing.T, s instore.Store, id string) *instore.Transact
 	return mustGet(t, "Transaction", s.Transaction, id)
 }
 
-func storedTransaction(tx *instore.Transaction) *instore.Transaction {
-	tt := *tx
-	tt.CreatedAt = stored(tx.CreatedAt)
-	tt.AcknowledgedAt = storedPtr(tx.AcknowledgedAt)
-	tt.DeadlineAt = storedPtr(tx.DeadlineAt)
-	tt.CompletedAt = storedPtr(tx.CompletedAt)
-	tt.ConfirmDeadline = storedPtr(tx.ConfirmDeadline)
-	tt.ConfirmedAt = storedPtr(tx.ConfirmedAt)
-	return &tt
-}
-
 // approvedResult is a result with every field set.
 func approvedResult() *instore.Result {
 	return &instore.Result{
@@ -127,7 +116,7 @@ var transactionTests = []test{
 			if tx.Version != 1 {
 				t.Errorf("CreateTransaction(%q) set Version %d, want 1", tx.ID, tx.Version)
 			}
-			if d := diff(storedTransaction(tx), mustTransaction(t, s, tx.ID)); d != "" {
+			if d := diff(asStored(tx), mustTransaction(t, s, tx.ID)); d != "" {
 				t.Errorf("Transaction(%q) mismatch (-want +got):\n%s", tx.ID, d)
 			}
 		}
@@ -150,7 +139,7 @@ var transactionTests = []test{
 			return mustCreateTransaction(t, s, tx)
 		}
 		late := asked("txn_late", terminalID, "SN-1", at(1))
-		if d := diff(storedTransaction(late), mustTransaction(t, s, late.ID)); d != "" {
+		if d := diff(asStored(late), mustTransaction(t, s, late.ID)); d != "" {
 			t.Errorf("created (-want +got):\n%s", d)
 		}
 		approve := func(tx *instore.Transaction, deadline time.Time) {
@@ -165,7 +154,7 @@ var transactionTests = []test{
 		approve(confirmed, at(11))
 		confirmed.ConfirmState, confirmed.ConfirmedAt = instore.ConfirmConfirmed, ptr(at(5))
 		mustUpdateTransaction(t, s, confirmed, confirmed.Version)
-		if d := diff(storedTransaction(confirmed), mustTransaction(t, s, confirmed.ID)); d != "" {
+		if d := diff(asStored(confirmed), mustTransaction(t, s, confirmed.ID)); d != "" {
 			t.Errorf("confirmed (-want +got):\n%s", d)
 		}
 		declined := asked("txn_declined", other, "SN-2", at(6))
@@ -251,7 +240,7 @@ var transactionTests = []test{
 				t.Errorf("CreateTransaction(%s) refused but set Version %d", tc.name, tc.tx.Version)
 			}
 		}
-		if d := diff(storedTransaction(first), mustTransaction(t, s, "txn_1")); d != "" {
+		if d := diff(asStored(first), mustTransaction(t, s, "txn_1")); d != "" {
 			t.Errorf("Transaction(txn_1) after refused creates mismatch (-want +got):\n%s", d)
 		}
 		for _, id := range []string{"txn_2", "txn_3", "txn_4", "txn_5"} {
@@ -299,13 +288,13 @@ var transactionTests = []test{
 			if tx.Version != from+1 {
 				t.Errorf("step %d: Commit set Version %d, want %d", i, tx.Version, from+1)
 			}
-			if d := diff(storedTransaction(tx), mustTransaction(t, s, tx.ID)); d != "" {
+			if d := diff(asStored(tx), mustTransaction(t, s, tx.ID)); d != "" {
 				t.Errorf("step %d: Transaction() after Commit mismatch (-want +got):\n%s", i, d)
 			}
 		}
 
 		// Immutable fields are not written.
-		want := storedTransaction(tx)
+		want := asStored(tx)
 		changed := *tx
 		changed.MerchantID, changed.TerminalID, changed.Type = "mer_x", "99999998", instore.TypeRefund
 		changed.Amount, changed.CashbackAmount, changed.VATAmount, changed.Currency = 1, 2, ptr(int64(3)), "NOK"
@@ -331,7 +320,7 @@ var transactionTests = []test{
 			if tx.Version != from+1 {
 				t.Errorf("stage %d: CommitRelaxed set Version %d, want %d", i, tx.Version, from+1)
 			}
-			if d := diff(storedTransaction(tx), mustTransaction(t, s, tx.ID)); d != "" {
+			if d := diff(asStored(tx), mustTransaction(t, s, tx.ID)); d != "" {
 				t.Errorf("stage %d: Transaction() after CommitRelaxed mismatch (-want +got):\n%s", i, d)
 			}
 		}
@@ -347,7 +336,7 @@ var transactionTests = []test{
 		// A durable change after it keeps every stage.
 		tx.StatusID, tx.Progress, tx.Result = instore.StatusApproved, instore.ProgressFinal, approvedResult()
 		mustUpdateTransaction(t, s, tx, tx.Version)
-		if d := diff(storedTransaction(tx), mustTransaction(t, s, tx.ID)); d != "" {
+		if d := diff(asStored(tx), mustTransaction(t, s, tx.ID)); d != "" {
 			t.Errorf("Transaction() after the result mismatch (-want +got):\n%s", d)
 		}
 	}},
@@ -356,7 +345,7 @@ var transactionTests = []test{
 		tx := mustCreateTransaction(t, s, newTransaction("txn_1", "mer_1", terminalID, "SN-1", instore.StatusPending, at(1)))
 		tx.Progress = instore.ProgressAcknowledged
 		mustUpdateTransaction(t, s, tx, 1)
-		want := storedTransaction(tx)
+		want := asStored(tx)
 
 		// A change computed from the old version is refused.
 		stale := *tx
@@ -378,7 +367,7 @@ var transactionTests = []test{
 		if back.Version != 1 {
 			t.Errorf("Commit(second PENDING) set Version %d, want it unchanged (1)", back.Version)
 		}
-		if d := diff(storedTransaction(done), mustTransaction(t, s, done.ID)); d != "" {
+		if d := diff(asStored(done), mustTransaction(t, s, done.ID)); d != "" {
 			t.Errorf("Transaction(txn_2) after a refused update mismatch (-want +got):\n%s", d)
 		}
 		// A missing reference is refused too.
@@ -404,7 +393,7 @@ var transactionTests = []test{
 		if err != nil {
 			t.Fatalf("ActiveTransaction() = %v", err)
 		}
-		if d := diff(storedTransaction(txs[winner]), active); d != "" {
+		if d := diff(asStored(txs[winner]), active); d != "" {
 			t.Errorf("ActiveTransaction() is not the winner (-want +got):\n%s", d)
 		}
 		for i, tx := range txs {
@@ -464,7 +453,7 @@ var transactionTests = []test{
 		if got.Version != from+1 {
 			t.Errorf("stored Version = %d after concurrent updates, want %d", got.Version, from+1)
 		}
-		if d := diff(storedTransaction(txs[winner]), got); d != "" {
+		if d := diff(asStored(txs[winner]), got); d != "" {
 			t.Errorf("stored transaction is not the winner's (-want +got):\n%s", d)
 		}
 	}},
@@ -489,7 +478,7 @@ var transactionTests = []test{
 		if err != nil {
 			t.Fatalf("PendingTransactions() = %v", err)
 		}
-		want := []*instore.Transaction{storedTransaction(pb), storedTransaction(pc), storedTransaction(pa)}
+		want := []*instore.Transaction{asStored(pb), asStored(pc), asStored(pa)}
 		if d := diff(want, got); d != "" {
 			t.Errorf("PendingTransactions() mismatch (-want +got):\n%s", d)
 		}
@@ -498,7 +487,7 @@ var transactionTests = []test{
 			if err != nil {
 				t.Fatalf("ActiveTransaction(%q) = %v", p.TerminalID, err)
 			}
-			if d := diff(storedTransaction(p), active); d != "" {
+			if d := diff(asStored(p), active); d != "" {
 				t.Errorf("ActiveTransaction(%q) mismatch (-want +got):\n%s", p.TerminalID, d)
 			}
 		}
@@ -512,7 +501,7 @@ var transactionTests = []test{
 		if err != nil {
 			t.Fatalf("PendingTransactions() = %v", err)
 		}
-		want = []*instore.Transaction{storedTransaction(pc), storedTransaction(pa)}
+		want = []*instore.Transaction{asStored(pc), asStored(pa)}
 		if d := diff(want, got); d != "" {
 			t.Errorf("PendingTransactions() after one ended mismatch (-want +got):\n%s", d)
 		}
@@ -523,17 +512,23 @@ var transactionTests = []test{
 // instore.ErrConflict, and returns the index of the nil one (-1 if none).
 func exactlyOne(t *testing.T, op string, errs []error) int {
 	t.Helper()
+	return exactlyOneOr(t, op, errs, instore.ErrConflict)
+}
+
+// exactlyOneOr is exactlyOne where the others are errors.Is lost.
+func exactlyOneOr(t *testing.T, op string, errs []error, lost error) int {
+	t.Helper()
 	winner, wins := -1, 0
 	for i, err := range errs {
 		switch {
 		case err == nil:
 			winner, wins = i, wins+1
-		case !errors.Is(err, instore.ErrConflict):
-			t.Errorf("%s #%d = %v, want nil or instore.ErrConflict", op, i, err)
+		case !errors.Is(err, lost):
+			t.Errorf("%s #%d = %v, want nil or %q", op, i, err, lost)
 		}
 	}
 	if wins != 1 {
-		t.Errorf("%s: %d of %d succeeded, want exactly 1 (the others instore.ErrConflict)", op, wins, len(errs))
+		t.Errorf("%s: %d of %d succeeded, want exactly 1 (the others %q)", op, wins, len(errs), lost)
 		return -1
 	}
 	return winner

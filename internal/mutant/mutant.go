@@ -1,0 +1,72 @@
+// Package mutant names the small, plausible bugs the deterministic
+// simulation must catch (internal/simulation, TestMutants). Each is a
+// check in the real code, `if mutant.On(mutant.X)`, that switches the bug
+// on. Only a test switches one on (Set); in production none is, and a
+// check costs one atomic load.
+package mutant
+
+import "sync/atomic"
+
+// Name is a mutant.
+type Name string
+
+// The mutants, each a bug that once existed or easily could.
+const (
+	// RefundLimitOutsideLock checks the money rule against a read made
+	// before the database transaction that creates the refund or
+	// reversal, not inside it.
+	RefundLimitOutsideLock Name = "refund-limit-outside-lock"
+	// RefundAboveAmount forgets the amount limit of refunds.
+	RefundAboveAmount Name = "refund-above-amount"
+	// ReversalBesideRefund lets a purchase with a refund be reversed.
+	ReversalBesideRefund Name = "reversal-beside-refund"
+	// IdempotencyNotTied creates a transaction without tying the
+	// request's Idempotency-Key to it.
+	IdempotencyNotTied Name = "idempotency-not-tied"
+	// OwedNotResentOnHello forgets, on a device's hello, what it is owed.
+	OwedNotResentOnHello Name = "owed-not-resent-on-hello"
+	// NoDeadlineAfterAck arms no deadline when the terminal acknowledges.
+	NoDeadlineAfterAck Name = "no-deadline-after-ack"
+	// ResultAppliedTwice takes a resent result for a new one.
+	ResultAppliedTwice Name = "result-applied-twice"
+	// UnconfirmedNotRecovered neither re-arms nor sweeps the confirmation
+	// deadline of an unconfirmed sale after a start.
+	UnconfirmedNotRecovered Name = "unconfirmed-not-recovered"
+	// EventsOutOfOrder numbers a batch of events newest first.
+	EventsOutOfOrder Name = "events-out-of-order"
+	// LateApprovalNotReversed keeps an approval the service had ended
+	// without reversing it on the terminal.
+	LateApprovalNotReversed Name = "late-approval-not-reversed"
+	// EffectEndedOnSend forgets an owed message once sent, not once the
+	// device confirmed it.
+	EffectEndedOnSend Name = "effect-ended-on-send"
+	// NoCompareAndSet commits a transaction's change whatever version
+	// the store holds.
+	NoCompareAndSet Name = "no-compare-and-set"
+	// StaleSessionReports lets a device's report on a session that is no
+	// longer its current one through (the fencing of internal/cluster, as
+	// the simulation models it).
+	StaleSessionReports Name = "stale-session-reports"
+	// CancelNotStored sends the ECR's cancel without storing it as owed.
+	CancelNotStored Name = "cancel-not-stored"
+)
+
+// All is every mutant.
+var All = []Name{RefundLimitOutsideLock, RefundAboveAmount, ReversalBesideRefund, IdempotencyNotTied,
+	OwedNotResentOnHello, NoDeadlineAfterAck, ResultAppliedTwice, UnconfirmedNotRecovered, EventsOutOfOrder,
+	LateApprovalNotReversed, EffectEndedOnSend, NoCompareAndSet, StaleSessionReports, CancelNotStored}
+
+var on atomic.Pointer[Name]
+
+// On reports whether the mutant n is switched on.
+func On(n Name) bool {
+	p := on.Load()
+	return p != nil && *p == n
+}
+
+// Set switches n on (and any other off) until restore is called. Tests
+// only; one mutant at a time in a process.
+func Set(n Name) (restore func()) {
+	on.Store(&n)
+	return func() { on.Store(nil) }
+}

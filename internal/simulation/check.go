@@ -1,0 +1,247 @@
+package simulation
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/instore-dev/instore"
+)
+
+// ledger is the money as the card network saw it: what terminals
+// authorised, refunded and reversed. It is the truth the service's
+// records are checked against.
+type ledger struct {
+	w        *world
+	auths    map[string]int   // purchase ref → approvals on terminals
+	amount   map[string]int64 // purchase ref → the amount authorised
+	refunded map[string]int64 // purchase ref → refunded on terminals
+	refunds  map[string]bool  // refund refs carried out (and not reversed)
+	refundOf map[string]refund
+	reversed map[string]bool  // purchase refs reversed
+}
+
+func (l *ledger) authorize(serial, ref string, amount int64) {
+	l.auths[ref]++
+	l.amount[ref] = amount
+	l.w.note("ledger %s authorised %s %d", serial, ref, amount)
+	if l.auths[ref] > 1 {
+		l.w.fail("one authorisation per purchase", "%s authorised %d times", ref, l.auths[ref])
+	}
+}
+
+func (l *ledger) refund(serial, orig, ref string, amount int64) {
+	l.w.note("ledger %s refunded %s on %s %d", serial, ref, orig, amount)
+	if l.refunds[ref] {
+		l.w.fail("one refund per refund", "%s carried out twice", ref)
+	}
+	l.refunds[ref] = true
+	l.refundOf[ref] = refund{orig, amount}
+	l.refunded[orig] += amount
+	l.money(orig)
+}
+
+type refund struct {
+	orig   string
+	amount int64
+}
+
+// reverse reverses ref on the card network; a second reversal of one
+// authorisation is refused by the network and moves nothing.
+func (l *ledger) reverse(serial, ref, why string) {
+	if r, ok := l.refundOf[ref]; ok {
+		// A refund the service had ended before the terminal approved
+		// it: the reversal takes the money back.
+		l.w.note("ledger %s reversed refund %s (%s)", serial, ref, why)
+		delete(l.refundOf, ref)
+		l.refunds[ref] = false
+		l.refunded[r.orig] -= r.amount
+		return
+	}
+	if l.auths[ref] == 0 || l.reversed[ref] {
+		return
+	}
+	l.w.note("ledger %s reversed %s (%s)", serial, ref, why)
+	l.reversed[ref] = true
+	l.money(ref)
+}
+
+// money: what is paid back on a sale never exceeds it.
+func (l *ledger) money(ref string) {
+	back := l.refunded[ref]
+	if l.reversed[ref] {
+		back += l.amount[ref]
+	}
+	if l.auths[ref] == 0 && back > 0 || back > l.amount[ref] {
+		l.w.fail("money back never exceeds a sale", "%s: %d paid back on a sale of %d", ref, back, l.amount[ref])
+	}
+}
+
+// check runs the invariants that hold after every step, against the
+// store as it is now (read directly, outside any node).
+func (w *world) check() {
+	if w.writes == w.checkedWrites {
+		return
+	}
+	w.checkedWrites = w.writes
+	ctx := context.Background()
+	ts, err := w.db.ListTransactions(ctx, instore.TransactionFilter{MerchantID: w.merchantID, Limit: 100000})
+	if err != nil {
+		w.fail("store readable", "%v", err)
+		return
+	}
+	byKey := map[string]string{}
+	paid := map[string]int64{}
+	byRef := map[string]*instore.Transaction{}
+	for _, t := range ts {
+		byRef[t.ID] = t
+		if v := w.versions[t.ID]; t.Version < v {
+			w.fail("versions only grow", "%s went from version %d to %d", t.ID, v, t.Version)
+		}
+		w.versions[t.ID] = t.Version
+		if k := t.ECRReference; k != "" {
+			if other := byKey[k]; other != "" {
+				w.fail("one transaction per Idempotency-Key", "key %s has %s and %s", k, other, t.ID)
+			}
+			byKey[k] = t.ID
+		}
+		if t.StatusID == instore.StatusPending {
+			if due := w.finalBy(t); w.sched.now.After(due) {
+				w.fail("every PENDING transaction final by its deadline plus grace", "%s still PENDING %v after %v", t.ID, w.sched.now.Sub(due), due)
+			}
+		}
+		if t.Type == instore.TypeRefund && t.StatusID == instore.StatusApproved {
+			paid[t.OriginalID] += t.Amount
+		}
+	}
+	for _, t := range ts {
+		if t.Type != instore.TypePurchase {
+			continue
+		}
+		back := paid[t.ID]
+		if t.StatusID == instore.StatusReversed {
+			back += t.Amount
+		}
+		if back > t.Amount {
+			w.fail("money back never exceeds a sale", "the store pays back %d on %s of %d", back, t.ID, t.Amount)
+		}
+	}
+	w.lastTxs = byRef
+}
+
+// finalBy is when a PENDING transaction must be final: its ack time-out or
+// deadline, plus the grace a node's death and restart may take.
+func (w *world) finalBy(t *instore.Transaction) time.Time {
+	due := t.CreatedAt.Add(ackTimeout)
+	if t.DeadlineAt != nil {
+		due = *t.DeadlineAt
+	}
+	return due.Add(grace)
+}
+
+// settled checks, once the world is quiet (no faults, every node up,
+// every device online, every deadline past), that nothing is left
+// undone and that the terminals, the service and the events agree.
+func (w *world) settled() {
+	ctx := context.Background()
+	w.writes++
+	w.check()
+	for _, d := range w.devices {
+		if d.cur != nil {
+			w.fail("no terminal left busy", "%s still runs %s", d.serial, d.cur.ref)
+		}
+		es, err := w.db.OpenEffects(ctx, d.serial)
+		if err != nil {
+			w.fail("store readable", "%v", err)
+		}
+		for _, e := range es {
+			w.fail("every owed effect carried out or made moot", "%s still owes %s %s of %s", d.serial, e.Kind, e.ID, e.Ref)
+		}
+	}
+	for _, ref := range sortedKeys(w.lastTxs) {
+		t := w.lastTxs[ref]
+		if t.StatusID == instore.StatusPending {
+			w.fail("every PENDING transaction final by its deadline plus grace", "%s PENDING at quiescence", ref)
+		}
+		w.agree(t)
+	}
+	w.checkEvents(ctx)
+}
+
+// agree compares one transaction with the ledger.
+func (w *world) agree(t *instore.Transaction) {
+	l := w.ledger
+	switch t.Type {
+	case instore.TypePurchase:
+		charged := l.auths[t.ID] > 0 && !l.reversed[t.ID]
+		if charged != (t.StatusID == instore.StatusApproved) {
+			w.fail("the terminals' and the service's views agree", "%s is %d in the service; charged on the card: %v", t.ID, t.StatusID, charged)
+		}
+		if t.StatusID == instore.StatusReversed && !l.reversed[t.ID] {
+			w.fail("the terminals' and the service's views agree", "%s is REVERSED in the service, not on the card", t.ID)
+		}
+		if t.ConfirmWithin > 0 && t.ConfirmState == instore.ConfirmPending && t.StatusID == instore.StatusApproved {
+			w.fail("a sale confirmed or auto-reversed", "%s still awaits its confirmation", t.ID)
+		}
+	case instore.TypeRefund:
+		if l.refunds[t.ID] != (t.StatusID == instore.StatusApproved) {
+			w.fail("the terminals' and the service's views agree", "refund %s is %d in the service; carried out: %v", t.ID, t.StatusID, l.refunds[t.ID])
+		}
+	}
+}
+
+// checkEvents: every event numbered once, gap-free, in commit order, and
+// each the state of its transaction at a version of its timeline.
+func (w *world) checkEvents(ctx context.Context) {
+	if _, err := w.db.SequenceEvents(ctx, 1<<20); err != nil {
+		w.fail("store readable", "%v", err)
+		return
+	}
+	evs, err := w.db.ListEvents(ctx, instore.EventFilter{MerchantID: w.merchantID, Limit: 1 << 20})
+	if err != nil {
+		w.fail("store readable", "%v", err)
+		return
+	}
+	last := map[string]int64{}
+	seen := map[string]bool{}
+	for i, e := range evs {
+		if i > 0 && e.Seq != evs[i-1].Seq+1 {
+			w.fail("events gap-free", "event %d follows %d", e.Seq, evs[i-1].Seq)
+		}
+		var d struct {
+			Ref      string `json:"onlineAPIRefId"`
+			Version  int64  `json:"version"`
+			StatusID int    `json:"statusId"`
+		}
+		if json.Unmarshal(e.Data, &d) != nil || d.Ref == "" {
+			continue
+		}
+		key := fmt.Sprintf("%s@%d/%s", d.Ref, d.Version, e.Type)
+		if seen[key] {
+			w.fail("events once each", "%s twice", key)
+		}
+		seen[key] = true
+		if d.Version < last[d.Ref] {
+			w.fail("events in commit order", "%s version %d after %d", d.Ref, d.Version, last[d.Ref])
+		}
+		last[d.Ref] = d.Version
+	}
+	for _, ref := range sortedKeys(last) {
+		tl, err := w.db.TransactionEvents(ctx, ref)
+		if err != nil {
+			w.fail("store readable", "%v", err)
+			continue
+		}
+		found := false
+		for _, te := range tl {
+			found = found || te.Version == last[ref]
+		}
+		if !found {
+			w.fail("events equal to the timeline", "%s has an event at version %d, not in its timeline", ref, last[ref])
+		}
+		if t := w.lastTxs[ref]; t != nil && t.Version < last[ref] {
+			w.fail("events equal to the timeline", "%s has an event at version %d past its version %d", ref, last[ref], t.Version)
+		}
+	}
+}

@@ -1,0 +1,347 @@
+// Package simulation runs the whole service in a deterministic world
+// driven by one seed: the real lifecycles, the real Service and the real
+// Online API handler, on the real store (SQLite), with simulated ECRs,
+// terminals, network and crashes. Invariants are checked after every
+// step; a failing history is replayed bit for bit from its seed
+// (docs/testing.md).
+package simulation
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/admin"
+	"github.com/instore-dev/instore/internal/sqlstore"
+)
+
+// The service's time-outs in the world, and the grace within which a
+// PENDING transaction must be final after them: the longest a node stays
+// down, its sweep, a few message delays.
+const (
+	ackTimeout  = 10 * time.Second
+	deadline    = 60 * time.Second
+	sweepEvery  = 5 * time.Second
+	rescanEvery = 5 * time.Second
+	maxDowntime = 20 * time.Second
+	grace       = maxDowntime + 2*sweepEvery + 10*time.Second
+	// quietFor is how long the world runs after its storm: every deadline,
+	// confirmation window and reconnect passes.
+	quietFor = 5 * time.Minute
+)
+
+// Config is one history.
+type Config struct {
+	Seed uint64
+	// Steps bounds the stormy part of the history (default 2000).
+	Steps int
+	// Dir is where its SQLite database goes (a temporary directory).
+	Dir string
+	// Template is a migrated, seeded database to copy (Prepare); "" makes one.
+	Template *Template
+}
+
+// Result is what a history did.
+type Result struct {
+	Seed  uint64
+	Steps int
+	// Hash is the SHA-256 of the trace: two runs of a seed give the same.
+	Hash  string
+	Trace []string
+	// Failure is the first invariant broken, nil if none.
+	Failure *Failure
+	Crashes int
+	Sales   int
+}
+
+// Failure is a broken invariant.
+type Failure struct {
+	Step      int
+	Invariant string
+	Detail    string
+}
+
+func (f *Failure) Error() string {
+	return fmt.Sprintf("step %d: invariant %q broken: %s", f.Step, f.Invariant, f.Detail)
+}
+
+// world is everything one history holds.
+type world struct {
+	sched        *sched
+	faults       *faults
+	ecrRng       *rand.Rand
+	ids          *ids
+	db           *sqlstore.DB
+	nodes        int
+	nodeAt       []*node
+	incarnations int
+	devices      []*device
+	ecrs         []*ecr
+	current      map[string]*session // serial → its current session (the newest epoch)
+	sessions     int
+	resultIDs    int
+	ledger       *ledger
+	keyRef       map[string]string
+	versions     map[string]int64
+	lastTxs      map[string]*instore.Transaction
+	quiet        bool
+	crashes      int
+
+	merchantID      string
+	client          *instore.APIClient
+	token           string
+	subscriptionKey string
+	signingKey      []byte
+
+	writes, checkedWrites int
+	step                  int
+	trace                 []string
+	hash                  io.Writer
+	failure               *Failure
+}
+
+// note adds a line to the trace.
+func (w *world) note(format string, args ...any) {
+	line := fmt.Sprintf("%d %s ", w.step, w.sched.now.Sub(epoch)) + fmt.Sprintf(format, args...)
+	w.trace = append(w.trace, line)
+	io.WriteString(w.hash, line+"\n")
+}
+
+// fail records the first broken invariant.
+func (w *world) fail(invariant, format string, args ...any) {
+	if w.failure != nil {
+		return
+	}
+	w.failure = &Failure{Step: w.step, Invariant: invariant, Detail: fmt.Sprintf(format, args...)}
+	w.note("FAIL %s: %s", invariant, w.failure.Detail)
+}
+
+// pickNode is the node the load balancer gives a request: a live one.
+func (w *world) pickNode() *node {
+	var up []*node
+	for _, n := range w.nodeAt {
+		if n.up {
+			up = append(up, n)
+		}
+	}
+	if len(up) == 0 {
+		return nil
+	}
+	return up[w.faults.rng.IntN(len(up))]
+}
+
+// Run runs the history of cfg.Seed.
+func Run(cfg Config) (res *Result, err error) {
+	if cfg.Steps == 0 {
+		cfg.Steps = 2000
+	}
+	tpl := cfg.Template
+	if tpl == nil {
+		if tpl, err = Prepare(cfg.Dir); err != nil {
+			return nil, err
+		}
+	}
+	w, err := newWorld(cfg, tpl)
+	if err != nil {
+		return nil, err
+	}
+	defer w.db.Close()
+	for i := range w.nodes {
+		w.nodeAt = append(w.nodeAt, w.start(i))
+	}
+	for _, d := range w.devices {
+		d.connect()
+	}
+	for _, e := range w.ecrs {
+		w.sched.after(time.Duration(w.ecrRng.IntN(3000))*time.Millisecond, "ecr "+e.name, e.act)
+	}
+	for ; w.step < cfg.Steps && w.failure == nil; w.step++ {
+		if !w.sched.step() {
+			break
+		}
+		w.check()
+	}
+	if w.failure == nil {
+		w.calm()
+		end := w.sched.now.Add(quietFor)
+		for w.failure == nil && w.sched.now.Before(end) && w.sched.step() {
+			w.step++
+			w.check()
+		}
+		if w.failure == nil {
+			w.note("settled")
+			w.settled()
+		}
+	}
+	res = &Result{Seed: cfg.Seed, Steps: w.step, Trace: w.trace, Failure: w.failure, Crashes: w.crashes, Sales: len(w.keyRef)}
+	res.Hash = hex.EncodeToString(w.hash.(interface{ Sum([]byte) []byte }).Sum(nil))
+	return res, nil
+}
+
+// calm ends the storm: no more faults or ECR moves; every node comes up,
+// every device connects.
+func (w *world) calm() {
+	w.note("calm")
+	w.quiet = true
+	w.faults.calm()
+	for _, d := range w.devices {
+		if d.sess == nil {
+			w.sched.after(time.Second, "reconnect "+d.serial, d.connect)
+		}
+	}
+}
+
+// Template is a migrated database with one merchant, its terminals and
+// an API client, copied for each history.
+type Template struct {
+	path            string
+	merchantID      string
+	client          *instore.APIClient
+	subscriptionKey string
+	terminals       []string // terminal ID and serial number pairs
+}
+
+var prepareMu sync.Mutex
+
+// Prepare makes a Template in dir.
+func Prepare(dir string) (*Template, error) {
+	prepareMu.Lock()
+	defer prepareMu.Unlock()
+	ctx := context.Background()
+	path := filepath.Join(dir, "template.db")
+	db, err := sqlstore.Open(ctx, path, sqlstore.Options{Synchronous: "NORMAL"})
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	ad := admin.New(db)
+	cus, err := ad.CreateCustomer(ctx, "sim")
+	if err != nil {
+		return nil, err
+	}
+	mer, err := ad.CreateMerchant(ctx, cus.ID, "shop", true)
+	if err != nil {
+		return nil, err
+	}
+	cli, _, err := ad.CreateClient(ctx, instore.SurfaceOnline, mer.ID, "ecr")
+	if err != nil {
+		return nil, err
+	}
+	_, key, err := ad.CreateKey(ctx, instore.SurfaceOnline, mer.ID)
+	if err != nil {
+		return nil, err
+	}
+	tpl := &Template{path: path, merchantID: mer.ID, client: cli, subscriptionKey: key}
+	ts, err := ad.AllocateTerminals(ctx, mer.ID, 3)
+	if err != nil {
+		return nil, err
+	}
+	for i, t := range ts {
+		serial := fmt.Sprintf("SIM-%d", i+1)
+		if _, _, err := ad.CreateDevice(ctx, serial, instore.ModelCountertop, cus.ID); err != nil {
+			return nil, err
+		}
+		if _, _, err := db.LinkTerminal(ctx, t.TerminalID, serial, epoch); err != nil {
+			return nil, err
+		}
+		tpl.terminals = append(tpl.terminals, t.TerminalID, serial)
+	}
+	if _, err := db.SequenceEvents(ctx, 1000); err != nil {
+		return nil, err
+	}
+	return tpl, nil
+}
+
+func newWorld(cfg Config, tpl *Template) (*world, error) {
+	dir := cfg.Dir
+	if dir == "" {
+		dir = filepath.Dir(tpl.path)
+	}
+	path := filepath.Join(dir, fmt.Sprintf("h%d.db", cfg.Seed))
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		os.Remove(path + suffix)
+	}
+	b, err := os.ReadFile(tpl.path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return nil, err
+	}
+	db, err := sqlstore.Open(context.Background(), path, sqlstore.Options{Synchronous: "NORMAL"})
+	if err != nil {
+		return nil, err
+	}
+	f := newFaults(cfg.Seed)
+	w := &world{
+		sched: newSched(cfg.Seed), faults: f, ecrRng: rand.New(rand.NewChaCha8(seedBytes(cfg.Seed, "ecr"))),
+		ids: &ids{rng: rand.New(rand.NewChaCha8(seedBytes(cfg.Seed, "ids")))}, db: db, nodes: f.nodes,
+		current: map[string]*session{}, keyRef: map[string]string{}, versions: map[string]int64{},
+		merchantID: tpl.merchantID, client: tpl.client, subscriptionKey: tpl.subscriptionKey,
+		signingKey: []byte(strings.Repeat("k", 32)), hash: sha256.New(),
+	}
+	w.ledger = &ledger{w: w, auths: map[string]int{}, amount: map[string]int64{}, refunded: map[string]int64{},
+		refunds: map[string]bool{}, refundOf: map[string]refund{}, reversed: map[string]bool{}}
+	w.sched.stepHook = func(kind, name string) { w.note("%s %s", kind, name) }
+	for i := 0; i < len(tpl.terminals); i += 2 {
+		d := &device{w: w, terminalID: tpl.terminals[i], serial: tpl.terminals[i+1], known: map[string]*dtx{}, cancelFirst: map[string]bool{}}
+		w.devices = append(w.devices, d)
+		w.ecrs = append(w.ecrs, &ecr{w: w, name: fmt.Sprintf("ecr%d", i/2+1), terminalID: d.terminalID})
+	}
+	w.note("seed %d nodes %d faults %s", cfg.Seed, w.nodes, f)
+	return w, nil
+}
+
+// seedBytes derives the seed of one source of randomness.
+func seedBytes(seed uint64, purpose string) [32]byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], seed)
+	return sha256.Sum256(append(b[:], purpose...))
+}
+
+// ids makes the service's identifiers from the seed.
+type ids struct {
+	rng *rand.Rand
+	n   int
+}
+
+func (g *ids) next(prefix string) func() string {
+	return func() string {
+		g.n++
+		return fmt.Sprintf("%s_%08d", prefix, g.n)
+	}
+}
+
+// reader is the service's randomness (instore ids' random parts).
+func (g *ids) reader() io.Reader {
+	return readerFunc(func(p []byte) (int, error) {
+		for i := range p {
+			p[i] = byte(g.rng.Uint32())
+		}
+		return len(p), nil
+	})
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
