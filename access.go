@@ -10,12 +10,15 @@ import (
 // data: anything else, existing or not, answers 403 forbidden, so a caller
 // learns nothing about other customers.
 
+// UpdateStatus is the status of a software update.
+type UpdateStatus string
+
 // Statuses of a software update, in the order of its life.
 const (
-	UpdateScheduled   = "SCHEDULED"
-	UpdateDownloading = "DOWNLOADING"
-	UpdateInstalled   = "INSTALLED"
-	UpdateFailed      = "FAILED"
+	UpdateScheduled   UpdateStatus = "SCHEDULED"
+	UpdateDownloading UpdateStatus = "DOWNLOADING"
+	UpdateInstalled   UpdateStatus = "INSTALLED"
+	UpdateFailed      UpdateStatus = "FAILED"
 )
 
 // Update is a software update of a terminal ID's device: SCHEDULED until it
@@ -26,7 +29,7 @@ type Update struct {
 	ID         string
 	TerminalID string
 	PackageID  string
-	Status     string
+	Status     UpdateStatus
 	// Reason says why an update FAILED.
 	Reason string
 	// NotBefore is the earliest time it may be delivered (nil: at once).
@@ -43,15 +46,15 @@ type Update struct {
 // UpdateWire is a software update as the APIs show it: the Access API, and
 // the data of an update.status event.
 type UpdateWire struct {
-	UpdateID        string     `json:"updateId"`
-	TerminalID      string     `json:"terminalId"`
-	PackageID       string     `json:"packageId"`
-	Status          string     `json:"status"`
-	Reason          *string    `json:"reason"`
-	SoftwareVersion *string    `json:"softwareVersion"`
-	NotBefore       *time.Time `json:"notBefore"`
-	CreatedAt       time.Time  `json:"createdAt"`
-	UpdatedAt       time.Time  `json:"updatedAt"`
+	UpdateID        string       `json:"updateId"`
+	TerminalID      string       `json:"terminalId"`
+	PackageID       string       `json:"packageId"`
+	Status          UpdateStatus `json:"status"`
+	Reason          *string      `json:"reason"`
+	SoftwareVersion *string      `json:"softwareVersion"`
+	NotBefore       *time.Time   `json:"notBefore"`
+	CreatedAt       time.Time    `json:"createdAt"`
+	UpdatedAt       time.Time    `json:"updatedAt"`
 }
 
 // Wire renders u as the APIs show it (nil for nil).

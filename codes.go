@@ -32,34 +32,40 @@ type Metadata struct {
 	PrintStatuses       []Code `json:"printStatuses"`
 }
 
+// TransactionStatus is the id of an entry of the transactionStatuses list.
+type TransactionStatus int
+
 // Transaction status ids of the transactionStatuses list.
 const (
-	StatusApproved            = 0
-	StatusAbortedByCardholder = 1
-	StatusAbortedByCashier    = 2
-	StatusTerminalIsBusy      = 3
-	StatusCardHasExpired      = 4
-	StatusInvalidCard         = 5
-	StatusCardIsBlocked       = 6
-	StatusOfflineQueueIsFull  = 7
-	StatusTechnicalError      = 8
-	StatusTerminalIsOffline   = 9
-	StatusTerminalMustUpdate  = 10
-	StatusTransactionDeclined = 11
-	StatusWrongPIN            = 12
-	StatusReversed            = 13
-	StatusPending             = 14
+	StatusApproved            TransactionStatus = 0
+	StatusAbortedByCardholder TransactionStatus = 1
+	StatusAbortedByCashier    TransactionStatus = 2
+	StatusTerminalIsBusy      TransactionStatus = 3
+	StatusCardHasExpired      TransactionStatus = 4
+	StatusInvalidCard         TransactionStatus = 5
+	StatusCardIsBlocked       TransactionStatus = 6
+	StatusOfflineQueueIsFull  TransactionStatus = 7
+	StatusTechnicalError      TransactionStatus = 8
+	StatusTerminalIsOffline   TransactionStatus = 9
+	StatusTerminalMustUpdate  TransactionStatus = 10
+	StatusTransactionDeclined TransactionStatus = 11
+	StatusWrongPIN            TransactionStatus = 12
+	StatusReversed            TransactionStatus = 13
+	StatusPending             TransactionStatus = 14
 )
+
+// PrintStatus is the id of an entry of the printStatuses list.
+type PrintStatus int
 
 // Print status ids of the printStatuses list.
 const (
-	PrintSuccess    = 0
-	PrintBusy       = 1
-	PrintOutOfPaper = 2
-	PrintLowBattery = 3
-	PrintError      = 4
-	PrintCancelled  = 5
-	PrintTimeout    = 6
+	PrintSuccess    PrintStatus = 0
+	PrintBusy       PrintStatus = 1
+	PrintOutOfPaper PrintStatus = 2
+	PrintLowBattery PrintStatus = 3
+	PrintError      PrintStatus = 4
+	PrintCancelled  PrintStatus = 5
+	PrintTimeout    PrintStatus = 6
 )
 
 // DefaultMetadata returns a fresh copy of the embedded code lists. The
@@ -94,7 +100,9 @@ func (m *Metadata) ErrorCode(code string) (Code, bool) {
 }
 
 // TransactionStatus returns the transactionStatuses entry with that id.
-func (m *Metadata) TransactionStatus(id int) (Code, bool) { return lookup(m.TransactionStatuses, id) }
+func (m *Metadata) TransactionStatus(id TransactionStatus) (Code, bool) {
+	return lookup(m.TransactionStatuses, int(id))
+}
 
 // PaymentMethod returns the paymentMethods entry with that id.
 func (m *Metadata) PaymentMethod(id int) (Code, bool) { return lookup(m.PaymentMethods, id) }
@@ -103,7 +111,7 @@ func (m *Metadata) PaymentMethod(id int) (Code, bool) { return lookup(m.PaymentM
 func (m *Metadata) ErrorCodeByID(id int) (Code, bool) { return lookup(m.ErrorCodes, id) }
 
 // PrintStatus returns the printStatuses entry with that id.
-func (m *Metadata) PrintStatus(id int) (Code, bool) { return lookup(m.PrintStatuses, id) }
+func (m *Metadata) PrintStatus(id PrintStatus) (Code, bool) { return lookup(m.PrintStatuses, int(id)) }
 
 // ReadPaymentMethods reads an operator's replacement for the paymentMethods
 // list: a JSON array of exactly three {id, code, description} objects with

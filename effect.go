@@ -21,22 +21,28 @@ import "time"
 // PENDING transaction is the record, and one not acknowledged yet is sent
 // again after a hello (sendOwed) until its ack timeout ends it.
 
+// EffectKind is the kind of an Effect.
+type EffectKind string
+
 // Kinds of Effect.
 const (
-	EffectCancel   = "CANCEL"
-	EffectReversal = "REVERSAL"
-	EffectPrint    = "PRINT"
+	EffectCancel   EffectKind = "CANCEL"
+	EffectReversal EffectKind = "REVERSAL"
+	EffectPrint    EffectKind = "PRINT"
 )
+
+// EffectOutcome is the outcome of a done Effect.
+type EffectOutcome string
 
 // Outcomes of a done Effect.
 const (
 	// EffectConfirmed: the device confirmed the message.
-	EffectConfirmed = "CONFIRMED"
+	EffectConfirmed EffectOutcome = "CONFIRMED"
 	// EffectMoot: what it concerns ended: the terminal's result for the
 	// transaction arrived, or the print job has its final status.
-	EffectMoot = "MOOT"
+	EffectMoot EffectOutcome = "MOOT"
 	// EffectExpired: dropped by the sweep, older than EffectTTL.
-	EffectExpired = "EXPIRED"
+	EffectExpired EffectOutcome = "EXPIRED"
 )
 
 // DefaultEffectTTL bounds how long an effect stays owed: a device that
@@ -53,7 +59,7 @@ type Effect struct {
 	// ID is "eff_" and 32 hex digits, the first 12 the creation time in
 	// milliseconds; it is also the message id of every send of the effect.
 	ID   string
-	Kind string
+	Kind EffectKind
 	// SerialNumber is the device it is owed to.
 	SerialNumber string
 	// Ref is the onlineAPIRefId of the transaction (cancel, reversal) or
@@ -66,5 +72,5 @@ type Effect struct {
 	CreatedAt time.Time
 	// DoneAt and Outcome are set together once the effect is done.
 	DoneAt  *time.Time
-	Outcome string
+	Outcome EffectOutcome
 }

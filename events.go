@@ -16,28 +16,44 @@ import (
 // and delivered to webhooks (internal/webhook). An event's data is the
 // resource as the API showed it right after the change.
 
+// EventType is the type of an event for integrators (OutboxEvent.Type):
+// what a webhook or a stream filters by.
+type EventType string
+
 // Event types.
 const (
-	EventTransactionCreated      = "transaction.created"
-	EventTransactionAcknowledged = "transaction.acknowledged"
-	EventTransactionProgress     = "transaction.progress"
-	EventTransactionFinal        = "transaction.final"
-	EventTransactionConfirmed    = "transaction.confirmed"
-	EventTransactionAutoReversed = "transaction.auto_reversed"
-	EventTerminalOnline          = "terminal.online"
-	EventTerminalOffline         = "terminal.offline"
-	EventTerminalLinked          = "terminal.linked"
-	EventTerminalUnlinked        = "terminal.unlinked"
-	EventPrintFinal              = "print.final"
-	EventUpdateStatus            = "update.status"
+	EventTransactionCreated      EventType = "transaction.created"
+	EventTransactionAcknowledged EventType = "transaction.acknowledged"
+	EventTransactionProgress     EventType = "transaction.progress"
+	EventTransactionFinal        EventType = "transaction.final"
+	EventTransactionConfirmed    EventType = "transaction.confirmed"
+	EventTransactionAutoReversed EventType = "transaction.auto_reversed"
+	EventTerminalOnline          EventType = "terminal.online"
+	EventTerminalOffline         EventType = "terminal.offline"
+	EventTerminalLinked          EventType = "terminal.linked"
+	EventTerminalUnlinked        EventType = "terminal.unlinked"
+	EventPrintFinal              EventType = "print.final"
+	EventUpdateStatus            EventType = "update.status"
 )
 
 // EventTypes lists every event type, in the order the docs list them.
-var EventTypes = []string{
+var EventTypes = []EventType{
 	EventTransactionCreated, EventTransactionAcknowledged, EventTransactionProgress, EventTransactionFinal,
 	EventTransactionConfirmed, EventTransactionAutoReversed,
 	EventTerminalOnline, EventTerminalOffline, EventTerminalLinked, EventTerminalUnlinked,
 	EventPrintFinal, EventUpdateStatus,
+}
+
+// EventTypeList is EventTypes separated by commas, as messages list them.
+func EventTypeList() string { return JoinEventTypes(EventTypes, ", ") }
+
+// JoinEventTypes is strings.Join for event types.
+func JoinEventTypes(types []EventType, sep string) string {
+	names := make([]string, len(types))
+	for i, t := range types {
+		names[i] = string(t)
+	}
+	return strings.Join(names, sep)
 }
 
 // DefaultEventRetention is how long events are kept (at least 30 days,
@@ -54,7 +70,7 @@ type OutboxEvent struct {
 	// TerminalID is the terminal it concerns ("" for none): the stream's
 	// terminalId filter.
 	TerminalID string
-	Type       string
+	Type       EventType
 	At         time.Time
 	// Data is the resource as the API shows it (JSON).
 	Data []byte
@@ -70,7 +86,7 @@ type StoredEvent struct {
 // stream's message and a page of GET /events.
 type EventWire struct {
 	ID        string          `json:"id"`
-	Type      string          `json:"type"`
+	Type      EventType       `json:"type"`
 	CreatedAt string          `json:"createdAt"`
 	Data      json.RawMessage `json:"data"`
 }
@@ -105,8 +121,8 @@ func ParseEventID(id string) (int64, bool) {
 type EventFilter struct {
 	MerchantID string
 	After      int64
-	Types      []string // empty: all
-	TerminalID string   // "": all
+	Types      []EventType // empty: all
+	TerminalID string      // "": all
 	Limit      int
 }
 

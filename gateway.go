@@ -86,7 +86,7 @@ type TerminalResult struct {
 	// carries the same id.
 	MessageID string
 	Ref       string
-	StatusID  int
+	StatusID  TransactionStatus
 	Result    Result
 }
 
@@ -102,10 +102,10 @@ type TerminalEvents interface {
 	// DeviceDisconnected runs when the device's last session ended.
 	DeviceDisconnected(serial string)
 	TerminalAcknowledged(ctx context.Context, serial, ref string) error
-	TerminalProgress(ctx context.Context, serial, ref, stage string) error
+	TerminalProgress(ctx context.Context, serial, ref string, stage Progress) error
 	TerminalResult(ctx context.Context, serial string, r TerminalResult) error
 	// TerminalPrintResult records the final status of a print job.
-	TerminalPrintResult(ctx context.Context, serial, printID string, statusID int) error
+	TerminalPrintResult(ctx context.Context, serial, printID string, statusID PrintStatus) error
 	// TerminalConfirmed records the device's confirm of the server message
 	// messageID: a message owed to it (effect.go) is then not sent again.
 	TerminalConfirmed(ctx context.Context, serial, messageID string) error

@@ -19,7 +19,7 @@ type TransactionFilter struct {
 	MerchantID   string
 	From, To     time.Time // created in [From, To)
 	TerminalID   string
-	StatusID     *int
+	StatusID     *TransactionStatus
 	ECRReference string
 	// Unconfirmed selects the APPROVED sales still awaiting the ECR's
 	// confirmation (Transaction.Unconfirmed).
@@ -39,7 +39,7 @@ type TransactionCursor struct {
 type ListQuery struct {
 	From, To     *time.Time
 	TerminalID   string
-	StatusID     *int
+	StatusID     *TransactionStatus
 	ECRReference string
 	Unconfirmed  bool
 	Limit        int

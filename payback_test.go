@@ -25,7 +25,7 @@ func TestCheckOnOriginal(t *testing.T) {
 	declined := &instore.Transaction{ID: "txn_o", Type: instore.TypePurchase, StatusID: instore.StatusTransactionDeclined, Amount: 1000}
 	reversed := &instore.Transaction{ID: "txn_o", Type: instore.TypePurchase, StatusID: instore.StatusReversed, Amount: 1000}
 	aRefund := &instore.Transaction{ID: "txn_o", Type: instore.TypeRefund, StatusID: instore.StatusApproved, Amount: 1000}
-	other := func(id, typ string, status int, amount int64, message string) *instore.Transaction {
+	other := func(id string, typ instore.TransactionType, status instore.TransactionStatus, amount int64, message string) *instore.Transaction {
 		return &instore.Transaction{ID: id, Type: typ, OriginalID: "txn_o", StatusID: status, Amount: amount, ResultMessageID: message}
 	}
 	refund := func(amount int64) *instore.Transaction {
@@ -125,7 +125,7 @@ func TestCheckOnOriginal(t *testing.T) {
 func TestCheckReversalLatest(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	orig := &instore.Transaction{ID: "txn_5", Type: instore.TypePurchase, StatusID: instore.StatusApproved, CreatedAt: t0}
-	tx := func(id, typ, original string, at time.Time) *instore.Transaction {
+	tx := func(id string, typ instore.TransactionType, original string, at time.Time) *instore.Transaction {
 		return &instore.Transaction{ID: id, Type: typ, OriginalID: original, CreatedAt: at}
 	}
 	later, same := t0.Add(time.Millisecond), t0

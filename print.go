@@ -42,7 +42,7 @@ type PrintJob struct {
 	TransactionID string
 	Copy          string
 	Lines         []string
-	StatusID      *int
+	StatusID      *PrintStatus
 	CreatedAt     time.Time
 	CompletedAt   *time.Time
 }

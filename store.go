@@ -183,7 +183,7 @@ type HistoryStore interface {
 	// CompletePrintJob sets the final print status of a running job and, in
 	// the same database transaction, ends the job's open print effects
 	// (EffectMoot); ErrConflict when it already has one.
-	CompletePrintJob(ctx context.Context, id string, statusID int, at time.Time, evs ...OutboxEvent) error
+	CompletePrintJob(ctx context.Context, id string, statusID PrintStatus, at time.Time, evs ...OutboxEvent) error
 }
 
 // EffectStore keeps the effects: the messages the service owes terminal
@@ -209,10 +209,10 @@ type EffectStore interface {
 	// outcome at t. ErrNotFound when the device has no open effect with
 	// that id: none exists, it is another device's, or it is done already
 	// (the first outcome stays).
-	EndEffect(ctx context.Context, id, serial, outcome string, at time.Time) error
+	EndEffect(ctx context.Context, id, serial string, outcome EffectOutcome, at time.Time) error
 	// EndEffectsOf marks every open effect of kind for ref done with
 	// outcome at t, and says how many there were.
-	EndEffectsOf(ctx context.Context, ref, kind, outcome string, at time.Time) (int, error)
+	EndEffectsOf(ctx context.Context, ref string, kind EffectKind, outcome EffectOutcome, at time.Time) (int, error)
 	// ExpireEffects marks every open effect created before `before` done
 	// (EffectExpired at t) and returns them, done, oldest first; but a
 	// reversal, which gives a cardholder money back, stays owed until the
@@ -278,5 +278,5 @@ type AccessStore interface {
 	// ErrConflict otherwise), and clears delivered_at. For INSTALLED with
 	// a software version, the device linked to u's terminal ID gets that
 	// version in the same database transaction.
-	SetUpdateStatus(ctx context.Context, u *Update, evs []OutboxEvent, from ...string) error
+	SetUpdateStatus(ctx context.Context, u *Update, evs []OutboxEvent, from ...UpdateStatus) error
 }

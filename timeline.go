@@ -11,29 +11,35 @@ import (
 // so the timeline never disagrees with the state. Read with
 // GET /in-store/api/v1/transaction/{onlineAPIRefId}/events.
 
+// TimelineKind is the kind of a timeline event (TransactionEvent.Kind).
+type TimelineKind string
+
 // Kinds of timeline events.
 const (
-	EventCreated         = "CREATED"          // the ECR's request stored it (PENDING, SENT)
-	EventSendFailed      = "SEND_FAILED"      // the terminal's session ended while the command was sent (WP23)
-	EventAcknowledged    = "ACKNOWLEDGED"     // the terminal acknowledged the command; the deadline starts
-	EventProgress        = "PROGRESS"         // the terminal reached a stage (Detail: the stage)
-	EventResult          = "RESULT"           // the terminal's final outcome (Detail: the status)
-	EventCancelRequested = "CANCEL_REQUESTED" // the ECR asked to cancel; the terminal is told
-	EventAckTimeout      = "ACK_TIMEOUT"      // no ack within the ack timeout (WP25)
-	EventDeadline        = "DEADLINE"         // no result by the deadline (WP36)
-	EventLateApproval    = "LATE_APPROVAL"    // an approval after the service ended it: reversed on the terminal
-	EventLateResult      = "LATE_RESULT"      // another outcome after the service ended it: kept, status stands
-	EventReversed        = "REVERSED"         // (of a purchase) a REVERSAL of it was approved (Detail: its ref)
-	EventConfirmed       = "CONFIRMED"        // the ECR confirmed an APPROVED sale (confirmWithinSeconds)
-	EventAutoReversed    = "AUTO_REVERSED"    // the confirmation window passed: reversed on the terminal
+	EventCreated         TimelineKind = "CREATED"          // the ECR's request stored it (PENDING, SENT)
+	EventSendFailed      TimelineKind = "SEND_FAILED"      // the terminal's session ended while the command was sent (WP23)
+	EventAcknowledged    TimelineKind = "ACKNOWLEDGED"     // the terminal acknowledged the command; the deadline starts
+	EventProgress        TimelineKind = "PROGRESS"         // the terminal reached a stage (Detail: the stage)
+	EventResult          TimelineKind = "RESULT"           // the terminal's final outcome (Detail: the status)
+	EventCancelRequested TimelineKind = "CANCEL_REQUESTED" // the ECR asked to cancel; the terminal is told
+	EventAckTimeout      TimelineKind = "ACK_TIMEOUT"      // no ack within the ack timeout (WP25)
+	EventDeadline        TimelineKind = "DEADLINE"         // no result by the deadline (WP36)
+	EventLateApproval    TimelineKind = "LATE_APPROVAL"    // an approval after the service ended it: reversed on the terminal
+	EventLateResult      TimelineKind = "LATE_RESULT"      // another outcome after the service ended it: kept, status stands
+	EventReversed        TimelineKind = "REVERSED"         // (of a purchase) a REVERSAL of it was approved (Detail: its ref)
+	EventConfirmed       TimelineKind = "CONFIRMED"        // the ECR confirmed an APPROVED sale (confirmWithinSeconds)
+	EventAutoReversed    TimelineKind = "AUTO_REVERSED"    // the confirmation window passed: reversed on the terminal
 )
 
-// Who caused a timeline event.
+// Actor is who caused a timeline event.
+type Actor string
+
+// Actors of timeline events.
 const (
-	ActorECR      = "ECR"
-	ActorTerminal = "TERMINAL"
-	ActorTimer    = "TIMER"
-	ActorOperator = "OPERATOR"
+	ActorECR      Actor = "ECR"
+	ActorTerminal Actor = "TERMINAL"
+	ActorTimer    Actor = "TIMER"
+	ActorOperator Actor = "OPERATOR"
 )
 
 // TransactionEvent is one entry of a transaction's timeline. Version is
@@ -42,13 +48,13 @@ const (
 // StatusAfter are transactionStatuses codes. Detail is short and holds no
 // card data, credential or terminal ID beyond what the transaction shows.
 type TransactionEvent struct {
-	Version      int64     `json:"version"`
-	At           time.Time `json:"at"`
-	Kind         string    `json:"kind"`
-	Actor        string    `json:"actor"`
-	StatusBefore string    `json:"statusBefore"`
-	StatusAfter  string    `json:"statusAfter"`
-	Detail       string    `json:"detail,omitempty"`
+	Version      int64        `json:"version"`
+	At           time.Time    `json:"at"`
+	Kind         TimelineKind `json:"kind"`
+	Actor        Actor        `json:"actor"`
+	StatusBefore string       `json:"statusBefore"`
+	StatusAfter  string       `json:"statusAfter"`
+	Detail       string       `json:"detail,omitempty"`
 	// Outbox is the integrator event the store writes with this one
 	// (events.go; nil: none), set by the Service just before the write.
 	Outbox *OutboxEvent `json:"-"`

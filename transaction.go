@@ -5,26 +5,32 @@ import (
 	"time"
 )
 
+// TransactionType is the kind of a transaction.
+type TransactionType string
+
 // Transaction types.
 const (
-	TypePurchase = "PURCHASE"
-	TypeRefund   = "REFUND"
-	TypeReversal = "REVERSAL"
+	TypePurchase TransactionType = "PURCHASE"
+	TypeRefund   TransactionType = "REFUND"
+	TypeReversal TransactionType = "REVERSAL"
 )
 
-// Progress stages of a PENDING transaction, as the terminal reports them;
-// FINAL once it has a final status.
+// Progress is the stage of a PENDING transaction, as the terminal reports
+// it; FINAL once it has a final status.
+type Progress string
+
+// Progress stages.
 const (
-	ProgressSent           = "SENT"
-	ProgressAcknowledged   = "ACKNOWLEDGED"
-	ProgressWaitingForCard = "WAITING_FOR_CARD"
-	ProgressWaitingForPIN  = "WAITING_FOR_PIN"
-	ProgressAuthorizing    = "AUTHORIZING"
-	ProgressFinal          = "FINAL"
+	ProgressSent           Progress = "SENT"
+	ProgressAcknowledged   Progress = "ACKNOWLEDGED"
+	ProgressWaitingForCard Progress = "WAITING_FOR_CARD"
+	ProgressWaitingForPIN  Progress = "WAITING_FOR_PIN"
+	ProgressAuthorizing    Progress = "AUTHORIZING"
+	ProgressFinal          Progress = "FINAL"
 )
 
 // TerminalStages are the progress stages a terminal may report, in order.
-var TerminalStages = []string{ProgressWaitingForCard, ProgressWaitingForPIN, ProgressAuthorizing}
+var TerminalStages = []Progress{ProgressWaitingForCard, ProgressWaitingForPIN, ProgressAuthorizing}
 
 // Transaction is one purchase, refund or reversal. Every change increases
 // Version; stores apply a change only when the version they hold is the one
@@ -34,7 +40,7 @@ type Transaction struct {
 	MerchantID      string
 	TerminalID      string
 	SerialNumber    string // the device the command went to
-	Type            string
+	Type            TransactionType
 	Amount          int64
 	CashbackAmount  int64
 	VATAmount       *int64
@@ -42,9 +48,9 @@ type Transaction struct {
 	PaymentMethodID *int
 	ECRReference    string
 	PrintReceipt    bool
-	StatusID        int
+	StatusID        TransactionStatus
 	ErrorID         *int // id of the errorCodes entry (WP25, WP36, WP37), or nil
-	Progress        string
+	Progress        Progress
 	Version         int64
 	OriginalID      string // the transaction a refund or reversal refers to
 	Reverses        string
@@ -64,17 +70,20 @@ type Transaction struct {
 	// (ConfirmConfirmed, at ConfirmedAt) or its window, from the approval to
 	// ConfirmDeadline, passes (ConfirmAutoReversed); "" without one.
 	ConfirmWithin   time.Duration
-	ConfirmState    string
+	ConfirmState    ConfirmState
 	ConfirmDeadline *time.Time
 	ConfirmedAt     *time.Time
 }
 
-// Confirmation states of a purchase that asked for one
+// ConfirmState is the confirmation state of a purchase that asked for one
 // (confirmWithinSeconds).
+type ConfirmState string
+
+// Confirmation states.
 const (
-	ConfirmPending      = "PENDING"
-	ConfirmConfirmed    = "CONFIRMED"
-	ConfirmAutoReversed = "AUTO_REVERSED"
+	ConfirmPending      ConfirmState = "PENDING"
+	ConfirmConfirmed    ConfirmState = "CONFIRMED"
+	ConfirmAutoReversed ConfirmState = "AUTO_REVERSED"
 )
 
 // The bounds of a purchase's confirmWithinSeconds.

@@ -13,7 +13,7 @@ const CatalogueSetting = "package_catalogue"
 // UpdateReport is what a device reports about an update: DOWNLOADING,
 // INSTALLED with the version it now runs, or FAILED with a reason.
 type UpdateReport struct {
-	Status          string
+	Status          UpdateStatus
 	SoftwareVersion string
 	Reason          string
 }

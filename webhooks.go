@@ -24,17 +24,23 @@ const (
 	WebhookDisableAfter = 5 * 24 * time.Hour
 )
 
+// WebhookStatus is the status of a webhook endpoint.
+type WebhookStatus string
+
 // Webhook statuses.
 const (
-	WebhookEnabled  = "enabled"
-	WebhookDisabled = "disabled"
+	WebhookEnabled  WebhookStatus = "enabled"
+	WebhookDisabled WebhookStatus = "disabled"
 )
+
+// DeliveryState is the status of a webhook delivery.
+type DeliveryState string
 
 // Delivery statuses.
 const (
-	DeliveryPending   = "pending"
-	DeliverySucceeded = "succeeded"
-	DeliveryFailed    = "failed" // every retry failed: given up
+	DeliveryPending   DeliveryState = "pending"
+	DeliverySucceeded DeliveryState = "succeeded"
+	DeliveryFailed    DeliveryState = "failed" // every retry failed: given up
 )
 
 // RetrySchedule is the wait after each failed attempt of a delivery
@@ -47,9 +53,9 @@ type Webhook struct {
 	ID             string
 	MerchantID     string
 	URL            string
-	EventTypes     []string // empty: all
+	EventTypes     []EventType // empty: all
 	Description    string
-	Status         string
+	Status         WebhookStatus
 	DisabledReason string
 	Secret         string
 	PreviousSecret string
@@ -71,14 +77,14 @@ func (w *Webhook) Secrets(now time.Time) []string {
 // WebhookWire is an endpoint as the API shows it; Secret only in the
 // answers of its creation and rotation.
 type WebhookWire struct {
-	WebhookID      string   `json:"webhookId"`
-	URL            string   `json:"url"`
-	EventTypes     []string `json:"eventTypes"`
-	Description    string   `json:"description"`
-	Status         string   `json:"status"`
-	DisabledReason *string  `json:"disabledReason"`
-	CreatedAt      string   `json:"createdAt"`
-	Secret         string   `json:"secret,omitempty"`
+	WebhookID      string        `json:"webhookId"`
+	URL            string        `json:"url"`
+	EventTypes     []EventType   `json:"eventTypes"`
+	Description    string        `json:"description"`
+	Status         WebhookStatus `json:"status"`
+	DisabledReason *string       `json:"disabledReason"`
+	CreatedAt      string        `json:"createdAt"`
+	Secret         string        `json:"secret,omitempty"`
 }
 
 // Wire is w as the API answers it; withSecret adds its signing secret
@@ -101,8 +107,8 @@ type WebhookDelivery struct {
 	ID        int64
 	WebhookID string
 	EventSeq  int64
-	EventType string
-	Status    string
+	EventType EventType
+	Status    DeliveryState
 	Attempts  []WebhookAttempt
 	NextAt    time.Time
 	CreatedAt time.Time
@@ -123,8 +129,8 @@ type WebhookAttempt struct {
 type DeliveryWire struct {
 	DeliveryID string           `json:"deliveryId"`
 	EventID    string           `json:"eventId"`
-	EventType  string           `json:"eventType"`
-	Status     string           `json:"status"`
+	EventType  EventType        `json:"eventType"`
+	Status     DeliveryState    `json:"status"`
 	NextAt     *string          `json:"nextAttemptAt"`
 	CreatedAt  string           `json:"createdAt"`
 	Attempts   []WebhookAttempt `json:"attempts"`
@@ -218,8 +224,8 @@ type WebhookStore interface {
 
 // WebhookRequest is the body of POST /webhooks and PATCH /webhooks/{id}.
 type WebhookRequest struct {
-	URL         *string   `json:"url"`
-	EventTypes  *[]string `json:"eventTypes"`
-	Description *string   `json:"description"`
-	Status      *string   `json:"status"`
+	URL         *string        `json:"url"`
+	EventTypes  *[]EventType   `json:"eventTypes"`
+	Description *string        `json:"description"`
+	Status      *WebhookStatus `json:"status"`
 }

@@ -12,8 +12,8 @@ import (
 type TransactionWire struct {
 	OnlineAPIRefID string `json:"onlineAPIRefId"`
 	// Type is PURCHASE, REFUND or REVERSAL (TypePurchase...).
-	Type       string `json:"type"`
-	TerminalID string `json:"terminalId"`
+	Type       TransactionType `json:"type"`
+	TerminalID string          `json:"terminalId"`
 	// Amount is the total charged, cashback included, in minor units.
 	Amount          int64      `json:"amount"`
 	CashbackAmount  int64      `json:"cashbackAmount"`
@@ -24,8 +24,8 @@ type TransactionWire struct {
 	PrintReceipt    bool       `json:"printReceipt"`
 	// StatusID and Status are an entry of transactionStatuses; 14
 	// PENDING until the transaction is final.
-	StatusID int    `json:"statusId"`
-	Status   string `json:"status"`
+	StatusID TransactionStatus `json:"statusId"`
+	Status   string            `json:"status"`
 	// ErrorID and ErrorCode are set when the service ended the
 	// transaction with a code (WP23, WP25, WP36, WP37); 0 and "" (null on
 	// the wire) otherwise: no code has id 0.
@@ -34,7 +34,7 @@ type TransactionWire struct {
 	// Progress is the latest stage the terminal reported while PENDING
 	// (SENT, ACKNOWLEDGED, WAITING_FOR_CARD, WAITING_FOR_PIN,
 	// AUTHORIZING), FINAL after.
-	Progress string `json:"progress"`
+	Progress Progress `json:"progress"`
 	// Version increases with every change.
 	Version        int64      `json:"version"`
 	CreatedAt      time.Time  `json:"createdAt"`
@@ -54,7 +54,7 @@ type TransactionWire struct {
 type ConfirmationWire struct {
 	// State is PENDING (until the ECR confirms the APPROVED sale or its
 	// window passes), CONFIRMED or AUTO_REVERSED.
-	State string `json:"state"`
+	State ConfirmState `json:"state"`
 	// WithinSeconds is the window the purchase asked for.
 	WithinSeconds int `json:"withinSeconds"`
 	// Deadline is the end of the window (set once the sale is APPROVED).
@@ -127,9 +127,9 @@ func (n *NullInt) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-func nonNil(l []string) []string {
+func nonNil[T any](l []T) []T {
 	if l == nil {
-		return []string{}
+		return []T{}
 	}
 	return l
 }
@@ -180,10 +180,10 @@ type PrintJobWire struct {
 	TerminalID string `json:"terminalId"`
 	// StatusID and Status are an entry of printStatuses (0 SUCCESS ...);
 	// nil and "" (null on the wire) while the job runs.
-	StatusID    *int       `json:"statusId"`
-	Status      NullString `json:"status"`
-	CreatedAt   time.Time  `json:"createdAt"`
-	CompletedAt *time.Time `json:"completedAt"`
+	StatusID    *PrintStatus `json:"statusId"`
+	Status      NullString   `json:"status"`
+	CreatedAt   time.Time    `json:"createdAt"`
+	CompletedAt *time.Time   `json:"completedAt"`
 }
 
 // PrintJobWire renders j as the Online API shows it.

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/instore-dev/instore"
 )
 
 // Access API 2.0 manages terminal IDs and terminal software. It is a
@@ -75,7 +77,7 @@ type Update struct {
 	TerminalID string `json:"terminalId"`
 	PackageID  string `json:"packageId"`
 	// Status is SCHEDULED, DOWNLOADING, INSTALLED or FAILED.
-	Status string `json:"status"`
+	Status instore.UpdateStatus `json:"status"`
 	// Reason says why it FAILED.
 	Reason string `json:"reason"`
 	// SoftwareVersion is what the device reported when INSTALLED.

@@ -59,7 +59,7 @@ func (e Event) Decode(v any) error {
 }
 
 func (e Event) decode(prefix string, v any) error {
-	if !strings.HasPrefix(e.Type, prefix) {
+	if !strings.HasPrefix(string(e.Type), prefix) {
 		return fmt.Errorf("client: event %s is a %s event, not a %s* one", e.ID, e.Type, prefix)
 	}
 	return e.Decode(v)
@@ -79,7 +79,7 @@ func decodeAs[T any](e Event, prefix string) (*T, error) {
 type EventQuery struct {
 	// Types are the event types wanted (instore.EventTransactionFinal...);
 	// none: every type.
-	Types []string
+	Types []instore.EventType
 	// TerminalID keeps the events of one terminal ID.
 	TerminalID string
 	// After is an event id: only later events. For Events, a page's
@@ -94,7 +94,7 @@ type EventQuery struct {
 func (q EventQuery) query(page bool) url.Values {
 	v := url.Values{}
 	if len(q.Types) > 0 {
-		v.Set("types", strings.Join(q.Types, ","))
+		v.Set("types", instore.JoinEventTypes(q.Types, ","))
 	}
 	if q.TerminalID != "" {
 		v.Set("terminalId", q.TerminalID)
@@ -162,7 +162,7 @@ var streamIdle = 45 * time.Second
 // an event stream, an event that does not decode). Breaking out of the
 // loop closes the stream.
 //
-//	for ev, err := range c.FollowEvents(ctx, client.EventQuery{Types: []string{instore.EventTransactionFinal}}) {
+//	for ev, err := range c.FollowEvents(ctx, client.EventQuery{Types: []instore.EventType{instore.EventTransactionFinal}}) {
 //		if err != nil {
 //			return err
 //		}
@@ -350,7 +350,7 @@ func (f *follower) connect(ctx context.Context, yield func(Event, error) bool) (
 			ev.ID = m.id
 		}
 		if ev.Type == "" {
-			ev.Type = m.event
+			ev.Type = instore.EventType(m.event)
 		}
 		seq, ok := instore.ParseEventID(ev.ID)
 		if !ok {

@@ -121,7 +121,7 @@ func TestFollowEventsResumes(t *testing.T) {
 		stream(sseEvent(4)+sseEvent(5)+sseEvent(6), true),
 	}}
 	c := newStreamClient(t, s)
-	ids, err := collect(t, c, client.EventQuery{Types: []string{instore.EventTransactionProgress, instore.EventTransactionFinal}, TerminalID: "10000001"}, 6)
+	ids, err := collect(t, c, client.EventQuery{Types: []instore.EventType{instore.EventTransactionProgress, instore.EventTransactionFinal}, TerminalID: "10000001"}, 6)
 	if err != nil {
 		t.Fatalf("FollowEvents: %v", err)
 	}
@@ -314,7 +314,7 @@ func TestEventsPage(t *testing.T) {
 		`{"id":"evt_0000000000000009","type":"print.final","createdAt":"2026-01-02T03:04:07.000000Z","data":{"printId":"prt_1","terminalId":"10000001","statusId":0,"status":"SUCCESS"}}],` +
 		`"nextCursor":"evt_0000000000000009"}`
 	c, s := newScripted(t, client.Config{}, reply{200, nil, page}, reply{200, nil, `{"events":[],"nextCursor":null}`})
-	p, err := c.Events(context.Background(), client.EventQuery{Types: []string{instore.EventTransactionFinal, instore.EventTerminalOffline, instore.EventPrintFinal}, TerminalID: "10000001", After: evtID(6), Limit: 3})
+	p, err := c.Events(context.Background(), client.EventQuery{Types: []instore.EventType{instore.EventTransactionFinal, instore.EventTerminalOffline, instore.EventPrintFinal}, TerminalID: "10000001", After: evtID(6), Limit: 3})
 	if err != nil {
 		t.Fatalf("Events: %v", err)
 	}

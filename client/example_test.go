@@ -180,7 +180,7 @@ func ExampleClient_CreateWebhook() {
 	}
 	wh, err := c.CreateWebhook(ctx, client.WebhookParams{
 		URL:        "https://ecr.example.com/instore/webhook",
-		EventTypes: []string{instore.EventTransactionFinal},
+		EventTypes: []instore.EventType{instore.EventTransactionFinal},
 	})
 	if err != nil {
 		log.Fatal(err)

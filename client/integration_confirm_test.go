@@ -82,7 +82,7 @@ func exerciseConfirm(t *testing.T, e *itEnv) {
 
 	// The confirmation is an event (numbered just after its commit).
 	testwait.ForNil(t, "transaction.confirmed last among the events of the confirmed sale", func() error {
-		var types []string
+		var types []instore.EventType
 		for _, ev := range eventsAfter(t, c, cursor) {
 			if tx, err := ev.Transaction(); err == nil && tx.OnlineAPIRefID == sale.OnlineAPIRefID {
 				types = append(types, ev.Type)

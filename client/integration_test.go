@@ -335,13 +335,13 @@ func TestIntegrationOnlineAPI(t *testing.T) {
 		t.Errorf("cancelled purchase = %s %s, want ABORTED_BY_CASHIER WP37", got.Status, got.ErrorCode)
 	}
 	// Its timeline says what happened, the cancel included.
-	var kinds []string
+	var kinds []instore.TimelineKind
 	for _, e := range mustOK[[]client.TransactionEvent](t, "TransactionEvents")(c.TransactionEvents(ctx, slow.OnlineAPIRefID)) {
 		if e.Kind != instore.EventProgress {
 			kinds = append(kinds, e.Kind)
 		}
 	}
-	if want := []string{instore.EventCreated, instore.EventAcknowledged, instore.EventCancelRequested, instore.EventResult}; !slices.Equal(kinds, want) {
+	if want := []instore.TimelineKind{instore.EventCreated, instore.EventAcknowledged, instore.EventCancelRequested, instore.EventResult}; !slices.Equal(kinds, want) {
 		t.Errorf("TransactionEvents = %v, want %v", kinds, want)
 	}
 	if _, err := c.TransactionEvents(ctx, "txn_unknown"); !client.IsCode(err, instore.WP04) {
@@ -898,7 +898,7 @@ func eventsOf(t *testing.T, c *client.Client, q client.EventQuery, ref string) [
 			t.Fatalf("Events with limit %d gave %d", q.Limit, len(page.Events))
 		}
 		for _, ev := range page.Events {
-			if !strings.HasPrefix(ev.Type, "transaction.") {
+			if !strings.HasPrefix(string(ev.Type), "transaction.") {
 				continue
 			}
 			tx, err := ev.Transaction()
@@ -925,7 +925,7 @@ func eventsOf(t *testing.T, c *client.Client, q client.EventQuery, ref string) [
 // increasing id order, each once, the data at increasing versions.
 func checkPurchaseEvents(t *testing.T, ref string, evs []client.Event) {
 	t.Helper()
-	var types []string
+	var types []instore.EventType
 	var version int64
 	for i, ev := range evs {
 		types = append(types, ev.Type)
@@ -1060,7 +1060,7 @@ func TestIntegrationFollowEvents(t *testing.T) {
 	defer stop()
 	go func() {
 		defer close(evs)
-		for ev, err := range c.FollowEvents(fctx, client.EventQuery{Types: []string{
+		for ev, err := range c.FollowEvents(fctx, client.EventQuery{Types: []instore.EventType{
 			instore.EventTransactionCreated, instore.EventTransactionAcknowledged, instore.EventTransactionProgress, instore.EventTransactionFinal,
 		}, TerminalID: t0, After: cursor}) {
 			select {

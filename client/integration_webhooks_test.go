@@ -126,7 +126,7 @@ func exerciseWebhooks(t *testing.T, e *itEnv) {
 	// Invalid registrations are validation problems with the field.
 	for _, p := range []client.WebhookParams{
 		{URL: "ftp://example.com/hook"},
-		{URL: rcv.URL, EventTypes: []string{"transaction.nope"}},
+		{URL: rcv.URL, EventTypes: []instore.EventType{"transaction.nope"}},
 	} {
 		var ce *client.Error
 		if _, err := c.CreateWebhook(ctx, p); !errors.As(err, &ce) || ce.StatusCode != 400 || ce.Code() != instore.EValidation || len(ce.Errors) == 0 {
@@ -134,7 +134,7 @@ func exerciseWebhooks(t *testing.T, e *itEnv) {
 		}
 	}
 
-	types := []string{instore.EventTransactionCreated, instore.EventTransactionFinal}
+	types := []instore.EventType{instore.EventTransactionCreated, instore.EventTransactionFinal}
 	wh := mustOK[*client.Webhook](t, "CreateWebhook")(c.CreateWebhook(ctx, client.WebhookParams{URL: rcv.URL + "/hook", EventTypes: types, Description: "till 1"}))
 	if !strings.HasPrefix(wh.Secret, "whsec_") || wh.Status != client.WebhookEnabled || wh.URL != rcv.URL+"/hook" ||
 		!slices.Equal(wh.EventTypes, types) || wh.Description != "till 1" || wh.CreatedAt.IsZero() || wh.DisabledReason != "" {
@@ -170,7 +170,7 @@ func exerciseWebhooks(t *testing.T, e *itEnv) {
 		t.Errorf("RetryWebhookDelivery = %+v, want %s pending", retried, head.DeliveryID)
 	}
 	got := rcv.waitFor(t, ctx, tx.OnlineAPIRefID)
-	var gotTypes []string
+	var gotTypes []instore.EventType
 	for _, ev := range got {
 		gotTypes = append(gotTypes, ev.Type)
 	}
@@ -217,7 +217,7 @@ func exerciseWebhooks(t *testing.T, e *itEnv) {
 	rcv.mu.Unlock()
 
 	// Patch: the description, then disabled and enabled again.
-	up := mustOK[*client.Webhook](t, "UpdateWebhook")(c.UpdateWebhook(ctx, wh.WebhookID, client.WebhookUpdate{Description: client.String("till 2"), EventTypes: &[]string{}}))
+	up := mustOK[*client.Webhook](t, "UpdateWebhook")(c.UpdateWebhook(ctx, wh.WebhookID, client.WebhookUpdate{Description: client.String("till 2"), EventTypes: &[]instore.EventType{}}))
 	if up.Description != "till 2" || len(up.EventTypes) != 0 || up.URL != wh.URL || up.Status != client.WebhookEnabled || up.Secret != "" {
 		t.Errorf("UpdateWebhook(description, all types) = %v", up)
 	}

@@ -183,7 +183,7 @@ type ListParams struct {
 	// within the past 90 days (WP27).
 	From, To     time.Time
 	TerminalID   string
-	StatusID     *int
+	StatusID     *instore.TransactionStatus
 	ECRReference string
 	// Unconfirmed lists only the APPROVED sales still awaiting the ECR's
 	// confirmation: what an ECR restarting after a crash confirms (or
@@ -207,7 +207,7 @@ func (p ListParams) query() url.Values {
 		q.Set("terminalId", p.TerminalID)
 	}
 	if p.StatusID != nil {
-		q.Set("statusId", strconv.Itoa(*p.StatusID))
+		q.Set("statusId", strconv.Itoa(int(*p.StatusID)))
 	}
 	if p.ECRReference != "" {
 		q.Set("ecrReference", p.ECRReference)

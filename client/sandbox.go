@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+
+	"github.com/instore-dev/instore"
 )
 
 // SandboxDevice is a virtual device of a sandbox or demo server.
@@ -52,8 +54,8 @@ func (c *Client) SandboxDevices(ctx context.Context, opts ...CallOption) ([]*San
 
 // SandboxNextOutcome makes the next transaction on the virtual terminal
 // end with statusID (0-12), whatever its amount.
-func (c *Client) SandboxNextOutcome(ctx context.Context, terminalID string, statusID int, opts ...CallOption) (*SandboxDevice, error) {
-	return c.sandboxPost(ctx, terminalID, "next-outcome", "/sandbox/v1/terminals/{terminalId}/next-outcome", map[string]int{"statusId": statusID}, opts)
+func (c *Client) SandboxNextOutcome(ctx context.Context, terminalID string, statusID instore.TransactionStatus, opts ...CallOption) (*SandboxDevice, error) {
+	return c.sandboxPost(ctx, terminalID, "next-outcome", "/sandbox/v1/terminals/{terminalId}/next-outcome", map[string]int{"statusId": int(statusID)}, opts)
 }
 
 // SandboxOffline takes the virtual terminal off the gateway until
@@ -70,8 +72,8 @@ func (c *Client) SandboxOnline(ctx context.Context, terminalID string, opts ...C
 
 // SandboxNextPrint makes the next print job on the virtual terminal end
 // with printStatusID (0-6, e.g. 2 OUT_OF_PAPER).
-func (c *Client) SandboxNextPrint(ctx context.Context, terminalID string, printStatusID int, opts ...CallOption) (*SandboxDevice, error) {
-	return c.sandboxPost(ctx, terminalID, "printer", "/sandbox/v1/terminals/{terminalId}/printer", map[string]int{"statusId": printStatusID}, opts)
+func (c *Client) SandboxNextPrint(ctx context.Context, terminalID string, printStatusID instore.PrintStatus, opts ...CallOption) (*SandboxDevice, error) {
+	return c.sandboxPost(ctx, terminalID, "printer", "/sandbox/v1/terminals/{terminalId}/printer", map[string]int{"statusId": int(printStatusID)}, opts)
 }
 
 // SandboxNextInstall makes the next software update the virtual terminal

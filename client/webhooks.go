@@ -39,14 +39,14 @@ type Webhook struct {
 	URL       string `json:"url"`
 	// EventTypes are the types delivered (instore.EventTransactionFinal...);
 	// empty: every type.
-	EventTypes  []string `json:"eventTypes"`
-	Description string   `json:"description"`
+	EventTypes  []instore.EventType `json:"eventTypes"`
+	Description string              `json:"description"`
 	// Status is WebhookEnabled or WebhookDisabled: by the merchant
 	// (UpdateWebhook), or by the service after 5 days of failed
 	// deliveries, with DisabledReason saying why.
-	Status         string    `json:"status"`
-	DisabledReason string    `json:"disabledReason"`
-	CreatedAt      time.Time `json:"createdAt"`
+	Status         instore.WebhookStatus `json:"status"`
+	DisabledReason string                `json:"disabledReason"`
+	CreatedAt      time.Time             `json:"createdAt"`
 	// Secret is the signing secret, whsec_ and base64: the HMAC key is
 	// the base64-decoded part after whsec_.
 	Secret string `json:"secret,omitempty"`
@@ -78,7 +78,7 @@ type WebhookParams struct {
 	// unless its operator allows them (the sandbox and the demo do).
 	URL string `json:"url"`
 	// EventTypes are the event types to deliver; none: every type.
-	EventTypes []string `json:"eventTypes,omitempty"`
+	EventTypes []instore.EventType `json:"eventTypes,omitempty"`
 	// Description is free text, at most 200 characters.
 	Description string `json:"description,omitempty"`
 }
@@ -87,14 +87,14 @@ type WebhookParams struct {
 // nil (or "") members are left as they are.
 type WebhookUpdate struct {
 	URL *string `json:"url,omitempty"`
-	// EventTypes replaces the types delivered; &[]string{} means every
+	// EventTypes replaces the types delivered; &[]instore.EventType{} means every
 	// type.
-	EventTypes  *[]string `json:"eventTypes,omitempty"`
-	Description *string   `json:"description,omitempty"`
+	EventTypes  *[]instore.EventType `json:"eventTypes,omitempty"`
+	Description *string              `json:"description,omitempty"`
 	// Status is WebhookEnabled or WebhookDisabled. Enabling an endpoint
 	// the service disabled clears DisabledReason, and what it is owed is
 	// sent again, in order.
-	Status string `json:"status,omitempty"`
+	Status instore.WebhookStatus `json:"status,omitempty"`
 }
 
 // String returns a pointer to v, for optional members such as
@@ -106,11 +106,11 @@ func String(v string) *string { return &v }
 type WebhookDelivery struct {
 	DeliveryID string `json:"deliveryId"`
 	// EventID is the event's id, also the delivery's webhook-id header.
-	EventID   string `json:"eventId"`
-	EventType string `json:"eventType"`
+	EventID   string            `json:"eventId"`
+	EventType instore.EventType `json:"eventType"`
 	// Status is DeliveryPending, DeliverySucceeded or DeliveryFailed
 	// (every retry failed: given up).
-	Status string `json:"status"`
+	Status instore.DeliveryState `json:"status"`
 	// NextAttemptAt is when a pending delivery is tried next; nil
 	// otherwise.
 	NextAttemptAt *time.Time `json:"nextAttemptAt"`

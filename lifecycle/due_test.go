@@ -12,7 +12,7 @@ func testRules() lifecycle.Rules {
 	md := instore.DefaultMetadata()
 	return lifecycle.Rules{AckTimeout: 10 * time.Second, Deadline: 2 * time.Minute,
 		ErrorID: func(code string) *int { c, _ := md.ErrorCode(code); return &c.ID },
-		Status:  func(id int) string { c, _ := md.TransactionStatus(id); return c.Code }}
+		Status:  func(id instore.TransactionStatus) string { c, _ := md.TransactionStatus(id); return c.Code }}
 }
 
 // TestCreate: a new transaction is PENDING and SENT, with its CREATED
@@ -21,7 +21,7 @@ func testRules() lifecycle.Rules {
 func TestCreate(t *testing.T) {
 	r := testRules()
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	for _, typ := range []string{instore.TypePurchase, instore.TypeRefund, instore.TypeReversal} {
+	for _, typ := range []instore.TransactionType{instore.TypePurchase, instore.TypeRefund, instore.TypeReversal} {
 		req := instore.Transaction{ID: "txn_1", Type: typ, Amount: 100, Currency: "SEK", CreatedAt: t0, StatusID: instore.StatusApproved, Version: 9}
 		got, st := lifecycle.Create(req, r)
 		if got.StatusID != instore.StatusPending || got.Progress != instore.ProgressSent || got.Version != 0 ||
@@ -64,7 +64,7 @@ func TestDue(t *testing.T) {
 		name string
 		t    instore.Transaction
 		at   time.Time
-		kind string
+		kind instore.TimelineKind
 	}{
 		{"sent, not acknowledged", pending, t0.Add(r.AckTimeout), instore.EventAckTimeout},
 		{"acknowledged", ackedTx, deadline, instore.EventDeadline},
@@ -85,10 +85,10 @@ func TestDue(t *testing.T) {
 // TestPairs: only an approved result of a REVERSAL takes its original
 // along (NextReversalPair); every other (type, event) goes to Next.
 func TestPairs(t *testing.T) {
-	result := func(status int) *instore.TerminalResult {
+	result := func(status instore.TransactionStatus) *instore.TerminalResult {
 		return &instore.TerminalResult{MessageID: "m", StatusID: status}
 	}
-	for _, typ := range []string{instore.TypePurchase, instore.TypeRefund, instore.TypeReversal} {
+	for _, typ := range []instore.TransactionType{instore.TypePurchase, instore.TypeRefund, instore.TypeReversal} {
 		for _, tc := range []struct {
 			name string
 			e    lifecycle.Event

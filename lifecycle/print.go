@@ -60,7 +60,7 @@ type PrintEvent struct {
 	Busy bool
 	// Status: (PrintReported) the printStatuses id the terminal reported,
 	// checked against the list by the caller.
-	Status int
+	Status instore.PrintStatus
 }
 
 // PrintStep is what one event does to a print job.
@@ -85,7 +85,7 @@ func PrintDue(j *instore.PrintJob, timeout time.Duration) time.Time { return j.C
 // returns its next state and what the change owes.
 func NextPrint(from PrintState, j instore.PrintJob, e PrintEvent) (instore.PrintJob, PrintStep) {
 	var st PrintStep
-	end := func(status int) (instore.PrintJob, PrintStep) {
+	end := func(status instore.PrintStatus) (instore.PrintJob, PrintStep) {
 		j.StatusID, j.CompletedAt = &status, &e.At
 		st.Changed, st.Ended = true, true
 		return j, st

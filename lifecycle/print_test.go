@@ -30,17 +30,17 @@ func TestNextPrintEveryStateAndEvent(t *testing.T) {
 		"unknown":               {Kind: "BOGUS", At: now},
 	}
 	type want struct {
-		status  int // the final status after; -1 none
+		status  instore.PrintStatus // the final status after; -1 none
 		at      time.Time
 		changed bool
 		send    bool
 		refused bool
 	}
-	none := -1
+	none := instore.PrintStatus(-1)
 	refused := want{status: none, refused: true}
 	refusedEnded := want{status: success, at: t0, refused: true}
 	stands := want{status: success, at: t0}
-	end := func(status int) want { return want{status: status, at: now, changed: true} }
+	end := func(status instore.PrintStatus) want { return want{status: status, at: now, changed: true} }
 	table := map[lifecycle.PrintState]map[string]want{
 		lifecycle.PrintNew: {
 			"requested idle": {status: none, changed: true, send: true}, "requested busy": {status: instore.PrintBusy, at: t0, changed: true},

@@ -41,7 +41,7 @@ import (
 // EventConfirmDeadline is the event of the timer at an unconfirmed sale's
 // confirmation deadline; it is not a timeline kind (its change is
 // instore.EventAutoReversed).
-const EventConfirmDeadline = "CONFIRM_DEADLINE"
+const EventConfirmDeadline instore.TimelineKind = "CONFIRM_DEADLINE"
 
 // Event is something that happens to a transaction.
 type Event struct {
@@ -49,11 +49,11 @@ type Event struct {
 	// instore.EventProgress, instore.EventResult, instore.EventCancelRequested, instore.EventAckTimeout,
 	// instore.EventDeadline, instore.EventSendFailed, instore.EventConfirmed (the ECR's confirm);
 	// or EventConfirmDeadline (the confirmation window's timer).
-	Kind string
+	Kind instore.TimelineKind
 	// At is when it happened (the service's clock).
 	At time.Time
 	// Stage is the stage of an instore.EventProgress.
-	Stage string
+	Stage instore.Progress
 	// Result is the terminal's report of an instore.EventResult.
 	Result *instore.TerminalResult
 }
@@ -69,7 +69,7 @@ type Rules struct {
 	// ErrorID returns the errorCodes id of a WP code.
 	ErrorID func(code string) *int
 	// Status returns the transactionStatuses code of a status id.
-	Status func(id int) string
+	Status func(id instore.TransactionStatus) string
 }
 
 // Step is what one event does to a transaction.
@@ -99,7 +99,7 @@ type Step struct {
 	Arm *time.Time
 	// ArmKind is the event the timer at Arm fires: instore.EventDeadline, or
 	// EventConfirmDeadline (armed on a final, APPROVED sale).
-	ArmKind string
+	ArmKind instore.TimelineKind
 	// EndCancels: the terminal has a final outcome for the transaction,
 	// so the cancels it is owed are moot.
 	EndCancels bool
@@ -128,7 +128,7 @@ func Create(t instore.Transaction, r Rules) (instore.Transaction, Step) {
 // APPROVED sale awaiting confirmation, its confirmation deadline
 // (EventConfirmDeadline). The Service arms it after a creation and at
 // start (Recover), and the sweep applies the event of every one past due.
-func Due(t instore.Transaction, r Rules) (at time.Time, kind string, ok bool) {
+func Due(t instore.Transaction, r Rules) (at time.Time, kind instore.TimelineKind, ok bool) {
 	switch {
 	case t.Unconfirmed():
 		return *t.ConfirmDeadline, EventConfirmDeadline, true
@@ -152,7 +152,7 @@ func Pairs(t instore.Transaction, e Event) bool {
 }
 
 // StageRank orders the progress stages; 0 is no terminal stage.
-func StageRank(p string) int { return slices.Index(instore.TerminalStages, p) + 1 }
+func StageRank(p instore.Progress) int { return slices.Index(instore.TerminalStages, p) + 1 }
 
 // Next applies e to t under r. t is a copy the caller owns; the new state
 // is returned as a value and t is not changed.
@@ -288,7 +288,7 @@ func fail(t *instore.Transaction, r Rules, code string, at time.Time) {
 }
 
 // actors of the event kinds.
-var actors = map[string]string{
+var actors = map[instore.TimelineKind]instore.Actor{
 	instore.EventCreated: instore.ActorECR, instore.EventSendFailed: instore.ActorTerminal, instore.EventAcknowledged: instore.ActorTerminal,
 	instore.EventProgress: instore.ActorTerminal, instore.EventResult: instore.ActorTerminal, instore.EventCancelRequested: instore.ActorECR,
 	instore.EventAckTimeout: instore.ActorTimer, instore.EventDeadline: instore.ActorTimer, instore.EventLateApproval: instore.ActorTerminal,
@@ -298,13 +298,13 @@ var actors = map[string]string{
 
 // changed completes st for the change from before to t: its timeline
 // event (of kind, with detail) and whether it ended the transaction.
-func changed(before, t instore.Transaction, e Event, r Rules, st Step, kind string) (instore.Transaction, Step) {
+func changed(before, t instore.Transaction, e Event, r Rules, st Step, kind instore.TimelineKind) (instore.Transaction, Step) {
 	st.Changed = true
 	st.Ended = !before.Final() && t.Final()
 	detail := ""
 	switch kind {
 	case instore.EventProgress:
-		detail = t.Progress
+		detail = string(t.Progress)
 	case instore.EventAckTimeout, instore.EventDeadline, instore.EventSendFailed:
 		if st.Cancel != "" {
 			detail = "cancel " + st.Cancel + " owed to the terminal"

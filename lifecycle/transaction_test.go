@@ -31,7 +31,7 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 			}
 			return &c.ID
 		},
-		Status: func(id int) string { c, _ := md.TransactionStatus(id); return c.Code },
+		Status: func(id instore.TransactionStatus) string { c, _ := md.TransactionStatus(id); return c.Code },
 	}
 	id := func(code string) *int { return rules.ErrorID(code) }
 	acked := t0.Add(time.Second)
@@ -76,7 +76,7 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 		},
 	}
 	statesFn = states
-	result := func(msg string, status int) *instore.TerminalResult {
+	result := func(msg string, status instore.TransactionStatus) *instore.TerminalResult {
 		return &instore.TerminalResult{MessageID: msg, Ref: "txn_1", StatusID: status,
 			Result: instore.Result{Receipt: instore.Receipt{Customer: receipt}}}
 	}
@@ -103,10 +103,10 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 	// owed; "refused" the event is refused; otherwise the fields of a
 	// change, written as a string for a compact table.
 	type want struct {
-		kind     string // timeline event kind ("" unchanged)
-		status   int
-		code     string // the error code after ("" none)
-		progress string // "": as before
+		kind     instore.TimelineKind // timeline event kind ("" unchanged)
+		status   instore.TransactionStatus
+		code     string           // the error code after ("" none)
+		progress instore.Progress // "": as before
 		cancel   string
 		reverse  bool
 		print    bool
@@ -123,14 +123,14 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 	expire := func(code, cancel string) want {
 		return want{kind: kindOf(code), status: techErr, code: code, progress: instore.ProgressFinal, cancel: cancel, ended: true}
 	}
-	final := func(status int, code string, print, endMoot bool) want {
+	final := func(status instore.TransactionStatus, code string, print, endMoot bool) want {
 		return want{kind: instore.EventResult, status: status, code: code, progress: instore.ProgressFinal, print: print, endMoot: endMoot, ended: true}
 	}
 	lateApproval := want{kind: instore.EventLateApproval, status: instore.StatusReversed, code: "WP25", progress: instore.ProgressFinal, reverse: true, endMoot: true}
 	lateResult := func(code string) want {
 		return want{kind: instore.EventLateResult, status: techErr, code: code, progress: instore.ProgressFinal, endMoot: true}
 	}
-	progress := func(p string) want { return want{kind: instore.EventProgress, status: pending, progress: p} }
+	progress := func(p instore.Progress) want { return want{kind: instore.EventProgress, status: pending, progress: p} }
 	// A transaction awaiting its result: "sent" and "cancel requested"
 	// change a few of the acknowledged one's outcomes.
 	awaiting := func(endMoot bool, changes map[string]want) map[string]want {
@@ -232,7 +232,7 @@ var statesFn map[string]func() instore.Transaction
 
 func states0(name string) instore.Transaction { return statesFn[name]() }
 
-func kindOf(code string) string {
+func kindOf(code string) instore.TimelineKind {
 	switch code {
 	case "WP25":
 		return instore.EventAckTimeout
@@ -315,9 +315,9 @@ func TestNextConfirmation(t *testing.T) {
 
 	before, at, after := deadline.Add(-time.Millisecond), deadline, deadline.Add(time.Second)
 	type want struct {
-		kind    string // the timeline event ("" unchanged, "refused")
-		status  int
-		state   string
+		kind    instore.TimelineKind // the timeline event ("" unchanged, "refused")
+		status  instore.TransactionStatus
+		state   instore.ConfirmState
 		reverse bool
 		rearm   bool
 		problem string // the refusal's detail, in part

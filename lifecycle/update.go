@@ -43,11 +43,11 @@ type UpdateState string
 
 // Update states.
 const (
-	UpdateNew         UpdateState = "NEW"                     // not stored yet
-	UpdateScheduled   UpdateState = instore.UpdateScheduled   // SCHEDULED, not handed to the device (DeliveredAt nil)
-	UpdateDelivered   UpdateState = "DELIVERED"               // SCHEDULED, handed to the device's session (DeliveredAt set), no report yet
-	UpdateDownloading UpdateState = instore.UpdateDownloading // the device reported DOWNLOADING
-	UpdateEnded       UpdateState = "ENDED"                   // INSTALLED or FAILED
+	UpdateNew         UpdateState = "NEW"                                  // not stored yet
+	UpdateScheduled   UpdateState = UpdateState(instore.UpdateScheduled)   // SCHEDULED, not handed to the device (DeliveredAt nil)
+	UpdateDelivered   UpdateState = "DELIVERED"                            // SCHEDULED, handed to the device's session (DeliveredAt set), no report yet
+	UpdateDownloading UpdateState = UpdateState(instore.UpdateDownloading) // the device reported DOWNLOADING
+	UpdateEnded       UpdateState = "ENDED"                                // INSTALLED or FAILED
 )
 
 // UpdateStateOf is the state of the update u (nil: an update not stored
@@ -86,7 +86,7 @@ type UpdateEvent struct {
 	At time.Time
 	// Status, SoftwareVersion, Reason: (REPORTED) what the device reported.
 	// SoftwareVersion is also (HELLO) the version the device runs.
-	Status          string
+	Status          instore.UpdateStatus
 	SoftwareVersion string
 	Reason          string
 	// PackageVersion: (HELLO) the version of the update's package.
@@ -104,7 +104,7 @@ type UpdateStep struct {
 	// on the stored status being one of From; a conflict means it moved on
 	// and is not an error).
 	Changed bool
-	From    []string
+	From    []instore.UpdateStatus
 	// Ended: the update is INSTALLED or FAILED with this change.
 	Ended bool
 	// DeviceVersion: the device reported running this version: record it
@@ -149,7 +149,7 @@ const NoReason = "the terminal gave no reason"
 func NextUpdate(from UpdateState, u instore.Update, e UpdateEvent) (instore.Update, UpdateStep) {
 	var st UpdateStep
 	device := "" // an INSTALLED report's version
-	end := func(status string, froms ...string) (instore.Update, UpdateStep) {
+	end := func(status instore.UpdateStatus, froms ...instore.UpdateStatus) (instore.Update, UpdateStep) {
 		u.Status, u.UpdatedAt = status, e.At
 		st.Changed, st.Ended, st.From, st.DeviceVersion = true, true, froms, device
 		return u, st
@@ -189,7 +189,7 @@ func NextUpdate(from UpdateState, u instore.Update, e UpdateEvent) (instore.Upda
 			// Reported already.
 		case e.Status == instore.UpdateDownloading:
 			u.Status, u.UpdatedAt = instore.UpdateDownloading, e.At
-			st.Changed, st.From = true, []string{instore.UpdateScheduled}
+			st.Changed, st.From = true, []instore.UpdateStatus{instore.UpdateScheduled}
 		case e.Status == instore.UpdateInstalled:
 			u.SoftwareVersion = e.SoftwareVersion
 			return end(instore.UpdateInstalled, instore.UpdateScheduled, instore.UpdateDownloading)

@@ -39,7 +39,7 @@ func TestNextUpdateEveryStateAndEvent(t *testing.T) {
 	hello := func(version string, helloAt time.Time) lifecycle.UpdateEvent {
 		return lifecycle.UpdateEvent{Kind: lifecycle.UpdateHello, At: at(2 * time.Hour), SoftwareVersion: version, PackageVersion: "2.0.0", HelloAt: helloAt}
 	}
-	report := func(status, version, reason string) lifecycle.UpdateEvent {
+	report := func(status instore.UpdateStatus, version, reason string) lifecycle.UpdateEvent {
 		return lifecycle.UpdateEvent{Kind: lifecycle.UpdateReported, At: at(2 * time.Hour), Status: status, SoftwareVersion: version, Reason: reason}
 	}
 	events := map[string]lifecycle.UpdateEvent{
@@ -62,12 +62,12 @@ func TestNextUpdateEveryStateAndEvent(t *testing.T) {
 	}
 
 	type want struct {
-		status    string // the status after
-		version   string // its SoftwareVersion after
-		reason    string // its Reason after
-		delivered bool   // DeliveredAt set after
+		status    instore.UpdateStatus // the status after
+		version   string               // its SoftwareVersion after
+		reason    string               // its Reason after
+		delivered bool                 // DeliveredAt set after
 		changed   bool
-		from      []string
+		from      []instore.UpdateStatus
 		device    string // DeviceVersion
 		arm       bool   // a timer at notBefore
 		try       bool   // TryDeliver
@@ -76,7 +76,7 @@ func TestNextUpdateEveryStateAndEvent(t *testing.T) {
 		resend    bool
 		refused   bool
 	}
-	sd := []string{instore.UpdateScheduled, instore.UpdateDownloading}
+	sd := []instore.UpdateStatus{instore.UpdateScheduled, instore.UpdateDownloading}
 	// Outcomes shared by several states; each state's row sets what the
 	// update is before.
 	refused := func(u instore.Update) want {
@@ -106,7 +106,7 @@ func TestNextUpdateEveryStateAndEvent(t *testing.T) {
 			"deliver before notBefore":     with(same(scheduled), func(w *want) { w.arm = true }),
 			"deliver due":                  with(same(scheduled), func(w *want) { w.send, w.delivered = true, true }),
 			"send failed":                  same(scheduled),
-			"reported downloading":         {status: instore.UpdateDownloading, changed: true, from: []string{instore.UpdateScheduled}},
+			"reported downloading":         {status: instore.UpdateDownloading, changed: true, from: []instore.UpdateStatus{instore.UpdateScheduled}},
 			"hello on the package version": with(same(scheduled), func(w *want) { w.try = true }),
 			"hello on another version":     with(same(scheduled), func(w *want) { w.try = true }),
 			"hello, sent on this session":  with(same(scheduled), func(w *want) { w.try = true }),
@@ -117,7 +117,7 @@ func TestNextUpdateEveryStateAndEvent(t *testing.T) {
 			"deliver before notBefore":     with(same(delivered), func(w *want) { w.arm = true }),
 			"deliver due":                  with(same(delivered), func(w *want) { w.send = true }),
 			"send failed":                  {status: instore.UpdateScheduled, clear: true},
-			"reported downloading":         {status: instore.UpdateDownloading, delivered: true, changed: true, from: []string{instore.UpdateScheduled}},
+			"reported downloading":         {status: instore.UpdateDownloading, delivered: true, changed: true, from: []instore.UpdateStatus{instore.UpdateScheduled}},
 			"hello on the package version": {status: instore.UpdateInstalled, version: "2.0.0", delivered: true, changed: true, from: sd},
 			"hello on another version":     {status: instore.UpdateScheduled, clear: true, try: true},
 			"hello, sent on this session":  same(delivered),
@@ -134,7 +134,7 @@ func TestNextUpdateEveryStateAndEvent(t *testing.T) {
 			"hello, sent on this session":  with(same(downloading), func(w *want) { w.resend = true }),
 			"swept within the time-out":    same(downloading),
 			"swept past the time-out": {status: instore.UpdateFailed, reason: lifecycle.InstallTimeoutReason(timeout), delivered: true,
-				changed: true, from: []string{instore.UpdateDownloading}},
+				changed: true, from: []instore.UpdateStatus{instore.UpdateDownloading}},
 		},
 		lifecycle.UpdateEnded: {
 			"reported installed": with(same(installed), func(w *want) { w.device = "2.0.0" }),

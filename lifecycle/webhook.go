@@ -29,13 +29,13 @@ import (
 // failing time and disabling, by compare-and-set.
 
 // DeliveryState is a delivery's status.
-type DeliveryState string
+type DeliveryState = instore.DeliveryState
 
 // Delivery states: the delivery statuses of the contract.
 const (
-	DeliveryPending   DeliveryState = instore.DeliveryPending
-	DeliverySucceeded DeliveryState = instore.DeliverySucceeded
-	DeliveryFailed    DeliveryState = instore.DeliveryFailed
+	DeliveryPending   = instore.DeliveryPending
+	DeliverySucceeded = instore.DeliverySucceeded
+	DeliveryFailed    = instore.DeliveryFailed
 )
 
 // DeliveryEventKind is what happens to a delivery.

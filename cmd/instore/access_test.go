@@ -26,8 +26,8 @@ type demoInfo struct {
 	Online          bool    `json:"online"`
 	SoftwareVersion *string `json:"softwareVersion"`
 	LastUpdate      *struct {
-		UpdateID string `json:"updateId"`
-		Status   string `json:"status"`
+		UpdateID string               `json:"updateId"`
+		Status   instore.UpdateStatus `json:"status"`
 	} `json:"lastUpdate"`
 }
 

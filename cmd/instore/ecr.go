@@ -437,9 +437,9 @@ func whenFlag(name, v string, now time.Time) (time.Time, error) {
 	return time.Time{}, usageError{fmt.Errorf("%s: %q is neither an RFC 3339 time nor a duration such as 2h", name, v)}
 }
 
-func transactionStatus(ctx context.Context, c *client.Client, v string) (int, error) {
+func transactionStatus(ctx context.Context, c *client.Client, v string) (instore.TransactionStatus, error) {
 	if id, err := strconv.Atoi(v); err == nil {
-		return id, nil
+		return instore.TransactionStatus(id), nil
 	}
 	m, err := c.Metadata(ctx)
 	if err != nil {
@@ -447,7 +447,7 @@ func transactionStatus(ctx context.Context, c *client.Client, v string) (int, er
 	}
 	for _, s := range m.TransactionStatuses {
 		if strings.EqualFold(s.Code, v) {
-			return s.ID, nil
+			return instore.TransactionStatus(s.ID), nil
 		}
 	}
 	return 0, usageError{fmt.Errorf("--status: %q is not a code or id of the transactionStatuses list", v)}

@@ -54,7 +54,7 @@ func confirmationRow(tx *client.Transaction) string {
 	if cf == nil {
 		return ""
 	}
-	s := cf.State
+	s := string(cf.State)
 	switch {
 	case cf.State == instore.ConfirmConfirmed && cf.ConfirmedAt != nil:
 		s += " at " + cf.ConfirmedAt.UTC().Format(time.RFC3339)

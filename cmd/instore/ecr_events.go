@@ -26,7 +26,7 @@ func (e *eventFlags) query() (client.EventQuery, error) {
 	for _, t := range e.types {
 		for _, s := range strings.Split(t, ",") {
 			if s = strings.TrimSpace(s); s != "" {
-				q.Types = append(q.Types, s)
+				q.Types = append(q.Types, instore.EventType(s))
 			}
 		}
 	}
@@ -43,14 +43,14 @@ func (e *eventFlags) query() (client.EventQuery, error) {
 
 // checkEventTypes refuses a type the service does not know, before a
 // request: a usage error, not a 400.
-func checkEventTypes(flag string, types []string) error {
+func checkEventTypes(flag string, types []instore.EventType) error {
 	for _, t := range types {
 		known := false
 		for _, k := range instore.EventTypes {
 			known = known || k == t
 		}
 		if !known {
-			return usageError{fmt.Errorf("%s: %q is not an event type: %s", flag, t, strings.Join(instore.EventTypes, ", "))}
+			return usageError{fmt.Errorf("%s: %q is not an event type: %s", flag, t, instore.EventTypeList())}
 		}
 	}
 	return nil
@@ -153,7 +153,7 @@ it is interrupted (Ctrl-C) or --timeout, when given, passes.`,
 	}
 	fs := cmd.Flags()
 	fs.BoolVarP(&follow, "follow", "f", false, "receive the events as they happen, until interrupted")
-	fs.StringSliceVar(&ef.types, "types", nil, "only these event types, comma-separated ("+strings.Join(instore.EventTypes, ", ")+")")
+	fs.StringSliceVar(&ef.types, "types", nil, "only these event types, comma-separated ("+instore.EventTypeList()+")")
 	fs.StringVar(&ef.terminal, "terminal", "", "only the events of this terminal ID")
 	fs.StringVar(&ef.after, "after", "", "only the events after this event id (a cursor)")
 	fs.IntVar(&limit, "limit", 0, "page size, 1-500 (default 100); without --follow")
@@ -174,7 +174,7 @@ func printEvent(w io.Writer, ev client.Event, asJSON bool) error {
 // print job.
 func eventSubject(ev client.Event) string {
 	switch {
-	case strings.HasPrefix(ev.Type, "transaction."):
+	case strings.HasPrefix(string(ev.Type), "transaction."):
 		tx, err := ev.Transaction()
 		if err != nil {
 			return "(" + err.Error() + ")"
@@ -188,7 +188,7 @@ func eventSubject(ev client.Event) string {
 			s += " (" + stageLabel(tx.Progress) + ")"
 		}
 		return s
-	case strings.HasPrefix(ev.Type, "terminal."):
+	case strings.HasPrefix(string(ev.Type), "terminal."):
 		t, err := ev.Terminal()
 		if err != nil {
 			return "(" + err.Error() + ")"
@@ -202,7 +202,7 @@ func eventSubject(ev client.Event) string {
 			linked = "linked"
 		}
 		return fmt.Sprintf("terminal %s  %s, %s", t.TerminalID, linked, online)
-	case strings.HasPrefix(ev.Type, "print."):
+	case strings.HasPrefix(string(ev.Type), "print."):
 		j, err := ev.PrintJob()
 		if err != nil {
 			return "(" + err.Error() + ")"

@@ -20,8 +20,8 @@ import (
 
 // eventLine is the part of an event JSON line the tests read.
 type eventLine struct {
-	ID   string `json:"id"`
-	Type string `json:"type"`
+	ID   string            `json:"id"`
+	Type instore.EventType `json:"type"`
 	Data struct {
 		OnlineAPIRefID string `json:"onlineAPIRefId"`
 		Status         string `json:"status"`
@@ -45,8 +45,8 @@ func eventLines(t *testing.T, out string) []eventLine {
 }
 
 // typesOf returns the types of the events of transaction ref.
-func typesOf(evs []eventLine, ref string) []string {
-	var types []string
+func typesOf(evs []eventLine, ref string) []instore.EventType {
+	var types []instore.EventType
 	for _, ev := range evs {
 		if ev.Data.OnlineAPIRefID == ref {
 			types = append(types, ev.Type)
@@ -55,7 +55,7 @@ func typesOf(evs []eventLine, ref string) []string {
 	return types
 }
 
-func checkPurchaseTypes(t *testing.T, what, ref string, types []string) {
+func checkPurchaseTypes(t *testing.T, what, ref string, types []instore.EventType) {
 	t.Helper()
 	if len(types) < 3 || types[0] != instore.EventTransactionCreated || types[1] != instore.EventTransactionAcknowledged ||
 		types[len(types)-1] != instore.EventTransactionFinal {
@@ -219,7 +219,7 @@ func TestEcrWebhookListen(t *testing.T) {
 	}
 	ws, err := c.Webhooks(ctx)
 	must(t, err)
-	if len(ws) != 1 || ws[0].WebhookID != id || ws[0].URL != url || strings.Join(ws[0].EventTypes, ",") != "transaction.created,transaction.final" {
+	if len(ws) != 1 || ws[0].WebhookID != id || ws[0].URL != url || instore.JoinEventTypes(ws[0].EventTypes, ",") != "transaction.created,transaction.final" {
 		t.Fatalf("endpoints while listening = %v, want %s for %s", ws, id, url)
 	}
 
@@ -258,9 +258,9 @@ func TestEcrWebhookListen(t *testing.T) {
 	}
 	var page struct {
 		Deliveries []struct {
-			DeliveryID string `json:"deliveryId"`
-			EventType  string `json:"eventType"`
-			Status     string `json:"status"`
+			DeliveryID string                `json:"deliveryId"`
+			EventType  instore.EventType     `json:"eventType"`
+			Status     instore.DeliveryState `json:"status"`
 		} `json:"deliveries"`
 		NextCursor *string `json:"nextCursor"`
 	}

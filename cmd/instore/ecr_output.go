@@ -18,7 +18,7 @@ import (
 )
 
 // stageLabels say what a transaction's progress means to a cashier.
-var stageLabels = map[string]string{
+var stageLabels = map[instore.Progress]string{
 	instore.ProgressSent:           "sent to the terminal",
 	instore.ProgressAcknowledged:   "acknowledged by the terminal",
 	instore.ProgressWaitingForCard: "waiting for the card",
@@ -26,11 +26,11 @@ var stageLabels = map[string]string{
 	instore.ProgressAuthorizing:    "authorizing",
 }
 
-func stageLabel(p string) string {
+func stageLabel(p instore.Progress) string {
 	if l, ok := stageLabels[p]; ok {
 		return l
 	}
-	return strings.ToLower(p)
+	return strings.ToLower(string(p))
 }
 
 // isTerminal reports whether w is a terminal (and not a pipe or file).
@@ -72,7 +72,7 @@ type output struct {
 
 	mu          sync.Mutex
 	lastVersion int64
-	lastStage   string
+	lastStage   instore.Progress
 	headed      bool
 	label       string
 	stop, done  chan struct{}

@@ -68,16 +68,16 @@ func waitDemoTerminals(t *testing.T, info demo.Info) {
 
 // txLine is the part of a transaction JSON line the tests read.
 type txLine struct {
-	OnlineAPIRefID string `json:"onlineAPIRefId"`
-	Type           string `json:"type"`
-	TerminalID     string `json:"terminalId"`
-	Amount         int64  `json:"amount"`
-	CashbackAmount int64  `json:"cashbackAmount"`
-	Currency       string `json:"currency"`
-	Status         string `json:"status"`
-	StatusID       int    `json:"statusId"`
-	ErrorCode      string `json:"errorCode"`
-	Version        int64  `json:"version"`
+	OnlineAPIRefID string                    `json:"onlineAPIRefId"`
+	Type           instore.TransactionType   `json:"type"`
+	TerminalID     string                    `json:"terminalId"`
+	Amount         int64                     `json:"amount"`
+	CashbackAmount int64                     `json:"cashbackAmount"`
+	Currency       string                    `json:"currency"`
+	Status         string                    `json:"status"`
+	StatusID       instore.TransactionStatus `json:"statusId"`
+	ErrorCode      string                    `json:"errorCode"`
+	Version        int64                     `json:"version"`
 	Result         *struct {
 		PaymentMethod *struct {
 			Code string `json:"code"`

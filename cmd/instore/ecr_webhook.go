@@ -7,13 +7,13 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/client"
 )
 
@@ -322,11 +322,11 @@ func printWebhooks(w io.Writer, ws []*client.Webhook) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "WEBHOOK ID\tSTATUS\tURL\tEVENT TYPES\tDESCRIPTION")
 	for _, wh := range ws {
-		types := strings.Join(wh.EventTypes, ",")
+		types := instore.JoinEventTypes(wh.EventTypes, ",")
 		if types == "" {
 			types = "all"
 		}
-		status := wh.Status
+		status := string(wh.Status)
 		if wh.DisabledReason != "" {
 			status += " (" + wh.DisabledReason + ")"
 		}

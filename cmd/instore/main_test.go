@@ -177,7 +177,7 @@ func purchase(t *testing.T, info demo.Info, terminalID string, amount int64) str
 	return tx.Ref
 }
 
-func waitFinal(t *testing.T, info demo.Info, ref string) int {
+func waitFinal(t *testing.T, info demo.Info, ref string) instore.TransactionStatus {
 	t.Helper()
 	for range 10 {
 		st, b := apiRequest(t, info, "GET", "/in-store/api/v1/transaction/"+ref+"?wait=20", nil)
@@ -185,7 +185,7 @@ func waitFinal(t *testing.T, info demo.Info, ref string) int {
 			t.Fatalf("status = %d %s", st, b)
 		}
 		var tx struct {
-			StatusID int `json:"statusId"`
+			StatusID instore.TransactionStatus `json:"statusId"`
 		}
 		json.Unmarshal(b, &tx)
 		if tx.StatusID != instore.StatusPending {

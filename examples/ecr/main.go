@@ -109,8 +109,8 @@ func pay(ctx context.Context, c *client.Client, stdout io.Writer, p client.Purch
 	fmt.Fprintf(stdout, "Purchase %s of %s %s on terminal %s\n", tx.OnlineAPIRefID, client.FormatAmount(tx.Amount, tx.Currency), tx.Currency, tx.TerminalID)
 	shown := ""
 	show := func(t *client.Transaction) {
-		if msg, ok := stages[t.Progress]; ok && t.Progress != shown && !t.Final() {
-			shown = t.Progress
+		if msg, ok := stages[string(t.Progress)]; ok && string(t.Progress) != shown && !t.Final() {
+			shown = string(t.Progress)
 			fmt.Fprintln(stdout, msg)
 		}
 	}

@@ -222,7 +222,7 @@ func (e events) TerminalResult(ctx context.Context, serial string, r instore.Ter
 	return e.TerminalEvents.TerminalResult(ctx, serial, r)
 }
 
-func (e events) TerminalPrintResult(ctx context.Context, serial, printID string, statusID int) error {
+func (e events) TerminalPrintResult(ctx context.Context, serial, printID string, statusID instore.PrintStatus) error {
 	if err := e.n.current(ctx, serial); err != nil {
 		return err
 	}

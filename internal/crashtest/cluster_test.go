@@ -263,9 +263,9 @@ func (c *cluster) checkTimelines(ctx context.Context) {
 		}
 		var tl struct {
 			Events []struct {
-				Version     int64  `json:"version"`
-				Kind        string `json:"kind"`
-				StatusAfter string `json:"statusAfter"`
+				Version     int64                `json:"version"`
+				Kind        instore.TimelineKind `json:"kind"`
+				StatusAfter string               `json:"statusAfter"`
 			} `json:"events"`
 		}
 		if err := json.Unmarshal(a.body, &tl); err != nil || len(tl.Events) == 0 {

@@ -441,7 +441,7 @@ func (e *crashEnv) work(ctx, phase context.Context, round, i int, rng *mrand.Ran
 // storedTx is a transaction as the store holds it.
 type storedTx struct {
 	id, terminalID string
-	statusID       int
+	statusID       instore.TransactionStatus
 	deadline       time.Time
 }
 
@@ -849,7 +849,7 @@ func (e *crashEnv) unconfirmedKilled(ctx context.Context) {
 	if r := e.raw.reversal(dropped); r != instore.ReversalConfirmTimeout {
 		t.Errorf("%s: reversal reason %q, want %s", label, r, instore.ReversalConfirmTimeout)
 	}
-	state := func(ref string) (status int, confirm string) {
+	state := func(ref string) (status instore.TransactionStatus, confirm instore.ConfirmState) {
 		if err := e.db.QueryRowContext(ctx, e.q(`SELECT status_id, confirm_state FROM transactions WHERE id = ?`), ref).Scan(&status, &confirm); err != nil {
 			t.Fatalf("%s: %s: %v", label, ref, err)
 		}

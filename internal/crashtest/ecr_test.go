@@ -30,9 +30,9 @@ const (
 type answer struct {
 	err      error // no HTTP answer at all
 	status   int
-	ref      string // onlineAPIRefId of a transaction or a problem
-	code     string // a problem's errorCode, or its type's name
-	statusID int    // a transaction's statusId
+	ref      string                    // onlineAPIRefId of a transaction or a problem
+	code     string                    // a problem's errorCode, or its type's name
+	statusID instore.TransactionStatus // a transaction's statusId
 	replayed bool
 	body     []byte
 }
@@ -101,10 +101,10 @@ func (e *ecr) do(ctx context.Context, method, path string, body []byte, idemKey 
 	}
 	a := answer{status: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true", body: b}
 	var v struct {
-		Ref       string `json:"onlineAPIRefId"`
-		StatusID  int    `json:"statusId"`
-		Type      string `json:"type"`
-		ErrorCode string `json:"errorCode"`
+		Ref       string                    `json:"onlineAPIRefId"`
+		StatusID  instore.TransactionStatus `json:"statusId"`
+		Type      string                    `json:"type"`
+		ErrorCode string                    `json:"errorCode"`
 	}
 	json.Unmarshal(b, &v)
 	a.ref, a.statusID, a.code = v.Ref, v.StatusID, v.ErrorCode
@@ -185,7 +185,7 @@ func (e *ecr) purchaseQuiet(ctx context.Context, term int, terminalID string, am
 
 // final long-polls a transaction until it is final; 0 and false when it is
 // still PENDING after keyBudget.
-func (e *ecr) final(ctx context.Context, ref string) (int, bool) {
+func (e *ecr) final(ctx context.Context, ref string) (instore.TransactionStatus, bool) {
 	start := time.Now()
 	for time.Since(start) < keyBudget && ctx.Err() == nil {
 		a := e.do(ctx, "GET", "/in-store/api/v1/transaction/"+ref+"?wait=5", nil, "")

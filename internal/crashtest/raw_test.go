@@ -209,7 +209,7 @@ func (r *rawTerminal) ack(cmd protocol.Envelope) error {
 
 // finish stores the result of ref and sends it; it is resent after every
 // reconnect until confirmed.
-func (r *rawTerminal) finish(ref string, statusID int) {
+func (r *rawTerminal) finish(ref string, statusID instore.TransactionStatus) {
 	res := protocol.Result{StatusID: statusID}
 	if statusID == instore.StatusApproved {
 		res.MaskedPAN, res.AuthorizationCode, res.EntryMode, res.CardBrand = "******0119", "CRASH1", "CHIP", "VISA"

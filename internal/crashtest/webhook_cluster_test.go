@@ -90,11 +90,11 @@ func TestClusterWebhooks(t *testing.T) {
 	if len(before) > 0 {
 		cursor = before[len(before)-1].ID
 	}
-	types := []string{instore.EventTransactionCreated, instore.EventTransactionFinal, instore.EventTerminalOnline, instore.EventTerminalOffline}
+	types := []instore.EventType{instore.EventTransactionCreated, instore.EventTransactionFinal, instore.EventTerminalOnline, instore.EventTerminalOffline}
 	hooks := map[string]string{} // endpoint name -> webhookId
 	for _, ep := range []struct {
 		name  string
-		types []string
+		types []instore.EventType
 	}{{"all", nil}, {"some", types}} {
 		body, _ := json.Marshal(map[string]any{"url": rcv.url + "/hook/" + ep.name, "eventTypes": ep.types, "description": "crash test " + ep.name})
 		a := e.ecr.do(ctx, "POST", "/in-store/api/v1/webhooks", body, "")
@@ -118,7 +118,7 @@ func TestClusterWebhooks(t *testing.T) {
 	phase, stopSales := context.WithCancel(ctx)
 	var sales sync.WaitGroup
 	var salesMu sync.Mutex
-	finals := map[int]int{}
+	finals := map[instore.TransactionStatus]int{}
 	for i := range e.procs {
 		sales.Add(1)
 		go func() {
@@ -357,7 +357,7 @@ type whReceiver struct {
 
 type whEndpoint struct {
 	wh    *standardwebhooks.Webhook
-	types []string // nil: all
+	types []instore.EventType // nil: all
 	// requests counts the requests that verified; failLeft and slowLeft
 	// the 503s and slow answers still to give.
 	requests, failed, slowed int
@@ -442,7 +442,7 @@ func (r *whReceiver) setDown(t *testing.T, down bool) {
 	r.serve(ln)
 }
 
-func (r *whReceiver) add(t *testing.T, name, secret string, types []string) {
+func (r *whReceiver) add(t *testing.T, name, secret string, types []instore.EventType) {
 	wh, err := standardwebhooks.NewWebhook(secret)
 	if err != nil {
 		t.Fatal(err)
@@ -576,7 +576,7 @@ func (r *whReceiver) cutBy(pid int) string {
 }
 
 // wants reports whether the endpoint gets events of type typ.
-func (ep *whEndpoint) wants(typ string) bool {
+func (ep *whEndpoint) wants(typ instore.EventType) bool {
 	return ep.types == nil || slices.Contains(ep.types, typ)
 }
 

@@ -119,7 +119,7 @@ func (r *recorder) Results() []instore.TerminalResult {
 	return append([]instore.TerminalResult(nil), r.results...)
 }
 
-func (r *recorder) TerminalProgress(ctx context.Context, serial, ref, stage string) error {
+func (r *recorder) TerminalProgress(ctx context.Context, serial, ref string, stage instore.Progress) error {
 	r.add("progress %s %s %s", serial, ref, stage)
 	return nil
 }
@@ -136,7 +136,7 @@ func (r *recorder) TerminalResult(ctx context.Context, serial string, res instor
 	return nil
 }
 
-func (r *recorder) TerminalPrintResult(ctx context.Context, serial, printID string, statusID int) error {
+func (r *recorder) TerminalPrintResult(ctx context.Context, serial, printID string, statusID instore.PrintStatus) error {
 	r.add("print-result %s %s %d", serial, printID, statusID)
 	return nil
 }

@@ -273,9 +273,9 @@ type lifeCounts struct {
 }
 
 type txView struct {
-	Ref      string `json:"onlineAPIRefId"`
-	StatusID int    `json:"statusId"`
-	Version  int64  `json:"version"`
+	Ref      string                    `json:"onlineAPIRefId"`
+	StatusID instore.TransactionStatus `json:"statusId"`
+	Version  int64                     `json:"version"`
 }
 
 // statusOp reads the status of a recent purchase (GET /transaction/{ref},

@@ -76,18 +76,18 @@ func NewTransactions(reg prometheus.Registerer) *Transactions {
 	}
 	reg.MustRegister(m.ended, m.ack, m.result, m.lateReversed)
 	// The series an alert divides by exist from the start, at zero.
-	for _, typ := range []string{instore.TypePurchase, instore.TypeRefund, instore.TypeReversal} {
-		m.lateReversed.WithLabelValues(typ)
+	for _, typ := range []instore.TransactionType{instore.TypePurchase, instore.TypeRefund, instore.TypeReversal} {
+		m.lateReversed.WithLabelValues(string(typ))
 		m.observers(typ)
 	}
 	return m
 }
 
-func (m *Transactions) observers(typ string) typeObservers {
+func (m *Transactions) observers(typ instore.TransactionType) typeObservers {
 	if o, ok := m.byType.Load(typ); ok {
 		return o.(typeObservers)
 	}
-	o := typeObservers{ack: m.ack.WithLabelValues(typ), result: m.result.WithLabelValues(typ)}
+	o := typeObservers{ack: m.ack.WithLabelValues(string(typ)), result: m.result.WithLabelValues(string(typ))}
 	m.byType.Store(typ, o)
 	return o
 }
@@ -99,7 +99,7 @@ func (m *Transactions) TransactionEnded(e instore.TransactionEnd) {
 	if code == "" {
 		code = NoCode
 	}
-	m.ended.WithLabelValues(typ, e.Status, code).Inc()
+	m.ended.WithLabelValues(string(typ), e.Status, code).Inc()
 	o := m.observers(typ)
 	if e.Acknowledged {
 		o.ack.Observe(e.AckDuration.Seconds())
@@ -109,7 +109,7 @@ func (m *Transactions) TransactionEnded(e instore.TransactionEnd) {
 
 // LateApprovalReversed counts a late approval reversed.
 func (m *Transactions) LateApprovalReversed(t *instore.Transaction) {
-	m.lateReversed.WithLabelValues(t.Type).Inc()
+	m.lateReversed.WithLabelValues(string(t.Type)).Inc()
 }
 
 // Gateway is what the gateway metrics read, at scrape time.

@@ -36,10 +36,10 @@ func parseEventQuery(r *http.Request) (*eventQuery, error) {
 	var eq eventQuery
 	var errs []instore.FieldError
 	if v := q.Get("types"); v != "" {
-		for _, t := range strings.Split(v, ",") {
-			t = strings.TrimSpace(t)
+		for _, s := range strings.Split(v, ",") {
+			t := instore.EventType(strings.TrimSpace(s))
 			if !slices.Contains(instore.EventTypes, t) {
-				errs = append(errs, instore.FieldError{Field: "types", Message: "must be event types separated by commas: " + strings.Join(instore.EventTypes, ", ")})
+				errs = append(errs, instore.FieldError{Field: "types", Message: "must be event types separated by commas: " + instore.EventTypeList()})
 				break
 			}
 			if !slices.Contains(eq.f.Types, t) {

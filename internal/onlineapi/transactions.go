@@ -147,7 +147,7 @@ func listQuery(r *http.Request) (instore.ListQuery, error) {
 		return &n
 	}
 	q.From, q.To = parseTime("from"), parseTime("to")
-	q.StatusID = parseInt("statusId")
+	q.StatusID = (*instore.TransactionStatus)(parseInt("statusId"))
 	if l := parseInt("limit"); l != nil {
 		q.Limit = *l
 		if *l == 0 {

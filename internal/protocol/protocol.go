@@ -180,26 +180,26 @@ type Print struct {
 // PrintResult is the final print status (an id of the printStatuses list)
 // of the print job Ref.
 type PrintResult struct {
-	StatusID int `json:"statusId"`
+	StatusID instore.PrintStatus `json:"statusId"`
 }
 
 // Progress reports a stage of the transaction Ref.
 type Progress struct {
-	Stage string `json:"stage"`
+	Stage instore.Progress `json:"stage"`
 }
 
 // Result is the final outcome of the transaction Ref. The terminal keeps it
 // and resends it (same message id) after every reconnect until the server
 // confirms it.
 type Result struct {
-	StatusID          int      `json:"statusId"`
-	EntryMode         string   `json:"entryMode,omitempty"`
-	CardBrand         string   `json:"cardBrand,omitempty"`
-	MaskedPAN         string   `json:"maskedPan,omitempty"`
-	AuthorizationCode string   `json:"authorizationCode,omitempty"`
-	PaymentMethodID   *int     `json:"paymentMethodId,omitempty"`
-	CustomerReceipt   []string `json:"customerReceipt,omitempty"`
-	MerchantReceipt   []string `json:"merchantReceipt,omitempty"`
+	StatusID          instore.TransactionStatus `json:"statusId"`
+	EntryMode         string                    `json:"entryMode,omitempty"`
+	CardBrand         string                    `json:"cardBrand,omitempty"`
+	MaskedPAN         string                    `json:"maskedPan,omitempty"`
+	AuthorizationCode string                    `json:"authorizationCode,omitempty"`
+	PaymentMethodID   *int                      `json:"paymentMethodId,omitempty"`
+	CustomerReceipt   []string                  `json:"customerReceipt,omitempty"`
+	MerchantReceipt   []string                  `json:"merchantReceipt,omitempty"`
 }
 
 // Update asks the terminal to install a software package; Ref is the
@@ -226,7 +226,7 @@ const (
 // DOWNLOADING once it starts, then INSTALLED with the version it now runs,
 // or FAILED with a reason.
 type UpdateStatus struct {
-	Status string `json:"status"`
+	Status instore.UpdateStatus `json:"status"`
 	// SoftwareVersion is required with INSTALLED.
 	SoftwareVersion string `json:"softwareVersion,omitempty"`
 	// Reason is required with FAILED: why, in words for an operator.

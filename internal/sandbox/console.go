@@ -104,10 +104,10 @@ func RegisterConsole(cfg ConsoleConfig) *Console {
 // click's answer can arrive after the event of a later change).
 type consoleDevice struct {
 	DeviceJSON
-	Interactive bool   `json:"interactive"`
-	NextOutcome *int   `json:"nextOutcome"`
-	NextPrint   *int   `json:"nextPrint"`
-	Version     uint64 `json:"version"`
+	Interactive bool                       `json:"interactive"`
+	NextOutcome *instore.TransactionStatus `json:"nextOutcome"`
+	NextPrint   *instore.PrintStatus       `json:"nextPrint"`
+	Version     uint64                     `json:"version"`
 }
 
 func (c *Console) device(t *sim.Terminal) *consoleDevice { return deviceOf(t.State()) }
@@ -208,7 +208,7 @@ func sse(w http.ResponseWriter, kind string, v any) error {
 }
 
 // Actions a person can take on a virtual terminal from the console.
-var outcomeActions = map[string]int{
+var outcomeActions = map[string]instore.TransactionStatus{
 	"approve":          instore.StatusApproved,
 	"decline":          instore.StatusTransactionDeclined,
 	"wrong-pin":        instore.StatusWrongPIN,
@@ -216,7 +216,7 @@ var outcomeActions = map[string]int{
 	"cancel":           instore.StatusAbortedByCashier,
 }
 
-var printerActions = map[string]int{
+var printerActions = map[string]instore.PrintStatus{
 	"out-of-paper": instore.PrintOutOfPaper,
 	"low-battery":  instore.PrintLowBattery,
 }

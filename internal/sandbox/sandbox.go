@@ -116,20 +116,20 @@ type statusBody struct {
 // statusFor reads the statusId of a request's body, refused unless from
 // 0 to highest (what names the list it is of), and the virtual terminal of
 // its path's terminal ID.
-func (s *sandbox) statusFor(r *http.Request, p *instore.Principal, highest int, what string) (*sim.Terminal, int, error) {
+func statusFor[S instore.TransactionStatus | instore.PrintStatus](s *sandbox, r *http.Request, p *instore.Principal, highest S, what string) (*sim.Terminal, S, error) {
 	var body statusBody
 	if err := httpapi.DecodeJSON(r, &body); err != nil {
 		return nil, 0, err
 	}
-	if body.StatusID == nil || *body.StatusID < 0 || *body.StatusID > highest {
+	if body.StatusID == nil || *body.StatusID < 0 || S(*body.StatusID) > highest {
 		return nil, 0, httpapi.Validation(instore.FieldError{Field: "/statusId", Message: fmt.Sprintf("must be a %s id from 0 to %d", what, highest)})
 	}
 	vt, err := s.device(r.Context(), p, r.PathValue("terminalId"))
-	return vt, *body.StatusID, err
+	return vt, S(*body.StatusID), err
 }
 
 func (s *sandbox) nextOutcome(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	vt, status, err := s.statusFor(r, p, instore.StatusWrongPIN, "transaction status")
+	vt, status, err := statusFor(s, r, p, instore.StatusWrongPIN, "transaction status")
 	if err != nil {
 		return err
 	}
@@ -140,7 +140,7 @@ func (s *sandbox) nextOutcome(w http.ResponseWriter, r *http.Request, p *instore
 }
 
 func (s *sandbox) printer(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	vt, status, err := s.statusFor(r, p, instore.PrintTimeout, "print status")
+	vt, status, err := statusFor(s, r, p, instore.PrintTimeout, "print status")
 	if err != nil {
 		return err
 	}

@@ -92,7 +92,7 @@ func (e *env) createUpdate(t *testing.T, body map[string]any) instore.UpdateWire
 	return u
 }
 
-func lastStatus(status string) func(instore.TerminalInfoWire) bool {
+func lastStatus(status instore.UpdateStatus) func(instore.TerminalInfoWire) bool {
 	return func(in instore.TerminalInfoWire) bool { return in.LastUpdate != nil && in.LastUpdate.Status == status }
 }
 
@@ -533,8 +533,8 @@ func TestUpdateLifecycle(t *testing.T) {
 
 	// Every status of both updates is an update.status event of the
 	// merchant, with the update as the Access API shows it.
-	statuses := func(evs []instore.EventWire) map[string][]string {
-		out := map[string][]string{}
+	statuses := func(evs []instore.EventWire) map[string][]instore.UpdateStatus {
+		out := map[string][]instore.UpdateStatus{}
 		for _, e := range evs {
 			var v instore.UpdateWire
 			must(t, json.Unmarshal(e.Data, &v))

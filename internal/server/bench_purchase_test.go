@@ -120,8 +120,8 @@ func benchPurchaseLife(b *testing.B, backend string, n int) {
 					return
 				}
 				var tx struct {
-					Ref      string `json:"onlineAPIRefId"`
-					StatusID int    `json:"statusId"`
+					Ref      string                    `json:"onlineAPIRefId"`
+					StatusID instore.TransactionStatus `json:"statusId"`
 				}
 				json.Unmarshal(out, &tx)
 				for tx.StatusID == instore.StatusPending {

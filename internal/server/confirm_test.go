@@ -132,8 +132,9 @@ func TestECRConfirmation(t *testing.T) {
 		}
 		evs := s.waitEvents(t, "&types=transaction.confirmed,transaction.auto_reversed", func(evs []instore.EventWire) bool { return len(evs) == 2 })
 		for i, want := range []struct {
-			typ, ref string
-			version  int64
+			typ     instore.EventType
+			ref     string
+			version int64
 		}{{instore.EventTransactionConfirmed, a.OnlineAPIRefID, ok.Version}, {instore.EventTransactionAutoReversed, b.OnlineAPIRefID, x.Version}} {
 			var v txJSON
 			must(t, json.Unmarshal(evs[i].Data, &v))

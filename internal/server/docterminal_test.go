@@ -297,7 +297,7 @@ func (d *docTerminal) confirm(f map[string]any) {
 
 // result reports the outcome of the transaction ref, from the document's
 // example (its receipts included), and waits for the server's confirm.
-func (d *docTerminal) result(ref string, statusID int) {
+func (d *docTerminal) result(ref string, statusID instore.TransactionStatus) {
 	d.t.Helper()
 	id := d.id()
 	d.send(d.doc.frame(d.t, "result", map[string]any{"id": id, "ref": ref}, map[string]any{"statusId": statusID}))

@@ -29,7 +29,7 @@ func kinds(es []instore.TransactionEvent) []string {
 	var out []string
 	for _, e := range es {
 		if e.Kind != instore.EventProgress {
-			out = append(out, e.Kind+":"+e.Actor+":"+e.StatusAfter)
+			out = append(out, fmt.Sprintf("%s:%s:%s", e.Kind, e.Actor, e.StatusAfter))
 		}
 	}
 	return out
@@ -111,7 +111,7 @@ func TestTimelineOfEachOutcome(t *testing.T) {
 		// an event type is one event carrying the transaction at that
 		// version, in the timeline's order, and there is no other.
 		want := map[string][]string{}
-		integratorType := map[string]string{instore.EventCreated: instore.EventTransactionCreated,
+		integratorType := map[instore.TimelineKind]instore.EventType{instore.EventCreated: instore.EventTransactionCreated,
 			instore.EventAcknowledged: instore.EventTransactionAcknowledged, instore.EventProgress: instore.EventTransactionProgress}
 		refs := []string{approved.OnlineAPIRefID, declined.OnlineAPIRefID, slow.OnlineAPIRefID, p.OnlineAPIRefID, sale.OnlineAPIRefID, rev.OnlineAPIRefID}
 		for _, ref := range refs {

@@ -59,8 +59,8 @@ func (s *sandbox) waitEvents(t *testing.T, query string, cond func([]instore.Eve
 	return evs
 }
 
-func types(evs []instore.EventWire) []string {
-	out := make([]string, len(evs))
+func types(evs []instore.EventWire) []instore.EventType {
+	out := make([]instore.EventType, len(evs))
 	for i, e := range evs {
 		out[i] = e.Type
 	}
@@ -103,7 +103,7 @@ func TestEventsOfAPurchase(t *testing.T) {
 		mine := func(evs []instore.EventWire) []instore.EventWire {
 			var out []instore.EventWire
 			for _, e := range evs {
-				if strings.HasPrefix(e.Type, "transaction.") && refOf(t, e) == sale.OnlineAPIRefID {
+				if strings.HasPrefix(string(e.Type), "transaction.") && refOf(t, e) == sale.OnlineAPIRefID {
 					out = append(out, e)
 				}
 			}
@@ -114,7 +114,7 @@ func TestEventsOfAPurchase(t *testing.T) {
 			return len(m) > 0 && m[len(m)-1].Type == instore.EventTransactionFinal
 		})
 		got := mine(all)
-		want := []string{instore.EventTransactionCreated, instore.EventTransactionAcknowledged}
+		want := []instore.EventType{instore.EventTransactionCreated, instore.EventTransactionAcknowledged}
 		for range len(got) - 3 {
 			want = append(want, instore.EventTransactionProgress)
 		}
@@ -158,7 +158,7 @@ func TestEventsOfAPurchase(t *testing.T) {
 		// The stream: resume after the second event of the purchase, then
 		// live.
 		req, err := http.NewRequestWithContext(t.Context(), "GET", s.online+"/in-store/api/v1/events?types="+
-			strings.Join([]string{instore.EventTransactionCreated, instore.EventTransactionAcknowledged,
+			instore.JoinEventTypes([]instore.EventType{instore.EventTransactionCreated, instore.EventTransactionAcknowledged,
 				instore.EventTransactionProgress, instore.EventTransactionFinal}, ","), nil)
 		must(t, err)
 		for k, v := range s.auth(s.token, s.key) {
@@ -176,14 +176,15 @@ func TestEventsOfAPurchase(t *testing.T) {
 		go func() {
 			defer close(msgs)
 			sc := bufio.NewScanner(resp.Body)
-			var id, typ string
+			var id string
+			var typ instore.EventType
 			for sc.Scan() {
 				line := sc.Text()
 				switch {
 				case strings.HasPrefix(line, "id: "):
 					id = line[4:]
 				case strings.HasPrefix(line, "event: "):
-					typ = line[7:]
+					typ = instore.EventType(line[7:])
 				case strings.HasPrefix(line, "data: "):
 					var e instore.EventWire
 					if json.Unmarshal([]byte(line[6:]), &e) != nil || e.ID != id || e.Type != typ {
@@ -213,7 +214,7 @@ func TestEventsOfAPurchase(t *testing.T) {
 		}
 		sale2 := s.purchase(t, term, 1000).tx(t, 201)
 		s.final(t, sale2.OnlineAPIRefID)
-		var live []string
+		var live []instore.EventType
 		for {
 			e := next()
 			if refOf(t, e) != sale2.OnlineAPIRefID {
@@ -308,7 +309,7 @@ func TestWebhookDeliveries(t *testing.T) {
 		}
 		var wh instore.WebhookWire
 		s.post(t, "/in-store/api/v1/webhooks", map[string]any{"url": rcv.URL + "/hook",
-			"eventTypes": []string{instore.EventTransactionCreated, instore.EventTransactionFinal}, "description": "till 1"}, nil).
+			"eventTypes": []instore.EventType{instore.EventTransactionCreated, instore.EventTransactionFinal}, "description": "till 1"}, nil).
 			decode(t, 201, &wh)
 		if !strings.HasPrefix(wh.Secret, "whsec_") || wh.Status != "enabled" {
 			t.Fatalf("created webhook %+v", wh)

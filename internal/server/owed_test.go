@@ -440,7 +440,7 @@ func TestUpdateResentAfterRestart(t *testing.T) {
 		if cmd := d.expect(protocol.TypeUpdate); cmd.Ref != u.UpdateID {
 			t.Fatalf("update for %q, want %q", cmd.Ref, u.UpdateID)
 		}
-		for i, report := range []string{protocol.UpdateDownloading, protocol.UpdateInstalled} {
+		for i, report := range []instore.UpdateStatus{protocol.UpdateDownloading, protocol.UpdateInstalled} {
 			s.restart(t, nil)
 			d = dialDevice2(t, s.srv.URL("terminal"), "RAW-UPD-RS", secret, "1.0.0")
 			if cmd := d.expect(protocol.TypeUpdate); cmd.Ref != u.UpdateID {

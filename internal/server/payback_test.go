@@ -147,7 +147,7 @@ func TestIdempotentRetryAfterCrash(t *testing.T) {
 			must(t, err)
 			return len(ts)
 		}
-		tx := func(ref string, status int, errorCode string, acked bool) *instore.Transaction {
+		tx := func(ref string, status instore.TransactionStatus, errorCode string, acked bool) *instore.Transaction {
 			created := now.Add(-time.Hour)
 			t := &instore.Transaction{ID: ref, MerchantID: s.merchantRec.ID, TerminalID: term.TerminalID, SerialNumber: term.SerialNumber,
 				Type: instore.TypePurchase, Amount: 100, Currency: "SEK", StatusID: status, Progress: instore.ProgressFinal,

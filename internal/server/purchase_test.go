@@ -260,7 +260,7 @@ func TestLinkUnlinkAndTerminals(t *testing.T) {
 func TestSandboxOutcomes(t *testing.T) {
 	s := startSandbox(t)
 	term := s.terminals[0]
-	for _, st := range []int{0, 1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12} {
+	for _, st := range []instore.TransactionStatus{0, 1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12} {
 		amount := int64(1200 + st)
 		if st == 0 {
 			amount = 1250
@@ -641,7 +641,7 @@ func TestLongPollWokenByChange(t *testing.T) {
 
 	// With afterVersion, each change answers: the till sees the stages.
 	tx = s.purchase(t, s.terminals[0], 4200).tx(t, 201)
-	seen := map[string]bool{}
+	seen := map[instore.Progress]bool{}
 	version := tx.Version
 	for range 10 {
 		cur := get(tx.OnlineAPIRefID, fmt.Sprintf("wait=60&afterVersion=%d", version))

@@ -119,7 +119,7 @@ func TestLargestPrintPrinted(t *testing.T) {
 	if next.Status != "SUCCESS" {
 		t.Errorf("print after the refused ones = %s, want SUCCESS", next.Status)
 	}
-	if ended := s.events(t, "&types="+instore.EventPrintFinal); len(ended) != 4 {
+	if ended := s.events(t, "&types="+string(instore.EventPrintFinal)); len(ended) != 4 {
 		t.Errorf("%d print jobs ended, want the 4 accepted", len(ended))
 	}
 }

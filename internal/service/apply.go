@@ -22,7 +22,7 @@ func (s *Service) makeRules() lifecycle.Rules {
 		AckTimeout: s.ackTimeout(),
 		Deadline:   s.deadline(),
 		ErrorID:    s.errorID,
-		Status: func(id int) string {
+		Status: func(id instore.TransactionStatus) string {
 			if c, ok := s.Metadata.TransactionStatus(id); ok {
 				return c.Code
 			}

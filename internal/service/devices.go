@@ -198,7 +198,7 @@ func (s *Service) TerminalAcknowledged(ctx context.Context, serial, ref string) 
 
 // TerminalProgress records a stage the terminal reached; stages only move
 // forward.
-func (s *Service) TerminalProgress(ctx context.Context, serial, ref, stage string) error {
+func (s *Service) TerminalProgress(ctx context.Context, serial, ref string, stage instore.Progress) error {
 	if lifecycle.StageRank(stage) == 0 {
 		return fmt.Errorf("unknown progress stage %q", stage)
 	}

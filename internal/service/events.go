@@ -13,7 +13,7 @@ import (
 
 // transactionEventType is the event type of a timeline event ("" when
 // integrators are not told of it).
-func transactionEventType(e instore.TransactionEvent) string {
+func transactionEventType(e instore.TransactionEvent) instore.EventType {
 	switch e.Kind {
 	case instore.EventCreated:
 		return instore.EventTransactionCreated
@@ -245,7 +245,7 @@ func (s *Service) recordEvent(ctx context.Context, ev instore.OutboxEvent) {
 // terminalEvent is the event typ of the terminal ID t, as the API shows it
 // after the change (online overrides the gateway's view: the session is
 // just starting or ending). ok is false for a terminal ID of no merchant.
-func (s *Service) terminalEvent(ctx context.Context, t *instore.Terminal, typ string, online *bool) (instore.OutboxEvent, bool) {
+func (s *Service) terminalEvent(ctx context.Context, t *instore.Terminal, typ instore.EventType, online *bool) (instore.OutboxEvent, bool) {
 	if t == nil || t.MerchantID == "" {
 		return instore.OutboxEvent{}, false
 	}
@@ -262,7 +262,7 @@ func (s *Service) terminalEvent(ctx context.Context, t *instore.Terminal, typ st
 
 // deviceEvent returns the terminal.online or terminal.offline event of the
 // device serial (none when it is not linked to a merchant's terminal ID).
-func (s *Service) deviceEvent(ctx context.Context, serial, typ string, online bool) []instore.OutboxEvent {
+func (s *Service) deviceEvent(ctx context.Context, serial string, typ instore.EventType, online bool) []instore.OutboxEvent {
 	t, err := s.Store.TerminalBySerial(ctx, serial)
 	if err != nil {
 		return nil

@@ -13,7 +13,9 @@ import (
 // transaction its result.
 func TestTransactionEventTypes(t *testing.T) {
 	for _, tc := range []struct {
-		kind, before, after, want string
+		kind          instore.TimelineKind
+		before, after string
+		want          instore.EventType
 	}{
 		{instore.EventCreated, "", "PENDING", instore.EventTransactionCreated},
 		{instore.EventAcknowledged, "PENDING", "PENDING", instore.EventTransactionAcknowledged},

@@ -36,9 +36,10 @@ type StreamMessage struct {
 }
 
 type feedEvent struct {
-	seq                         int64
-	merchantID, typ, terminalID string
-	text                        []byte
+	seq                    int64
+	merchantID, terminalID string
+	typ                    instore.EventType
+	text                   []byte
 }
 
 type feed struct {

@@ -59,7 +59,7 @@ func TestStreamEventsFromTheFeed(t *testing.T) {
 	streams := []*stream{
 		{p: a, name: "a from the start"},
 		{p: b, name: "b from the start"},
-		{p: a, f: instore.EventFilter{Types: []string{instore.EventTerminalOffline}}, name: "a offline"},
+		{p: a, f: instore.EventFilter{Types: []instore.EventType{instore.EventTerminalOffline}}, name: "a offline"},
 		{p: a, f: instore.EventFilter{TerminalID: "10000001"}, name: "a terminal"},
 	}
 	pull := func(s *stream) {

@@ -209,9 +209,9 @@ func timeString(t *time.Time) string {
 	return t.UTC().Format(time.RFC3339Nano)
 }
 
-func intString(n *int) string {
+func intString(n *instore.TransactionStatus) string {
 	if n == nil {
 		return ""
 	}
-	return strconv.Itoa(*n)
+	return strconv.Itoa(int(*n))
 }

@@ -35,7 +35,7 @@ func (s *Service) ended(t *instore.Transaction) {
 		// redacting logger (internal/logging); `instore admin fingerprint
 		// VALUE` finds their lines.
 		attrs := make([]slog.Attr, 0, 9)
-		attrs = append(attrs, slog.String("ref", t.ID), slog.String("type", t.Type), slog.String("status", e.Status),
+		attrs = append(attrs, slog.String("ref", t.ID), slog.String("type", string(t.Type)), slog.String("status", e.Status),
 			slog.String("errorCode", e.ErrorCode), slog.Int64("durationMs", e.Duration.Milliseconds()))
 		if e.Acknowledged {
 			attrs = append(attrs, slog.Int64("ackMs", e.AckDuration.Milliseconds()))

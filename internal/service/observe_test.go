@@ -43,9 +43,9 @@ func counter(t *testing.T, reg *prometheus.Registry, name string, want map[strin
 
 // histogramCount is the number of observations of the histogram
 // name{type=typ} in reg.
-func histogramCount(t *testing.T, reg *prometheus.Registry, name, typ string) uint64 {
+func histogramCount(t *testing.T, reg *prometheus.Registry, name string, typ instore.TransactionType) uint64 {
 	t.Helper()
-	return sample(t, reg, name, map[string]string{"type": typ}).GetHistogram().GetSampleCount()
+	return sample(t, reg, name, map[string]string{"type": string(typ)}).GetHistogram().GetSampleCount()
 }
 
 // TestTransactionEndedOnce: every path that ends a transaction reports it
@@ -63,8 +63,8 @@ func testTransactionEndedOnce(t *testing.T) {
 	key := []byte("0123456789abcdef0123456789abcdef")
 	f.svc.Observer = m
 	f.svc.Logger = logging.New(logs, logging.Options{Format: logging.FormatJSON, FingerprintKey: key})
-	ended := func(typ, status, code string) float64 {
-		return counter(t, reg, "instore_transactions_ended_total", map[string]string{"type": typ, "status": status, "code": code})
+	ended := func(typ instore.TransactionType, status, code string) float64 {
+		return counter(t, reg, "instore_transactions_ended_total", map[string]string{"type": string(typ), "status": status, "code": code})
 	}
 	newTx := func(created time.Time) *instore.Transaction {
 		tx := &instore.Transaction{ID: f.svc.NewRef(), MerchantID: f.merchant, TerminalID: f.terminal, SerialNumber: "S-1",
@@ -110,7 +110,7 @@ func testTransactionEndedOnce(t *testing.T) {
 	if got, err := f.st.Transaction(ctx, tx2.ID); err != nil || got.StatusID != instore.StatusReversed {
 		t.Fatalf("late approval: transaction = %+v, %v; want REVERSED", got, err)
 	}
-	if got := counter(t, reg, "instore_late_approvals_reversed_total", map[string]string{"type": instore.TypePurchase}); got != 1 {
+	if got := counter(t, reg, "instore_late_approvals_reversed_total", map[string]string{"type": string(instore.TypePurchase)}); got != 1 {
 		t.Errorf("late_approvals_reversed_total{PURCHASE} = %v, want 1", got)
 	}
 	if got := ended(instore.TypePurchase, "TECHNICAL_ERROR", instore.WP25); got != 1 {

@@ -20,7 +20,7 @@ import (
 const effectIDPrefix = "eff_"
 
 // newEffect returns a new effect of kind for ref, owed to serial.
-func (s *Service) newEffect(kind, serial, ref, reason string) *instore.Effect {
+func (s *Service) newEffect(kind instore.EffectKind, serial, ref, reason string) *instore.Effect {
 	now := s.now()
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(now.UnixMilli())<<16)
@@ -64,7 +64,7 @@ func (s *Service) deliver(ctx context.Context, e *instore.Effect, lines []string
 // endOwed marks the open effects of kind for ref done as moot: what they
 // asked for no longer matters. A failure only means they are sent again
 // after the next hello, which the device answers without effect.
-func (s *Service) endOwed(ctx context.Context, ref, kind string) {
+func (s *Service) endOwed(ctx context.Context, ref string, kind instore.EffectKind) {
 	if _, err := s.Store.EndEffectsOf(ctx, ref, kind, instore.EffectMoot, s.now()); err != nil {
 		s.log().Warn("end owed messages", "kind", kind, "ref", ref, "error", err)
 	}

@@ -187,7 +187,7 @@ func (s *Service) PrintJob(ctx context.Context, p *instore.Principal, id string)
 
 // TerminalPrintResult records the final status a terminal reported for a
 // print job sent to it.
-func (s *Service) TerminalPrintResult(ctx context.Context, serial, printID string, statusID int) error {
+func (s *Service) TerminalPrintResult(ctx context.Context, serial, printID string, statusID instore.PrintStatus) error {
 	if _, ok := s.Metadata.PrintStatus(statusID); !ok {
 		return fmt.Errorf("print status %d is not in the printStatuses list", statusID)
 	}

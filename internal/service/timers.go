@@ -51,7 +51,7 @@ func (s *Service) confirmExpired(ref string) { s.expire(ref, lifecycle.EventConf
 
 // timerOf is the function of the timer that fires the event kind
 // (lifecycle.Due's).
-func (s *Service) timerOf(kind string) func(ref string) {
+func (s *Service) timerOf(kind instore.TimelineKind) func(ref string) {
 	return func(ref string) { s.expire(ref, kind) }
 }
 
@@ -59,7 +59,7 @@ func (s *Service) timerOf(kind string) func(ref string) {
 // transaction: a PENDING one ends TECHNICAL_ERROR and its terminal is
 // told why, the cancel stored with the change (the root's effect.go); a failure is
 // logged and the sweep tries again (Sweep, overdue transactions).
-func (s *Service) expire(ref, kind string) {
+func (s *Service) expire(ref string, kind instore.TimelineKind) {
 	if _, _, err := s.apply(context.Background(), ref, nil, lifecycle.Event{Kind: kind, At: s.now()}); err != nil && !s.isClosed() {
 		// At shutdown the store may be gone already.
 		s.log().Error("expire transaction", "ref", ref, "event", kind, "error", err)

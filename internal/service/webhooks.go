@@ -35,7 +35,7 @@ func (s *Service) validateWebhook(r *instore.WebhookRequest, create bool) []inst
 	if r.EventTypes != nil {
 		for _, t := range *r.EventTypes {
 			if !slices.Contains(instore.EventTypes, t) {
-				errs = append(errs, instore.FieldError{Field: "/eventTypes", Message: "must list event types: " + strings.Join(instore.EventTypes, ", ")})
+				errs = append(errs, instore.FieldError{Field: "/eventTypes", Message: "must list event types: " + instore.EventTypeList()})
 				break
 			}
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/protocol"
 	"github.com/instore-dev/instore/internal/testlog"
 	"github.com/instore-dev/instore/internal/testwait"
@@ -282,9 +283,9 @@ func (c *gwConn) expectAck(id, ref string) {
 
 // result skips progress messages up to the result for ref and returns the
 // result message, its data and the stages seen.
-func (c *gwConn) result(ref string) (protocol.Envelope, protocol.Result, []string) {
+func (c *gwConn) result(ref string) (protocol.Envelope, protocol.Result, []instore.Progress) {
 	c.t.Helper()
-	var stages []string
+	var stages []instore.Progress
 	for {
 		env := c.next()
 		switch env.Type {

@@ -33,7 +33,7 @@ const (
 // app) was read: those results carry card data and a full receipt; the
 // others (busy, offline, must update, technical error, aborted) only their
 // outcome lines.
-func cardRead(status int) bool {
+func cardRead(status instore.TransactionStatus) bool {
 	switch status {
 	case instore.StatusApproved, instore.StatusCardHasExpired, instore.StatusInvalidCard,
 		instore.StatusCardIsBlocked, instore.StatusOfflineQueueIsFull,
@@ -44,7 +44,7 @@ func cardRead(status int) bool {
 }
 
 // buildResult is the result message of tx ending with status.
-func buildResult(tx *txn, status int, terminalID string, now time.Time) protocol.Result {
+func buildResult(tx *txn, status instore.TransactionStatus, terminalID string, now time.Time) protocol.Result {
 	res := protocol.Result{StatusID: status}
 	if cardRead(status) && tx.kind != protocol.TypeReversal {
 		if tx.pay.PaymentMethodID != nil {

@@ -120,10 +120,10 @@ type State struct {
 	Interactive bool `json:"interactive"`
 	// NextOutcome is the status the next transaction ends with
 	// (SetNextOutcome), until a transaction takes it; nil when none is set.
-	NextOutcome *int `json:"nextOutcome,omitempty"`
+	NextOutcome *instore.TransactionStatus `json:"nextOutcome,omitempty"`
 	// NextPrint is the status the next print job ends with (SetNextPrint),
 	// until a print job takes it; nil when none is set.
-	NextPrint *int `json:"nextPrint,omitempty"`
+	NextPrint *instore.PrintStatus `json:"nextPrint,omitempty"`
 	// Version grows with every change of the terminal's state: of two
 	// states of one terminal, the one with the higher Version is the newer
 	// (listeners run concurrently, so states can reach a reader out of
@@ -161,11 +161,11 @@ type Terminal struct {
 	// that came before their command: a command with one of them that
 	// comes later crossed its cancel, and is dropped.
 	cancelledUnknown []string
-	nextOutcome      *int
-	nextPrint        *int
+	nextOutcome      *instore.TransactionStatus
+	nextPrint        *instore.PrintStatus
 	// printed holds the status each recently answered print job got, in
 	// the order of printedOrder (keepPrinted of them).
-	printed      map[string]int
+	printed      map[string]instore.PrintStatus
 	printedOrder []string
 	// Software (update.go): the version it runs, the minimum its model
 	// needs, the installation in progress, and whether the next one fails.
@@ -322,7 +322,7 @@ func (t *Terminal) stateLocked() State {
 	}
 }
 
-func copyInt(p *int) *int {
+func copyInt[T any](p *T) *T {
 	if p == nil {
 		return nil
 	}
@@ -415,7 +415,7 @@ func (t *Terminal) Interactive() bool {
 
 // Decide ends the transaction an interactive terminal shows with a status
 // (0-12), as the cardholder or the shop would at the terminal.
-func (t *Terminal) Decide(statusID int) error {
+func (t *Terminal) Decide(statusID instore.TransactionStatus) error {
 	if statusID < instore.StatusApproved || statusID > instore.StatusWrongPIN {
 		return fmt.Errorf("sim: outcome %d is not a transaction status id from 0 to 12", statusID)
 	}
@@ -434,7 +434,7 @@ func (t *Terminal) Decide(statusID int) error {
 
 // SetNextOutcome makes the next transaction end with statusID (0-12),
 // whatever its amount says; it applies once.
-func (t *Terminal) SetNextOutcome(statusID int) error {
+func (t *Terminal) SetNextOutcome(statusID instore.TransactionStatus) error {
 	if statusID < instore.StatusApproved || statusID > instore.StatusWrongPIN {
 		return fmt.Errorf("sim: next outcome %d is not a transaction status id from 0 to 12", statusID)
 	}
@@ -444,7 +444,7 @@ func (t *Terminal) SetNextOutcome(statusID int) error {
 
 // SetNextPrint stores the print status the next print job ends with
 // (0-6; other values are ignored; TIMEOUT: the terminal does not answer).
-func (t *Terminal) SetNextPrint(statusID int) {
+func (t *Terminal) SetNextPrint(statusID instore.PrintStatus) {
 	if statusID < instore.PrintSuccess || statusID > instore.PrintTimeout {
 		return
 	}

@@ -66,7 +66,7 @@ func TestAmountRules(t *testing.T) {
 	_, _, c := linked(t, nil)
 	tests := []struct {
 		amount int64
-		want   int
+		want   instore.TransactionStatus
 	}{
 		{1000, instore.StatusApproved},
 		{1299, instore.StatusApproved},
@@ -98,7 +98,7 @@ func TestAmountRules(t *testing.T) {
 		if res.StatusID != tc.want {
 			t.Errorf("amount %d: statusId = %d, want %d", tc.amount, res.StatusID, tc.want)
 		}
-		if want := []string{StageWaitingForCard, StageWaitingForPIN, StageAuthorizing}; !slices.Equal(stages, want) {
+		if want := []instore.Progress{StageWaitingForCard, StageWaitingForPIN, StageAuthorizing}; !slices.Equal(stages, want) {
 			t.Errorf("amount %d: stages %v, want %v", tc.amount, stages, want)
 		}
 		for _, e := range []protocol.Envelope{ack, env} {
@@ -173,7 +173,7 @@ func TestNeverAcknowledge91(t *testing.T) {
 // terminal reports it).
 var cancelOutcomes = []struct {
 	reason string
-	want   int
+	want   instore.TransactionStatus
 }{
 	{instore.CancelByECR, instore.StatusAbortedByCashier},
 	{instore.CancelDeadline, instore.StatusTechnicalError},
@@ -268,7 +268,7 @@ func TestLateApproval94(t *testing.T) {
 func TestSetNextOutcome(t *testing.T) {
 	t.Parallel()
 	_, r, c := linked(t, nil)
-	for _, bad := range []int{-1, 13, 14} {
+	for _, bad := range []instore.TransactionStatus{-1, 13, 14} {
 		if err := r.SetNextOutcome(bad); err == nil {
 			t.Errorf("SetNextOutcome(%d) = nil, want an error", bad)
 		}
@@ -278,7 +278,7 @@ func TestSetNextOutcome(t *testing.T) {
 	}
 	steps := []struct {
 		amount int64
-		want   int
+		want   instore.TransactionStatus
 	}{
 		{1000, instore.StatusTransactionDeclined}, // overridden
 		{1000, instore.StatusApproved},            // once only
@@ -458,7 +458,7 @@ func TestPaymentMethod(t *testing.T) {
 		res.CardBrand != "" || res.MaskedPAN != "" {
 		t.Errorf("result %+v, want approved with payment method 1, entry mode APP and no card", res)
 	}
-	if want := []string{StageWaitingForCard, StageAuthorizing}; !slices.Equal(stages, want) {
+	if want := []instore.Progress{StageWaitingForCard, StageAuthorizing}; !slices.Equal(stages, want) {
 		t.Errorf("stages %v, want %v", stages, want)
 	}
 	if !slices.ContainsFunc(res.MerchantReceipt, func(l string) bool { return strings.HasPrefix(l, "Payment method") && strings.HasSuffix(l, " 1") }) {
@@ -763,7 +763,7 @@ func TestConfirmsOwedMessages(t *testing.T) {
 	c.expectConfirm(c.cancel("ref-unknown", instore.CancelAckTimeout), "ref-unknown")
 
 	r.SetNextPrint(instore.PrintOutOfPaper)
-	print := func(c *gwConn, printID string) int {
+	print := func(c *gwConn, printID string) instore.PrintStatus {
 		t.Helper()
 		id := c.send(protocol.TypePrint, "", printID, protocol.Print{Lines: []string{"Thank you"}})
 		c.expectConfirm(id, printID)

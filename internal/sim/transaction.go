@@ -14,9 +14,9 @@ import (
 
 // Progress stages a terminal reports.
 const (
-	StageWaitingForCard = "WAITING_FOR_CARD"
-	StageWaitingForPIN  = "WAITING_FOR_PIN"
-	StageAuthorizing    = "AUTHORIZING"
+	StageWaitingForCard = instore.ProgressWaitingForCard
+	StageWaitingForPIN  = instore.ProgressWaitingForPIN
+	StageAuthorizing    = instore.ProgressAuthorizing
 )
 
 const (
@@ -50,10 +50,10 @@ const (
 
 // sandboxOutcome applies the amount rule: the last two digits of the amount
 // pick the outcome.
-func sandboxOutcome(amount int64) (status int, m mode) {
+func sandboxOutcome(amount int64) (status instore.TransactionStatus, m mode) {
 	switch d := amount % 100; {
 	case d == 1, d >= 3 && d <= 12:
-		return int(d), modeNormal
+		return instore.TransactionStatus(d), modeNormal
 	case d == 91:
 		return 0, modeNoAck
 	case d == 92:
@@ -71,13 +71,13 @@ type txn struct {
 	ref     string
 	kind    string // protocol.TypePurchase or TypeRefund
 	pay     protocol.Payment
-	status  int // the planned outcome
+	status  instore.TransactionStatus // the planned outcome
 	mode    mode
 	arrived time.Time
 	window  time.Duration // from arrival to the deadline
 
 	// decide receives the outcome a person chose (interactive mode only).
-	decide chan int
+	decide chan instore.TransactionStatus
 
 	// Guarded by Terminal.mu.
 	acked     bool
@@ -152,7 +152,7 @@ func (t *Terminal) command(ctx context.Context, s *session, env protocol.Envelop
 		t.nextOutcome = nil
 	} else if t.interactive {
 		// A person decides (Decide), whatever the amount says.
-		tx.status, tx.mode, tx.decide = instore.StatusApproved, modeNormal, make(chan int, 1)
+		tx.status, tx.mode, tx.decide = instore.StatusApproved, modeNormal, make(chan instore.TransactionStatus, 1)
 	}
 	if tx.mode == modeNoAck {
 		t.mu.Unlock()
@@ -235,9 +235,9 @@ func (t *Terminal) play(ctx context.Context, tx *txn) {
 	if tx.mode == modeLate {
 		total = max(total, tx.window/2)
 	}
-	stages := []string{StageWaitingForCard, StageWaitingForPIN, StageAuthorizing}
+	stages := []instore.Progress{StageWaitingForCard, StageWaitingForPIN, StageAuthorizing}
 	if tx.pay.PaymentMethodID != nil {
-		stages = []string{StageWaitingForCard, StageAuthorizing}
+		stages = []instore.Progress{StageWaitingForCard, StageAuthorizing}
 	}
 	start := time.Now()
 	for i, stage := range stages {
@@ -276,7 +276,7 @@ func (t *Terminal) sleepUntil(ctx context.Context, tx *txn, when time.Time) bool
 	}
 }
 
-func (t *Terminal) progress(tx *txn, stage string) {
+func (t *Terminal) progress(tx *txn, stage instore.Progress) {
 	t.update(func() {
 		if t.tx == tx && tx.cancel == "" {
 			t.txScreen = stageScreen(tx, stage)
@@ -292,7 +292,7 @@ func (t *Terminal) finish(tx *txn) {
 	var (
 		r      *stored
 		s      *session
-		status int
+		status instore.TransactionStatus
 	)
 	mine := false
 	t.update(func() {
@@ -334,7 +334,7 @@ func (t *Terminal) finish(tx *txn) {
 }
 
 // storeLocked builds the result of tx and keeps it until confirmed.
-func (t *Terminal) storeLocked(tx *txn, status int) *stored {
+func (t *Terminal) storeLocked(tx *txn, status instore.TransactionStatus) *stored {
 	res := buildResult(tx, status, t.terminalID, time.Now())
 	r := &stored{ref: tx.ref, env: t.envelope(protocol.TypeResult, "", tx.ref, res)}
 	t.results = append(t.results, r)
@@ -352,7 +352,7 @@ func (t *Terminal) resultLocked(ref string) *stored {
 }
 
 // showOutcomeLocked puts the outcome on the screen for resultHold.
-func (t *Terminal) showOutcomeLocked(status int) {
+func (t *Terminal) showOutcomeLocked(status instore.TransactionStatus) {
 	t.showLocked(outcomeText(status))
 }
 
@@ -488,7 +488,7 @@ func amountScreen(tx *txn) string {
 	return a + " - Present card"
 }
 
-func stageScreen(tx *txn, stage string) string {
+func stageScreen(tx *txn, stage instore.Progress) string {
 	switch stage {
 	case StageWaitingForPIN:
 		return "Enter PIN"
@@ -498,18 +498,18 @@ func stageScreen(tx *txn, stage string) string {
 	return amountScreen(tx)
 }
 
-var statusCodes = sync.OnceValue(func() map[int]string {
+var statusCodes = sync.OnceValue(func() map[instore.TransactionStatus]string {
 	m := instore.DefaultMetadata()
-	codes := map[int]string{}
+	codes := map[instore.TransactionStatus]string{}
 	for _, c := range m.TransactionStatuses {
-		codes[c.ID] = c.Code
+		codes[instore.TransactionStatus(c.ID)] = c.Code
 	}
 	return codes
 })
 
 // outcomeText is how screen and receipt word a status: APPROVED, DECLINED,
 // or the status code with spaces (WRONG PIN).
-func outcomeText(status int) string {
+func outcomeText(status instore.TransactionStatus) string {
 	switch status {
 	case instore.StatusApproved:
 		return "APPROVED"
@@ -553,7 +553,7 @@ func (t *Terminal) print(s *session, env protocol.Envelope) {
 			return
 		}
 		if t.printed == nil {
-			t.printed = map[string]int{}
+			t.printed = map[string]instore.PrintStatus{}
 		}
 		if len(t.printedOrder) >= keepPrinted {
 			delete(t.printed, t.printedOrder[0])

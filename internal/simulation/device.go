@@ -32,8 +32,9 @@ type msg struct {
 	id     string // message id
 	ref    string // transaction or print job
 	reason string
-	stage  string
-	status int
+	stage  instore.Progress
+	status instore.TransactionStatus
+	print  instore.PrintStatus // of a print job
 	tx     *instore.Transaction
 }
 
@@ -169,7 +170,7 @@ func (s *session) read() {
 		case mConfirm:
 			_ = svc.TerminalConfirmed(ctx, serial, m.id)
 		case mPrintResult:
-			_ = svc.TerminalPrintResult(ctx, serial, m.ref, m.status)
+			_ = svc.TerminalPrintResult(ctx, serial, m.ref, m.print)
 		}
 	}
 }
@@ -201,12 +202,12 @@ type device struct {
 // dtx is a command as the device runs it.
 type dtx struct {
 	ref      string
-	kind     string
+	kind     instore.TransactionType
 	amount   int64
 	cashback int64
 	original string
 	acked    bool
-	status   int // -1 while it runs
+	status   instore.TransactionStatus // -1 while it runs
 	msgID    string
 	silent   bool // it waits for a cancel
 }
@@ -233,7 +234,7 @@ func (d *device) receive(s *session, m msg) {
 		w.ledger.reverse(d.serial, m.ref, "reversal "+m.reason)
 	case mPrint:
 		d.send(msg{kind: mConfirm, id: m.id})
-		d.send(msg{kind: mPrintResult, ref: m.ref, status: 0})
+		d.send(msg{kind: mPrintResult, ref: m.ref, print: instore.PrintSuccess})
 	case mResultConfirmed:
 		for i, t := range d.unconfirmed {
 			if t.msgID == m.id {
@@ -261,7 +262,7 @@ func (d *device) command(tx *instore.Transaction) {
 	if d.cancelFirst[tx.ID] {
 		return // its cancel came first: dropped, not started
 	}
-	t := &dtx{ref: tx.ID, kind: string(tx.Type), amount: tx.Amount, cashback: tx.CashbackAmount, original: tx.OriginalID, status: -1}
+	t := &dtx{ref: tx.ID, kind: tx.Type, amount: tx.Amount, cashback: tx.CashbackAmount, original: tx.OriginalID, status: -1}
 	d.known[tx.ID] = t
 	if d.cur != nil {
 		w.fail("a terminal is never sent a command while it runs one the service ended", "%s runs %s, sent %s", d.serial, d.cur.ref, tx.ID)
@@ -307,11 +308,11 @@ func (d *device) command(tx *instore.Transaction) {
 
 // plan draws what the cardholder and the card network do with t, and how
 // long it takes.
-func (d *device) plan(t *dtx) (int, time.Duration) {
+func (d *device) plan(t *dtx) (instore.TransactionStatus, time.Duration) {
 	f := d.w.faults
 	took := time.Duration(2+f.rng.IntN(20)) * time.Second
 	switch x := f.rng.Float64(); {
-	case t.kind == string(instore.TypeReversal):
+	case t.kind == instore.TypeReversal:
 		return instore.StatusApproved, took
 	case x < f.pSilent:
 		t.silent = true
@@ -329,7 +330,7 @@ func (d *device) plan(t *dtx) (int, time.Duration) {
 
 // finish ends t with status: the money moves (the ledger), and the result
 // is reported and resent until confirmed.
-func (d *device) finish(t *dtx, status int) {
+func (d *device) finish(t *dtx, status instore.TransactionStatus) {
 	if d.cur == t {
 		d.cur = nil
 	}
@@ -338,11 +339,11 @@ func (d *device) finish(t *dtx, status int) {
 	t.msgID = fmt.Sprintf("res_%d", d.w.resultIDs)
 	if status == instore.StatusApproved {
 		switch t.kind {
-		case string(instore.TypePurchase):
+		case instore.TypePurchase:
 			d.w.ledger.authorize(d.serial, t.ref, t.amount, t.cashback)
-		case string(instore.TypeRefund):
+		case instore.TypeRefund:
 			d.w.ledger.refund(d.serial, t.original, t.ref, t.amount)
-		case string(instore.TypeReversal):
+		case instore.TypeReversal:
 			d.w.ledger.reverse(d.serial, t.original, "reversal "+t.ref)
 		}
 	}

@@ -31,10 +31,11 @@ type ecr struct {
 
 // sale is what the ECR knows of a transaction it created.
 type sale struct {
-	ref, kind    string
+	ref          string
+	kind         instore.TransactionType
 	amount       int64
 	cashback     int64
-	status       int
+	status       instore.TransactionStatus
 	confirmAsked bool
 	confirmed    bool
 }
@@ -48,12 +49,12 @@ type request struct {
 
 // answer is what the ECR reads in an answer: a transaction or a problem.
 type answer struct {
-	OnlineAPIRefID string     `json:"onlineAPIRefId"`
-	StatusID       *int       `json:"statusId"`
-	Version        int64      `json:"version"`
-	ErrorCode      string     `json:"errorCode"`
-	Type           string     `json:"type"`
-	AcknowledgedAt *time.Time `json:"acknowledgedAt"`
+	OnlineAPIRefID string                     `json:"onlineAPIRefId"`
+	StatusID       *instore.TransactionStatus `json:"statusId"`
+	Version        int64                      `json:"version"`
+	ErrorCode      string                     `json:"errorCode"`
+	Type           string                     `json:"type"`
+	AcknowledgedAt *time.Time                 `json:"acknowledgedAt"`
 }
 
 // act is the ECR's next move, drawn from the seed.

@@ -218,7 +218,7 @@ func (s *store) CreatePrintJob(ctx context.Context, p *instore.PrintJob) error {
 	return s.write(ctx, func(ctx context.Context) error { return s.Store.CreatePrintJob(ctx, p) })
 }
 
-func (s *store) CompletePrintJob(ctx context.Context, id string, statusID int, at time.Time, evs ...instore.OutboxEvent) error {
+func (s *store) CompletePrintJob(ctx context.Context, id string, statusID instore.PrintStatus, at time.Time, evs ...instore.OutboxEvent) error {
 	return s.write(ctx, func(ctx context.Context) error { return s.Store.CompletePrintJob(ctx, id, statusID, at, evs...) })
 }
 
@@ -226,11 +226,11 @@ func (s *store) CreatePrintJobEffect(ctx context.Context, p *instore.PrintJob, e
 	return s.write(ctx, func(ctx context.Context) error { return s.Store.CreatePrintJobEffect(ctx, p, e) })
 }
 
-func (s *store) EndEffect(ctx context.Context, id, serial, outcome string, at time.Time) error {
+func (s *store) EndEffect(ctx context.Context, id, serial string, outcome instore.EffectOutcome, at time.Time) error {
 	return s.write(ctx, func(ctx context.Context) error { return s.Store.EndEffect(ctx, id, serial, outcome, at) })
 }
 
-func (s *store) EndEffectsOf(ctx context.Context, ref, kind, outcome string, at time.Time) (int, error) {
+func (s *store) EndEffectsOf(ctx context.Context, ref string, kind instore.EffectKind, outcome instore.EffectOutcome, at time.Time) (int, error) {
 	return written(s, ctx, func(ctx context.Context) (int, error) { return s.Store.EndEffectsOf(ctx, ref, kind, outcome, at) })
 }
 

@@ -17,7 +17,7 @@ import (
 
 // isOpenUpdate selects unfinished updates; written into the SQL so that
 // PostgreSQL can use the partial index updates_one_open.
-const isOpenUpdate = `status IN ('` + instore.UpdateScheduled + `', '` + instore.UpdateDownloading + `')`
+const isOpenUpdate = `status IN ('` + string(instore.UpdateScheduled) + `', '` + string(instore.UpdateDownloading) + `')`
 
 // AllocateTerminal allocates a terminal ID like AllocateTerminalID, records
 // the model it is declared for and binds t.SerialNumber's device, all in
@@ -211,7 +211,7 @@ func (n *nullUpdate) update() *instore.Update {
 		return nil
 	}
 	return &instore.Update{
-		ID: n.id.String, TerminalID: n.terminalID.String, PackageID: n.packageID.String, Status: n.status.String,
+		ID: n.id.String, TerminalID: n.terminalID.String, PackageID: n.packageID.String, Status: instore.UpdateStatus(n.status.String),
 		Reason: n.reason.String, SoftwareVersion: n.version.String,
 		NotBefore: fromNullMicros(n.notBefore), DeliveredAt: fromNullMicros(n.delivered),
 		CreatedAt: fromMicros(n.created.Int64), UpdatedAt: fromMicros(n.updatedAt.Int64),
@@ -233,7 +233,7 @@ func (db *DB) OpenUpdates(ctx context.Context) ([]*instore.Update, error) {
 func (db *DB) MarkUpdateDelivered(ctx context.Context, id string, at, staleBefore time.Time) error {
 	return db.update(ctx, func(c conn) error {
 		n, err := c.execAffected(ctx, `UPDATE updates SET delivered_at = ?
-			WHERE id = ? AND status = '`+instore.UpdateScheduled+`' AND (delivered_at IS NULL OR delivered_at < ?)
+			WHERE id = ? AND status = '`+string(instore.UpdateScheduled)+`' AND (delivered_at IS NULL OR delivered_at < ?)
 			AND NOT EXISTS (SELECT 1 FROM transactions t WHERE t.terminal_id = updates.terminal_id AND t.`+isPending+`)`,
 			micros(at), id, micros(staleBefore))
 		if err != nil {
@@ -259,7 +259,7 @@ func (db *DB) ClearUpdateDelivered(ctx context.Context, id string) error {
 
 // SetUpdateStatus moves an update on with compare-and-set on its status;
 // see instore.AccessStore.
-func (db *DB) SetUpdateStatus(ctx context.Context, u *instore.Update, evs []instore.OutboxEvent, from ...string) error {
+func (db *DB) SetUpdateStatus(ctx context.Context, u *instore.Update, evs []instore.OutboxEvent, from ...instore.UpdateStatus) error {
 	if len(from) == 0 {
 		return errors.New("set update status: no status to move from")
 	}

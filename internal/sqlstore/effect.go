@@ -68,7 +68,7 @@ func (db *DB) OwedDevices(ctx context.Context) (map[string]time.Time, error) {
 }
 
 // EndEffect marks one open effect of a device done.
-func (db *DB) EndEffect(ctx context.Context, id, serial, outcome string, at time.Time) error {
+func (db *DB) EndEffect(ctx context.Context, id, serial string, outcome instore.EffectOutcome, at time.Time) error {
 	return db.single(ctx, func(c conn) error {
 		res, err := c.exec(ctx, `UPDATE effects SET done_at = ?, outcome = ?
 			WHERE id = ? AND device_serial = ? AND done_at IS NULL`, micros(at), outcome, id, serial)
@@ -80,7 +80,7 @@ func (db *DB) EndEffect(ctx context.Context, id, serial, outcome string, at time
 }
 
 // EndEffectsOf marks the open effects of kind for ref done.
-func (db *DB) EndEffectsOf(ctx context.Context, ref, kind, outcome string, at time.Time) (int, error) {
+func (db *DB) EndEffectsOf(ctx context.Context, ref string, kind instore.EffectKind, outcome instore.EffectOutcome, at time.Time) (int, error) {
 	var n int64
 	err := db.single(ctx, func(c conn) error {
 		var err error
@@ -90,7 +90,7 @@ func (db *DB) EndEffectsOf(ctx context.Context, ref, kind, outcome string, at ti
 	return int(n), err
 }
 
-func endEffectsOf(ctx context.Context, c conn, ref, kind, outcome string, at time.Time) (int64, error) {
+func endEffectsOf(ctx context.Context, c conn, ref string, kind instore.EffectKind, outcome instore.EffectOutcome, at time.Time) (int64, error) {
 	n, err := c.execAffected(ctx, `UPDATE effects SET done_at = ?, outcome = ?
 		WHERE ref = ? AND kind = ? AND done_at IS NULL`, micros(at), outcome, ref, kind)
 	if err != nil {
@@ -137,6 +137,6 @@ func scanEffect(s scanner) (*instore.Effect, error) {
 	}
 	e.CreatedAt = fromMicros(created)
 	e.DoneAt = fromNullMicros(done)
-	e.Outcome = outcome.String
+	e.Outcome = instore.EffectOutcome(outcome.String)
 	return &e, nil
 }

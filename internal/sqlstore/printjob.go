@@ -71,7 +71,7 @@ func scanPrintJob(s scanner) (*instore.PrintJob, error) {
 	}
 	p.TransactionID = transactionID.String
 	p.Copy = cpy.String
-	p.StatusID = fromNullInt(statusID)
+	p.StatusID = (*instore.PrintStatus)(fromNullInt(statusID))
 	p.CreatedAt = fromMicros(created)
 	p.CompletedAt = fromNullMicros(completed)
 	return &p, nil
@@ -82,7 +82,7 @@ func scanPrintJob(s scanner) (*instore.PrintJob, error) {
 // owed for a job that ended. The status is set once: a job that already
 // has one is instore.ErrConflict (the first status stays), a missing one
 // instore.ErrNotFound.
-func (db *DB) CompletePrintJob(ctx context.Context, id string, statusID int, at time.Time, evs ...instore.OutboxEvent) error {
+func (db *DB) CompletePrintJob(ctx context.Context, id string, statusID instore.PrintStatus, at time.Time, evs ...instore.OutboxEvent) error {
 	return db.updateOutbox(ctx, evs, func(c conn) error {
 		n, err := c.execAffected(ctx, `UPDATE print_jobs SET status_id = ?, completed_at = ?
 			WHERE id = ? AND status_id IS NULL`, statusID, micros(at), id)

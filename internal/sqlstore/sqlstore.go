@@ -381,6 +381,6 @@ func fromNullMicros(v sql.NullInt64) *time.Time {
 }
 
 // nullString stores an empty string as NULL (optional references).
-func nullString(s string) sql.NullString {
-	return sql.NullString{String: s, Valid: s != ""}
+func nullString[S ~string](s S) sql.NullString {
+	return sql.NullString{String: string(s), Valid: s != ""}
 }

@@ -18,7 +18,7 @@ import (
 // isPending selects PENDING transactions. The status is written into the
 // SQL, not bound, so that PostgreSQL can use the partial indexes on
 // status_id = 14 with a generic plan.
-var isPending = "status_id = " + strconv.Itoa(instore.StatusPending)
+var isPending = "status_id = " + strconv.Itoa(int(instore.StatusPending))
 
 // CreateTransaction stores ch.T with Version 1 and ch's events, and ties
 // ch.Idempotency. A second PENDING transaction on a terminal ID (the
@@ -362,7 +362,7 @@ func scanTransaction(s scanner) (*instore.Transaction, error) {
 	t.DeadlineAt = fromNullMicros(deadline)
 	t.CompletedAt = fromNullMicros(completed)
 	t.ConfirmWithin = time.Duration(within.Int64) * time.Second
-	t.ConfirmState = confirmState.String
+	t.ConfirmState = instore.ConfirmState(confirmState.String)
 	t.ConfirmDeadline = fromNullMicros(confirmDeadline)
 	t.ConfirmedAt = fromNullMicros(confirmedAt)
 	return &t, nil
@@ -387,7 +387,7 @@ func nullJSON(v any, absent bool, what string) (sql.NullString, error) {
 }
 
 // nullInt stores a nil *int as NULL.
-func nullInt(p *int) sql.NullInt64 {
+func nullInt[T ~int](p *T) sql.NullInt64 {
 	if p == nil {
 		return sql.NullInt64{}
 	}

@@ -20,11 +20,15 @@ const webhookColumns = `id, merchant_id, url, event_types, description, status, 
 
 // typesColumn is how event types are stored: ",a,b," (so that a LIKE finds
 // one), "" for all.
-func typesColumn(ts []string) string {
+func typesColumn(ts []instore.EventType) string {
 	if len(ts) == 0 {
 		return ""
 	}
-	return "," + strings.Join(ts, ",") + ","
+	var b strings.Builder
+	for _, t := range ts {
+		b.WriteString("," + string(t))
+	}
+	return b.String() + ","
 }
 
 func scanWebhook(s scanner) (*instore.Webhook, error) {
@@ -37,7 +41,9 @@ func scanWebhook(s scanner) (*instore.Webhook, error) {
 		return nil, err
 	}
 	if t := strings.Trim(types, ","); t != "" {
-		w.EventTypes = strings.Split(t, ",")
+		for _, s := range strings.Split(t, ",") {
+			w.EventTypes = append(w.EventTypes, instore.EventType(s))
+		}
 	}
 	if prevUntil.Valid {
 		at := fromMicros(prevUntil.Int64)

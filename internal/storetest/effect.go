@@ -9,12 +9,12 @@ import (
 )
 
 // newEffect returns an open effect owed to serial.
-func newEffect(id, kind, serial, ref, reason string, created time.Time) *instore.Effect {
+func newEffect(id string, kind instore.EffectKind, serial, ref, reason string, created time.Time) *instore.Effect {
 	return &instore.Effect{ID: id, Kind: kind, SerialNumber: serial, Ref: ref, Reason: reason, CreatedAt: created}
 }
 
 // done is e done with outcome at t, as the store returns it.
-func done(e *instore.Effect, outcome string, t time.Time) *instore.Effect {
+func done(e *instore.Effect, outcome instore.EffectOutcome, t time.Time) *instore.Effect {
 	ee := asStored(e)
 	ee.Outcome, ee.DoneAt = outcome, ptr(stored(t))
 	return ee
@@ -237,7 +237,7 @@ var effectTests = []test{
 		if err := s.Commit(t.Context(), &instore.Change{T: &next, From: tx.Version, Effects: []*instore.Effect{e}}); err != nil {
 			t.Fatal(err)
 		}
-		outcomes := []string{instore.EffectConfirmed, instore.EffectMoot, instore.EffectConfirmed, instore.EffectMoot, instore.EffectConfirmed, instore.EffectMoot}
+		outcomes := []instore.EffectOutcome{instore.EffectConfirmed, instore.EffectMoot, instore.EffectConfirmed, instore.EffectMoot, instore.EffectConfirmed, instore.EffectMoot}
 		errs := atOnce(len(outcomes), func(i int) error {
 			return s.EndEffect(t.Context(), "eff_1", "SN-1", outcomes[i], at(10+i))
 		})

@@ -16,7 +16,7 @@ var eventTests = []test{
 		// it: stored when it commits, not when it is refused.
 		ctx := t.Context()
 		a := seed(t, s)
-		ev := func(typ string, i int) instore.OutboxEvent {
+		ev := func(typ instore.EventType, i int) instore.OutboxEvent {
 			return instore.OutboxEvent{MerchantID: "mer_1", Type: typ, TerminalID: a, At: at(i), Data: []byte(`{}`)}
 		}
 		must(t, s.DeviceSeen(ctx, "SN-1", "1.0.0", at(1), ev(instore.EventTerminalOnline, 1)))
@@ -36,7 +36,7 @@ var eventTests = []test{
 		// Appended events are numbered in order, listed oldest first per
 		// merchant after a number, filtered by type and terminal ID.
 		ctx := t.Context()
-		ev := func(merchant, typ, terminal string, i int) instore.OutboxEvent {
+		ev := func(merchant string, typ instore.EventType, terminal string, i int) instore.OutboxEvent {
 			return instore.OutboxEvent{MerchantID: merchant, Type: typ, TerminalID: terminal, At: at(i), Data: []byte(`{"i":1}`)}
 		}
 		must(t, s.AppendEvents(ctx, []instore.OutboxEvent{
@@ -62,7 +62,7 @@ var eventTests = []test{
 		if l, _ := s.ListEvents(ctx, instore.EventFilter{MerchantID: "mer_1", After: all[0].Seq, Limit: 10}); len(l) != 1 || l[0].Seq != all[1].Seq {
 			t.Errorf("ListEvents(after the first) = %+v", l)
 		}
-		if l, _ := s.ListEvents(ctx, instore.EventFilter{MerchantID: "mer_1", Types: []string{instore.EventTerminalOffline}, Limit: 10}); len(l) != 1 || l[0].TerminalID != "10000002" {
+		if l, _ := s.ListEvents(ctx, instore.EventFilter{MerchantID: "mer_1", Types: []instore.EventType{instore.EventTerminalOffline}, Limit: 10}); len(l) != 1 || l[0].TerminalID != "10000002" {
 			t.Errorf("ListEvents(offline) = %+v", l)
 		}
 		if l, _ := s.ListEvents(ctx, instore.EventFilter{MerchantID: "mer_1", TerminalID: "10000001", Limit: 10}); len(l) != 1 || l[0].Seq != all[0].Seq {
@@ -80,8 +80,8 @@ var eventTests = []test{
 		mustCreateCustomer(t, s, "cus_1", at(0))
 		mustCreateMerchant(t, s, "mer_1", "cus_1", at(0))
 		must(t, s.CreateWebhook(ctx, &instore.Webhook{ID: "whk_1", MerchantID: "mer_1", URL: "https://example.com/h",
-			EventTypes: []string{instore.EventTerminalLinked}, Status: instore.WebhookEnabled, Secret: "whsec_x", CreatedAt: at(0)}, 16))
-		ev := func(typ string, i int) instore.OutboxEvent {
+			EventTypes: []instore.EventType{instore.EventTerminalLinked}, Status: instore.WebhookEnabled, Secret: "whsec_x", CreatedAt: at(0)}, 16))
+		ev := func(typ instore.EventType, i int) instore.OutboxEvent {
 			return instore.OutboxEvent{MerchantID: "mer_1", Type: typ, At: at(i), Data: []byte(`{}`)}
 		}
 		must(t, s.AppendEvents(ctx, []instore.OutboxEvent{ev(instore.EventTerminalOnline, 1), ev(instore.EventTerminalLinked, 2),
@@ -129,7 +129,7 @@ var deliveryTests = []test{
 		mustCreateCustomer(t, s, "cus_1", at(0))
 		mustCreateMerchant(t, s, "mer_1", "cus_1", at(0))
 		mustCreateMerchant(t, s, "mer_2", "cus_1", at(0))
-		ev := func(m, typ string, i int) instore.OutboxEvent {
+		ev := func(m string, typ instore.EventType, i int) instore.OutboxEvent {
 			return instore.OutboxEvent{MerchantID: m, Type: typ, At: at(i), Data: []byte(`{}`)}
 		}
 		must(t, s.AppendEvents(ctx, []instore.OutboxEvent{ev("mer_1", instore.EventTerminalOnline, 1)}))
@@ -137,7 +137,7 @@ var deliveryTests = []test{
 			t.Fatal(err)
 		}
 		must(t, s.CreateWebhook(ctx, &instore.Webhook{ID: "whk_1", MerchantID: "mer_1", URL: "https://example.com/h",
-			EventTypes: []string{instore.EventTerminalOffline}, Status: instore.WebhookEnabled, Secret: "whsec_x", CreatedAt: at(0)}, 16))
+			EventTypes: []instore.EventType{instore.EventTerminalOffline}, Status: instore.WebhookEnabled, Secret: "whsec_x", CreatedAt: at(0)}, 16))
 		// 100 events after its creation: every third an offline of mer_1
 		// (wanted), the others an online of mer_1 or an offline of mer_2.
 		var evs []instore.OutboxEvent
@@ -157,7 +157,7 @@ var deliveryTests = []test{
 		if _, err := s.SequenceEvents(ctx, 1000); err != nil {
 			t.Fatal(err)
 		}
-		all, _ := s.ListEvents(ctx, instore.EventFilter{MerchantID: "mer_1", Types: []string{instore.EventTerminalOffline}, Limit: 500})
+		all, _ := s.ListEvents(ctx, instore.EventFilter{MerchantID: "mer_1", Types: []instore.EventType{instore.EventTerminalOffline}, Limit: 500})
 		if len(all) != wanted {
 			t.Fatalf("%d wanted events listed, want %d", len(all), wanted)
 		}

@@ -19,7 +19,7 @@ type listFixture struct {
 
 // listStatuses are the statuses seedListing cycles through. PENDING is
 // given to one transaction only (one per terminal ID).
-var listStatuses = []int{
+var listStatuses = []instore.TransactionStatus{
 	instore.StatusApproved, instore.StatusTransactionDeclined, instore.StatusAbortedByCardholder,
 	instore.StatusApproved, instore.StatusTechnicalError,
 }
@@ -133,7 +133,7 @@ func listFilters(f *listFixture) []instore.TransactionFilter {
 		{at(5), at(20)},
 	} {
 		for _, terminal := range []string{"", f.terminals[1]} {
-			for _, status := range []*int{nil, ptr(instore.StatusApproved), ptr(instore.StatusPending)} {
+			for _, status := range []*instore.TransactionStatus{nil, ptr(instore.StatusApproved), ptr(instore.StatusPending)} {
 				for _, ecr := range []string{"", "ECR-1"} {
 					out = append(out, instore.TransactionFilter{
 						MerchantID: "mer_1", From: r.from, To: r.to,

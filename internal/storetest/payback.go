@@ -9,7 +9,7 @@ import (
 )
 
 // newReversal returns a reversal of originalID with the fields a new one has.
-func newReversal(id, terminalID, serial, originalID string, amount int64, status int) *instore.Transaction {
+func newReversal(id, terminalID, serial, originalID string, amount int64, status instore.TransactionStatus) *instore.Transaction {
 	tx := newTransaction(id, "mer_1", terminalID, serial, status, at(3))
 	tx.Type, tx.Amount, tx.OriginalID, tx.Reverses = instore.TypeReversal, amount, originalID, originalID
 	return tx
@@ -56,7 +56,7 @@ func paybackCase(t *testing.T, s instore.Store, i string) (a, b string, orig *in
 // original, and whether it refuses the next.
 type priorPayback struct {
 	name    string
-	status  int
+	status  instore.TransactionStatus
 	message string
 	refused bool
 }
@@ -67,7 +67,7 @@ type priorPayback struct {
 // then creates the next, a what, which must be refused with code and not
 // stored, or be created, as the case says.
 func checkAfterPayback(t *testing.T, s instore.Store, what, code string, cases []priorPayback,
-	pair func(i, a, b, origID string, status int) (prior, next *instore.Transaction)) {
+	pair func(i, a, b, origID string, status instore.TransactionStatus) (prior, next *instore.Transaction)) {
 	t.Helper()
 	mustCreateCustomer(t, s, "cus_1", at(0))
 	mustCreateMerchant(t, s, "mer_1", "cus_1", at(0))
@@ -101,7 +101,7 @@ var paybackTests = []test{
 			{"pending refund", instore.StatusPending, "", true},
 			{"declined refund", instore.StatusTransactionDeclined, "msg-1", false},
 			{"refund ended without a result", instore.StatusTechnicalError, "", false},
-		}, func(i, a, b, origID string, status int) (prior, next *instore.Transaction) {
+		}, func(i, a, b, origID string, status instore.TransactionStatus) (prior, next *instore.Transaction) {
 			return newRefund("txn_refund"+i, b, "SN-B"+i, origID, 1000, status, at(2)),
 				newReversal("txn_rev"+i, a, "SN-A"+i, origID, 1000, instore.StatusPending)
 		})
@@ -116,7 +116,7 @@ var paybackTests = []test{
 			{"reversal ended without a result", instore.StatusTechnicalError, "", true},
 			{"reversal that failed", instore.StatusTechnicalError, "msg-1", false},
 			{"declined reversal", instore.StatusTransactionDeclined, "msg-1", false},
-		}, func(i, a, b, origID string, status int) (prior, next *instore.Transaction) {
+		}, func(i, a, b, origID string, status instore.TransactionStatus) (prior, next *instore.Transaction) {
 			return newReversal("txn_rev"+i, a, "SN-A"+i, origID, 1000, status),
 				newRefund("txn_refund"+i, b, "SN-B"+i, origID, 100, instore.StatusPending, at(4))
 		})

@@ -83,7 +83,7 @@ var printJobTests = []test{
 	}},
 	{"Complete", func(t *testing.T, s instore.Store) {
 		terminalID := seed(t, s)
-		for _, status := range []int{instore.PrintSuccess, instore.PrintOutOfPaper} {
+		for _, status := range []instore.PrintStatus{instore.PrintSuccess, instore.PrintOutOfPaper} {
 			p := mustCreatePrintJob(t, s, newPrintJob("prt_"+string(rune('a'+status)), terminalID, at(1), "line"))
 			other := mustCreatePrintJob(t, s, newPrintJob(p.ID+"_other", terminalID, at(1), "line"))
 			if err := s.CompletePrintJob(t.Context(), p.ID, status, at(3)); err != nil {
@@ -107,7 +107,7 @@ var printJobTests = []test{
 	{"ConcurrentComplete", func(t *testing.T, s instore.Store) {
 		terminalID := seed(t, s)
 		p := mustCreatePrintJob(t, s, newPrintJob("prt_1", terminalID, at(1), "line"))
-		statuses := []int{
+		statuses := []instore.PrintStatus{
 			instore.PrintSuccess, instore.PrintBusy, instore.PrintOutOfPaper, instore.PrintLowBattery,
 			instore.PrintError, instore.PrintCancelled, instore.PrintTimeout, instore.PrintSuccess,
 		}

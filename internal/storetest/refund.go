@@ -10,7 +10,7 @@ import (
 )
 
 // newRefund returns a refund of originalID with the fields a new one has.
-func newRefund(id, terminalID, serial, originalID string, amount int64, status int, created time.Time) *instore.Transaction {
+func newRefund(id, terminalID, serial, originalID string, amount int64, status instore.TransactionStatus, created time.Time) *instore.Transaction {
 	tx := newTransaction(id, "mer_1", terminalID, serial, status, created)
 	tx.Type, tx.Amount, tx.OriginalID = instore.TypeRefund, amount, originalID
 	return tx

@@ -7,9 +7,9 @@ import (
 )
 
 // ev is a timeline event of version v.
-func ev(v int64, kind, before, after string) instore.TransactionEvent {
+func ev(v int64, kind instore.TimelineKind, before, after string) instore.TransactionEvent {
 	return instore.TransactionEvent{Version: v, At: at(int(v)), Kind: kind, Actor: instore.ActorTerminal,
-		StatusBefore: before, StatusAfter: after, Detail: "d" + kind}
+		StatusBefore: before, StatusAfter: after, Detail: "d" + string(kind)}
 }
 
 func storedEvents(es ...instore.TransactionEvent) []instore.TransactionEvent {

@@ -33,7 +33,7 @@ func seedTerminal(t *testing.T, s instore.Store, serial string) string {
 
 // newTransaction returns a purchase with the fields a new one has: no
 // optional field set, no result.
-func newTransaction(id, merchantID, terminalID, serial string, status int, created time.Time) *instore.Transaction {
+func newTransaction(id, merchantID, terminalID, serial string, status instore.TransactionStatus, created time.Time) *instore.Transaction {
 	progress := instore.ProgressSent
 	if status != instore.StatusPending {
 		progress = instore.ProgressFinal
@@ -311,7 +311,7 @@ var transactionTests = []test{
 		// compare-and-set as Commit, seen at once by readers.
 		terminalID := seed(t, s)
 		tx := mustCreateTransaction(t, s, newTransaction("txn_1", "mer_1", terminalID, "SN-1", instore.StatusPending, at(1)))
-		for i, stage := range []string{instore.ProgressWaitingForCard, instore.ProgressWaitingForPIN, instore.ProgressAuthorizing} {
+		for i, stage := range []instore.Progress{instore.ProgressWaitingForCard, instore.ProgressWaitingForPIN, instore.ProgressAuthorizing} {
 			from := tx.Version
 			tx.Progress = stage
 			if err := s.Commit(t.Context(), &instore.Change{T: tx, From: from, Relaxed: true}); err != nil {
