@@ -90,7 +90,8 @@ func (w *world) check() {
 	}
 	w.checkedWrites = w.writes
 	ctx := context.Background()
-	ts, err := w.db.ListTransactions(ctx, instore.TransactionFilter{MerchantID: w.merchantID, Limit: 100000})
+	ts, err := w.db.ListTransactions(ctx, instore.TransactionFilter{MerchantID: w.merchantID, Limit: 100000,
+		From: epoch.Add(-time.Hour), To: epoch.Add(24 * time.Hour)})
 	if err != nil {
 		w.fail("store readable", "%v", err)
 		return
@@ -135,6 +136,9 @@ func (w *world) check() {
 		}
 	}
 	w.lastTxs = byRef
+	if len(ts) == 0 && len(w.keyRef) > 0 {
+		w.fail("the checks see the store", "the ECRs were answered about %d transactions, the listing shows none", len(w.keyRef))
+	}
 }
 
 // finalBy is when a PENDING transaction must be final: its ack time-out or

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/instore-dev/instore/internal/mutant"
 )
 
 // run runs one seed and fails t with its replay command if an invariant
@@ -90,6 +92,9 @@ func TestReplay(t *testing.T) {
 	seed, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if m := os.Getenv("INSTORE_SIM_MUTANT"); m != "" {
+		defer mutant.Set(mutant.Name(m))()
 	}
 	tpl, err := Prepare(t.TempDir())
 	if err != nil {
