@@ -85,9 +85,10 @@ func (l *ledger) money(ref string) {
 // check runs the invariants that hold after every step, against the
 // store as it is now (read directly, outside any node).
 func (w *world) check() {
-	if w.writes == w.checkedWrites {
-		return
+	if w.writes == w.checkedWrites && !w.sched.now.After(w.nextDue) {
+		return // nothing was written, and no deadline passed since the last check
 	}
+	w.nextDue = epoch.Add(1000 * time.Hour)
 	w.checkedWrites = w.writes
 	ctx := context.Background()
 	ts, err := w.db.ListTransactions(ctx, instore.TransactionFilter{MerchantID: w.merchantID, Limit: 100000,
@@ -112,9 +113,16 @@ func (w *world) check() {
 			byKey[k] = t.ID
 		}
 		if t.StatusID == instore.StatusPending {
-			if due := w.finalBy(t); w.sched.now.After(due) {
+			due := w.finalBy(t)
+			if due.Before(w.nextDue) {
+				w.nextDue = due
+			}
+			if w.sched.now.After(due) {
 				w.fail("every PENDING transaction final by its deadline plus grace", "%s still PENDING %v after %v", t.ID, w.sched.now.Sub(due), due)
 			}
+		}
+		if t.Unconfirmed() && t.ConfirmDeadline.Add(w.tolerance(t)).Before(w.nextDue) {
+			w.nextDue = t.ConfirmDeadline.Add(w.tolerance(t))
 		}
 		if t.Unconfirmed() && w.sched.now.After(t.ConfirmDeadline.Add(w.tolerance(t))) {
 			w.fail("a sale confirmed or auto-reversed", "%s still awaits its confirmation %v after its window", t.ID, w.sched.now.Sub(*t.ConfirmDeadline))
@@ -145,7 +153,7 @@ func (w *world) check() {
 // deadline, plus the grace a node's death and restart may take.
 func (w *world) finalBy(t *instore.Transaction) time.Time {
 	due := t.CreatedAt.Add(ackTimeout)
-	if t.DeadlineAt != nil {
+	if t.Acknowledged() && t.DeadlineAt != nil {
 		due = *t.DeadlineAt
 	}
 	return due.Add(w.tolerance(t))

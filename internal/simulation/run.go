@@ -98,6 +98,7 @@ type world struct {
 	quiet        bool
 	crashes      int
 	lastCrash    time.Time
+	nextDue      time.Time // the earliest time a check must run even without a write
 
 	merchantID      string
 	client          *instore.APIClient
