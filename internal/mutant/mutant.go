@@ -67,6 +67,8 @@ func On(n Name) bool {
 // Set switches n on (and any other off) until restore is called. Tests
 // only; one mutant at a time in a process.
 func Set(n Name) (restore func()) {
-	on.Store(&n)
+	if !on.CompareAndSwap(nil, &n) {
+		panic("mutant: " + string(*on.Load()) + " is on already; one mutant at a time")
+	}
 	return func() { on.Store(nil) }
 }

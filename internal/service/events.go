@@ -11,9 +11,10 @@ import (
 	"github.com/instore-dev/instore"
 )
 
-// transactionEventType is the event type of a timeline event ("" when
-// integrators are not told of it).
-func transactionEventType(e instore.TransactionEvent) instore.EventType {
+// TransactionEventType is the event type of a timeline event ("" when
+// integrators are not told of it): the event each entry is written with,
+// and what the deterministic simulation checks the events against.
+func TransactionEventType(e instore.TransactionEvent) instore.EventType {
 	switch e.Kind {
 	case instore.EventCreated:
 		return instore.EventTransactionCreated
@@ -47,7 +48,7 @@ func (s *Service) stamp(ch *instore.Change) {
 	t := ch.T
 	for i := range ch.Events {
 		e := &ch.Events[i]
-		typ := transactionEventType(*e)
+		typ := TransactionEventType(*e)
 		if typ == "" {
 			continue
 		}

@@ -9,11 +9,6 @@ func NewRunningForTest() *RunningForTest                      { return &RunningF
 func (x *RunningForTest) Put(t *instore.Transaction)          { x.r.put(t) }
 func (x *RunningForTest) Get(ref string) *instore.Transaction { return x.r.get(ref) }
 
-// TransactionEventType exposes transactionEventType to the external tests.
-func TransactionEventType(e instore.TransactionEvent) instore.EventType {
-	return transactionEventType(e)
-}
-
 // SetFeedSize sets the size of the event feed's window (tests); it returns
 // a function restoring it.
 func SetFeedSize(n int) func() {

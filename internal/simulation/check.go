@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/service"
 )
 
 // ledger is the money as the card network saw it: what terminals
@@ -14,16 +16,23 @@ import (
 // records are checked against.
 type ledger struct {
 	w        *world
-	auths    map[string]int   // purchase ref → approvals on terminals
-	amount   map[string]int64 // purchase ref → the amount authorised
-	cashback map[string]int64 // purchase ref → the cash handed out with it
-	refunded map[string]int64 // purchase ref → refunded on terminals
-	refunds  map[string]bool  // refund refs carried out (and not reversed)
+	auths    map[string]int    // purchase ref → approvals on terminals
+	amount   map[string]int64  // purchase ref → the amount authorised
+	cashback map[string]int64  // purchase ref → the cash handed out with it
+	byKey    map[string]string // the ECR's Idempotency-Key (its ecrReference) → the purchase charged
+	refunded map[string]int64  // purchase ref → refunded on terminals
+	refunds  map[string]bool   // refund refs carried out (and not reversed)
 	refundOf map[string]refund
 	reversed map[string]bool // purchase refs reversed
 }
 
-func (l *ledger) authorize(serial, ref string, amount, cashback int64) {
+func (l *ledger) authorize(serial, ref, key string, amount, cashback int64) {
+	if key != "" {
+		if other := l.byKey[key]; other != "" {
+			l.w.fail("one authorisation per purchase", "key %s charged twice: %s and %s", key, other, ref)
+		}
+		l.byKey[key] = ref
+	}
 	l.auths[ref]++
 	l.amount[ref], l.cashback[ref] = amount, cashback
 	l.w.note("ledger %s authorised %s %d", serial, ref, amount)
@@ -136,6 +145,9 @@ func (w *world) check() {
 			continue
 		}
 		back := paid[t.ID]
+		if paid[t.ID] > t.Amount-t.CashbackAmount {
+			w.fail("money back never exceeds a sale", "the store refunds %d on %s of %d with %d cashback", paid[t.ID], t.ID, t.Amount, t.CashbackAmount)
+		}
 		if t.StatusID == instore.StatusReversed {
 			back += t.Amount
 		}
@@ -180,6 +192,9 @@ func (w *world) settled() {
 		if d.cur != nil {
 			w.fail("no terminal left busy", "%s still runs %s", d.serial, d.cur.ref)
 		}
+		for _, r := range d.unconfirmed {
+			w.fail("every result the terminal reported is stored", "%s still resends its result of %s", d.serial, r.ref)
+		}
 		es, err := w.db.OpenEffects(ctx, d.serial)
 		if err != nil {
 			w.fail("store readable", "%v", err)
@@ -220,8 +235,12 @@ func (w *world) agree(t *instore.Transaction) {
 	}
 }
 
-// checkEvents: every event numbered once, gap-free, in commit order, and
-// each the state of its transaction at a version of its timeline.
+// checkEvents: every event numbered once, gap-free, in commit order; and
+// each transaction's timeline whole (versions 1 to its version, each
+// entry starting from the status the one before left), its events
+// exactly its entries that tell integrators (service.TransactionEventType),
+// each at its entry's version and status, and a sale never both confirmed
+// and auto-reversed.
 func (w *world) checkEvents(ctx context.Context) {
 	if _, err := w.db.SequenceEvents(ctx, 1<<20); err != nil {
 		w.fail("store readable", "%v", err)
@@ -232,45 +251,55 @@ func (w *world) checkEvents(ctx context.Context) {
 		w.fail("store readable", "%v", err)
 		return
 	}
-	last := map[string]int64{}
-	seen := map[string]bool{}
+	told := map[string][]string{} // ref → "version type status" of its events, in order
 	for i, e := range evs {
 		if i > 0 && e.Seq != evs[i-1].Seq+1 {
 			w.fail("events gap-free", "event %d follows %d", e.Seq, evs[i-1].Seq)
 		}
 		var d struct {
-			Ref      string `json:"onlineAPIRefId"`
-			Version  int64  `json:"version"`
-			StatusID int    `json:"statusId"`
+			Ref     string `json:"onlineAPIRefId"`
+			Version int64  `json:"version"`
+			Status  string `json:"status"`
 		}
 		if json.Unmarshal(e.Data, &d) != nil || d.Ref == "" {
 			continue
 		}
-		key := fmt.Sprintf("%s@%d/%s", d.Ref, d.Version, e.Type)
-		if seen[key] {
-			w.fail("events once each", "%s twice", key)
-		}
-		seen[key] = true
-		if d.Version < last[d.Ref] {
-			w.fail("events in commit order", "%s version %d after %d", d.Ref, d.Version, last[d.Ref])
-		}
-		last[d.Ref] = d.Version
+		told[d.Ref] = append(told[d.Ref], fmt.Sprintf("%d %s %s", d.Version, e.Type, d.Status))
 	}
-	for _, ref := range sortedKeys(last) {
-		tl, err := w.db.TransactionEvents(ctx, ref)
-		if err != nil {
-			w.fail("store readable", "%v", err)
-			continue
+	for _, ref := range sortedKeys(w.lastTxs) {
+		w.checkTimeline(ctx, w.lastTxs[ref], told[ref])
+	}
+}
+
+// checkTimeline checks one transaction's timeline against its state and
+// its events.
+func (w *world) checkTimeline(ctx context.Context, t *instore.Transaction, told []string) {
+	tl, err := w.db.TransactionEvents(ctx, t.ID)
+	if err != nil {
+		w.fail("store readable", "%v", err)
+		return
+	}
+	var want []string
+	kinds := map[instore.TimelineKind]bool{}
+	for i, e := range tl {
+		kinds[e.Kind] = true
+		if i > 0 && (e.Version <= tl[i-1].Version || e.StatusBefore != tl[i-1].StatusAfter) {
+			w.fail("the timeline is whole", "%s: entry %d (v%d %s→%s) after v%d %s", t.ID, i, e.Version, e.StatusBefore, e.StatusAfter, tl[i-1].Version, tl[i-1].StatusAfter)
 		}
-		found := false
-		for _, te := range tl {
-			found = found || te.Version == last[ref]
+		if typ := service.TransactionEventType(e); typ != "" {
+			want = append(want, fmt.Sprintf("%d %s %s", e.Version, typ, e.StatusAfter))
 		}
-		if !found {
-			w.fail("events equal to the timeline", "%s has an event at version %d, not in its timeline", ref, last[ref])
-		}
-		if t := w.lastTxs[ref]; t != nil && t.Version < last[ref] {
-			w.fail("events equal to the timeline", "%s has an event at version %d past its version %d", ref, last[ref], t.Version)
-		}
+	}
+	if n := len(tl); n == 0 || tl[n-1].Version != t.Version {
+		w.fail("the timeline is whole", "%s is at version %d, its timeline has %d entries", t.ID, t.Version, n)
+	}
+	if !slices.Equal(want, told) {
+		w.fail("events once each, in commit order, equal to the timeline", "%s: timeline says %q, events %q", t.ID, want, told)
+	}
+	if kinds[instore.EventConfirmed] && kinds[instore.EventAutoReversed] {
+		w.fail("a sale confirmed or auto-reversed, never both", "%s was confirmed and auto-reversed", t.ID)
+	}
+	if w.confirmed[t.ID] && kinds[instore.EventAutoReversed] {
+		w.fail("a sale confirmed or auto-reversed, never both", "%s: the ECR's confirm was answered 2xx, then it was auto-reversed", t.ID)
 	}
 }

@@ -3,6 +3,7 @@ package simulation
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/instore-dev/instore"
@@ -164,8 +165,14 @@ func (s *session) read() {
 			_ = svc.TerminalProgress(ctx, serial, m.ref, m.stage)
 		case mResult:
 			err := svc.TerminalResult(ctx, serial, instore.TerminalResult{MessageID: m.id, Ref: m.ref, StatusID: m.status})
-			if err == nil && s.open && s.node.up {
+			switch {
+			case err == nil && s.open && s.node.up:
 				s.toDevice(msg{kind: mResultConfirmed, id: m.id})
+			case err != nil && s.node.up:
+				// The gateway closes the session of a result it could not
+				// store (1011): the terminal reconnects and resends it.
+				s.cut()
+				return
 			}
 		case mConfirm:
 			_ = svc.TerminalConfirmed(ctx, serial, m.id)
@@ -206,6 +213,7 @@ type dtx struct {
 	amount   int64
 	cashback int64
 	original string
+	key      string // the ECR's reference: its Idempotency-Key
 	acked    bool
 	status   instore.TransactionStatus // -1 while it runs
 	msgID    string
@@ -262,7 +270,7 @@ func (d *device) command(tx *instore.Transaction) {
 	if d.cancelFirst[tx.ID] {
 		return // its cancel came first: dropped, not started
 	}
-	t := &dtx{ref: tx.ID, kind: tx.Type, amount: tx.Amount, cashback: tx.CashbackAmount, original: tx.OriginalID, status: -1}
+	t := &dtx{ref: tx.ID, kind: tx.Type, amount: tx.Amount, cashback: tx.CashbackAmount, original: tx.OriginalID, key: tx.ECRReference, status: -1}
 	d.known[tx.ID] = t
 	if d.cur != nil {
 		w.fail("a terminal is never sent a command while it runs one the service ended", "%s runs %s, sent %s", d.serial, d.cur.ref, tx.ID)
@@ -271,11 +279,11 @@ func (d *device) command(tx *instore.Transaction) {
 		d.finish(t, instore.StatusTerminalIsBusy)
 		return
 	}
-	d.cur = t
 	f := w.faults
 	if f.rng.Float64() < f.pNoAck {
-		return // never acknowledged: the service's ack time-out ends it
+		return // never acknowledged, nothing held: the service's ack time-out ends it
 	}
+	d.cur = t
 	w.sched.after(f.delay(), "ack "+t.ref, func() {
 		if d.cur == t {
 			t.acked = true
@@ -340,7 +348,7 @@ func (d *device) finish(t *dtx, status instore.TransactionStatus) {
 	if status == instore.StatusApproved {
 		switch t.kind {
 		case instore.TypePurchase:
-			d.w.ledger.authorize(d.serial, t.ref, t.amount, t.cashback)
+			d.w.ledger.authorize(d.serial, t.ref, t.key, t.amount, t.cashback)
 		case instore.TypeRefund:
 			d.w.ledger.refund(d.serial, t.original, t.ref, t.amount)
 		case instore.TypeReversal:
@@ -360,7 +368,11 @@ func (d *device) cancel(ref, reason string) {
 	case t == nil:
 		d.cancelFirst[ref] = true
 	case d.cur != t:
-		// Already ended: the result stands.
+		// Already ended: the result stands, and is resent if the service
+		// has not confirmed it yet.
+		if t.status >= 0 && slices.Contains(d.unconfirmed, t) {
+			d.send(t.result())
+		}
 	case !t.acked:
 		d.cur = nil
 	case reason == instore.CancelByECR:

@@ -45,6 +45,10 @@ type request struct {
 	body                    []byte
 	tries                   int
 	sale                    *sale // what it created or acts on
+	// live: the ECR waits for the answer (cancel, confirm: the service
+	// answers them without waiting for the terminal), so the
+	// Idempotency-Key middleware stores it and a retry replays it.
+	live bool
 }
 
 // answer is what the ECR reads in an answer: a transaction or a problem.
@@ -78,7 +82,7 @@ func (e *ecr) act() {
 	case open != nil && x < 30:
 		e.call(&request{name: "poll", method: http.MethodGet, path: "/transaction/" + open.ref, sale: open})
 	case open != nil && x < 38:
-		e.call(e.post("cancel", "/cancel", false, map[string]any{"terminalId": e.terminalID, "onlineAPIRefId": open.ref}, open))
+		e.call(e.keyed(e.post("cancel", "/cancel", false, map[string]any{"terminalId": e.terminalID, "onlineAPIRefId": open.ref}, open)))
 	case x < 55:
 		e.purchase()
 	default:
@@ -129,7 +133,7 @@ func (e *ecr) afterSale(x int) {
 	s := approved[r.IntN(len(approved))]
 	switch {
 	case s.confirmAsked && !s.confirmed && x < 60:
-		e.call(e.post("confirm", "/transaction/"+s.ref+"/confirm", false, nil, s))
+		e.call(e.keyed(e.post("confirm", "/transaction/"+s.ref+"/confirm", false, nil, s)))
 	case x < 75:
 		amount := 1 + int64(r.IntN(int(s.amount)))
 		rs := &sale{kind: instore.TypeRefund, amount: amount, status: instore.StatusPending}
@@ -164,6 +168,14 @@ func (e *ecr) post(name, path string, create bool, body map[string]any, s *sale)
 	return q
 }
 
+// keyed gives a request that changes something but creates no
+// transaction an Idempotency-Key, and waits for its answer.
+func (e *ecr) keyed(q *request) *request {
+	e.keys++
+	q.key, q.live = fmt.Sprintf("%s-%d", e.name, e.keys), true
+	return q
+}
+
 // doneCtx is the context of the ECR's requests: done from the start.
 var doneCtx = func() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -181,7 +193,11 @@ func (e *ecr) call(q *request) {
 		return
 	}
 	w.sched.spawn(n, "ecr "+q.name, func() {
-		r := httptest.NewRequestWithContext(doneCtx, q.method, "http://instore"+onlineapi.Prefix+q.path, bytes.NewReader(q.body))
+		ctx := doneCtx
+		if q.live || q.method == http.MethodGet {
+			ctx = context.Background()
+		}
+		r := httptest.NewRequestWithContext(ctx, q.method, "http://instore"+onlineapi.Prefix+q.path, bytes.NewReader(q.body))
 		r.Header.Set("Authorization", "Bearer "+w.token)
 		r.Header.Set("Ocp-Apim-Subscription-Key", w.subscriptionKey)
 		if q.body != nil {
@@ -231,7 +247,7 @@ func (e *ecr) answered(q *request, code int, body []byte) {
 	case code < 300 && a.StatusID != nil && a.OnlineAPIRefID == s.ref:
 		s.status = *a.StatusID
 		if q.name == "confirm" {
-			s.confirmed = true
+			s.confirmed, w.confirmed[s.ref] = true, true
 		}
 		if q.key != "" && s.status == instore.StatusPending && a.AcknowledgedAt == nil {
 			e.retry = append(e.retry, q) // not acknowledged yet: ask again with the key

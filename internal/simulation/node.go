@@ -215,7 +215,7 @@ func (w *world) wake(o *node, serial string) {
 func (n *node) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(traceWriter{n}, &slog.HandlerOptions{Level: slog.LevelWarn,
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			if a.Key == slog.TimeKey || a.Key == "requestId" || a.Key == "durationUs" {
+			if a.Key == slog.TimeKey || a.Key == "requestId" || a.Key == "durationUs" || a.Key == "bytes" {
 				return slog.Attr{}
 			}
 			return a

@@ -93,6 +93,7 @@ type world struct {
 	resultIDs    int
 	ledger       *ledger
 	keyRef       map[string]string
+	confirmed    map[string]bool // sales whose confirm the ECR was answered 2xx
 	versions     map[string]int64
 	lastTxs      map[string]*instore.Transaction
 	quiet        bool
@@ -289,11 +290,11 @@ func newWorld(cfg Config, tpl *Template) (*world, error) {
 	w := &world{
 		sched: newSched(cfg.Seed), faults: f, ecrRng: rand.New(rand.NewChaCha8(seedBytes(cfg.Seed, "ecr"))),
 		ids: &ids{rng: rand.New(rand.NewChaCha8(seedBytes(cfg.Seed, "ids")))}, db: db, nodes: f.nodes,
-		current: map[string]*session{}, keyRef: map[string]string{}, versions: map[string]int64{},
+		current: map[string]*session{}, keyRef: map[string]string{}, confirmed: map[string]bool{}, versions: map[string]int64{},
 		merchantID: tpl.merchantID, client: tpl.client, subscriptionKey: tpl.subscriptionKey,
 		signingKey: []byte(strings.Repeat("k", 32)), hash: sha256.New(),
 	}
-	w.ledger = &ledger{w: w, auths: map[string]int{}, amount: map[string]int64{}, cashback: map[string]int64{}, refunded: map[string]int64{},
+	w.ledger = &ledger{w: w, auths: map[string]int{}, amount: map[string]int64{}, cashback: map[string]int64{}, byKey: map[string]string{}, refunded: map[string]int64{},
 		refunds: map[string]bool{}, refundOf: map[string]refund{}, reversed: map[string]bool{}}
 	w.sched.stepHook = func(kind, name string) { w.note("%s %s", kind, name) }
 	for i := 0; i < len(tpl.terminals); i += 2 {

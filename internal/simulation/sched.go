@@ -131,8 +131,8 @@ func (s *sched) run(t *task) {
 	t.resume <- struct{}{}
 	select {
 	case <-s.yielded:
-	case <-time.After(time.Minute):
-		panic(fmt.Sprintf("simulation: task %d %q neither yielded nor ended within a minute of real time (blocked outside the store)", t.id, t.name))
+	case <-time.After(5 * time.Minute):
+		panic(fmt.Sprintf("simulation: task %d %q neither yielded nor ended within five minutes of real time (blocked outside the store)", t.id, t.name))
 	}
 	s.cur = nil
 }
@@ -177,20 +177,6 @@ func (s *sched) step() bool {
 	}
 	e.fn()
 	return true
-}
-
-// drain runs every ready task to its end, events aside (a crashed node's
-// tasks unwinding).
-func (s *sched) drainOf(n *node) {
-	for {
-		i := slices.IndexFunc(s.ready, func(t *task) bool { return t.node == n })
-		if i < 0 {
-			return
-		}
-		t := s.ready[i]
-		s.ready = slices.Delete(s.ready, i, i+1)
-		s.run(t)
-	}
 }
 
 // clock is a node's instore.Clock on the world's time: its timers are
