@@ -257,3 +257,57 @@ func (s *store) AppendEvents(ctx context.Context, evs []instore.OutboxEvent) err
 func (s *store) SequenceEvents(ctx context.Context, limit int) (int, error) {
 	return written(s, ctx, func(ctx context.Context) (int, error) { return s.Store.SequenceEvents(ctx, limit) })
 }
+
+// Calls the simulated flows reach only now and then (a listing of
+// events, the expiry of idempotency records, links, updates), wrapped all
+// the same so that none runs without its yield and a crashed node writes
+// nothing.
+
+func (s *store) ListEvents(ctx context.Context, f instore.EventFilter) ([]instore.StoredEvent, error) {
+	return read(s, ctx, func(ctx context.Context) ([]instore.StoredEvent, error) { return s.Store.ListEvents(ctx, f) })
+}
+
+func (s *store) LastEventSeq(ctx context.Context, merchantID string) (int64, error) {
+	return read(s, ctx, func(ctx context.Context) (int64, error) { return s.Store.LastEventSeq(ctx, merchantID) })
+}
+
+func (s *store) OwedDevices(ctx context.Context) (map[string]time.Time, error) {
+	return read(s, ctx, s.Store.OwedDevices)
+}
+
+func (s *store) OpenUpdates(ctx context.Context) ([]*instore.Update, error) {
+	return read(s, ctx, s.Store.OpenUpdates)
+}
+
+func (s *store) ExpireIdempotency(ctx context.Context, before time.Time) (int, error) {
+	return written(s, ctx, func(ctx context.Context) (int, error) { return s.Store.ExpireIdempotency(ctx, before) })
+}
+
+func (s *store) ExpireEvents(ctx context.Context, before time.Time) (int, error) {
+	return written(s, ctx, func(ctx context.Context) (int, error) { return s.Store.ExpireEvents(ctx, before) })
+}
+
+func (s *store) PutSetting(ctx context.Context, name, value string) error {
+	return s.write(ctx, func(ctx context.Context) error { return s.Store.PutSetting(ctx, name, value) })
+}
+
+func (s *store) LinkTerminal(ctx context.Context, terminalID, serial string, at time.Time, evs ...instore.OutboxEvent) (string, string, error) {
+	var prevTerminal string
+	prevSerial, err := written(s, ctx, func(ctx context.Context) (prev string, err error) {
+		prev, prevTerminal, err = s.Store.LinkTerminal(ctx, terminalID, serial, at, evs...)
+		return prev, err
+	})
+	return prevSerial, prevTerminal, err
+}
+
+func (s *store) UnlinkTerminal(ctx context.Context, terminalID string, evs ...instore.OutboxEvent) (string, error) {
+	return written(s, ctx, func(ctx context.Context) (string, error) { return s.Store.UnlinkTerminal(ctx, terminalID, evs...) })
+}
+
+func (s *store) SetUpdateStatus(ctx context.Context, u *instore.Update, evs []instore.OutboxEvent, from ...instore.UpdateStatus) error {
+	return s.write(ctx, func(ctx context.Context) error { return s.Store.SetUpdateStatus(ctx, u, evs, from...) })
+}
+
+func (s *store) MarkUpdateDelivered(ctx context.Context, id string, at, staleBefore time.Time) error {
+	return s.write(ctx, func(ctx context.Context) error { return s.Store.MarkUpdateDelivered(ctx, id, at, staleBefore) })
+}
