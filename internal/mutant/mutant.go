@@ -41,9 +41,6 @@ const (
 	// EffectEndedOnSend forgets an owed message once sent, not once the
 	// device confirmed it.
 	EffectEndedOnSend Name = "effect-ended-on-send"
-	// CommandBeforeOwedCancels sends a new command before the cancels
-	// its terminal is owed for transactions the service ended.
-	CommandBeforeOwedCancels Name = "command-before-owed-cancels"
 	// CashbackRefundable lets the cashback of a sale be refunded too.
 	CashbackRefundable Name = "cashback-refundable"
 	// PendingRefundsNotCounted counts only APPROVED refunds against a
@@ -54,7 +51,7 @@ const (
 // All is every mutant.
 var All = []Name{RefundLimitOutsideLock, RefundAboveAmount, ReversalBesideRefund, IdempotencyNotTied,
 	OwedNotResentOnHello, NoDeadlineAfterAck, AckTimeoutNotArmed, UnconfirmedNotRecovered, EventsOutOfOrder,
-	LateApprovalNotReversed, EffectEndedOnSend, CommandBeforeOwedCancels, CashbackRefundable, PendingRefundsNotCounted}
+	LateApprovalNotReversed, EffectEndedOnSend, CashbackRefundable, PendingRefundsNotCounted}
 
 var on atomic.Pointer[Name]
 

@@ -87,12 +87,8 @@ func (s *Service) start(ctx context.Context, t *instore.Transaction, claim *inst
 	}
 	// What the terminal is owed for its previous transactions goes first
 	// (owed.go): one the service ended may still run on it.
-	var err error
-	if mutant.On(mutant.CommandBeforeOwedCancels) {
-		if err = send(ctx); err == nil {
-			err = s.cancelsBefore(ctx, t.SerialNumber, t.ID)
-		}
-	} else if err = s.cancelsBefore(ctx, t.SerialNumber, t.ID); err == nil {
+	err := s.cancelsBefore(ctx, t.SerialNumber, t.ID)
+	if err == nil {
 		err = send(ctx)
 	}
 	if err != nil {

@@ -162,6 +162,8 @@ func (g gateway) Ready(serial string) bool {
 }
 
 func (g gateway) send(serial string, m msg) error {
+	// A send is a write on a connection: another task may run first.
+	g.n.w.sched.yield()
 	if s := g.local(serial); s != nil {
 		s.toDevice(m)
 		return nil
