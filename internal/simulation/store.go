@@ -257,3 +257,13 @@ func (s *store) AppendEvents(ctx context.Context, evs []instore.OutboxEvent) err
 func (s *store) SequenceEvents(ctx context.Context, limit int) (int, error) {
 	return written(s, ctx, func(ctx context.Context) (int, error) { return s.Store.SequenceEvents(ctx, limit) })
 }
+
+func (s *store) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, q instore.ClaimQuota) ([]*instore.DueDelivery, error) {
+	return written(s, ctx, func(ctx context.Context) ([]*instore.DueDelivery, error) {
+		return s.Store.ClaimDeliveries(ctx, now, leaseUntil, q)
+	})
+}
+
+func (s *store) RecordAttempt(ctx context.Context, d *instore.DueDelivery, o instore.AttemptOutcome) error {
+	return s.write(ctx, func(ctx context.Context) error { return s.Store.RecordAttempt(ctx, d, o) })
+}
