@@ -211,6 +211,7 @@ func (w *world) settled() {
 		w.agree(t)
 	}
 	w.checkEvents(ctx)
+	w.checkWebhooks(ctx)
 }
 
 // agree compares one transaction with the ledger.

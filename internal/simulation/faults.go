@@ -18,6 +18,7 @@ type faults struct {
 	nodes                  int
 	pCrash, pLose, pDup    float64
 	pNoAck, pSilent, pLate float64
+	pHook500, pHookTimeout float64       // a webhook delivery answered 500, or not in time
 	cutEvery               time.Duration // mean time between a device's session breaks (0: never)
 	maxDelay               time.Duration
 	calmed                 bool
@@ -33,6 +34,8 @@ func newFaults(seed uint64) *faults {
 	f.pNoAck = 0.02 + f.level*0.05
 	f.pSilent = 0.02 + f.level*0.05
 	f.pLate = 0.02 + f.level*0.1
+	f.pHook500 = 0.05 + f.level*0.3
+	f.pHookTimeout = 0.02 + f.level*0.2
 	if f.level > 0.05 {
 		f.cutEvery = time.Duration(float64(30*time.Second) / f.level)
 	}
@@ -41,8 +44,8 @@ func newFaults(seed uint64) *faults {
 }
 
 func (f *faults) String() string {
-	return fmt.Sprintf("level=%.3f crash=%.4f lose=%.3f dup=%.3f noack=%.3f silent=%.3f late=%.3f cut=%v delay<%v",
-		f.level, f.pCrash, f.pLose, f.pDup, f.pNoAck, f.pSilent, f.pLate, f.cutEvery, f.maxDelay)
+	return fmt.Sprintf("level=%.3f crash=%.4f lose=%.3f dup=%.3f noack=%.3f silent=%.3f late=%.3f hook500=%.3f hooktimeout=%.3f cut=%v delay<%v",
+		f.level, f.pCrash, f.pLose, f.pDup, f.pNoAck, f.pSilent, f.pLate, f.pHook500, f.pHookTimeout, f.cutEvery, f.maxDelay)
 }
 
 func (f *faults) chance(p float64) bool { return !f.calmed && f.rng.Float64() < p }
@@ -55,6 +58,19 @@ func (f *faults) lose() bool { return f.chance(f.pLose) }
 
 // duplicate: a message arrives twice.
 func (f *faults) duplicate() bool { return f.chance(f.pDup) }
+
+// hookAnswer is how the webhook receiver answers a delivery: a 2xx, a
+// 500, or no answer in time (timedOut); always a 2xx once calm.
+func (f *faults) hookAnswer() (code int, timedOut bool) {
+	switch x := f.rng.Float64(); {
+	case f.calmed:
+	case x < f.pHook500:
+		return 500, false
+	case x < f.pHook500+f.pHookTimeout:
+		return 0, true
+	}
+	return []int{200, 202, 204}[f.rng.IntN(3)], false
+}
 
 // delay is how long a message takes.
 func (f *faults) delay() time.Duration {

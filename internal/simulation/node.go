@@ -41,19 +41,13 @@ func (w *world) start(slot int) *node {
 		SecretMatches: auth.Matches, NewRef: w.ids.next("txn"), NewPrintID: w.ids.next("prt"), Clock: c,
 		AckTimeout: ackTimeout, Deadline: deadline, PrintTimeout: 30 * time.Second,
 		Shared: w.nodes > 1, Rand: w.ids.reader(), Go: func(f func()) { w.sched.spawn(n, "spawned", f) },
+		WebhookAllowHTTP: true, WebhookAllowPrivate: true,
 	}
-	authn, err := auth.New(auth.Config{Store: svc.Store, SigningKey: w.signingKey, TokenTTL: 24 * time.Hour, Clock: c})
-	if err != nil {
-		panic(err)
-	}
-	a := httpapi.NewAPI("online", n.logger(), &meta, nil)
-	onlineapi.Register(onlineapi.Config{
-		API: a, Guard: &httpapi.Guard{Auth: authn, Surface: instore.SurfaceOnline}, Metadata: &meta,
-		Service: svc, Store: svc.Store, OpenAPI: api.OnlineYAML, Logger: n.logger(),
-		IdempotencyHolders: holders{n},
-	})
-	n.svc, n.handler = svc, a
+	var authn *auth.Authenticator
+	n.handler, authn = onlineHandler(svc, holders{n})
+	n.svc = svc
 	if w.token == "" {
+		var err error
 		if w.token, _, err = authn.Mint(w.client, 24*time.Hour); err != nil {
 			panic(err)
 		}
@@ -61,10 +55,27 @@ func (w *world) start(slot int) *node {
 	w.sched.spawn(n, "recover", func() { _ = svc.Recover(context.Background()) })
 	n.every(sweepEvery, "sweep", func() { svc.Sweep(context.Background()) })
 	n.every(time.Second, "sequence", func() { _ = svc.SequenceEvents(context.Background()) })
+	disp := n.dispatcher()
+	n.every(dispatchEvery, "webhooks", func() { disp.Round(context.Background()) })
 	if w.nodes > 1 {
 		n.every(rescanEvery, "rescan", n.rescan)
 	}
 	return n
+}
+
+// onlineHandler is the real Online API handler over svc, and its
+// authenticator.
+func onlineHandler(svc *service.Service, h httpapi.Holders) (http.Handler, *auth.Authenticator) {
+	authn, err := auth.New(auth.Config{Store: svc.Store, SigningKey: signingKey, TokenTTL: 24 * time.Hour, Clock: svc.Clock})
+	if err != nil {
+		panic(err)
+	}
+	a := httpapi.NewAPI("online", svc.Logger, svc.Metadata, nil)
+	onlineapi.Register(onlineapi.Config{
+		API: a, Guard: &httpapi.Guard{Auth: authn, Surface: instore.SurfaceOnline}, Metadata: svc.Metadata,
+		Service: svc, Store: svc.Store, OpenAPI: api.OnlineYAML, Logger: svc.Logger, IdempotencyHolders: h,
+	})
+	return a, authn
 }
 
 // every runs f as a task of n every interval while n is up, one at a
@@ -217,7 +228,9 @@ func (w *world) wake(o *node, serial string) {
 func (n *node) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(traceWriter{n}, &slog.HandlerOptions{Level: slog.LevelWarn,
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			if a.Key == slog.TimeKey || a.Key == "requestId" || a.Key == "durationUs" || a.Key == "bytes" {
+			// The endpoint's id is the template's, drawn by the service
+			// outside the seed.
+			if a.Key == slog.TimeKey || a.Key == "requestId" || a.Key == "durationUs" || a.Key == "bytes" || a.Key == "webhookId" {
 				return slog.Attr{}
 			}
 			return a

@@ -102,10 +102,12 @@ type world struct {
 	nextDue      time.Time // the earliest time a check must run even without a write
 
 	merchantID      string
+	webhookID       string
+	eventsBefore    int64 // the template's last event: those after it are owed to the endpoint
+	receiver        *receiver
 	client          *instore.APIClient
 	token           string
 	subscriptionKey string
-	signingKey      []byte
 
 	writes, checkedWrites int
 	step                  int
@@ -177,11 +179,8 @@ func Run(cfg Config) (res *Result, err error) {
 	}
 	if w.failure == nil {
 		w.calm()
-		end := w.sched.now.Add(quietFor)
-		for w.failure == nil && w.sched.now.Before(end) && w.sched.step() {
-			w.step++
-			w.check()
-		}
+		w.runUntil(w.sched.now.Add(quietFor))
+		w.awaitDeliveries()
 		if w.failure == nil {
 			w.note("settled")
 			w.settled()
@@ -190,6 +189,15 @@ func Run(cfg Config) (res *Result, err error) {
 	res = &Result{Seed: cfg.Seed, Steps: w.step, Trace: w.trace, Failure: w.failure, Crashes: w.crashes, Sales: len(w.keyRef)}
 	res.Hash = hex.EncodeToString(w.hash.(interface{ Sum([]byte) []byte }).Sum(nil))
 	return res, nil
+}
+
+// runUntil runs the world, checking it, until end (or a failure, or
+// nothing left to do).
+func (w *world) runUntil(end time.Time) {
+	for w.failure == nil && w.sched.now.Before(end) && w.sched.step() {
+		w.step++
+		w.check()
+	}
 }
 
 // calm ends the storm: no more faults or ECR moves; every node comes up,
@@ -205,17 +213,23 @@ func (w *world) calm() {
 	}
 }
 
-// Template is a migrated database with one merchant, its terminals and
-// an API client, copied for each history.
+// Template is a migrated database with one merchant, its terminals, an
+// API client and a webhook endpoint, copied for each history.
 type Template struct {
 	path            string
 	merchantID      string
 	client          *instore.APIClient
 	subscriptionKey string
 	terminals       []string // terminal ID and serial number pairs
+	webhookID       string
+	webhookSecret   string
+	eventsBefore    int64 // the last event before the endpoint: those after it are owed to it
 }
 
 var prepareMu sync.Mutex
+
+// signingKey signs the API's tokens.
+var signingKey = []byte(strings.Repeat("k", 32))
 
 // Prepare makes a Template in dir.
 func Prepare(dir string) (*Template, error) {
@@ -263,6 +277,16 @@ func Prepare(dir string) (*Template, error) {
 	if _, err := db.SequenceEvents(ctx, 1000); err != nil {
 		return nil, err
 	}
+	evs, err := db.ListEvents(ctx, instore.EventFilter{MerchantID: mer.ID, Limit: 1 << 20})
+	if err != nil {
+		return nil, err
+	}
+	if len(evs) > 0 {
+		tpl.eventsBefore = evs[len(evs)-1].Seq
+	}
+	if err := registerWebhook(ctx, db, tpl); err != nil {
+		return nil, err
+	}
 	return tpl, nil
 }
 
@@ -291,9 +315,10 @@ func newWorld(cfg Config, tpl *Template) (*world, error) {
 		sched: newSched(cfg.Seed), faults: f, ecrRng: rand.New(rand.NewChaCha8(seedBytes(cfg.Seed, "ecr"))),
 		ids: &ids{rng: rand.New(rand.NewChaCha8(seedBytes(cfg.Seed, "ids")))}, db: db, nodes: f.nodes,
 		current: map[string]*session{}, keyRef: map[string]string{}, confirmed: map[string]bool{}, versions: map[string]int64{},
-		merchantID: tpl.merchantID, client: tpl.client, subscriptionKey: tpl.subscriptionKey,
-		signingKey: []byte(strings.Repeat("k", 32)), hash: sha256.New(),
+		merchantID: tpl.merchantID, webhookID: tpl.webhookID, eventsBefore: tpl.eventsBefore,
+		client: tpl.client, subscriptionKey: tpl.subscriptionKey, hash: sha256.New(),
 	}
+	w.receiver = &receiver{w: w, secret: tpl.webhookSecret, accepted: map[int64]int{}}
 	w.ledger = &ledger{w: w, auths: map[string]int{}, amount: map[string]int64{}, cashback: map[string]int64{}, byKey: map[string]string{}, refunded: map[string]int64{},
 		refunds: map[string]bool{}, refundOf: map[string]refund{}, reversed: map[string]bool{}}
 	w.sched.stepHook = func(kind, name string) { w.note("%s %s", kind, name) }

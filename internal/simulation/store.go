@@ -311,3 +311,13 @@ func (s *store) SetUpdateStatus(ctx context.Context, u *instore.Update, evs []in
 func (s *store) MarkUpdateDelivered(ctx context.Context, id string, at, staleBefore time.Time) error {
 	return s.write(ctx, func(ctx context.Context) error { return s.Store.MarkUpdateDelivered(ctx, id, at, staleBefore) })
 }
+
+func (s *store) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, q instore.ClaimQuota) ([]*instore.DueDelivery, error) {
+	return written(s, ctx, func(ctx context.Context) ([]*instore.DueDelivery, error) {
+		return s.Store.ClaimDeliveries(ctx, now, leaseUntil, q)
+	})
+}
+
+func (s *store) RecordAttempt(ctx context.Context, d *instore.DueDelivery, o instore.AttemptOutcome) error {
+	return s.write(ctx, func(ctx context.Context) error { return s.Store.RecordAttempt(ctx, d, o) })
+}

@@ -74,6 +74,18 @@ type Config struct {
 	Interval time.Duration
 	// Timeout bounds one attempt (default Timeout).
 	Timeout time.Duration
+	// Transport carries the requests (nil: an HTTP transport whose dialer
+	// refuses private addresses unless AllowPrivate; the simulation's
+	// receivers are one).
+	Transport http.RoundTripper
+	// Rand draws the retries' jitter in [0, 1) (nil: math/rand/v2's
+	// Float64; the simulation's is its seed's).
+	Rand func() float64
+	// Synchronous makes a round send what it claims in the calling
+	// goroutine, one delivery after another, and claim again until
+	// nothing is due (Round, called by the simulation's scheduler; the
+	// server's rounds start a goroutine per delivery).
+	Synchronous bool
 }
 
 // Dispatcher sends due deliveries until its context ends.
@@ -104,16 +116,28 @@ func New(cfg Config) *Dispatcher {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = Timeout
 	}
-	d := &net.Dialer{Timeout: cfg.Timeout}
-	if !cfg.AllowPrivate {
-		d.Control = refusePrivate
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Float64
 	}
-	tr := &http.Transport{DialContext: d.DialContext, TLSHandshakeTimeout: cfg.Timeout, ResponseHeaderTimeout: cfg.Timeout,
-		MaxIdleConnsPerHost: 2, IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: true, Proxy: nil}
+	tr := cfg.Transport
+	if tr == nil {
+		tr = guardedTransport(cfg)
+	}
 	return &Dispatcher{cfg: cfg, poke: make(chan struct{}, 1), counts: map[string]int{}, busy: map[string]int{},
 		client: &http.Client{Transport: tr, Timeout: cfg.Timeout,
 			// A redirect is the endpoint's answer, not a new target.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+// guardedTransport is the HTTP transport of the deliveries: its dialer
+// refuses private addresses unless cfg.AllowPrivate.
+func guardedTransport(cfg Config) *http.Transport {
+	d := &net.Dialer{Timeout: cfg.Timeout}
+	if !cfg.AllowPrivate {
+		d.Control = refusePrivate
+	}
+	return &http.Transport{DialContext: d.DialContext, TLSHandshakeTimeout: cfg.Timeout, ResponseHeaderTimeout: cfg.Timeout,
+		MaxIdleConnsPerHost: 2, IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: true, Proxy: nil}
 }
 
 // refusePrivate refuses a connection to an address that is not globally
@@ -169,11 +193,17 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	}
 }
 
+// Round claims the due deliveries and sends them, as one of Run's rounds
+// does; with Config.Synchronous, in the calling goroutine, until nothing
+// is due.
+func (d *Dispatcher) Round(ctx context.Context) { d.round(ctx) }
+
 // round claims as many due deliveries as there are free senders, at most
 // PerMerchant in flight of one merchant, and starts sending each. It
 // claims only what it starts at once: a claimed delivery never waits for
 // a sender (holding its lease) behind another merchant's slow ones. A
-// sender that ends pokes the next round.
+// sender that ends pokes the next round. A synchronous round sends each
+// itself, then claims again while anything was due.
 func (d *Dispatcher) round(ctx context.Context) {
 	for ctx.Err() == nil {
 		d.mu.Lock()
@@ -193,15 +223,15 @@ func (d *Dispatcher) round(ctx context.Context) {
 			d.sending++
 			d.busy[m]++
 			d.mu.Unlock()
+			if d.cfg.Synchronous {
+				d.deliver(context.WithoutCancel(ctx), dd)
+				d.sent(m)
+				continue
+			}
 			d.running.Add(1)
 			go func() {
 				defer func() {
-					d.mu.Lock()
-					d.sending--
-					if d.busy[m]--; d.busy[m] <= 0 {
-						delete(d.busy, m)
-					}
-					d.mu.Unlock()
+					d.sent(m)
 					d.running.Done()
 					// A sender is free: what waited for one (or for its
 					// merchant's share) is claimed at once.
@@ -210,9 +240,19 @@ func (d *Dispatcher) round(ctx context.Context) {
 				d.deliver(context.WithoutCancel(ctx), dd)
 			}()
 		}
-		if len(due) < q.Limit {
+		if len(due) == 0 || !d.cfg.Synchronous && len(due) < q.Limit {
 			return
 		}
+	}
+}
+
+// sent frees the sender of a delivery of merchant m.
+func (d *Dispatcher) sent(m string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.sending--
+	if d.busy[m]--; d.busy[m] <= 0 {
+		delete(d.busy, m)
 	}
 }
 
@@ -221,13 +261,14 @@ func (d *Dispatcher) deliver(ctx context.Context, dd *instore.DueDelivery) {
 	n := dd.Attempts + 1
 	start := d.cfg.Clock.Now()
 	a := instore.WebhookAttempt{N: n, At: start}
+	began := time.Now() // the attempt's duration is on real time, as its time-out
 	code, excerpt, err := d.send(ctx, dd, start)
-	a.DurationMS = int(time.Since(start) / time.Millisecond)
+	a.DurationMS = int(time.Since(began) / time.Millisecond)
 	a.StatusCode, a.Response = code, excerpt
 	// What follows (lifecycle.NextDelivery): succeeded, the next attempt's
 	// time, or given up; the endpoint disabled once failing long enough.
 	st := lifecycle.NextDelivery(lifecycle.DeliveryPending, lifecycle.DeliveryEvent{Kind: lifecycle.DeliveryAnswered, At: start,
-		Attempts: dd.Attempts, Code: code, Err: err, Rand: rand.Float64()})
+		Attempts: dd.Attempts, Code: code, Err: err, Rand: d.cfg.Rand()})
 	o := instore.AttemptOutcome{Succeeded: st.Succeeded, NextAt: st.NextAt, GiveUp: st.GiveUp,
 		DisableBefore: st.DisableBefore, DisableReason: st.DisableReason}
 	a.Error = st.Failure
