@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/instore-dev/instore"
@@ -38,6 +40,7 @@ type sale struct {
 	status       instore.TransactionStatus
 	confirmAsked bool
 	confirmed    bool
+	version      int64 // of the state status is from
 }
 
 type request struct {
@@ -58,6 +61,7 @@ type answer struct {
 	Version        int64                      `json:"version"`
 	ErrorCode      string                     `json:"errorCode"`
 	Type           string                     `json:"type"`
+	Detail         string                     `json:"detail"`
 	AcknowledgedAt *time.Time                 `json:"acknowledgedAt"`
 }
 
@@ -83,10 +87,12 @@ func (e *ecr) act() {
 		e.call(&request{name: "poll", method: http.MethodGet, path: "/transaction/" + open.ref, sale: open})
 	case open != nil && x < 38:
 		e.call(e.keyed(e.post("cancel", "/cancel", false, map[string]any{"terminalId": e.terminalID, "onlineAPIRefId": open.ref}, open)))
-	case x < 55:
-		e.purchase()
-	default:
+	case r.Float64() < w.payback:
 		e.afterSale(r.IntN(100))
+	case r.IntN(4) == 0:
+		e.afterSale(72 + r.IntN(8)) // pay a receipt back at two tills at once
+	default:
+		e.purchase()
 	}
 }
 
@@ -116,14 +122,18 @@ func (e *ecr) purchase() {
 	e.call(e.post("purchase", "/purchase", true, body, s))
 }
 
-// afterSale acts on an approved sale: confirm, refund, reverse, print.
+// afterSale acts on an approved sale: confirm, refund (at its till or
+// another's), pay it back at two tills at once, reverse, print.
 func (e *ecr) afterSale(x int) {
 	r := e.w.ecrRng
 	var approved []*sale
+	owner := map[*sale]*ecr{}
 	for _, o := range e.w.ecrs {
 		for _, s := range o.sales {
-			if s.kind == instore.TypePurchase && s.status == instore.StatusApproved && (o == e || x >= 60 && x < 75) {
+			settled := !s.confirmAsked || s.confirmed // one awaiting its confirmation takes no refund
+			if s.kind == instore.TypePurchase && s.status == instore.StatusApproved && (o == e || x >= 60 && x < 80 && settled) {
 				approved = append(approved, s) // a refund may be made at another till
+				owner[s] = o
 			}
 		}
 	}
@@ -134,23 +144,39 @@ func (e *ecr) afterSale(x int) {
 	switch {
 	case s.confirmAsked && !s.confirmed && x < 60:
 		e.call(e.keyed(e.post("confirm", "/transaction/"+s.ref+"/confirm", false, nil, s)))
-	case x < 75:
-		amount := 1 + int64(r.IntN(int(s.amount)))
-		rs := &sale{kind: instore.TypeRefund, amount: amount, status: instore.StatusPending}
-		e.call(e.post("refund", "/refund", true, map[string]any{"terminalId": e.terminalID, "amount": amount,
-			"currency": "EUR", "originalOnlineAPIRefId": s.ref}, rs))
-		if o := e.w.ecrs[r.IntN(len(e.w.ecrs))]; o != e && r.IntN(3) == 0 {
-			// The same receipt refunded at another till at the same moment.
-			rs := &sale{kind: instore.TypeRefund, amount: amount, status: instore.StatusPending}
-			o.call(o.post("refund", "/refund", true, map[string]any{"terminalId": o.terminalID, "amount": amount,
-				"currency": "EUR", "originalOnlineAPIRefId": s.ref}, rs))
+	case x < 72:
+		e.refund(s, 1+int64(r.IntN(int(s.amount))))
+	case x < 80:
+		// The same receipt paid back at two tills at the same moment: a
+		// refund of most of it here, and another refund at another till,
+		// or, when it is still the latest of its own till, its reversal
+		// there (only its till may make it).
+		if s.confirmAsked && !s.confirmed {
+			return
 		}
-	case x < 90:
+		part := func() int64 { return (s.amount-s.cashback)/2 + 1 + int64(r.IntN(int((s.amount-s.cashback)/2+1))) }
+		o := owner[s]
+		e.w.note("race %s %s on %s", e.name, o.name, s.ref)
+		e.refund(s, part())
+		if o.sales[len(o.sales)-1] == s && r.IntN(2) == 0 {
+			o.call(o.post("reversal", "/reversal", true, map[string]any{"onlineAPIRefId": s.ref},
+				&sale{kind: instore.TypeReversal, amount: s.amount, status: instore.StatusPending}))
+		} else if other := e.w.ecrs[(slices.Index(e.w.ecrs, e)+1+r.IntN(len(e.w.ecrs)-1))%len(e.w.ecrs)]; other != e {
+			other.refund(s, part())
+		}
+	case x < 92:
 		rs := &sale{kind: instore.TypeReversal, amount: s.amount, status: instore.StatusPending}
 		e.call(e.post("reversal", "/reversal", true, map[string]any{"onlineAPIRefId": s.ref}, rs))
 	default:
 		e.call(e.post("print", "/print", false, map[string]any{"terminalId": e.terminalID, "lines": []string{"Thank you"}}, nil))
 	}
+}
+
+// refund refunds amount of the sale s at e's till.
+func (e *ecr) refund(s *sale, amount int64) {
+	rs := &sale{kind: instore.TypeRefund, amount: amount, status: instore.StatusPending}
+	e.call(e.post("refund", "/refund", true, map[string]any{"terminalId": e.terminalID, "amount": amount,
+		"currency": "EUR", "originalOnlineAPIRefId": s.ref}, rs))
 }
 
 // post is a POST request; one that creates a transaction carries a new
@@ -224,7 +250,7 @@ func (e *ecr) answered(q *request, code int, body []byte) {
 	w := e.w
 	var a answer
 	_ = json.Unmarshal(body, &a)
-	w.note("answer %s %s %d %s %s", e.name, q.name, code, a.OnlineAPIRefID, a.ErrorCode)
+	w.note("answer %s %s %d %s %s %s", e.name, q.name, code, a.OnlineAPIRefID, a.ErrorCode, strings.TrimPrefix(a.Type, "urn:instore:problem:")+" "+a.Detail)
 	if code == 500 || code == 503 {
 		w.fail("no 500 or 503", "%s %s answered %d", q.method, q.path, code)
 		return
@@ -237,6 +263,7 @@ func (e *ecr) answered(q *request, code int, body []byte) {
 		if q.sale.ref == "" {
 			q.sale.ref = a.OnlineAPIRefID
 			e.sales = append(e.sales, q.sale)
+			w.sales[q.sale.ref] = q.sale
 		}
 	}
 	s := q.sale
@@ -245,7 +272,9 @@ func (e *ecr) answered(q *request, code int, body []byte) {
 	}
 	switch {
 	case code < 300 && a.StatusID != nil && a.OnlineAPIRefID == s.ref:
-		s.status = *a.StatusID
+		if a.Version >= s.version {
+			s.status, s.version = *a.StatusID, a.Version
+		}
 		if q.name == "confirm" {
 			s.confirmed, w.confirmed[s.ref] = true, true
 		}
@@ -254,5 +283,20 @@ func (e *ecr) answered(q *request, code int, body []byte) {
 		}
 	case code >= 400 && a.OnlineAPIRefID == s.ref && q.key != "":
 		s.status = -1 // ended unacknowledged (WP25, WP23): the ECR polls no more
+	}
+}
+
+// learn tells the ECRs what an event the webhook receiver accepted says
+// of their sales: a back office learns outcomes from its webhooks as well
+// as from its answers and polls.
+func (w *world) learn(body []byte) {
+	var ev struct {
+		Data answer `json:"data"`
+	}
+	if json.Unmarshal(body, &ev) != nil || ev.Data.StatusID == nil {
+		return
+	}
+	if s := w.sales[ev.Data.OnlineAPIRefID]; s != nil && s.version < ev.Data.Version {
+		s.status, s.version = *ev.Data.StatusID, ev.Data.Version
 	}
 }

@@ -93,7 +93,9 @@ type world struct {
 	resultIDs    int
 	ledger       *ledger
 	keyRef       map[string]string
-	confirmed    map[string]bool // sales whose confirm the ECR was answered 2xx
+	confirmed    map[string]bool  // sales whose confirm the ECR was answered 2xx
+	payback      float64          // how often an ECR acts on a sale rather than selling (drawn per seed)
+	sales        map[string]*sale // what the ECRs know of the transactions they created, by ref
 	versions     map[string]int64
 	lastTxs      map[string]*instore.Transaction
 	quiet        bool
@@ -314,7 +316,7 @@ func newWorld(cfg Config, tpl *Template) (*world, error) {
 	w := &world{
 		sched: newSched(cfg.Seed), faults: f, ecrRng: rand.New(rand.NewChaCha8(seedBytes(cfg.Seed, "ecr"))),
 		ids: &ids{rng: rand.New(rand.NewChaCha8(seedBytes(cfg.Seed, "ids")))}, db: db, nodes: f.nodes,
-		current: map[string]*session{}, keyRef: map[string]string{}, confirmed: map[string]bool{}, versions: map[string]int64{},
+		current: map[string]*session{}, keyRef: map[string]string{}, confirmed: map[string]bool{}, sales: map[string]*sale{}, versions: map[string]int64{},
 		merchantID: tpl.merchantID, webhookID: tpl.webhookID, eventsBefore: tpl.eventsBefore,
 		client: tpl.client, subscriptionKey: tpl.subscriptionKey, hash: sha256.New(),
 	}
@@ -327,7 +329,8 @@ func newWorld(cfg Config, tpl *Template) (*world, error) {
 		w.devices = append(w.devices, d)
 		w.ecrs = append(w.ecrs, &ecr{w: w, name: fmt.Sprintf("ecr%d", i/2+1), terminalID: d.terminalID})
 	}
-	w.note("seed %d nodes %d faults %s", cfg.Seed, w.nodes, f)
+	w.payback = 0.3 + 0.5*w.ecrRng.Float64()
+	w.note("seed %d nodes %d faults %s payback %.2f", cfg.Seed, w.nodes, f, w.payback)
 	return w, nil
 }
 

@@ -128,6 +128,7 @@ func (r *receiver) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	r.accepted[seq]++
 	r.latest, r.failing = max(r.latest, seq), 0
+	w.learn(body)
 	return r.answer(req, code), nil
 }
 
