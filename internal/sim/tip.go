@@ -108,7 +108,9 @@ func tipScreen(p *TipPrompt) string {
 }
 
 // awaitTip shows tx's tip prompt and waits for a person's answer; false
-// when tx was cancelled or ctx ended first.
+// when tx was cancelled or ctx ended first. A person who decides the
+// transaction (Decide) without answering the prompt leaves no tip: the
+// decision then stands as if made at the card prompt.
 func (t *Terminal) awaitTip(ctx context.Context, tx *txn) bool {
 	if tx.tipWait == nil {
 		return true
@@ -124,6 +126,15 @@ func (t *Terminal) awaitTip(ctx context.Context, tx *txn) bool {
 		t.update(func() {
 			t.acceptTip(tx, tip)
 			tx.tipAnswered = true
+		})
+		return true
+	case st := <-tx.decide:
+		t.update(func() {
+			tx.tipAnswered = true
+			select {
+			case tx.decide <- st: // for play, which reads it next
+			default: // another decision came meanwhile: that one stands
+			}
 		})
 		return true
 	case <-tx.cancelled:

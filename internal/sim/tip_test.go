@@ -92,4 +92,13 @@ func TestTipPromptWaitsForAPerson(t *testing.T) {
 	if st := r.Terminal.State(); st.NextTip != nil {
 		t.Errorf("the answer was kept for the next transaction too: %d", *st.NextTip)
 	}
+	// Decided at the tip prompt: no tip, the decision stands.
+	c.expectAck(c.purchase("ref-td", tipped(2000, instore.Tip{Mode: instore.TipEnterTotal})), "ref-td")
+	waitState(t, r.Terminal, "the tip prompt", func(s State) bool { return strings.Contains(s.Screen, "Enter total with tip") })
+	if err := r.Terminal.Decide(instore.StatusApproved); err != nil {
+		t.Fatal(err)
+	}
+	if _, res, _ := c.result("ref-td"); res.StatusID != instore.StatusApproved || res.TipAmount != 0 {
+		t.Errorf("decided at the tip prompt: status %d, tipAmount %d; want APPROVED without a tip", res.StatusID, res.TipAmount)
+	}
 }
