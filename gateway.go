@@ -88,6 +88,9 @@ type TerminalResult struct {
 	Ref       string
 	StatusID  TransactionStatus
 	Result    Result
+	// TipAmount is the tip the terminal charged (0: none), checked by
+	// CheckTipAmount.
+	TipAmount int64
 }
 
 // TerminalEvents is what the gateway reports to the domain. Each method

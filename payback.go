@@ -18,9 +18,10 @@ var ErrRefundExceeded = fmt.Errorf("refunds exceed the original amount")
 // with others nil, only to answer in the contract's order.
 //
 // The rule: the APPROVED and PENDING refunds of a purchase plus a reversal
-// of it never exceed its amount, and the refunds never exceed its amount
-// less its cashback (the cash the customer took is not paid back to the
-// card as well). So only an APPROVED purchase takes either;
+// of it never exceed what its card was charged (totalAmount: the amount and
+// the tip), and the refunds never exceed its totalAmount less its cashback
+// (the cash the customer took is not paid back to the card as well; the
+// tip is). So only an APPROVED purchase takes either;
 // a reversal is refused while any refund of the purchase is APPROVED or
 // PENDING; a refund is refused while a reversal of it is PENDING or
 // APPROVED, or ended TECHNICAL_ERROR without a result from the terminal
@@ -53,8 +54,9 @@ func CheckOnOriginal(orig *Transaction, others []*Transaction, t *Transaction) e
 			}
 		}
 		// The cashback was cash in the customer's hand: only the goods'
-		// part is refundable, or card and cash would both pay it back.
-		if left := orig.Amount - orig.CashbackAmount - Refunded(others); t.Amount > left {
+		// part (and the tip) is refundable, or card and cash would both
+		// pay it back.
+		if left := orig.TotalAmount() - orig.CashbackAmount - Refunded(others); t.Amount > left {
 			msg := fmt.Sprintf("exceeds what is left to refund of the original (%d)", left)
 			if orig.CashbackAmount > 0 {
 				msg = fmt.Sprintf("exceeds what is left to refund of the original (%d; its cashback of %d is not refundable)", left, orig.CashbackAmount)

@@ -18,6 +18,10 @@ func TestCheckOnOriginal(t *testing.T) {
 	deadline := t0.Add(time.Minute)
 	approved := &instore.Transaction{ID: "txn_o", Type: instore.TypePurchase, StatusID: instore.StatusApproved, Amount: 1000}
 	withCashback := &instore.Transaction{ID: "txn_o", Type: instore.TypePurchase, StatusID: instore.StatusApproved, Amount: 1000, CashbackAmount: 300}
+	promptTip := &instore.Tip{Mode: instore.TipPrompt, Suggestions: []int{10}}
+	withTip := &instore.Transaction{ID: "txn_o", Type: instore.TypePurchase, StatusID: instore.StatusApproved, Amount: 1000, Tip: promptTip, TipAmount: 150}
+	withTipAndCashback := &instore.Transaction{ID: "txn_o", Type: instore.TypePurchase, StatusID: instore.StatusApproved, Amount: 1000,
+		CashbackAmount: 300, Tip: promptTip, TipAmount: 70}
 	unconfirmed := &instore.Transaction{ID: "txn_o", Type: instore.TypePurchase, StatusID: instore.StatusApproved, Amount: 1000,
 		ConfirmState: instore.ConfirmPending, ConfirmDeadline: &deadline}
 	confirmed := &instore.Transaction{ID: "txn_o", Type: instore.TypePurchase, StatusID: instore.StatusApproved, Amount: 1000,
@@ -66,6 +70,14 @@ func TestCheckOnOriginal(t *testing.T) {
 			other("txn_r2", instore.TypeRefund, instore.StatusTechnicalError, 400, "")}, refund(1000), "", "", ""},
 		{"refund of the cashback", withCashback, nil, refund(701), instore.EValidation, "(700; its cashback of 300 is not refundable)", ""},
 		{"refund of the goods' part", withCashback, nil, refund(700), "", "", ""},
+		{"refund of the amount and the tip", withTip, nil, refund(1150), "", "", ""},
+		{"refund past the amount and the tip", withTip, nil, refund(1151), instore.EValidation, "exceeds what is left to refund of the original (1150)", ""},
+		{"refund of the tip left", withTip, []*instore.Transaction{other("txn_r1", instore.TypeRefund, instore.StatusApproved, 1000, "m")},
+			refund(150), "", "", ""},
+		{"refund past the tip left", withTip, []*instore.Transaction{other("txn_r1", instore.TypeRefund, instore.StatusApproved, 1000, "m")},
+			refund(151), instore.EValidation, "(150)", ""},
+		{"refund of the total less the cashback", withTipAndCashback, nil, refund(770), "", "", ""},
+		{"refund of the total with the cashback", withTipAndCashback, nil, refund(771), instore.EValidation, "(770; its cashback of 300 is not refundable)", ""},
 		// Reversals.
 		{"reversal of an approved purchase", approved, nil, reversal, "", "", ""},
 		{"reversal of a refund", aRefund, nil, reversal, instore.ENotReversible, "Only a purchase can be reversed; this is a REFUND", ""},
@@ -74,6 +86,7 @@ func TestCheckOnOriginal(t *testing.T) {
 		{"reversal of an unconfirmed sale", unconfirmed, nil, reversal, instore.ENotReversible, "awaits confirmation", ""},
 		{"reversal of a confirmed sale", confirmed, nil, reversal, "", "", ""},
 		{"reversal of a sale with cashback", withCashback, nil, reversal, "", "", ""},
+		{"reversal of a sale with a tip", withTip, nil, reversal, "", "", ""},
 		{"reversal after an approved refund", approved, []*instore.Transaction{other("txn_r", instore.TypeRefund, instore.StatusApproved, 1, "m")},
 			reversal, instore.ENotReversible, "has a refund that is approved or pending (txn_r)", "txn_r"},
 		{"reversal after a pending refund", approved, []*instore.Transaction{other("txn_r", instore.TypeRefund, instore.StatusPending, 1, "")},

@@ -124,6 +124,8 @@ type PurchaseRequest struct {
 	// confirmed within this many seconds of its approval is reversed
 	// (nil: no confirmation).
 	ConfirmWithinSeconds *int `json:"confirmWithinSeconds"`
+	// Tip asks the terminal for a tip (nil: none).
+	Tip *Tip `json:"tip"`
 }
 
 // Validate checks the fields' shapes and ranges. Whether the payment
@@ -152,6 +154,7 @@ func (r *PurchaseRequest) Validate() error {
 	if c := r.ConfirmWithinSeconds; c != nil && (*c < MinConfirmWithinSeconds || *c > MaxConfirmWithinSeconds) {
 		f.Add("/confirmWithinSeconds", "must be between %d and %d (seconds)", MinConfirmWithinSeconds, MaxConfirmWithinSeconds)
 	}
+	CheckTip(&f, "/tip", r.Tip, r.Amount)
 	return f.Err()
 }
 
@@ -159,7 +162,7 @@ func (r *PurchaseRequest) Validate() error {
 // of its type: an amount that is a string or has a fraction is told how
 // amounts are written, with an example in the body's currency.
 func (r *PurchaseRequest) DecodeHint(field string, body []byte) string {
-	return amountDecodeHint(field, body, "/amount", "/cashbackAmount", "/vatAmount")
+	return amountDecodeHint(field, body, "/amount", "/cashbackAmount", "/vatAmount", "/tip/amount")
 }
 
 // amountDecodeHint is the message of a decoding error of field when it is
@@ -188,6 +191,8 @@ type RefundRequest struct {
 	OriginalOnlineAPIRefID string `json:"originalOnlineAPIRefId"`
 	PaymentMethodID        *int   `json:"paymentMethodId"`
 	ECRReference           string `json:"ecrReference"`
+	// Tip is refused: only a purchase takes one (read to say so).
+	Tip *Tip `json:"tip"`
 }
 
 // Validate checks the fields' shapes and ranges.
@@ -205,6 +210,9 @@ func (r *RefundRequest) Validate() error {
 		f.Add("/originalOnlineAPIRefId", "is not an onlineAPIRefId")
 	}
 	CheckECRReference(&f, "/ecrReference", r.ECRReference)
+	if r.Tip != nil {
+		f.Add("/tip", "only a purchase takes a tip; a refund pays back an amount (up to the purchase's totalAmount less its cashback)")
+	}
 	return f.Err()
 }
 

@@ -73,6 +73,12 @@ type Transaction struct {
 	ConfirmState    ConfirmState
 	ConfirmDeadline *time.Time
 	ConfirmedAt     *time.Time
+	// Tip is how the purchase asked for a tip (nil: none). TipAmount is
+	// the tip the terminal charged with its APPROVED result (0 until then,
+	// and without a tip); a REVERSAL shows its purchase's. TotalAmount is
+	// Amount plus TipAmount.
+	Tip       *Tip
+	TipAmount int64
 }
 
 // ConfirmState is the confirmation state of a purchase that asked for one

@@ -15,13 +15,20 @@ type TransactionWire struct {
 	Type       TransactionType `json:"type"`
 	TerminalID string          `json:"terminalId"`
 	// Amount is the total charged, cashback included, in minor units.
-	Amount          int64      `json:"amount"`
-	CashbackAmount  int64      `json:"cashbackAmount"`
+	Amount         int64 `json:"amount"`
+	CashbackAmount int64 `json:"cashbackAmount"`
+	// TipAmount is the tip the terminal charged (0 without one, and until
+	// the purchase is APPROVED); TotalAmount is Amount plus TipAmount, what
+	// the card was charged.
+	TipAmount       int64      `json:"tipAmount"`
+	TotalAmount     int64      `json:"totalAmount"`
 	VATAmount       *int64     `json:"vatAmount"`
 	Currency        string     `json:"currency"`
 	PaymentMethodID *int       `json:"paymentMethodId"`
 	ECRReference    NullString `json:"ecrReference"`
 	PrintReceipt    bool       `json:"printReceipt"`
+	// Tip is how the purchase asked for a tip; nil (null) without one.
+	Tip *Tip `json:"tip"`
 	// StatusID and Status are an entry of transactionStatuses; 14
 	// PENDING until the transaction is final.
 	StatusID TransactionStatus `json:"statusId"`
@@ -138,7 +145,8 @@ func nonNil[T any](l []T) []T {
 func (meta *Metadata) TransactionWire(t *Transaction) *TransactionWire {
 	out := &TransactionWire{
 		OnlineAPIRefID: t.ID, Type: t.Type, TerminalID: t.TerminalID, Amount: t.Amount,
-		CashbackAmount: t.CashbackAmount, VATAmount: t.VATAmount, Currency: t.Currency,
+		CashbackAmount: t.CashbackAmount, TipAmount: t.TipAmount, TotalAmount: t.TotalAmount(), Tip: t.Tip,
+		VATAmount: t.VATAmount, Currency: t.Currency,
 		PaymentMethodID: t.PaymentMethodID, ECRReference: NullString(t.ECRReference), PrintReceipt: t.PrintReceipt,
 		StatusID: t.StatusID, Progress: t.Progress, Version: t.Version, CreatedAt: t.CreatedAt,
 		AcknowledgedAt: t.AcknowledgedAt, CompletedAt: t.CompletedAt,

@@ -419,6 +419,8 @@ func TestIntegrationOnlineAPI(t *testing.T) {
 	exerciseWebhooks(t, e)
 	// ECR confirmation.
 	exerciseConfirm(t, e)
+	// Tips.
+	exerciseTips(t, e)
 
 	// Every POST carried an Idempotency-Key, each logical call its own.
 	e.rec.mu.Lock()

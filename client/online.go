@@ -141,7 +141,28 @@ type PurchaseParams struct {
 	// its terminal (REVERSED, Confirmation.State AUTO_REVERSED). This closes
 	// "charged, but the order was never saved" after a crash of the ECR.
 	ConfirmWithinSeconds int `json:"confirmWithinSeconds,omitempty"`
+	// Tip asks the cardholder for a tip on top of Amount (nil: none):
+	// TipPrompt, TipEnterTotal or TipFixed. The transaction then shows the
+	// tip charged (TipAmount) and what the card was charged (TotalAmount).
+	Tip *Tip `json:"tip,omitempty"`
 }
+
+// Tip is how a purchase asks for a tip (instore.Tip).
+type Tip = instore.Tip
+
+// TipPrompt asks the cardholder to pick one of 1-3 percentages (1-100)
+// of the amount less its cashback, another amount or no tip.
+func TipPrompt(percentages ...int) *Tip {
+	return &Tip{Mode: instore.TipPrompt, Suggestions: percentages}
+}
+
+// TipEnterTotal asks the cardholder to type the total to pay; the tip is
+// the total less the amount.
+func TipEnterTotal() *Tip { return &Tip{Mode: instore.TipEnterTotal} }
+
+// TipFixed charges a tip the ECR already knows, in minor units (at most
+// the amount).
+func TipFixed(amount int64) *Tip { return &Tip{Mode: instore.TipFixed, Amount: &amount} }
 
 // RefundParams is the body of POST /in-store/api/v1/refund.
 type RefundParams struct {
@@ -149,7 +170,8 @@ type RefundParams struct {
 	Amount     int64  `json:"amount"`
 	Currency   string `json:"currency"`
 	// OriginalOnlineAPIRefID names the APPROVED purchase refunded; the
-	// refunds of one purchase never exceed its amount. A purchase paid
+	// refunds of one purchase never exceed its TotalAmount (its tip
+	// included) less its cashback. A purchase paid
 	// with a payment method must be named and refunded with that method.
 	OriginalOnlineAPIRefID string `json:"originalOnlineAPIRefId,omitempty"`
 	PaymentMethodID        *int   `json:"paymentMethodId,omitempty"`

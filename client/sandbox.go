@@ -52,6 +52,14 @@ func (c *Client) SandboxDevices(ctx context.Context, opts ...CallOption) ([]*San
 	return out.Devices, nil
 }
 
+// SandboxNextTip sets the tip (minor units; 0: no tip) the cardholder
+// picks on the virtual terminal's next transaction that asks for one
+// (TipPrompt, TipEnterTotal): the one showing its tip prompt now, or the
+// next. A tip above the amount is refused by the terminal: none is charged.
+func (c *Client) SandboxNextTip(ctx context.Context, terminalID string, tipAmount int64, opts ...CallOption) (*SandboxDevice, error) {
+	return c.sandboxPost(ctx, terminalID, "next-tip", "/sandbox/v1/terminals/{terminalId}/next-tip", map[string]int64{"tipAmount": tipAmount}, opts)
+}
+
 // SandboxNextOutcome makes the next transaction on the virtual terminal
 // end with statusID (0-12), whatever its amount.
 func (c *Client) SandboxNextOutcome(ctx context.Context, terminalID string, statusID instore.TransactionStatus, opts ...CallOption) (*SandboxDevice, error) {

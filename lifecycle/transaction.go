@@ -389,6 +389,9 @@ func result(t instore.Transaction, e Event, r Rules) (instore.Transaction, Step)
 	default:
 		return before, st // the first final status stands
 	}
+	if res.StatusID == instore.StatusApproved && t.Tip != nil {
+		t.TipAmount = res.TipAmount // the tip the card was charged (instore.CheckTipAmount)
+	}
 	t.Result, t.ResultMessageID, t.Progress = &result, res.MessageID, instore.ProgressFinal
 	if t.CompletedAt == nil {
 		t.CompletedAt = ptr(e.At)

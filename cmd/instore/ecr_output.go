@@ -188,6 +188,10 @@ func txBlock(tx *client.Transaction, receipt bool) string {
 	if tx.CashbackAmount > 0 {
 		row("cashback", client.FormatAmount(tx.CashbackAmount, tx.Currency)+" "+tx.Currency)
 	}
+	if tx.Tip != nil {
+		row("tip", client.FormatAmount(tx.TipAmount, tx.Currency)+" "+tx.Currency+" ("+string(tx.Tip.Mode)+")")
+		row("total", client.FormatAmount(tx.TotalAmount, tx.Currency)+" "+tx.Currency)
+	}
 	if string(tx.ErrorCode) != "" {
 		desc := ""
 		if c, ok := ecrCodeLists.ErrorCode(string(tx.ErrorCode)); ok {

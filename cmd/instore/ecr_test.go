@@ -73,6 +73,8 @@ type txLine struct {
 	TerminalID     string                    `json:"terminalId"`
 	Amount         int64                     `json:"amount"`
 	CashbackAmount int64                     `json:"cashbackAmount"`
+	TipAmount      int64                     `json:"tipAmount"`
+	TotalAmount    int64                     `json:"totalAmount"`
 	Currency       string                    `json:"currency"`
 	Status         string                    `json:"status"`
 	StatusID       instore.TransactionStatus `json:"statusId"`
@@ -178,6 +180,24 @@ func TestEcrPurchase(t *testing.T) {
 				}
 			},
 		},
+		{name: "a tip the till knows", args: []string{"purchase", "10", "--tip", "1.50", "--wait"},
+			wantStdout: "tip             1.50 SEK (FIXED)"},
+		{name: "a tip prompt", args: []string{"purchase", "20", "--tip-prompt", "10,15,20", "--wait", "--json"},
+			check: func(t *testing.T, out string) {
+				if tx := lastTx(t, out); tx.TipAmount != 200 || tx.TotalAmount != 2200 {
+					t.Errorf("purchase = tip %d total %d, want the first suggestion: 200 and 2200", tx.TipAmount, tx.TotalAmount)
+				}
+			}},
+		{name: "the total entered", args: []string{"purchase", "20", "--tip-enter-total", "--wait", "--json"},
+			check: func(t *testing.T, out string) {
+				if tx := lastTx(t, out); tx.TipAmount != 0 || tx.TotalAmount != 2000 {
+					t.Errorf("purchase = tip %d total %d, want the sandbox's no tip: 0 and 2000", tx.TipAmount, tx.TotalAmount)
+				}
+			}},
+		{name: "two ways to tip", args: []string{"purchase", "20", "--tip-enter-total", "--tip", "1"}, wantCode: 2, wantStderr: "none of the others can be"},
+		{name: "a tip prompt not of percentages", args: []string{"purchase", "20", "--tip-prompt", "ten"}, wantCode: 2, wantStderr: `--tip-prompt: "ten" is not a whole percentage`},
+		{name: "a tip above the amount", args: []string{"purchase", "10", "--tip", "10.01"}, wantCode: exitFailed,
+			wantStderr: "--tip 10.01 SEK must not exceed amount (10.00 SEK)"},
 		{name: "more decimals than the currency has", args: []string{"purchase", "12.505"}, wantCode: 2, wantStderr: `instore: amount: SEK has 2 decimals, got "12.505"`},
 		{name: "a cashback not an amount", args: []string{"purchase", "12", "--cashback", "x"}, wantCode: 2, wantStderr: `instore: --cashback: "x" is not an amount such as 12.50`},
 		{name: "decimals in JPY", args: []string{"purchase", "12.5", "--currency", "JPY"}, wantCode: 2, wantStderr: "JPY has no decimals"},

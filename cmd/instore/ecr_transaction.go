@@ -163,6 +163,7 @@ func ecrPurchaseCmd(f *ecrFlags) *cobra.Command {
 		cashback, vat string
 		printReceipt  bool
 		confirm       time.Duration
+		tips          tipFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "purchase AMOUNT",
@@ -181,7 +182,12 @@ declined, 10.12 wrong PIN, 10.91 no acknowledgement (WP25), 10.92 no answer
 
 --confirm-within asks for ECR confirmation: the APPROVED sale is reversed on its
 terminal unless confirmed (instore ecr confirm REF) within that long of its
-approval.`,
+approval.
+
+A tip on top of AMOUNT: --tip-prompt 10,15,20 (the terminal offers those
+percentages, another amount and no tip), --tip-enter-total (the cardholder
+types the total), or --tip 1.50 (a tip the till already knows). The
+transaction then shows the tip and the total charged.`,
 		Args: args(1, 1, "the amount, such as 12.50"),
 		RunE: f.run(func(ctx context.Context, cmd *cobra.Command, a []string, c *client.Client) error {
 			term, err := tf.terminalID()
@@ -212,6 +218,9 @@ approval.`,
 				}
 				p.VATAmount = &n
 			}
+			if p.Tip, err = tips.tip(typed); err != nil {
+				return err
+			}
 			if p.PaymentMethodID, err = paymentMethod(ctx, c, tf.paymentMethod); err != nil {
 				return err
 			}
@@ -225,6 +234,7 @@ approval.`,
 	fs.StringVar(&cashback, "cashback", "", "cash paid out, included in AMOUNT")
 	fs.StringVar(&vat, "vat", "", "VAT included in AMOUNT, for the receipt")
 	fs.BoolVar(&printReceipt, "print-receipt", false, "the terminal prints the receipt")
+	tips.register(cmd)
 	fs.DurationVar(&confirm, "confirm-within", 0, "ask for ECR confirmation: unless confirmed (instore ecr confirm) this long after its approval (10s-10m), the sale is reversed")
 	return cmd
 }

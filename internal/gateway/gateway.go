@@ -502,6 +502,7 @@ func (g *Server) SendPayment(ctx context.Context, serial string, t *instore.Tran
 		PaymentMethodID: t.PaymentMethodID,
 		ECRReference:    t.ECRReference,
 		OriginalRef:     t.OriginalID,
+		Tip:             t.Tip,
 	}
 	if t.PaymentMethodID != nil && g.meta != nil {
 		if c, ok := g.meta.PaymentMethod(*t.PaymentMethodID); ok {

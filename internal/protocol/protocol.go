@@ -142,6 +142,8 @@ type Payment struct {
 	// PaymentMethodCode is the code of PaymentMethodID in the service's
 	// paymentMethods list, for the receipt.
 	PaymentMethodCode string `json:"paymentMethodCode,omitempty"`
+	// Tip asks the cardholder for a tip (purchase only; absent: none).
+	Tip *instore.Tip `json:"tip,omitempty"`
 }
 
 // Cancel reasons are instore.CancelByECR ("ECR": the cashier cancelled,
@@ -198,8 +200,11 @@ type Result struct {
 	MaskedPAN         string                    `json:"maskedPan,omitempty"`
 	AuthorizationCode string                    `json:"authorizationCode,omitempty"`
 	PaymentMethodID   *int                      `json:"paymentMethodId,omitempty"`
-	CustomerReceipt   []string                  `json:"customerReceipt,omitempty"`
-	MerchantReceipt   []string                  `json:"merchantReceipt,omitempty"`
+	// TipAmount is the tip charged on top of the amount (APPROVED purchase
+	// with a tip only; absent: 0).
+	TipAmount       int64    `json:"tipAmount,omitempty"`
+	CustomerReceipt []string `json:"customerReceipt,omitempty"`
+	MerchantReceipt []string `json:"merchantReceipt,omitempty"`
 }
 
 // Update asks the terminal to install a software package; Ref is the

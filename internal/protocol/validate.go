@@ -96,6 +96,17 @@ func (p *Payment) Validate() error {
 	case !validText(p.PaymentMethodCode, MaxIDLen, false):
 		return textError("data.paymentMethodCode", MaxIDLen, false)
 	}
+	return validTip(p.Tip, p.Amount)
+}
+
+// validTip checks a payment's tip: the Online API's rules
+// (instore.CheckTip), worded for the protocol.
+func validTip(tip *instore.Tip, amount int64) error {
+	var f instore.FieldErrors
+	instore.CheckTip(&f, "data.tip", tip, &amount)
+	if len(f) > 0 {
+		return errorf(strings.ReplaceAll(f[0].Field, "/", "."), "%s", f[0].Message)
+	}
 	return nil
 }
 
@@ -186,6 +197,8 @@ func (r *Result) Validate() error {
 		return errorf("data.authorizationCode", "must be at most 16 printable ASCII characters without spaces")
 	case r.PaymentMethodID != nil && *r.PaymentMethodID < 0:
 		return errorf("data.paymentMethodId", "must be 0 or more")
+	case r.TipAmount < 0 || r.TipAmount > MaxAmount:
+		return errorf("data.tipAmount", "must be 0-%d", MaxAmount)
 	}
 	if err := validReceipt("data.customerReceipt", r.CustomerReceipt); err != nil {
 		return err

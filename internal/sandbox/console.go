@@ -20,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -107,6 +108,8 @@ type consoleDevice struct {
 	Interactive bool                       `json:"interactive"`
 	NextOutcome *instore.TransactionStatus `json:"nextOutcome"`
 	NextPrint   *instore.PrintStatus       `json:"nextPrint"`
+	NextTip     *int64                     `json:"nextTip"`
+	TipPrompt   *sim.TipPrompt             `json:"tipPrompt"`
 	Version     uint64                     `json:"version"`
 }
 
@@ -114,7 +117,7 @@ func (c *Console) device(t *sim.Terminal) *consoleDevice { return deviceOf(t.Sta
 
 func deviceOf(st sim.State) *consoleDevice {
 	return &consoleDevice{DeviceJSON: DeviceState(st), Interactive: st.Interactive,
-		NextOutcome: st.NextOutcome, NextPrint: st.NextPrint, Version: st.Version}
+		NextOutcome: st.NextOutcome, NextPrint: st.NextPrint, NextTip: st.NextTip, TipPrompt: st.TipPrompt, Version: st.Version}
 }
 
 // visibleDevices lists the devices a customer may see, as the console
@@ -247,6 +250,16 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request, p *instore.Prin
 		return httpapi.WriteJSON(w, http.StatusOK, deviceOf(SwitchOnline(r.Context(), c.cfg.Service, t, action == "online")))
 	case action == "interactive-on", action == "interactive-off":
 		t.SetInteractive(action == "interactive-on")
+	case action == "tip":
+		// The cardholder's answer to the tip prompt (?tipAmount=150; 0: no
+		// tip), or the tip of the next transaction that asks for one.
+		tip, err := strconv.ParseInt(r.URL.Query().Get("tipAmount"), 10, 64)
+		if err == nil {
+			err = t.SetNextTip(tip)
+		}
+		if err != nil {
+			return instore.Errorf(instore.EValidation, "tipAmount must be the tip in minor units, from 0 to %d.", instore.MaxAmount)
+		}
 	default:
 		if st, ok := outcomeActions[action]; ok {
 			if err := t.Decide(st); errors.Is(err, sim.ErrNothingToDecide) {

@@ -66,7 +66,13 @@ func purchase(t *testing.T, info demo.Info, terminalID string, amount int) strin
 
 func purchaseIn(t *testing.T, info demo.Info, terminalID string, amount int, currency string) string {
 	t.Helper()
-	b, _ := json.Marshal(map[string]any{"terminalId": terminalID, "amount": amount, "currency": currency})
+	return purchaseOf(t, info, map[string]any{"terminalId": terminalID, "amount": amount, "currency": currency})
+}
+
+// purchaseOf starts the purchase body and returns its onlineAPIRefId.
+func purchaseOf(t *testing.T, info demo.Info, purchase map[string]any) string {
+	t.Helper()
+	b, _ := json.Marshal(purchase)
 	req, _ := http.NewRequest("POST", info.OnlineAPIBaseURL+"/in-store/api/v1/purchase", bytes.NewReader(b))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Ocp-Apim-Subscription-Key", info.SubscriptionKey)

@@ -28,6 +28,7 @@ func Register(a *httpapi.API, g *httpapi.Guard, svc *service.Service, store inst
 	a.Handle("POST /sandbox/v1/terminals/{terminalId}/online", g.Wrap(sb.setOffline(false)))
 	a.Handle("POST /sandbox/v1/terminals/{terminalId}/printer", g.Wrap(sb.printer))
 	a.Handle("POST /sandbox/v1/terminals/{terminalId}/next-install", g.Wrap(sb.nextInstall))
+	a.Handle("POST /sandbox/v1/terminals/{terminalId}/next-tip", g.Wrap(sb.nextTip))
 }
 
 // sandbox serves the sandbox control API (/sandbox/v1), registered only in
@@ -221,6 +222,32 @@ func (s *sandbox) nextInstall(w http.ResponseWriter, r *http.Request, p *instore
 		return err
 	}
 	vt.SetNextInstallFail(*body.Fail, body.Reason)
+	return s.state(w, vt)
+}
+
+// nextTipBody is the body of POST .../next-tip.
+type nextTipBody struct {
+	TipAmount *int64 `json:"tipAmount"`
+}
+
+// nextTip sets the tip the cardholder picks on the virtual terminal's next
+// transaction that asks for one (sim.Terminal.SetNextTip).
+func (s *sandbox) nextTip(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+	var body nextTipBody
+	if err := httpapi.DecodeJSON(r, &body); err != nil {
+		return err
+	}
+	if body.TipAmount == nil || *body.TipAmount < 0 || *body.TipAmount > instore.MaxAmount {
+		return httpapi.Validation(instore.FieldError{Field: "/tipAmount",
+			Message: fmt.Sprintf("is required: the tip in minor units, from 0 (no tip) to %d", instore.MaxAmount)})
+	}
+	vt, err := s.device(r.Context(), p, r.PathValue("terminalId"))
+	if err != nil {
+		return err
+	}
+	if err := vt.SetNextTip(*body.TipAmount); err != nil {
+		return httpapi.Validation(instore.FieldError{Field: "/tipAmount", Message: err.Error()})
+	}
 	return s.state(w, vt)
 }
 

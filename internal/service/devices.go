@@ -231,6 +231,11 @@ func (s *Service) TerminalResult(ctx context.Context, serial string, r instore.T
 	if t.ResultMessageID == r.MessageID {
 		return nil // a resent result, already applied
 	}
+	if err := instore.CheckTipAmount(t, r.StatusID, r.TipAmount); err != nil {
+		// A terminal's bug: not stored, not confirmed (the gateway closes
+		// the session as for a malformed message).
+		return err
+	}
 	// An approved reversal, in time or late: the purchase's money went
 	// back, so the original is REVERSED either way (apply's decide).
 	_, _, err = s.apply(ctx, r.Ref, t, lifecycle.Event{Kind: instore.EventResult, At: s.now(), Result: &r})

@@ -138,7 +138,7 @@ func (s *Service) Reversal(ctx context.Context, p *instore.Principal, req *insto
 	}
 	t := &instore.Transaction{
 		ID: s.NewRef(), MerchantID: p.MerchantID, TerminalID: term.TerminalID, SerialNumber: serial,
-		Type: instore.TypeReversal, Amount: orig.Amount, CashbackAmount: orig.CashbackAmount, Currency: orig.Currency,
+		Type: instore.TypeReversal, Amount: orig.Amount, CashbackAmount: orig.CashbackAmount, TipAmount: orig.TipAmount, Currency: orig.Currency,
 		ECRReference: req.ECRReference, OriginalID: orig.ID, Reverses: orig.ID,
 		StatusID: instore.StatusPending, Progress: instore.ProgressSent, CreatedAt: s.now(),
 	}

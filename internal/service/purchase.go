@@ -38,7 +38,7 @@ func (s *Service) Purchase(ctx context.Context, p *instore.Principal, req *insto
 		ID: s.NewRef(), MerchantID: p.MerchantID, TerminalID: term.TerminalID, SerialNumber: serial,
 		Type: instore.TypePurchase, Amount: *req.Amount, VATAmount: req.VATAmount, Currency: req.Currency,
 		PaymentMethodID: req.PaymentMethodID, ECRReference: req.ECRReference, PrintReceipt: req.PrintReceipt,
-		StatusID: instore.StatusPending, Progress: instore.ProgressSent, CreatedAt: s.now(),
+		StatusID: instore.StatusPending, Progress: instore.ProgressSent, CreatedAt: s.now(), Tip: req.Tip,
 	}
 	if req.CashbackAmount != nil {
 		t.CashbackAmount = *req.CashbackAmount

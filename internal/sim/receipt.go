@@ -63,6 +63,7 @@ func buildResult(tx *txn, status instore.TransactionStatus, terminalID string, n
 		}
 		if status == instore.StatusApproved {
 			res.AuthorizationCode = authCode()
+			res.TipAmount = tx.tip
 		}
 	}
 	res.MerchantReceipt = receipt(tx, &res, terminalID, now, true)
@@ -125,6 +126,10 @@ func receipt(tx *txn, res *protocol.Result, terminalID string, now time.Time, me
 	b.pair("Amount", formatAmount(tx.pay.Amount, tx.pay.Currency))
 	if tx.pay.CashbackAmount > 0 {
 		b.pair("Cashback", formatAmount(tx.pay.CashbackAmount, tx.pay.Currency))
+	}
+	if tx.pay.Tip != nil && res.StatusID == instore.StatusApproved {
+		b.pair("Tip", formatAmount(res.TipAmount, tx.pay.Currency))
+		b.pair("Total", formatAmount(tx.pay.Amount+res.TipAmount, tx.pay.Currency))
 	}
 	if tx.pay.VATAmount != nil {
 		b.pair("VAT", formatAmount(*tx.pay.VATAmount, tx.pay.Currency))

@@ -124,6 +124,12 @@ type State struct {
 	// NextPrint is the status the next print job ends with (SetNextPrint),
 	// until a print job takes it; nil when none is set.
 	NextPrint *instore.PrintStatus `json:"nextPrint,omitempty"`
+	// NextTip is the tip the cardholder picks on the next transaction that
+	// asks for one (SetNextTip); nil when none is set.
+	NextTip *int64 `json:"nextTip,omitempty"`
+	// TipPrompt is the tip question the transaction in progress waits on
+	// a person to answer (interactive, SetNextTip); nil otherwise.
+	TipPrompt *TipPrompt `json:"tipPrompt,omitempty"`
 	// Version grows with every change of the terminal's state: of two
 	// states of one terminal, the one with the higher Version is the newer
 	// (listeners run concurrently, so states can reach a reader out of
@@ -163,6 +169,7 @@ type Terminal struct {
 	cancelledUnknown []string
 	nextOutcome      *instore.TransactionStatus
 	nextPrint        *instore.PrintStatus
+	nextTip          *int64
 	// printed holds the status each recently answered print job got, in
 	// the order of printedOrder (keepPrinted of them).
 	printed      map[string]instore.PrintStatus
@@ -318,6 +325,8 @@ func (t *Terminal) stateLocked() State {
 		Interactive:  t.interactive,
 		NextOutcome:  copyInt(t.nextOutcome),
 		NextPrint:    copyInt(t.nextPrint),
+		NextTip:      copyInt(t.nextTip),
+		TipPrompt:    tipPromptOf(t.tx),
 		Version:      t.rev,
 	}
 }

@@ -78,6 +78,11 @@ type txn struct {
 
 	// decide receives the outcome a person chose (interactive mode only).
 	decide chan instore.TransactionStatus
+	// tip is the tip charged if approved (tip.go); tipWait receives a
+	// person's answer to the tip prompt (interactive mode only).
+	tip         int64
+	tipWait     chan int64
+	tipAnswered bool // guarded by Terminal.mu
 
 	// Guarded by Terminal.mu.
 	acked     bool
@@ -154,6 +159,7 @@ func (t *Terminal) command(ctx context.Context, s *session, env protocol.Envelop
 		// A person decides (Decide), whatever the amount says.
 		tx.status, tx.mode, tx.decide = instore.StatusApproved, modeNormal, make(chan instore.TransactionStatus, 1)
 	}
+	t.planTipLocked(tx)
 	if tx.mode == modeNoAck {
 		t.mu.Unlock()
 		t.log.Info("sim: sandbox outcome: not acknowledging", "ref", env.Ref)
@@ -218,7 +224,11 @@ func (t *Terminal) process(ctx context.Context, tx *txn) {
 // moment of the result; a cancel or the end of Run cuts it short.
 func (t *Terminal) play(ctx context.Context, tx *txn) {
 	if tx.decide != nil {
-		// Interactive: present the card prompt and wait for a person.
+		// Interactive: ask for the tip, present the card prompt and wait
+		// for a person.
+		if !t.awaitTip(ctx, tx) {
+			return
+		}
 		t.progress(tx, StageWaitingForCard)
 		select {
 		case st := <-tx.decide:

@@ -190,14 +190,18 @@ const transactionColumns = `id, merchant_id, terminal_id, device_serial, type,
 	amount, cashback_amount, vat_amount, currency, payment_method_id, ecr_reference, print_receipt,
 	status_id, error_id, progress, version, original_id, reverses, reversed_by, cancel_requested,
 	result, result_message_id, created_at, acknowledged_at, deadline_at, completed_at,
-	confirm_within, confirm_state, confirm_deadline, confirmed_at`
+	confirm_within, confirm_state, confirm_deadline, confirmed_at, tip, tip_amount`
 
 // transactionValues is the placeholder list of transactionColumns.
-const transactionValues = `?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`
+const transactionValues = `?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`
 
 // transactionArgs are the values of transactionColumns for a new t.
 func transactionArgs(t *instore.Transaction) ([]any, error) {
 	result, err := encodeResult(t.Result)
+	if err != nil {
+		return nil, err
+	}
+	tip, err := nullJSON(t.Tip, t.Tip == nil, "tip")
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +212,8 @@ func transactionArgs(t *instore.Transaction) ([]any, error) {
 		nullString(t.ReversedBy), t.CancelRequested,
 		result, nullString(t.ResultMessageID), micros(t.CreatedAt), nullMicros(t.AcknowledgedAt),
 		nullMicros(t.DeadlineAt), nullMicros(t.CompletedAt),
-		confirmWithin(t), nullString(t.ConfirmState), nullMicros(t.ConfirmDeadline), nullMicros(t.ConfirmedAt)}, nil
+		confirmWithin(t), nullString(t.ConfirmState), nullMicros(t.ConfirmDeadline), nullMicros(t.ConfirmedAt),
+		tip, t.TipAmount}, nil
 }
 
 // createTied is, on PostgreSQL, the creation of t with its one event and
@@ -270,10 +275,10 @@ func updateTransaction(ctx context.Context, c conn, ch *instore.Change) error {
 	q := `UPDATE transactions SET
 		device_serial = ?, status_id = ?, error_id = ?, progress = ?, version = ?,
 		reverses = ?, reversed_by = ?, cancel_requested = ?, result = ?, result_message_id = ?,
-		acknowledged_at = ?, deadline_at = ?, completed_at = ?`
+		acknowledged_at = ?, deadline_at = ?, completed_at = ?, tip_amount = ?`
 	args := []any{nullString(t.SerialNumber), t.StatusID, nullInt(t.ErrorID), t.Progress, fromVersion + 1,
 		nullString(t.Reverses), nullString(t.ReversedBy), t.CancelRequested, result, nullString(t.ResultMessageID),
-		nullMicros(t.AcknowledgedAt), nullMicros(t.DeadlineAt), nullMicros(t.CompletedAt)}
+		nullMicros(t.AcknowledgedAt), nullMicros(t.DeadlineAt), nullMicros(t.CompletedAt), t.TipAmount}
 	if t.ConfirmState != "" {
 		// Only a sale that asked for confirmation sets these (SQLite
 		// rewrites the entries of an index whose column SET names).
@@ -333,13 +338,13 @@ func scanTransaction(s scanner) (*instore.Transaction, error) {
 		created                                  int64
 		acknowledged, deadline, completed        sql.NullInt64
 		within, confirmDeadline, confirmedAt     sql.NullInt64
-		confirmState                             sql.NullString
+		confirmState, tip                        sql.NullString
 	)
 	if err := s.Scan(&t.ID, &t.MerchantID, &t.TerminalID, &serial, &t.Type,
 		&t.Amount, &t.CashbackAmount, &vat, &t.Currency, &paymentMethod, &ecrReference, &t.PrintReceipt,
 		&t.StatusID, &errorID, &t.Progress, &t.Version, &original, &reverses, &reversedBy, &t.CancelRequested,
 		&result, &resultMessageID, &created, &acknowledged, &deadline, &completed,
-		&within, &confirmState, &confirmDeadline, &confirmedAt); err != nil {
+		&within, &confirmState, &confirmDeadline, &confirmedAt, &tip, &t.TipAmount); err != nil {
 		return nil, err
 	}
 	t.SerialNumber = serial.String
@@ -354,6 +359,12 @@ func scanTransaction(s scanner) (*instore.Transaction, error) {
 		t.Result = new(instore.Result)
 		if err := json.Unmarshal([]byte(result.String), t.Result); err != nil {
 			return nil, fmt.Errorf("decode transaction result: %w", err)
+		}
+	}
+	if tip.Valid {
+		t.Tip = new(instore.Tip)
+		if err := json.Unmarshal([]byte(tip.String), t.Tip); err != nil {
+			return nil, fmt.Errorf("decode transaction tip: %w", err)
 		}
 	}
 	t.ResultMessageID = resultMessageID.String

@@ -48,6 +48,7 @@ func Run(t *testing.T, open func(t *testing.T) instore.Store) {
 		{"Idempotency", idempotencyTests},
 		{"Listing", listingTests},
 		{"Refund", refundTests},
+		{"Tip", tipTests},
 		{"Payback", paybackTests},
 		{"TransactionPair", pairTests},
 		{"PrintJob", printJobTests},

@@ -339,6 +339,8 @@ function renderDevices() {
     const next = [];
     if (d.nextOutcome != null) next.push(`Next transaction: ${codeName("transactionStatuses", d.nextOutcome)}`);
     if (d.nextPrint != null) next.push(`Next print: ${codeName("printStatuses", d.nextPrint)}`);
+    if (d.nextTip != null) next.push(`Next tip: ${d.nextTip}`);
+    renderTip(el.querySelector(".tip"), d);
     const nextEl = el.querySelector(".next");
     nextEl.textContent = next.join(" · ");
     nextEl.hidden = next.length === 0;
@@ -419,7 +421,7 @@ function renderTxs(fresh) {
     tr.tabIndex = 0;
     const bad = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12].includes(t.statusId);
     tr.append(
-      cell(time(t.createdAt)), cell(t.terminalId), cell(t.type), cell(money(t.amount, t.currency), "num"),
+      cell(time(t.createdAt)), cell(t.terminalId), cell(t.type), cell(money(t.totalAmount ?? t.amount, t.currency) + (t.tipAmount ? ` (tip ${money(t.tipAmount, t.currency)})` : ""), "num"),
       cell(`${t.status} (${t.statusId})`, `status s${t.statusId}${bad ? " bad" : ""}`),
       cell(t.progress), cell(t.errorCode ? `${t.errorCode} (${t.errorId})` : ""), cell(t.onlineAPIRefId, "ref"));
     return tr;
