@@ -145,14 +145,14 @@ func (w *world) check() {
 			continue
 		}
 		back := paid[t.ID]
-		if paid[t.ID] > t.Amount-t.CashbackAmount {
-			w.fail("money back never exceeds a sale", "the store refunds %d on %s of %d with %d cashback", paid[t.ID], t.ID, t.Amount, t.CashbackAmount)
+		if paid[t.ID] > t.TotalAmount()-t.CashbackAmount {
+			w.fail("money back never exceeds a sale", "the store refunds %d on %s of %d with %d cashback", paid[t.ID], t.ID, t.TotalAmount(), t.CashbackAmount)
 		}
 		if t.StatusID == instore.StatusReversed {
-			back += t.Amount
+			back += t.TotalAmount()
 		}
-		if back > t.Amount {
-			w.fail("money back never exceeds a sale", "the store pays back %d on %s of %d", back, t.ID, t.Amount)
+		if back > t.TotalAmount() {
+			w.fail("money back never exceeds a sale", "the store pays back %d on %s of %d", back, t.ID, t.TotalAmount())
 		}
 	}
 	w.lastTxs = byRef
@@ -222,6 +222,9 @@ func (w *world) agree(t *instore.Transaction) {
 		charged := l.auths[t.ID] > 0 && !l.reversed[t.ID]
 		if charged != (t.StatusID == instore.StatusApproved) {
 			w.fail("the terminals' and the service's views agree", "%s is %d in the service; charged on the card: %v", t.ID, t.StatusID, charged)
+		}
+		if charged && l.amount[t.ID] != t.TotalAmount() {
+			w.fail("the terminals' and the service's views agree", "%s: the card was charged %d, the service says %d", t.ID, l.amount[t.ID], t.TotalAmount())
 		}
 		if t.StatusID == instore.StatusReversed && !l.reversed[t.ID] {
 			w.fail("the terminals' and the service's views agree", "%s is REVERSED in the service, not on the card", t.ID)

@@ -35,6 +35,7 @@ type msg struct {
 	reason string
 	stage  instore.Progress
 	status instore.TransactionStatus
+	tip    int64               // a result's tipAmount
 	print  instore.PrintStatus // of a print job
 	tx     *instore.Transaction
 }
@@ -164,7 +165,7 @@ func (s *session) read() {
 		case mProgress:
 			_ = svc.TerminalProgress(ctx, serial, m.ref, m.stage)
 		case mResult:
-			err := svc.TerminalResult(ctx, serial, instore.TerminalResult{MessageID: m.id, Ref: m.ref, StatusID: m.status})
+			err := svc.TerminalResult(ctx, serial, instore.TerminalResult{MessageID: m.id, Ref: m.ref, StatusID: m.status, TipAmount: m.tip})
 			switch {
 			case err == nil && s.open && s.node.up:
 				s.toDevice(msg{kind: mResultConfirmed, id: m.id})
@@ -214,13 +215,17 @@ type dtx struct {
 	cashback int64
 	original string
 	key      string // the ECR's reference: its Idempotency-Key
+	tip      *instore.Tip
+	tipped   int64 // the tip the cardholder chose, charged with an approval
 	acked    bool
 	status   instore.TransactionStatus // -1 while it runs
 	msgID    string
 	silent   bool // it waits for a cancel
 }
 
-func (t *dtx) result() msg { return msg{kind: mResult, id: t.msgID, ref: t.ref, status: t.status} }
+func (t *dtx) result() msg {
+	return msg{kind: mResult, id: t.msgID, ref: t.ref, status: t.status, tip: t.tipped}
+}
 
 // send sends m on the device's session, if it has one.
 func (d *device) send(m msg) {
@@ -270,7 +275,7 @@ func (d *device) command(tx *instore.Transaction) {
 	if d.cancelFirst[tx.ID] {
 		return // its cancel came first: dropped, not started
 	}
-	t := &dtx{ref: tx.ID, kind: tx.Type, amount: tx.Amount, cashback: tx.CashbackAmount, original: tx.OriginalID, key: tx.ECRReference, status: -1}
+	t := &dtx{ref: tx.ID, kind: tx.Type, amount: tx.Amount, cashback: tx.CashbackAmount, original: tx.OriginalID, key: tx.ECRReference, tip: tx.Tip, status: -1}
 	d.known[tx.ID] = t
 	if d.cur != nil {
 		w.fail("a terminal is never sent a command while it runs one the service ended", "%s runs %s, sent %s", d.serial, d.cur.ref, tx.ID)
@@ -348,7 +353,8 @@ func (d *device) finish(t *dtx, status instore.TransactionStatus) {
 	if status == instore.StatusApproved {
 		switch t.kind {
 		case instore.TypePurchase:
-			d.w.ledger.authorize(d.serial, t.ref, t.key, t.amount, t.cashback)
+			t.tipped = d.chooseTip(t)
+			d.w.ledger.authorize(d.serial, t.ref, t.key, t.amount+t.tipped, t.cashback)
 		case instore.TypeRefund:
 			d.w.ledger.refund(d.serial, t.original, t.ref, t.amount)
 		case instore.TypeReversal:
@@ -388,4 +394,23 @@ func (d *device) scheduleCut() {
 	if at, ok := d.w.faults.nextCut(); ok {
 		d.w.sched.after(at, "cut "+d.serial, func() { s.cut() })
 	}
+}
+
+// chooseTip is the tip the cardholder picks for t (the ECR's when FIXED),
+// never above the amount: the terminal refuses more.
+func (d *device) chooseTip(t *dtx) int64 {
+	if t.tip == nil {
+		return 0
+	}
+	r := d.w.faults.rng
+	switch t.tip.Mode {
+	case instore.TipFixed:
+		return *t.tip.Amount
+	case instore.TipPrompt:
+		if r.IntN(4) == 0 {
+			return 0 // "no tip"
+		}
+		return min(instore.TipOfPercent(t.amount, t.cashback, t.tip.Suggestions[r.IntN(len(t.tip.Suggestions))]), t.amount)
+	}
+	return r.Int64N(t.amount/5 + 1) // the total typed, less the amount
 }

@@ -119,6 +119,14 @@ func (e *ecr) purchase() {
 		body["confirmWithinSeconds"] = 10 + r.IntN(30)
 		s.confirmAsked = true
 	}
+	switch r.IntN(6) {
+	case 0:
+		body["tip"] = map[string]any{"mode": instore.TipPrompt, "suggestions": []int{10, 15, 20}}
+	case 1:
+		body["tip"] = map[string]any{"mode": instore.TipEnterTotal}
+	case 2:
+		body["tip"] = map[string]any{"mode": instore.TipFixed, "amount": r.Int64N(amount/4 + 1)}
+	}
 	e.call(e.post("purchase", "/purchase", true, body, s))
 }
 
