@@ -25,6 +25,7 @@ const (
 	EventAckTimeout      TimelineKind = "ACK_TIMEOUT"      // no ack within the ack timeout (WP25)
 	EventDeadline        TimelineKind = "DEADLINE"         // no result by the deadline (WP36)
 	EventLateApproval    TimelineKind = "LATE_APPROVAL"    // an approval after the service ended it: reversed on the terminal
+	EventTipRefused      TimelineKind = "TIP_REFUSED"      // an approval whose tip breaks the tip rules (CheckTipAmount): stored, reversed on the terminal
 	EventLateResult      TimelineKind = "LATE_RESULT"      // another outcome after the service ended it: kept, status stands
 	EventReversed        TimelineKind = "REVERSED"         // (of a purchase) a REVERSAL of it was approved (Detail: its ref)
 	EventConfirmed       TimelineKind = "CONFIRMED"        // the ECR confirmed an APPROVED sale (confirmWithinSeconds)

@@ -293,7 +293,7 @@ var actors = map[instore.TimelineKind]instore.Actor{
 	instore.EventProgress: instore.ActorTerminal, instore.EventResult: instore.ActorTerminal, instore.EventCancelRequested: instore.ActorECR,
 	instore.EventAckTimeout: instore.ActorTimer, instore.EventDeadline: instore.ActorTimer, instore.EventLateApproval: instore.ActorTerminal,
 	instore.EventLateResult: instore.ActorTerminal, instore.EventReversed: instore.ActorTerminal, instore.EventConfirmed: instore.ActorECR,
-	instore.EventAutoReversed: instore.ActorTimer,
+	instore.EventAutoReversed: instore.ActorTimer, instore.EventTipRefused: instore.ActorTerminal,
 }
 
 // changed completes st for the change from before to t: its timeline
@@ -313,9 +313,12 @@ func changed(before, t instore.Transaction, e Event, r Rules, st Step, kind inst
 		detail = "cancel sent to the terminal"
 	case instore.EventAutoReversed:
 		detail = "not confirmed within " + t.ConfirmWithin.String() + "; reversal " + st.Reverse + " owed to the terminal"
-	case instore.EventResult, instore.EventLateResult, instore.EventLateApproval:
+	case instore.EventResult, instore.EventLateResult, instore.EventLateApproval, instore.EventTipRefused:
 		if e.Result != nil {
 			detail = "terminal reported " + r.Status(e.Result.StatusID)
+		}
+		if kind == instore.EventTipRefused {
+			detail += fmt.Sprintf(" with a tip of %d the purchase did not allow", t.TipAmount)
 		}
 		if st.Reverse != "" {
 			detail += "; reversal " + st.Reverse + " owed to the terminal"
@@ -353,7 +356,20 @@ func result(t instore.Transaction, e Event, r Rules) (instore.Transaction, Step)
 	}
 	kind := instore.EventResult
 	result := res.Result
+	// A tip the rules do not allow (instore.CheckTipAmount) never loses the
+	// result: on anything but an approval of a purchase it charged
+	// nothing and is dropped; with an approval the card was charged it, so
+	// it is recorded, and the sale is reversed on the terminal at once.
+	approved := res.StatusID == instore.StatusApproved && t.Type == instore.TypePurchase
+	tipRefused := approved && instore.CheckTipAmount(&t, res.StatusID, res.TipAmount) != nil
 	switch {
+	case tipRefused && !t.Final():
+		t.StatusID = instore.StatusReversed
+		if t.AcknowledgedAt == nil {
+			t.AcknowledgedAt = ptr(e.At)
+		}
+		st.Reverse = instore.ReversalLateApproval
+		kind = instore.EventTipRefused
 	case !t.Final():
 		t.StatusID = res.StatusID
 		if res.StatusID == instore.StatusAbortedByCashier && t.CancelRequested {
@@ -389,8 +405,8 @@ func result(t instore.Transaction, e Event, r Rules) (instore.Transaction, Step)
 	default:
 		return before, st // the first final status stands
 	}
-	if res.StatusID == instore.StatusApproved && t.Tip != nil {
-		t.TipAmount = res.TipAmount // the tip the card was charged (instore.CheckTipAmount)
+	if approved {
+		t.TipAmount = res.TipAmount // the tip the card was charged, allowed or not
 	}
 	t.Result, t.ResultMessageID, t.Progress = &result, res.MessageID, instore.ProgressFinal
 	if t.CompletedAt == nil {

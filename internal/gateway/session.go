@@ -473,12 +473,7 @@ func (s *session) handle(frame []byte) (int, string) {
 		}
 	case protocol.TypeResult:
 		r := data.(*protocol.Result)
-		if err := ev.TerminalResult(ctx, s.serial, terminalResult(env, r)); errors.Is(err, instore.ErrTipRefused) {
-			// The result breaks the tip rules: a terminal's bug, refused
-			// like a malformed message (not stored, not confirmed).
-			s.logMalformed(err)
-			return protocol.CloseMalformed, "data.tipAmount: " + err.Error()
-		} else if err != nil {
+		if err := ev.TerminalResult(ctx, s.serial, terminalResult(env, r)); err != nil {
 			// Not committed: no confirm. The terminal keeps the result and
 			// resends it after it reconnects, which the close makes it do.
 			s.g.log.LogAttrs(ctx, slog.LevelError, "terminal result not applied",

@@ -232,9 +232,10 @@ func (s *Service) TerminalResult(ctx context.Context, serial string, r instore.T
 		return nil // a resent result, already applied
 	}
 	if err := instore.CheckTipAmount(t, r.StatusID, r.TipAmount); err != nil {
-		// A terminal's bug: not stored, not confirmed (the gateway closes
-		// the session as for a malformed message).
-		return err
+		// A terminal's bug, never a reason to lose its result: an approval
+		// is stored and reversed on the terminal (lifecycle), any other
+		// outcome stored without the tip.
+		s.log().Error("terminal reported a tip the transaction does not allow", "ref", r.Ref, "serialNumber", serial, "error", err)
 	}
 	// An approved reversal, in time or late: the purchase's money went
 	// back, so the original is REVERSED either way (apply's decide).
