@@ -252,15 +252,22 @@ func TestInterleaveCancelsDrift(t *testing.T) {
 		res := il.run(context.Background())
 		return res.sides[1].Rate / res.sides[0].Rate
 	}
-	seq := measure(1)
-	inter := measure(4)
-	t.Logf("same work on both sides under a steady slow-down: ratio %.2f in one window each, %.2f in 4 interleaved rounds", seq, inter)
 	// Compared with each other, not with fixed bounds: the sleeps stretch
 	// on a loaded machine, alike for both measurements (here 0.55-0.58
-	// and 0.96-1.06 when written).
-	if math.Abs(inter-1) >= math.Abs(seq-1) {
-		t.Errorf("interleaved ratio %.2f is no closer to 1 than one window each (%.2f)", inter, seq)
+	// and 0.96-1.06 when written). A burst of load from another process
+	// can still land on one measurement alone (once in CI: 0.80 and 1.28),
+	// so the pair is measured up to three times; interleaving must win
+	// one of them.
+	var tries []string
+	for range 3 {
+		seq, inter := measure(1), measure(4)
+		t.Logf("same work on both sides under a steady slow-down: ratio %.2f in one window each, %.2f in 4 interleaved rounds", seq, inter)
+		if math.Abs(inter-1) < math.Abs(seq-1) {
+			return
+		}
+		tries = append(tries, fmt.Sprintf("%.2f vs %.2f", inter, seq))
 	}
+	t.Errorf("the interleaved ratio was no closer to 1 than one window each in three tries: %v", tries)
 }
 
 // TestInterleaveMaxRequests: with a bound on the requests, each window
