@@ -13,6 +13,7 @@ const (
 	TypePurchase TransactionType = "PURCHASE"
 	TypeRefund   TransactionType = "REFUND"
 	TypeReversal TransactionType = "REVERSAL"
+	// TypePreAuth, TypeIncrement, TypeCapture and TypeVoid: preauth.go.
 )
 
 // Progress is the stage of a PENDING transaction, as the terminal reports
@@ -79,6 +80,12 @@ type Transaction struct {
 	// Amount plus TipAmount.
 	Tip       *Tip
 	TipAmount int64
+	// Authorization is an approved PRE_AUTH's authorisation (preauth.go;
+	// nil otherwise).
+	Authorization *Authorization
+	// ByTimer marks the VOID the service created when its pre-auth
+	// expired: approved, it ends the pre-auth EXPIRED, not VOIDED.
+	ByTimer bool
 }
 
 // ConfirmState is the confirmation state of a purchase that asked for one
