@@ -115,3 +115,71 @@ func CheckOnPreAuth(pre *Transaction, others []*Transaction, t *Transaction, tol
 	}
 	return nil
 }
+
+// PreAuthRequest is the body of POST /preauthorization: a purchase's,
+// without cashback (cash is not held on a card) or confirmWithinSeconds
+// (a pre-auth is never reversed: it is voided, or expires).
+type PreAuthRequest struct {
+	PurchaseRequest
+}
+
+// Validate checks the fields' shapes and ranges (PurchaseRequest's), and
+// refuses a cashback and a confirmation.
+func (r *PreAuthRequest) Validate() error {
+	var f FieldErrors
+	r.check(&f)
+	if r.CashbackAmount != nil {
+		f.Add("/cashbackAmount", "a pre-authorisation takes no cashback")
+	}
+	if r.ConfirmWithinSeconds != nil {
+		f.Add("/confirmWithinSeconds", "a pre-authorisation takes no confirmation: void it instead")
+	}
+	return f.Err()
+}
+
+// PreAuthOpRequest is the body of POST /increment (Amount: the increase),
+// POST /capture (Amount: the final total, tip included; TipAmount: the part
+// of it that is tip) and POST /void (no amount), each naming the pre-auth
+// by OnlineAPIRefID. Op is the operation (TypeIncrement, TypeCapture,
+// TypeVoid), set by the handler, not read from the body.
+type PreAuthOpRequest struct {
+	OnlineAPIRefID string          `json:"onlineAPIRefId"`
+	Amount         *int64          `json:"amount"`
+	TipAmount      *int64          `json:"tipAmount"`
+	ECRReference   string          `json:"ecrReference"`
+	Op             TransactionType `json:"-"`
+}
+
+// Validate checks the fields' shapes and ranges for r.Op.
+func (r *PreAuthOpRequest) Validate() error {
+	var f FieldErrors
+	if r.OnlineAPIRefID == "" {
+		f.Add("/onlineAPIRefId", "is required: the pre-authorisation's")
+	} else if !ValidRef(r.OnlineAPIRefID) {
+		f.Add("/onlineAPIRefId", "is not an onlineAPIRefId")
+	}
+	switch {
+	case r.Op == TypeVoid && r.Amount != nil:
+		f.Add("/amount", "a void takes no amount: it releases the whole authorisation")
+	case r.Op == TypeVoid:
+	case r.Amount == nil:
+		f.Add("/amount", "is required")
+	case *r.Amount < MinAmount || *r.Amount > MaxAmount:
+		f.Add("/amount", "must be an integer in minor units from %d to %d", MinAmount, MaxAmount)
+	}
+	if r.TipAmount != nil {
+		switch {
+		case r.Op != TypeCapture:
+			f.Add("/tipAmount", "only a capture takes a tipAmount")
+		case *r.TipAmount < 0 || r.Amount != nil && *r.TipAmount > *r.Amount:
+			f.Add("/tipAmount", "must be 0 up to amount (the part of the total that is tip)")
+		}
+	}
+	CheckECRReference(&f, "/ecrReference", r.ECRReference)
+	return f.Err()
+}
+
+// DecodeHint words the error of an amount of the wrong type.
+func (r *PreAuthOpRequest) DecodeHint(field string, body []byte) string {
+	return amountDecodeHint(field, body, "/amount", "/tipAmount")
+}

@@ -63,7 +63,9 @@ func TestCheckOnPreAuth(t *testing.T) {
 		})
 	}
 	// Refunds and reversals of a pre-auth (CheckOnOriginal).
-	refund := func(amount int64) *instore.Transaction { return &instore.Transaction{Type: instore.TypeRefund, Amount: amount} }
+	refund := func(amount int64) *instore.Transaction {
+		return &instore.Transaction{Type: instore.TypeRefund, Amount: amount}
+	}
 	refunded := []*instore.Transaction{other("txn_r", instore.TypeRefund, instore.StatusApproved, 5000), other("txn_c", instore.TypeCapture, instore.StatusApproved, 9000)}
 	for _, tc := range []struct {
 		name   string

@@ -2,6 +2,7 @@ package instore
 
 import (
 	"errors"
+	"strings"
 	"time"
 )
 
@@ -15,6 +16,18 @@ const (
 	TypeReversal TransactionType = "REVERSAL"
 	// TypePreAuth, TypeIncrement, TypeCapture and TypeVoid: preauth.go.
 )
+
+// TransactionTypes lists every transaction type.
+var TransactionTypes = []TransactionType{TypePurchase, TypeRefund, TypeReversal, TypePreAuth, TypeIncrement, TypeCapture, TypeVoid}
+
+// JoinTypes is types separated by commas, as ?type= lists them.
+func JoinTypes(types []TransactionType) string {
+	names := make([]string, len(types))
+	for i, t := range types {
+		names[i] = string(t)
+	}
+	return strings.Join(names, ",")
+}
 
 // Progress is the stage of a PENDING transaction, as the terminal reports
 // it; FINAL once it has a final status.
