@@ -31,6 +31,10 @@ func TestCheckOnPreAuth(t *testing.T) {
 	pending := func(typ instore.TransactionType) []*instore.Transaction {
 		return []*instore.Transaction{other("txn_x", typ, instore.StatusPending, 100)}
 	}
+	refund := func(amount int64) *instore.Transaction {
+		return &instore.Transaction{Type: instore.TypeRefund, Amount: amount}
+	}
+	refunded := []*instore.Transaction{other("txn_r", instore.TypeRefund, instore.StatusApproved, 5000), other("txn_c", instore.TypeCapture, instore.StatusApproved, 9000)}
 	for _, tc := range []struct {
 		name   string
 		pre    *instore.Transaction
@@ -57,33 +61,20 @@ func TestCheckOnPreAuth(t *testing.T) {
 		{"capture while an increment is in flight", open, pending(instore.TypeIncrement), on(instore.TypeCapture, 1, 0), "", "", ""},
 		{"capture after a declined capture", open, []*instore.Transaction{other("txn_x", instore.TypeCapture, instore.StatusTransactionDeclined, 1)},
 			on(instore.TypeCapture, 1, 0), "", "", ""},
+		// Refunds and reversals of a pre-auth (CheckOnOriginal).
+		{"refund of a captured pre-auth", captured, nil, refund(9000), "", "", ""},
+		{"refund past the captured amount", captured, nil, refund(9001), instore.EValidation, "captured amount (9000)", ""},
+		{"refund past what is left", captured, refunded, refund(4001), instore.EValidation, "captured amount (4000)", ""},
+		{"refund of an open pre-auth", open, nil, refund(1), instore.EConflict, "Only a CAPTURED pre-authorisation", ""},
+		{"reversal of an open pre-auth", open, nil, &instore.Transaction{Type: instore.TypeReversal}, instore.ENotReversible, "never reversed", ""},
+		{"reversal of a captured pre-auth", captured, nil, &instore.Transaction{Type: instore.TypeReversal}, instore.ENotReversible, "never reversed", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			wantProblem(t, instore.CheckOnPreAuth(tc.pre, tc.others, tc.t, instore.DefaultCaptureTolerance), tc.code, tc.detail, tc.ref)
-		})
-	}
-	// Refunds and reversals of a pre-auth (CheckOnOriginal).
-	refund := func(amount int64) *instore.Transaction {
-		return &instore.Transaction{Type: instore.TypeRefund, Amount: amount}
-	}
-	refunded := []*instore.Transaction{other("txn_r", instore.TypeRefund, instore.StatusApproved, 5000), other("txn_c", instore.TypeCapture, instore.StatusApproved, 9000)}
-	for _, tc := range []struct {
-		name   string
-		pre    *instore.Transaction
-		others []*instore.Transaction
-		t      *instore.Transaction
-		code   string
-		detail string
-	}{
-		{"refund of a captured pre-auth", captured, nil, refund(9000), "", ""},
-		{"refund past the captured amount", captured, nil, refund(9001), instore.EValidation, "captured amount (9000)"},
-		{"refund past what is left", captured, refunded, refund(4001), instore.EValidation, "captured amount (4000)"},
-		{"refund of an open pre-auth", open, nil, refund(1), instore.EConflict, "Only a CAPTURED pre-authorisation"},
-		{"reversal of an open pre-auth", open, nil, &instore.Transaction{Type: instore.TypeReversal}, instore.ENotReversible, "never reversed"},
-		{"reversal of a captured pre-auth", captured, nil, &instore.Transaction{Type: instore.TypeReversal}, instore.ENotReversible, "never reversed"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			wantProblem(t, instore.CheckOnOriginal(tc.pre, tc.others, tc.t), tc.code, tc.detail, "")
+			err := instore.CheckOnOriginal(tc.pre, tc.others, tc.t)
+			if instore.OnPreAuth(tc.t.Type) {
+				err = instore.CheckOnPreAuth(tc.pre, tc.others, tc.t, instore.DefaultCaptureTolerance)
+			}
+			wantProblem(t, err, tc.code, tc.detail, tc.ref)
 		})
 	}
 	if err := instore.CheckOnPreAuth(open, nil, refund(1), 0.2); err == nil {

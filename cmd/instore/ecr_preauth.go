@@ -12,59 +12,31 @@ import (
 // capture and void act on it on its terminal, without the card.
 
 func ecrPreAuthCmd(f *ecrFlags) *cobra.Command {
-	var (
-		tf           txFlags
-		vat          string
-		printReceipt bool
-		tips         tipFlags
-	)
+	var sf saleFlags
 	cmd := &cobra.Command{
 		Use:   "preauth AMOUNT",
 		Short: "Pre-authorise AMOUNT on a card (a hotel's check-in); --wait follows it to the end",
 		Long: `Pre-authorise AMOUNT on a terminal: the card holds it until the pre-authorisation
 is captured (instore ecr capture REF TOTAL), voided (instore ecr void REF) or
 expires (the service voids it). Increase it with instore ecr increment REF AMOUNT.
-Followed like a purchase; no cashback.
+Followed like a purchase, with the purchase's flags but --cashback and
+--confirm-within.
 
 ` + amountRule,
 		Args: args(1, 1, "the amount, such as 500.00"),
 		RunE: f.run(func(ctx context.Context, cmd *cobra.Command, a []string, c *client.Client) error {
-			term, err := tf.terminalID()
+			s, typed, err := sf.params(ctx, c, a[0])
 			if err != nil {
 				return err
 			}
-			cur, err := tf.currencyCode()
-			if err != nil {
-				return err
-			}
-			p := client.PreAuthParams{TerminalID: term, Currency: cur, ECRReference: tf.reference, PrintReceipt: printReceipt}
-			typed := newTypedAmounts(cur)
-			if p.Amount, err = typed.parse("/amount", "amount", a[0]); err != nil {
-				return err
-			}
-			if vat != "" {
-				n, err := typed.parse("/vatAmount", "--vat", vat)
-				if err != nil {
-					return err
-				}
-				p.VATAmount = &n
-			}
-			if p.Tip, err = tips.tip(typed); err != nil {
-				return err
-			}
-			if p.PaymentMethodID, err = paymentMethod(ctx, c, tf.paymentMethod); err != nil {
-				return err
-			}
-			return startTransaction(cmd, f, &tf, c, ctx, "preauth", typed, func(ctx context.Context, opts ...client.CallOption) (*client.Transaction, error) {
+			p := client.PreAuthParams{TerminalID: s.TerminalID, Amount: s.Amount, Currency: s.Currency, VATAmount: s.VATAmount,
+				PaymentMethodID: s.PaymentMethodID, ECRReference: s.ECRReference, PrintReceipt: s.PrintReceipt, Tip: s.Tip}
+			return startTransaction(cmd, f, &sf.tf, c, ctx, "preauth", typed, func(ctx context.Context, opts ...client.CallOption) (*client.Transaction, error) {
 				return c.Preauthorize(ctx, p, opts...)
 			})
 		}),
 	}
-	fs := tf.registerPayment(cmd, "ISO 4217 currency code such as SEK (env "+envCurrency+")",
-		"pay with a payment method (id or code of the metadata's paymentMethods) instead of a card")
-	fs.StringVar(&vat, "vat", "", "VAT included in AMOUNT, for the receipt")
-	fs.BoolVar(&printReceipt, "print-receipt", false, "the terminal prints the receipt")
-	tips.register(cmd)
+	sf.register(cmd)
 	return cmd
 }
 
