@@ -225,6 +225,13 @@ func formatAmount(amount int64, currency string) string {
 	return strings.TrimSpace(currency + " " + sign + digits)
 }
 
+// cardless reports whether a command of kind is completed without a card:
+// an increment, capture or void, with the authorisation the terminal holds
+// for its pre-auth.
+func cardless(kind string) bool {
+	return kind == protocol.TypeIncrement || kind == protocol.TypeCapture || kind == protocol.TypeVoid
+}
+
 // cardRef is the reference whose card tx "reads": its own, or for a
 // cardless command its pre-auth's.
 func cardRef(tx *txn) string {

@@ -98,13 +98,6 @@ type stored struct {
 	confirmed bool
 }
 
-// cardless reports whether a command of kind is completed without a card:
-// an increment, capture or void, with the authorisation the terminal holds
-// for its pre-auth.
-func cardless(kind string) bool {
-	return kind == protocol.TypeIncrement || kind == protocol.TypeCapture || kind == protocol.TypeVoid
-}
-
 // command handles purchase, refund, preauth, and the cardless increment,
 // capture and void (played with the authorising stage only).
 func (t *Terminal) command(ctx context.Context, s *session, env protocol.Envelope) {
