@@ -19,6 +19,8 @@ package instore
 //     nothing is stored (ErrIdempotencyLost).
 //   - Pair is another transaction's change written with this one, both or
 //     neither: an approved REVERSAL turns its original REVERSED.
+//   - CaptureTolerance is the setting the rule of a new CAPTURE applies
+//     inside the store's database transaction (CheckOnPreAuth).
 //   - Relaxed marks a change of the progress stage only, which need not
 //     wait for the disk: a crash may lose the last such changes (the
 //     transaction then shows an earlier stage and version), never any
@@ -33,6 +35,9 @@ type Change struct {
 	Idempotency *IdempotencyClaim
 	Pair        *Change
 	Relaxed     bool
+	// CaptureTolerance is the capture tolerance CheckOnPreAuth applies to
+	// the creation of a CAPTURE (HistoryStore.CreateOnOriginal).
+	CaptureTolerance float64
 }
 
 // Transactions returns the transactions c writes: T, then its pair's.

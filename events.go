@@ -28,18 +28,21 @@ const (
 	EventTransactionFinal        EventType = "transaction.final"
 	EventTransactionConfirmed    EventType = "transaction.confirmed"
 	EventTransactionAutoReversed EventType = "transaction.auto_reversed"
-	EventTerminalOnline          EventType = "terminal.online"
-	EventTerminalOffline         EventType = "terminal.offline"
-	EventTerminalLinked          EventType = "terminal.linked"
-	EventTerminalUnlinked        EventType = "terminal.unlinked"
-	EventPrintFinal              EventType = "print.final"
-	EventUpdateStatus            EventType = "update.status"
+	// EventTransactionAuthorization: a pre-auth's authorisation changed
+	// (an INCREMENT, CAPTURE or VOID of it was approved); data: the pre-auth.
+	EventTransactionAuthorization EventType = "transaction.authorization"
+	EventTerminalOnline           EventType = "terminal.online"
+	EventTerminalOffline          EventType = "terminal.offline"
+	EventTerminalLinked           EventType = "terminal.linked"
+	EventTerminalUnlinked         EventType = "terminal.unlinked"
+	EventPrintFinal               EventType = "print.final"
+	EventUpdateStatus             EventType = "update.status"
 )
 
 // EventTypes lists every event type, in the order the docs list them.
 var EventTypes = []EventType{
 	EventTransactionCreated, EventTransactionAcknowledged, EventTransactionProgress, EventTransactionFinal,
-	EventTransactionConfirmed, EventTransactionAutoReversed,
+	EventTransactionConfirmed, EventTransactionAutoReversed, EventTransactionAuthorization,
 	EventTerminalOnline, EventTerminalOffline, EventTerminalLinked, EventTerminalUnlinked,
 	EventPrintFinal, EventUpdateStatus,
 }

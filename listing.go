@@ -24,7 +24,12 @@ type TransactionFilter struct {
 	// Unconfirmed selects the APPROVED sales still awaiting the ECR's
 	// confirmation (Transaction.Unconfirmed).
 	Unconfirmed bool
-	Limit       int
+	// Types selects transactions of these types (empty: every type).
+	Types []TransactionType
+	// AuthorizationState selects the pre-auths whose authorisation is in
+	// this state ("": any transaction).
+	AuthorizationState AuthorizationState
+	Limit              int
 	// After continues a listing after this position (exclusive).
 	After *TransactionCursor
 }
@@ -42,6 +47,10 @@ type ListQuery struct {
 	StatusID     *TransactionStatus
 	ECRReference string
 	Unconfirmed  bool
-	Limit        int
-	Cursor       string
+	// Types and AuthorizationState: ?type= (comma-separated) and
+	// ?authorizationState=.
+	Types              []TransactionType
+	AuthorizationState AuthorizationState
+	Limit              int
+	Cursor             string
 }

@@ -40,6 +40,9 @@ var ErrRefundExceeded = fmt.Errorf("refunds exceed the original amount")
 func CheckOnOriginal(orig *Transaction, others []*Transaction, t *Transaction) error {
 	switch t.Type {
 	case TypeRefund:
+		if orig.Type == TypePreAuth {
+			return checkRefundOfPreAuth(orig, others, t)
+		}
 		if orig.Type != TypePurchase || orig.StatusID != StatusApproved {
 			return Errorf(EConflict, "Only an APPROVED purchase can be refunded; the original is a %s in status %d.", orig.Type, orig.StatusID)
 		}
@@ -61,12 +64,13 @@ func CheckOnOriginal(orig *Transaction, others []*Transaction, t *Transaction) e
 			if orig.CashbackAmount > 0 {
 				msg = fmt.Sprintf("exceeds what is left to refund of the original (%d; its cashback of %d is not refundable)", left, orig.CashbackAmount)
 			}
-			return &Error{Code: EValidation, Detail: "The request is not valid; see errors.", Err: ErrRefundExceeded,
-				Fields: []FieldError{{Field: "/amount", Message: msg}}}
+			return refundExceeded(msg)
 		}
 		return nil
 	case TypeReversal:
 		switch {
+		case orig.Type == TypePreAuth:
+			return Errorf(ENotReversible, "A pre-authorisation is never reversed: void it (POST /void), or refund its capture.")
 		case orig.Type != TypePurchase:
 			return Errorf(ENotReversible, "Only a purchase can be reversed; this is a %s.", orig.Type)
 		case orig.StatusID == StatusReversed:
@@ -156,4 +160,24 @@ func reversalMayPayBack(r *Transaction) bool {
 		return r.ResultMessageID == ""
 	}
 	return false
+}
+
+// checkRefundOfPreAuth is CheckOnOriginal's rule of a refund of the
+// PRE_AUTH pre: only a CAPTURED one takes refunds, and they never exceed
+// its capturedAmount.
+func checkRefundOfPreAuth(pre *Transaction, others []*Transaction, t *Transaction) error {
+	if pre.Authorization == nil || pre.Authorization.State != AuthCaptured {
+		return Errorf(EConflict, "Only a CAPTURED pre-authorisation can be refunded; void an open one instead.")
+	}
+	if left := pre.Authorization.CapturedAmount - Refunded(others); t.Amount > left {
+		return refundExceeded(fmt.Sprintf("exceeds what is left to refund of the captured amount (%d)", left))
+	}
+	return nil
+}
+
+// refundExceeded is the validation error of a refund past what is left,
+// msg saying how much.
+func refundExceeded(msg string) *Error {
+	return &Error{Code: EValidation, Detail: "The request is not valid; see errors.", Err: ErrRefundExceeded,
+		Fields: []FieldError{{Field: "/amount", Message: msg}}}
 }

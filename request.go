@@ -132,7 +132,13 @@ type PurchaseRequest struct {
 // method exists is WP22, checked later in the contract's order.
 func (r *PurchaseRequest) Validate() error {
 	var f FieldErrors
-	checkTerminalID(&f, r.TerminalID)
+	r.check(&f)
+	return f.Err()
+}
+
+// check adds the field errors of r to f.
+func (r *PurchaseRequest) check(f *FieldErrors) {
+	checkTerminalID(f, r.TerminalID)
 	switch {
 	case r.Amount == nil:
 		f.Add("/amount", "is required")
@@ -149,13 +155,12 @@ func (r *PurchaseRequest) Validate() error {
 	if r.VATAmount != nil && (*r.VATAmount < 0 || r.Amount != nil && *r.VATAmount > *r.Amount) {
 		f.Add("/vatAmount", "must be between 0 and amount")
 	}
-	checkCurrency(&f, r.Currency)
-	CheckECRReference(&f, "/ecrReference", r.ECRReference)
+	checkCurrency(f, r.Currency)
+	CheckECRReference(f, "/ecrReference", r.ECRReference)
 	if c := r.ConfirmWithinSeconds; c != nil && (*c < MinConfirmWithinSeconds || *c > MaxConfirmWithinSeconds) {
 		f.Add("/confirmWithinSeconds", "must be between %d and %d (seconds)", MinConfirmWithinSeconds, MaxConfirmWithinSeconds)
 	}
-	CheckTip(&f, "/tip", r.Tip, r.Amount)
-	return f.Err()
+	CheckTip(f, "/tip", r.Tip, r.Amount)
 }
 
 // DecodeHint words the error of a member of a purchase body that is not

@@ -139,6 +139,10 @@ type TransactionStore interface {
 	// deadline is at or before dueBy (the zero time: all), earliest
 	// deadline first (restart recovery, the sweep).
 	UnconfirmedTransactions(ctx context.Context, dueBy time.Time) ([]*Transaction, error)
+	// OpenPreAuths lists the approved pre-auths whose authorisation is OPEN
+	// and expires at or before dueBy (the zero time: all), earliest expiry
+	// first (restart recovery, the sweep: the service voids them).
+	OpenPreAuths(ctx context.Context, dueBy time.Time) ([]*Transaction, error)
 }
 
 // IdempotencyStore keeps idempotency records.
@@ -171,8 +175,10 @@ type HistoryStore interface {
 	// CreateOnOriginal stores a new REFUND or REVERSAL c.T of
 	// c.T.OriginalID like CreateTransaction, if CheckOnOriginal allows it
 	// (and, for a REVERSAL, CheckReversalLatest, on the transactions
-	// NewerOnTerminal selects): the original is locked, its refunds and
-	// reversals read and the rules applied in the same database transaction
+	// NewerOnTerminal selects); or a new INCREMENT, CAPTURE or VOID of the
+	// pre-auth c.T.OriginalID if CheckOnPreAuth allows it (with
+	// c.CaptureTolerance): the original is locked, the transactions naming
+	// it read and the rules applied in the same database transaction
 	// as the insert, so requests racing on one original are decided one
 	// after the other. The rule's error is returned as it is (an *Error);
 	// ErrNotFound when the original does not exist.

@@ -2,6 +2,7 @@ package instore
 
 import (
 	"errors"
+	"strings"
 	"time"
 )
 
@@ -13,7 +14,20 @@ const (
 	TypePurchase TransactionType = "PURCHASE"
 	TypeRefund   TransactionType = "REFUND"
 	TypeReversal TransactionType = "REVERSAL"
+	// TypePreAuth, TypeIncrement, TypeCapture and TypeVoid: preauth.go.
 )
+
+// TransactionTypes lists every transaction type.
+var TransactionTypes = []TransactionType{TypePurchase, TypeRefund, TypeReversal, TypePreAuth, TypeIncrement, TypeCapture, TypeVoid}
+
+// JoinTypes is types separated by commas, as ?type= lists them.
+func JoinTypes(types []TransactionType) string {
+	names := make([]string, len(types))
+	for i, t := range types {
+		names[i] = string(t)
+	}
+	return strings.Join(names, ",")
+}
 
 // Progress is the stage of a PENDING transaction, as the terminal reports
 // it; FINAL once it has a final status.
@@ -79,6 +93,12 @@ type Transaction struct {
 	// Amount plus TipAmount.
 	Tip       *Tip
 	TipAmount int64
+	// Authorization is an approved PRE_AUTH's authorisation (preauth.go;
+	// nil otherwise).
+	Authorization *Authorization
+	// ByTimer marks the VOID the service created when its pre-auth
+	// expired: approved, it ends the pre-auth EXPIRED, not VOIDED.
+	ByTimer bool
 }
 
 // ConfirmState is the confirmation state of a purchase that asked for one

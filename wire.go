@@ -11,7 +11,8 @@ import (
 // the Online API, the console and the tests encode and decode.
 type TransactionWire struct {
 	OnlineAPIRefID string `json:"onlineAPIRefId"`
-	// Type is PURCHASE, REFUND or REVERSAL (TypePurchase...).
+	// Type is PURCHASE, REFUND, REVERSAL, PRE_AUTH, INCREMENT, CAPTURE or
+	// VOID (TypePurchase...).
 	Type       TransactionType `json:"type"`
 	TerminalID string          `json:"terminalId"`
 	// Amount is the total charged, cashback included, in minor units.
@@ -55,6 +56,12 @@ type TransactionWire struct {
 	// Confirmation is set on a purchase that asked for confirmation
 	// (confirmWithinSeconds); absent otherwise.
 	Confirmation *ConfirmationWire `json:"confirmation,omitempty"`
+	// Authorization is an approved PRE_AUTH's authorisation; absent
+	// otherwise.
+	Authorization *Authorization `json:"authorization,omitempty"`
+	// PreAuthorization names the pre-auth an INCREMENT, CAPTURE or VOID
+	// acts on; absent otherwise.
+	PreAuthorization string `json:"preAuthorization,omitempty"`
 }
 
 // ConfirmationWire is the confirmation of a sale that asked for one.
@@ -154,6 +161,14 @@ func (meta *Metadata) TransactionWire(t *Transaction) *TransactionWire {
 	}
 	if c, ok := meta.TransactionStatus(t.StatusID); ok {
 		out.Status = c.Code
+	}
+	if a := t.Authorization; a != nil {
+		cp := *a
+		cp.ExpiresAt = cp.ExpiresAt.UTC()
+		out.Authorization = &cp
+	}
+	if OnPreAuth(t.Type) {
+		out.PreAuthorization = t.OriginalID
 	}
 	if t.ConfirmState != "" {
 		out.Confirmation = &ConfirmationWire{State: t.ConfirmState, WithinSeconds: int(t.ConfirmWithin / time.Second),

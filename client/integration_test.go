@@ -421,6 +421,8 @@ func TestIntegrationOnlineAPI(t *testing.T) {
 	exerciseConfirm(t, e)
 	// Tips.
 	exerciseTips(t, e)
+	// Pre-authorisation: a hotel stay.
+	exercisePreAuth(t, e)
 
 	// Every POST carried an Idempotency-Key, each logical call its own.
 	e.rec.mu.Lock()

@@ -211,6 +211,11 @@ type ListParams struct {
 	// confirmation: what an ECR restarting after a crash confirms (or
 	// lets be reversed).
 	Unconfirmed bool
+	// Types lists only transactions of these types (PRE_AUTH, CAPTURE...).
+	Types []instore.TransactionType
+	// AuthorizationState lists only the pre-auths in this state (OPEN: a
+	// hotel's open folios).
+	AuthorizationState instore.AuthorizationState
 	// Limit is the page size, 1 to 1000.
 	Limit int
 	// Cursor continues a listing (TransactionPage.NextCursor).
@@ -236,6 +241,12 @@ func (p ListParams) query() url.Values {
 	}
 	if p.Unconfirmed {
 		q.Set("unconfirmed", "true")
+	}
+	if len(p.Types) > 0 {
+		q.Set("type", instore.JoinTypes(p.Types))
+	}
+	if p.AuthorizationState != "" {
+		q.Set("authorizationState", string(p.AuthorizationState))
 	}
 	if p.Limit != 0 {
 		q.Set("limit", strconv.Itoa(p.Limit))

@@ -10,7 +10,7 @@ import (
 
 func testRules() lifecycle.Rules {
 	md := instore.DefaultMetadata()
-	return lifecycle.Rules{AckTimeout: 10 * time.Second, Deadline: 2 * time.Minute,
+	return lifecycle.Rules{AckTimeout: 10 * time.Second, Deadline: 2 * time.Minute, PreAuthValidity: 7 * 24 * time.Hour,
 		ErrorID: func(code string) *int { c, _ := md.ErrorCode(code); return &c.ID },
 		Status:  func(id instore.TransactionStatus) string { c, _ := md.TransactionStatus(id); return c.Code }}
 }

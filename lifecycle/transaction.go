@@ -70,6 +70,9 @@ type Rules struct {
 	ErrorID func(code string) *int
 	// Status returns the transactionStatuses code of a status id.
 	Status func(id instore.TransactionStatus) string
+	// PreAuthValidity is how long an approved pre-auth stays OPEN
+	// (instore.Authorization.ExpiresAt).
+	PreAuthValidity time.Duration
 }
 
 // Step is what one event does to a transaction.
@@ -117,6 +120,10 @@ func Create(t instore.Transaction, r Rules) (instore.Transaction, Step) {
 	t.DeadlineAt = ptr(t.CreatedAt.Add(r.AckTimeout + r.Deadline))
 	st := Step{Changed: true, Event: &instore.TransactionEvent{Version: 1, At: t.CreatedAt, Kind: instore.EventCreated,
 		Actor: actors[instore.EventCreated], StatusAfter: r.Status(t.StatusID), Detail: "the ECR's request; command sent to the terminal"}}
+	if t.ByTimer {
+		// The service's VOID of an expired pre-auth.
+		st.Event.Actor, st.Event.Detail = instore.ActorTimer, "the pre-authorisation expired; void sent to the terminal"
+	}
 	at, kind, _ := Due(t, r)
 	st.Arm, st.ArmKind = &at, kind
 	return t, st
@@ -146,9 +153,11 @@ func Due(t instore.Transaction, r Rules) (at time.Time, kind instore.TimelineKin
 // (NextReversalPair, not Next): an approved result of a REVERSAL, in time
 // or late, means the purchase's money went back, so the original becomes
 // REVERSED in the same write.
+// An approved result of an INCREMENT, CAPTURE or VOID in time moves its
+// pre-auth's authorisation in the same write (NextOnPreAuth).
 func Pairs(t instore.Transaction, e Event) bool {
-	return t.Type == instore.TypeReversal && e.Kind == instore.EventResult && e.Result != nil &&
-		e.Result.StatusID == instore.StatusApproved
+	approved := e.Kind == instore.EventResult && e.Result != nil && e.Result.StatusID == instore.StatusApproved
+	return approved && (t.Type == instore.TypeReversal || instore.OnPreAuth(t.Type) && !t.Final())
 }
 
 // StageRank orders the progress stages; 0 is no terminal stage.
@@ -294,6 +303,7 @@ var actors = map[instore.TimelineKind]instore.Actor{
 	instore.EventAckTimeout: instore.ActorTimer, instore.EventDeadline: instore.ActorTimer, instore.EventLateApproval: instore.ActorTerminal,
 	instore.EventLateResult: instore.ActorTerminal, instore.EventReversed: instore.ActorTerminal, instore.EventConfirmed: instore.ActorECR,
 	instore.EventAutoReversed: instore.ActorTimer, instore.EventTipRefused: instore.ActorTerminal,
+	instore.EventAuthorization: instore.ActorTerminal,
 }
 
 // changed completes st for the change from before to t: its timeline
@@ -357,10 +367,11 @@ func result(t instore.Transaction, e Event, r Rules) (instore.Transaction, Step)
 	kind := instore.EventResult
 	result := res.Result
 	// A tip the rules do not allow (instore.CheckTipAmount) never loses the
-	// result: on anything but an approval of a purchase it charged
+	// result: on anything but an approval of a purchase or a
+	// pre-authorisation (the two that take a tip) it charged
 	// nothing and is dropped; with an approval the card was charged it, so
 	// it is recorded, and the sale is reversed on the terminal at once.
-	approved := res.StatusID == instore.StatusApproved && t.Type == instore.TypePurchase
+	approved := res.StatusID == instore.StatusApproved && (t.Type == instore.TypePurchase || t.Type == instore.TypePreAuth)
 	tipRefused := approved && instore.CheckTipAmount(&t, res.StatusID, res.TipAmount) != nil
 	switch {
 	case tipRefused && !t.Final():
@@ -407,6 +418,10 @@ func result(t instore.Transaction, e Event, r Rules) (instore.Transaction, Step)
 	}
 	if approved {
 		t.TipAmount = res.TipAmount // the tip the card was charged, allowed or not
+	}
+	if res.StatusID == instore.StatusApproved && t.Type == instore.TypePreAuth && kind == instore.EventResult {
+		// The authorisation opens with the approval (NextAuthorization).
+		t.Authorization, _ = NextAuthorization(nil, AuthApproved, t.TotalAmount(), e.At, r.PreAuthValidity)
 	}
 	t.Result, t.ResultMessageID, t.Progress = &result, res.MessageID, instore.ProgressFinal
 	if t.CompletedAt == nil {

@@ -165,6 +165,8 @@ type serviceFlags struct {
 
 	sandbox                                        bool
 	ackTimeout, txDeadline, printTimeout, simDelay time.Duration
+	captureTolerance                               float64
+	preAuthValidity                                time.Duration
 	nodeID                                         string
 	dbMaxConns                                     int
 	heartbeat, dead, rescan                        time.Duration
@@ -206,6 +208,8 @@ func (s *serviceFlags) register(fs *pflag.FlagSet, host string) {
 	fs.DurationVar(&s.ackTimeout, "ack-timeout", 10*time.Second, "how long a purchase waits for the terminal's acknowledgement (then WP25)")
 	fs.DurationVar(&s.txDeadline, "transaction-deadline", 120*time.Second, "how long an acknowledged transaction may wait for its result (then WP36)")
 	fs.DurationVar(&s.printTimeout, "print-timeout", 30*time.Second, "how long a print job waits for the terminal (then TIMEOUT)")
+	fs.Float64Var(&s.captureTolerance, "capture-tolerance", instore.DefaultCaptureTolerance, "how far past its authorised amount a pre-authorisation's capture may go, as a fraction (0.20: 20 %, room for a tip; 0: none)")
+	fs.DurationVar(&s.preAuthValidity, "preauth-validity", instore.DefaultPreAuthValidity, "how long an approved pre-authorisation stays OPEN; then the service voids it on its terminal and it ends EXPIRED")
 	fs.DurationVar(&s.idempotencyWait, "idempotency-wait", httpapi.DefaultIdempotencyWait, "how long a retry with an Idempotency-Key on the Online API waits for the first request with its key (then 409 conflict)")
 	fs.IntVar(&s.dbMaxConns, "database-max-conns", sqlstore.DefaultMaxConns, fmt.Sprintf("at most this many PostgreSQL connections on this node (at least %d): two fifths for writes, two for reads, the rest for progress stages; nodes times this stays below max_connections", sqlstore.MinMaxConns))
 	fs.StringVar(&s.nodeID, "node-id", "", "this node's name in a cluster on PostgreSQL (default: a random one at each start); shown in logs")
@@ -293,6 +297,17 @@ func (s *serviceFlags) config(logger *slog.Logger) (server.Config, error) {
 		if d.v < 100*time.Millisecond || d.v > time.Hour {
 			return cfg, usageError{fmt.Errorf("--%s must be between 100ms and 1h, got %s", d.flag, d.v)}
 		}
+	}
+	if s.captureTolerance < 0 || s.captureTolerance > 1 {
+		return cfg, usageError{fmt.Errorf("--capture-tolerance must be between 0 and 1, got %g", s.captureTolerance)}
+	}
+	if s.preAuthValidity < time.Minute || s.preAuthValidity > 31*24*time.Hour {
+		return cfg, usageError{fmt.Errorf("--preauth-validity must be between 1m and 744h (31 days), got %s", s.preAuthValidity)}
+	}
+	// The service reads 0 as the default: no tolerance is negative there.
+	cfg.CaptureTolerance, cfg.PreAuthValidity = s.captureTolerance, s.preAuthValidity
+	if cfg.CaptureTolerance == 0 {
+		cfg.CaptureTolerance = -1
 	}
 	if s.simDelay < 0 || s.simDelay > time.Minute {
 		return cfg, usageError{fmt.Errorf("--sim-delay must be between 0 and 1m, got %s", s.simDelay)}

@@ -118,6 +118,7 @@ same --idempotency-key says so on stderr ("replayed").`,
 	cmd.AddCommand(
 		ecrMetadataCmd(f), ecrTerminalsCmd(f), ecrLinkCmd(f), ecrUnlinkCmd(f),
 		ecrPurchaseCmd(f), ecrStatusCmd(f), ecrTimelineCmd(f), ecrCancelCmd(f), ecrRefundCmd(f), ecrReversalCmd(f),
+		ecrPreAuthCmd(f), ecrIncrementCmd(f), ecrCaptureCmd(f), ecrVoidCmd(f),
 		ecrListCmd(f), ecrPrintCmd(f), ecrEventsCmd(f), ecrWebhookCmd(f), ecrConfirmCmd(f),
 	)
 	return cmd

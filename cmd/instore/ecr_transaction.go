@@ -159,11 +159,9 @@ ambiguous: write 1250, or 1.250 with a dot.`
 
 func ecrPurchaseCmd(f *ecrFlags) *cobra.Command {
 	var (
-		tf            txFlags
-		cashback, vat string
-		printReceipt  bool
-		confirm       time.Duration
-		tips          tipFlags
+		sf       saleFlags
+		cashback string
+		confirm  time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "purchase AMOUNT",
@@ -190,20 +188,11 @@ types the total), or --tip 1.50 (a tip the till already knows). The
 transaction then shows the tip and the total charged.`,
 		Args: args(1, 1, "the amount, such as 12.50"),
 		RunE: f.run(func(ctx context.Context, cmd *cobra.Command, a []string, c *client.Client) error {
-			term, err := tf.terminalID()
+			p, typed, err := sf.params(ctx, c, a[0])
 			if err != nil {
 				return err
 			}
-			cur, err := tf.currencyCode()
-			if err != nil {
-				return err
-			}
-			p := client.PurchaseParams{TerminalID: term, Currency: cur, ECRReference: tf.reference, PrintReceipt: printReceipt}
 			if p.ConfirmWithinSeconds, err = confirmWithin(confirm); err != nil {
-				return err
-			}
-			typed := newTypedAmounts(cur)
-			if p.Amount, err = typed.parse("/amount", "amount", a[0]); err != nil {
 				return err
 			}
 			if cashback != "" {
@@ -211,32 +200,64 @@ transaction then shows the tip and the total charged.`,
 					return err
 				}
 			}
-			if vat != "" {
-				n, err := typed.parse("/vatAmount", "--vat", vat)
-				if err != nil {
-					return err
-				}
-				p.VATAmount = &n
-			}
-			if p.Tip, err = tips.tip(typed); err != nil {
-				return err
-			}
-			if p.PaymentMethodID, err = paymentMethod(ctx, c, tf.paymentMethod); err != nil {
-				return err
-			}
-			return startTransaction(cmd, f, &tf, c, ctx, "purchase", typed, func(ctx context.Context, opts ...client.CallOption) (*client.Transaction, error) {
+			return startTransaction(cmd, f, &sf.tf, c, ctx, "purchase", typed, func(ctx context.Context, opts ...client.CallOption) (*client.Transaction, error) {
 				return c.Purchase(ctx, p, opts...)
 			})
 		}),
 	}
-	fs := tf.registerPayment(cmd, "ISO 4217 currency code such as SEK (env "+envCurrency+")",
-		"pay with a payment method (id or code of the metadata's paymentMethods) instead of a card")
+	fs := sf.register(cmd)
 	fs.StringVar(&cashback, "cashback", "", "cash paid out, included in AMOUNT")
-	fs.StringVar(&vat, "vat", "", "VAT included in AMOUNT, for the receipt")
-	fs.BoolVar(&printReceipt, "print-receipt", false, "the terminal prints the receipt")
-	tips.register(cmd)
 	fs.DurationVar(&confirm, "confirm-within", 0, "ask for ECR confirmation: unless confirmed (instore ecr confirm) this long after its approval (10s-10m), the sale is reversed")
 	return cmd
+}
+
+// saleFlags are the flags of a sale read from a card (purchase, preauth).
+type saleFlags struct {
+	tf           txFlags
+	vat          string
+	printReceipt bool
+	tips         tipFlags
+}
+
+// register adds the flags to cmd and returns its flag set.
+func (sf *saleFlags) register(cmd *cobra.Command) *pflag.FlagSet {
+	fs := sf.tf.registerPayment(cmd, "ISO 4217 currency code such as SEK (env "+envCurrency+")",
+		"pay with a payment method (id or code of the metadata's paymentMethods) instead of a card")
+	fs.StringVar(&sf.vat, "vat", "", "VAT included in AMOUNT, for the receipt")
+	fs.BoolVar(&sf.printReceipt, "print-receipt", false, "the terminal prints the receipt")
+	sf.tips.register(cmd)
+	return fs
+}
+
+// params reads the sale of amount the flags describe (terminal, currency,
+// amount, VAT, tip, payment method), and the amounts as typed.
+func (sf *saleFlags) params(ctx context.Context, c *client.Client, amount string) (client.PurchaseParams, *typedAmounts, error) {
+	var p client.PurchaseParams
+	term, err := sf.tf.terminalID()
+	if err != nil {
+		return p, nil, err
+	}
+	cur, err := sf.tf.currencyCode()
+	if err != nil {
+		return p, nil, err
+	}
+	p = client.PurchaseParams{TerminalID: term, Currency: cur, ECRReference: sf.tf.reference, PrintReceipt: sf.printReceipt}
+	typed := newTypedAmounts(cur)
+	if p.Amount, err = typed.parse("/amount", "amount", amount); err != nil {
+		return p, nil, err
+	}
+	if sf.vat != "" {
+		n, err := typed.parse("/vatAmount", "--vat", sf.vat)
+		if err != nil {
+			return p, nil, err
+		}
+		p.VATAmount = &n
+	}
+	if p.Tip, err = sf.tips.tip(typed); err != nil {
+		return p, nil, err
+	}
+	p.PaymentMethodID, err = paymentMethod(ctx, c, sf.tf.paymentMethod)
+	return p, typed, err
 }
 
 func ecrRefundCmd(f *ecrFlags) *cobra.Command {

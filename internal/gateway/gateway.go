@@ -478,7 +478,8 @@ func (g *Server) send(ctx context.Context, serial, typ, id, ref string, data any
 	return s.write(ctx, frame)
 }
 
-// SendPayment sends the command of t: a purchase, a refund, or the ECR's
+// SendPayment sends the command of t: a purchase, a refund, a
+// pre-authorisation or an increment, capture or void of one, or the ECR's
 // reversal (a REVERSAL transaction, sent as a reversal with reason ECR and
 // the purchase it reverses).
 func (g *Server) SendPayment(ctx context.Context, serial string, t *instore.Transaction) error {
@@ -491,6 +492,14 @@ func (g *Server) SendPayment(ctx context.Context, serial string, t *instore.Tran
 	case instore.TypeReversal:
 		return g.send(ctx, serial, protocol.TypeReversal, "", t.ID,
 			&protocol.Reversal{Reason: instore.ReversalByECR, OriginalRef: t.OriginalID})
+	case instore.TypePreAuth:
+		typ = protocol.TypePreAuth
+	case instore.TypeIncrement:
+		typ = protocol.TypeIncrement
+	case instore.TypeCapture:
+		typ = protocol.TypeCapture
+	case instore.TypeVoid:
+		typ = protocol.TypeVoid
 	default:
 		return fmt.Errorf("gateway: a %s transaction has no command", t.Type)
 	}
@@ -503,6 +512,10 @@ func (g *Server) SendPayment(ctx context.Context, serial string, t *instore.Tran
 		ECRReference:    t.ECRReference,
 		OriginalRef:     t.OriginalID,
 		Tip:             t.Tip,
+	}
+	if t.Type == instore.TypeCapture {
+		// The final total, and the part of it that is tip.
+		p.Amount, p.TipAmount = t.TotalAmount(), t.TipAmount
 	}
 	if t.PaymentMethodID != nil && g.meta != nil {
 		if c, ok := g.meta.PaymentMethod(*t.PaymentMethodID); ok {

@@ -71,6 +71,10 @@ func Register(cfg Config) {
 	a.Handle("POST "+Prefix+"/cancel", post(httpapi.Decoded(h.svc.Cancel, h.transactionAt(http.StatusAccepted))))
 	a.Handle("POST "+Prefix+"/refund", post(httpapi.DecodedClaimed(h.svc.Refund, h.transactionAt(http.StatusCreated))))
 	a.Handle("POST "+Prefix+"/reversal", post(httpapi.DecodedClaimed(h.svc.Reversal, h.transactionAt(http.StatusCreated))))
+	a.Handle("POST "+Prefix+"/preauthorization", post(httpapi.DecodedClaimed(h.svc.Preauthorize, h.transactionAt(http.StatusCreated))))
+	for path, op := range map[string]instore.TransactionType{"/increment": instore.TypeIncrement, "/capture": instore.TypeCapture, "/void": instore.TypeVoid} {
+		a.Handle("POST "+Prefix+path, post(httpapi.DecodedClaimed(h.preAuthOp(op), h.transactionAt(http.StatusCreated))))
+	}
 	a.Handle("GET "+Prefix+"/transactions", g.Wrap(h.transactions))
 	a.Handle("POST "+Prefix+"/print", post(httpapi.Decoded(h.svc.Print, h.printJobAt)))
 	// A print job at its limits of lines and characters fits the body

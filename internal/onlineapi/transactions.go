@@ -1,9 +1,12 @@
 package onlineapi
 
 import (
+	"context"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/instore-dev/instore"
@@ -122,7 +125,7 @@ func (h *handlers) transaction(w http.ResponseWriter, r *http.Request, p *instor
 func listQuery(r *http.Request) (instore.ListQuery, error) {
 	v := r.URL.Query()
 	var q instore.ListQuery
-	errs := repeated(v, "from", "to", "terminalId", "statusId", "ecrReference", "unconfirmed", "limit", "cursor")
+	errs := repeated(v, "from", "to", "terminalId", "statusId", "ecrReference", "unconfirmed", "limit", "cursor", "type", "authorizationState")
 	parseTime := func(name string) *time.Time {
 		if !v.Has(name) {
 			return nil
@@ -164,10 +167,33 @@ func listQuery(r *http.Request) (instore.ListQuery, error) {
 			errs = append(errs, instore.FieldError{Field: "unconfirmed", Message: "must be true or false"})
 		}
 	}
+	if v.Has("type") {
+		for typ := range strings.SplitSeq(v.Get("type"), ",") {
+			if !slices.Contains(instore.TransactionTypes, instore.TransactionType(typ)) {
+				errs = append(errs, instore.FieldError{Field: "type", Message: "must list transaction types separated by commas: " + instore.JoinTypes(instore.TransactionTypes)})
+				break
+			}
+			q.Types = append(q.Types, instore.TransactionType(typ))
+		}
+	}
+	if v.Has("authorizationState") {
+		q.AuthorizationState = instore.AuthorizationState(v.Get("authorizationState"))
+		if !slices.Contains(instore.AuthorizationStates, q.AuthorizationState) {
+			errs = append(errs, instore.FieldError{Field: "authorizationState", Message: "must be OPEN, CAPTURED, VOIDED or EXPIRED"})
+		}
+	}
 	if len(errs) > 0 {
 		return q, httpapi.Validation(errs...)
 	}
 	return q, nil
+}
+
+// preAuthOp is the operation of POST /increment, /capture or /void (op).
+func (h *handlers) preAuthOp(op instore.TransactionType) func(context.Context, *instore.Principal, *instore.PreAuthOpRequest, *instore.IdempotencyClaim) (*instore.Transaction, error) {
+	return func(ctx context.Context, p *instore.Principal, req *instore.PreAuthOpRequest, claim *instore.IdempotencyClaim) (*instore.Transaction, error) {
+		req.Op = op
+		return h.svc.PreAuthOp(ctx, p, req, claim)
+	}
 }
 
 func (h *handlers) transactions(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {

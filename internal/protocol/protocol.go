@@ -71,9 +71,17 @@ const (
 	TypePurchase = "purchase"
 	TypeRefund   = "refund"
 	TypeReversal = "reversal"
-	TypeCancel   = "cancel"
-	TypePrint    = "print"
-	TypeUpdate   = "update"
+	// TypePreAuth is a pre-authorisation, read from a card like a
+	// purchase; TypeIncrement, TypeCapture and TypeVoid act on one
+	// (Payment.OriginalRef) without a card: the terminal completes them
+	// with the authorisation it holds.
+	TypePreAuth   = "preauth"
+	TypeIncrement = "increment"
+	TypeCapture   = "capture"
+	TypeVoid      = "void"
+	TypeCancel    = "cancel"
+	TypePrint     = "print"
+	TypeUpdate    = "update"
 	// TypeConfirm goes both ways: the server confirms a result or an
 	// update-status once it is committed; a terminal confirms a cancel, a
 	// reversal of a late approval and a print, which the server sends again
@@ -126,8 +134,11 @@ type Linked struct {
 	MinSoftwareVersion string `json:"minSoftwareVersion,omitempty"`
 }
 
-// Payment is the data of purchase and refund commands (Ref is the
-// onlineAPIRefId).
+// Payment is the data of purchase, refund, preauth, increment, capture
+// and void commands (Ref is the onlineAPIRefId). Increment (Amount: the
+// increase), capture (Amount: the final total, tip included) and void
+// (Amount: the authorised amount released) name their pre-auth in
+// OriginalRef and need no card.
 type Payment struct {
 	Amount          int64  `json:"amount"`
 	CashbackAmount  int64  `json:"cashbackAmount,omitempty"`
@@ -137,8 +148,12 @@ type Payment struct {
 	ECRReference    string `json:"ecrReference,omitempty"`
 	// Deadline is when the server stops waiting for the result.
 	Deadline time.Time `json:"deadline"`
-	// OriginalRef names the purchase a refund refers to.
+	// OriginalRef names the purchase a refund refers to, or the pre-auth
+	// an increment, capture or void acts on.
 	OriginalRef string `json:"originalRef,omitempty"`
+	// TipAmount is, in a capture, the part of Amount (the final total)
+	// that is tip (absent: 0).
+	TipAmount int64 `json:"tipAmount,omitempty"`
 	// PaymentMethodCode is the code of PaymentMethodID in the service's
 	// paymentMethods list, for the receipt.
 	PaymentMethodCode string `json:"paymentMethodCode,omitempty"`

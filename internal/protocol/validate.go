@@ -76,7 +76,7 @@ func (l *Linked) Validate() error {
 	return nil
 }
 
-// Validate checks a purchase or refund command.
+// Validate checks a payment command (Payment).
 func (p *Payment) Validate() error {
 	switch {
 	case p.Amount < 1 || p.Amount > MaxAmount:
@@ -95,6 +95,8 @@ func (p *Payment) Validate() error {
 		return errorf("data.originalRef", "must be 1-%d printable ASCII characters without spaces", MaxIDLen)
 	case !validText(p.PaymentMethodCode, MaxIDLen, false):
 		return textError("data.paymentMethodCode", MaxIDLen, false)
+	case p.TipAmount < 0 || p.TipAmount > p.Amount:
+		return errorf("data.tipAmount", "must be 0 up to the amount")
 	}
 	return validTip(p.Tip, p.Amount)
 }

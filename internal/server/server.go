@@ -97,6 +97,12 @@ type Config struct {
 	TransactionDeadline time.Duration
 	// PrintTimeout bounds a print job (TIMEOUT).
 	PrintTimeout time.Duration
+	// CaptureTolerance is how far past its authorised amount a
+	// pre-authorisation's capture may go (0: 0.20; negative: none).
+	CaptureTolerance float64
+	// PreAuthValidity is how long an approved pre-authorisation stays
+	// OPEN before the service voids it (0: 7 days).
+	PreAuthValidity time.Duration
 	// IdempotencyWait bounds how long a retry with an Idempotency-Key waits
 	// for the first request with its key (default
 	// httpapi.DefaultIdempotencyWait).
@@ -265,6 +271,7 @@ func NewWithStore(ctx context.Context, cfg Config, st instore.Store) (*Server, e
 		NewRef:     func() string { return ids.New("txn") },
 		NewPrintID: func() string { return ids.New("prt") },
 		AckTimeout: cfg.AckTimeout, Deadline: cfg.TransactionDeadline, PrintTimeout: cfg.PrintTimeout,
+		CaptureTolerance: cfg.CaptureTolerance, PreAuthValidity: cfg.PreAuthValidity,
 		Observer: metrics.NewTransactions(reg),
 		// Each event is encoded once as the stream's server-sent message.
 		EncodeEvent: onlineapi.EncodeStreamMessage,

@@ -19,9 +19,10 @@ func (s *Service) rules() lifecycle.Rules {
 
 func (s *Service) makeRules() lifecycle.Rules {
 	return lifecycle.Rules{
-		AckTimeout: s.ackTimeout(),
-		Deadline:   s.deadline(),
-		ErrorID:    s.errorID,
+		AckTimeout:      s.ackTimeout(),
+		Deadline:        s.deadline(),
+		PreAuthValidity: s.preAuthValidity(),
+		ErrorID:         s.errorID,
 		Status: func(id instore.TransactionStatus) string {
 			if c, ok := s.Metadata.TransactionStatus(id); ok {
 				return c.Code
@@ -126,25 +127,41 @@ func (s *Service) carryOut(ctx context.Context, t *instore.Transaction, st lifec
 // final status and gets the result) and the original becomes REVERSED,
 // since the terminal did reverse it; both in one change.
 func (s *Service) decide(ctx context.Context, t *instore.Transaction, e lifecycle.Event) (*instore.Change, lifecycle.Step, error) {
+	var (
+		next instore.Transaction
+		st   lifecycle.Step
+		pair *instore.Change
+	)
 	if lifecycle.Pairs(*t, e) {
 		orig, err := s.Store.Transaction(ctx, t.OriginalID)
 		if err != nil {
 			return nil, lifecycle.Step{}, fmt.Errorf("original: %w", err)
 		}
-		rev, norig, st, ok := lifecycle.NextReversalPair(*t, *orig, e, s.rules())
-		if !ok {
-			return nil, st, nil
+		if t.Type == instore.TypeReversal {
+			rev, norig, st, ok := lifecycle.NextReversalPair(*t, *orig, e, s.rules())
+			if !ok {
+				return nil, st, nil
+			}
+			return &instore.Change{T: &rev, From: t.Version, Events: []instore.TransactionEvent{*st.Event},
+				Pair: &instore.Change{T: &norig, From: orig.Version, Events: []instore.TransactionEvent{*st.PairEvent}}}, st, nil
 		}
-		return &instore.Change{T: &rev, From: t.Version, Events: []instore.TransactionEvent{*st.Event},
-			Pair: &instore.Change{T: &norig, From: orig.Version, Events: []instore.TransactionEvent{*st.PairEvent}}}, st, nil
+		// An approved INCREMENT, CAPTURE or VOID: its pre-auth's
+		// authorisation moves in the same write.
+		var npre instore.Transaction
+		var paired bool
+		next, npre, st, paired = lifecycle.NextOnPreAuth(*t, *orig, e, s.rules())
+		if paired {
+			pair = &instore.Change{T: &npre, From: orig.Version, Events: []instore.TransactionEvent{*st.PairEvent}}
+		}
+	} else {
+		next, st = lifecycle.Next(*t, e, s.rules())
 	}
-	next, st := lifecycle.Next(*t, e, s.rules())
 	if !st.Changed {
 		return nil, st, nil
 	}
 	mutate(&next, &st, e)
 	ch := &instore.Change{T: &next, From: t.Version, Events: []instore.TransactionEvent{*st.Event},
-		Relaxed: e.Kind == instore.EventProgress}
+		Relaxed: e.Kind == instore.EventProgress, Pair: pair}
 	if st.Cancel != "" {
 		ch.Effects = append(ch.Effects, s.newEffect(instore.EffectCancel, next.SerialNumber, next.ID, st.Cancel))
 	}
@@ -173,6 +190,8 @@ func (s *Service) committed(ch *instore.Change, st lifecycle.Step) {
 			s.disarm(t.ID)
 			// Access API: an update waiting for the terminal to be idle goes now.
 			s.terminalIdle(t.TerminalID)
+			// An OPEN pre-auth's expiry (approved now, or still OPEN).
+			s.armExpiry(t)
 		}
 		published := *t
 		s.running.put(&published)

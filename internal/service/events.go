@@ -26,6 +26,8 @@ func TransactionEventType(e instore.TransactionEvent) instore.EventType {
 		return instore.EventTransactionConfirmed
 	case instore.EventAutoReversed:
 		return instore.EventTransactionAutoReversed
+	case instore.EventAuthorization:
+		return instore.EventTransactionAuthorization
 	case instore.EventLateResult:
 		// The terminal's own outcome of a transaction the service had
 		// ended: the status stands, but the final transaction now has a

@@ -125,14 +125,7 @@ func (s *Service) Reversal(ctx context.Context, p *instore.Principal, req *insto
 	if err := instore.CheckReversalLatest(orig, newer); err != nil {
 		return nil, err
 	}
-	term, err := s.Store.Terminal(ctx, orig.TerminalID)
-	if err != nil {
-		return nil, fmt.Errorf("terminal: %w", err)
-	}
-	if term.MerchantID != p.MerchantID {
-		return nil, instore.Errorf(instore.WP16, "The terminal ID is not one of this merchant's.")
-	}
-	serial, _, err := s.readiness(ctx, term, needIdle)
+	term, serial, err := s.originalTerminal(ctx, p.MerchantID, orig)
 	if err != nil {
 		return nil, err
 	}
@@ -146,4 +139,20 @@ func (s *Service) Reversal(ctx context.Context, p *instore.Principal, req *insto
 	return s.start(ctx, t, claim, s.Store.CreateOnOriginal, func(ctx context.Context) error {
 		return s.Gateway.SendPayment(ctx, serial, t)
 	})
+}
+
+// originalTerminal is the terminal of orig, where a transaction acting on
+// it without a card (a reversal; an increment, capture or void of a
+// pre-auth) runs, once it is the merchant's (WP16) and ready for one
+// (readiness, needIdle), and the serial number of its device.
+func (s *Service) originalTerminal(ctx context.Context, merchantID string, orig *instore.Transaction) (*instore.Terminal, string, error) {
+	term, err := s.Store.Terminal(ctx, orig.TerminalID)
+	if err != nil {
+		return nil, "", fmt.Errorf("terminal: %w", err)
+	}
+	if term.MerchantID != merchantID {
+		return nil, "", instore.Errorf(instore.WP16, "The terminal ID is not one of this merchant's.")
+	}
+	serial, _, err := s.readiness(ctx, term, needIdle)
+	return term, serial, err
 }

@@ -89,6 +89,7 @@ func (s *Service) Transactions(ctx context.Context, p *instore.Principal, q inst
 	ts, err := s.Store.ListTransactions(ctx, instore.TransactionFilter{
 		MerchantID: p.MerchantID, From: from, To: to, TerminalID: q.TerminalID, StatusID: q.StatusID,
 		ECRReference: q.ECRReference, Unconfirmed: q.Unconfirmed, Limit: limit + 1, After: after,
+		Types: q.Types, AuthorizationState: q.AuthorizationState,
 	})
 	if err != nil {
 		return nil, "", fmt.Errorf("list transactions: %w", err)
@@ -197,6 +198,12 @@ func cursorMAC(key []byte, merchantID string, q *instore.ListQuery, payload stri
 	if q.Unconfirmed {
 		// Only when asked, so the cursors of other listings stay as they were.
 		put("unconfirmed")
+	}
+	if len(q.Types) > 0 || q.AuthorizationState != "" {
+		// Likewise.
+		put("preauth")
+		put(instore.JoinTypes(q.Types))
+		put(string(q.AuthorizationState))
 	}
 	put(payload)
 	return m.Sum(nil)

@@ -234,6 +234,7 @@ func (s *Service) Sweep(ctx context.Context) {
 	if !mutant.On(mutant.UnconfirmedNotRecovered) {
 		overdue(unconfirmed)
 	}
+	s.sweepPreAuths(ctx)
 	jobs, err := s.Store.RunningPrintJobs(ctx)
 	if err != nil {
 		if ctx.Err() == nil {

@@ -18,7 +18,13 @@ import (
 // purchase is tied to it, or, for a retry of the request that created one,
 // answers about that one (Resume).
 func (s *Service) Purchase(ctx context.Context, p *instore.Principal, req *instore.PurchaseRequest, claim *instore.IdempotencyClaim) (*instore.Transaction, error) {
-	if t, done, err := s.admit(ctx, p, req, claim); done {
+	return s.sale(ctx, p, req, req, instore.TypePurchase, claim)
+}
+
+// sale creates a PURCHASE or a PRE_AUTH (typ) of req, checked by v
+// (req's own rules, or a pre-auth's), as Purchase says.
+func (s *Service) sale(ctx context.Context, p *instore.Principal, v interface{ Validate() error }, req *instore.PurchaseRequest, typ instore.TransactionType, claim *instore.IdempotencyClaim) (*instore.Transaction, error) {
+	if t, done, err := s.admit(ctx, p, v, claim); done {
 		return t, err
 	}
 	if req.PaymentMethodID != nil {
@@ -36,7 +42,7 @@ func (s *Service) Purchase(ctx context.Context, p *instore.Principal, req *insto
 	}
 	t := &instore.Transaction{
 		ID: s.NewRef(), MerchantID: p.MerchantID, TerminalID: term.TerminalID, SerialNumber: serial,
-		Type: instore.TypePurchase, Amount: *req.Amount, VATAmount: req.VATAmount, Currency: req.Currency,
+		Type: typ, Amount: *req.Amount, VATAmount: req.VATAmount, Currency: req.Currency,
 		PaymentMethodID: req.PaymentMethodID, ECRReference: req.ECRReference, PrintReceipt: req.PrintReceipt,
 		StatusID: instore.StatusPending, Progress: instore.ProgressSent, CreatedAt: s.now(), Tip: req.Tip,
 	}

@@ -37,6 +37,13 @@ type Service struct {
 	AckTimeout time.Duration
 	// Deadline is how long after the ack a transaction may stay PENDING (WP36).
 	Deadline time.Duration
+	// CaptureTolerance is how far past the authorised amount a capture may
+	// go (0.20: 20 %, for tips; instore.DefaultCaptureTolerance when 0;
+	// negative: none).
+	CaptureTolerance float64
+	// PreAuthValidity is how long an approved pre-auth stays OPEN before
+	// the service voids it (instore.DefaultPreAuthValidity when 0).
+	PreAuthValidity time.Duration
 	// PrintTimeout is how long a print job waits for the terminal (TIMEOUT).
 	PrintTimeout time.Duration
 	// NewPrintID returns a new printId.

@@ -69,8 +69,8 @@ func (s *Service) expire(ref string, kind instore.TimelineKind) {
 // Recover re-arms the time-outs the store implies after a start: an
 // unacknowledged PENDING transaction expires at its ack time (at once if
 // it passed), an acknowledged one at its deadline, an unconfirmed sale is
-// reversed at its confirmation deadline, a running print job times out at
-// its print timeout. What the service owes terminals needs no re-arming:
+// reversed at its confirmation deadline, an OPEN pre-auth is voided at its
+// expiry, a running print job times out at its print timeout. What the service owes terminals needs no re-arming:
 // each device is sent it after its next hello.
 func (s *Service) Recover(ctx context.Context) error {
 	ts, err := s.Store.PendingTransactions(ctx)
@@ -88,6 +88,9 @@ func (s *Service) Recover(ctx context.Context) error {
 		if at, kind, ok := lifecycle.Due(*t, s.rules()); ok {
 			s.arm(t.ID, at, s.timerOf(kind))
 		}
+	}
+	if err := s.recoverPreAuths(ctx); err != nil {
+		return err
 	}
 	jobs, err := s.Store.RunningPrintJobs(ctx)
 	if err != nil {

@@ -52,8 +52,9 @@ func buildResult(tx *txn, status instore.TransactionStatus, terminalID string, n
 			res.PaymentMethodID = &id
 			res.EntryMode = EntryApp
 		} else {
-			// The same transaction always "reads" the same card.
-			h := sha256.Sum256([]byte(tx.ref))
+			// The same transaction always "reads" the same card; an
+			// increment, capture or void its pre-auth's.
+			h := sha256.Sum256([]byte(cardRef(tx)))
 			card := testCards[int(h[0])%len(testCards)]
 			res.CardBrand, res.MaskedPAN = card.brand, MaskPAN(card.pan)
 			res.EntryMode = EntryContactless
@@ -222,4 +223,20 @@ func formatAmount(amount int64, currency string) string {
 		digits = digits[:len(digits)-exp] + "." + digits[len(digits)-exp:]
 	}
 	return strings.TrimSpace(currency + " " + sign + digits)
+}
+
+// cardless reports whether a command of kind is completed without a card:
+// an increment, capture or void, with the authorisation the terminal holds
+// for its pre-auth.
+func cardless(kind string) bool {
+	return kind == protocol.TypeIncrement || kind == protocol.TypeCapture || kind == protocol.TypeVoid
+}
+
+// cardRef is the reference whose card tx "reads": its own, or for a
+// cardless command its pre-auth's.
+func cardRef(tx *txn) string {
+	if cardless(tx.kind) && tx.pay.OriginalRef != "" {
+		return tx.pay.OriginalRef
+	}
+	return tx.ref
 }

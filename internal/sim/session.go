@@ -339,7 +339,8 @@ func (t *Terminal) handle(ctx context.Context, s *session, env protocol.Envelope
 		}
 		t.update(func() { t.terminalID, t.linkCode, t.minVersion = d.TerminalID, "", d.MinSoftwareVersion })
 		t.log.Info("sim: linked", "terminalId", d.TerminalID)
-	case protocol.TypePurchase, protocol.TypeRefund:
+	case protocol.TypePurchase, protocol.TypeRefund, protocol.TypePreAuth,
+		protocol.TypeIncrement, protocol.TypeCapture, protocol.TypeVoid:
 		t.command(ctx, s, env)
 	case protocol.TypeCancel:
 		t.cancel(s, env)

@@ -69,7 +69,7 @@ func sandboxOutcome(amount int64) (status instore.TransactionStatus, m mode) {
 // txn is the transaction in progress.
 type txn struct {
 	ref     string
-	kind    string // protocol.TypePurchase or TypeRefund
+	kind    string // protocol.TypePurchase, TypeRefund, TypePreAuth, or a cardless kind (cardless)
 	pay     protocol.Payment
 	status  instore.TransactionStatus // the planned outcome
 	mode    mode
@@ -98,7 +98,8 @@ type stored struct {
 	confirmed bool
 }
 
-// command handles purchase and refund.
+// command handles purchase, refund, preauth, and the cardless increment,
+// capture and void (played with the authorising stage only).
 func (t *Terminal) command(ctx context.Context, s *session, env protocol.Envelope) {
 	if env.Ref == "" {
 		t.log.Warn("sim: ignoring a command without a reference", "type", env.Type)
@@ -246,7 +247,10 @@ func (t *Terminal) play(ctx context.Context, tx *txn) {
 		total = max(total, tx.window/2)
 	}
 	stages := []instore.Progress{StageWaitingForCard, StageWaitingForPIN, StageAuthorizing}
-	if tx.pay.PaymentMethodID != nil {
+	switch {
+	case cardless(tx.kind):
+		stages = []instore.Progress{StageAuthorizing}
+	case tx.pay.PaymentMethodID != nil:
 		stages = []instore.Progress{StageWaitingForCard, StageAuthorizing}
 	}
 	start := time.Now()
@@ -489,8 +493,11 @@ func (t *Terminal) reversal(s *session, env protocol.Envelope) {
 
 func amountScreen(tx *txn) string {
 	a := formatAmount(tx.pay.Amount, tx.pay.Currency)
-	if tx.kind == protocol.TypeRefund {
+	switch {
+	case tx.kind == protocol.TypeRefund:
 		a = "Refund " + a
+	case tx.kind != protocol.TypePurchase:
+		return strings.ToUpper(tx.kind) + " " + a + " - Processing"
 	}
 	if tx.pay.PaymentMethodID != nil {
 		return a + " - Confirm in app"

@@ -55,6 +55,16 @@ func listQuery(d *dialect, f instore.TransactionFilter) (string, []any) {
 		b.WriteString(` AND confirm_state = 'PENDING' AND confirm_deadline IS NOT NULL AND status_id = ?`)
 		args = append(args, instore.StatusApproved)
 	}
+	if len(f.Types) > 0 {
+		b.WriteString(` AND type IN (?` + strings.Repeat(`, ?`, len(f.Types)-1) + `)`)
+		for _, typ := range f.Types {
+			args = append(args, string(typ))
+		}
+	}
+	if f.AuthorizationState != "" {
+		b.WriteString(` AND auth_state = ?`)
+		args = append(args, string(f.AuthorizationState))
+	}
 	b.WriteString(` AND created_at >= ?`)
 	args = append(args, micros(f.From))
 	// One upper bound on created_at, the tighter of To and the cursor, so
@@ -118,7 +128,8 @@ var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 // (Version 1, the same ErrConflict rules, the idempotency record tied) if
 // instore.CheckOnOriginal allows it (and, for a REVERSAL,
 // instore.CheckReversalLatest: the original is the latest transaction of
-// its terminal), and returns the rule's error
+// its terminal), or the INCREMENT, CAPTURE or VOID ch.T if
+// instore.CheckOnPreAuth allows it, and returns the rule's error
 // otherwise; instore.ErrNotFound when the original does not exist. The
 // rule and the insert are one database transaction that first locks the
 // original's row (SELECT ... FOR UPDATE on PostgreSQL; SQLite's one writer
@@ -138,6 +149,15 @@ func (db *DB) CreateOnOriginal(ctx context.Context, ch *instore.Change) error {
 		others, err := onOriginal(ctx, c, t.OriginalID)
 		if err != nil {
 			return err
+		}
+		if instore.OnPreAuth(t.Type) {
+			if err := instore.CheckOnPreAuth(orig, others, t, ch.CaptureTolerance); err != nil {
+				return err
+			}
+			if err := insertTransaction(ctx, c, ch); err != nil {
+				return c.conflictErr("create on pre-auth", err)
+			}
+			return tieIdempotency(ctx, c, ch)
 		}
 		if mutant.On(mutant.CashbackRefundable) {
 			orig.CashbackAmount = 0

@@ -177,6 +177,18 @@ func (db *DB) UnconfirmedTransactions(ctx context.Context, dueBy time.Time) ([]*
 		ORDER BY confirm_deadline, id`, due, instore.StatusApproved)
 }
 
+// OpenPreAuths lists the approved pre-auths whose authorisation is OPEN
+// and expires at or before dueBy (the zero time: all), earliest expiry
+// first, by the partial index transactions_preauth_open.
+func (db *DB) OpenPreAuths(ctx context.Context, dueBy time.Time) ([]*instore.Transaction, error) {
+	due := int64(math.MaxInt64)
+	if !dueBy.IsZero() {
+		due = micros(dueBy)
+	}
+	return getAll(ctx, db.read(), scanTransaction, "list open pre-auths", `SELECT `+transactionColumns+` FROM transactions
+		WHERE auth_state = 'OPEN' AND auth_expires_at <= ? ORDER BY auth_expires_at, id`, due)
+}
+
 // confirmWithin is the stored confirmation window of t in seconds (NULL:
 // none asked).
 func confirmWithin(t *instore.Transaction) sql.NullInt64 {
@@ -190,10 +202,11 @@ const transactionColumns = `id, merchant_id, terminal_id, device_serial, type,
 	amount, cashback_amount, vat_amount, currency, payment_method_id, ecr_reference, print_receipt,
 	status_id, error_id, progress, version, original_id, reverses, reversed_by, cancel_requested,
 	result, result_message_id, created_at, acknowledged_at, deadline_at, completed_at,
-	confirm_within, confirm_state, confirm_deadline, confirmed_at, tip, tip_amount`
+	confirm_within, confirm_state, confirm_deadline, confirmed_at, tip, tip_amount,
+	auth_state, authorized_amount, captured_amount, auth_expires_at, by_timer`
 
 // transactionValues is the placeholder list of transactionColumns.
-const transactionValues = `?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`
+const transactionValues = `?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`
 
 // transactionArgs are the values of transactionColumns for a new t.
 func transactionArgs(t *instore.Transaction) ([]any, error) {
@@ -205,7 +218,7 @@ func transactionArgs(t *instore.Transaction) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []any{t.ID, t.MerchantID, t.TerminalID, nullString(t.SerialNumber), t.Type,
+	args := append([]any{t.ID, t.MerchantID, t.TerminalID, nullString(t.SerialNumber), t.Type,
 		t.Amount, t.CashbackAmount, nullInt64(t.VATAmount), t.Currency, nullInt(t.PaymentMethodID),
 		nullString(t.ECRReference), t.PrintReceipt,
 		t.StatusID, nullInt(t.ErrorID), t.Progress, 1, nullString(t.OriginalID), nullString(t.Reverses),
@@ -213,7 +226,18 @@ func transactionArgs(t *instore.Transaction) ([]any, error) {
 		result, nullString(t.ResultMessageID), micros(t.CreatedAt), nullMicros(t.AcknowledgedAt),
 		nullMicros(t.DeadlineAt), nullMicros(t.CompletedAt),
 		confirmWithin(t), nullString(t.ConfirmState), nullMicros(t.ConfirmDeadline), nullMicros(t.ConfirmedAt),
-		tip, t.TipAmount}, nil
+		tip, t.TipAmount}, authArgs(t)...)
+	return append(args, t.ByTimer), nil
+}
+
+// authArgs are the values of the authorisation's columns (auth_state,
+// authorized_amount, captured_amount, auth_expires_at) of t.
+func authArgs(t *instore.Transaction) []any {
+	a := t.Authorization
+	if a == nil {
+		return []any{sql.NullString{}, 0, 0, sql.NullInt64{}}
+	}
+	return []any{string(a.State), a.AuthorizedAmount, a.CapturedAmount, micros(a.ExpiresAt)}
 }
 
 // createTied is, on PostgreSQL, the creation of t with its one event and
@@ -285,6 +309,11 @@ func updateTransaction(ctx context.Context, c conn, ch *instore.Change) error {
 		q += `, confirm_state = ?, confirm_deadline = ?, confirmed_at = ?`
 		args = append(args, t.ConfirmState, nullMicros(t.ConfirmDeadline), nullMicros(t.ConfirmedAt))
 	}
+	if t.Authorization != nil {
+		// Only an approved pre-auth sets these.
+		q += `, auth_state = ?, authorized_amount = ?, captured_amount = ?, auth_expires_at = ?`
+		args = append(args, authArgs(t)...)
+	}
 	q += ` WHERE id = ? AND version = ?`
 	return writeUpdate(ctx, c, ch, q, append(args, t.ID, fromVersion))
 }
@@ -338,13 +367,16 @@ func scanTransaction(s scanner) (*instore.Transaction, error) {
 		created                                  int64
 		acknowledged, deadline, completed        sql.NullInt64
 		within, confirmDeadline, confirmedAt     sql.NullInt64
-		confirmState, tip                        sql.NullString
+		confirmState, tip, authState             sql.NullString
+		authorized, captured                     int64
+		authExpires                              sql.NullInt64
 	)
 	if err := s.Scan(&t.ID, &t.MerchantID, &t.TerminalID, &serial, &t.Type,
 		&t.Amount, &t.CashbackAmount, &vat, &t.Currency, &paymentMethod, &ecrReference, &t.PrintReceipt,
 		&t.StatusID, &errorID, &t.Progress, &t.Version, &original, &reverses, &reversedBy, &t.CancelRequested,
 		&result, &resultMessageID, &created, &acknowledged, &deadline, &completed,
-		&within, &confirmState, &confirmDeadline, &confirmedAt, &tip, &t.TipAmount); err != nil {
+		&within, &confirmState, &confirmDeadline, &confirmedAt, &tip, &t.TipAmount,
+		&authState, &authorized, &captured, &authExpires, &t.ByTimer); err != nil {
 		return nil, err
 	}
 	t.SerialNumber = serial.String
@@ -376,6 +408,10 @@ func scanTransaction(s scanner) (*instore.Transaction, error) {
 	t.ConfirmState = instore.ConfirmState(confirmState.String)
 	t.ConfirmDeadline = fromNullMicros(confirmDeadline)
 	t.ConfirmedAt = fromNullMicros(confirmedAt)
+	if authState.Valid {
+		t.Authorization = &instore.Authorization{State: instore.AuthorizationState(authState.String),
+			AuthorizedAmount: authorized, CapturedAmount: captured, ExpiresAt: fromMicros(authExpires.Int64)}
+	}
 	return &t, nil
 }
 

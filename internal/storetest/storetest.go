@@ -49,6 +49,7 @@ func Run(t *testing.T, open func(t *testing.T) instore.Store) {
 		{"Listing", listingTests},
 		{"Refund", refundTests},
 		{"Tip", tipTests},
+		{"PreAuth", preAuthTests},
 		{"Payback", paybackTests},
 		{"TransactionPair", pairTests},
 		{"PrintJob", printJobTests},

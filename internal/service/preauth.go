@@ -1,0 +1,175 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/lifecycle"
+)
+
+// Pre-authorisation (the root's preauth.go): a PRE_AUTH is created like a
+// purchase; an INCREMENT, CAPTURE or VOID of it runs on its terminal
+// without a card, decided by instore.CheckOnPreAuth inside the database
+// transaction that locks it (Store.CreateOnOriginal), and its approval
+// moves the pre-auth's authorisation in the same write (decide,
+// lifecycle.NextOnPreAuth). An OPEN pre-auth past its expiresAt is voided
+// by the service (preAuthExpired), a durable timer: armed when it opens,
+// re-armed at start (Recover), retried by the sweep.
+
+// Preauthorize creates a PRE_AUTH on a terminal, as Purchase creates a
+// purchase (the same errors, in the same order).
+func (s *Service) Preauthorize(ctx context.Context, p *instore.Principal, req *instore.PreAuthRequest, claim *instore.IdempotencyClaim) (*instore.Transaction, error) {
+	return s.sale(ctx, p, req, &req.PurchaseRequest, instore.TypePreAuth, claim)
+}
+
+// PreAuthOp creates an INCREMENT, CAPTURE or VOID (req.Op) of the
+// merchant's pre-auth req.OnlineAPIRefID on its terminal, and answers once
+// the terminal acknowledged it, like Purchase. Errors, in order:
+// validation, WP03, WP04, conflict (not an OPEN pre-auth, or a capture or
+// void of it in flight), validation (a capture past the tolerance), WP16,
+// WP01, WP30, WP23, WP09.
+func (s *Service) PreAuthOp(ctx context.Context, p *instore.Principal, req *instore.PreAuthOpRequest, claim *instore.IdempotencyClaim) (*instore.Transaction, error) {
+	if t, done, err := s.admit(ctx, p, req, claim); done {
+		return t, err
+	}
+	pre, err := s.ownTransaction(ctx, p, req.OnlineAPIRefID)
+	if err != nil {
+		return nil, err
+	}
+	t := &instore.Transaction{Type: req.Op, ECRReference: req.ECRReference}
+	switch req.Op {
+	case instore.TypeIncrement:
+		t.Amount = *req.Amount
+	case instore.TypeCapture:
+		t.Amount = *req.Amount
+		if req.TipAmount != nil {
+			// amount is the total: the tip shows apart (totalAmount = amount + tipAmount).
+			t.Amount, t.TipAmount = *req.Amount-*req.TipAmount, *req.TipAmount
+		}
+	case instore.TypeVoid:
+		if pre.Authorization != nil {
+			t.Amount = pre.Authorization.AuthorizedAmount
+		}
+	default:
+		return nil, fmt.Errorf("pre-auth operation %q", req.Op)
+	}
+	return s.onPreAuth(ctx, pre, t, claim)
+}
+
+// onPreAuth checks t, a new INCREMENT, CAPTURE or VOID of pre, in the
+// contract's order (the rule is decided again with the creation, in the
+// database transaction that locks pre), and starts it on pre's terminal.
+func (s *Service) onPreAuth(ctx context.Context, pre, t *instore.Transaction, claim *instore.IdempotencyClaim) (*instore.Transaction, error) {
+	others, err := s.Store.OnOriginal(ctx, pre.ID)
+	if err != nil {
+		return nil, fmt.Errorf("on pre-auth: %w", err)
+	}
+	if err := instore.CheckOnPreAuth(pre, others, t, s.captureTolerance()); err != nil {
+		return nil, err
+	}
+	term, serial, err := s.originalTerminal(ctx, pre.MerchantID, pre)
+	if err != nil {
+		return nil, err
+	}
+	t.ID, t.MerchantID, t.TerminalID, t.SerialNumber = s.NewRef(), pre.MerchantID, term.TerminalID, serial
+	t.Currency, t.OriginalID, t.CreatedAt = pre.Currency, pre.ID, s.now()
+	t.StatusID, t.Progress = instore.StatusPending, instore.ProgressSent
+	create := func(ctx context.Context, ch *instore.Change) error {
+		ch.CaptureTolerance = s.captureTolerance()
+		return s.Store.CreateOnOriginal(ctx, ch)
+	}
+	return s.start(ctx, t, claim, create, func(ctx context.Context) error { return s.Gateway.SendPayment(ctx, serial, t) })
+}
+
+// preAuthExpired voids the pre-auth ref on its terminal if it is still
+// OPEN past its expiresAt: a VOID with actor TIMER (ByTimer), which, once
+// approved, ends it EXPIRED. It runs on a goroutine of its own (the VOID
+// waits for its ack). A terminal busy or offline, or a capture or void in
+// flight, leaves it for the next sweep (or the outcome of that one).
+func (s *Service) preAuthExpired(ref string) {
+	s.spawn(func() {
+		ctx := context.Background()
+		pre, err := s.Store.Transaction(ctx, ref)
+		if err != nil {
+			s.log().Error("expire pre-auth", "ref", ref, "error", err)
+			return
+		}
+		at, ok := lifecycle.ExpiryDue(*pre)
+		if !ok {
+			return
+		}
+		if s.now().Before(at) {
+			s.arm(ref, at, s.preAuthExpired)
+			return
+		}
+		var amount int64
+		if pre.Authorization != nil {
+			amount = pre.Authorization.AuthorizedAmount
+		}
+		void := &instore.Transaction{Type: instore.TypeVoid, Amount: amount, ByTimer: true}
+		_, err = s.onPreAuth(ctx, pre, void, nil)
+		var e *instore.Error
+		switch {
+		case err == nil:
+			s.log().Info("pre-auth expired: void sent", "ref", ref, "void", void.ID)
+		case errors.As(err, &e) && e.Code == instore.EConflict:
+			// A capture or void of it is in flight: its outcome decides.
+		case !s.isClosed():
+			s.log().Warn("pre-auth expired: void not sent; the sweep retries", "ref", ref, "error", err)
+		}
+	})
+}
+
+// recoverPreAuths arms the expiry of every OPEN pre-auth (Recover).
+func (s *Service) recoverPreAuths(ctx context.Context) error {
+	open, err := s.Store.OpenPreAuths(ctx, time.Time{})
+	if err != nil {
+		return fmt.Errorf("open pre-auths: %w", err)
+	}
+	for _, t := range open {
+		s.armExpiry(t)
+	}
+	return nil
+}
+
+// sweepPreAuths voids the OPEN pre-auths past their expiry (Sweep): a
+// timer lost, or a void that could not start.
+func (s *Service) sweepPreAuths(ctx context.Context) {
+	due, err := s.Store.OpenPreAuths(ctx, s.now())
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log().Error("sweep: open pre-auths", "error", err)
+		}
+		return
+	}
+	for _, t := range due {
+		s.preAuthExpired(t.ID)
+	}
+}
+
+// armExpiry arms the expiry of t if it is an OPEN pre-auth.
+func (s *Service) armExpiry(t *instore.Transaction) {
+	if at, ok := lifecycle.ExpiryDue(*t); ok {
+		s.arm(t.ID, at, s.preAuthExpired)
+	}
+}
+
+func (s *Service) captureTolerance() float64 {
+	switch {
+	case s.CaptureTolerance > 0:
+		return s.CaptureTolerance
+	case s.CaptureTolerance < 0:
+		return 0
+	}
+	return instore.DefaultCaptureTolerance
+}
+
+func (s *Service) preAuthValidity() time.Duration {
+	if s.PreAuthValidity > 0 {
+		return s.PreAuthValidity
+	}
+	return instore.DefaultPreAuthValidity
+}

@@ -1,0 +1,158 @@
+package lifecycle_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/lifecycle"
+)
+
+// TestNextAuthorization runs every (state, event) pair of a pre-auth's
+// authorisation: none (not approved yet) and each state, by each event.
+func TestNextAuthorization(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	validity := 7 * 24 * time.Hour
+	expires := t0.Add(time.Hour)
+	in := func(state instore.AuthorizationState) *instore.Authorization {
+		return &instore.Authorization{State: state, AuthorizedAmount: 10000, CapturedAmount: map[bool]int64{true: 9000}[state == instore.AuthCaptured], ExpiresAt: expires}
+	}
+	// want: the state after, authorized and captured amounts ("": unchanged).
+	type want struct {
+		state                instore.AuthorizationState
+		authorized, captured int64
+	}
+	unchanged := want{}
+	wants := map[instore.AuthorizationState]map[lifecycle.AuthEvent]want{
+		"": {lifecycle.AuthApproved: {instore.AuthOpen, 500, 0}},
+		instore.AuthOpen: {
+			lifecycle.AuthIncrement:  {instore.AuthOpen, 10500, 0},
+			lifecycle.AuthCapture:    {instore.AuthCaptured, 10000, 500},
+			lifecycle.AuthVoid:       {instore.AuthVoided, 10000, 0},
+			lifecycle.AuthExpiryVoid: {instore.AuthExpired, 10000, 0},
+		},
+	}
+	for _, state := range append([]instore.AuthorizationState{""}, instore.AuthorizationStates...) {
+		for _, ev := range lifecycle.AuthEvents {
+			t.Run(fmt.Sprintf("%s by %s", state, ev), func(t *testing.T) {
+				var a *instore.Authorization
+				if state != "" {
+					a = in(state)
+				}
+				var before instore.Authorization
+				if a != nil {
+					before = *a
+				}
+				next, ok := lifecycle.NextAuthorization(a, ev, 500, t0, validity)
+				if a != nil && *a != before {
+					t.Fatalf("the authorisation given was changed: %+v", *a)
+				}
+				w := wants[state][ev]
+				if w == unchanged {
+					if ok || next != a {
+						t.Fatalf("NextAuthorization = %+v, %v; want unchanged", next, ok)
+					}
+					return
+				}
+				wantExpiry := expires
+				if state == "" {
+					wantExpiry = t0.Add(validity)
+				}
+				if !ok || next.State != w.state || next.AuthorizedAmount != w.authorized || next.CapturedAmount != w.captured || !next.ExpiresAt.Equal(wantExpiry) {
+					t.Fatalf("NextAuthorization = %+v, %v; want %+v, expires %s", next, ok, w, wantExpiry)
+				}
+			})
+		}
+	}
+}
+
+// TestNextOnPreAuth: an approved INCREMENT, CAPTURE or VOID in time moves
+// its pre-auth's authorisation in the same step; a declined one, a late
+// approval, or one on a pre-auth no longer OPEN leaves it alone; an
+// approved PRE_AUTH opens its authorisation.
+func TestNextOnPreAuth(t *testing.T) {
+	r := testRules()
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	at := t0.Add(time.Minute)
+	pending := instore.Transaction{ID: "txn_p", Type: instore.TypePreAuth, Amount: 10000, Currency: "EUR", StatusID: instore.StatusPending,
+		Progress: instore.ProgressAcknowledged, Version: 2, CreatedAt: t0, AcknowledgedAt: &t0, PrintReceipt: false}
+	result := func(status instore.TransactionStatus) lifecycle.Event {
+		return lifecycle.Event{Kind: instore.EventResult, At: at, Result: &instore.TerminalResult{MessageID: "m-1", StatusID: status}}
+	}
+	pre, _ := lifecycle.Next(pending, result(instore.StatusApproved), r)
+	if a := pre.Authorization; a == nil || a.State != instore.AuthOpen || a.AuthorizedAmount != 10000 || !a.ExpiresAt.Equal(at.Add(r.PreAuthValidity)) {
+		t.Fatalf("approved PRE_AUTH: authorization %+v", a)
+	}
+	if declined, _ := lifecycle.Next(pending, result(instore.StatusTransactionDeclined), r); declined.Authorization != nil {
+		t.Fatalf("declined PRE_AUTH: authorization %+v", declined.Authorization)
+	}
+	child := func(typ instore.TransactionType, amount, tip int64, status instore.TransactionStatus) instore.Transaction {
+		c := pending
+		c.ID, c.Type, c.Amount, c.TipAmount, c.OriginalID, c.StatusID = "txn_c", typ, amount, tip, "txn_p", status
+		return c
+	}
+	voided := pre
+	voided.Authorization = &instore.Authorization{State: instore.AuthVoided, AuthorizedAmount: 10000}
+	byTimer := child(instore.TypeVoid, 10000, 0, instore.StatusPending)
+	byTimer.ByTimer = true
+	for _, tc := range []struct {
+		name   string
+		child  instore.Transaction
+		pre    instore.Transaction
+		status instore.TransactionStatus
+		paired bool
+		want   instore.Authorization
+	}{
+		{"increment approved", child(instore.TypeIncrement, 2000, 0, instore.StatusPending), pre, instore.StatusApproved, true,
+			instore.Authorization{State: instore.AuthOpen, AuthorizedAmount: 12000}},
+		{"capture with a tip approved", child(instore.TypeCapture, 9000, 1500, instore.StatusPending), pre, instore.StatusApproved, true,
+			instore.Authorization{State: instore.AuthCaptured, AuthorizedAmount: 10000, CapturedAmount: 10500}},
+		{"void approved", child(instore.TypeVoid, 10000, 0, instore.StatusPending), pre, instore.StatusApproved, true,
+			instore.Authorization{State: instore.AuthVoided, AuthorizedAmount: 10000}},
+		{"the expiry's void approved", byTimer, pre, instore.StatusApproved, true,
+			instore.Authorization{State: instore.AuthExpired, AuthorizedAmount: 10000}},
+		{"capture declined", child(instore.TypeCapture, 9000, 0, instore.StatusPending), pre, instore.StatusTransactionDeclined, false, *pre.Authorization},
+		{"capture approved late", child(instore.TypeCapture, 9000, 0, instore.StatusTechnicalError), pre, instore.StatusApproved, false, *pre.Authorization},
+		{"capture of a voided pre-auth", child(instore.TypeCapture, 9000, 0, instore.StatusPending), voided, instore.StatusApproved, false, *voided.Authorization},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := result(tc.status)
+			if got := lifecycle.Pairs(tc.child, e); got != (tc.status == instore.StatusApproved && !tc.child.Final()) {
+				t.Errorf("Pairs = %v", got)
+			}
+			c, p, st, paired := lifecycle.NextOnPreAuth(tc.child, tc.pre, e, r)
+			if !st.Changed || paired != tc.paired {
+				t.Fatalf("changed %v paired %v, want paired %v", st.Changed, paired, tc.paired)
+			}
+			if tc.status == instore.StatusApproved && !tc.child.Final() && c.StatusID != instore.StatusApproved {
+				t.Errorf("child status %d, want APPROVED", c.StatusID)
+			}
+			got, want := *p.Authorization, tc.want
+			got.ExpiresAt, want.ExpiresAt = time.Time{}, time.Time{}
+			if got != want {
+				t.Errorf("authorization %+v, want %+v", got, tc.want)
+			}
+			if !paired {
+				if p.Version != tc.pre.Version || st.PairEvent != nil {
+					t.Errorf("pre-auth changed: version %d, pair event %+v", p.Version, st.PairEvent)
+				}
+				return
+			}
+			if p.Version != tc.pre.Version || st.PairEvent == nil || st.PairEvent.Kind != instore.EventAuthorization ||
+				st.PairEvent.Version != tc.pre.Version+1 || st.PairEvent.StatusAfter != "APPROVED" {
+				t.Errorf("pair event %+v (pre-auth version %d)", st.PairEvent, p.Version)
+			}
+		})
+	}
+	if at, ok := lifecycle.ExpiryDue(pre); !ok || !at.Equal(pre.Authorization.ExpiresAt) {
+		t.Errorf("ExpiryDue(open) = %s, %v", at, ok)
+	}
+	if _, ok := lifecycle.ExpiryDue(voided); ok {
+		t.Errorf("ExpiryDue(voided) = ok, want none")
+	}
+	timerVoid, st := lifecycle.Create(byTimer, r)
+	if st.Event.Actor != instore.ActorTimer || timerVoid.StatusID != instore.StatusPending {
+		t.Errorf("Create(the expiry's void): actor %s", st.Event.Actor)
+	}
+}
