@@ -86,7 +86,8 @@ func CaptureLimit(authorized int64, tolerance float64) int64 {
 // any (conflict otherwise); a CAPTURE or VOID of it that is PENDING blocks
 // every other (conflict: its outcome decides the authorisation); a
 // capture takes at most CaptureLimit of the authorised amount
-// (validation, /amount).
+// (validation, /amount); from its expiresAt on (t.CreatedAt), it takes
+// only a VOID.
 func CheckOnPreAuth(pre *Transaction, others []*Transaction, t *Transaction, tolerance float64) error {
 	if !OnPreAuth(t.Type) {
 		return fmt.Errorf("check on pre-auth: a %s does not act on a pre-auth", t.Type)
@@ -98,6 +99,12 @@ func CheckOnPreAuth(pre *Transaction, others []*Transaction, t *Transaction, tol
 		return Errorf(EConflict, "Only an APPROVED pre-authorisation takes a %s; this one is in status %d.", t.Type, pre.StatusID)
 	case pre.Authorization.State != AuthOpen:
 		return Errorf(EConflict, "The pre-authorisation is %s; only an OPEN one takes a %s.", pre.Authorization.State, t.Type)
+	case t.Type != TypeVoid && !t.CreatedAt.IsZero() && !t.CreatedAt.Before(pre.Authorization.ExpiresAt):
+		// Past its validity the hold may be gone at the issuer: it is
+		// being voided (the expiry's VOID, retried by the sweep), and
+		// takes nothing more.
+		return Errorf(EConflict, "The pre-authorisation expired at %s and is being voided; it takes no %s.",
+			pre.Authorization.ExpiresAt.UTC().Format(time.RFC3339), t.Type)
 	}
 	for _, o := range others {
 		if (o.Type == TypeCapture || o.Type == TypeVoid) && o.StatusID == StatusPending {
@@ -105,6 +112,11 @@ func CheckOnPreAuth(pre *Transaction, others []*Transaction, t *Transaction, tol
 			e.OnlineAPIRefID = o.ID
 			return e
 		}
+	}
+	if t.Type == TypeVoid && t.Amount != pre.Authorization.AuthorizedAmount {
+		// A void releases the whole authorisation: one computed from an
+		// older read (an increment approved since) would leave a part held.
+		return Errorf(EConflict, "The pre-authorisation's authorized amount changed to %d; send the void again.", pre.Authorization.AuthorizedAmount)
 	}
 	if t.Type == TypeCapture {
 		if limit := CaptureLimit(pre.Authorization.AuthorizedAmount, tolerance); t.TotalAmount() > limit {

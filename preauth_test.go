@@ -28,6 +28,7 @@ func TestCheckOnPreAuth(t *testing.T) {
 	on := func(typ instore.TransactionType, amount, tip int64) *instore.Transaction {
 		return &instore.Transaction{Type: typ, Amount: amount, TipAmount: tip, OriginalID: "txn_p"}
 	}
+	at := func(t *instore.Transaction, created time.Time) *instore.Transaction { t.CreatedAt = created; return t }
 	pending := func(typ instore.TransactionType) []*instore.Transaction {
 		return []*instore.Transaction{other("txn_x", typ, instore.StatusPending, 100)}
 	}
@@ -59,6 +60,11 @@ func TestCheckOnPreAuth(t *testing.T) {
 		{"increment while a void is in flight", open, pending(instore.TypeVoid), on(instore.TypeIncrement, 1, 0), instore.EConflict, "VOID of the pre-authorisation is in flight", "txn_x"},
 		{"void while a capture is in flight", open, pending(instore.TypeCapture), on(instore.TypeVoid, 1, 0), instore.EConflict, "in flight", "txn_x"},
 		{"capture while an increment is in flight", open, pending(instore.TypeIncrement), on(instore.TypeCapture, 1, 0), "", "", ""},
+		{"capture at its expiry", open, nil, at(on(instore.TypeCapture, 1, 0), expires), instore.EConflict, "expired at 2026-03-08T12:00:00Z", ""},
+		{"increment after its expiry", open, nil, at(on(instore.TypeIncrement, 1, 0), expires.Add(time.Hour)), instore.EConflict, "expired", ""},
+		{"capture just before its expiry", open, nil, at(on(instore.TypeCapture, 1, 0), expires.Add(-time.Microsecond)), "", "", ""},
+		{"the expiry's void", open, nil, at(on(instore.TypeVoid, 10000, 0), expires), "", "", ""},
+		{"a void of an older authorized amount", open, nil, on(instore.TypeVoid, 9000, 0), instore.EConflict, "changed to 10000", ""},
 		{"capture after a declined capture", open, []*instore.Transaction{other("txn_x", instore.TypeCapture, instore.StatusTransactionDeclined, 1)},
 			on(instore.TypeCapture, 1, 0), "", "", ""},
 		// Refunds and reversals of a pre-auth (CheckOnOriginal).

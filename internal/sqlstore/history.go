@@ -154,6 +154,7 @@ func (db *DB) CreateOnOriginal(ctx context.Context, ch *instore.Change) error {
 			if err := instore.CheckOnPreAuth(orig, others, t, ch.CaptureTolerance); err != nil {
 				return err
 			}
+
 			if err := insertTransaction(ctx, c, ch); err != nil {
 				return c.conflictErr("create on pre-auth", err)
 			}
