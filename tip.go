@@ -84,12 +84,14 @@ func CheckTip(f *FieldErrors, field string, tip *Tip, amount *int64) {
 }
 
 // ErrTipRefused is wrapped by the error of a terminal's result whose tip
-// breaks CheckTipAmount: the service does not store such a result.
+// breaks CheckTipAmount. The result is stored all the same (a terminal's
+// result is never lost): an approval with such a tip is reversed at once
+// (lifecycle, TIP_REFUSED), another outcome loses the tip.
 var ErrTipRefused = errors.New("the result's tipAmount breaks the tip rules")
 
 // CheckTipAmount is the rule of the tip a terminal reports charged
-// (tipAmount) with a result of t: 0 unless t is a purchase that asked for
-// a tip and the result is APPROVED; at most t's amount (a terminal refuses
+// (tipAmount) with a result of t: 0 unless t is a purchase or
+// pre-authorisation that asked for a tip and the result is APPROVED; at most t's amount (a terminal refuses
 // a larger tip and charges none); with FIXED, exactly the tip asked.
 func CheckTipAmount(t *Transaction, status TransactionStatus, tipAmount int64) error {
 	switch {
