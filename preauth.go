@@ -129,14 +129,16 @@ func CheckOnPreAuth(pre *Transaction, others []*Transaction, t *Transaction, tol
 }
 
 // PreAuthRequest is the body of POST /preauthorization: a purchase's,
-// without cashback (cash is not held on a card) or confirmWithinSeconds
-// (a pre-auth is never reversed: it is voided, or expires).
+// without cashback (cash is not held on a card), confirmWithinSeconds
+// (a pre-auth is never reversed: it is voided, or expires) or
+// paymentMethodId (the payment methods, SWISH, KLARNA, MOBILEPAY, are paid
+// at once: none holds money to capture later).
 type PreAuthRequest struct {
 	PurchaseRequest
 }
 
 // Validate checks the fields' shapes and ranges (PurchaseRequest's), and
-// refuses a cashback and a confirmation.
+// refuses a cashback, a confirmation and a payment method.
 func (r *PreAuthRequest) Validate() error {
 	var f FieldErrors
 	r.check(&f)
@@ -145,6 +147,9 @@ func (r *PreAuthRequest) Validate() error {
 	}
 	if r.ConfirmWithinSeconds != nil {
 		f.Add("/confirmWithinSeconds", "a pre-authorisation takes no confirmation: void it instead")
+	}
+	if r.PaymentMethodID != nil {
+		f.Add("/paymentMethodId", "a pre-authorisation holds money on a card; the payment methods are paid at once and hold nothing")
 	}
 	return f.Err()
 }

@@ -293,22 +293,36 @@ func Encode(env *Envelope) ([]byte, error) {
 // validator is implemented by the data types that know their rules.
 type validator interface{ Validate() error }
 
+// typedValidator is implemented by a data type several message types
+// share (Payment), whose rules differ by type: ValidateAs is called
+// instead of Validate.
+type typedValidator interface{ ValidateAs(typ string) error }
+
+// validate checks v, the data of a message of type typ, by its rules.
+func validate(typ string, v any) error {
+	switch v := v.(type) {
+	case typedValidator:
+		return v.ValidateAs(typ)
+	case validator:
+		return v.Validate()
+	}
+	return nil
+}
+
 // NewEnvelope builds a message of type typ with the given id and ref and
 // data (nil for none), validating data first when it has a Validate
 // method.
 func NewEnvelope(typ, id, ref string, data any) (*Envelope, error) {
 	env := &Envelope{Type: typ, ID: id, Ref: ref}
 	if data != nil {
-		v, ok := data.(validator)
-		if !ok { // a value whose pointer has the method
-			pv := reflect.New(reflect.TypeOf(data))
-			pv.Elem().Set(reflect.ValueOf(data))
-			v, ok = pv.Interface().(validator)
+		v := data
+		if rv := reflect.ValueOf(data); rv.Kind() != reflect.Pointer { // a value whose pointer has the methods
+			pv := reflect.New(rv.Type())
+			pv.Elem().Set(rv)
+			v = pv.Interface()
 		}
-		if ok {
-			if err := v.Validate(); err != nil {
-				return nil, err
-			}
+		if err := validate(typ, v); err != nil {
+			return nil, err
 		}
 		b, err := json.Marshal(data)
 		if err != nil {
@@ -345,10 +359,7 @@ func DecodeData(env *Envelope, dst any) error {
 	} else if err := strictjson.UnmarshalFrame(env.Data, dst); err != nil {
 		return dataError(err)
 	}
-	if v, ok := dst.(validator); ok {
-		return v.Validate()
-	}
-	return nil
+	return validate(env.Type, dst)
 }
 
 // dataError words a strictjson error of a data object, naming the field.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/instore-dev/instore"
 )
 
 func TestDecode(t *testing.T) {
@@ -155,6 +157,14 @@ func TestDecodeData(t *testing.T) {
 		{"data missing", &Envelope{Type: TypeResult, ID: "1", Ref: "r"}, &Result{}, "data"},
 		{"amount zero", env(TypePurchase, `{"amount":0,"currency":"SEK","deadline":"2026-01-02T03:04:05Z"}`), &Payment{}, "data.amount"},
 		{"currency", env(TypePurchase, `{"amount":1,"currency":"sek","deadline":"2026-01-02T03:04:05Z"}`), &Payment{}, "data.currency"},
+		{"tip on a refund", env(TypeRefund, `{"amount":1,"currency":"SEK","deadline":"2026-01-02T03:04:05Z","tip":{"mode":"ENTER_TOTAL"}}`), &Payment{}, "data.tip"},
+		{"tip on a capture", env(TypeCapture, `{"amount":1,"currency":"SEK","deadline":"2026-01-02T03:04:05Z","originalRef":"p","tip":{"mode":"ENTER_TOTAL"}}`), &Payment{}, "data.tip"},
+		{"cashback on a preauth", env(TypePreAuth, `{"amount":9,"cashbackAmount":1,"currency":"SEK","deadline":"2026-01-02T03:04:05Z"}`), &Payment{}, "data.cashbackAmount"},
+		{"cashback on a refund", env(TypeRefund, `{"amount":9,"cashbackAmount":1,"currency":"SEK","deadline":"2026-01-02T03:04:05Z"}`), &Payment{}, "data.cashbackAmount"},
+		{"payment method on a preauth", env(TypePreAuth, `{"amount":9,"paymentMethodId":1,"currency":"SEK","deadline":"2026-01-02T03:04:05Z"}`), &Payment{}, "data.paymentMethodId"},
+		{"original of a purchase", env(TypePurchase, `{"amount":9,"currency":"SEK","deadline":"2026-01-02T03:04:05Z","originalRef":"p"}`), &Payment{}, "data.originalRef"},
+		{"void without its pre-auth", env(TypeVoid, `{"amount":9,"currency":"SEK","deadline":"2026-01-02T03:04:05Z"}`), &Payment{}, "data.originalRef"},
+		{"tipAmount of an increment", env(TypeIncrement, `{"amount":9,"tipAmount":1,"currency":"SEK","deadline":"2026-01-02T03:04:05Z","originalRef":"p"}`), &Payment{}, "data.tipAmount"},
 		{"cancel reason", env(TypeCancel, `{"reason":"WHY"}`), &Cancel{}, "data.reason"},
 		{"trailing value", env(TypeProgress, `{"stage":"AUTHORIZING"} {}`), &Progress{}, "data"},
 	}
@@ -237,5 +247,19 @@ func TestDirections(t *testing.T) {
 		if got := [2]bool{FromTerminal(typ), FromServer(typ)}; got != want {
 			t.Errorf("FromTerminal, FromServer(%q) = %v, want %v", typ, got, want)
 		}
+	}
+}
+
+// TestNewEnvelopeValidatesByType: the server never writes a command its
+// type does not take (a tip on a refund), by value or by pointer.
+func TestNewEnvelopeValidatesByType(t *testing.T) {
+	p := Payment{Amount: 100, Currency: "SEK", Tip: &instore.Tip{Mode: instore.TipEnterTotal}}
+	for _, data := range []any{p, &p} {
+		if _, err := NewEnvelope(TypeRefund, "1", "r", data); err == nil || !strings.Contains(err.Error(), "data.tip") {
+			t.Errorf("NewEnvelope(refund with a tip, %T) = %v, want an error on data.tip", data, err)
+		}
+	}
+	if _, err := NewEnvelope(TypePurchase, "1", "r", p); err != nil {
+		t.Errorf("NewEnvelope(purchase with a tip) = %v", err)
 	}
 }

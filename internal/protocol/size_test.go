@@ -117,7 +117,12 @@ func TestLargestMessagesFit(t *testing.T) {
 		{Envelope{Type: TypeLinked, ID: id('l')}, Linked{TerminalID: id('T'), MinSoftwareVersion: text(MaxTextLen)}, nil},
 		{Envelope{Type: TypePurchase, ID: id('p'), Ref: id('f')}, Payment{Amount: MaxAmount, CashbackAmount: MaxAmount, VATAmount: &vat, Currency: "SEK",
 			PaymentMethodID: &maxInt, ECRReference: text(instore.MaxECRReferenceLen), Deadline: time.Date(2025, 12, 31, 23, 59, 59, 999999999, time.UTC),
-			OriginalRef: id('o'), PaymentMethodCode: text(MaxIDLen), Tip: &instore.Tip{Mode: instore.TipPrompt, Suggestions: []int{100, 99, 98}}}, nil}, // a tip at its longest
+			PaymentMethodCode: text(MaxIDLen), Tip: &instore.Tip{Mode: instore.TipPrompt, Suggestions: []int{100, 99, 98}}}, nil}, // a tip at its longest
+		{Envelope{Type: TypeRefund, ID: id('p'), Ref: id('f')}, Payment{Amount: MaxAmount, VATAmount: &vat, Currency: "SEK",
+			PaymentMethodID: &maxInt, ECRReference: text(instore.MaxECRReferenceLen), Deadline: time.Date(2025, 12, 31, 23, 59, 59, 999999999, time.UTC),
+			OriginalRef: id('o'), PaymentMethodCode: text(MaxIDLen)}, nil},
+		{Envelope{Type: TypeCapture, ID: id('p'), Ref: id('f')}, Payment{Amount: MaxAmount, TipAmount: MaxAmount, VATAmount: &vat, Currency: "SEK",
+			ECRReference: text(instore.MaxECRReferenceLen), Deadline: time.Date(2025, 12, 31, 23, 59, 59, 999999999, time.UTC), OriginalRef: id('o')}, nil},
 		{Envelope{Type: TypeReversal, ID: id('r'), Ref: id('f')}, Reversal{Reason: instore.ReversalByECR, OriginalRef: id('o')}, nil},
 		{Envelope{Type: TypeCancel, ID: id('c'), Ref: id('f')}, Cancel{Reason: instore.CancelAckTimeout}, nil},
 		{Envelope{Type: TypePrint, ID: id('p'), Ref: id('f')}, Print{Lines: lines(instore.MaxPrintLines, instore.MaxPrintLineLen, wide)}, Print{}},

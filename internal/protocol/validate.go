@@ -101,6 +101,34 @@ func (p *Payment) Validate() error {
 	return validTip(p.Tip, p.Amount)
 }
 
+// ValidateAs checks a payment command of message type typ: Validate's
+// rules, and which members each command takes (docs/terminal-protocol.md,
+// section 5): a tip only a purchase or a preauth; cashback only a
+// purchase; a payment method only a purchase or a refund; originalRef
+// never a purchase or a preauth, always an increment, a capture or a
+// void; tipAmount only a capture.
+func (p *Payment) ValidateAs(typ string) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	onPreAuth := typ == TypeIncrement || typ == TypeCapture || typ == TypeVoid
+	switch {
+	case p.Tip != nil && typ != TypePurchase && typ != TypePreAuth:
+		return errorf("data.tip", "a %s takes no tip", typ)
+	case p.CashbackAmount != 0 && typ != TypePurchase:
+		return errorf("data.cashbackAmount", "a %s takes no cashback", typ)
+	case p.PaymentMethodID != nil && typ != TypePurchase && typ != TypeRefund:
+		return errorf("data.paymentMethodId", "a %s takes no payment method", typ)
+	case p.OriginalRef != "" && (typ == TypePurchase || typ == TypePreAuth):
+		return errorf("data.originalRef", "a %s names no original", typ)
+	case p.OriginalRef == "" && onPreAuth:
+		return errorf("data.originalRef", "required for %s: the pre-authorisation it acts on", typ)
+	case p.TipAmount != 0 && typ != TypeCapture:
+		return errorf("data.tipAmount", "a %s takes no tipAmount", typ)
+	}
+	return nil
+}
+
 // validTip checks a payment's tip: the Online API's rules
 // (instore.CheckTip), worded for the protocol.
 func validTip(tip *instore.Tip, amount int64) error {

@@ -76,6 +76,10 @@ func TestPreAuthHotel(t *testing.T) {
 			"originalOnlineAPIRefId": ref}, nil).problem(t, 409, "conflict")
 		s.post(t, "/in-store/api/v1/preauthorization", map[string]any{"terminalId": s.terminals[0], "amount": 100, "currency": "SEK",
 			"cashbackAmount": 10}, nil).problem(t, 400, "validation")
+		if pr := s.post(t, "/in-store/api/v1/preauthorization", map[string]any{"terminalId": s.terminals[0], "amount": 100, "currency": "SEK",
+			"paymentMethodId": 1}, nil).problem(t, 400, "validation"); len(pr.Errors) != 1 || pr.Errors[0].Field != "/paymentMethodId" {
+			t.Errorf("a pre-auth with a payment method: errors %+v, want one on /paymentMethodId", pr.Errors)
+		}
 
 		s.approvedOp(t, "increment", ref, map[string]any{"amount": 15000})
 		if a := s.authorization(t, ref); a.State != instore.AuthOpen || a.AuthorizedAmount != 65000 {
