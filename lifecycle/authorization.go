@@ -16,6 +16,9 @@ import (
 //	OPEN      --VOID---------->  VOIDED
 //	OPEN      --EXPIRY_VOID--->  EXPIRED (the service's VOID at expiresAt)
 //
+// A VOID's approval moves it in time or late (nextLateVoid); an
+// INCREMENT's or a CAPTURE's only in time.
+//
 // Every other (state, event) pair changes nothing. The rules that decide
 // whether an INCREMENT, CAPTURE or VOID may start at all are
 // instore.CheckOnPreAuth's.
@@ -85,11 +88,15 @@ func authEventOf(t *instore.Transaction) (AuthEvent, int64) {
 // NextOnPreAuth applies e to child, an INCREMENT, CAPTURE or VOID, and to
 // its pre-auth pre: child moves as Next moves it and, when e approves it
 // (a result in time: a late one is LATE_APPROVAL, reversed on the
-// terminal, and leaves the authorisation alone), the pre-auth's
+// terminal, and leaves the authorisation alone; but a late VOID's
+// approval releases the hold: nextLateVoid), the pre-auth's
 // authorisation moves (NextAuthorization) in the same write, with its
 // timeline entry AUTHORIZATION (st.PairEvent). paired is false when only
 // child changes.
 func NextOnPreAuth(child, pre instore.Transaction, e Event, r Rules) (newChild, newPre instore.Transaction, st Step, paired bool) {
+	if lateVoid(child, e) {
+		return nextLateVoid(child, pre, e, r)
+	}
 	newChild, st = Next(child, e, r)
 	if !st.Changed || child.Final() || newChild.StatusID != instore.StatusApproved {
 		return newChild, pre, st, false
@@ -99,19 +106,102 @@ func NextOnPreAuth(child, pre instore.Transaction, e Event, r Rules) (newChild, 
 	if !ok {
 		return newChild, pre, st, false
 	}
+	pre, st.PairEvent = moveAuthorization(child, pre, auth, e, r)
+	return newChild, pre, st, true
+}
+
+// moveAuthorization gives pre the authorisation auth, which child's
+// approval moved, and returns it with its timeline entry AUTHORIZATION.
+func moveAuthorization(child, pre instore.Transaction, auth *instore.Authorization, e Event, r Rules) (instore.Transaction, *instore.TransactionEvent) {
 	before := pre
 	pre.Authorization = auth
 	pre, ost := changed(before, pre, e, r, Step{}, instore.EventAuthorization)
 	ost.Event.Detail = fmt.Sprintf("%s %s approved: %s, authorized %d, captured %d", child.Type, child.ID, auth.State, auth.AuthorizedAmount, auth.CapturedAmount)
-	st.PairEvent = ost.Event
-	return newChild, pre, st, true
+	return pre, ost.Event
 }
 
+// lateVoid reports whether e is the first result, an approval, of a VOID
+// the service had ended TECHNICAL_ERROR (WP25, WP36, WP23).
+func lateVoid(t instore.Transaction, e Event) bool {
+	return t.Type == instore.TypeVoid && t.StatusID == instore.StatusTechnicalError && t.ResultMessageID == "" &&
+		e.Kind == instore.EventResult && e.Result != nil && e.Result.StatusID == instore.StatusApproved
+}
+
+// nextLateVoid applies a late approval to a VOID (lateVoid). A void is
+// not reversed as a late sale is (LATE_APPROVAL): undoing the release of
+// a hold would hold the cardholder's money again for nothing. The money
+// was released, as a late-approved REVERSAL gave it back
+// (NextReversalPair): the VOID keeps its status (the answer its ECR had)
+// and gets the result, and the pre-auth, if still OPEN, moves in the same
+// write (VOIDED, or EXPIRED for the expiry's VOID). A pre-auth no longer
+// OPEN (captured since, or voided by another) has nothing left to
+// release: the result is only kept (LATE_RESULT).
+func nextLateVoid(child, pre instore.Transaction, e Event, r Rules) (newChild, newPre instore.Transaction, st Step, paired bool) {
+	before := child
+	res := e.Result
+	result := res.Result
+	child.Result, child.ResultMessageID, child.Progress = &result, res.MessageID, instore.ProgressFinal
+	if child.AcknowledgedAt == nil {
+		child.AcknowledgedAt = ptr(e.At)
+	}
+	st.EndCancels = true
+	ev, _ := authEventOf(&child)
+	auth, ok := NextAuthorization(pre.Authorization, ev, 0, e.At, r.PreAuthValidity)
+	if !ok {
+		child, st = changed(before, child, e, r, st, instore.EventLateResult)
+		st.Event.Detail += "; the pre-authorisation is no longer OPEN: nothing to release or reverse"
+		return child, pre, st, false
+	}
+	child, st = changed(before, child, e, r, st, instore.EventLateApproval)
+	st.Event.Detail += "; the hold is released: a void is not reversed"
+	pre, st.PairEvent = moveAuthorization(child, pre, auth, e, r)
+	return child, pre, st, true
+}
+
+// Expiry retries: an expiry VOID that ended without an approval
+// (declined, a technical error) is tried again ExpiryRetryFirst after it
+// ended, then after twice as long each time, at most ExpiryRetryMax
+// apart: the hold is the cardholder's money, so the service never stops
+// trying to release it, but a terminal or an acquirer that keeps
+// refusing gets one VOID an hour, not one a sweep.
+const (
+	ExpiryRetryFirst = time.Minute
+	ExpiryRetryMax   = time.Hour
+)
+
 // ExpiryDue is when the pre-auth t is to be voided by the service (ok
-// false: it is not OPEN).
-func ExpiryDue(t instore.Transaction) (at time.Time, ok bool) {
+// false: it is not OPEN): its expiresAt, or, after expiry VOIDs of it
+// (among others, the transactions that name it; nil: none read) ended
+// without an approval, the retry's time (ExpiryRetryFirst).
+func ExpiryDue(t instore.Transaction, others []*instore.Transaction) (at time.Time, ok bool) {
 	if !t.OpenPreAuth() {
 		return time.Time{}, false
 	}
-	return t.Authorization.ExpiresAt, true
+	at = t.Authorization.ExpiresAt
+	tries, backoff := 0, ExpiryRetryFirst
+	for _, o := range others {
+		if o.Type != instore.TypeVoid || !o.ByTimer || !o.Final() || o.StatusID == instore.StatusApproved {
+			continue
+		}
+		if tries++; tries > 1 {
+			backoff = min(2*backoff, ExpiryRetryMax)
+		}
+		ended := o.CreatedAt
+		if o.CompletedAt != nil {
+			ended = *o.CompletedAt
+		}
+		at = later(at, ended)
+	}
+	if tries > 0 {
+		at = at.Add(backoff)
+	}
+	return at, true
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -92,8 +92,9 @@ func TestNextOnPreAuth(t *testing.T) {
 		c.ID, c.Type, c.Amount, c.TipAmount, c.OriginalID, c.StatusID = "txn_c", typ, amount, tip, "txn_p", status
 		return c
 	}
-	voided := pre
+	voided, captured := pre, pre
 	voided.Authorization = &instore.Authorization{State: instore.AuthVoided, AuthorizedAmount: 10000}
+	captured.Authorization = &instore.Authorization{State: instore.AuthCaptured, AuthorizedAmount: 10000, CapturedAmount: 10000}
 	byTimer := child(instore.TypeVoid, 10000, 0, instore.StatusPending)
 	byTimer.ByTimer = true
 	for _, tc := range []struct {
@@ -115,18 +116,38 @@ func TestNextOnPreAuth(t *testing.T) {
 		{"capture declined", child(instore.TypeCapture, 9000, 0, instore.StatusPending), pre, instore.StatusTransactionDeclined, false, *pre.Authorization},
 		{"capture approved late", child(instore.TypeCapture, 9000, 0, instore.StatusTechnicalError), pre, instore.StatusApproved, false, *pre.Authorization},
 		{"capture of a voided pre-auth", child(instore.TypeCapture, 9000, 0, instore.StatusPending), voided, instore.StatusApproved, false, *voided.Authorization},
+		// A late VOID's approval released the hold: not reversed, the
+		// pre-auth moves; one no longer OPEN keeps only the result.
+		{"void approved late", child(instore.TypeVoid, 10000, 0, instore.StatusTechnicalError), pre, instore.StatusApproved, true,
+			instore.Authorization{State: instore.AuthVoided, AuthorizedAmount: 10000}},
+		{"the expiry's void approved late", func() instore.Transaction { c := byTimer; c.StatusID = instore.StatusTechnicalError; return c }(), pre,
+			instore.StatusApproved, true, instore.Authorization{State: instore.AuthExpired, AuthorizedAmount: 10000}},
+		{"void of a captured pre-auth approved late", child(instore.TypeVoid, 10000, 0, instore.StatusTechnicalError), captured, instore.StatusApproved, false,
+			*captured.Authorization},
+		{"void declined late", child(instore.TypeVoid, 10000, 0, instore.StatusTechnicalError), pre, instore.StatusTransactionDeclined, false, *pre.Authorization},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := result(tc.status)
-			if got := lifecycle.Pairs(tc.child, e); got != (tc.status == instore.StatusApproved && !tc.child.Final()) {
+			approved, late := tc.status == instore.StatusApproved, tc.child.Final()
+			lateVoid := approved && late && tc.child.Type == instore.TypeVoid
+			if got := lifecycle.Pairs(tc.child, e); got != (approved && !late || lateVoid) {
 				t.Errorf("Pairs = %v", got)
 			}
 			c, p, st, paired := lifecycle.NextOnPreAuth(tc.child, tc.pre, e, r)
 			if !st.Changed || paired != tc.paired {
 				t.Fatalf("changed %v paired %v, want paired %v", st.Changed, paired, tc.paired)
 			}
-			if tc.status == instore.StatusApproved && !tc.child.Final() && c.StatusID != instore.StatusApproved {
+			switch {
+			case approved && !late && c.StatusID != instore.StatusApproved:
 				t.Errorf("child status %d, want APPROVED", c.StatusID)
+			case late && c.StatusID != tc.child.StatusID && !(approved && !lateVoid):
+				t.Errorf("late child status %d, want %d kept", c.StatusID, tc.child.StatusID)
+			case approved && late && !lateVoid && (c.StatusID != instore.StatusReversed || st.Reverse != instore.ReversalLateApproval):
+				t.Errorf("late approval of a %s: status %d, reverse %q, want REVERSED and reversed on the terminal", c.Type, c.StatusID, st.Reverse)
+			case lateVoid && (st.Reverse != "" || c.ResultMessageID != "m-1" || c.Result == nil):
+				t.Errorf("late approval of a VOID: reverse %q, result %q, want no reversal and the result kept", st.Reverse, c.ResultMessageID)
+			case lateVoid && paired != (st.Event.Kind == instore.EventLateApproval):
+				t.Errorf("late approval of a VOID: timeline %s, paired %v", st.Event.Kind, paired)
 			}
 			got, want := *p.Authorization, tc.want
 			got.ExpiresAt, want.ExpiresAt = time.Time{}, time.Time{}
@@ -145,11 +166,44 @@ func TestNextOnPreAuth(t *testing.T) {
 			}
 		})
 	}
-	if at, ok := lifecycle.ExpiryDue(pre); !ok || !at.Equal(pre.Authorization.ExpiresAt) {
-		t.Errorf("ExpiryDue(open) = %s, %v", at, ok)
-	}
-	if _, ok := lifecycle.ExpiryDue(voided); ok {
+	if _, ok := lifecycle.ExpiryDue(voided, nil); ok {
 		t.Errorf("ExpiryDue(voided) = ok, want none")
+	}
+	// The expiry's retries: after each expiry VOID that ended without an
+	// approval, 1 min, 2, 4, ... at most an hour after the last one ended.
+	exp := pre.Authorization.ExpiresAt
+	ended := func(typ instore.TransactionType, byTimer bool, status instore.TransactionStatus, after time.Duration) *instore.Transaction {
+		c := child(typ, 10000, 0, status)
+		done := exp.Add(after)
+		c.ByTimer, c.CreatedAt, c.CompletedAt = byTimer, exp.Add(after-time.Second), &done
+		if status == instore.StatusPending {
+			c.CompletedAt = nil
+		}
+		return &c
+	}
+	declined := func(after time.Duration) *instore.Transaction {
+		return ended(instore.TypeVoid, true, instore.StatusTransactionDeclined, after)
+	}
+	var many []*instore.Transaction
+	for i := range 12 {
+		many = append(many, declined(time.Duration(i)*time.Minute))
+	}
+	for _, tc := range []struct {
+		name   string
+		others []*instore.Transaction
+		want   time.Time
+	}{
+		{"none tried", nil, exp},
+		{"others of it do not count", []*instore.Transaction{ended(instore.TypeIncrement, false, instore.StatusTransactionDeclined, 0),
+			ended(instore.TypeVoid, false, instore.StatusTransactionDeclined, 0), ended(instore.TypeVoid, true, instore.StatusPending, 0)}, exp},
+		{"one declined", []*instore.Transaction{declined(0)}, exp.Add(time.Minute)},
+		{"one failed an hour late", []*instore.Transaction{ended(instore.TypeVoid, true, instore.StatusTechnicalError, time.Hour)}, exp.Add(time.Hour + time.Minute)},
+		{"three declined", []*instore.Transaction{declined(0), declined(time.Minute), declined(3 * time.Minute)}, exp.Add(7 * time.Minute)},
+		{"at most an hour apart", many, exp.Add(11*time.Minute + lifecycle.ExpiryRetryMax)},
+	} {
+		if at, ok := lifecycle.ExpiryDue(pre, tc.others); !ok || !at.Equal(tc.want) {
+			t.Errorf("ExpiryDue(open, %s) = %s, %v; want %s", tc.name, at.Sub(exp), ok, tc.want.Sub(exp))
+		}
 	}
 	timerVoid, st := lifecycle.Create(byTimer, r)
 	if st.Event.Actor != instore.ActorTimer || timerVoid.StatusID != instore.StatusPending {

@@ -27,6 +27,7 @@ import (
 //	PENDING                     --DEADLINE------>  TECHNICAL_ERROR WP36 (cancel owed)
 //	PENDING                     --SEND_FAILED--->  TECHNICAL_ERROR WP23 (cancel owed)
 //	TECHNICAL_ERROR             --RESULT APPROVED-> REVERSED, error kept (reversal owed): LATE_APPROVAL
+//	                                                (a VOID: kept, result kept, its pre-auth released: NextOnPreAuth)
 //	TECHNICAL_ERROR             --RESULT other--->  TECHNICAL_ERROR, result kept: LATE_RESULT
 //	REVERSAL PENDING or TECHNICAL_ERROR --RESULT APPROVED--> APPROVED (or kept), original REVERSED (NextReversalPair)
 //
@@ -154,10 +155,11 @@ func Due(t instore.Transaction, r Rules) (at time.Time, kind instore.TimelineKin
 // or late, means the purchase's money went back, so the original becomes
 // REVERSED in the same write.
 // An approved result of an INCREMENT, CAPTURE or VOID in time moves its
-// pre-auth's authorisation in the same write (NextOnPreAuth).
+// pre-auth's authorisation in the same write (NextOnPreAuth), and so does
+// a VOID's late one (the hold was released).
 func Pairs(t instore.Transaction, e Event) bool {
 	approved := e.Kind == instore.EventResult && e.Result != nil && e.Result.StatusID == instore.StatusApproved
-	return approved && (t.Type == instore.TypeReversal || instore.OnPreAuth(t.Type) && !t.Final())
+	return approved && (t.Type == instore.TypeReversal || instore.OnPreAuth(t.Type) && !t.Final() || lateVoid(t, e))
 }
 
 // StageRank orders the progress stages; 0 is no terminal stage.

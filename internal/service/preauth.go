@@ -88,7 +88,9 @@ func (s *Service) onPreAuth(ctx context.Context, pre, t *instore.Transaction, cl
 // OPEN past its expiresAt: a VOID with actor TIMER (ByTimer), which, once
 // approved, ends it EXPIRED. It runs on a goroutine of its own (the VOID
 // waits for its ack). A terminal busy or offline, or a capture or void in
-// flight, leaves it for the next sweep (or the outcome of that one).
+// flight, leaves it for the next sweep (or the outcome of that one); a
+// VOID of it that ended without an approval, for its retry
+// (lifecycle.ExpiryDue).
 func (s *Service) preAuthExpired(ref string) {
 	s.spawn(func() {
 		ctx := context.Background()
@@ -97,7 +99,12 @@ func (s *Service) preAuthExpired(ref string) {
 			s.log().Error("expire pre-auth", "ref", ref, "error", err)
 			return
 		}
-		at, ok := lifecycle.ExpiryDue(*pre)
+		others, err := s.Store.OnOriginal(ctx, ref)
+		if err != nil {
+			s.log().Error("expire pre-auth", "ref", ref, "error", err)
+			return
+		}
+		at, ok := lifecycle.ExpiryDue(*pre, others)
 		if !ok {
 			return
 		}
@@ -150,9 +157,16 @@ func (s *Service) sweepPreAuths(ctx context.Context) {
 	}
 }
 
-// armExpiry arms the expiry of t if it is an OPEN pre-auth.
+// armExpiry arms the expiry of t if it is an OPEN pre-auth; if t is an
+// expiry VOID that ended without an approval, its pre-auth's expiry is
+// tried again (lifecycle.ExpiryDue's retry).
 func (s *Service) armExpiry(t *instore.Transaction) {
-	if at, ok := lifecycle.ExpiryDue(*t); ok {
+	if t.Type == instore.TypeVoid && t.ByTimer && t.Final() && t.StatusID != instore.StatusApproved {
+		s.log().Warn("pre-auth expired: its void ended without an approval; tried again later", "ref", t.OriginalID, "void", t.ID, "status", t.StatusID)
+		s.preAuthExpired(t.OriginalID)
+		return
+	}
+	if at, ok := lifecycle.ExpiryDue(*t, nil); ok {
 		s.arm(t.ID, at, s.preAuthExpired)
 	}
 }
