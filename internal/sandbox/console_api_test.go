@@ -153,6 +153,12 @@ func consoleAction(t *testing.T, info demo.Info, serial, action string) (int, st
 	req, _ := http.NewRequest("POST", info.OnlineAPIBaseURL+"/console/devices/"+serial+"/"+action, nil)
 	req.Header.Set("Ocp-Apim-Subscription-Key", info.SubscriptionKey)
 	req.Header.Set("Authorization", "Bearer "+info.AccessToken)
+	return answer(t, req)
+}
+
+// answer sends req and returns the status and body of its answer.
+func answer(t *testing.T, req *http.Request) (int, string) {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -186,13 +192,7 @@ func TestConsoleDefaultsOnlyToLoopback(t *testing.T) {
 		if forwarded != "" {
 			req.Header.Set("X-Forwarded-For", forwarded)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return answer(t, req)
 	}
 	if code, body := get("", ""); code != 200 || !strings.Contains(body, info.AccessToken) {
 		t.Errorf("GET /console/defaults from this machine = %d, want 200 with the demo's token", code)

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
-	"github.com/instore-dev/instore/api"
-	"github.com/instore-dev/instore/internal/apitest"
 	"github.com/instore-dev/instore/internal/testwait"
 )
 
@@ -65,10 +63,8 @@ func (a *onlineAPI) awaitAuth(pre string, state instore.AuthorizationState, auth
 // naming it; the event stream carries transaction.authorization with the
 // pre-auth after each change, OPEN with the increment, then CAPTURED.
 func TestConsolePreAuthData(t *testing.T) {
-	d := startDemo(t)
+	d, a := startAPI(t)
 	info := d.Info()
-	waitOnline(t, d)
-	a := &onlineAPI{t: t, info: info, client: apitest.NewValidator(t, api.OnlineYAML).Client(t)}
 	ch, stop := events(t, info)
 	defer stop()
 	counter := info.Terminals[0] // waits for a person
@@ -138,10 +134,8 @@ func TestConsolePreAuthData(t *testing.T) {
 // capture through the Online API, with the capture among its operations;
 // the first, voided, shows VOIDED.
 func TestConsolePreAuths(t *testing.T) {
-	d := startDemo(t)
+	d, a := startAPI(t)
 	info := d.Info()
-	waitOnline(t, d)
-	a := &onlineAPI{t: t, info: info, client: apitest.NewValidator(t, api.OnlineYAML).Client(t)}
 	mobile := info.Terminals[1] // approves without a person
 	before := a.preAuth(mobile.TerminalID, 1500)
 	a.awaitAuth(before, instore.AuthOpen, 0)

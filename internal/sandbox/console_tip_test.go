@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"github.com/instore-dev/instore"
-	"github.com/instore-dev/instore/api"
-	"github.com/instore-dev/instore/internal/apitest"
 	"github.com/instore-dev/instore/internal/testwait"
 )
 
@@ -49,10 +47,8 @@ func TestConsoleTipPrompt(t *testing.T) {
 // naming another sale and one after the sale ended are refused (409), and
 // none becomes the next sale's tip.
 func TestConsoleTipAnswersItsPromptOnly(t *testing.T) {
-	d := startDemo(t)
+	d, a := startAPI(t)
 	info := d.Info()
-	waitOnline(t, d)
-	a := &onlineAPI{t: t, info: info, client: apitest.NewValidator(t, api.OnlineYAML).Client(t)}
 	ch, stop := events(t, info)
 	defer stop()
 	counter := info.Terminals[0] // waits for a person
