@@ -251,14 +251,20 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request, p *instore.Prin
 	case action == "interactive-on", action == "interactive-off":
 		t.SetInteractive(action == "interactive-on")
 	case action == "tip":
-		// The cardholder's answer to the tip prompt (?tipAmount=150; 0: no
-		// tip), or the tip of the next transaction that asks for one.
-		tip, err := strconv.ParseInt(r.URL.Query().Get("tipAmount"), 10, 64)
-		if err == nil {
-			err = t.SetNextTip(tip)
-		}
-		if err != nil {
+		// The cardholder's answer to the tip prompt of the transaction
+		// it names (?onlineAPIRefId=...&tipAmount=150; 0: no tip), only
+		// while that prompt waits: a second click, or one after the
+		// sale moved on, is refused, never kept for the next sale.
+		q := r.URL.Query()
+		tip, err := strconv.ParseInt(q.Get("tipAmount"), 10, 64)
+		if err != nil || tip < 0 || tip > instore.MaxAmount {
 			return instore.Errorf(instore.EValidation, "tipAmount must be the tip in minor units, from 0 to %d.", instore.MaxAmount)
+		}
+		if !instore.ValidRef(q.Get("onlineAPIRefId")) {
+			return instore.Errorf(instore.EValidation, "onlineAPIRefId must name the transaction whose tip prompt this answers.")
+		}
+		if err := t.AnswerTip(q.Get("onlineAPIRefId"), tip); err != nil {
+			return instore.Errorf(instore.EConflict, "This tip prompt no longer waits for an answer: it was answered already, or its transaction moved on.")
 		}
 	default:
 		if st, ok := outcomeActions[action]; ok {

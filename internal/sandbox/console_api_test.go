@@ -123,14 +123,9 @@ func TestConsoleEventsAndActions(t *testing.T) {
 	// A button on a terminal that does not wait for a person sets its next
 	// outcome: the mobile terminal declines the next purchase.
 	mobile := info.Terminals[1]
-	req, _ := http.NewRequest("POST", info.OnlineAPIBaseURL+"/console/devices/"+mobile.SerialNumber+"/decline", nil)
-	req.Header.Set("Ocp-Apim-Subscription-Key", info.SubscriptionKey)
-	req.Header.Set("Authorization", "Bearer "+info.AccessToken)
-	resp, err = http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("decline action = %v %v", resp.StatusCode, err)
+	if code, body := consoleAction(t, info, mobile.SerialNumber, "decline"); code != 200 {
+		t.Fatalf("decline action = %d %s", code, body)
 	}
-	resp.Body.Close()
 	isMobile := func(s string) bool { return strings.Contains(s, `"serialNumber":"`+mobile.SerialNumber+`"`) }
 	next(t, ch, "device", func(s string) bool { return isMobile(s) && strings.Contains(s, `"nextOutcome":11`) })
 	// The purchase takes it: the device's screen shows the decline and
@@ -140,27 +135,37 @@ func TestConsoleEventsAndActions(t *testing.T) {
 		return isMobile(s) && strings.Contains(s, `"nextOutcome":null`) && strings.Contains(s, "DECLINED")
 	})
 	// Unknown devices and actions are 404 problems.
-	for _, path := range []string{"/console/devices/NOPE/approve", "/console/devices/" + mobile.SerialNumber + "/dance"} {
-		req, _ := http.NewRequest("POST", info.OnlineAPIBaseURL+path, nil)
-		req.Header.Set("Ocp-Apim-Subscription-Key", info.SubscriptionKey)
-		req.Header.Set("Authorization", "Bearer "+info.AccessToken)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 404 {
-			t.Errorf("POST %s = %d, want 404", path, resp.StatusCode)
+	for _, dev := range [][2]string{{"NOPE", "approve"}, {mobile.SerialNumber, "dance"}} {
+		if code, _ := consoleAction(t, info, dev[0], dev[1]); code != 404 {
+			t.Errorf("POST /console/devices/%s/%s = %d, want 404", dev[0], dev[1], code)
 		}
 	}
 	// A printer button sets the next print status, shown on the device.
-	req, _ = http.NewRequest("POST", info.OnlineAPIBaseURL+"/console/devices/"+mobile.SerialNumber+"/out-of-paper", nil)
+	consoleAction(t, info, mobile.SerialNumber, "out-of-paper")
+	next(t, ch, "device", func(s string) bool { return isMobile(s) && strings.Contains(s, `"nextPrint":2`) })
+}
+
+// consoleAction presses a console button (POST
+// /console/devices/{serialNumber}/{action}, action with its query) with
+// the demo's credentials and returns the status and body of the answer.
+func consoleAction(t *testing.T, info demo.Info, serial, action string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", info.OnlineAPIBaseURL+"/console/devices/"+serial+"/"+action, nil)
 	req.Header.Set("Ocp-Apim-Subscription-Key", info.SubscriptionKey)
 	req.Header.Set("Authorization", "Bearer "+info.AccessToken)
-	if resp, err := http.DefaultClient.Do(req); err == nil {
-		resp.Body.Close()
+	return answer(t, req)
+}
+
+// answer sends req and returns the status and body of its answer.
+func answer(t *testing.T, req *http.Request) (int, string) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
 	}
-	next(t, ch, "device", func(s string) bool { return isMobile(s) && strings.Contains(s, `"nextPrint":2`) })
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 func keys(m map[string]json.RawMessage) []string {
@@ -187,13 +192,7 @@ func TestConsoleDefaultsOnlyToLoopback(t *testing.T) {
 		if forwarded != "" {
 			req.Header.Set("X-Forwarded-For", forwarded)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return answer(t, req)
 	}
 	if code, body := get("", ""); code != 200 || !strings.Contains(body, info.AccessToken) {
 		t.Errorf("GET /console/defaults from this machine = %d, want 200 with the demo's token", code)

@@ -80,6 +80,15 @@ func (a *onlineAPI) do(method, path string, body any, want int, out any) {
 	}
 }
 
+// startAPI starts the demo, waits until its virtual terminals are online
+// and returns it with a caller of its Online API.
+func startAPI(t *testing.T) (*demo.Demo, *onlineAPI) {
+	t.Helper()
+	d := startDemo(t)
+	waitOnline(t, d)
+	return d, &onlineAPI{t: t, info: d.Info(), client: apitest.NewValidator(t, api.OnlineYAML).Client(t)}
+}
+
 type apiEvent struct {
 	ID   string `json:"id"`
 	Type string `json:"type"`
@@ -130,10 +139,8 @@ func (a *onlineAPI) awaitFinal(after, ref string) []apiEvent {
 // real local receiver that fails at first, shows its delivery with both
 // attempts (500 with the receiver's answer, then 200 after Retry now).
 func TestConsoleFollowsTheAPI(t *testing.T) {
-	d := startDemo(t)
+	d, a := startAPI(t)
 	info := d.Info()
-	waitOnline(t, d)
-	a := &onlineAPI{t: t, info: info, client: apitest.NewValidator(t, api.OnlineYAML).Client(t)}
 
 	var failing atomic.Bool
 	failing.Store(true)

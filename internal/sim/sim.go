@@ -410,7 +410,8 @@ func (t *Terminal) changedLocked() []func() {
 var ErrNothingToDecide = errors.New("sim: no transaction is waiting for a decision")
 
 // SetInteractive makes the terminal wait for a person (Decide) on every
-// new transaction instead of playing the sandbox outcome rules.
+// new transaction instead of playing the sandbox outcome rules; but an
+// increment, capture or void, which needs no cardholder, plays by them.
 func (t *Terminal) SetInteractive(on bool) {
 	t.update(func() { t.interactive = on })
 }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -9,10 +10,12 @@ import (
 )
 
 // TipPrompt is the tip question an interactive terminal shows while it
-// waits for a person to answer it (SetNextTip): PROMPT's suggestions with
-// the tip each makes, "other amount" and "no tip"; or ENTER_TOTAL's "type
-// the total to pay".
+// waits for a person to answer it (AnswerTip, SetNextTip): PROMPT's
+// suggestions with the tip each makes, "other amount" and "no tip"; or
+// ENTER_TOTAL's "type the total to pay". Ref is the transaction that asks
+// (its onlineAPIRefId): an answer names it.
 type TipPrompt struct {
+	Ref      string          `json:"onlineAPIRefId"`
 	Mode     instore.TipMode `json:"mode"`
 	Amount   int64           `json:"amount"`
 	Currency string          `json:"currency"`
@@ -25,6 +28,19 @@ type TipOption struct {
 	TipAmount int64 `json:"tipAmount"`
 }
 
+// ErrNoTipPrompt is returned by AnswerTip when the prompt it answers no
+// longer waits (answered already, or its transaction ended) or never
+// did.
+var ErrNoTipPrompt = errors.New("sim: no tip prompt of this transaction waits for an answer")
+
+// validTip checks a tip's range.
+func validTip(tipAmount int64) error {
+	if tipAmount < 0 || tipAmount > instore.MaxAmount {
+		return fmt.Errorf("sim: a tip must be 0 to %d in minor units", instore.MaxAmount)
+	}
+	return nil
+}
+
 // SetNextTip sets the tip the cardholder picks on the next transaction that
 // asks for one (PROMPT or ENTER_TOTAL; a FIXED tip is the ECR's), once:
 // the transaction waiting on its tip prompt now, or the next to come.
@@ -32,20 +48,49 @@ type TipOption struct {
 // interactive terminal waits for it instead). A tip above the amount is
 // refused by the terminal: the transaction goes on without a tip.
 func (t *Terminal) SetNextTip(tipAmount int64) error {
-	if tipAmount < 0 || tipAmount > instore.MaxAmount {
-		return fmt.Errorf("sim: a tip must be 0 to %d in minor units", instore.MaxAmount)
+	if err := validTip(tipAmount); err != nil {
+		return err
 	}
 	t.update(func() {
-		if tx := t.tx; tx != nil && tx.tipWait != nil {
-			select {
-			case tx.tipWait <- tipAmount:
-				return
-			default: // answered already: for the next one
-			}
+		if t.answerTipLocked(t.tx, tipAmount) {
+			return
 		}
 		t.nextTip = &tipAmount
 	})
 	return nil
+}
+
+// AnswerTip is a person's answer to the tip prompt of the transaction ref
+// (TipPrompt.Ref), and to nothing else: ErrNoTipPrompt when that prompt
+// does not wait for an answer now (a second answer, an answer after the
+// transaction ended or to another transaction's prompt); it never becomes
+// the tip of a later transaction.
+func (t *Terminal) AnswerTip(ref string, tipAmount int64) error {
+	if err := validTip(tipAmount); err != nil {
+		return err
+	}
+	var err error
+	t.update(func() {
+		if t.tx == nil || t.tx.ref != ref || !t.answerTipLocked(t.tx, tipAmount) {
+			err = ErrNoTipPrompt
+		}
+	})
+	return err
+}
+
+// answerTipLocked hands tip to tx's prompt if it waits for one, and
+// closes the prompt: a second answer finds it closed.
+func (t *Terminal) answerTipLocked(tx *txn, tip int64) bool {
+	if tx == nil || tx.tipWait == nil || tx.tipAnswered {
+		return false
+	}
+	select {
+	case tx.tipWait <- tip:
+		tx.tipAnswered = true
+		return true
+	default: // cannot happen: one answer only, into a buffer of one
+		return false
+	}
 }
 
 // planTipLocked decides at a command's arrival how tx's tip is picked:
@@ -87,7 +132,7 @@ func tipPromptOf(tx *txn) *TipPrompt {
 	if tx == nil || tx.tipWait == nil || tx.tipAnswered {
 		return nil
 	}
-	p := &TipPrompt{Mode: tx.pay.Tip.Mode, Amount: tx.pay.Amount, Currency: tx.pay.Currency}
+	p := &TipPrompt{Ref: tx.ref, Mode: tx.pay.Tip.Mode, Amount: tx.pay.Amount, Currency: tx.pay.Currency}
 	for _, pct := range tx.pay.Tip.Suggestions {
 		p.Options = append(p.Options, TipOption{Percent: pct, TipAmount: instore.TipOfPercent(tx.pay.Amount, tx.pay.CashbackAmount, pct)})
 	}
@@ -116,20 +161,24 @@ func (t *Terminal) awaitTip(ctx context.Context, tx *txn) bool {
 		return true
 	}
 	t.update(func() {
-		if t.tx == tx && tx.cancel == "" {
-			t.txScreen = tipScreen(tipPromptOf(tx))
+		// Not if answered already (SetNextTip, AnswerTip, as soon as
+		// the transaction began): the answer waits in tipWait.
+		if p := tipPromptOf(tx); p != nil && t.tx == tx && tx.cancel == "" {
+			t.txScreen = tipScreen(p)
 			t.screenGen++
 		}
 	})
 	select {
 	case tip := <-tx.tipWait:
-		t.update(func() {
-			t.acceptTip(tx, tip)
-			tx.tipAnswered = true
-		})
+		t.update(func() { t.acceptTip(tx, tip) })
 		return true
 	case st := <-tx.decide:
 		t.update(func() {
+			select {
+			case tip := <-tx.tipWait: // answered just before the decision
+				t.acceptTip(tx, tip)
+			default:
+			}
 			tx.tipAnswered = true
 			select {
 			case tx.decide <- st: // for play, which reads it next

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -100,5 +101,62 @@ func TestTipPromptWaitsForAPerson(t *testing.T) {
 	}
 	if _, res, _ := c.result("ref-td"); res.StatusID != instore.StatusApproved || res.TipAmount != 0 {
 		t.Errorf("decided at the tip prompt: status %d, tipAmount %d; want APPROVED without a tip", res.StatusID, res.TipAmount)
+	}
+}
+
+// TestAnswerTipOnlyItsPrompt: a person's answer applies to the prompt it
+// names while that prompt waits, never to another one or a later sale: a
+// second answer, one after the sale ended, or one naming another sale is
+// refused and leaves nothing for the next transaction.
+func TestAnswerTipOnlyItsPrompt(t *testing.T) {
+	t.Parallel()
+	_, r, c := linked(t, nil)
+	r.Terminal.SetInteractive(true)
+	prompt := instore.Tip{Mode: instore.TipPrompt, Suggestions: []int{10, 15}}
+	if err := r.AnswerTip("ref-a", 100); !errors.Is(err, ErrNoTipPrompt) {
+		t.Fatalf("an answer with no sale = %v, want ErrNoTipPrompt", err)
+	}
+	c.expectAck(c.purchase("ref-a", tipped(2000, prompt)), "ref-a")
+	waitState(t, r.Terminal, "the tip prompt", func(s State) bool { return s.TipPrompt != nil && s.TipPrompt.Ref == "ref-a" })
+	if err := r.AnswerTip("ref-other", 100); !errors.Is(err, ErrNoTipPrompt) {
+		t.Errorf("an answer naming another sale = %v, want ErrNoTipPrompt", err)
+	}
+	if err := r.AnswerTip("ref-a", -1); err == nil || errors.Is(err, ErrNoTipPrompt) {
+		t.Errorf("a negative tip = %v, want a range error", err)
+	}
+	if err := r.AnswerTip("ref-a", 250); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AnswerTip("ref-a", 300); !errors.Is(err, ErrNoTipPrompt) { // a second click
+		t.Errorf("a second answer = %v, want ErrNoTipPrompt", err)
+	}
+	waitState(t, r.Terminal, "the card prompt", func(s State) bool { return strings.Contains(s.Screen, "Present card") && s.TipPrompt == nil })
+	if err := r.AnswerTip("ref-a", 300); !errors.Is(err, ErrNoTipPrompt) {
+		t.Errorf("an answer at the card prompt = %v, want ErrNoTipPrompt", err)
+	}
+	if err := r.Terminal.Decide(instore.StatusApproved); err != nil {
+		t.Fatal(err)
+	}
+	if _, res, _ := c.result("ref-a"); res.TipAmount != 250 {
+		t.Errorf("tipAmount = %d, want the first answer's 250", res.TipAmount)
+	}
+	if err := r.AnswerTip("ref-a", 400); !errors.Is(err, ErrNoTipPrompt) { // a late click
+		t.Errorf("an answer after the sale = %v, want ErrNoTipPrompt", err)
+	}
+	if st := r.Terminal.State(); st.NextTip != nil {
+		t.Fatalf("a refused answer was kept for the next sale: %d", *st.NextTip)
+	}
+	// The next sale asks again, and its tip is its own answer's.
+	c.expectAck(c.purchase("ref-b", tipped(2000, prompt)), "ref-b")
+	waitState(t, r.Terminal, "the next tip prompt", func(s State) bool { return s.TipPrompt != nil && s.TipPrompt.Ref == "ref-b" })
+	if err := r.AnswerTip("ref-b", 0); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, r.Terminal, "the card prompt", func(s State) bool { return strings.Contains(s.Screen, "Present card") })
+	if err := r.Terminal.Decide(instore.StatusApproved); err != nil {
+		t.Fatal(err)
+	}
+	if _, res, _ := c.result("ref-b"); res.TipAmount != 0 {
+		t.Errorf("the next sale's tipAmount = %d, want its own answer's 0", res.TipAmount)
 	}
 }

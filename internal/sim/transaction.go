@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/instore-dev/instore"
@@ -156,8 +154,10 @@ func (t *Terminal) command(ctx context.Context, s *session, env protocol.Envelop
 	if t.nextOutcome != nil {
 		tx.status, tx.mode = *t.nextOutcome, modeNormal
 		t.nextOutcome = nil
-	} else if t.interactive {
-		// A person decides (Decide), whatever the amount says.
+	} else if t.interactive && !cardless(tx.kind) {
+		// A person decides (Decide), whatever the amount says. An
+		// increment, capture or void involves no cardholder: it plays
+		// by its amount, or the next outcome set, as on any terminal.
 		tx.status, tx.mode, tx.decide = instore.StatusApproved, modeNormal, make(chan instore.TransactionStatus, 1)
 	}
 	t.planTipLocked(tx)
@@ -487,56 +487,6 @@ func (t *Terminal) reversal(s *session, env protocol.Envelope) {
 	}
 	t.sendOn(s, t.envelope(protocol.TypeAck, env.ID, env.Ref, nil))
 	t.sendOn(s, r.env)
-}
-
-// Screens.
-
-func amountScreen(tx *txn) string {
-	a := formatAmount(tx.pay.Amount, tx.pay.Currency)
-	switch {
-	case tx.kind == protocol.TypeRefund:
-		a = "Refund " + a
-	case tx.kind != protocol.TypePurchase:
-		return strings.ToUpper(tx.kind) + " " + a + " - Processing"
-	}
-	if tx.pay.PaymentMethodID != nil {
-		return a + " - Confirm in app"
-	}
-	return a + " - Present card"
-}
-
-func stageScreen(tx *txn, stage instore.Progress) string {
-	switch stage {
-	case StageWaitingForPIN:
-		return "Enter PIN"
-	case StageAuthorizing:
-		return "Authorizing"
-	}
-	return amountScreen(tx)
-}
-
-var statusCodes = sync.OnceValue(func() map[instore.TransactionStatus]string {
-	m := instore.DefaultMetadata()
-	codes := map[instore.TransactionStatus]string{}
-	for _, c := range m.TransactionStatuses {
-		codes[instore.TransactionStatus(c.ID)] = c.Code
-	}
-	return codes
-})
-
-// outcomeText is how screen and receipt word a status: APPROVED, DECLINED,
-// or the status code with spaces (WRONG PIN).
-func outcomeText(status instore.TransactionStatus) string {
-	switch status {
-	case instore.StatusApproved:
-		return "APPROVED"
-	case instore.StatusTransactionDeclined:
-		return "DECLINED"
-	}
-	if c, ok := statusCodes()[status]; ok {
-		return strings.ReplaceAll(c, "_", " ")
-	}
-	return "ERROR"
 }
 
 // print prints a job and reports its print status: the sandbox's next

@@ -228,12 +228,16 @@ async function api(path, opts = {}) {
 }
 
 // loadLists reads what the page shows from the Online API: the code lists
-// (once), the last day's transactions, the terminal IDs, the recent print
-// jobs (the print.final events still kept) and the webhooks.
+// (once), the last day's transactions, the pre-authorisations and their
+// operations of the last 29 days (a pre-auth stays open for days; the
+// listing covers at most 30, by the server's clock), the terminal IDs, the
+// recent print jobs (the print.final events still kept) and the webhooks.
 async function loadLists(signal) {
-  const [meta, txs, terms, prints] = await Promise.all([
+  const since = new Date(Date.now() - 29 * 86400e3).toISOString();
+  const [meta, txs, preauths, terms, prints] = await Promise.all([
     state.meta || api("/metadata", { signal }),
     api("/transactions?limit=50", { signal }),
+    api(`/transactions?type=PRE_AUTH,INCREMENT,CAPTURE,VOID&limit=100&from=${encodeURIComponent(since)}`, { signal }),
     api("/terminals", { signal }),
     recentPrints(signal),
   ]);
@@ -243,6 +247,7 @@ async function loadLists(signal) {
     renderDevices();
   }
   txs.transactions.forEach(keepTx);
+  preauths.transactions.forEach(keepTx);
   state.terminals = new Map(terms.terminals.map((t) => [t.terminalId, t]));
   prints.forEach((p) => state.prints.set(p.printId, p));
   renderTxs(); renderTerminals(); renderPrints();
@@ -413,7 +418,7 @@ function codeCell(code) {
 
 function renderTxs(fresh) {
   const body = $("#transactions tbody");
-  const rows = [...state.txs.values()].sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0));
+  const rows = [...state.txs.values()].sort(newestFirst);
   body.replaceChildren(...rows.slice(0, 200).map((t) => {
     const tr = document.createElement("tr");
     tr.dataset.ref = t.onlineAPIRefId;
@@ -427,6 +432,49 @@ function renderTxs(fresh) {
     return tr;
   }));
   $("#tx-empty").hidden = rows.length > 0;
+  renderPreAuths(fresh);
+}
+
+const newestFirst = (a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0);
+
+// renderPreAuths lists the pre-authorisations among the transactions the
+// page holds (the same lists and event stream as the transactions): each
+// PRE_AUTH with its status, its authorisation (state, authorized and
+// captured amounts, expiresAt; none until approved) and the INCREMENT,
+// CAPTURE and VOID transactions that name it (preAuthorization), oldest
+// first. A change of the authorisation arrives as transaction.authorization,
+// whose data is the pre-auth.
+function renderPreAuths(fresh) {
+  const ops = new Map();
+  for (const t of state.txs.values()) {
+    if (!t.preAuthorization) continue;
+    if (!ops.has(t.preAuthorization)) ops.set(t.preAuthorization, []);
+    ops.get(t.preAuthorization).push(t);
+  }
+  const rows = [...state.txs.values()].filter((t) => t.type === "PRE_AUTH").sort(newestFirst).slice(0, 100);
+  $("#preauths tbody").replaceChildren(...rows.map((t) => {
+    const a = t.authorization;
+    const tr = document.createElement("tr");
+    tr.dataset.ref = t.onlineAPIRefId;
+    if (t.onlineAPIRefId === fresh || (ops.get(t.onlineAPIRefId) || []).some((o) => o.onlineAPIRefId === fresh)) tr.className = "fresh";
+    const list = el("ol", null, "ops");
+    for (const o of (ops.get(t.onlineAPIRefId) || []).sort(newestFirst).reverse()) {
+      const li = el("li", null, "op");
+      li.dataset.ref = o.onlineAPIRefId;
+      li.dataset.type = o.type;
+      li.append(el("span", o.type, "type"), el("span", money(o.totalAmount ?? o.amount, o.currency), "amount"),
+        el("span", `${o.status} (${o.statusId})`, `status s${o.statusId}${o.statusId > 0 && o.statusId < 14 ? " bad" : ""}`));
+      list.append(li);
+    }
+    const opsCell = el("td");
+    opsCell.append(list);
+    tr.append(cell(time(t.createdAt)), cell(t.terminalId), cell(`${t.status} (${t.statusId})`, "status"),
+      cell(a ? a.state : "", "auth" + (a ? " auth-" + a.state.toLowerCase() : "")),
+      cell(a ? money(a.authorizedAmount, t.currency) : "", "num authorized"), cell(a ? money(a.capturedAmount, t.currency) : "", "num captured"),
+      cell(a ? new Date(a.expiresAt).toLocaleString() : "", "expires"), opsCell, cell(t.onlineAPIRefId, "ref"));
+    return tr;
+  }));
+  $("#pa-empty").hidden = rows.length > 0;
 }
 
 // The timeline of the transaction clicked last (state.selected), read from

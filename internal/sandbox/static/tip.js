@@ -15,7 +15,10 @@ function renderTip(box, d) {
   box.hidden = !p;
   box.replaceChildren();
   if (!p) return;
-  const tip = (amount) => act(d.serialNumber, `tip?tipAmount=${amount}`);
+  // The answer names its prompt (the sale's onlineAPIRefId): the server
+  // refuses it once that prompt no longer waits (a second click), so it
+  // never becomes the tip of the next sale.
+  const tip = (amount) => act(d.serialNumber, `tip?onlineAPIRefId=${encodeURIComponent(p.onlineAPIRefId)}&tipAmount=${amount}`);
   const button = (label, amount) => {
     const b = document.createElement("button");
     b.textContent = label;
