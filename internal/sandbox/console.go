@@ -110,6 +110,7 @@ type consoleDevice struct {
 	NextPrint   *instore.PrintStatus       `json:"nextPrint"`
 	NextTip     *int64                     `json:"nextTip"`
 	TipPrompt   *sim.TipPrompt             `json:"tipPrompt"`
+	Deciding    string                     `json:"deciding"`
 	Version     uint64                     `json:"version"`
 }
 
@@ -117,7 +118,7 @@ func (c *Console) device(t *sim.Terminal) *consoleDevice { return deviceOf(t.Sta
 
 func deviceOf(st sim.State) *consoleDevice {
 	return &consoleDevice{DeviceJSON: DeviceState(st), Interactive: st.Interactive,
-		NextOutcome: st.NextOutcome, NextPrint: st.NextPrint, NextTip: st.NextTip, TipPrompt: st.TipPrompt, Version: st.Version}
+		NextOutcome: st.NextOutcome, NextPrint: st.NextPrint, NextTip: st.NextTip, TipPrompt: st.TipPrompt, Deciding: st.Deciding, Version: st.Version}
 }
 
 // visibleDevices lists the devices a customer may see, as the console
@@ -268,6 +269,15 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request, p *instore.Prin
 		}
 	default:
 		if st, ok := outcomeActions[action]; ok {
+			if ref := r.URL.Query().Get("onlineAPIRefId"); ref != "" {
+				// A click on the transaction the screen showed waiting
+				// (?onlineAPIRefId=...): that one only. A second click, or
+				// one after it ended, is refused, never the next sale's.
+				if err := t.DecideRef(ref, st); err != nil {
+					return instore.Errorf(instore.EConflict, "This transaction no longer waits for an outcome: it was decided already, or it ended.")
+				}
+				break
+			}
 			if err := t.Decide(st); errors.Is(err, sim.ErrNothingToDecide) {
 				if err := t.SetNextOutcome(st); err != nil {
 					return instore.Errorf(instore.EValidation, "%s", err.Error())

@@ -130,6 +130,10 @@ type State struct {
 	// TipPrompt is the tip question the transaction in progress waits on
 	// a person to answer (interactive, SetNextTip); nil otherwise.
 	TipPrompt *TipPrompt `json:"tipPrompt,omitempty"`
+	// Deciding is the onlineAPIRefId of the transaction that waits for a
+	// person's outcome now (an interactive terminal, Decide); empty when
+	// none does.
+	Deciding string `json:"deciding,omitempty"`
 	// Version grows with every change of the terminal's state: of two
 	// states of one terminal, the one with the higher Version is the newer
 	// (listeners run concurrently, so states can reach a reader out of
@@ -327,6 +331,7 @@ func (t *Terminal) stateLocked() State {
 		NextPrint:    copyInt(t.nextPrint),
 		NextTip:      copyInt(t.nextTip),
 		TipPrompt:    tipPromptOf(t.tx),
+		Deciding:     decidingOf(t.tx),
 		Version:      t.rev,
 	}
 }
@@ -425,21 +430,46 @@ func (t *Terminal) Interactive() bool {
 
 // Decide ends the transaction an interactive terminal shows with a status
 // (0-12), as the cardholder or the shop would at the terminal.
-func (t *Terminal) Decide(statusID instore.TransactionStatus) error {
+func (t *Terminal) Decide(statusID instore.TransactionStatus) error { return t.decide("", statusID) }
+
+// DecideRef is Decide for the transaction ref only: ErrNothingToDecide
+// when ref is not the transaction that waits for an outcome now (it
+// ended, or another one shows), so a person's late or second click never
+// decides another transaction.
+func (t *Terminal) DecideRef(ref string, statusID instore.TransactionStatus) error {
+	if ref == "" {
+		return ErrNothingToDecide
+	}
+	return t.decide(ref, statusID)
+}
+
+// decide is Decide, of the transaction ref if ref is not empty. The state
+// changes (Deciding empties): listeners and Await see it.
+func (t *Terminal) decide(ref string, statusID instore.TransactionStatus) error {
 	if statusID < instore.StatusApproved || statusID > instore.StatusWrongPIN {
 		return fmt.Errorf("sim: outcome %d is not a transaction status id from 0 to 12", statusID)
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.tx == nil || t.tx.decide == nil {
-		return ErrNothingToDecide
+	var err error
+	t.update(func() {
+		switch {
+		case t.tx == nil || t.tx.decide == nil || ref != "" && t.tx.ref != ref:
+			err = ErrNothingToDecide
+		case t.tx.decided:
+			err = errors.New("sim: the transaction was already decided")
+		default:
+			t.tx.decided = true
+			t.tx.decide <- statusID // a buffer of one, and one decision only
+		}
+	})
+	return err
+}
+
+// decidingOf is the reference of tx if it waits for a person's outcome.
+func decidingOf(tx *txn) string {
+	if tx == nil || tx.decide == nil || tx.decided {
+		return ""
 	}
-	select {
-	case t.tx.decide <- statusID:
-		return nil
-	default:
-		return errors.New("sim: the transaction was already decided")
-	}
+	return tx.ref
 }
 
 // SetNextOutcome makes the next transaction end with statusID (0-12),

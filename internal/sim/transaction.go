@@ -76,6 +76,8 @@ type txn struct {
 
 	// decide receives the outcome a person chose (interactive mode only).
 	decide chan instore.TransactionStatus
+	// decided: a person's outcome was sent on decide (one only).
+	decided bool
 	// tip is the tip charged if approved (tip.go); tipWait receives a
 	// person's answer to the tip prompt (interactive mode only).
 	tip         int64

@@ -363,8 +363,15 @@ function flash(message) {
   setTimeout(showConn, 3000);
 }
 
+// The outcome buttons: a click decides the transaction the screen shows
+// waiting (it names it, so a second or late click is refused rather than
+// kept for the next sale), or, when none waits, sets the next outcome.
+const outcomeActions = new Set(["approve", "decline", "wrong-pin", "cardholder-abort", "cancel"]);
+
 async function act(serial, action) {
-  const resp = await fetch(`/console/devices/${encodeURIComponent(serial)}/${action}`, { method: "POST", headers: headers() });
+  const d = state.devices.get(serial);
+  const q = outcomeActions.has(action) && d && d.deciding ? `?onlineAPIRefId=${encodeURIComponent(d.deciding)}` : "";
+  const resp = await fetch(`/console/devices/${encodeURIComponent(serial)}/${action}${q}`, { method: "POST", headers: headers() });
   if (resp.ok) {
     if (keepDevice(await resp.json())) renderDevices();
   } else {
