@@ -81,6 +81,8 @@ type crashEnv struct {
 	raw      *rawTerminal
 	ecr      *ecr
 	led      *ledger
+	// serveArgs are more flags of `instore serve` (setup).
+	serveArgs []string
 	// reported holds the findings about a transaction already reported,
 	// so that a later check does not repeat them.
 	reported map[string]bool
@@ -187,6 +189,7 @@ func (e *crashEnv) setup(ctx context.Context) {
 		"--idempotency-wait", idemWait.String(), "--rate-limit", "0",
 		"--sqlite-synchronous", "FULL", "--log-format", "json",
 	}}
+	e.srv.args = append(e.srv.args, e.serveArgs...)
 	t.Cleanup(func() {
 		if e.srv.p != nil {
 			e.srv.p.kill()
