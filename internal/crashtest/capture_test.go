@@ -6,7 +6,6 @@ import (
 	mrand "math/rand/v2"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -46,17 +45,9 @@ func runCaptures(t *testing.T, set settings, bin, dbURL string) {
 	}
 	rng := mrand.New(mrand.NewPCG(set.seed, stream))
 	phase, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	counts := make([]map[string]int, len(p.procs))
-	for i := range p.procs {
-		seed := rng.Uint64()
-		counts[i] = map[string]int{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p.captureWork(ctx, phase, i, mrand.New(mrand.NewPCG(seed, 1)), counts[i])
-		}()
-	}
+	wg, counts := p.startWorkers(rng, func(i int, rng *mrand.Rand, counts map[string]int) {
+		p.captureWork(ctx, phase, i, rng, counts)
+	})
 	for k := 1; k <= captureKills; k++ {
 		run := set.runMin + time.Duration(rng.Int64N(int64(set.runMax-set.runMin)))
 		down := time.Duration(rng.Int64N(int64(300 * time.Millisecond)))
@@ -66,17 +57,11 @@ func runCaptures(t *testing.T, set settings, bin, dbURL string) {
 	}
 	stop()
 	wg.Wait()
-	total := map[string]int{}
-	for _, c := range counts {
-		for k, n := range c {
-			total[k] += n
-		}
-	}
 	// A transaction PENDING at the last kill ends within its deadline of
 	// the restart.
 	rows := p.settle(ctx, keyBudget, true)
 	p.checkPreAuths(ctx, "after the kills", rows)
-	t.Logf("%s: the ECRs ran %v; the store holds %s", p.backend(), total, tally(rows))
+	t.Logf("%s: the ECRs ran %v; the store holds %s", p.backend(), sumCounts(counts), tally(rows))
 }
 
 // captureWork runs pre-auths on terminal i until phase ends; the one in

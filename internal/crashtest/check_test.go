@@ -23,27 +23,38 @@ type storedTx struct {
 }
 
 func (e *crashEnv) transactions(ctx context.Context) []storedTx {
-	rows, err := e.db.QueryContext(ctx, `SELECT id, terminal_id, status_id, deadline_at FROM transactions WHERE type = 'PURCHASE'`)
-	if err != nil {
-		e.t.Fatalf("read the transactions: %v", err)
-	}
-	defer rows.Close()
 	var out []storedTx
-	for rows.Next() {
+	e.scanRows(ctx, `SELECT id, terminal_id, status_id, deadline_at FROM transactions WHERE type = 'PURCHASE'`, func(rows *sql.Rows) error {
 		var tx storedTx
 		var deadline sql.NullInt64
 		if err := rows.Scan(&tx.id, &tx.terminalID, &tx.statusID, &deadline); err != nil {
-			e.t.Fatalf("read the transactions: %v", err)
+			return err
 		}
 		if deadline.Valid {
 			tx.deadline = time.UnixMicro(deadline.Int64)
 		}
 		out = append(out, tx)
+		return nil
+	})
+	return out
+}
+
+// scanRows runs a query of the transactions and calls scan on each row;
+// an error fails the test.
+func (e *crashEnv) scanRows(ctx context.Context, query string, scan func(*sql.Rows) error) {
+	rows, err := e.db.QueryContext(ctx, query)
+	if err != nil {
+		e.t.Fatalf("read the transactions: %v", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			e.t.Fatalf("read the transactions: %v", err)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		e.t.Fatalf("read the transactions: %v", err)
 	}
-	return out
 }
 
 // check verifies the promises on the quiet system after a restart:
@@ -95,7 +106,12 @@ func (e *crashEnv) check(ctx context.Context, label string) {
 	bad = append(bad, e.checkKeyColumn(ctx, named)...)
 	bad = append(bad, e.checkUsable(ctx, label)...)
 	bad = append(bad, e.checkBusy(ctx)...)
-	bad = append(bad, e.led.takeViolations()...)
+	e.report(label, append(bad, e.led.takeViolations()...))
+}
+
+// report fails the test with each finding of a check, and shows the
+// server's last warnings and errors when there are any.
+func (e *crashEnv) report(label string, bad []string) {
 	for _, b := range bad {
 		e.t.Errorf("%s, %s (INSTORE_CRASH_SEED=%d): %s", e.backend(), label, e.set.seed, b)
 	}

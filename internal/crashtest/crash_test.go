@@ -130,7 +130,9 @@ func (e *crashEnv) backend() string {
 // worker finish the purchase it is in and stops them.
 func (e *crashEnv) randomRound(ctx context.Context, round int, rng *mrand.Rand) {
 	phase, stop := context.WithCancel(ctx)
-	wg, counts := e.startWorkers(ctx, phase, round, rng)
+	wg, counts := e.startWorkers(rng, func(i int, rng *mrand.Rand, counts map[string]int) {
+		e.work(ctx, phase, round, i, rng, counts)
+	})
 	run := e.set.runMin + time.Duration(rng.Int64N(int64(e.set.runMax-e.set.runMin)))
 	down := time.Duration(rng.Int64N(int64(300 * time.Millisecond)))
 	sleep(ctx, run)
@@ -142,20 +144,14 @@ func (e *crashEnv) randomRound(ctx context.Context, round int, rng *mrand.Rand) 
 	}
 	stop()
 	wg.Wait()
-	total := map[string]int{}
-	for _, c := range counts {
-		for k, n := range c {
-			total[k] += n
-		}
-	}
 	e.t.Logf("%s round %d: SIGKILL after %s of purchases, %s down; purchases: %v", e.backend(), round,
-		run.Round(time.Millisecond), down.Round(time.Millisecond), total)
+		run.Round(time.Millisecond), down.Round(time.Millisecond), sumCounts(counts))
 }
 
-// startWorkers starts a worker per terminal (see work), each with its own
-// random source seeded from rng, and returns what to wait on and each
-// worker's counts.
-func (e *crashEnv) startWorkers(ctx, phase context.Context, round int, rng *mrand.Rand) (*sync.WaitGroup, []map[string]int) {
+// startWorkers runs work on a goroutine per terminal process i, each with
+// its own random source seeded from rng and its own counts, and returns
+// what to wait on and each worker's counts.
+func (e *crashEnv) startWorkers(rng *mrand.Rand, work func(i int, rng *mrand.Rand, counts map[string]int)) (*sync.WaitGroup, []map[string]int) {
 	var wg sync.WaitGroup
 	counts := make([]map[string]int, len(e.procs))
 	for i := range e.procs {
@@ -164,10 +160,21 @@ func (e *crashEnv) startWorkers(ctx, phase context.Context, round int, rng *mran
 		counts[i] = map[string]int{}
 		go func() {
 			defer wg.Done()
-			e.work(ctx, phase, round, i, mrand.New(mrand.NewPCG(seed, 1)), counts[i])
+			work(i, mrand.New(mrand.NewPCG(seed, 1)), counts[i])
 		}()
 	}
 	return &wg, counts
+}
+
+// sumCounts adds the workers' counts up.
+func sumCounts(counts []map[string]int) map[string]int {
+	total := map[string]int{}
+	for _, c := range counts {
+		for k, n := range c {
+			total[k] += n
+		}
+	}
+	return total
 }
 
 // work pays purchases on terminal i until phase ends; the one in progress

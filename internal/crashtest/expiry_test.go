@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	mrand "math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
@@ -62,15 +61,7 @@ func runExpiry(t *testing.T, set settings, bin, dbURL string) {
 	}
 	held := p.raw.hold() // the next command: the expiry's VOID
 
-	var wg sync.WaitGroup
-	for i := range p.procs {
-		seed := rng.Uint64()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p.expiryWork(ctx, i, mrand.New(mrand.NewPCG(seed, 1)))
-		}()
-	}
+	wg, _ := p.startWorkers(rng, func(i int, rng *mrand.Rand, _ map[string]int) { p.expiryWork(ctx, i, rng) })
 	// The raw terminal's: killed during the expiry's VOID, acknowledged.
 	select {
 	case cmd := <-held:

@@ -2,6 +2,7 @@ package crashtest
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -168,27 +169,20 @@ func (r paRow) total() int64 { return r.amount + r.tip }
 
 // rows reads every transaction that is not a purchase.
 func (p *paEnv) rows(ctx context.Context) []paRow {
-	rs, err := p.db.QueryContext(ctx, `SELECT id, type, status_id, COALESCE(original_id, ''), amount, tip_amount,
-		COALESCE(auth_state, ''), authorized_amount, captured_amount, COALESCE(auth_expires_at, 0), by_timer,
-		created_at, COALESCE(completed_at, 0) FROM transactions WHERE type <> 'PURCHASE' ORDER BY created_at, id`)
-	if err != nil {
-		p.t.Fatalf("read the transactions: %v", err)
-	}
-	defer rs.Close()
 	var out []paRow
-	for rs.Next() {
+	p.scanRows(ctx, `SELECT id, type, status_id, COALESCE(original_id, ''), amount, tip_amount,
+		COALESCE(auth_state, ''), authorized_amount, captured_amount, COALESCE(auth_expires_at, 0), by_timer,
+		created_at, COALESCE(completed_at, 0) FROM transactions WHERE type <> 'PURCHASE' ORDER BY created_at, id`, func(rs *sql.Rows) error {
 		var r paRow
 		var expires, created, completed int64
 		if err := rs.Scan(&r.id, &r.typ, &r.status, &r.original, &r.amount, &r.tip, &r.authState, &r.authorized, &r.captured,
 			&expires, &r.byTimer, &created, &completed); err != nil {
-			p.t.Fatalf("read the transactions: %v", err)
+			return err
 		}
 		r.expires, r.created, r.completed = time.UnixMicro(expires), time.UnixMicro(created), time.UnixMicro(completed)
 		out = append(out, r)
-	}
-	if err := rs.Err(); err != nil {
-		p.t.Fatalf("read the transactions: %v", err)
-	}
+		return nil
+	})
 	return out
 }
 
@@ -261,15 +255,7 @@ func (p *paEnv) checkPreAuths(ctx context.Context, label string, rows []paRow) m
 		}
 	}
 	bad = append(bad, p.checkKeyColumn(ctx, named)...)
-	bad = append(bad, p.led.takeViolations()...)
-	for _, b := range bad {
-		p.t.Errorf("%s, %s (INSTORE_CRASH_SEED=%d): %s", p.backend(), label, p.set.seed, b)
-	}
-	if len(bad) > 0 {
-		if w := p.srv.warnings(10); w != "" {
-			p.t.Logf("the server's warnings and errors since its start:\n%s", w)
-		}
-	}
+	p.report(label, append(bad, p.led.takeViolations()...))
 	return timers
 }
 
