@@ -178,5 +178,5 @@ func (p *paEnv) checkExpired(rows []paRow, timers map[string][]paRow) {
 				p.backend(), p.set.seed, pre.id, pre.expires.Format(time.RFC3339Nano), approved[0].completed.Format(time.RFC3339Nano), expiryGrace)
 		}
 	}
-	p.t.Logf("%s: %d timer voids that did not approve (cut by a kill, the ECR came first), each sent again", p.backend(), failed)
+	p.t.Logf("%s: %d timer voids that did not approve (cut by a kill: ended WP25 or WP36), each sent again by the sweep", p.backend(), failed)
 }
