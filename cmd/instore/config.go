@@ -209,7 +209,7 @@ func (s *serviceFlags) register(fs *pflag.FlagSet, host string) {
 	fs.DurationVar(&s.txDeadline, "transaction-deadline", 120*time.Second, "how long an acknowledged transaction may wait for its result (then WP36)")
 	fs.DurationVar(&s.printTimeout, "print-timeout", 30*time.Second, "how long a print job waits for the terminal (then TIMEOUT)")
 	fs.Float64Var(&s.captureTolerance, "capture-tolerance", instore.DefaultCaptureTolerance, "how far past its authorised amount a pre-authorisation's capture may go, as a fraction (0.20: 20 %, room for a tip; 0: none)")
-	fs.DurationVar(&s.preAuthValidity, "preauth-validity", instore.DefaultPreAuthValidity, "how long an approved pre-authorisation stays OPEN; then the service voids it on its terminal and it ends EXPIRED")
+	fs.DurationVar(&s.preAuthValidity, "preauth-validity", instore.DefaultPreAuthValidity, "how long an approved pre-authorisation stays OPEN (1m to 744h; from 1s with --sandbox); then the service voids it on its terminal and it ends EXPIRED")
 	fs.DurationVar(&s.idempotencyWait, "idempotency-wait", httpapi.DefaultIdempotencyWait, "how long a retry with an Idempotency-Key on the Online API waits for the first request with its key (then 409 conflict)")
 	fs.IntVar(&s.dbMaxConns, "database-max-conns", sqlstore.DefaultMaxConns, fmt.Sprintf("at most this many PostgreSQL connections on this node (at least %d): two fifths for writes, two for reads, the rest for progress stages; nodes times this stays below max_connections", sqlstore.MinMaxConns))
 	fs.StringVar(&s.nodeID, "node-id", "", "this node's name in a cluster on PostgreSQL (default: a random one at each start); shown in logs")
@@ -301,8 +301,14 @@ func (s *serviceFlags) config(logger *slog.Logger) (server.Config, error) {
 	if s.captureTolerance < 0 || s.captureTolerance > 1 {
 		return cfg, usageError{fmt.Errorf("--capture-tolerance must be between 0 and 1, got %g", s.captureTolerance)}
 	}
-	if s.preAuthValidity < time.Minute || s.preAuthValidity > 31*24*time.Hour {
-		return cfg, usageError{fmt.Errorf("--preauth-validity must be between 1m and 744h (31 days), got %s", s.preAuthValidity)}
+	// The sandbox takes a validity of seconds, for tests of the expiry
+	// (internal/crashtest); a real pre-auth is held for a minute at least.
+	minValidity, minWord := time.Minute, "1m"
+	if s.sandbox {
+		minValidity, minWord = time.Second, "1s (--sandbox)"
+	}
+	if s.preAuthValidity < minValidity || s.preAuthValidity > 31*24*time.Hour {
+		return cfg, usageError{fmt.Errorf("--preauth-validity must be between %s and 744h (31 days), got %s", minWord, s.preAuthValidity)}
 	}
 	// The service reads 0 as the default: no tolerance is negative there.
 	cfg.CaptureTolerance, cfg.PreAuthValidity = s.captureTolerance, s.preAuthValidity

@@ -46,6 +46,7 @@ prints the same credentials (kept in clear: a demo's, never production's).`,
 			}
 			// Last, after the server stopped: the buffered access lines.
 			defer stopLog()
+			f.sandbox = true // the demo is a sandbox (a short --preauth-validity, ...)
 			cfg, err := f.config(logger)
 			if err != nil {
 				return err

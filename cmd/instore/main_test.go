@@ -346,6 +346,8 @@ func TestServeConfigValidation(t *testing.T) {
 		{"shutdown from env", []string{"demo", "--data", dir}, map[string]string{"INSTORE_SHUTDOWN_TIMEOUT": "31s", "INSTORE_PRINT_TIMEOUT": "31s"}, "--shutdown-timeout 31s is too short"},
 		{"demo on two stores", []string{"demo", "--data", dir, "--database-url", "postgres://127.0.0.1/x"}, nil, "exclude each other"},
 		{"demo on two stores from env", []string{"demo", "--database-url", "postgres://127.0.0.1/x"}, map[string]string{"INSTORE_DATA": dir}, "exclude each other"},
+		{"short pre-auth validity", []string{"serve", "--data", dir, "--preauth-validity", "30s"}, nil, "between 1m and 744h"},
+		{"short pre-auth validity in the sandbox", []string{"serve", "--data", dir, "--sandbox", "--preauth-validity", "500ms"}, nil, "between 1s (--sandbox) and 744h"},
 		{"bad idempotency wait", []string{"serve", "--data", dir, "--idempotency-wait", "0s"}, nil, "--idempotency-wait"},
 		{"no streams per client", []string{"serve", "--data", dir, "--streams-per-client", "0"}, nil, "--streams-per-client"},
 		{"node streams below a client's", []string{"serve", "--data", dir, "--streams-per-client", "20", "--streams-per-node", "10"}, nil, "--streams-per-node"},

@@ -172,7 +172,9 @@ func waitListening(t *testing.T, ports []int, lb *proc) {
 func (c *cluster) round(ctx context.Context, round int, rng *mrand.Rand) {
 	e := c.e
 	phase, stop := context.WithCancel(ctx)
-	wg, counts := e.startWorkers(ctx, phase, round, rng)
+	wg, counts := e.startWorkers(rng, func(i int, rng *mrand.Rand, counts map[string]int) {
+		e.work(ctx, phase, round, i, rng, counts)
+	})
 	victim := c.nodes[rng.IntN(len(c.nodes))]
 	run := e.set.runMin + time.Duration(rng.Int64N(int64(e.set.runMax-e.set.runMin)))
 	down := 200*time.Millisecond + time.Duration(rng.Int64N(int64(time.Second)))
@@ -239,14 +241,8 @@ func (c *cluster) round(ctx context.Context, round int, rng *mrand.Rand) {
 		}
 		c.failover = append(c.failover, time.UnixMicro(first.Int64).Sub(killedAt))
 	}
-	total := map[string]int{}
-	for _, c := range counts {
-		for k, n := range c {
-			total[k] += n
-		}
-	}
 	e.t.Logf("cluster round %d: %s of %s (holding %d terminal sessions) after %s of purchases, %s down; purchases: %v", round,
-		how, filepath.Base(victim.dir), held, run.Round(time.Millisecond), down.Round(time.Millisecond), total)
+		how, filepath.Base(victim.dir), held, run.Round(time.Millisecond), down.Round(time.Millisecond), sumCounts(counts))
 }
 
 // checkTimelines reads the timeline of every purchase acknowledged to the

@@ -17,7 +17,14 @@
 // resuming with Last-Event-ID after each kill: at the end it must have been
 // given exactly the events the JSON pages list, in order, once each.
 //
-//	go test -run TestCrash -v ./internal/crashtest/                          # 3 rounds, about a minute
+// TestCrashCaptures and TestCrashPreAuthExpiry do the same for
+// pre-authorisation: kills during increments, captures (racing voids and
+// second captures) and refunds, and around expiries, the service's VOID of
+// one cut by a kill; their checks are in preauth_test.go, their grace in
+// docs/testing.md ("The crash tests").
+//
+//	go test -run '^TestCrash$' -v ./internal/crashtest/                        # 3 rounds, about a minute
+//	go test -run '^TestCrash(Captures|PreAuthExpiry)$' -v ./internal/crashtest/  # pre-auths, under a minute each
 //	INSTORE_CRASH_SOAK=1 go test -run TestCrash -v -timeout 2h ./internal/crashtest/   # 40 rounds, longer runs
 //
 // INSTORE_CRASH_ROUNDS sets the number of rounds, INSTORE_CRASH_SEED the

@@ -32,6 +32,7 @@ type answer struct {
 	status   int
 	ref      string                    // onlineAPIRefId of a transaction or a problem
 	code     string                    // a problem's errorCode, or its type's name
+	detail   string                    // a problem's detail
 	statusID instore.TransactionStatus // a transaction's statusId
 	replayed bool
 	body     []byte
@@ -58,10 +59,13 @@ func (a answer) own() bool {
 }
 
 // retry reports whether the ECR sends the request again with the same key:
-// no answer, a 5xx that is not a definitive WP25, or 409 conflict (the
-// first request with the key still runs, or died with the server).
+// no answer, a 5xx that is not a definitive WP25, or 409 conflict about
+// the key (the first request with it still runs, or died with the server),
+// told by its detail from the conflict of a pre-auth's rules (not OPEN, a
+// capture or void in flight), which is definitive.
 func (a answer) retry() bool {
-	return a.err != nil || a.status >= 500 && a.code != "WP25" || a.status == http.StatusConflict && a.code == "conflict"
+	return a.err != nil || a.status >= 500 && a.code != "WP25" ||
+		a.status == http.StatusConflict && a.code == "conflict" && strings.Contains(a.detail, "Idempotency-Key")
 }
 
 // ecr is the cash register: it pays with Idempotency-Key, retries as the
@@ -105,9 +109,10 @@ func (e *ecr) do(ctx context.Context, method, path string, body []byte, idemKey 
 		StatusID  instore.TransactionStatus `json:"statusId"`
 		Type      string                    `json:"type"`
 		ErrorCode string                    `json:"errorCode"`
+		Detail    string                    `json:"detail"`
 	}
 	json.Unmarshal(b, &v)
-	a.ref, a.statusID, a.code = v.Ref, v.StatusID, v.ErrorCode
+	a.ref, a.statusID, a.code, a.detail = v.Ref, v.StatusID, v.ErrorCode, v.Detail
 	if resp.StatusCode >= 400 && a.code == "" {
 		a.code = strings.TrimPrefix(v.Type, "urn:instore:problem:")
 		if a.code == "" {
@@ -158,9 +163,28 @@ func (e *ecr) purchase(ctx context.Context, term int, terminalID string, amount 
 // purchaseQuiet is purchase for a caller that reports a stuck key itself.
 func (e *ecr) purchaseQuiet(ctx context.Context, term int, terminalID string, amount int64, key string) outcome {
 	body, _ := json.Marshal(map[string]any{"terminalId": terminalID, "amount": amount, "currency": "SEK"})
+	out := e.send(ctx, term, "/in-store/api/v1/purchase", body, key)
+	// Busy (WP09, WP30) or offline (WP23 before the transaction was
+	// created): no transaction. Anything else is not expected here.
+	if a := out.last; out.kind == "refused" && (a.status != http.StatusConflict || !busyOrOffline(a.code)) {
+		e.led.violation("key %s: unexpected answer %s", key, a)
+	}
+	return out
+}
+
+// busyOrOffline reports whether a 409's code says the terminal could not
+// take the request now (WP09, WP30: busy; WP23: offline).
+func busyOrOffline(code string) bool { return code == "WP09" || code == "WP30" || code == "WP23" }
+
+// send posts body to path with key (terminal term, for the ledger),
+// repeating the request with the same key while the answers say it may
+// (answer.retry), for up to keyBudget: the outcome is "acked" (201),
+// "failed" (answer.own), "refused" (any other definitive answer) or
+// "stuck".
+func (e *ecr) send(ctx context.Context, term int, path string, body []byte, key string) outcome {
 	start := time.Now()
 	for attempts := 1; ; attempts++ {
-		a := e.do(ctx, "POST", "/in-store/api/v1/purchase", body, key)
+		a := e.do(ctx, "POST", path, body, key)
 		e.led.answer(key, term, a)
 		switch {
 		case a.err == nil && a.status == http.StatusCreated:
@@ -168,11 +192,6 @@ func (e *ecr) purchaseQuiet(ctx context.Context, term int, terminalID string, am
 		case a.own():
 			return outcome{kind: "failed", ref: a.ref, last: a}
 		case !a.retry():
-			// Busy (WP09, WP30) or offline (WP23 before the transaction was
-			// created): no transaction. Anything else is not expected here.
-			if a.status != http.StatusConflict || a.code != "WP09" && a.code != "WP30" && a.code != "WP23" {
-				e.led.violation("key %s: unexpected answer %s", key, a)
-			}
 			return outcome{kind: "refused", last: a}
 		}
 		if time.Since(start) > keyBudget || ctx.Err() != nil {

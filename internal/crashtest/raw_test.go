@@ -110,7 +110,8 @@ func (r *rawTerminal) handle(conn *websocket.Conn, env protocol.Envelope) {
 		case r.code <- lc.Code:
 		default:
 		}
-	case protocol.TypePurchase, protocol.TypeRefund:
+	case protocol.TypePurchase, protocol.TypeRefund, protocol.TypePreAuth,
+		protocol.TypeIncrement, protocol.TypeCapture, protocol.TypeVoid:
 		r.mu.Lock()
 		if r.known[env.Ref] {
 			// A repetition: acknowledge again (if it was), resend the result.
@@ -185,7 +186,8 @@ func (r *rawTerminal) reversal(ref string) string {
 	return r.reversed[ref]
 }
 
-// hold makes the next new purchase come to the returned channel, neither
+// hold makes the next new payment command (a purchase, a refund, a
+// pre-auth or an operation on one) come to the returned channel, neither
 // acknowledged nor answered.
 func (r *rawTerminal) hold() <-chan protocol.Envelope {
 	ch := make(chan protocol.Envelope, 1)

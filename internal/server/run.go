@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -129,6 +130,12 @@ func (s *Server) Start() error {
 		if sweep <= 0 {
 			sweep = cluster.DefaultRescan
 		}
+	}
+	// A pre-auth validity shorter than the sweep's interval (seconds, in
+	// the sandbox) is matched: an expiry's VOID that failed (the terminal
+	// busy or offline, the process killed) is retried within a validity.
+	if v := s.cfg.PreAuthValidity; v > 0 && v < cmp.Or(sweep, instore.DefaultSweep) {
+		sweep = v
 	}
 	s.wg.Add(1)
 	go func() {
