@@ -172,13 +172,18 @@ const (
 // ExpiryDue is when the pre-auth t is to be voided by the service (ok
 // false: it is not OPEN): its expiresAt, or, after expiry VOIDs of it
 // (among others, the transactions that name it; nil: none read) ended
-// without an approval, the retry's time (ExpiryRetryFirst).
-func ExpiryDue(t instore.Transaction, others []*instore.Transaction) (at time.Time, ok bool) {
+// without an approval, the retry's time (ExpiryRetryFirst; the first
+// retry waits at most r.PreAuthValidity, which only the sandbox sets
+// below a minute).
+func ExpiryDue(t instore.Transaction, others []*instore.Transaction, r Rules) (at time.Time, ok bool) {
 	if !t.OpenPreAuth() {
 		return time.Time{}, false
 	}
 	at = t.Authorization.ExpiresAt
 	tries, backoff := 0, ExpiryRetryFirst
+	if r.PreAuthValidity > 0 {
+		backoff = min(backoff, r.PreAuthValidity)
+	}
 	for _, o := range others {
 		if o.Type != instore.TypeVoid || !o.ByTimer || !o.Final() || o.StatusID == instore.StatusApproved {
 			continue

@@ -166,7 +166,7 @@ func TestNextOnPreAuth(t *testing.T) {
 			}
 		})
 	}
-	if _, ok := lifecycle.ExpiryDue(voided, nil); ok {
+	if _, ok := lifecycle.ExpiryDue(voided, nil, r); ok {
 		t.Errorf("ExpiryDue(voided) = ok, want none")
 	}
 	// The expiry's retries: after each expiry VOID that ended without an
@@ -201,9 +201,15 @@ func TestNextOnPreAuth(t *testing.T) {
 		{"three declined", []*instore.Transaction{declined(0), declined(time.Minute), declined(3 * time.Minute)}, exp.Add(7 * time.Minute)},
 		{"at most an hour apart", many, exp.Add(11*time.Minute + lifecycle.ExpiryRetryMax)},
 	} {
-		if at, ok := lifecycle.ExpiryDue(pre, tc.others); !ok || !at.Equal(tc.want) {
+		if at, ok := lifecycle.ExpiryDue(pre, tc.others, r); !ok || !at.Equal(tc.want) {
 			t.Errorf("ExpiryDue(open, %s) = %s, %v; want %s", tc.name, at.Sub(exp), ok, tc.want.Sub(exp))
 		}
+	}
+	// A validity below a minute (the sandbox's) shortens the first retry.
+	short := r
+	short.PreAuthValidity = 4 * time.Second
+	if at, _ := lifecycle.ExpiryDue(pre, []*instore.Transaction{declined(0), declined(time.Minute)}, short); !at.Equal(exp.Add(time.Minute + 8*time.Second)) {
+		t.Errorf("ExpiryDue(two declined, validity 4 s) = %s, want 1m8s", at.Sub(exp))
 	}
 	timerVoid, st := lifecycle.Create(byTimer, r)
 	if st.Event.Actor != instore.ActorTimer || timerVoid.StatusID != instore.StatusPending {

@@ -104,7 +104,7 @@ func (s *Service) preAuthExpired(ref string) {
 			s.log().Error("expire pre-auth", "ref", ref, "error", err)
 			return
 		}
-		at, ok := lifecycle.ExpiryDue(*pre, others)
+		at, ok := lifecycle.ExpiryDue(*pre, others, s.rules())
 		if !ok {
 			return
 		}
@@ -166,7 +166,7 @@ func (s *Service) armExpiry(t *instore.Transaction) {
 		s.preAuthExpired(t.OriginalID)
 		return
 	}
-	if at, ok := lifecycle.ExpiryDue(*t, nil); ok {
+	if at, ok := lifecycle.ExpiryDue(*t, nil, s.rules()); ok {
 		s.arm(t.ID, at, s.preAuthExpired)
 	}
 }
