@@ -157,13 +157,7 @@ func (c *Client) CreateWebhook(ctx context.Context, p WebhookParams, opts ...Cal
 // Webhooks lists the merchant's endpoints, oldest first, without their
 // secrets.
 func (c *Client) Webhooks(ctx context.Context, opts ...CallOption) ([]*Webhook, error) {
-	var out struct {
-		Webhooks []*Webhook `json:"webhooks"`
-	}
-	if err := c.get(ctx, Prefix+"/webhooks", Prefix+"/webhooks", nil, &out, opts); err != nil {
-		return nil, err
-	}
-	return out.Webhooks, nil
+	return getList[*Webhook](ctx, c, Prefix+"/webhooks", Prefix+"/webhooks", "webhooks", opts)
 }
 
 // Webhook returns an endpoint, without its secret: its Status and, when
