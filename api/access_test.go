@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -64,17 +63,6 @@ func TestAccessOperations(t *testing.T) {
 	if diff := cmp.Diff(wantSec, doc.Security); diff != "" {
 		t.Errorf("global security (-want +got):\n%s", diff)
 	}
-}
-
-// TestAccessRequestSchemas: the request schemas have exactly the members
-// the server decodes, and refuse others.
-func TestAccessRequestSchemas(t *testing.T) {
-	doc := loadAccess(t)
-	checkMembers(t, doc, true, map[string]reflect.Type{
-		"TerminalIdRequest":   reflect.TypeFor[instore.TerminalIDRequest](),
-		"TerminalInfoRequest": reflect.TypeFor[instore.TerminalRequest](),
-		"UpdateRequest":       reflect.TypeFor[instore.UpdateRequest](),
-	})
 }
 
 // TestAccessSchemasDescribed: every property has a description, and every

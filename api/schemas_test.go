@@ -7,26 +7,15 @@ import (
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/instore-dev/instore"
 )
 
-// TestRequestSchemas checks that the request schemas have exactly the
-// members the server decodes (it refuses unknown ones).
-func TestRequestSchemas(t *testing.T) {
-	doc := loadOnline(t)
-	checkMembers(t, doc, true, map[string]reflect.Type{
-		"LinkRequest":                      reflect.TypeFor[instore.LinkRequest](),
-		"TerminalRequest":                  reflect.TypeFor[instore.TerminalRequest](),
-		"CancelRequest":                    reflect.TypeFor[instore.CancelRequest](),
-		"TransactionEvent":                 reflect.TypeFor[instore.TransactionEvent](),
-		"PurchaseRequest":                  reflect.TypeFor[instore.PurchaseRequest](),
-		"RefundRequest":                    reflect.TypeFor[instore.RefundRequest](),
-		"ReversalRequest":                  reflect.TypeFor[instore.ReversalRequest](),
-		"PrintRequest":                     reflect.TypeFor[instore.PrintRequest](),
-		"PreAuthorizationOperationRequest": reflect.TypeFor[instore.PreAuthOpRequest](),
-	})
-	p := schema(t, doc, "PurchaseRequest")
+// TestPurchaseRequestSchema checks purchase bodies against their schema:
+// what the server takes validates, what it refuses for its shape does not.
+func TestPurchaseRequestSchema(t *testing.T) {
+	p := schema(t, loadOnline(t), "PurchaseRequest")
 	for text, ok := range map[string]bool{
 		`{"terminalId":"10000001","amount":12500,"currency":"SEK"}`: true,
 		`{"terminalId":"10000001","amount":30000,"cashbackAmount":10000,"vatAmount":null,"currency":"SEK","paymentMethodId":2,"ecrReference":"A","printReceipt":true,"tip":{"mode":"FIXED","amount":1500}}`: true,
@@ -156,14 +145,50 @@ func TestExamples(t *testing.T) {
 	}
 }
 
-// TestWireTypes checks the root's wire types against their schemas: the
-// same members, so what the handlers encode is what the document says.
-func TestWireTypes(t *testing.T) {
-	doc := loadOnline(t)
-	checkMembers(t, doc, false, map[string]reflect.Type{
-		"Transaction":      reflect.TypeFor[instore.TransactionWire](),
-		"PrintJob":         reflect.TypeFor[instore.PrintJobWire](),
-		"TransactionEvent": reflect.TypeFor[instore.TransactionEvent](),
-		"TerminalView":     reflect.TypeFor[instore.TerminalView](),
-	})
+// TestMembers checks schemas against the Go types they document: the
+// same JSON members; for a request also that the schema refuses others,
+// as the server refuses unknown fields.
+func TestMembers(t *testing.T) {
+	online, access := loadOnline(t), loadAccess(t)
+	for _, tc := range []struct {
+		name   string
+		doc    *openapi3.T
+		closed bool
+		types  map[string]reflect.Type
+	}{
+		{"online requests: what the server decodes", online, true, map[string]reflect.Type{
+			"LinkRequest":                      reflect.TypeFor[instore.LinkRequest](),
+			"TerminalRequest":                  reflect.TypeFor[instore.TerminalRequest](),
+			"CancelRequest":                    reflect.TypeFor[instore.CancelRequest](),
+			"TransactionEvent":                 reflect.TypeFor[instore.TransactionEvent](),
+			"PurchaseRequest":                  reflect.TypeFor[instore.PurchaseRequest](),
+			"RefundRequest":                    reflect.TypeFor[instore.RefundRequest](),
+			"ReversalRequest":                  reflect.TypeFor[instore.ReversalRequest](),
+			"PrintRequest":                     reflect.TypeFor[instore.PrintRequest](),
+			"PreAuthorizationOperationRequest": reflect.TypeFor[instore.PreAuthOpRequest](),
+		}},
+		{"online wire types: what the handlers encode", online, false, map[string]reflect.Type{
+			"Transaction":      reflect.TypeFor[instore.TransactionWire](),
+			"PrintJob":         reflect.TypeFor[instore.PrintJobWire](),
+			"TransactionEvent": reflect.TypeFor[instore.TransactionEvent](),
+			"TerminalView":     reflect.TypeFor[instore.TerminalView](),
+		}},
+		{"access requests: what the server decodes", access, true, map[string]reflect.Type{
+			"TerminalIdRequest":   reflect.TypeFor[instore.TerminalIDRequest](),
+			"TerminalInfoRequest": reflect.TypeFor[instore.TerminalRequest](),
+			"UpdateRequest":       reflect.TypeFor[instore.UpdateRequest](),
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for name, typ := range tc.types {
+				s := schema(t, tc.doc, name)
+				if diff := cmp.Diff(jsonNames(typ), propertyNames(s)); diff != "" {
+					t.Errorf("%s members (-Go +schema):\n%s", name, diff)
+				}
+				if tc.closed && (s.AdditionalProperties.Has == nil || *s.AdditionalProperties.Has) {
+					t.Errorf("%s allows additional properties; the server refuses unknown fields", name)
+				}
+			}
+		})
+	}
 }

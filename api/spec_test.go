@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
-	"github.com/google/go-cmp/cmp"
 
 	"github.com/instore-dev/instore/api"
 )
@@ -92,22 +91,6 @@ func propertyNames(s *openapi3.Schema) []string {
 	}
 	slices.Sort(names)
 	return names
-}
-
-// checkMembers checks that each schema named in types has exactly the
-// JSON members of its Go type; with closed, also that it refuses others
-// (a request the server decodes strictly).
-func checkMembers(t *testing.T, doc *openapi3.T, closed bool, types map[string]reflect.Type) {
-	t.Helper()
-	for name, typ := range types {
-		s := schema(t, doc, name)
-		if diff := cmp.Diff(jsonNames(typ), propertyNames(s)); diff != "" {
-			t.Errorf("%s members (-Go +schema):\n%s", name, diff)
-		}
-		if closed && (s.AdditionalProperties.Has == nil || *s.AdditionalProperties.Has) {
-			t.Errorf("%s allows additional properties; the server refuses unknown fields", name)
-		}
-	}
 }
 
 // forEachExample calls check with every example of the document's JSON
