@@ -170,11 +170,7 @@ type PreAuthOpRequest struct {
 // Validate checks the fields' shapes and ranges for r.Op.
 func (r *PreAuthOpRequest) Validate() error {
 	var f FieldErrors
-	if r.OnlineAPIRefID == "" {
-		f.Add("/onlineAPIRefId", "is required: the pre-authorisation's")
-	} else if !ValidRef(r.OnlineAPIRefID) {
-		f.Add("/onlineAPIRefId", "is not an onlineAPIRefId")
-	}
+	checkRef(&f, r.OnlineAPIRefID, "is required: the pre-authorisation's")
 	switch {
 	case r.Op == TypeVoid && r.Amount != nil:
 		f.Add("/amount", "a void takes no amount: it releases the whole authorisation")

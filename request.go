@@ -61,6 +61,17 @@ func checkTerminalID(f *FieldErrors, id string) {
 	}
 }
 
+// checkRef checks the onlineAPIRefId a request names: missing is what a
+// problem says when there is none ("": it is optional).
+func checkRef(f *FieldErrors, ref, missing string) {
+	switch {
+	case ref == "" && missing != "":
+		f.Add("/onlineAPIRefId", "%s", missing)
+	case ref != "" && !ValidRef(ref):
+		f.Add("/onlineAPIRefId", "is not an onlineAPIRefId")
+	}
+}
+
 // LinkRequest is the body of POST /terminal/link.
 type LinkRequest struct {
 	TerminalID string `json:"terminalId"`
@@ -92,9 +103,7 @@ type CancelRequest struct {
 func (r *CancelRequest) Validate() error {
 	var f FieldErrors
 	checkTerminalID(&f, r.TerminalID)
-	if r.OnlineAPIRefID != "" && !ValidRef(r.OnlineAPIRefID) {
-		f.Add("/onlineAPIRefId", "is not an onlineAPIRefId")
-	}
+	checkRef(&f, r.OnlineAPIRefID, "")
 	return f.Err()
 }
 
@@ -236,11 +245,7 @@ type ReversalRequest struct {
 // Validate checks the fields' shapes.
 func (r *ReversalRequest) Validate() error {
 	var f FieldErrors
-	if r.OnlineAPIRefID == "" {
-		f.Add("/onlineAPIRefId", "is required")
-	} else if !ValidRef(r.OnlineAPIRefID) {
-		f.Add("/onlineAPIRefId", "is not an onlineAPIRefId")
-	}
+	checkRef(&f, r.OnlineAPIRefID, "is required")
 	CheckECRReference(&f, "/ecrReference", r.ECRReference)
 	return f.Err()
 }

@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -14,20 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/instore-dev/instore"
-	"github.com/instore-dev/instore/api"
 )
-
-func loadOnline(t *testing.T) *openapi3.T {
-	t.Helper()
-	doc, err := openapi3.NewLoader().LoadFromData(api.OnlineYAML)
-	if err != nil {
-		t.Fatalf("load: %v", err)
-	}
-	if err := doc.Validate(context.Background()); err != nil {
-		t.Fatalf("validate: %v", err)
-	}
-	return doc
-}
 
 func TestOnlineValidates(t *testing.T) {
 	doc := loadOnline(t)
@@ -358,35 +344,6 @@ func TestIdempotentPosts(t *testing.T) {
 	}
 }
 
-func schema(t *testing.T, doc *openapi3.T, name string) *openapi3.Schema {
-	t.Helper()
-	s := doc.Components.Schemas[name]
-	if s == nil || s.Value == nil {
-		t.Fatalf("schema %s is missing", name)
-	}
-	return s.Value
-}
-
-// visit validates a JSON text against s as a response validator does.
-func visit(s *openapi3.Schema, text string) error {
-	var v any
-	if err := json.Unmarshal([]byte(text), &v); err != nil {
-		return err
-	}
-	return s.VisitJSON(v, openapi3.EnableJSONSchema2020())
-}
-
-// asJSON round-trips v through JSON, so that a value loaded from YAML has
-// JSON's types.
-func asJSON(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 const approvedTransaction = `{
 	"onlineAPIRefId": "txn_0195936a1c2b7d3e8f4a5b6c7d8e9f01",
 	"type": "PURCHASE",
@@ -543,110 +500,6 @@ func TestTerminalViewSchema(t *testing.T) {
 	}
 }
 
-// TestRequestSchemas checks that the request schemas have exactly the
-// members the server decodes (it refuses unknown ones).
-func TestRequestSchemas(t *testing.T) {
-	doc := loadOnline(t)
-	for name, typ := range map[string]reflect.Type{
-		"LinkRequest":                      reflect.TypeFor[instore.LinkRequest](),
-		"TerminalRequest":                  reflect.TypeFor[instore.TerminalRequest](),
-		"CancelRequest":                    reflect.TypeFor[instore.CancelRequest](),
-		"TransactionEvent":                 reflect.TypeFor[instore.TransactionEvent](),
-		"PurchaseRequest":                  reflect.TypeFor[instore.PurchaseRequest](),
-		"RefundRequest":                    reflect.TypeFor[instore.RefundRequest](),
-		"ReversalRequest":                  reflect.TypeFor[instore.ReversalRequest](),
-		"PrintRequest":                     reflect.TypeFor[instore.PrintRequest](),
-		"PreAuthorizationOperationRequest": reflect.TypeFor[instore.PreAuthOpRequest](),
-	} {
-		s := schema(t, doc, name)
-		if diff := cmp.Diff(jsonNames(typ), propertyNames(s)); diff != "" {
-			t.Errorf("%s members (-Go +schema):\n%s", name, diff)
-		}
-		if s.AdditionalProperties.Has == nil || *s.AdditionalProperties.Has {
-			t.Errorf("%s allows additional properties; the server refuses unknown fields", name)
-		}
-	}
-	p := schema(t, doc, "PurchaseRequest")
-	for text, ok := range map[string]bool{
-		`{"terminalId":"10000001","amount":12500,"currency":"SEK"}`: true,
-		`{"terminalId":"10000001","amount":30000,"cashbackAmount":10000,"vatAmount":null,"currency":"SEK","paymentMethodId":2,"ecrReference":"A","printReceipt":true,"tip":{"mode":"FIXED","amount":1500}}`: true,
-		`{"terminalId":"10000001","amount":0,"currency":"SEK"}`:         false,
-		`{"terminalId":"10000001","amount":100000000,"currency":"SEK"}`: false,
-		`{"terminalId":"1000001","amount":1,"currency":"SEK"}`:          false,
-		`{"terminalId":"10000001","amount":1,"currency":"SEK","tip":1}`: false,
-		`{"terminalId":"10000001","amount":1}`:                          false,
-	} {
-		if err := visit(p, text); (err == nil) != ok {
-			t.Errorf("PurchaseRequest %s: error %v, want valid %v", text, err, ok)
-		}
-	}
-}
-
-// TestHistoryRequestSchemas checks the bodies of refund, reversal and print
-// against their schemas: what the server takes validates, what it refuses
-// for its shape does not.
-func TestHistoryRequestSchemas(t *testing.T) {
-	doc := loadOnline(t)
-	for name, cases := range map[string]map[string]bool{
-		"RefundRequest": {
-			`{"terminalId":"10000001","amount":5000,"currency":"SEK","originalOnlineAPIRefId":"txn_0195936a1c2b7d3e8f4a5b6c7d8e9f01","ecrReference":"RETURN-1"}`: true,
-			`{"terminalId":"10000001","amount":4990,"currency":"SEK","originalOnlineAPIRefId":"txn_01","paymentMethodId":0}`:                                     true,
-			`{"terminalId":"10000001","amount":1999,"currency":"SEK"}`:                                                                                           true,
-			`{"terminalId":"10000001","amount":1,"currency":"SEK","originalOnlineAPIRefId":null,"paymentMethodId":null,"ecrReference":null}`:                     true,
-			`{"terminalId":"10000001","amount":0,"currency":"SEK"}`:                                                                                              false,
-			`{"terminalId":"10000001","amount":100000000,"currency":"SEK"}`:                                                                                      false,
-			`{"terminalId":"10000001","amount":1,"currency":"sek"}`:                                                                                              false,
-			`{"terminalId":"10000001","amount":1,"currency":"SEK","originalOnlineAPIRefId":"txn 1"}`:                                                             false,
-			`{"terminalId":"10000001","amount":1,"currency":"SEK","ecrReference":"` + strings.Repeat("x", 65) + `"}`:                                             false,
-			`{"terminalId":"10000001","amount":1,"currency":"SEK","cashbackAmount":0}`:                                                                           false,
-			`{"amount":1,"currency":"SEK"}`: false,
-		},
-		"ReversalRequest": {
-			`{"onlineAPIRefId":"txn_0195936a1c2b7d3e8f4a5b6c7d8e9f01"}`:                         true,
-			`{"onlineAPIRefId":"txn_0195936a1c2b7d3e8f4a5b6c7d8e9f01","ecrReference":"VOID-1"}`: true,
-			`{"onlineAPIRefId":"txn_0195936a1c2b7d3e8f4a5b6c7d8e9f01","ecrReference":null}`:     true,
-			`{}`:                    false,
-			`{"onlineAPIRefId":""}`: false,
-			`{"onlineAPIRefId":"txn_01","terminalId":"10000001"}`: false,
-		},
-		"PrintRequest": {
-			`{"terminalId":"10000001","lines":["Thank you for shopping","","See you soon"]}`:                      true,
-			`{"terminalId":"10000001","lines":["Köp 12,50 SEK  😀"]}`:                                              true,
-			`{"terminalId":"10000001","onlineAPIRefId":"txn_0195936a1c2b7d3e8f4a5b6c7d8e9f01","copy":"MERCHANT"}`: true,
-			`{"terminalId":"10000001","lines":null,"onlineAPIRefId":"txn_01","copy":"CUSTOMER"}`:                  true,
-			`{"terminalId":"10000001","lines":["a"],"onlineAPIRefId":null,"copy":null}`:                           true,
-			`{"terminalId":"10000001"}`:                                                           false,
-			`{"terminalId":"10000001","lines":[]}`:                                                false,
-			`{"terminalId":"10000001","lines":["` + strings.Repeat("x", 65) + `"]}`:               false,
-			`{"terminalId":"10000001","lines":["ab"]}`:                                           false,
-			`{"terminalId":"10000001","lines":["ab"]}`:                                           false,
-			`{"terminalId":"10000001","lines":["a"],"copy":"CUSTOMER"}`:                           false,
-			`{"terminalId":"10000001","lines":["a"],"onlineAPIRefId":"txn_01","copy":"CUSTOMER"}`: false,
-			`{"terminalId":"10000001","onlineAPIRefId":"txn_01"}`:                                 false,
-			`{"terminalId":"10000001","onlineAPIRefId":"txn_01","copy":"BOTH"}`:                   false,
-			`{"lines":["a"]}`: false,
-		},
-	} {
-		s := schema(t, doc, name)
-		for text, ok := range cases {
-			if err := visit(s, text); (err == nil) != ok {
-				t.Errorf("%s %s: error %v, want valid %v", name, text, err, ok)
-			}
-		}
-	}
-	lines := make([]string, instore.MaxPrintLines+1)
-	for i := range lines {
-		lines[i] = "x"
-	}
-	p := schema(t, doc, "PrintRequest")
-	if err := visit(p, asJSON(t, map[string]any{"terminalId": "10000001", "lines": lines[:instore.MaxPrintLines]})); err != nil {
-		t.Errorf("%d lines: %v", instore.MaxPrintLines, err)
-	}
-	if err := visit(p, asJSON(t, map[string]any{"terminalId": "10000001", "lines": lines})); err == nil {
-		t.Errorf("%d lines accepted", len(lines))
-	}
-}
-
 // TestPrintJobSchema checks realistic print jobs, in every print status and
 // while printing, against the PrintJob schema.
 func TestPrintJobSchema(t *testing.T) {
@@ -694,122 +547,5 @@ func TestTransactionListSchema(t *testing.T) {
 	}
 	if err := visit(s, `{"transactions":[]}`); err == nil {
 		t.Errorf("a page without nextCursor accepted")
-	}
-}
-
-func jsonNames(typ reflect.Type) []string {
-	var names []string
-	for f := range typ.Fields() {
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name != "" && name != "-" {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	return names
-}
-
-func propertyNames(s *openapi3.Schema) []string {
-	var names []string
-	for name := range s.Properties {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	return names
-}
-
-// TestExamples checks every example of the document against its schema
-// (media type examples of requests and responses, components examples where
-// they are used) and problem examples against the error vocabulary: status
-// as in error.go, and for a service error code the errorId and title of the
-// errorCodes list.
-func TestExamples(t *testing.T) {
-	doc := loadOnline(t)
-	md := instore.DefaultMetadata()
-	n := 0
-	checkValue := func(where string, s *openapi3.Schema, problem bool, v any) {
-		n++
-		text := asJSON(t, v)
-		if err := visit(s, text); err != nil {
-			t.Errorf("%s: %v", where, err)
-		}
-		if !problem {
-			return
-		}
-		var p struct {
-			Type    string `json:"type"`
-			Title   string `json:"title"`
-			Status  int    `json:"status"`
-			ErrorID *int   `json:"errorId"`
-		}
-		if err := json.Unmarshal([]byte(text), &p); err != nil {
-			t.Fatal(err)
-		}
-		name := strings.TrimPrefix(p.Type, "urn:instore:problem:")
-		if want := instore.HTTPStatus(name); p.Status != want {
-			t.Errorf("%s: status %d, want %d", where, p.Status, want)
-		}
-		if c, ok := md.ErrorCode(name); ok {
-			if p.Title != c.Description {
-				t.Errorf("%s: title %q, want %q", where, p.Title, c.Description)
-			}
-			if p.ErrorID == nil || *p.ErrorID != c.ID {
-				t.Errorf("%s: errorId is not %d", where, c.ID)
-			}
-		}
-	}
-	check := func(where, ct string, mt *openapi3.MediaType) {
-		if mt == nil || mt.Schema == nil || mt.Schema.Value == nil {
-			return
-		}
-		problem := ct == "application/problem+json"
-		if mt.Example != nil {
-			checkValue(where+" example", mt.Schema.Value, problem, mt.Example)
-		}
-		for name, ex := range mt.Examples {
-			if ex == nil || ex.Value == nil {
-				t.Errorf("%s example %s does not resolve", where, name)
-				continue
-			}
-			checkValue(where+" example "+name, mt.Schema.Value, problem, ex.Value.Value)
-		}
-	}
-	for path, item := range doc.Paths.Map() {
-		for method, op := range item.Operations() {
-			if op.RequestBody != nil {
-				for ct, mt := range op.RequestBody.Value.Content {
-					if ct == "application/json" {
-						check(fmt.Sprintf("%s %s request", method, path), ct, mt)
-					}
-				}
-			}
-			for code, r := range op.Responses.Map() {
-				for ct, mt := range r.Value.Content {
-					if ct != "application/yaml" {
-						check(fmt.Sprintf("%s %s %s", method, path, code), ct, mt)
-					}
-				}
-			}
-		}
-	}
-	t.Logf("%d examples checked", n)
-	if n < 60 {
-		t.Errorf("only %d examples checked; the walk misses some", n)
-	}
-}
-
-// TestWireTypes checks the root's wire types against their schemas: the
-// same members, so what the handlers encode is what the document says.
-func TestWireTypes(t *testing.T) {
-	doc := loadOnline(t)
-	for name, typ := range map[string]reflect.Type{
-		"Transaction":      reflect.TypeFor[instore.TransactionWire](),
-		"PrintJob":         reflect.TypeFor[instore.PrintJobWire](),
-		"TransactionEvent": reflect.TypeFor[instore.TransactionEvent](),
-		"TerminalView":     reflect.TypeFor[instore.TerminalView](),
-	} {
-		if diff := cmp.Diff(jsonNames(typ), propertyNames(schema(t, doc, name))); diff != "" {
-			t.Errorf("%s members (-Go +schema):\n%s", name, diff)
-		}
 	}
 }

@@ -13,14 +13,21 @@ import (
 	"github.com/instore-dev/instore/internal/testwait"
 )
 
+// onFirstTerminal is the start of an exercise on the demo's first
+// terminal: a context of a minute (cancelled when t ends), the client and
+// the terminal.
+func (e *itEnv) onFirstTerminal(t *testing.T) (context.Context, *client.Client, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx, e.c, e.terms[0]
+}
+
 // exerciseConfirm drives ECR confirmation against the demo: a sale that
 // asked for it waits APPROVED and unconfirmed (listed by
 // ListParams.Unconfirmed) until Confirm; confirming again answers the
 // same; a sale that cannot be confirmed is a typed not-confirmable error.
 func exerciseConfirm(t *testing.T, e *itEnv) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c, term := e.c, e.terms[0]
+	ctx, c, term := e.onFirstTerminal(t)
 
 	// Where the events are now.
 	var cursor string

@@ -1,9 +1,7 @@
 package client_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/client"
@@ -13,9 +11,7 @@ import (
 // an increment, a capture with a tip, the listing of captured pre-auths and
 // a refund of part of the capture; a void of another one.
 func exercisePreAuth(t *testing.T, e *itEnv) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c, term := e.c, e.terms[0]
+	ctx, c, term := e.onFirstTerminal(t)
 	// final follows the operation name started to its approval.
 	final := func(name string) func(*client.Transaction, error) *client.Transaction {
 		return func(tx *client.Transaction, err error) *client.Transaction {

@@ -1,9 +1,7 @@
 package client_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/instore-dev/instore/client"
 )
@@ -11,9 +9,7 @@ import (
 // exerciseTips drives tips against the demo: each way to ask, the sandbox's
 // next tip, and a refund of the whole total.
 func exerciseTips(t *testing.T, e *itEnv) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c, term := e.c, e.terms[0]
+	ctx, c, term := e.onFirstTerminal(t)
 	for _, tc := range []struct {
 		name string
 		next int64 // SandboxNextTip first, unless negative

@@ -117,9 +117,7 @@ func (r *webhookReceiver) waitFor(t *testing.T, ctx context.Context, ref string)
 // registration to deletion, with a real receiver verifying each delivery:
 // every webhook operation of api/online-api.yaml is called.
 func exerciseWebhooks(t *testing.T, e *itEnv) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c, term := e.c, e.terms[0]
+	ctx, c, term := e.onFirstTerminal(t)
 	rcv := newWebhookReceiver(t)
 	rcv.fail = 1
 

@@ -8,6 +8,7 @@ import (
 	"iter"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -51,13 +52,17 @@ type PaymentMethodRef = instore.PaymentMethodRef
 
 // UnmarshalJSON decodes the object and keeps it for RawJSON.
 func (t *Transaction) UnmarshalJSON(b []byte) error {
-	type plain Transaction
-	var p plain
-	if err := json.Unmarshal(b, &p); err != nil {
+	return decodeKeepingRaw(b, &t.TransactionWire, &t.raw)
+}
+
+// decodeKeepingRaw decodes b into *wire and keeps a copy of b in *raw;
+// on an error both stay as they were.
+func decodeKeepingRaw[W any](b []byte, wire *W, raw *json.RawMessage) error {
+	var w W
+	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
-	*t = Transaction(p)
-	t.raw = append(json.RawMessage(nil), b...)
+	*wire, *raw = w, append(json.RawMessage(nil), b...)
 	return nil
 }
 
@@ -96,14 +101,7 @@ type PrintJob struct {
 
 // UnmarshalJSON decodes the object and keeps it for RawJSON.
 func (j *PrintJob) UnmarshalJSON(b []byte) error {
-	type plain PrintJob
-	var p plain
-	if err := json.Unmarshal(b, &p); err != nil {
-		return err
-	}
-	*j = PrintJob(p)
-	j.raw = append(json.RawMessage(nil), b...)
-	return nil
+	return decodeKeepingRaw(b, &j.PrintJobWire, &j.raw)
 }
 
 // RawJSON returns the print job exactly as the service sent it.
@@ -283,6 +281,18 @@ func getAs[T any](ctx context.Context, c *Client, path, route string, q url.Valu
 	return &v, nil
 }
 
+// getList is get of an answer that is a list of T under one member,
+// {"<member>": [...]}, decoded as a struct of that one member would be.
+func getList[T any](ctx context.Context, c *Client, path, route, member string, opts []CallOption) ([]T, error) {
+	out := reflect.New(reflect.StructOf([]reflect.StructField{
+		{Name: "List", Type: reflect.TypeFor[[]T](), Tag: reflect.StructTag(`json:"` + member + `"`)},
+	}))
+	if err := c.get(ctx, path, route, nil, out.Interface(), opts); err != nil {
+		return nil, err
+	}
+	return out.Elem().Field(0).Interface().([]T), nil
+}
+
 // postAs is post of an answer that is one T.
 func postAs[T any](ctx context.Context, c *Client, route string, body any, opts []CallOption) (*T, error) {
 	var v T
@@ -324,13 +334,7 @@ func (c *Client) UnlinkTerminal(ctx context.Context, terminalID string, opts ...
 
 // Terminals lists the merchant's terminal IDs in terminal ID order.
 func (c *Client) Terminals(ctx context.Context, opts ...CallOption) ([]*Terminal, error) {
-	var out struct {
-		Terminals []*Terminal `json:"terminals"`
-	}
-	if err := c.get(ctx, Prefix+"/terminals", Prefix+"/terminals", nil, &out, opts); err != nil {
-		return nil, err
-	}
-	return out.Terminals, nil
+	return getList[*Terminal](ctx, c, Prefix+"/terminals", Prefix+"/terminals", "terminals", opts)
 }
 
 // Terminal returns one of the merchant's terminal IDs. Errors: validation,
@@ -449,15 +453,8 @@ type TransactionEvent = instore.TransactionEvent
 // every change it went through ("what happened to this sale?"). Errors:
 // WP03, WP04.
 func (c *Client) TransactionEvents(ctx context.Context, onlineAPIRefID string, opts ...CallOption) ([]TransactionEvent, error) {
-	var out struct {
-		Events []TransactionEvent `json:"events"`
-	}
-	err := c.get(ctx, Prefix+"/transaction/"+url.PathEscape(onlineAPIRefID)+"/events",
-		Prefix+"/transaction/{onlineAPIRefId}/events", nil, &out, opts)
-	if err != nil {
-		return nil, err
-	}
-	return out.Events, nil
+	return getList[TransactionEvent](ctx, c, Prefix+"/transaction/"+url.PathEscape(onlineAPIRefID)+"/events",
+		Prefix+"/transaction/{onlineAPIRefId}/events", "events", opts)
 }
 
 // WaitForFinal follows a transaction with long-polls until it is final and
@@ -518,25 +515,36 @@ func (c *Client) Transactions(ctx context.Context, p ListParams, opts ...CallOpt
 // first, fetching pages as it goes; it stops after the first error, which
 // it yields.
 func (c *Client) AllTransactions(ctx context.Context, p ListParams, opts ...CallOption) iter.Seq2[*Transaction, error] {
-	return func(yield func(*Transaction, error) bool) {
+	return allPages[*Transaction](&p.Cursor, func() (*TransactionPage, error) { return c.Transactions(ctx, p, opts...) })
+}
+
+// allPages iterates over the items of the pages fetch returns, from
+// *cursor on; after each page *cursor is its next cursor. It stops after
+// the last page, or after the first error, which it yields.
+func allPages[T any, P interface{ items() ([]T, string) }](cursor *string, fetch func() (P, error)) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
 		for {
-			page, err := c.Transactions(ctx, p, opts...)
+			page, err := fetch()
 			if err != nil {
-				yield(nil, err)
+				var zero T
+				yield(zero, err)
 				return
 			}
-			for _, t := range page.Transactions {
-				if !yield(t, nil) {
+			items, next := page.items()
+			for _, v := range items {
+				if !yield(v, nil) {
 					return
 				}
 			}
-			if page.NextCursor == "" {
+			if next == "" {
 				return
 			}
-			p.Cursor = page.NextCursor
+			*cursor = next
 		}
 	}
 }
+
+func (p *TransactionPage) items() ([]*Transaction, string) { return p.Transactions, p.NextCursor }
 
 // Print prints lines, or a stored transaction's receipt, on a terminal and
 // returns the job in its final print status: BUSY at once while the

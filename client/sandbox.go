@@ -43,13 +43,7 @@ func (c *Client) sandboxPost(ctx context.Context, terminalID, action, route stri
 // with their link codes, so a program can link one without a person
 // reading its screen.
 func (c *Client) SandboxDevices(ctx context.Context, opts ...CallOption) ([]*SandboxDevice, error) {
-	var out struct {
-		Devices []*SandboxDevice `json:"devices"`
-	}
-	if err := c.get(ctx, "/sandbox/v1/devices", "/sandbox/v1/devices", nil, &out, opts); err != nil {
-		return nil, err
-	}
-	return out.Devices, nil
+	return getList[*SandboxDevice](ctx, c, "/sandbox/v1/devices", "/sandbox/v1/devices", "devices", opts)
 }
 
 // SandboxNextTip sets the tip (minor units; 0: no tip) the cardholder

@@ -157,13 +157,7 @@ func (c *Client) CreateWebhook(ctx context.Context, p WebhookParams, opts ...Cal
 // Webhooks lists the merchant's endpoints, oldest first, without their
 // secrets.
 func (c *Client) Webhooks(ctx context.Context, opts ...CallOption) ([]*Webhook, error) {
-	var out struct {
-		Webhooks []*Webhook `json:"webhooks"`
-	}
-	if err := c.get(ctx, Prefix+"/webhooks", Prefix+"/webhooks", nil, &out, opts); err != nil {
-		return nil, err
-	}
-	return out.Webhooks, nil
+	return getList[*Webhook](ctx, c, Prefix+"/webhooks", Prefix+"/webhooks", "webhooks", opts)
 }
 
 // Webhook returns an endpoint, without its secret: its Status and, when
@@ -241,25 +235,10 @@ func (c *Client) WebhookDeliveries(ctx context.Context, webhookID string, q Deli
 // q.Cursor on, newest first, fetching pages as it goes; it stops after
 // the first error, which it yields.
 func (c *Client) AllWebhookDeliveries(ctx context.Context, webhookID string, q DeliveryQuery, opts ...CallOption) iter.Seq2[*WebhookDelivery, error] {
-	return func(yield func(*WebhookDelivery, error) bool) {
-		for {
-			page, err := c.WebhookDeliveries(ctx, webhookID, q, opts...)
-			if err != nil {
-				yield(nil, err)
-				return
-			}
-			for _, d := range page.Deliveries {
-				if !yield(d, nil) {
-					return
-				}
-			}
-			if page.NextCursor == "" {
-				return
-			}
-			q.Cursor = page.NextCursor
-		}
-	}
+	return allPages[*WebhookDelivery](&q.Cursor, func() (*DeliveryPage, error) { return c.WebhookDeliveries(ctx, webhookID, q, opts...) })
 }
+
+func (p *DeliveryPage) items() ([]*WebhookDelivery, string) { return p.Deliveries, p.NextCursor }
 
 // RetryWebhookDelivery makes a delivery due now (a failed one, or a
 // pending one sooner than its next attempt) and returns it, pending; the

@@ -116,11 +116,12 @@ same --idempotency-key says so on stderr ("replayed").`,
 	pf.DurationVar(&f.timeout, "timeout", 5*time.Minute, "give up after this long")
 	pf.StringVar(&f.caFile, "ca-file", "", "PEM file of CA certificates to trust for an https:// URL, besides the system's")
 	cmd.AddCommand(
-		ecrMetadataCmd(f), ecrTerminalsCmd(f), ecrLinkCmd(f), ecrUnlinkCmd(f),
+		ecrTerminalsCmd(f),
 		ecrPurchaseCmd(f), ecrStatusCmd(f), ecrTimelineCmd(f), ecrCancelCmd(f), ecrRefundCmd(f), ecrReversalCmd(f),
 		ecrPreAuthCmd(f), ecrIncrementCmd(f), ecrCaptureCmd(f), ecrVoidCmd(f),
 		ecrListCmd(f), ecrPrintCmd(f), ecrEventsCmd(f), ecrWebhookCmd(f), ecrConfirmCmd(f),
 	)
+	cmd.AddCommand(f.requestCmds(ecrTerminalRequests...)...)
 	return cmd
 }
 
@@ -284,12 +285,16 @@ func args(min, max int, names string) cobra.PositionalArgs {
 	}
 }
 
-// call is the RunE of an ecr command of one request: fn makes it and
-// returns what --json prints (nil: nothing) and what prints the answer for
-// people otherwise. An error of fn fails op.
-func (f *ecrFlags) call(op string, fn func(ctx context.Context, cmd *cobra.Command, a []string, c *client.Client) (v any, human func(io.Writer), err error)) func(*cobra.Command, []string) error {
+// requestFunc makes the one request of an ecr command with its positional
+// arguments and returns what --json prints (nil: nothing) and what prints
+// the answer for people otherwise.
+type requestFunc func(ctx context.Context, a []string, c *client.Client) (v any, human func(io.Writer), err error)
+
+// call is the RunE of an ecr command of one request: fn makes it. An error
+// of fn fails op.
+func (f *ecrFlags) call(op string, fn requestFunc) func(*cobra.Command, []string) error {
 	return f.run(func(ctx context.Context, cmd *cobra.Command, a []string, c *client.Client) error {
-		v, human, err := fn(ctx, cmd, a, c)
+		v, human, err := fn(ctx, a, c)
 		switch {
 		case err != nil:
 			return fail(op, err)
@@ -302,64 +307,79 @@ func (f *ecrFlags) call(op string, fn func(ctx context.Context, cmd *cobra.Comma
 	})
 }
 
-// terminalsTable prints ts for people.
-func terminalsTable(ts ...*client.Terminal) func(io.Writer) {
-	return func(w io.Writer) { printTerminals(w, ts) }
-}
-
-func ecrMetadataCmd(f *ecrFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "metadata",
-		Short: "Show the code lists: error codes, transaction statuses, payment methods, print statuses",
-		Args:  args(0, 0, "no arguments"),
-		RunE: f.call("metadata", func(ctx context.Context, _ *cobra.Command, _ []string, c *client.Client) (any, func(io.Writer), error) {
-			m, err := c.Metadata(ctx)
-			return m, func(w io.Writer) { printMetadata(w, m) }, err
-		}),
+// answer is the requestFunc of a request whose answer --json prints as it
+// is and human prints for people.
+func answer[T any](request func(ctx context.Context, a []string, c *client.Client) (T, error), human func(T) func(io.Writer)) requestFunc {
+	return func(ctx context.Context, a []string, c *client.Client) (any, func(io.Writer), error) {
+		v, err := request(ctx, a, c)
+		return v, human(v), err
 	}
 }
 
+// request describes an ecr command of one request and no flags of its own.
+type request struct {
+	use, short string
+	args       cobra.PositionalArgs
+	// op names the request in its errors.
+	op string
+	do requestFunc
+}
+
+// requestCmds builds the commands rs describe.
+func (f *ecrFlags) requestCmds(rs ...request) []*cobra.Command {
+	cmds := make([]*cobra.Command, len(rs))
+	for i, r := range rs {
+		cmds[i] = &cobra.Command{Use: r.use, Short: r.short, Args: r.args, RunE: f.call(r.op, r.do)}
+	}
+	return cmds
+}
+
+// terminalTable prints t for people.
+func terminalTable(t *client.Terminal) func(io.Writer) {
+	return func(w io.Writer) { printTerminals(w, []*client.Terminal{t}) }
+}
+
+// ecrTerminalRequests are the ecr commands of one request about the code
+// lists and the terminals.
+var ecrTerminalRequests = []request{
+	{"metadata", "Show the code lists: error codes, transaction statuses, payment methods, print statuses", args(0, 0, "no arguments"), "metadata",
+		answer(func(ctx context.Context, _ []string, c *client.Client) (*client.Metadata, error) {
+			return c.Metadata(ctx)
+		}, metadataTable)},
+	{"link TERMINAL_ID LINK_CODE", "Link the terminal showing LINK_CODE on its screen to TERMINAL_ID",
+		args(2, 2, "a terminal ID and the 6-digit link code the terminal shows"), "link",
+		answer(func(ctx context.Context, a []string, c *client.Client) (*client.Terminal, error) {
+			return c.LinkTerminal(ctx, a[0], a[1])
+		}, terminalTable)},
+	{"unlink TERMINAL_ID", "Unlink the terminal of TERMINAL_ID (it then shows a new link code)", args(1, 1, "a terminal ID"), "unlink",
+		answer(func(ctx context.Context, a []string, c *client.Client) (*client.Terminal, error) {
+			return c.UnlinkTerminal(ctx, a[0])
+		}, terminalTable)},
+}
+
+// metadataTable prints m for people.
+func metadataTable(m *client.Metadata) func(io.Writer) {
+	return func(w io.Writer) { printMetadata(w, m) }
+}
+
 func ecrTerminalsCmd(f *ecrFlags) *cobra.Command {
+	one := f.call("terminal", answer(func(ctx context.Context, a []string, c *client.Client) (*client.Terminal, error) {
+		return c.Terminal(ctx, a[0])
+	}, terminalTable))
+	all := f.call("terminals", func(ctx context.Context, _ []string, c *client.Client) (any, func(io.Writer), error) {
+		ts, err := c.Terminals(ctx)
+		return map[string]any{"terminals": ts}, func(w io.Writer) { printTerminals(w, ts) }, err
+	})
 	return &cobra.Command{
 		Use:   "terminals [TERMINAL_ID]",
 		Short: "List the merchant's terminal IDs, or show one",
 		Args:  args(0, 1, "at most one terminal ID"),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			if len(a) == 1 {
-				return f.call("terminal", func(ctx context.Context, _ *cobra.Command, a []string, c *client.Client) (any, func(io.Writer), error) {
-					t, err := c.Terminal(ctx, a[0])
-					return t, terminalsTable(t), err
-				})(cmd, a)
+				return one(cmd, a)
 			}
-			return f.call("terminals", func(ctx context.Context, _ *cobra.Command, _ []string, c *client.Client) (any, func(io.Writer), error) {
-				ts, err := c.Terminals(ctx)
-				return map[string]any{"terminals": ts}, terminalsTable(ts...), err
-			})(cmd, a)
+			return all(cmd, a)
 		},
-	}
-}
-
-func ecrLinkCmd(f *ecrFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "link TERMINAL_ID LINK_CODE",
-		Short: "Link the terminal showing LINK_CODE on its screen to TERMINAL_ID",
-		Args:  args(2, 2, "a terminal ID and the 6-digit link code the terminal shows"),
-		RunE: f.call("link", func(ctx context.Context, _ *cobra.Command, a []string, c *client.Client) (any, func(io.Writer), error) {
-			t, err := c.LinkTerminal(ctx, a[0], a[1])
-			return t, terminalsTable(t), err
-		}),
-	}
-}
-
-func ecrUnlinkCmd(f *ecrFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "unlink TERMINAL_ID",
-		Short: "Unlink the terminal of TERMINAL_ID (it then shows a new link code)",
-		Args:  args(1, 1, "a terminal ID"),
-		RunE: f.call("unlink", func(ctx context.Context, _ *cobra.Command, a []string, c *client.Client) (any, func(io.Writer), error) {
-			t, err := c.UnlinkTerminal(ctx, a[0])
-			return t, terminalsTable(t), err
-		}),
 	}
 }
 

@@ -8,8 +8,7 @@ import (
 )
 
 func TestEcrConfirm(t *testing.T) {
-	info, _, _ := runDemo(t, "--sim-delay", "0")
-	ecrEnv(t, info)
+	ecrOnDemo(t, "--sim-delay", "0")
 	ecr := func(wantCode int, args ...string) (string, string) {
 		t.Helper()
 		out, errs, code := runCmd(t, append([]string{"ecr"}, args...)...)

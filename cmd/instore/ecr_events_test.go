@@ -138,8 +138,7 @@ func ecrClient(t *testing.T) *client.Client {
 }
 
 func TestEcrEvents(t *testing.T) {
-	info, _, _ := runDemo(t, "--sim-delay", "0")
-	ecrEnv(t, info)
+	info := ecrOnDemo(t, "--sim-delay", "0")
 	t0 := info.Terminals[0].TerminalID
 	ecr := ecrRunner(t)
 	// Where the events are now (the demo's terminals were linked).
@@ -199,8 +198,7 @@ func TestEcrEvents(t *testing.T) {
 }
 
 func TestEcrWebhookListen(t *testing.T) {
-	info, _, _ := runDemo(t, "--sim-delay", "0")
-	ecrEnv(t, info)
+	info := ecrOnDemo(t, "--sim-delay", "0")
 	t0 := info.Terminals[0].TerminalID
 	c := ecrClient(t)
 	ctx := t.Context()

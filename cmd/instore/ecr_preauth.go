@@ -40,14 +40,16 @@ Followed like a purchase, with the purchase's flags but --cashback and
 	return cmd
 }
 
-// preAuthAmounts reads the currency of the pre-auth ref, in which the
-// amounts of an increment or a capture are typed.
-func preAuthAmounts(ctx context.Context, c *client.Client, ref string) (*typedAmounts, error) {
-	pre, err := c.Transaction(ctx, ref, 0)
+// preAuthAmount reads the amount a[1], typed as name, in the currency of
+// the pre-authorisation a[0]: that of an increment or a capture.
+func preAuthAmount(ctx context.Context, c *client.Client, a []string, name string) (*typedAmounts, int64, error) {
+	pre, err := c.Transaction(ctx, a[0], 0)
 	if err != nil {
-		return nil, fail("pre-authorisation", err)
+		return nil, 0, fail("pre-authorisation", err)
 	}
-	return newTypedAmounts(pre.Currency), nil
+	typed := newTypedAmounts(pre.Currency)
+	n, err := typed.parse("/amount", name, a[1])
+	return typed, n, err
 }
 
 func ecrIncrementCmd(f *ecrFlags) *cobra.Command {
@@ -58,14 +60,11 @@ func ecrIncrementCmd(f *ecrFlags) *cobra.Command {
 		Long:  "Raise an OPEN pre-authorisation by AMOUNT, in its currency, on its terminal (no card needed).\n\n" + amountRule,
 		Args:  args(2, 2, "the pre-authorisation's onlineAPIRefId and the increase"),
 		RunE: f.run(func(ctx context.Context, cmd *cobra.Command, a []string, c *client.Client) error {
-			typed, err := preAuthAmounts(ctx, c, a[0])
+			typed, n, err := preAuthAmount(ctx, c, a, "amount")
 			if err != nil {
 				return err
 			}
-			p := client.IncrementParams{OnlineAPIRefID: a[0], ECRReference: tf.reference}
-			if p.Amount, err = typed.parse("/amount", "amount", a[1]); err != nil {
-				return err
-			}
+			p := client.IncrementParams{OnlineAPIRefID: a[0], Amount: n, ECRReference: tf.reference}
 			return startTransaction(cmd, f, &tf, c, ctx, "increment", typed, func(ctx context.Context, opts ...client.CallOption) (*client.Transaction, error) {
 				return c.Increment(ctx, p, opts...)
 			})
@@ -91,14 +90,11 @@ pre-authorisation is CAPTURED and the rest released.
 ` + amountRule,
 		Args: args(2, 2, "the pre-authorisation's onlineAPIRefId and the total"),
 		RunE: f.run(func(ctx context.Context, cmd *cobra.Command, a []string, c *client.Client) error {
-			typed, err := preAuthAmounts(ctx, c, a[0])
+			typed, n, err := preAuthAmount(ctx, c, a, "total")
 			if err != nil {
 				return err
 			}
-			p := client.CaptureParams{OnlineAPIRefID: a[0], ECRReference: tf.reference}
-			if p.Amount, err = typed.parse("/amount", "total", a[1]); err != nil {
-				return err
-			}
+			p := client.CaptureParams{OnlineAPIRefID: a[0], Amount: n, ECRReference: tf.reference}
 			if tip != "" {
 				if p.TipAmount, err = typed.parse("/tipAmount", "--tip", tip); err != nil {
 					return err
@@ -115,17 +111,8 @@ pre-authorisation is CAPTURED and the rest released.
 }
 
 func ecrVoidCmd(f *ecrFlags) *cobra.Command {
-	var tf txFlags
-	cmd := &cobra.Command{
-		Use:   "void ONLINE_API_REF_ID",
-		Short: "Void (release) an OPEN pre-authorisation, on its terminal (no card needed)",
-		Args:  args(1, 1, "the pre-authorisation's onlineAPIRefId"),
-		RunE: f.run(func(ctx context.Context, cmd *cobra.Command, a []string, c *client.Client) error {
-			return startTransaction(cmd, f, &tf, c, ctx, "void", nil, func(ctx context.Context, opts ...client.CallOption) (*client.Transaction, error) {
-				return c.Void(ctx, client.VoidParams{OnlineAPIRefID: a[0], ECRReference: tf.reference}, opts...)
-			})
-		}),
-	}
-	tf.register(cmd, false)
-	return cmd
+	return f.onRefCmd("void ONLINE_API_REF_ID", "Void (release) an OPEN pre-authorisation, on its terminal (no card needed)",
+		"the pre-authorisation's onlineAPIRefId", "void", func(ctx context.Context, c *client.Client, ref, reference string, opts ...client.CallOption) (*client.Transaction, error) {
+			return c.Void(ctx, client.VoidParams{OnlineAPIRefID: ref, ECRReference: reference}, opts...)
+		})
 }

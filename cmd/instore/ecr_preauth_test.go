@@ -11,8 +11,7 @@ import (
 // against the demo: preauth, increment, capture with a tip, a refund of
 // part of it; and a void of another pre-authorisation.
 func TestEcrPreAuth(t *testing.T) {
-	info, _, _ := runDemo(t, "--sim-delay", "0")
-	ecrEnv(t, info)
+	ecrOnDemo(t, "--sim-delay", "0")
 	ecr := ecrRunner(t)
 	pre := lastTx(t, ecr(0, "preauth", "500", "--wait", "--json", "--reference", "room-204"))
 	if pre.Type != instore.TypePreAuth || pre.Status != "APPROVED" {

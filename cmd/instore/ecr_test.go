@@ -33,6 +33,15 @@ func ecrRunner(t *testing.T) func(wantCode int, args ...string) string {
 	}
 }
 
+// ecrOnDemo runs the demo with the flags extra and points instore ecr at
+// it (ecrEnv).
+func ecrOnDemo(t *testing.T, extra ...string) demo.Info {
+	t.Helper()
+	info, _, _ := runDemo(t, extra...)
+	ecrEnv(t, info)
+	return info
+}
+
 func ecrEnv(t *testing.T, info demo.Info) {
 	t.Helper()
 	for _, k := range []string{client.EnvClientID, client.EnvClientSecret} {
@@ -109,8 +118,7 @@ func lastTx(t *testing.T, out string) txLine {
 }
 
 func TestEcrPurchase(t *testing.T) {
-	info, _, _ := runDemo(t, "--sim-delay", "0", "--ack-timeout", "1s")
-	ecrEnv(t, info)
+	info := ecrOnDemo(t, "--sim-delay", "0", "--ack-timeout", "1s")
 	t0, t1 := info.Terminals[0].TerminalID, info.Terminals[1].TerminalID
 	cases := []struct {
 		name       string
@@ -259,8 +267,7 @@ func TestEcrPurchase(t *testing.T) {
 }
 
 func TestEcrWaitShowsProgressStages(t *testing.T) {
-	info, _, _ := runDemo(t, "--sim-delay", "600ms")
-	ecrEnv(t, info)
+	ecrOnDemo(t, "--sim-delay", "600ms")
 	out, errs, code := runCmd(t, "ecr", "purchase", "12.50", "--wait")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
@@ -294,8 +301,7 @@ func TestEcrWaitShowsProgressStages(t *testing.T) {
 
 // TestEcrCommands runs every subcommand against the demo.
 func TestEcrCommands(t *testing.T) {
-	info, _, _ := runDemo(t, "--sim-delay", "0", "--transaction-deadline", "30s")
-	ecrEnv(t, info)
+	info := ecrOnDemo(t, "--sim-delay", "0", "--transaction-deadline", "30s")
 	t0, t1, t2 := info.Terminals[0].TerminalID, info.Terminals[1].TerminalID, info.Terminals[2].TerminalID
 	ecr := ecrRunner(t)
 	contains := func(out string, want ...string) {
@@ -473,8 +479,7 @@ func TestEcrCredentials(t *testing.T) {
 // TestEcrInterruptCancels interrupts `purchase --wait` as Ctrl-C does: the
 // command cancels the transaction on the terminal and shows how it ended.
 func TestEcrInterruptCancels(t *testing.T) {
-	info, _, _ := runDemo(t, "--sim-delay", "0", "--transaction-deadline", "60s")
-	ecrEnv(t, info)
+	ecrOnDemo(t, "--sim-delay", "0", "--transaction-deadline", "60s")
 	p := startRun(context.Background(), "ecr", "purchase", "10.92", "--wait", "--json")
 	defer p.stop(t)
 	sc := bufio.NewScanner(p.out)

@@ -308,14 +308,26 @@ func ecrRefundCmd(f *ecrFlags) *cobra.Command {
 }
 
 func ecrReversalCmd(f *ecrFlags) *cobra.Command {
+	return f.onRefCmd("reversal ONLINE_API_REF_ID", "Reverse an APPROVED purchase that is the latest transaction of its terminal (no card needed)",
+		"the onlineAPIRefId of the purchase", "reversal", func(ctx context.Context, c *client.Client, ref, reference string, opts ...client.CallOption) (*client.Transaction, error) {
+			return c.Reversal(ctx, client.ReversalParams{OnlineAPIRefID: ref, ECRReference: reference}, opts...)
+		})
+}
+
+// onRefCmd builds a command that starts a transaction of no amount on an
+// earlier one, its one argument ONLINE_API_REF_ID, on that one's terminal
+// (reversal, void): start makes the request with the onlineAPIRefId and
+// the --reference.
+func (f *ecrFlags) onRefCmd(use, short, argName, op string,
+	start func(ctx context.Context, c *client.Client, ref, reference string, opts ...client.CallOption) (*client.Transaction, error)) *cobra.Command {
 	var tf txFlags
 	cmd := &cobra.Command{
-		Use:   "reversal ONLINE_API_REF_ID",
-		Short: "Reverse an APPROVED purchase that is the latest transaction of its terminal (no card needed)",
-		Args:  args(1, 1, "the onlineAPIRefId of the purchase"),
+		Use:   use,
+		Short: short,
+		Args:  args(1, 1, argName),
 		RunE: f.run(func(ctx context.Context, cmd *cobra.Command, a []string, c *client.Client) error {
-			return startTransaction(cmd, f, &tf, c, ctx, "reversal", nil, func(ctx context.Context, opts ...client.CallOption) (*client.Transaction, error) {
-				return c.Reversal(ctx, client.ReversalParams{OnlineAPIRefID: a[0], ECRReference: tf.reference}, opts...)
+			return startTransaction(cmd, f, &tf, c, ctx, op, nil, func(ctx context.Context, opts ...client.CallOption) (*client.Transaction, error) {
+				return start(ctx, c, a[0], tf.reference, opts...)
 			})
 		}),
 	}

@@ -33,9 +33,35 @@ verifies and prints every delivery.`,
   instore ecr webhook deliveries wh_...
   instore ecr webhook retry wh_... dlv_42`,
 	}
-	cmd.AddCommand(ecrWebhookListenCmd(f), ecrWebhookListCmd(f), ecrWebhookCreateCmd(f), ecrWebhookRotateCmd(f),
-		ecrWebhookDeleteCmd(f), ecrWebhookDeliveriesCmd(f), ecrWebhookRetryCmd(f))
+	cmd.AddCommand(ecrWebhookListenCmd(f), ecrWebhookCreateCmd(f), ecrWebhookDeliveriesCmd(f))
+	cmd.AddCommand(f.requestCmds(ecrWebhookRequests...)...)
 	return cmd
+}
+
+// ecrWebhookRequests are the webhook commands of one request.
+var ecrWebhookRequests = []request{
+	{"list", "List the merchant's webhook endpoints", args(0, 0, "no arguments"), "webhook list",
+		func(ctx context.Context, _ []string, c *client.Client) (any, func(io.Writer), error) {
+			ws, err := c.Webhooks(ctx)
+			return map[string]any{"webhooks": ws}, func(w io.Writer) { printWebhooks(w, ws) }, err
+		}},
+	{"rotate WEBHOOK_ID", "Give an endpoint a new secret (the old one signs beside it for 24 hours); prints it", args(1, 1, "a webhookId"), "webhook rotate",
+		answer(func(ctx context.Context, a []string, c *client.Client) (*client.Webhook, error) {
+			return c.RotateWebhookSecret(ctx, a[0])
+		}, withSecret)},
+	{"delete WEBHOOK_ID", "Delete an endpoint; what it is still owed is not sent", args(1, 1, "a webhookId"), "webhook delete",
+		func(ctx context.Context, a []string, c *client.Client) (any, func(io.Writer), error) {
+			return nil, func(w io.Writer) { fmt.Fprintf(w, "deleted %s\n", a[0]) }, c.DeleteWebhook(ctx, a[0])
+		}},
+	{"retry WEBHOOK_ID DELIVERY_ID", "Send a delivery again now", args(2, 2, "a webhookId and a deliveryId"), "webhook retry",
+		answer(func(ctx context.Context, a []string, c *client.Client) (*client.WebhookDelivery, error) {
+			return c.RetryWebhookDelivery(ctx, a[0], a[1])
+		}, deliveryTable)},
+}
+
+// deliveryTable prints d for people.
+func deliveryTable(d *client.WebhookDelivery) func(io.Writer) {
+	return func(w io.Writer) { printDeliveries(w, &client.DeliveryPage{Deliveries: []*client.WebhookDelivery{d}}) }
 }
 
 func ecrWebhookListenCmd(f *ecrFlags) *cobra.Command {
@@ -191,18 +217,6 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func ecrWebhookListCmd(f *ecrFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "list",
-		Short: "List the merchant's webhook endpoints",
-		Args:  args(0, 0, "no arguments"),
-		RunE: f.call("webhook list", func(ctx context.Context, _ *cobra.Command, _ []string, c *client.Client) (any, func(io.Writer), error) {
-			ws, err := c.Webhooks(ctx)
-			return map[string]any{"webhooks": ws}, func(w io.Writer) { printWebhooks(w, ws) }, err
-		}),
-	}
-}
-
 func ecrWebhookCreateCmd(f *ecrFlags) *cobra.Command {
 	var (
 		types       []string
@@ -217,7 +231,7 @@ func ecrWebhookCreateCmd(f *ecrFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return f.call("webhook create", func(ctx context.Context, _ *cobra.Command, a []string, c *client.Client) (any, func(io.Writer), error) {
+			return f.call("webhook create", func(ctx context.Context, a []string, c *client.Client) (any, func(io.Writer), error) {
 				w, err := c.CreateWebhook(ctx, client.WebhookParams{URL: a[0], EventTypes: q.Types, Description: description})
 				return w, withSecret(w), err
 			})(cmd, a)
@@ -226,29 +240,6 @@ func ecrWebhookCreateCmd(f *ecrFlags) *cobra.Command {
 	cmd.Flags().StringSliceVar(&types, "types", nil, "only these event types, comma-separated (default: all)")
 	cmd.Flags().StringVar(&description, "description", "", "free text, at most 200 characters")
 	return cmd
-}
-
-func ecrWebhookRotateCmd(f *ecrFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "rotate WEBHOOK_ID",
-		Short: "Give an endpoint a new secret (the old one signs beside it for 24 hours); prints it",
-		Args:  args(1, 1, "a webhookId"),
-		RunE: f.call("webhook rotate", func(ctx context.Context, _ *cobra.Command, a []string, c *client.Client) (any, func(io.Writer), error) {
-			w, err := c.RotateWebhookSecret(ctx, a[0])
-			return w, withSecret(w), err
-		}),
-	}
-}
-
-func ecrWebhookDeleteCmd(f *ecrFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "delete WEBHOOK_ID",
-		Short: "Delete an endpoint; what it is still owed is not sent",
-		Args:  args(1, 1, "a webhookId"),
-		RunE: f.call("webhook delete", func(ctx context.Context, _ *cobra.Command, a []string, c *client.Client) (any, func(io.Writer), error) {
-			return nil, func(w io.Writer) { fmt.Fprintf(w, "deleted %s\n", a[0]) }, c.DeleteWebhook(ctx, a[0])
-		}),
-	}
 }
 
 func ecrWebhookDeliveriesCmd(f *ecrFlags) *cobra.Command {
@@ -264,7 +255,7 @@ func ecrWebhookDeliveriesCmd(f *ecrFlags) *cobra.Command {
 (pending, succeeded, failed: given up), its attempts and the last answer. --json
 prints the page as the API answers it.`,
 		Args: args(1, 1, "a webhookId"),
-		RunE: f.call("webhook deliveries", func(ctx context.Context, _ *cobra.Command, a []string, c *client.Client) (any, func(io.Writer), error) {
+		RunE: f.call("webhook deliveries", func(ctx context.Context, a []string, c *client.Client) (any, func(io.Writer), error) {
 			q := client.DeliveryQuery{Cursor: cursor, Limit: limit}
 			page := &client.DeliveryPage{Deliveries: []*client.WebhookDelivery{}}
 			var err error
@@ -293,18 +284,6 @@ prints the page as the API answers it.`,
 	fs.IntVar(&limit, "limit", 0, "page size, 1-100 (default 50)")
 	fs.BoolVar(&all, "all", false, "fetch every page")
 	return cmd
-}
-
-func ecrWebhookRetryCmd(f *ecrFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "retry WEBHOOK_ID DELIVERY_ID",
-		Short: "Send a delivery again now",
-		Args:  args(2, 2, "a webhookId and a deliveryId"),
-		RunE: f.call("webhook retry", func(ctx context.Context, _ *cobra.Command, a []string, c *client.Client) (any, func(io.Writer), error) {
-			d, err := c.RetryWebhookDelivery(ctx, a[0], a[1])
-			return d, func(w io.Writer) { printDeliveries(w, &client.DeliveryPage{Deliveries: []*client.WebhookDelivery{d}}) }, err
-		}),
-	}
 }
 
 // withSecret prints for people an endpoint answered with its secret

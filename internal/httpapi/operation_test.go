@@ -58,3 +58,74 @@ func TestDecoded(t *testing.T) {
 		})
 	}
 }
+
+// TestNamed: the operation sees the path value and the principal; its
+// result is answered, its error returned and nothing answered then.
+func TestNamed(t *testing.T) {
+	refused := errors.New("refused")
+	for _, tc := range []struct {
+		name  string
+		opErr error
+	}{{"answered", nil}, {"operation fails", refused}} {
+		t.Run(tc.name, func(t *testing.T) {
+			op := func(ctx context.Context, p *instore.Principal, id string) (string, error) {
+				return id + " by " + p.MerchantID, tc.opErr
+			}
+			answered := ""
+			h := Named("webhookId", op, func(w http.ResponseWriter, out string) error { answered = out; return nil })
+			mux := http.NewServeMux()
+			var err error
+			mux.HandleFunc("GET /webhooks/{webhookId}", func(w http.ResponseWriter, r *http.Request) {
+				err = h(w, r, &instore.Principal{MerchantID: "mer_1"})
+			})
+			mux.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/webhooks/wh_1", nil))
+			if tc.opErr != nil {
+				if !errors.Is(err, tc.opErr) || answered != "" {
+					t.Errorf("err = %v, answered %q; want %v and no answer", err, answered, tc.opErr)
+				}
+				return
+			}
+			if err != nil || answered != "wh_1 by mer_1" {
+				t.Errorf("err = %v, answered %q; want none, %q", err, answered, "wh_1 by mer_1")
+			}
+		})
+	}
+}
+
+// TestListed: the list is answered 200 as the one member of an object,
+// null when the operation lists nothing; an error is returned.
+func TestListed(t *testing.T) {
+	refused := errors.New("refused")
+	for _, tc := range []struct {
+		name     string
+		list     []string
+		opErr    error
+		wantBody string
+	}{
+		{"two", []string{"a", "b"}, nil, `{"things":["a","b"]}`},
+		{"none", nil, nil, `{"things":null}`},
+		{"operation fails", nil, refused, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var seen string
+			h := Listed("things", func(ctx context.Context, p *instore.Principal) ([]string, error) {
+				seen = p.MerchantID
+				return tc.list, tc.opErr
+			})
+			rec := httptest.NewRecorder()
+			err := h(rec, httptest.NewRequest("GET", "/things", nil), &instore.Principal{MerchantID: "mer_1"})
+			if seen != "mer_1" {
+				t.Errorf("the operation saw principal %q, want mer_1", seen)
+			}
+			if tc.opErr != nil {
+				if !errors.Is(err, tc.opErr) || rec.Body.Len() != 0 {
+					t.Errorf("err = %v, body %q; want %v and no body", err, rec.Body, tc.opErr)
+				}
+				return
+			}
+			if err != nil || rec.Code != http.StatusOK || rec.Body.String() != tc.wantBody {
+				t.Errorf("err = %v, %d %s; want none, 200 %s", err, rec.Code, rec.Body, tc.wantBody)
+			}
+		})
+	}
+}

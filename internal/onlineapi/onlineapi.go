@@ -62,12 +62,13 @@ func Register(cfg Config) {
 	a.Handle("GET "+Prefix+"/openapi.yaml", g.Wrap(doc.serve))
 	a.Handle("POST "+Prefix+"/terminal/link", post(httpapi.DecodedJSON(http.StatusOK, h.svc.Link)))
 	a.Handle("POST "+Prefix+"/terminal/unlink", post(httpapi.DecodedJSON(http.StatusOK, h.svc.Unlink)))
-	a.Handle("GET "+Prefix+"/terminals", g.Wrap(h.terminals))
-	a.Handle("GET "+Prefix+"/terminal/{terminalId}", g.Wrap(h.terminal))
+	a.Handle("GET "+Prefix+"/terminals", g.Wrap(httpapi.Listed("terminals", h.svc.Terminals)))
+	a.Handle("GET "+Prefix+"/terminal/{terminalId}", g.Wrap(httpapi.Named("terminalId", h.svc.Terminal, httpapi.JSONAnswer[*instore.TerminalView](http.StatusOK))))
 	a.Handle("POST "+Prefix+"/purchase", post(httpapi.DecodedClaimed(h.svc.Purchase, h.transactionAt(http.StatusCreated))))
 	a.Handle("GET "+Prefix+"/transaction/{onlineAPIRefId}", g.Wrap(h.transaction))
-	a.Handle("GET "+Prefix+"/transaction/{onlineAPIRefId}/events", g.Wrap(h.transactionEvents))
-	a.Handle("POST "+Prefix+"/transaction/{onlineAPIRefId}/confirm", post(h.confirm))
+	a.Handle("GET "+Prefix+"/transaction/{onlineAPIRefId}/events", g.Wrap(httpapi.Named("onlineAPIRefId", h.svc.TransactionEvents, httpapi.ListAnswer[instore.TransactionEvent]("events"))))
+	// The confirmed sale; a body, if any, is not read.
+	a.Handle("POST "+Prefix+"/transaction/{onlineAPIRefId}/confirm", post(httpapi.Named("onlineAPIRefId", h.svc.Confirm, h.transactionOK)))
 	a.Handle("POST "+Prefix+"/cancel", post(httpapi.Decoded(h.svc.Cancel, h.transactionAt(http.StatusAccepted))))
 	a.Handle("POST "+Prefix+"/refund", post(httpapi.DecodedClaimed(h.svc.Refund, h.transactionAt(http.StatusCreated))))
 	a.Handle("POST "+Prefix+"/reversal", post(httpapi.DecodedClaimed(h.svc.Reversal, h.transactionAt(http.StatusCreated))))
@@ -83,15 +84,15 @@ func Register(cfg Config) {
 		a.BodyLimits = map[string]int64{}
 	}
 	a.BodyLimits[Prefix+"/print"] = instore.MaxPrintBodyBytes
-	a.Handle("GET "+Prefix+"/print/{printId}", g.Wrap(h.printJob))
+	a.Handle("GET "+Prefix+"/print/{printId}", g.Wrap(httpapi.Named("printId", h.svc.PrintJob, h.printJobOK)))
 	a.Handle("GET "+Prefix+"/events", g.Wrap(h.events))
 	a.Handle("GET "+Prefix+"/events/stream", g.Wrap(h.eventStream))
 	a.Handle("POST "+Prefix+"/webhooks", post(httpapi.Decoded(h.svc.CreateWebhook, webhookCreated)))
-	a.Handle("GET "+Prefix+"/webhooks", g.Wrap(h.webhooks))
-	a.Handle("GET "+Prefix+"/webhooks/{webhookId}", g.Wrap(h.webhook))
+	a.Handle("GET "+Prefix+"/webhooks", g.Wrap(httpapi.Listed("webhooks", h.svc.Webhooks)))
+	a.Handle("GET "+Prefix+"/webhooks/{webhookId}", g.Wrap(httpapi.Named("webhookId", h.svc.Webhook, httpapi.JSONAnswer[*instore.WebhookWire](http.StatusOK))))
 	a.Handle("PATCH "+Prefix+"/webhooks/{webhookId}", g.Wrap(h.updateWebhook))
 	a.Handle("DELETE "+Prefix+"/webhooks/{webhookId}", g.Wrap(h.deleteWebhook))
-	a.Handle("POST "+Prefix+"/webhooks/{webhookId}/rotate-secret", post(h.rotateWebhookSecret))
+	a.Handle("POST "+Prefix+"/webhooks/{webhookId}/rotate-secret", post(httpapi.Named("webhookId", h.svc.RotateWebhookSecret, httpapi.JSONAnswer[*instore.WebhookWire](http.StatusOK))))
 	a.Handle("GET "+Prefix+"/webhooks/{webhookId}/deliveries", g.Wrap(h.webhookDeliveries))
 	a.Handle("POST "+Prefix+"/webhooks/{webhookId}/deliveries/{deliveryId}/retry", post(h.retryDelivery))
 }

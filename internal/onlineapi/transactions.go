@@ -34,36 +34,20 @@ func (h *handlers) transactionAt(status int) func(http.ResponseWriter, *instore.
 	}
 }
 
-// printJobAt answers 200 with a print job and its Location.
-func (h *handlers) printJobAt(w http.ResponseWriter, j *instore.PrintJob) error {
-	w.Header().Set("Location", Prefix+"/print/"+j.ID)
+// transactionOK answers 200 with a transaction.
+func (h *handlers) transactionOK(w http.ResponseWriter, t *instore.Transaction) error {
+	return writeJSON(w, http.StatusOK, h.meta.TransactionWire(t))
+}
+
+// printJobOK answers 200 with a print job.
+func (h *handlers) printJobOK(w http.ResponseWriter, j *instore.PrintJob) error {
 	return writeJSON(w, http.StatusOK, h.meta.PrintJobWire(j))
 }
 
-func (h *handlers) terminals(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	vs, err := h.svc.Terminals(r.Context(), p)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, map[string]any{"terminals": vs})
-}
-
-func (h *handlers) terminal(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	v, err := h.svc.Terminal(r.Context(), p, r.PathValue("terminalId"))
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, v)
-}
-
-// confirm answers POST /transaction/{onlineAPIRefId}/confirm: the
-// confirmed sale (a body, if any, is not read).
-func (h *handlers) confirm(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	t, err := h.svc.Confirm(r.Context(), p, r.PathValue("onlineAPIRefId"))
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, h.meta.TransactionWire(t))
+// printJobAt answers 200 with a print job and its Location.
+func (h *handlers) printJobAt(w http.ResponseWriter, j *instore.PrintJob) error {
+	w.Header().Set("Location", Prefix+"/print/"+j.ID)
+	return h.printJobOK(w, j)
 }
 
 // repeated names the parameters of v given more than once: one of two
@@ -76,18 +60,6 @@ func repeated(v url.Values, names ...string) []instore.FieldError {
 		}
 	}
 	return errs
-}
-
-// transactionEvents answers GET /transaction/{onlineAPIRefId}/events: the
-// transaction's timeline.
-func (h *handlers) transactionEvents(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	es, err := h.svc.TransactionEvents(r.Context(), p, r.PathValue("onlineAPIRefId"))
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, struct {
-		Events []instore.TransactionEvent `json:"events"`
-	}{es})
 }
 
 func (h *handlers) transaction(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
@@ -117,7 +89,7 @@ func (h *handlers) transaction(w http.ResponseWriter, r *http.Request, p *instor
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, h.meta.TransactionWire(t))
+	return h.transactionOK(w, t)
 }
 
 // listQuery parses the query of GET /transactions; shape errors are
@@ -217,12 +189,4 @@ func (h *handlers) transactions(w http.ResponseWriter, r *http.Request, p *insto
 		Transactions []*instore.TransactionWire `json:"transactions"`
 		NextCursor   *string                    `json:"nextCursor"`
 	}{out, cursor})
-}
-
-func (h *handlers) printJob(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	j, err := h.svc.PrintJob(r.Context(), p, r.PathValue("printId"))
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, h.meta.PrintJobWire(j))
 }

@@ -17,22 +17,6 @@ func webhookCreated(w http.ResponseWriter, v *instore.WebhookWire) error {
 	return writeJSON(w, http.StatusCreated, v)
 }
 
-func (h *handlers) webhooks(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	vs, err := h.svc.Webhooks(r.Context(), p)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, map[string]any{"webhooks": vs})
-}
-
-func (h *handlers) webhook(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	v, err := h.svc.Webhook(r.Context(), p, r.PathValue("webhookId"))
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, v)
-}
-
 func (h *handlers) updateWebhook(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
 	var req instore.WebhookRequest
 	if err := httpapi.DecodeJSON(r, &req); err != nil {
@@ -51,14 +35,6 @@ func (h *handlers) deleteWebhook(w http.ResponseWriter, r *http.Request, p *inst
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
-}
-
-func (h *handlers) rotateWebhookSecret(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	v, err := h.svc.RotateWebhookSecret(r.Context(), p, r.PathValue("webhookId"))
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, v)
 }
 
 func (h *handlers) webhookDeliveries(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
