@@ -163,6 +163,22 @@ type paRow struct {
 	authorized, captured         int64
 	expires, created, completed  time.Time
 	byTimer                      bool
+	// lateApproved is when the terminal approved it after the service
+	// had ended it (timeline LATE_APPROVAL; zero: never): a VOID's late
+	// approval releases its pre-auth (docs/decisions.md).
+	lateApproved time.Time
+}
+
+// released reports whether r, a VOID, released its pre-auth, and when:
+// approved in time, or late.
+func (r paRow) released() (time.Time, bool) {
+	switch {
+	case r.status == instore.StatusApproved:
+		return r.completed, true
+	case !r.lateApproved.IsZero():
+		return r.lateApproved, true
+	}
+	return time.Time{}, false
 }
 
 func (r paRow) total() int64 { return r.amount + r.tip }
@@ -172,14 +188,19 @@ func (p *paEnv) rows(ctx context.Context) []paRow {
 	var out []paRow
 	p.scanRows(ctx, `SELECT id, type, status_id, COALESCE(original_id, ''), amount, tip_amount,
 		COALESCE(auth_state, ''), authorized_amount, captured_amount, COALESCE(auth_expires_at, 0), by_timer,
-		created_at, COALESCE(completed_at, 0) FROM transactions WHERE type <> 'PURCHASE' ORDER BY created_at, id`, func(rs *sql.Rows) error {
+		created_at, COALESCE(completed_at, 0),
+		COALESCE((SELECT MAX(e.at) FROM transaction_events e WHERE e.transaction_id = transactions.id AND e.kind = 'LATE_APPROVAL'), 0)
+		FROM transactions WHERE type <> 'PURCHASE' ORDER BY created_at, id`, func(rs *sql.Rows) error {
 		var r paRow
-		var expires, created, completed int64
+		var expires, created, completed, late int64
 		if err := rs.Scan(&r.id, &r.typ, &r.status, &r.original, &r.amount, &r.tip, &r.authState, &r.authorized, &r.captured,
-			&expires, &r.byTimer, &created, &completed); err != nil {
+			&expires, &r.byTimer, &created, &completed, &late); err != nil {
 			return err
 		}
 		r.expires, r.created, r.completed = time.UnixMicro(expires), time.UnixMicro(created), time.UnixMicro(completed)
+		if late != 0 {
+			r.lateApproved = time.UnixMicro(late)
+		}
 		out = append(out, r)
 		return nil
 	})
@@ -272,8 +293,8 @@ func checkPreAuth(pre paRow, kids []paRow) []string {
 		if k.typ == string(instore.TypeRefund) && (k.status == instore.StatusApproved || k.status == instore.StatusPending) {
 			refunded += k.amount
 		}
-		if k.status != instore.StatusApproved {
-			continue
+		if _, released := k.released(); k.status != instore.StatusApproved && !(k.typ == string(instore.TypeVoid) && released) {
+			continue // a VOID approved late counts: it released the hold
 		}
 		kind := k.typ
 		if k.byTimer {
@@ -340,6 +361,9 @@ func TestCheckPreAuth(t *testing.T) {
 	timer.byTimer = true
 	over := pre
 	over.captured = 1801
+	lateVoid := kid("VOID", instore.StatusTechnicalError, 1500)
+	lateVoid.lateApproved = exp
+	voided := paRow{id: "pre", typ: "PRE_AUTH", authState: "VOIDED", amount: 1500, authorized: 1500, expires: exp.Add(time.Hour)}
 	cases := []struct {
 		name string
 		pre  paRow
@@ -354,6 +378,9 @@ func TestCheckPreAuth(t *testing.T) {
 		{"captured past the tolerance", over, []paRow{inc, kid("CAPTURE", instore.StatusApproved, 1801)}, true},
 		{"voided by the timer before its expiry", paRow{id: "pre", typ: "PRE_AUTH", authState: "EXPIRED", amount: 1500, authorized: 1500, expires: exp}, []paRow{timer}, true},
 		{"captured with no approved capture", pre, []paRow{inc, kid("CAPTURE", instore.StatusTechnicalError, 1800)}, true},
+		{"voided by a void approved late", voided, []paRow{lateVoid}, false},
+		{"captured and voided by a void approved late", pre, []paRow{inc, capture, lateVoid}, true},
+		{"captured by a capture approved late", pre, []paRow{inc, func() paRow { c := capture; c.status, c.lateApproved = instore.StatusReversed, exp; return c }()}, true},
 	}
 	for _, c := range cases {
 		if got := checkPreAuth(c.pre, c.kids); (len(got) > 0) != c.bad {
