@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -130,4 +131,44 @@ func TestExpiryVoidDeclinedRetried(t *testing.T) {
 			t.Errorf("after the retried expiry void: %+v, want EXPIRED", a)
 		}
 	})
+}
+
+// TestExpiryWaitsForBusyTerminal: a pre-auth expires while a purchase
+// runs on its terminal (the expiry's VOID answers WP09); the VOID goes as
+// soon as the purchase ends, without waiting for a sweep (the clock does
+// not move).
+func TestExpiryWaitsForBusyTerminal(t *testing.T) {
+	ck, clock := newClock()
+	validity := 10 * time.Minute
+	s := owedEnv(t, func(*server.Config) {}, func(c *server.Config) {
+		clock(c)
+		c.PreAuthValidity, c.TransactionDeadline = validity, time.Hour
+	})
+	term, d := s.rawTerminal(t, "RAW-BUSY")
+	done := make(chan reply, 1)
+	go func() {
+		done <- s.post(t, "/in-store/api/v1/preauthorization", map[string]any{"terminalId": term, "amount": 30000, "currency": "SEK"}, nil)
+	}()
+	cmd := d.expect(protocol.TypePreAuth)
+	d.send(protocol.TypeAck, "", "", cmd.Ref, nil)
+	(<-done).tx(t, 201)
+	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: instore.StatusApproved})
+	s.final(t, cmd.Ref)
+
+	sale := s.ackedPurchase(t, d, term, 1200) // the terminal is busy with it
+	advance(t, ck, validity)
+	// The expiry found the terminal busy; the sale ends now.
+	d.send(protocol.TypeResult, "", "", sale.Ref, protocol.Result{StatusID: instore.StatusApproved})
+	void := d.expect(protocol.TypeVoid)
+	var p protocol.Payment
+	must(t, json.Unmarshal(void.Data, &p))
+	if p.OriginalRef != cmd.Ref {
+		t.Fatalf("a void of %q, want the expired pre-auth %q", p.OriginalRef, cmd.Ref)
+	}
+	d.send(protocol.TypeAck, "", "", void.Ref, nil)
+	d.send(protocol.TypeResult, "", "", void.Ref, protocol.Result{StatusID: instore.StatusApproved})
+	s.final(t, void.Ref)
+	if a := s.authorization(t, cmd.Ref); a.State != instore.AuthExpired {
+		t.Errorf("after the expiry: %+v, want EXPIRED", a)
+	}
 }

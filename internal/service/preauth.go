@@ -124,10 +124,28 @@ func (s *Service) preAuthExpired(ref string) {
 			s.log().Info("pre-auth expired: void sent", "ref", ref, "void", void.ID)
 		case errors.As(err, &e) && e.Code == instore.EConflict:
 			// A capture or void of it is in flight: its outcome decides.
+		case errors.As(err, &e) && e.Code == instore.WP09:
+			// The terminal is busy: tried again once it is idle
+			// (terminalIdle), or at the next sweep.
+			s.waitIdle(pre.TerminalID, ref)
 		case !s.isClosed():
 			s.log().Warn("pre-auth expired: void not sent; the sweep retries", "ref", ref, "error", err)
 		}
 	})
+}
+
+// waitIdle notes that the expiry of the pre-auth ref waits for its
+// terminal to be idle.
+func (s *Service) waitIdle(terminalID, ref string) {
+	s.expiryMu.Lock()
+	defer s.expiryMu.Unlock()
+	if s.expiryWaits == nil {
+		s.expiryWaits = map[string]map[string]bool{}
+	}
+	if s.expiryWaits[terminalID] == nil {
+		s.expiryWaits[terminalID] = map[string]bool{}
+	}
+	s.expiryWaits[terminalID][ref] = true
 }
 
 // recoverPreAuths arms the expiry of every OPEN pre-auth (Recover).

@@ -89,6 +89,12 @@ type Service struct {
 	// updateWaits holds the terminal IDs whose SCHEDULED update this node
 	// saw waiting for a transaction to end (terminalIdle).
 	updateWaits sync.Map
+	// expiryWaits holds, by terminal ID, the pre-auths (a map of refs)
+	// whose expiry VOID this node found the terminal busy for (WP09):
+	// tried again as soon as the terminal is idle (terminalIdle), not
+	// only at the next sweep.
+	expiryMu    sync.Mutex
+	expiryWaits map[string]map[string]bool
 	rulesOnce   sync.Once
 	rulesV      lifecycle.Rules
 	timersMu    sync.Mutex

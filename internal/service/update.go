@@ -197,6 +197,13 @@ func (s *Service) terminalIdle(terminalID string) {
 	if s.isClosed() {
 		return
 	}
+	s.expiryMu.Lock()
+	refs := s.expiryWaits[terminalID]
+	delete(s.expiryWaits, terminalID)
+	s.expiryMu.Unlock()
+	for ref := range refs {
+		s.preAuthExpired(ref)
+	}
 	if _, waiting := s.updateWaits.LoadAndDelete(terminalID); !waiting {
 		return
 	}
