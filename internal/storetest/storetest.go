@@ -187,6 +187,29 @@ func mustCreateWith[T any](t *testing.T, name string, create func(context.Contex
 	return v
 }
 
+// checkRoundTrip stores v with create and compares what get returns for
+// id with v as stored; name is the type in the method names.
+func checkRoundTrip[T any](t *testing.T, name string, create func(context.Context, *T) error, get func(context.Context, string) (*T, error), v *T, id string) {
+	t.Helper()
+	mustCreateWith(t, "Create"+name, create, v, id)
+	if d := diff(asStored(v), mustGet(t, name, get, id)); d != "" {
+		t.Errorf("%s(%q) mismatch (-want +got):\n%s", name, id, d)
+	}
+}
+
+// checkEmpty fails unless list, called on an empty store, returns nothing;
+// name is the method in failure messages.
+func checkEmpty[T any](t *testing.T, name string, list func(context.Context) ([]T, error)) {
+	t.Helper()
+	got, err := list(t.Context())
+	if err != nil {
+		t.Fatalf("%s() on an empty store = %v", name, err)
+	}
+	if len(got) != 0 {
+		t.Errorf("%s() on an empty store = %d items, want 0", name, len(got))
+	}
+}
+
 // checkNotFound fails unless err wraps instore.ErrNotFound without naming
 // the id (ids are sensitive and errors reach logs).
 func checkNotFound(t *testing.T, op string, err error, id string) {

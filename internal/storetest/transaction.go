@@ -61,8 +61,14 @@ func mustCreate(t *testing.T, s instore.Store, ch *instore.Change) *instore.Tran
 
 func mustUpdateTransaction(t *testing.T, s instore.Store, tx *instore.Transaction, fromVersion int64) {
 	t.Helper()
-	if err := s.Commit(t.Context(), &instore.Change{T: tx, From: fromVersion}); err != nil {
-		t.Fatalf("Commit(%q, %d) = %v", tx.ID, fromVersion, err)
+	mustCommit(t, s, &instore.Change{T: tx, From: fromVersion})
+}
+
+// mustCommit stores the update ch, which must succeed.
+func mustCommit(t *testing.T, s instore.Store, ch *instore.Change) {
+	t.Helper()
+	if err := s.Commit(t.Context(), ch); err != nil {
+		t.Fatalf("Commit(%q, %d) = %v", ch.T.ID, ch.From, err)
 	}
 }
 
@@ -458,13 +464,7 @@ var transactionTests = []test{
 		}
 	}},
 	{"Pending", func(t *testing.T, s instore.Store) {
-		got, err := s.PendingTransactions(t.Context())
-		if err != nil {
-			t.Fatalf("PendingTransactions() on an empty store = %v", err)
-		}
-		if len(got) != 0 {
-			t.Errorf("PendingTransactions() on an empty store = %d transactions, want 0", len(got))
-		}
+		checkEmpty(t, "PendingTransactions", s.PendingTransactions)
 		a := seed(t, s)
 		b := seedTerminal(t, s, "SN-2")
 		c := seedTerminal(t, s, "SN-3")
@@ -474,7 +474,7 @@ var transactionTests = []test{
 		pc := mustCreateTransaction(t, s, newTransaction("txn_c1", "mer_1", c, "SN-3", instore.StatusPending, at(2)))
 		mustCreateTransaction(t, s, newTransaction("txn_c0", "mer_1", c, "SN-3", instore.StatusTerminalIsOffline, at(1)))
 
-		got, err = s.PendingTransactions(t.Context())
+		got, err := s.PendingTransactions(t.Context())
 		if err != nil {
 			t.Fatalf("PendingTransactions() = %v", err)
 		}
