@@ -40,6 +40,35 @@ func (e *env) accessGet(t *testing.T, path string) reply {
 	return reply{resp, b}
 }
 
+// accessRaw posts body, as it is, with the Content-Type ct to the Access
+// API with the env's Access credentials.
+func (e *env) accessRaw(t *testing.T, path, ct, body string) reply {
+	t.Helper()
+	h := e.auth(e.accessToken, e.accessKey)
+	h["Content-Type"] = ct
+	resp, b := e.do(t, "POST", e.access+path, strings.NewReader(body), h)
+	return reply{resp, b}
+}
+
+// bodyProblem is a JSON body and the problem it is answered with.
+type bodyProblem struct {
+	name   string
+	body   string
+	status int
+	code   string
+}
+
+// accessProblems posts each case's body to the Access API's path and checks
+// the problem it is answered with.
+func (e *env) accessProblems(t *testing.T, path string, cases []bodyProblem) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e.accessRaw(t, path, "application/json", tc.body).problem(t, tc.status, tc.code)
+		})
+	}
+}
+
 // decode checks the status of a reply and decodes its body into v.
 func (r reply) decode(t *testing.T, status int, v any) {
 	t.Helper()
@@ -201,20 +230,12 @@ func TestAccessSurface(t *testing.T) {
 	if resp, _ := e.do(t, "POST", e.online+"/getTerminalId", strings.NewReader("{}"), e.auth(e.token, e.key)); resp.StatusCode != 404 {
 		t.Errorf("POST /getTerminalId on the Online API listener = %d, want 404", resp.StatusCode)
 	}
-	for _, tc := range []struct {
-		method, path string
-		want         int
-	}{
+	e.routeProblems(t, e.access, e.auth(e.accessToken, e.accessKey), []routeProblem{
 		{"GET", "/in-store/api/v1/metadata", 404},
 		{"GET", "/getTerminalId", 405},
 		{"POST", "/terminal/getPackages/x/y", 405},
 		{"GET", "/terminal/nothing", 404},
-	} {
-		resp, body := e.do(t, tc.method, e.access+tc.path, nil, e.auth(e.accessToken, e.accessKey))
-		if resp.StatusCode != tc.want || resp.Header.Get("Content-Type") != "application/problem+json" {
-			t.Errorf("%s %s = %d %s, want a %d problem", tc.method, tc.path, resp.StatusCode, body, tc.want)
-		}
-	}
+	})
 }
 
 func TestGetTerminalID(t *testing.T) {
@@ -243,12 +264,7 @@ func TestGetTerminalID(t *testing.T) {
 	}
 
 	otherCustomer, _, otherMerchant, _ := e.secondCustomer(t)
-	for _, tc := range []struct {
-		name   string
-		body   string
-		status int
-		code   string
-	}{
+	e.accessProblems(t, "/getTerminalId", []bodyProblem{
 		{"no customerId", `{}`, 400, "validation"},
 		{"unknown field", `{"customerId":"` + e.customer.ID + `","terminalId":"1"}`, 400, "validation"},
 		{"wrong type", `{"customerId":7}`, 400, "validation"},
@@ -260,34 +276,21 @@ func TestGetTerminalID(t *testing.T) {
 		{"an unknown merchant", `{"customerId":"` + e.customer.ID + `","merchantId":"mer_unknown"}`, 403, "forbidden"},
 		{"another customer's device", `{"customerId":"` + e.customer.ID + `","serialNumber":"SN-OTHER-1"}`, 403, "forbidden"},
 		{"an unknown device", `{"customerId":"` + e.customer.ID + `","serialNumber":"SN-NONE"}`, 403, "forbidden"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := e.auth(e.accessToken, e.accessKey)
-			h["Content-Type"] = "application/json"
-			resp, body := e.do(t, "POST", e.access+"/getTerminalId", strings.NewReader(tc.body), h)
-			reply{resp, body}.problem(t, tc.status, tc.code)
-		})
-	}
+	})
 	// Forbidden says the same whether the thing exists or not.
 	detail := func(body string) string {
-		h := e.auth(e.accessToken, e.accessKey)
-		h["Content-Type"] = "application/json"
-		_, b := e.do(t, "POST", e.access+"/getTerminalId", strings.NewReader(body), h)
 		var p struct{ Detail string }
-		json.Unmarshal(b, &p)
+		json.Unmarshal(e.accessRaw(t, "/getTerminalId", "application/json", body).body, &p)
 		return p.Detail
 	}
 	if x, y := detail(`{"customerId":"`+otherCustomer+`"}`), detail(`{"customerId":"cus_unknown"}`); x != y {
 		t.Errorf("403 for an existing customer %q differs from an unknown one %q", x, y)
 	}
-	h := e.auth(e.accessToken, e.accessKey)
-	h["Content-Type"] = "text/plain"
-	if resp, _ := e.do(t, "POST", e.access+"/getTerminalId", strings.NewReader(`{}`), h); resp.StatusCode != 415 {
-		t.Errorf("text/plain body = %d, want 415", resp.StatusCode)
+	if r := e.accessRaw(t, "/getTerminalId", "text/plain", `{}`); r.resp.StatusCode != 415 {
+		t.Errorf("text/plain body = %d, want 415", r.resp.StatusCode)
 	}
-	h["Content-Type"] = "application/json"
-	if resp, _ := e.do(t, "POST", e.access+"/getTerminalId", strings.NewReader(`{"customerId":"`+strings.Repeat("x", 70000)+`"}`), h); resp.StatusCode != 413 {
-		t.Errorf("70 kB body = %d, want 413", resp.StatusCode)
+	if r := e.accessRaw(t, "/getTerminalId", "application/json", `{"customerId":"`+strings.Repeat("x", 70000)+`"}`); r.resp.StatusCode != 413 {
+		t.Errorf("70 kB body = %d, want 413", r.resp.StatusCode)
 	}
 
 	// Idempotency: a retry replays the first allocation.
@@ -417,25 +420,13 @@ func TestGetTerminalInfo(t *testing.T) {
 	}
 
 	_, otherTerminal, _, otherCreds := s.secondCustomer(t)
-	for _, tc := range []struct {
-		name   string
-		body   string
-		status int
-		code   string
-	}{
+	s.accessProblems(t, "/getTerminalInfo", []bodyProblem{
 		{"another customer's", `{"terminalId":"` + otherTerminal + `"}`, 403, "forbidden"},
 		{"unknown", `{"terminalId":"99999999"}`, 403, "forbidden"},
 		{"malformed ID", `{"terminalId":"123"}`, 400, "validation"},
 		{"missing", `{}`, 400, "validation"},
 		{"unknown field", `{"terminalId":"10000001","x":1}`, 400, "validation"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := s.auth(s.accessToken, s.accessKey)
-			h["Content-Type"] = "application/json"
-			resp, body := s.do(t, "POST", s.access+"/getTerminalInfo", strings.NewReader(tc.body), h)
-			reply{resp, body}.problem(t, tc.status, tc.code)
-		})
-	}
+	})
 	// The other customer sees its own terminal, not this one.
 	if r := s.accessPost(t, "/getTerminalInfo", map[string]any{"terminalId": otherTerminal}, otherCreds); r.resp.StatusCode != 200 {
 		t.Errorf("the other customer reading its terminal = %d %s", r.resp.StatusCode, r.body)

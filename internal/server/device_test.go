@@ -145,9 +145,7 @@ func TestLateApprovalAfterDeadlineIsReversed(t *testing.T) {
 		t.Errorf("confirm re %q, want %q", conf.Re, resID)
 	}
 	final := s.get(t, "/in-store/api/v1/transaction/"+tx.OnlineAPIRefID).tx(t, 200)
-	if final.StatusID != instore.StatusReversed || final.ErrorCode != "WP36" {
-		t.Errorf("late approval: %d %v, want REVERSED keeping WP36", final.StatusID, final.ErrorCode)
-	}
+	wantStatus(t, final, instore.StatusReversed, "WP36", "late approval")
 	// The same result again (a resend): confirmed, nothing changes.
 	d.send(protocol.TypeResult, resID, "", tx.OnlineAPIRefID, protocol.Result{StatusID: 0})
 	if conf := d.expect(protocol.TypeConfirm); conf.Re != resID {
@@ -178,9 +176,7 @@ func TestLateApprovalAfterAckTimeoutIsReversed(t *testing.T) {
 	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: 0})
 	d.expect(protocol.TypeReversal)
 	final := s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200)
-	if final.StatusID != instore.StatusReversed || final.ErrorCode != "WP25" {
-		t.Errorf("late approval after WP25: %d %v, want REVERSED keeping WP25", final.StatusID, final.ErrorCode)
-	}
+	wantStatus(t, final, instore.StatusReversed, "WP25", "late approval after WP25")
 }
 
 // TestCancelRacesResult: the ECR cancels, but the terminal had already
@@ -194,9 +190,7 @@ func TestCancelRacesResult(t *testing.T) {
 	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: 0})
 	d.expect(protocol.TypeConfirm)
 	final := s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200)
-	if final.StatusID != instore.StatusApproved || final.ErrorCode != "" {
-		t.Errorf("cancel racing an approval: %d %v, want APPROVED without error", final.StatusID, final.ErrorCode)
-	}
+	wantStatus(t, final, instore.StatusApproved, "", "cancel racing an approval")
 }
 
 // TestCancelDuringAckWait: a cancel sent while the purchase request still
@@ -226,9 +220,7 @@ func TestCancelDuringAckWait(t *testing.T) {
 	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: instore.StatusAbortedByCashier})
 	d.expect(protocol.TypeConfirm)
 	tx := (<-done).tx(t, 201)
-	if tx.StatusID != instore.StatusAbortedByCashier || tx.ErrorCode != "WP37" {
-		t.Errorf("purchase answered %d %v, want ABORTED_BY_CASHIER with WP37", tx.StatusID, tx.ErrorCode)
-	}
+	wantStatus(t, tx, instore.StatusAbortedByCashier, "WP37", "purchase")
 }
 
 // TestRestartMidTransaction: the server stops after the ack; the terminal's

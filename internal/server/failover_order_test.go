@@ -134,6 +134,31 @@ func firstOf(d *rawDevice, cancelRef string) (first string, cmd protocol.Envelop
 	}
 }
 
+// sendWhen makes the ECR's request send from a goroutine once ready holds,
+// again while send says its reply does not count (false), until the test
+// ends; the reply that counts comes on the channel returned.
+func sendWhen(t *testing.T, ready func() bool, send func() (reply, bool)) <-chan reply {
+	done := make(chan reply, 1)
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	go func() {
+		testwait.Until(testwait.Timeout, func() bool {
+			if closed(stop) {
+				return true
+			}
+			if !ready() {
+				return false
+			}
+			r, ok := send()
+			if ok {
+				done <- r
+			}
+			return ok
+		})
+	}()
+	return done
+}
+
 // TestCommandAfterCancelOfAnotherNode: node A ends a purchase its terminal
 // (on node B) never acknowledged (WP25) and owes the cancel, which B is to
 // send when A's wake-up reaches it; the ECR's next purchase lands on B
@@ -187,26 +212,12 @@ func TestReconnectCancelBeforeCommandOfAnotherNode(t *testing.T) {
 	// B's hello reads what is owed only once a second read (the wake-up
 	// for the new purchase) has begun.
 	gate.holdOwed.Store(true)
-	done := make(chan reply, 1)
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		testwait.Until(testwait.Timeout, func() bool {
-			if closed(stop) {
-				return true
-			}
-			if !b.Gateway.Online(serial) {
-				return false
-			}
-			r := a.purchase(t, term, 6000)
-			var p problem
-			if json.Unmarshal(r.body, &p); r.resp.StatusCode == 409 && p.ErrorCode == "WP23" {
-				return false // A does not see B's session yet
-			}
-			done <- r
-			return true
-		})
-	}()
+	done := sendWhen(t, func() bool { return b.Gateway.Online(serial) }, func() (reply, bool) {
+		r := a.purchase(t, term, 6000)
+		var p problem
+		json.Unmarshal(r.body, &p)
+		return r, r.resp.StatusCode != 409 || p.ErrorCode != "WP23" // WP23: A does not see B's session yet
+	})
 	d2 := dialDevice(t, b.URL("terminal"), serial, secret)
 	got, next := firstOf(d2, cmd.Ref)
 	if got != "cancel "+cmd.Ref {

@@ -245,9 +245,7 @@ func TestECRCancelResentAfterRestart(t *testing.T) {
 			t.Fatalf("confirm re %q, want the result's %q", c.Re, res)
 		}
 		final := s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200)
-		if final.StatusID != instore.StatusAbortedByCashier || final.ErrorCode != "WP37" {
-			t.Errorf("cancelled purchase ended %d %v, want ABORTED_BY_CASHIER with WP37", final.StatusID, final.ErrorCode)
-		}
+		wantStatus(t, final, instore.StatusAbortedByCashier, "WP37", "cancelled purchase")
 		d.conn.Close()
 		s.waitOffline(t, "RAW-ECR")
 		d = s.redial(t, d)

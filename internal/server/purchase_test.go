@@ -301,9 +301,7 @@ func TestAckTimeoutWP25(t *testing.T) {
 		t.Fatalf("WP25 problem = %s", body)
 	}
 	tx := s.get(t, "/in-store/api/v1/transaction/"+p.OnlineAPIRefID).tx(t, 200)
-	if tx.StatusID != instore.StatusTechnicalError || tx.ErrorCode != "WP25" {
-		t.Errorf("after WP25 the transaction is %d %v, want TECHNICAL_ERROR with WP25", tx.StatusID, tx.ErrorCode)
-	}
+	wantStatus(t, tx, instore.StatusTechnicalError, "WP25", "after WP25 the transaction")
 	// The terminal is free again.
 	tx = s.purchase(t, s.terminals[0], 1000).tx(t, 201)
 	if s.final(t, tx.OnlineAPIRefID).StatusID != instore.StatusApproved {
@@ -328,9 +326,7 @@ func TestDeadlineWP36AndBusyWP09(t *testing.T) {
 	}
 	advance(t, ck, testDeadline)
 	final := s.final(t, tx.OnlineAPIRefID)
-	if final.StatusID != instore.StatusTechnicalError || final.ErrorCode != "WP36" {
-		t.Errorf("after the deadline: %d %v, want TECHNICAL_ERROR with WP36", final.StatusID, final.ErrorCode)
-	}
+	wantStatus(t, final, instore.StatusTechnicalError, "WP36", "after the deadline")
 }
 
 func TestReconnectWP30AppliedOnce(t *testing.T) {
@@ -363,9 +359,7 @@ func TestCancel(t *testing.T) {
 	c := s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": term}, nil).tx(t, 202)
 	_ = c
 	final := s.final(t, tx.OnlineAPIRefID)
-	if final.StatusID != instore.StatusAbortedByCashier || final.ErrorCode != "WP37" {
-		t.Errorf("cancelled purchase ended %d %v, want ABORTED_BY_CASHIER with WP37", final.StatusID, final.ErrorCode)
-	}
+	wantStatus(t, final, instore.StatusAbortedByCashier, "WP37", "cancelled purchase")
 	// Cancel after the result: nothing is processing.
 	tx = s.purchase(t, term, 1000).tx(t, 201)
 	if s.final(t, tx.OnlineAPIRefID).StatusID != instore.StatusApproved {
@@ -397,9 +391,7 @@ func TestCancelNamingTransaction(t *testing.T) {
 	s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": term, "onlineAPIRefId": "not a ref"}, nil).problem(t, 400, "validation")
 	s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": term, "onlineAPIRefId": next.OnlineAPIRefID}, nil).tx(t, 202)
 	final := s.final(t, next.OnlineAPIRefID)
-	if final.StatusID != instore.StatusAbortedByCashier || final.ErrorCode != "WP37" {
-		t.Errorf("cancelled purchase ended %d %v, want ABORTED_BY_CASHIER with WP37", final.StatusID, final.ErrorCode)
-	}
+	wantStatus(t, final, instore.StatusAbortedByCashier, "WP37", "cancelled purchase")
 }
 
 // TestCurrencyISO4217: a well-formed code that is no active ISO 4217

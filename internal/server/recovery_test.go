@@ -46,33 +46,12 @@ func TestOwedCancelBeforeNewCommand(t *testing.T) {
 	s.wantEndedAtDeadline(t, cmd.Ref)
 	w.slow.Store(true)
 	// The ECR sends a purchase as soon as the terminal is ready for one.
-	done := make(chan reply, 1)
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		stopped := func() bool { return closed(stop) }
-		if testwait.Until(testwait.Timeout, func() bool { return stopped() || s.srv.Gateway.Ready("RAW-ORD") }) && !stopped() {
-			done <- s.purchase(t, term, 6000)
-		}
-	}()
+	done := sendWhen(t, func() bool { return s.srv.Gateway.Ready("RAW-ORD") }, func() (reply, bool) {
+		return s.purchase(t, term, 6000), true
+	})
 	d2 := s.redial(t, d)
-	first := ""
-	var next protocol.Envelope
-	for next.Type == "" {
-		env := d2.next()
-		switch env.Type {
-		case protocol.TypeCancel:
-			if first == "" {
-				first = env.Type + " " + env.Ref
-			}
-		case protocol.TypePurchase:
-			if first == "" {
-				first = env.Type + " " + env.Ref
-			}
-			next = env
-		}
-	}
-	if first != protocol.TypeCancel+" "+cmd.Ref {
+	first, next := firstOf(d2, cmd.Ref)
+	if first != "cancel "+cmd.Ref {
 		t.Errorf("first message after the reconnect = %s; want the owed cancel of %s (the terminal still runs it and would decline the new one TERMINAL_IS_BUSY)", first, cmd.Ref)
 	}
 	// The new purchase goes through once acknowledged; the test ends after
@@ -150,6 +129,15 @@ func (s *sandbox) wantEndedAtDeadline(t *testing.T, ref string) {
 	t.Helper()
 	if got := s.get(t, "/in-store/api/v1/transaction/"+ref).tx(t, 200); got.StatusID != instore.StatusTechnicalError {
 		t.Fatalf("after the deadline: status %d, want TECHNICAL_ERROR", got.StatusID)
+	}
+}
+
+// wantStatus checks a transaction's status and error code ("" for none);
+// what names the transaction in the failure.
+func wantStatus(t *testing.T, tx txJSON, status instore.TransactionStatus, code, what string) {
+	t.Helper()
+	if tx.StatusID != status || string(tx.ErrorCode) != code {
+		t.Errorf("%s: status %d, error code %q; want %d, %q", what, tx.StatusID, tx.ErrorCode, status, code)
 	}
 }
 
