@@ -75,6 +75,13 @@ func withID(h http.HandlerFunc) http.Handler {
 	})
 }
 
+// oauthProblem is a problem with the OAuth token endpoint's error members.
+func oauthProblem(name string, status int, code, description string) map[string]any {
+	p := problem(name, status)
+	p["error"], p["error_description"] = code, description
+	return p
+}
+
 // problemReply answers every request with status and body as an
 // application/problem+json document, after setting the headers given as
 // name, value pairs.
@@ -249,12 +256,7 @@ func TestTransport(t *testing.T) {
 		},
 		{
 			name: "token error", method: http.MethodPost, path: "/oauth2/token", body: "grant_type=password",
-			handler: func(w http.ResponseWriter, r *http.Request) {
-				p := problem("validation", 400)
-				p["error"] = "unsupported_grant_type"
-				p["error_description"] = "grant_type must be client_credentials"
-				writeJSON(w, "application/problem+json", 400, p)
-			},
+			handler: problemReply(400, oauthProblem("validation", 400, "unsupported_grant_type", "grant_type must be client_credentials")),
 		},
 		{
 			name: "token error without the OAuth members", method: http.MethodPost, path: "/oauth2/token", body: "grant_type=password",
@@ -263,12 +265,7 @@ func TestTransport(t *testing.T) {
 		},
 		{
 			name: "token 401 with a 400 error code", method: http.MethodPost, path: "/oauth2/token", body: "grant_type=client_credentials",
-			handler: func(w http.ResponseWriter, r *http.Request) {
-				p := problem("unauthorized", 401)
-				p["error"] = "invalid_request"
-				p["error_description"] = "x"
-				writeJSON(w, "application/problem+json", 401, p)
-			},
+			handler: problemReply(401, oauthProblem("unauthorized", 401, "invalid_request", "x")),
 			wantErr: "invalid_client",
 		},
 		{
