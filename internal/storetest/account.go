@@ -38,19 +38,12 @@ var customerTests = []test{
 		}
 	}},
 	{"List", func(t *testing.T, s instore.Store) {
-		checkEmpty(t, "Customers", s.Customers)
+		checkAll(t, "Customers", s.Customers)
 		// Created out of order; equal times are ordered by id.
 		c2 := mustCreateCustomer(t, s, "cus_2", at(1))
 		c3 := mustCreateCustomer(t, s, "cus_3", at(0))
 		c1 := mustCreateCustomer(t, s, "cus_1", at(0))
-		got, err := s.Customers(t.Context())
-		if err != nil {
-			t.Fatalf("Customers() = %v", err)
-		}
-		want := []*instore.Customer{asStored(c1), asStored(c3), asStored(c2)}
-		if d := diff(want, got); d != "" {
-			t.Errorf("Customers() mismatch (-want +got):\n%s", d)
-		}
+		checkAll(t, "Customers", s.Customers, c1, c3, c2)
 	}},
 }
 

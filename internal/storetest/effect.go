@@ -358,14 +358,7 @@ var effectTests = []test{
 		if err := s.CompletePrintJob(t.Context(), "prt_2", instore.PrintSuccess, at(4)); err != nil {
 			t.Fatal(err)
 		}
-		got, err := s.RunningPrintJobs(t.Context())
-		if err != nil {
-			t.Fatalf("RunningPrintJobs() = %v", err)
-		}
 		// Oldest first: created_at, then id.
-		want = []*instore.PrintJob{want[1], want[2], want[0]}
-		if d := diff(want, got); d != "" {
-			t.Errorf("RunningPrintJobs() mismatch (-want +got):\n%s", d)
-		}
+		checkAll(t, "RunningPrintJobs", s.RunningPrintJobs, want[1], want[2], want[0])
 	}},
 }

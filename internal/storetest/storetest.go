@@ -197,16 +197,20 @@ func checkRoundTrip[T any](t *testing.T, name string, create func(context.Contex
 	}
 }
 
-// checkEmpty fails unless list, called on an empty store, returns nothing;
-// name is the method in failure messages.
-func checkEmpty[T any](t *testing.T, name string, list func(context.Context) ([]T, error)) {
+// checkAll compares what list returns with want as stored, in order (none:
+// an empty list); name is the method in failure messages.
+func checkAll[T any](t *testing.T, name string, list func(context.Context) ([]*T, error), want ...*T) {
 	t.Helper()
 	got, err := list(t.Context())
 	if err != nil {
-		t.Fatalf("%s() on an empty store = %v", name, err)
+		t.Fatalf("%s() = %v", name, err)
 	}
-	if len(got) != 0 {
-		t.Errorf("%s() on an empty store = %d items, want 0", name, len(got))
+	var stored []*T
+	for _, w := range want {
+		stored = append(stored, asStored(w))
+	}
+	if d := diff(stored, got); d != "" {
+		t.Errorf("%s() mismatch (-want +got):\n%s", name, d)
 	}
 }
 
