@@ -94,6 +94,16 @@ func problemReply(status int, body map[string]any, header ...string) http.Handle
 	}
 }
 
+// withWP04 returns p with the members of service error WP04, and title
+// unless it is "".
+func withWP04(p map[string]any, title string) map[string]any {
+	p["errorId"], p["errorCode"] = 4, "WP04"
+	if title != "" {
+		p["title"] = title
+	}
+	return p
+}
+
 // withField returns p with p[key] set to value.
 func withField(p map[string]any, key string, value any) map[string]any {
 	p[key] = value
@@ -297,23 +307,11 @@ func TestTransport(t *testing.T) {
 		},
 		{
 			name: "service error code", method: http.MethodDelete, path: "/in-store/api/v1/nothing",
-			handler: func(w http.ResponseWriter, r *http.Request) {
-				p := problem("WP04", 404)
-				p["title"] = "Transaction not found"
-				p["errorId"] = 4
-				p["errorCode"] = "WP04"
-				writeJSON(w, "application/problem+json", 404, p)
-			},
+			handler: problemReply(404, withWP04(problem("WP04", 404), "Transaction not found")),
 		},
 		{
 			name: "service error code with a wrong title", path: "/in-store/api/v1/nothing",
-			handler: func(w http.ResponseWriter, r *http.Request) {
-				p := problem("WP04", 404)
-				p["title"] = "Not found"
-				p["errorId"] = 4
-				p["errorCode"] = "WP04"
-				writeJSON(w, "application/problem+json", 404, p)
-			},
+			handler: problemReply(404, withWP04(problem("WP04", 404), "Not found")),
 			wantErr: `wants title "Transaction not found"`,
 		},
 		{
@@ -323,12 +321,7 @@ func TestTransport(t *testing.T) {
 		},
 		{
 			name: "errorCode on a type that is not a code", path: "/in-store/api/v1/nothing",
-			handler: func(w http.ResponseWriter, r *http.Request) {
-				p := problem("not-found", 404)
-				p["errorId"] = 4
-				p["errorCode"] = "WP04"
-				writeJSON(w, "application/problem+json", 404, p)
-			},
+			handler: problemReply(404, withWP04(problem("not-found", 404), "")),
 			wantErr: "errorCode",
 		},
 		{
