@@ -144,14 +144,14 @@ func TestLateApprovalAfterDeadlineIsReversed(t *testing.T) {
 	if conf.Re != resID {
 		t.Errorf("confirm re %q, want %q", conf.Re, resID)
 	}
-	final := s.get(t, "/in-store/api/v1/transaction/"+tx.OnlineAPIRefID).tx(t, 200)
+	final := s.transaction(t, tx.OnlineAPIRefID)
 	wantStatus(t, final, instore.StatusReversed, "WP36", "late approval")
 	// The same result again (a resend): confirmed, nothing changes.
 	d.send(protocol.TypeResult, resID, "", tx.OnlineAPIRefID, protocol.Result{StatusID: 0})
 	if conf := d.expect(protocol.TypeConfirm); conf.Re != resID {
 		t.Errorf("resend confirm re %q", conf.Re)
 	}
-	again := s.get(t, "/in-store/api/v1/transaction/"+tx.OnlineAPIRefID).tx(t, 200)
+	again := s.transaction(t, tx.OnlineAPIRefID)
 	if again.Version != final.Version || again.StatusID != instore.StatusReversed {
 		t.Errorf("a resent result changed the transaction: %+v then %+v", final, again)
 	}
@@ -175,8 +175,7 @@ func TestLateApprovalAfterAckTimeoutIsReversed(t *testing.T) {
 	}
 	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: 0})
 	d.expect(protocol.TypeReversal)
-	final := s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200)
-	wantStatus(t, final, instore.StatusReversed, "WP25", "late approval after WP25")
+	wantStatus(t, s.transaction(t, cmd.Ref), instore.StatusReversed, "WP25", "late approval after WP25")
 }
 
 // TestCancelRacesResult: the ECR cancels, but the terminal had already
@@ -189,8 +188,7 @@ func TestCancelRacesResult(t *testing.T) {
 	d.expect(protocol.TypeCancel)
 	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: 0})
 	d.expect(protocol.TypeConfirm)
-	final := s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200)
-	wantStatus(t, final, instore.StatusApproved, "", "cancel racing an approval")
+	wantStatus(t, s.transaction(t, cmd.Ref), instore.StatusApproved, "", "cancel racing an approval")
 }
 
 // TestCancelDuringAckWait: a cancel sent while the purchase request still
@@ -248,10 +246,10 @@ func TestRestartMidTransaction(t *testing.T) {
 	if c := d2.expect(protocol.TypeConfirm); c.Re != id {
 		t.Fatalf("confirm re %q, want %q", c.Re, id)
 	}
-	first := s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200)
+	first := s.transaction(t, cmd.Ref)
 	d2.send(protocol.TypeResult, id, "", cmd.Ref, protocol.Result{StatusID: 0, AuthorizationCode: "ZZ9"})
 	d2.expect(protocol.TypeConfirm)
-	again := s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200)
+	again := s.transaction(t, cmd.Ref)
 	if first.StatusID != instore.StatusApproved || again.Version != first.Version {
 		t.Errorf("after restart: %+v then %+v, want APPROVED applied once", first, again)
 	}

@@ -300,7 +300,7 @@ func TestAckTimeoutWP25(t *testing.T) {
 	if p.OnlineAPIRefID == "" || p.Title != "Acknowledgement timed-out from terminal" {
 		t.Fatalf("WP25 problem = %s", body)
 	}
-	tx := s.get(t, "/in-store/api/v1/transaction/"+p.OnlineAPIRefID).tx(t, 200)
+	tx := s.transaction(t, p.OnlineAPIRefID)
 	wantStatus(t, tx, instore.StatusTechnicalError, "WP25", "after WP25 the transaction")
 	// The terminal is free again.
 	tx = s.purchase(t, s.terminals[0], 1000).tx(t, 201)
@@ -345,7 +345,7 @@ func TestReconnectWP30AppliedOnce(t *testing.T) {
 		t.Fatalf("after the reconnect: %d, want APPROVED", final.StatusID)
 	}
 	// Applied once: the version does not move again.
-	again := s.get(t, "/in-store/api/v1/transaction/"+tx.OnlineAPIRefID).tx(t, 200)
+	again := s.transaction(t, tx.OnlineAPIRefID)
 	if again.Version != final.Version {
 		t.Errorf("version moved from %d to %d after the final status", final.Version, again.Version)
 	}
@@ -385,7 +385,7 @@ func TestCancelNamingTransaction(t *testing.T) {
 	if p.OnlineAPIRefID != "" {
 		t.Errorf("WP18 names %q", p.OnlineAPIRefID)
 	}
-	if now := s.get(t, "/in-store/api/v1/transaction/"+next.OnlineAPIRefID).tx(t, 200); now.StatusID != instore.StatusPending {
+	if now := s.transaction(t, next.OnlineAPIRefID); now.StatusID != instore.StatusPending {
 		t.Fatalf("the running sale after a cancel naming another: %d, want PENDING", now.StatusID)
 	}
 	s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": term, "onlineAPIRefId": "not a ref"}, nil).problem(t, 400, "validation")
