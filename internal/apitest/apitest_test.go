@@ -385,12 +385,12 @@ func TestTransport(t *testing.T) {
 	}
 }
 
-func TestErrorTruncatesBody(t *testing.T) {
-	srv := httptest.NewServer(withID(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		w.WriteHeader(200)
-		w.Write([]byte(strings.Repeat("x", 10<<10)))
-	}))
+// getMetadata makes a validating client's GET of the metadata from a
+// server answering with h, and returns the body the caller gets, the
+// validator and what it recorded.
+func getMetadata(t *testing.T, h http.HandlerFunc) ([]byte, *apitest.Validator, *recorder) {
+	t.Helper()
+	srv := httptest.NewServer(withID(h))
 	defer srv.Close()
 	rec := &recorder{TB: t}
 	v := apitest.NewValidator(t, api.OnlineYAML)
@@ -400,6 +400,15 @@ func TestErrorTruncatesBody(t *testing.T) {
 	}
 	got, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	return got, v, rec
+}
+
+func TestErrorTruncatesBody(t *testing.T) {
+	got, _, rec := getMetadata(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(200)
+		w.Write([]byte(strings.Repeat("x", 10<<10)))
+	})
 	if len(got) != 10<<10 {
 		t.Errorf("caller got %d bytes, want %d", len(got), 10<<10)
 	}
@@ -465,17 +474,9 @@ func TestCovered(t *testing.T) {
 }
 
 func TestInvalidResponseIsNotCovered(t *testing.T) {
-	srv := httptest.NewServer(withID(func(w http.ResponseWriter, r *http.Request) {
+	_, v, rec := getMetadata(t, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, "application/json", 200, map[string]any{})
-	}))
-	defer srv.Close()
-	rec := &recorder{TB: t}
-	v := apitest.NewValidator(t, api.OnlineYAML)
-	resp, err := v.Client(rec).Get(srv.URL + "/in-store/api/v1/metadata")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	})
 	if len(rec.errors()) == 0 {
 		t.Errorf("an empty metadata object passed")
 	}
