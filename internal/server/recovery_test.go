@@ -125,21 +125,6 @@ func (s *sandbox) wantEndedAtDeadline(t *testing.T, ref string) {
 	}
 }
 
-// transaction reads the transaction ref, which must exist.
-func (s *sandbox) transaction(t *testing.T, ref string) txJSON {
-	t.Helper()
-	return s.get(t, "/in-store/api/v1/transaction/"+ref).tx(t, 200)
-}
-
-// wantStatus checks a transaction's status and error code ("" for none);
-// what names the transaction in the failure.
-func wantStatus(t *testing.T, tx txJSON, status instore.TransactionStatus, code, what string) {
-	t.Helper()
-	if tx.StatusID != status || string(tx.ErrorCode) != code {
-		t.Errorf("%s: status %d, error code %q; want %d, %q", what, tx.StatusID, tx.ErrorCode, status, code)
-	}
-}
-
 // closed reports, without waiting, whether ch is closed.
 func closed(ch <-chan struct{}) bool {
 	select {
