@@ -12,7 +12,6 @@ import (
 // TestNextAuthorization runs every (state, event) pair of a pre-auth's
 // authorisation: none (not approved yet) and each state, by each event.
 func TestNextAuthorization(t *testing.T) {
-	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	validity := 7 * 24 * time.Hour
 	expires := t0.Add(time.Hour)
 	in := func(state instore.AuthorizationState) *instore.Authorization {
@@ -73,7 +72,6 @@ func TestNextAuthorization(t *testing.T) {
 // approved PRE_AUTH opens its authorisation.
 func TestNextOnPreAuth(t *testing.T) {
 	r := testRules()
-	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	at := t0.Add(time.Minute)
 	pending := instore.Transaction{ID: "txn_p", Type: instore.TypePreAuth, Amount: 10000, Currency: "EUR", StatusID: instore.StatusPending,
 		Progress: instore.ProgressAcknowledged, Version: 2, CreatedAt: t0, AcknowledgedAt: &t0, PrintReceipt: false}

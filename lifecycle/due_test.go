@@ -20,7 +20,6 @@ func testRules() lifecycle.Rules {
 // awaited, and its ack time-out to arm.
 func TestCreate(t *testing.T) {
 	r := testRules()
-	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	for _, typ := range []instore.TransactionType{instore.TypePurchase, instore.TypeRefund, instore.TypeReversal} {
 		req := instore.Transaction{ID: "txn_1", Type: typ, Amount: 100, Currency: "SEK", CreatedAt: t0, StatusID: instore.StatusApproved, Version: 9}
 		got, st := lifecycle.Create(req, r)
@@ -43,7 +42,6 @@ func TestCreate(t *testing.T) {
 // Recover and the sweep all read.
 func TestDue(t *testing.T) {
 	r := testRules()
-	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	acked, deadline, confirmBy := t0.Add(time.Second), t0.Add(time.Minute), t0.Add(5*time.Minute)
 	pending := instore.Transaction{ID: "txn_1", StatusID: instore.StatusPending, CreatedAt: t0}
 	ackedTx := pending

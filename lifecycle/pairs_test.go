@@ -3,7 +3,11 @@ package lifecycle_test
 import (
 	"fmt"
 	"testing"
+	"time"
 )
+
+// t0 is the time the lifecycle tests start from.
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // everyPair runs check, as the subtest "state/event", over every pair of
 // a state and an event of a machine's table test: w is the table's

@@ -13,7 +13,6 @@ import (
 // none), whether the change is written, whether the job is owed to its
 // terminal, and whether the event is refused.
 func TestNextPrintEveryStateAndEvent(t *testing.T) {
-	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	now := t0.Add(3 * time.Second)
 	success, outOfPaper := instore.PrintSuccess, instore.PrintOutOfPaper
 	base := instore.PrintJob{ID: "prt_1", MerchantID: "mer_1", TerminalID: "10000001", Lines: []string{"HELLO"}, CreatedAt: t0}

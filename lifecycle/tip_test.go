@@ -14,7 +14,6 @@ import (
 // with the tip charged, ends REVERSED and owes the terminal a reversal;
 // another outcome is stored without a tip.
 func TestNextTip(t *testing.T) {
-	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	pending := instore.Transaction{ID: "txn_1", Type: instore.TypePurchase, SerialNumber: "SN1", TerminalID: "10000001",
 		Amount: 1000, Currency: "SEK", StatusID: instore.StatusPending, Progress: instore.ProgressAcknowledged,
 		Version: 2, CreatedAt: t0, AcknowledgedAt: &t0, Tip: &instore.Tip{Mode: instore.TipEnterTotal}}

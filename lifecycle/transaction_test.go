@@ -19,7 +19,6 @@ import (
 // terminal, and which timeline event it records. A pair missing from the
 // table fails the test.
 func TestNextEveryStateAndEvent(t *testing.T) {
-	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	now := t0.Add(5 * time.Second)
 	md := instore.DefaultMetadata()
 	rules := lifecycle.Rules{
@@ -248,7 +247,7 @@ func kindOf(code string) instore.TimelineKind {
 // the original; a result applied before changes nothing.
 func TestNextReversalPair(t *testing.T) {
 	rules := testRules()
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	now := t0
 	orig := instore.Transaction{ID: "txn_o", Type: instore.TypePurchase, StatusID: instore.StatusApproved, Version: 6, Progress: instore.ProgressFinal}
 	rev := instore.Transaction{ID: "txn_r", Type: instore.TypeReversal, OriginalID: "txn_o", StatusID: instore.StatusPending, Version: 2, Progress: instore.ProgressAcknowledged}
 	ev := lifecycle.Event{Kind: instore.EventResult, At: now, Result: &instore.TerminalResult{MessageID: "m1", StatusID: instore.StatusApproved}}
@@ -285,7 +284,6 @@ func TestNextReversalPair(t *testing.T) {
 // early re-arms); a sale that is not APPROVED, or no longer awaits
 // confirmation, refuses the confirm and ignores the timer.
 func TestNextConfirmation(t *testing.T) {
-	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	rules := testRules()
 	approvedAt := t0.Add(10 * time.Second)
 	deadline := approvedAt.Add(30 * time.Second)

@@ -15,7 +15,6 @@ import (
 // owes (a timer, a delivery, a send, a resend, the delivery mark cleared,
 // the device's version recorded), or that the event is refused.
 func TestNextUpdateEveryStateAndEvent(t *testing.T) {
-	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	notBefore := t0.Add(time.Hour)
 	deliveredAt := notBefore.Add(time.Minute)
 	const timeout = 15 * time.Minute
@@ -217,7 +216,6 @@ func TestNextUpdateEveryStateAndEvent(t *testing.T) {
 // TestUpdateBusy: an update keeps its terminal busy while DOWNLOADING, or
 // handed to the device within the ack time-out.
 func TestUpdateBusy(t *testing.T) {
-	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	const ack = 10 * time.Second
 	sent := t0.Add(-ack + time.Millisecond)
 	stale := t0.Add(-ack)

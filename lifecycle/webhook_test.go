@@ -13,7 +13,7 @@ import (
 // every pair of a state and an event: the state after, the next attempt's
 // time, the give-up, and the endpoint's disabling after a failure.
 func TestNextDeliveryEveryStateAndEvent(t *testing.T) {
-	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	start := t0
 	last := len(instore.RetrySchedule)
 	events := map[string]lifecycle.DeliveryEvent{
 		"answered 204":                    {Kind: lifecycle.DeliveryAnswered, At: start, Attempts: 0, Code: 204, Rand: 0.5},

@@ -75,6 +75,13 @@ func withID(h http.HandlerFunc) http.Handler {
 	})
 }
 
+// oauthProblem is a problem with the OAuth token endpoint's error members.
+func oauthProblem(name string, status int, code, description string) map[string]any {
+	p := problem(name, status)
+	p["error"], p["error_description"] = code, description
+	return p
+}
+
 // problemReply answers every request with status and body as an
 // application/problem+json document, after setting the headers given as
 // name, value pairs.
@@ -85,6 +92,16 @@ func problemReply(status int, body map[string]any, header ...string) http.Handle
 		}
 		writeJSON(w, "application/problem+json", status, body)
 	}
+}
+
+// withWP04 returns p with the members of service error WP04, and title
+// unless it is "".
+func withWP04(p map[string]any, title string) map[string]any {
+	p["errorId"], p["errorCode"] = 4, "WP04"
+	if title != "" {
+		p["title"] = title
+	}
+	return p
 }
 
 // withField returns p with p[key] set to value.
@@ -249,12 +266,7 @@ func TestTransport(t *testing.T) {
 		},
 		{
 			name: "token error", method: http.MethodPost, path: "/oauth2/token", body: "grant_type=password",
-			handler: func(w http.ResponseWriter, r *http.Request) {
-				p := problem("validation", 400)
-				p["error"] = "unsupported_grant_type"
-				p["error_description"] = "grant_type must be client_credentials"
-				writeJSON(w, "application/problem+json", 400, p)
-			},
+			handler: problemReply(400, oauthProblem("validation", 400, "unsupported_grant_type", "grant_type must be client_credentials")),
 		},
 		{
 			name: "token error without the OAuth members", method: http.MethodPost, path: "/oauth2/token", body: "grant_type=password",
@@ -263,12 +275,7 @@ func TestTransport(t *testing.T) {
 		},
 		{
 			name: "token 401 with a 400 error code", method: http.MethodPost, path: "/oauth2/token", body: "grant_type=client_credentials",
-			handler: func(w http.ResponseWriter, r *http.Request) {
-				p := problem("unauthorized", 401)
-				p["error"] = "invalid_request"
-				p["error_description"] = "x"
-				writeJSON(w, "application/problem+json", 401, p)
-			},
+			handler: problemReply(401, oauthProblem("unauthorized", 401, "invalid_request", "x")),
 			wantErr: "invalid_client",
 		},
 		{
@@ -300,23 +307,11 @@ func TestTransport(t *testing.T) {
 		},
 		{
 			name: "service error code", method: http.MethodDelete, path: "/in-store/api/v1/nothing",
-			handler: func(w http.ResponseWriter, r *http.Request) {
-				p := problem("WP04", 404)
-				p["title"] = "Transaction not found"
-				p["errorId"] = 4
-				p["errorCode"] = "WP04"
-				writeJSON(w, "application/problem+json", 404, p)
-			},
+			handler: problemReply(404, withWP04(problem("WP04", 404), "Transaction not found")),
 		},
 		{
 			name: "service error code with a wrong title", path: "/in-store/api/v1/nothing",
-			handler: func(w http.ResponseWriter, r *http.Request) {
-				p := problem("WP04", 404)
-				p["title"] = "Not found"
-				p["errorId"] = 4
-				p["errorCode"] = "WP04"
-				writeJSON(w, "application/problem+json", 404, p)
-			},
+			handler: problemReply(404, withWP04(problem("WP04", 404), "Not found")),
 			wantErr: `wants title "Transaction not found"`,
 		},
 		{
@@ -326,12 +321,7 @@ func TestTransport(t *testing.T) {
 		},
 		{
 			name: "errorCode on a type that is not a code", path: "/in-store/api/v1/nothing",
-			handler: func(w http.ResponseWriter, r *http.Request) {
-				p := problem("not-found", 404)
-				p["errorId"] = 4
-				p["errorCode"] = "WP04"
-				writeJSON(w, "application/problem+json", 404, p)
-			},
+			handler: problemReply(404, withWP04(problem("not-found", 404), "")),
 			wantErr: "errorCode",
 		},
 		{
@@ -395,12 +385,12 @@ func TestTransport(t *testing.T) {
 	}
 }
 
-func TestErrorTruncatesBody(t *testing.T) {
-	srv := httptest.NewServer(withID(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		w.WriteHeader(200)
-		w.Write([]byte(strings.Repeat("x", 10<<10)))
-	}))
+// getMetadata makes a validating client's GET of the metadata from a
+// server answering with h, and returns the body the caller gets, the
+// validator and what it recorded.
+func getMetadata(t *testing.T, h http.HandlerFunc) ([]byte, *apitest.Validator, *recorder) {
+	t.Helper()
+	srv := httptest.NewServer(withID(h))
 	defer srv.Close()
 	rec := &recorder{TB: t}
 	v := apitest.NewValidator(t, api.OnlineYAML)
@@ -410,6 +400,15 @@ func TestErrorTruncatesBody(t *testing.T) {
 	}
 	got, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	return got, v, rec
+}
+
+func TestErrorTruncatesBody(t *testing.T) {
+	got, _, rec := getMetadata(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(200)
+		w.Write([]byte(strings.Repeat("x", 10<<10)))
+	})
 	if len(got) != 10<<10 {
 		t.Errorf("caller got %d bytes, want %d", len(got), 10<<10)
 	}
@@ -475,17 +474,9 @@ func TestCovered(t *testing.T) {
 }
 
 func TestInvalidResponseIsNotCovered(t *testing.T) {
-	srv := httptest.NewServer(withID(func(w http.ResponseWriter, r *http.Request) {
+	_, v, rec := getMetadata(t, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, "application/json", 200, map[string]any{})
-	}))
-	defer srv.Close()
-	rec := &recorder{TB: t}
-	v := apitest.NewValidator(t, api.OnlineYAML)
-	resp, err := v.Client(rec).Get(srv.URL + "/in-store/api/v1/metadata")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	})
 	if len(rec.errors()) == 0 {
 		t.Errorf("an empty metadata object passed")
 	}

@@ -497,30 +497,12 @@ func (n *Node) wake(serial string) {
 // last wake-up began, and wakes every wait to read the store again. The
 // nodes' clocks must agree (NTP), as the deadlines already require.
 func (n *Node) rescan(ctx context.Context) {
-	newest := map[string]time.Time{}
-	pending, err := n.svc.Store.PendingTransactions(ctx)
+	newest, err := n.newestOwed(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			n.log.Warn("cluster: rescan", "error", err)
 		}
 		return
-	}
-	for _, t := range pending {
-		if !t.Acknowledged() && t.CreatedAt.After(newest[t.SerialNumber]) {
-			newest[t.SerialNumber] = t.CreatedAt
-		}
-	}
-	owed, err := n.svc.Store.OwedDevices(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			n.log.Warn("cluster: rescan", "error", err)
-		}
-		return
-	}
-	for s, at := range owed {
-		if at.After(newest[s]) {
-			newest[s] = at
-		}
 	}
 	for s, at := range newest {
 		n.mu.Lock()
@@ -531,4 +513,29 @@ func (n *Node) rescan(ctx context.Context) {
 		}
 	}
 	n.svc.RefreshWaits()
+}
+
+// newestOwed is, by device, when the newest thing it is owed was
+// committed: an unacknowledged command or an owed message.
+func (n *Node) newestOwed(ctx context.Context) (map[string]time.Time, error) {
+	newest := map[string]time.Time{}
+	pending, err := n.svc.Store.PendingTransactions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range pending {
+		if !t.Acknowledged() && t.CreatedAt.After(newest[t.SerialNumber]) {
+			newest[t.SerialNumber] = t.CreatedAt
+		}
+	}
+	owed, err := n.svc.Store.OwedDevices(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for s, at := range owed {
+		if at.After(newest[s]) {
+			newest[s] = at
+		}
+	}
+	return newest, nil
 }

@@ -196,6 +196,15 @@ type events struct {
 	n *Node
 }
 
+// fenced passes a device's report on (report) only while this node holds
+// the device's current session.
+func (e events) fenced(ctx context.Context, serial string, report func() error) error {
+	if err := e.n.current(ctx, serial); err != nil {
+		return err
+	}
+	return report()
+}
+
 func (e events) DeviceConnected(ctx context.Context, serial string, h instore.DeviceHello) error {
 	if _, err := e.n.claim(ctx, serial); err != nil {
 		return err
@@ -209,36 +218,21 @@ func (e events) DeviceDisconnected(serial string) {
 }
 
 func (e events) TerminalAcknowledged(ctx context.Context, serial, ref string) error {
-	if err := e.n.current(ctx, serial); err != nil {
-		return err
-	}
-	return e.TerminalEvents.TerminalAcknowledged(ctx, serial, ref)
+	return e.fenced(ctx, serial, func() error { return e.TerminalEvents.TerminalAcknowledged(ctx, serial, ref) })
 }
 
 func (e events) TerminalResult(ctx context.Context, serial string, r instore.TerminalResult) error {
-	if err := e.n.current(ctx, serial); err != nil {
-		return err
-	}
-	return e.TerminalEvents.TerminalResult(ctx, serial, r)
+	return e.fenced(ctx, serial, func() error { return e.TerminalEvents.TerminalResult(ctx, serial, r) })
 }
 
 func (e events) TerminalPrintResult(ctx context.Context, serial, printID string, statusID instore.PrintStatus) error {
-	if err := e.n.current(ctx, serial); err != nil {
-		return err
-	}
-	return e.TerminalEvents.TerminalPrintResult(ctx, serial, printID, statusID)
+	return e.fenced(ctx, serial, func() error { return e.TerminalEvents.TerminalPrintResult(ctx, serial, printID, statusID) })
 }
 
 func (e events) TerminalConfirmed(ctx context.Context, serial, messageID string) error {
-	if err := e.n.current(ctx, serial); err != nil {
-		return err
-	}
-	return e.TerminalEvents.TerminalConfirmed(ctx, serial, messageID)
+	return e.fenced(ctx, serial, func() error { return e.TerminalEvents.TerminalConfirmed(ctx, serial, messageID) })
 }
 
 func (e events) TerminalUpdateStatus(ctx context.Context, serial, updateID string, r instore.UpdateReport) error {
-	if err := e.n.current(ctx, serial); err != nil {
-		return err
-	}
-	return e.TerminalEvents.TerminalUpdateStatus(ctx, serial, updateID, r)
+	return e.fenced(ctx, serial, func() error { return e.TerminalEvents.TerminalUpdateStatus(ctx, serial, updateID, r) })
 }

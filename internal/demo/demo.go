@@ -297,27 +297,33 @@ func create(ctx context.Context, st instore.Store) (*Credentials, error) {
 	if err != nil {
 		return nil, err
 	}
-	oc, osec, err := ad.CreateClient(ctx, instore.SurfaceOnline, mer.ID, "demo ECR")
+	oc, osec, okey, err := clientAndKey(ctx, ad, instore.SurfaceOnline, mer.ID, "demo ECR")
 	if err != nil {
 		return nil, err
 	}
-	_, okey, err := ad.CreateKey(ctx, instore.SurfaceOnline, mer.ID)
-	if err != nil {
-		return nil, err
-	}
-	ac, asec, err := ad.CreateClient(ctx, instore.SurfaceAccess, cus.ID, "demo terminal management")
-	if err != nil {
-		return nil, err
-	}
-	_, akey, err := ad.CreateKey(ctx, instore.SurfaceAccess, cus.ID)
+	ac, asec, akey, err := clientAndKey(ctx, ad, instore.SurfaceAccess, cus.ID, "demo terminal management")
 	if err != nil {
 		return nil, err
 	}
 	return &Credentials{
 		CustomerID: cus.ID, MerchantID: mer.ID,
-		ClientID: oc.ID, ClientSecret: osec, SubscriptionKey: okey,
-		AccessClientID: ac.ID, AccessClientSecret: asec, AccessSubscriptionKey: akey,
+		ClientID: oc, ClientSecret: osec, SubscriptionKey: okey,
+		AccessClientID: ac, AccessClientSecret: asec, AccessSubscriptionKey: akey,
 	}, nil
+}
+
+// clientAndKey creates an API client named name and a subscription key
+// for owner (a merchant on the Online API, a customer on the Access API).
+func clientAndKey(ctx context.Context, ad *admin.Admin, surface instore.Surface, owner, name string) (clientID, secret, key string, err error) {
+	c, secret, err := ad.CreateClient(ctx, surface, owner, name)
+	if err != nil {
+		return "", "", "", err
+	}
+	_, key, err = ad.CreateKey(ctx, surface, owner)
+	if err != nil {
+		return "", "", "", err
+	}
+	return c.ID, secret, key, nil
 }
 
 // readCredentials reads the credentials of an earlier start: from

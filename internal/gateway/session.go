@@ -463,14 +463,9 @@ func (s *session) handle(frame []byte) (int, string) {
 	ev := s.g.events
 	switch env.Type {
 	case protocol.TypeAck:
-		if err := ev.TerminalAcknowledged(ctx, s.serial, env.Ref); err != nil {
-			s.logEventError("ack", env.Ref, err)
-		}
+		s.logEventError("ack", env.Ref, ev.TerminalAcknowledged(ctx, s.serial, env.Ref))
 	case protocol.TypeProgress:
-		p := data.(*protocol.Progress)
-		if err := ev.TerminalProgress(ctx, s.serial, env.Ref, p.Stage); err != nil {
-			s.logEventError("progress", env.Ref, err)
-		}
+		s.logEventError("progress", env.Ref, ev.TerminalProgress(ctx, s.serial, env.Ref, data.(*protocol.Progress).Stage))
 	case protocol.TypeResult:
 		r := data.(*protocol.Result)
 		if err := ev.TerminalResult(ctx, s.serial, terminalResult(env, r)); err != nil {
@@ -489,25 +484,18 @@ func (s *session) handle(frame []byte) (int, string) {
 				slog.String("serialNumber", s.serial), slog.String("ref", env.Ref), slog.String("error", err.Error()))
 		}
 	case protocol.TypePrintResult:
-		p := data.(*protocol.PrintResult)
-		if err := ev.TerminalPrintResult(ctx, s.serial, env.Ref, p.StatusID); err != nil {
-			s.logEventError("print-result", env.Ref, err)
-		}
+		s.logEventError("print-result", env.Ref, ev.TerminalPrintResult(ctx, s.serial, env.Ref, data.(*protocol.PrintResult).StatusID))
 	case protocol.TypeUpdateStatus:
 		u := data.(*protocol.UpdateStatus)
 		r := instore.UpdateReport{Status: u.Status, SoftwareVersion: u.SoftwareVersion, Reason: u.Reason}
-		if err := ev.TerminalUpdateStatus(ctx, s.serial, env.Ref, r); err != nil {
-			// Not recorded: no confirm; the terminal may report again.
-			s.logEventError("update-status", env.Ref, err)
-			break
+		if s.logEventError("update-status", env.Ref, ev.TerminalUpdateStatus(ctx, s.serial, env.Ref, r)) {
+			break // not recorded: no confirm; the terminal may report again
 		}
 		s.confirm(ctx, env)
 	case protocol.TypeConfirm:
 		// The terminal has a message the server owes it until confirmed
 		// (cancel, reversal, print): not sent again.
-		if err := ev.TerminalConfirmed(ctx, s.serial, env.Re); err != nil {
-			s.logEventError("confirm", env.Ref, err)
-		}
+		s.logEventError("confirm", env.Ref, ev.TerminalConfirmed(ctx, s.serial, env.Re))
 	}
 	return 0, ""
 }
@@ -541,9 +529,15 @@ func (s *session) logMalformed(err error) {
 		slog.String("serialNumber", s.serial), slog.String("error", err.Error()))
 }
 
-func (s *session) logEventError(what, ref string, err error) {
+// logEventError logs err, the error of applying a terminal's report, if
+// there is one, and says whether there was.
+func (s *session) logEventError(what, ref string, err error) bool {
+	if err == nil {
+		return false
+	}
 	s.g.log.LogAttrs(context.Background(), slog.LevelWarn, "terminal "+what+" not applied",
 		slog.String("serialNumber", s.serial), slog.String("ref", ref), slog.String("error", err.Error()))
+	return true
 }
 
 // confirm tells the terminal that the report env is recorded.

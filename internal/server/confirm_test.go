@@ -92,7 +92,7 @@ func TestECRConfirmation(t *testing.T) {
 			t.Fatalf("unconfirmed after the confirm = %v", got)
 		}
 		ck.Advance(31 * time.Second) // its window passes: nothing happens
-		if x := s.get(t, "/in-store/api/v1/transaction/"+a.OnlineAPIRefID).tx(t, 200); x.StatusID != instore.StatusApproved || x.Version != ok.Version {
+		if x := s.transaction(t, a.OnlineAPIRefID); x.StatusID != instore.StatusApproved || x.Version != ok.Version {
 			t.Fatalf("a confirmed sale after its window: %+v", x)
 		}
 
@@ -115,7 +115,7 @@ func TestECRConfirmation(t *testing.T) {
 		}
 		d.confirm(rev)
 		d.owedNothing()
-		x := s.get(t, "/in-store/api/v1/transaction/"+b.OnlineAPIRefID).tx(t, 200)
+		x := s.transaction(t, b.OnlineAPIRefID)
 		if x.StatusID != instore.StatusReversed || x.Confirmation == nil || x.Confirmation.State != instore.ConfirmAutoReversed || x.Confirmation.ConfirmedAt != nil {
 			t.Fatalf("unconfirmed sale after its window: %+v %+v; want REVERSED, AUTO_REVERSED", x, x.Confirmation)
 		}

@@ -144,16 +144,14 @@ func TestLateApprovalAfterDeadlineIsReversed(t *testing.T) {
 	if conf.Re != resID {
 		t.Errorf("confirm re %q, want %q", conf.Re, resID)
 	}
-	final := s.get(t, "/in-store/api/v1/transaction/"+tx.OnlineAPIRefID).tx(t, 200)
-	if final.StatusID != instore.StatusReversed || final.ErrorCode != "WP36" {
-		t.Errorf("late approval: %d %v, want REVERSED keeping WP36", final.StatusID, final.ErrorCode)
-	}
+	final := s.transaction(t, tx.OnlineAPIRefID)
+	wantStatus(t, final, instore.StatusReversed, "WP36", "late approval")
 	// The same result again (a resend): confirmed, nothing changes.
 	d.send(protocol.TypeResult, resID, "", tx.OnlineAPIRefID, protocol.Result{StatusID: 0})
 	if conf := d.expect(protocol.TypeConfirm); conf.Re != resID {
 		t.Errorf("resend confirm re %q", conf.Re)
 	}
-	again := s.get(t, "/in-store/api/v1/transaction/"+tx.OnlineAPIRefID).tx(t, 200)
+	again := s.transaction(t, tx.OnlineAPIRefID)
 	if again.Version != final.Version || again.StatusID != instore.StatusReversed {
 		t.Errorf("a resent result changed the transaction: %+v then %+v", final, again)
 	}
@@ -177,10 +175,7 @@ func TestLateApprovalAfterAckTimeoutIsReversed(t *testing.T) {
 	}
 	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: 0})
 	d.expect(protocol.TypeReversal)
-	final := s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200)
-	if final.StatusID != instore.StatusReversed || final.ErrorCode != "WP25" {
-		t.Errorf("late approval after WP25: %d %v, want REVERSED keeping WP25", final.StatusID, final.ErrorCode)
-	}
+	wantStatus(t, s.transaction(t, cmd.Ref), instore.StatusReversed, "WP25", "late approval after WP25")
 }
 
 // TestCancelRacesResult: the ECR cancels, but the terminal had already
@@ -193,10 +188,7 @@ func TestCancelRacesResult(t *testing.T) {
 	d.expect(protocol.TypeCancel)
 	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: 0})
 	d.expect(protocol.TypeConfirm)
-	final := s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200)
-	if final.StatusID != instore.StatusApproved || final.ErrorCode != "" {
-		t.Errorf("cancel racing an approval: %d %v, want APPROVED without error", final.StatusID, final.ErrorCode)
-	}
+	wantStatus(t, s.transaction(t, cmd.Ref), instore.StatusApproved, "", "cancel racing an approval")
 }
 
 // TestCancelDuringAckWait: a cancel sent while the purchase request still
@@ -226,9 +218,7 @@ func TestCancelDuringAckWait(t *testing.T) {
 	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: instore.StatusAbortedByCashier})
 	d.expect(protocol.TypeConfirm)
 	tx := (<-done).tx(t, 201)
-	if tx.StatusID != instore.StatusAbortedByCashier || tx.ErrorCode != "WP37" {
-		t.Errorf("purchase answered %d %v, want ABORTED_BY_CASHIER with WP37", tx.StatusID, tx.ErrorCode)
-	}
+	wantStatus(t, tx, instore.StatusAbortedByCashier, "WP37", "purchase")
 }
 
 // TestRestartMidTransaction: the server stops after the ack; the terminal's
@@ -256,10 +246,10 @@ func TestRestartMidTransaction(t *testing.T) {
 	if c := d2.expect(protocol.TypeConfirm); c.Re != id {
 		t.Fatalf("confirm re %q, want %q", c.Re, id)
 	}
-	first := s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200)
+	first := s.transaction(t, cmd.Ref)
 	d2.send(protocol.TypeResult, id, "", cmd.Ref, protocol.Result{StatusID: 0, AuthorizationCode: "ZZ9"})
 	d2.expect(protocol.TypeConfirm)
-	again := s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200)
+	again := s.transaction(t, cmd.Ref)
 	if first.StatusID != instore.StatusApproved || again.Version != first.Version {
 		t.Errorf("after restart: %+v then %+v, want APPROVED applied once", first, again)
 	}

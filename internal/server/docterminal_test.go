@@ -359,7 +359,7 @@ func TestDocTerminal(t *testing.T) {
 	(<-done).tx(t, 201)
 	d.send(doc.frame(t, "progress", map[string]any{"id": d.id(), "ref": ref}, nil))
 	d.result(ref, instore.StatusApproved)
-	if got := s.get(t, "/in-store/api/v1/transaction/"+ref).tx(t, 200); got.StatusID != instore.StatusApproved {
+	if got := s.transaction(t, ref); got.StatusID != instore.StatusApproved {
 		t.Errorf("purchase = %d, want APPROVED", got.StatusID)
 	}
 
@@ -389,7 +389,7 @@ func TestDocTerminal(t *testing.T) {
 	d.ack(rev)
 	(<-revDone).tx(t, 201)
 	d.result(rev["ref"].(string), instore.StatusApproved)
-	if got := s.get(t, "/in-store/api/v1/transaction/"+ref).tx(t, 200); got.StatusID != instore.StatusReversed {
+	if got := s.transaction(t, ref); got.StatusID != instore.StatusReversed {
 		t.Errorf("reversed purchase = %d, want REVERSED", got.StatusID)
 	}
 	if got := s.get(t, "/in-store/api/v1/transaction/"+rev["ref"].(string)).tx(t, 200); got.StatusID != instore.StatusApproved || got.Type != instore.TypeReversal {
@@ -407,9 +407,7 @@ func TestDocTerminal(t *testing.T) {
 	}
 	d.confirm(c)
 	d.result(ref, instore.StatusAbortedByCashier)
-	if got := s.get(t, "/in-store/api/v1/transaction/"+ref).tx(t, 200); got.StatusID != instore.StatusAbortedByCashier || got.ErrorCode != "WP37" {
-		t.Errorf("cancelled purchase = %d %v, want ABORTED_BY_CASHIER with WP37", got.StatusID, got.ErrorCode)
-	}
+	wantStatus(t, s.transaction(t, ref), instore.StatusAbortedByCashier, "WP37", "cancelled purchase")
 
 	// A late approval: cancel DEADLINE, then the reversal LATE_APPROVAL,
 	// which the terminal confirms.
@@ -427,9 +425,7 @@ func TestDocTerminal(t *testing.T) {
 		t.Errorf("late approval reversal %v, want reason LATE_APPROVAL without originalRef", late)
 	}
 	d.confirm(late)
-	if got := s.get(t, "/in-store/api/v1/transaction/"+ref).tx(t, 200); got.StatusID != instore.StatusReversed || got.ErrorCode != "WP36" {
-		t.Errorf("late approval = %d %v, want REVERSED keeping WP36", got.StatusID, got.ErrorCode)
-	}
+	wantStatus(t, s.transaction(t, ref), instore.StatusReversed, "WP36", "late approval")
 
 	// printReceipt: the customer receipt of the result is printed.
 	ref, done = purchase(map[string]any{"terminalId": term, "amount": 4000, "currency": "SEK", "printReceipt": true})

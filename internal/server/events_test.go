@@ -52,7 +52,7 @@ func TestTimelineOfEachOutcome(t *testing.T) {
 			if got := kinds(es); !slices.Equal(got, want) {
 				t.Errorf("%s: timeline %v, want %v", name, got, want)
 			}
-			tx := s.get(t, "/in-store/api/v1/transaction/"+ref).tx(t, 200)
+			tx := s.transaction(t, ref)
 			for i, e := range es {
 				if e.Version != int64(i+1) {
 					t.Errorf("%s: event %d has version %d (a change without its entry?)", name, i, e.Version)

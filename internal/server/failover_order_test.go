@@ -116,22 +116,57 @@ func twoNodes(t *testing.T) (a *sandbox, b *server.Server, gate *gatedStore, adv
 	return a, b, gate, func(d time.Duration) { advance(t, clk, d) }
 }
 
-// firstOf reads d's messages until a purchase other than cancelRef
-// arrives and returns it and what came first of it and the cancel of
-// cancelRef.
-func firstOf(d *rawDevice, cancelRef string) (first string, cmd protocol.Envelope) {
+// wantCancelFirst reads d's messages until a purchase other than ref
+// arrives and fails unless the owed cancel of ref came before it (the
+// terminal still runs ref and would decline the new one
+// TERMINAL_IS_BUSY); after names the moment in the failure. The terminal
+// then acknowledges the new purchase, whose request must answer 201 on
+// done: the test ends after it, so that no request outlives the server.
+func wantCancelFirst(t *testing.T, d *rawDevice, ref string, done <-chan reply, after string) {
+	t.Helper()
+	first := ""
 	for {
 		env := d.next()
 		switch {
-		case env.Type == protocol.TypeCancel && env.Ref == cancelRef && first == "":
+		case env.Type == protocol.TypeCancel && env.Ref == ref && first == "":
 			first = "cancel " + env.Ref
-		case env.Type == protocol.TypePurchase && env.Ref != cancelRef:
+		case env.Type == protocol.TypePurchase && env.Ref != ref:
 			if first == "" {
 				first = "purchase " + env.Ref
 			}
-			return first, env
+			if first != "cancel "+ref {
+				t.Errorf("first message after %s = %s; want the owed cancel of %s", after, first, ref)
+			}
+			d.send(protocol.TypeAck, "", env.ID, env.Ref, nil)
+			(<-done).tx(t, 201)
+			return
 		}
 	}
+}
+
+// sendWhen makes the ECR's request send from a goroutine once ready holds,
+// again while send says its reply does not count (false), until the test
+// ends; the reply that counts comes on the channel returned.
+func sendWhen(t *testing.T, ready func() bool, send func() (reply, bool)) <-chan reply {
+	done := make(chan reply, 1)
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	go func() {
+		testwait.Until(testwait.Timeout, func() bool {
+			if closed(stop) {
+				return true
+			}
+			if !ready() {
+				return false
+			}
+			r, ok := send()
+			if ok {
+				done <- r
+			}
+			return ok
+		})
+	}()
+	return done
 }
 
 // TestCommandAfterCancelOfAnotherNode: node A ends a purchase its terminal
@@ -157,12 +192,7 @@ func TestCommandAfterCancelOfAnotherNode(t *testing.T) {
 	viaB := *a.env
 	viaB.online = b.URL("online")
 	go func() { done <- (&sandbox{env: &viaB}).purchase(t, term, 6000) }()
-	got, cmd := firstOf(d, first.Ref)
-	if got != "cancel "+first.Ref {
-		t.Errorf("first message after the WP25 = %s; want the owed cancel of %s (the terminal still runs it and would decline the new one TERMINAL_IS_BUSY)", got, first.Ref)
-	}
-	d.send(protocol.TypeAck, "", cmd.ID, cmd.Ref, nil)
-	(<-done).tx(t, 201)
+	wantCancelFirst(t, d, first.Ref, done, "the WP25")
 }
 
 // TestReconnectCancelBeforeCommandOfAnotherNode: a terminal reconnects to
@@ -187,33 +217,14 @@ func TestReconnectCancelBeforeCommandOfAnotherNode(t *testing.T) {
 	// B's hello reads what is owed only once a second read (the wake-up
 	// for the new purchase) has begun.
 	gate.holdOwed.Store(true)
-	done := make(chan reply, 1)
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		testwait.Until(testwait.Timeout, func() bool {
-			if closed(stop) {
-				return true
-			}
-			if !b.Gateway.Online(serial) {
-				return false
-			}
-			r := a.purchase(t, term, 6000)
-			var p problem
-			if json.Unmarshal(r.body, &p); r.resp.StatusCode == 409 && p.ErrorCode == "WP23" {
-				return false // A does not see B's session yet
-			}
-			done <- r
-			return true
-		})
-	}()
+	done := sendWhen(t, func() bool { return b.Gateway.Online(serial) }, func() (reply, bool) {
+		r := a.purchase(t, term, 6000)
+		var p problem
+		json.Unmarshal(r.body, &p)
+		return r, r.resp.StatusCode != 409 || p.ErrorCode != "WP23" // WP23: A does not see B's session yet
+	})
 	d2 := dialDevice(t, b.URL("terminal"), serial, secret)
-	got, next := firstOf(d2, cmd.Ref)
-	if got != "cancel "+cmd.Ref {
-		t.Errorf("first message after the reconnect = %s; want the owed cancel of %s (the terminal still runs it and would decline the new one TERMINAL_IS_BUSY)", got, cmd.Ref)
-	}
-	d2.send(protocol.TypeAck, "", next.ID, next.Ref, nil)
-	(<-done).tx(t, 201)
+	wantCancelFirst(t, d2, cmd.Ref, done, "the reconnect")
 }
 
 // failingOwed fails OpenEffects while fail is set.

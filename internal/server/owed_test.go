@@ -244,10 +244,7 @@ func TestECRCancelResentAfterRestart(t *testing.T) {
 		if c := d.expect(protocol.TypeConfirm); c.Re != res {
 			t.Fatalf("confirm re %q, want the result's %q", c.Re, res)
 		}
-		final := s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200)
-		if final.StatusID != instore.StatusAbortedByCashier || final.ErrorCode != "WP37" {
-			t.Errorf("cancelled purchase ended %d %v, want ABORTED_BY_CASHIER with WP37", final.StatusID, final.ErrorCode)
-		}
+		wantStatus(t, s.transaction(t, cmd.Ref), instore.StatusAbortedByCashier, "WP37", "cancelled purchase")
 		d.conn.Close()
 		s.waitOffline(t, "RAW-ECR")
 		d = s.redial(t, d)
@@ -291,7 +288,7 @@ func TestLateApprovalReversalResentUntilConfirmed(t *testing.T) {
 		}
 		d = s.redial(t, d)
 		d.owedNothing()
-		final := s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200)
+		final := s.transaction(t, cmd.Ref)
 		if final.StatusID != instore.StatusReversed {
 			t.Errorf("late approval: %d, want REVERSED", final.StatusID)
 		}
@@ -525,7 +522,7 @@ func TestUnacknowledgedCommandResentAfterReconnect(t *testing.T) {
 	(<-revDone).tx(t, 201)
 	d.send(protocol.TypeResult, "", "", again.Ref, protocol.Result{StatusID: instore.StatusApproved})
 	d.expect(protocol.TypeConfirm)
-	if got := s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200); got.StatusID != instore.StatusReversed {
+	if got := s.transaction(t, cmd.Ref); got.StatusID != instore.StatusReversed {
 		t.Errorf("purchase after its reversal = %d, want REVERSED", got.StatusID)
 	}
 }

@@ -51,7 +51,7 @@ func (s *sandbox) approvedOp(t *testing.T, path, ref string, body map[string]any
 // authorization reads the pre-auth ref's authorisation.
 func (s *sandbox) authorization(t *testing.T, ref string) instore.Authorization {
 	t.Helper()
-	tx := s.get(t, "/in-store/api/v1/transaction/"+ref).tx(t, 200)
+	tx := s.transaction(t, ref)
 	if tx.Authorization == nil {
 		t.Fatalf("pre-auth %s has no authorization", ref)
 	}

@@ -46,39 +46,11 @@ func TestOwedCancelBeforeNewCommand(t *testing.T) {
 	s.wantEndedAtDeadline(t, cmd.Ref)
 	w.slow.Store(true)
 	// The ECR sends a purchase as soon as the terminal is ready for one.
-	done := make(chan reply, 1)
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		stopped := func() bool { return closed(stop) }
-		if testwait.Until(testwait.Timeout, func() bool { return stopped() || s.srv.Gateway.Ready("RAW-ORD") }) && !stopped() {
-			done <- s.purchase(t, term, 6000)
-		}
-	}()
+	done := sendWhen(t, func() bool { return s.srv.Gateway.Ready("RAW-ORD") }, func() (reply, bool) {
+		return s.purchase(t, term, 6000), true
+	})
 	d2 := s.redial(t, d)
-	first := ""
-	var next protocol.Envelope
-	for next.Type == "" {
-		env := d2.next()
-		switch env.Type {
-		case protocol.TypeCancel:
-			if first == "" {
-				first = env.Type + " " + env.Ref
-			}
-		case protocol.TypePurchase:
-			if first == "" {
-				first = env.Type + " " + env.Ref
-			}
-			next = env
-		}
-	}
-	if first != protocol.TypeCancel+" "+cmd.Ref {
-		t.Errorf("first message after the reconnect = %s; want the owed cancel of %s (the terminal still runs it and would decline the new one TERMINAL_IS_BUSY)", first, cmd.Ref)
-	}
-	// The new purchase goes through once acknowledged; the test ends after
-	// its answer, so that no request outlives the server.
-	d2.send(protocol.TypeAck, "", next.ID, next.Ref, nil)
-	(<-done).tx(t, 201)
+	wantCancelFirst(t, d2, cmd.Ref, done, "the reconnect")
 }
 
 // TestFailedReversalLeavesAWayOut: a reversal that ended without paying
@@ -122,7 +94,7 @@ func TestFailedReversalLeavesAWayOut(t *testing.T) {
 				d.send(protocol.TypeResult, "", "", rev2.Ref, protocol.Result{StatusID: 0})
 				d.expect(protocol.TypeConfirm)
 				testwait.For(t, "the purchase REVERSED", func() bool {
-					return s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200).StatusID == instore.StatusReversed
+					return s.transaction(t, cmd.Ref).StatusID == instore.StatusReversed
 				})
 				return
 			}
@@ -132,7 +104,7 @@ func TestFailedReversalLeavesAWayOut(t *testing.T) {
 			d.confirm(d.expect(protocol.TypeCancel)) // DEADLINE
 			d.send(protocol.TypeResult, "", "", rev.Ref, protocol.Result{StatusID: instore.StatusTechnicalError})
 			d.expect(protocol.TypeConfirm)
-			got := s.get(t, "/in-store/api/v1/transaction/"+rev.Ref).tx(t, 200)
+			got := s.transaction(t, rev.Ref)
 			if got.StatusID != instore.StatusTechnicalError || got.ErrorCode != instore.WP36 || got.Result == nil {
 				t.Errorf("reversal after its TECHNICAL_ERROR report = status %d, error %v, result %v; want TECHNICAL_ERROR, WP36 kept, the report kept", got.StatusID, got.ErrorCode, got.Result != nil)
 			}
@@ -148,7 +120,7 @@ func TestFailedReversalLeavesAWayOut(t *testing.T) {
 // TECHNICAL_ERROR (what the deadline leaves when the terminal is away).
 func (s *sandbox) wantEndedAtDeadline(t *testing.T, ref string) {
 	t.Helper()
-	if got := s.get(t, "/in-store/api/v1/transaction/"+ref).tx(t, 200); got.StatusID != instore.StatusTechnicalError {
+	if got := s.transaction(t, ref); got.StatusID != instore.StatusTechnicalError {
 		t.Fatalf("after the deadline: status %d, want TECHNICAL_ERROR", got.StatusID)
 	}
 }

@@ -336,8 +336,17 @@ func (s *Server) buildHandlers() map[string]http.Handler {
 	m := httpapi.NewMetrics(s.Registry)
 	limiter := httpapi.NewRateLimiter(s.cfg.RateLimit, s.cfg.RateBurst)
 
-	online := httpapi.NewAPI("online", s.logger, s.Metadata, m)
-	online.SetAccessLogger(s.accessLogger())
+	// newAPI starts a listener's API, logging to the access log; guard
+	// authenticates a surface's requests, rate-limited.
+	newAPI := func(name string, m *httpapi.Metrics) *httpapi.API {
+		a := httpapi.NewAPI(name, s.logger, s.Metadata, m)
+		a.SetAccessLogger(s.accessLogger())
+		return a
+	}
+	guard := func(surface instore.Surface) *httpapi.Guard {
+		return &httpapi.Guard{Auth: s.Auth, Surface: surface, Limiter: limiter}
+	}
+	online := newAPI("online", m)
 	var holders httpapi.Holders
 	if s.Node != nil {
 		holders = s.Node
@@ -345,7 +354,7 @@ func (s *Server) buildHandlers() map[string]http.Handler {
 	onlineapi.Register(onlineapi.Config{
 		IdempotencyHolders: holders,
 		API:                online,
-		Guard:              &httpapi.Guard{Auth: s.Auth, Surface: instore.SurfaceOnline, Limiter: limiter},
+		Guard:              guard(instore.SurfaceOnline),
 		Metadata:           s.Metadata,
 		Service:            s.Service,
 		Store:              s.Store,
@@ -357,26 +366,24 @@ func (s *Server) buildHandlers() map[string]http.Handler {
 			WriteTimeout: s.cfg.StreamWriteTimeout},
 	})
 
-	access := httpapi.NewAPI("access", s.logger, s.Metadata, m)
-	access.SetAccessLogger(s.accessLogger())
+	access := newAPI("access", m)
 	accessapi.Register(accessapi.Config{
 		IdempotencyHolders: holders,
 		API:                access,
-		Guard:              &httpapi.Guard{Auth: s.Auth, Surface: instore.SurfaceAccess, Limiter: limiter},
+		Guard:              guard(instore.SurfaceAccess),
 		Service:            s.Service,
 		Store:              s.Store,
 		OpenAPI:            api.AccessYAML,
 		Logger:             s.logger,
 	})
 
-	gatewayAPI := httpapi.NewAPI("gateway", s.logger, s.Metadata, m)
-	gatewayAPI.SetAccessLogger(s.accessLogger())
+	gatewayAPI := newAPI("gateway", m)
 	gatewayAPI.Mux.Handle("GET "+protocol.Path, s.Gateway)
 
 	if s.Fleet != nil {
 		// Sandbox mode: the control API and the console, on the Online
 		// API's listener and credentials.
-		sandbox.Register(online, &httpapi.Guard{Auth: s.Auth, Surface: instore.SurfaceOnline, Limiter: limiter}, s.Service, s.Store, s.Fleet)
+		sandbox.Register(online, guard(instore.SurfaceOnline), s.Service, s.Store, s.Fleet)
 		sandbox.RegisterConsole(sandbox.ConsoleConfig{
 			API: online, Guard: &httpapi.Guard{Auth: s.Auth, Surface: instore.SurfaceOnline}, Service: s.Service,
 			Store: s.Store, Fleet: s.Fleet,
@@ -384,8 +391,7 @@ func (s *Server) buildHandlers() map[string]http.Handler {
 		})
 	}
 
-	ops := httpapi.NewAPI("ops", s.logger, s.Metadata, nil)
-	ops.SetAccessLogger(s.accessLogger())
+	ops := newAPI("ops", nil)
 	ops.Handle("GET /healthz", func(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{"status":"ok"}`))

@@ -469,18 +469,29 @@ func TestRateLimit(t *testing.T) {
 
 func TestRoutingProblems(t *testing.T) {
 	e := start(t, nil)
-	for _, tc := range []struct {
-		method, path string
-		want         int
-	}{
+	e.routeProblems(t, e.online, e.auth(e.token, e.key), []routeProblem{
 		{"GET", "/in-store/api/v1/nothing", 404},
 		{"GET", "/", 404},
 		{"POST", "/in-store/api/v1/metadata", 405},
 		{"DELETE", "/oauth2/token", 405},
-	} {
-		resp, body := e.do(t, tc.method, e.online+tc.path, nil, e.auth(e.token, e.key))
+	})
+}
+
+// routeProblem is a request with no body and the status of the problem it
+// is answered with.
+type routeProblem struct {
+	method, path string
+	want         int
+}
+
+// routeProblems sends each case's request to the listener at base with
+// the headers hdr and checks it is answered with a problem of its status.
+func (e *env) routeProblems(t *testing.T, base string, hdr map[string]string, cases []routeProblem) {
+	t.Helper()
+	for _, tc := range cases {
+		resp, body := e.do(t, tc.method, base+tc.path, nil, hdr)
 		if resp.StatusCode != tc.want || resp.Header.Get("Content-Type") != "application/problem+json" {
-			t.Errorf("%s %s = %d %s %s, want %d problem", tc.method, tc.path, resp.StatusCode, resp.Header.Get("Content-Type"), body, tc.want)
+			t.Errorf("%s %s = %d %s %s, want a %d problem", tc.method, tc.path, resp.StatusCode, resp.Header.Get("Content-Type"), body, tc.want)
 		}
 	}
 }

@@ -60,7 +60,7 @@ func largestResultStored(t *testing.T, store func(*server.Config)) {
 	d.send([]byte(frame))
 	for c := d.expect("confirm", ref); c["re"] != id; c = d.expect("confirm", ref) {
 	}
-	got := s.get(t, "/in-store/api/v1/transaction/"+ref).tx(t, 200)
+	got := s.transaction(t, ref)
 	want := maxLines(200, 64, char)
 	if got.StatusID != instore.StatusApproved || got.Result == nil || !cmp.Equal(got.Result.Receipt, instore.Receipt{Customer: want, Merchant: want}) {
 		n := 0

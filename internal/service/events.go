@@ -15,29 +15,28 @@ import (
 // integrators are not told of it): the event each entry is written with,
 // and what the deterministic simulation checks the events against.
 func TransactionEventType(e instore.TransactionEvent) instore.EventType {
-	switch e.Kind {
-	case instore.EventCreated:
-		return instore.EventTransactionCreated
-	case instore.EventAcknowledged:
-		return instore.EventTransactionAcknowledged
-	case instore.EventProgress:
-		return instore.EventTransactionProgress
-	case instore.EventConfirmed:
-		return instore.EventTransactionConfirmed
-	case instore.EventAutoReversed:
-		return instore.EventTransactionAutoReversed
-	case instore.EventAuthorization:
-		return instore.EventTransactionAuthorization
-	case instore.EventLateResult:
-		// The terminal's own outcome of a transaction the service had
-		// ended: the status stands, but the final transaction now has a
-		// result (it settles that no money was taken).
-		return instore.EventTransactionFinal
+	if t, ok := timelineEventTypes[e.Kind]; ok {
+		return t
 	}
 	if e.StatusAfter != e.StatusBefore && e.StatusAfter != "PENDING" && e.StatusAfter != "" {
 		return instore.EventTransactionFinal // every final status, and a later one (REVERSED)
 	}
 	return ""
+}
+
+// timelineEventTypes are the event types of the timeline entries told of
+// whatever their statuses.
+var timelineEventTypes = map[instore.TimelineKind]instore.EventType{
+	instore.EventCreated:       instore.EventTransactionCreated,
+	instore.EventAcknowledged:  instore.EventTransactionAcknowledged,
+	instore.EventProgress:      instore.EventTransactionProgress,
+	instore.EventConfirmed:     instore.EventTransactionConfirmed,
+	instore.EventAutoReversed:  instore.EventTransactionAutoReversed,
+	instore.EventAuthorization: instore.EventTransactionAuthorization,
+	// The terminal's own outcome of a transaction the service had ended:
+	// the status stands, but the final transaction now has a result (it
+	// settles that no money was taken).
+	instore.EventLateResult: instore.EventTransactionFinal,
 }
 
 // stamp gives the timeline entries of ch (and of its pair) their

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -90,12 +89,8 @@ func (s *Service) Refund(ctx context.Context, p *instore.Principal, req *instore
 // ownTransaction loads one of the merchant's transactions (WP04 otherwise).
 func (s *Service) ownTransaction(ctx context.Context, p *instore.Principal, ref string) (*instore.Transaction, error) {
 	t, err := s.Store.Transaction(ctx, ref)
-	if errors.Is(err, instore.ErrNotFound) || err == nil && t.MerchantID != p.MerchantID {
-		return nil, instore.Errorf(instore.WP04, "No transaction with this onlineAPIRefId.")
-	} else if err != nil {
-		return nil, fmt.Errorf("transaction: %w", err)
-	}
-	return t, nil
+	return merchants(p, t, err, func(t *instore.Transaction) string { return t.MerchantID },
+		instore.WP04, "No transaction with this onlineAPIRefId.", "transaction")
 }
 
 // Reversal reverses an APPROVED purchase that is the latest transaction of

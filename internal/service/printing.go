@@ -177,12 +177,8 @@ func (s *Service) PrintJob(ctx context.Context, p *instore.Principal, id string)
 		return nil, instore.Errorf(instore.ENotFound, "No print job with this printId.")
 	}
 	j, err := s.Store.PrintJob(ctx, id)
-	if errors.Is(err, instore.ErrNotFound) || err == nil && j.MerchantID != p.MerchantID {
-		return nil, instore.Errorf(instore.ENotFound, "No print job with this printId.")
-	} else if err != nil {
-		return nil, fmt.Errorf("print job: %w", err)
-	}
-	return j, nil
+	return merchants(p, j, err, func(j *instore.PrintJob) string { return j.MerchantID },
+		instore.ENotFound, "No print job with this printId.", "print job")
 }
 
 // TerminalPrintResult records the final status a terminal reported for a

@@ -213,10 +213,19 @@ func (s *Service) ownTerminalWithUpdate(ctx context.Context, p *instore.Principa
 // ownedBy is the terminal of a read (t, err) if it is the principal's
 // merchant's; WP16 if there is none or it is another's.
 func ownedBy(p *instore.Principal, t *instore.Terminal, err error) (*instore.Terminal, error) {
-	if errors.Is(err, instore.ErrNotFound) || err == nil && t.MerchantID != p.MerchantID {
-		return nil, instore.Errorf(instore.WP16, "The terminal ID is not one of this merchant's.")
+	return merchants(p, t, err, func(t *instore.Terminal) string { return t.MerchantID },
+		instore.WP16, "The terminal ID is not one of this merchant's.", "terminal")
+}
+
+// merchants is v, read with err, if it is the principal's merchant's
+// (merchantOf says whose it is); the problem code with detail if there is
+// none or it is another's, so that a merchant learns nothing of another's;
+// what names the read in any other error.
+func merchants[T any](p *instore.Principal, v *T, err error, merchantOf func(*T) string, code, detail, what string) (*T, error) {
+	if errors.Is(err, instore.ErrNotFound) || err == nil && merchantOf(v) != p.MerchantID {
+		return nil, &instore.Error{Code: code, Detail: detail}
 	} else if err != nil {
-		return nil, fmt.Errorf("terminal: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	return t, nil
+	return v, nil
 }

@@ -1,8 +1,6 @@
 package sqlstore_test
 
 import (
-	"github.com/instore-dev/instore/internal/sqlstore"
-
 	"context"
 	"strings"
 	"testing"
@@ -14,9 +12,7 @@ import (
 func TestSchemaGuards(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
-			dsn := b.dsn(t)
-			mustOpen(t, dsn, sqlstore.Options{}).Close()
-			db := rawOpen(t, b.driver, dsn)
+			_, db := b.migrated(t)
 			ctx := context.Background()
 			q := func(query string) string {
 				if b.driver != "pgx" {

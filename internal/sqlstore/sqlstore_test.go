@@ -95,9 +95,7 @@ func TestSQLiteReopen(t *testing.T) {
 func TestNewerSchemaRefused(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
-			dsn := b.dsn(t)
-			mustOpen(t, dsn, sqlstore.Options{}).Close()
-			raw := rawOpen(t, b.driver, dsn)
+			dsn, raw := b.migrated(t)
 			if _, err := raw.Exec(`INSERT INTO schema_migrations (version, applied_at) VALUES (9999, 0)`); err != nil {
 				t.Fatal(err)
 			}
@@ -182,6 +180,15 @@ func TestOpenErrors(t *testing.T) {
 type backend struct {
 	name, driver string
 	dsn          func(t testing.TB) string
+}
+
+// migrated returns a fresh database the store has migrated, and a
+// connection to it that bypasses the store.
+func (b backend) migrated(t testing.TB) (dsn string, raw *sql.DB) {
+	t.Helper()
+	dsn = b.dsn(t)
+	mustOpen(t, dsn, sqlstore.Options{}).Close()
+	return dsn, rawOpen(t, b.driver, dsn)
 }
 
 // backends returns SQLite, and PostgreSQL when its URL is set.

@@ -38,25 +38,12 @@ var customerTests = []test{
 		}
 	}},
 	{"List", func(t *testing.T, s instore.Store) {
-		got, err := s.Customers(t.Context())
-		if err != nil {
-			t.Fatalf("Customers() on an empty store = %v", err)
-		}
-		if len(got) != 0 {
-			t.Errorf("Customers() on an empty store = %d customers, want 0", len(got))
-		}
+		checkAll(t, "Customers", s.Customers)
 		// Created out of order; equal times are ordered by id.
 		c2 := mustCreateCustomer(t, s, "cus_2", at(1))
 		c3 := mustCreateCustomer(t, s, "cus_3", at(0))
 		c1 := mustCreateCustomer(t, s, "cus_1", at(0))
-		got, err = s.Customers(t.Context())
-		if err != nil {
-			t.Fatalf("Customers() = %v", err)
-		}
-		want := []*instore.Customer{asStored(c1), asStored(c3), asStored(c2)}
-		if d := diff(want, got); d != "" {
-			t.Errorf("Customers() mismatch (-want +got):\n%s", d)
-		}
+		checkAll(t, "Customers", s.Customers, c1, c3, c2)
 	}},
 }
 
@@ -67,16 +54,7 @@ var merchantTests = []test{
 			{ID: "mer_active", CustomerID: "cus_1", Name: "Shop One", Active: true, CreatedAt: base},
 			{ID: "mer_inactive", CustomerID: "cus_1", Name: "Shop Two", Active: false, CreatedAt: at(1)},
 		} {
-			if err := s.CreateMerchant(t.Context(), m); err != nil {
-				t.Fatalf("CreateMerchant(%q) = %v", m.ID, err)
-			}
-			got, err := s.Merchant(t.Context(), m.ID)
-			if err != nil {
-				t.Fatalf("Merchant(%q) = %v", m.ID, err)
-			}
-			if d := diff(asStored(m), got); d != "" {
-				t.Errorf("Merchant(%q) mismatch (-want +got):\n%s", m.ID, d)
-			}
+			checkRoundTrip(t, "Merchant", s.CreateMerchant, s.Merchant, m, m.ID)
 		}
 	}},
 	{"NotFound", func(t *testing.T, s instore.Store) {

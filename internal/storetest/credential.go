@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -39,16 +40,7 @@ var apiClientTests = []test{
 			{ID: "cli_revoked", Surface: instore.SurfaceAccess, CustomerID: "cus_b", Name: "",
 				SecretHash: hash("s"), CreatedAt: at(2), RevokedAt: &revoked},
 		} {
-			if err := s.CreateAPIClient(t.Context(), c); err != nil {
-				t.Fatalf("CreateAPIClient(%q) = %v", c.ID, err)
-			}
-			got, err := s.APIClient(t.Context(), c.ID)
-			if err != nil {
-				t.Fatalf("APIClient(%q) = %v", c.ID, err)
-			}
-			if d := diff(asStored(c), got); d != "" {
-				t.Errorf("APIClient(%q) mismatch (-want +got):\n%s", c.ID, d)
-			}
+			checkRoundTrip(t, "APIClient", s.CreateAPIClient, s.APIClient, c, c.ID)
 		}
 	}},
 	{"NotFound", func(t *testing.T, s instore.Store) {
@@ -69,44 +61,8 @@ var apiClientTests = []test{
 			checkConflict(t, "CreateAPIClient("+tc.name+")", s.CreateAPIClient(t.Context(), tc.c))
 		}
 	}},
-	{"List", func(t *testing.T, s instore.Store) {
-		credentialFixture(t, s)
-		a2 := mustCreateAPIClient(t, s, newAPIClient("cli_a2", instore.SurfaceOnline, "cus_a", "mer_a", at(2)))
-		b1 := mustCreateAPIClient(t, s, newAPIClient("cli_b1", instore.SurfaceAccess, "cus_b", "", at(1)))
-		a3 := mustCreateAPIClient(t, s, newAPIClient("cli_a3", instore.SurfaceAccess, "cus_a", "", at(0)))
-		a1 := mustCreateAPIClient(t, s, newAPIClient("cli_a1", instore.SurfaceOnline, "cus_a", "mer_a", at(0)))
-		checkLists(t, "APIClients", s.APIClients, asStored[instore.APIClient], []listCase[*instore.APIClient]{
-			{"cus_a", []*instore.APIClient{a1, a3, a2}},
-			{"cus_b", []*instore.APIClient{b1}},
-			{"", []*instore.APIClient{a1, a3, b1, a2}},
-			{"cus_none", nil},
-		})
-	}},
-	{"Revoke", func(t *testing.T, s instore.Store) {
-		credentialFixture(t, s)
-		c := mustCreateAPIClient(t, s, newAPIClient("cli_1", instore.SurfaceAccess, "cus_a", "", at(0)))
-		other := mustCreateAPIClient(t, s, newAPIClient("cli_2", instore.SurfaceAccess, "cus_a", "", at(0)))
-		first, second := at(10), at(20)
-		for _, when := range []time.Time{first, second} {
-			if err := s.RevokeAPIClient(t.Context(), c.ID, when); err != nil {
-				t.Fatalf("RevokeAPIClient(%v) = %v", when, err)
-			}
-			got, err := s.APIClient(t.Context(), c.ID)
-			if err != nil {
-				t.Fatalf("APIClient() = %v", err)
-			}
-			if d := diff(storedPtr(&first), got.RevokedAt); d != "" {
-				t.Errorf("RevokedAt after RevokeAPIClient(%v) mismatch, want the first time (-want +got):\n%s", when, d)
-			}
-		}
-		got, err := s.APIClient(t.Context(), other.ID)
-		if err != nil {
-			t.Fatalf("APIClient(other) = %v", err)
-		}
-		if got.RevokedAt != nil {
-			t.Errorf("APIClient(other).RevokedAt = %v, want nil: revoke changed another client", *got.RevokedAt)
-		}
-	}},
+	{"List", apiClients.listTest},
+	{"Revoke", apiClients.revokeTest},
 	{"RevokeNotFound", func(t *testing.T, s instore.Store) {
 		err := s.RevokeAPIClient(t.Context(), "cli_missing_55e0", at(0))
 		checkNotFound(t, "RevokeAPIClient(missing)", err, "cli_missing_55e0")
@@ -139,11 +95,7 @@ var subscriptionKeyTests = []test{
 			mustCreateSubscriptionKey(t, s, k)
 		}
 		for _, k := range keys {
-			got, err := s.SubscriptionKeyByHash(t.Context(), k.Hash)
-			if err != nil {
-				t.Fatalf("SubscriptionKeyByHash(%q's hash) = %v", k.ID, err)
-			}
-			if d := diff(asStored(k), got); d != "" {
+			if d := diff(asStored(k), subscriptionKeys.read(t, s, k)); d != "" {
 				t.Errorf("SubscriptionKeyByHash(%q's hash) mismatch (-want +got):\n%s", k.ID, d)
 			}
 		}
@@ -173,54 +125,93 @@ var subscriptionKeyTests = []test{
 		} {
 			checkConflict(t, "CreateSubscriptionKey("+tc.name+")", s.CreateSubscriptionKey(t.Context(), tc.k))
 		}
-		got, err := s.SubscriptionKeyByHash(t.Context(), k.Hash)
-		if err != nil {
-			t.Fatalf("SubscriptionKeyByHash() = %v", err)
-		}
-		if got.ID != k.ID {
+		if got := subscriptionKeys.read(t, s, k); got.ID != k.ID {
 			t.Errorf("SubscriptionKeyByHash().ID = %q after refused duplicates, want %q", got.ID, k.ID)
 		}
 	}},
-	{"List", func(t *testing.T, s instore.Store) {
-		credentialFixture(t, s)
-		a2 := mustCreateSubscriptionKey(t, s, newSubscriptionKey("key_a2", instore.SurfaceOnline, "cus_a", "mer_a", at(2)))
-		b1 := mustCreateSubscriptionKey(t, s, newSubscriptionKey("key_b1", instore.SurfaceAccess, "cus_b", "", at(1)))
-		a3 := mustCreateSubscriptionKey(t, s, newSubscriptionKey("key_a3", instore.SurfaceAccess, "cus_a", "", at(0)))
-		a1 := mustCreateSubscriptionKey(t, s, newSubscriptionKey("key_a1", instore.SurfaceOnline, "cus_a", "mer_a", at(0)))
-		checkLists(t, "SubscriptionKeys", s.SubscriptionKeys, asStored[instore.SubscriptionKey], []listCase[*instore.SubscriptionKey]{
-			{"cus_a", []*instore.SubscriptionKey{a1, a3, a2}},
-			{"cus_b", []*instore.SubscriptionKey{b1}},
-			{"", []*instore.SubscriptionKey{a1, a3, b1, a2}},
-			{"cus_none", nil},
-		})
-	}},
-	{"Revoke", func(t *testing.T, s instore.Store) {
-		credentialFixture(t, s)
-		k := mustCreateSubscriptionKey(t, s, newSubscriptionKey("key_1", instore.SurfaceAccess, "cus_a", "", at(0)))
-		other := mustCreateSubscriptionKey(t, s, newSubscriptionKey("key_2", instore.SurfaceAccess, "cus_a", "", at(0)))
-		first, second := at(10), at(20)
-		for _, when := range []time.Time{first, second} {
-			if err := s.RevokeSubscriptionKey(t.Context(), k.ID, when); err != nil {
-				t.Fatalf("RevokeSubscriptionKey(%v) = %v", when, err)
-			}
-			got, err := s.SubscriptionKeyByHash(t.Context(), k.Hash)
-			if err != nil {
-				t.Fatalf("SubscriptionKeyByHash() = %v", err)
-			}
-			if d := diff(storedPtr(&first), got.RevokedAt); d != "" {
-				t.Errorf("RevokedAt after RevokeSubscriptionKey(%v) mismatch, want the first time (-want +got):\n%s", when, d)
-			}
-		}
-		got, err := s.SubscriptionKeyByHash(t.Context(), other.Hash)
-		if err != nil {
-			t.Fatalf("SubscriptionKeyByHash(other) = %v", err)
-		}
-		if got.RevokedAt != nil {
-			t.Errorf("other key RevokedAt = %v, want nil: revoke changed another key", *got.RevokedAt)
-		}
-	}},
+	{"List", subscriptionKeys.listTest},
+	{"Revoke", subscriptionKeys.revokeTest},
 	{"RevokeNotFound", func(t *testing.T, s instore.Store) {
 		err := s.RevokeSubscriptionKey(t.Context(), "key_missing_c0fe", at(0))
 		checkNotFound(t, "RevokeSubscriptionKey(missing)", err, "key_missing_c0fe")
 	}},
+}
+
+// credentialKind is a kind of credential (API clients, subscription keys)
+// as the List and Revoke tests, the same for both, use it.
+type credentialKind[C any] struct {
+	name    string // in method names: "APIClient" for APIClients, RevokeAPIClient
+	prefix  string // of its ids
+	newCred func(id string, surface instore.Surface, customerID, merchantID string, created time.Time) *C
+	create  func(*testing.T, instore.Store, *C) *C
+	read    func(*testing.T, instore.Store, *C) *C // reads one back as stored
+	list    func(instore.Store) func(context.Context, string) ([]*C, error)
+	revoke  func(instore.Store) func(context.Context, string, time.Time) error
+	id      func(*C) string
+	revoked func(*C) *time.Time
+}
+
+var apiClients = credentialKind[instore.APIClient]{
+	name: "APIClient", prefix: "cli_", newCred: newAPIClient, create: mustCreateAPIClient,
+	read: func(t *testing.T, s instore.Store, c *instore.APIClient) *instore.APIClient {
+		return mustGet(t, "APIClient", s.APIClient, c.ID)
+	},
+	list:    func(s instore.Store) func(context.Context, string) ([]*instore.APIClient, error) { return s.APIClients },
+	revoke:  func(s instore.Store) func(context.Context, string, time.Time) error { return s.RevokeAPIClient },
+	id:      func(c *instore.APIClient) string { return c.ID },
+	revoked: func(c *instore.APIClient) *time.Time { return c.RevokedAt },
+}
+
+var subscriptionKeys = credentialKind[instore.SubscriptionKey]{
+	name: "SubscriptionKey", prefix: "key_", newCred: newSubscriptionKey, create: mustCreateSubscriptionKey,
+	read: func(t *testing.T, s instore.Store, k *instore.SubscriptionKey) *instore.SubscriptionKey {
+		t.Helper()
+		got, err := s.SubscriptionKeyByHash(t.Context(), k.Hash)
+		if err != nil {
+			t.Fatalf("SubscriptionKeyByHash(%q's hash) = %v", k.ID, err)
+		}
+		return got
+	},
+	list: func(s instore.Store) func(context.Context, string) ([]*instore.SubscriptionKey, error) {
+		return s.SubscriptionKeys
+	},
+	revoke:  func(s instore.Store) func(context.Context, string, time.Time) error { return s.RevokeSubscriptionKey },
+	id:      func(k *instore.SubscriptionKey) string { return k.ID },
+	revoked: func(k *instore.SubscriptionKey) *time.Time { return k.RevokedAt },
+}
+
+// listTest: the listing of a customer's credentials (every customer's for
+// ""), oldest first, equal times ordered by id.
+func (k credentialKind[C]) listTest(t *testing.T, s instore.Store) {
+	credentialFixture(t, s)
+	a2 := k.create(t, s, k.newCred(k.prefix+"a2", instore.SurfaceOnline, "cus_a", "mer_a", at(2)))
+	b1 := k.create(t, s, k.newCred(k.prefix+"b1", instore.SurfaceAccess, "cus_b", "", at(1)))
+	a3 := k.create(t, s, k.newCred(k.prefix+"a3", instore.SurfaceAccess, "cus_a", "", at(0)))
+	a1 := k.create(t, s, k.newCred(k.prefix+"a1", instore.SurfaceOnline, "cus_a", "mer_a", at(0)))
+	checkLists(t, k.name+"s", k.list(s), asStored[C], []listCase[*C]{
+		{"cus_a", []*C{a1, a3, a2}},
+		{"cus_b", []*C{b1}},
+		{"", []*C{a1, a3, b1, a2}},
+		{"cus_none", nil},
+	})
+}
+
+// revokeTest: a credential revoked twice keeps the first time; another
+// credential of the customer stays as it was.
+func (k credentialKind[C]) revokeTest(t *testing.T, s instore.Store) {
+	credentialFixture(t, s)
+	c := k.create(t, s, k.newCred(k.prefix+"1", instore.SurfaceAccess, "cus_a", "", at(0)))
+	other := k.create(t, s, k.newCred(k.prefix+"2", instore.SurfaceAccess, "cus_a", "", at(0)))
+	first, second := at(10), at(20)
+	for _, when := range []time.Time{first, second} {
+		if err := k.revoke(s)(t.Context(), k.id(c), when); err != nil {
+			t.Fatalf("Revoke%s(%v) = %v", k.name, when, err)
+		}
+		if d := diff(storedPtr(&first), k.revoked(k.read(t, s, c))); d != "" {
+			t.Errorf("RevokedAt after Revoke%s(%v) mismatch, want the first time (-want +got):\n%s", k.name, when, d)
+		}
+	}
+	if got := k.revoked(k.read(t, s, other)); got != nil {
+		t.Errorf("another %s's RevokedAt = %v, want nil: revoke changed another credential", k.name, *got)
+	}
 }

@@ -36,12 +36,7 @@ var deviceTests = []test{
 				SoftwareVersion: "2.4.1", LinkCode: "K7Q2-M9XA", LastSeenAt: &seen, CreatedAt: base},
 			{SerialNumber: "SN-BARE", Model: instore.ModelPINPad, SecretHash: hash("secret bare"), CreatedAt: at(1)},
 		} {
-			if err := s.CreateDevice(t.Context(), d); err != nil {
-				t.Fatalf("CreateDevice(%q) = %v", d.SerialNumber, err)
-			}
-			if d := diff(asStored(d), mustDevice(t, s, d.SerialNumber)); d != "" {
-				t.Errorf("Device() mismatch (-want +got):\n%s", d)
-			}
+			checkRoundTrip(t, "Device", s.CreateDevice, s.Device, d, d.SerialNumber)
 		}
 		got, err := s.DeviceByLinkCode(t.Context(), "K7Q2-M9XA")
 		if err != nil {

@@ -38,6 +38,22 @@ func owing(t *testing.T, s instore.Store) *instore.Transaction {
 	return mustCreateTransaction(t, s, newTransaction("txn_1", "mer_1", terminalID, "SN-1", instore.StatusPending, at(1)))
 }
 
+// mustOwe commits a copy of tx, unchanged but for the effects es it now
+// owes (tx itself keeps its version).
+func mustOwe(t *testing.T, s instore.Store, tx *instore.Transaction, es ...*instore.Effect) {
+	t.Helper()
+	next := *tx
+	mustCommit(t, s, &instore.Change{T: &next, From: tx.Version, Effects: es})
+}
+
+// mustEndEffect ends effect id of device serial with outcome at when.
+func mustEndEffect(t *testing.T, s instore.Store, id, serial string, outcome instore.EffectOutcome, when time.Time) {
+	t.Helper()
+	if err := s.EndEffect(t.Context(), id, serial, outcome, when); err != nil {
+		t.Fatalf("EndEffect(%s) = %v", id, err)
+	}
+}
+
 // expired is tx ended TECHNICAL_ERROR, as a change that owes a cancel.
 func expired(tx *instore.Transaction) *instore.Transaction {
 	e := *tx
@@ -185,9 +201,7 @@ var effectTests = []test{
 			}
 			from = next.Version
 		}
-		if err := s.EndEffect(t.Context(), "eff_done", "SN-1", instore.EffectConfirmed, at(6)); err != nil {
-			t.Fatalf("EndEffect(eff_done) = %v", err)
-		}
+		mustEndEffect(t, s, "eff_done", "SN-1", instore.EffectConfirmed, at(6))
 		want := []*instore.Effect{asStored(es[1]), asStored(es[2]), asStored(es[0])}
 		if d := diff(want, mustOpenEffects(t, s, "SN-1")); d != "" {
 			t.Errorf("OpenEffects(SN-1) mismatch (-want +got):\n%s", d)
@@ -202,19 +216,14 @@ var effectTests = []test{
 	{"EndEffect", func(t *testing.T, s instore.Store) {
 		tx := owing(t, s)
 		e := newEffect("eff_1", instore.EffectCancel, "SN-1", tx.ID, instore.CancelByECR, at(2))
-		next := *tx
-		if err := s.Commit(t.Context(), &instore.Change{T: &next, From: tx.Version, Effects: []*instore.Effect{e}}); err != nil {
-			t.Fatal(err)
-		}
+		mustOwe(t, s, tx, e)
 		// Another device's confirm, or an unknown id: nothing changes.
 		checkNotFound(t, "EndEffect(another device's)", s.EndEffect(t.Context(), "eff_1", "SN-2", instore.EffectConfirmed, at(3)), "eff_1")
 		checkNotFound(t, "EndEffect(unknown)", s.EndEffect(t.Context(), "eff_missing_7c", "SN-1", instore.EffectConfirmed, at(3)), "eff_missing_7c")
 		if d := diff(asStored(e), mustEffect(t, s, "eff_1")); d != "" {
 			t.Errorf("Effect(eff_1) after refused ends (-want +got):\n%s", d)
 		}
-		if err := s.EndEffect(t.Context(), "eff_1", "SN-1", instore.EffectConfirmed, at(4)); err != nil {
-			t.Fatalf("EndEffect() = %v", err)
-		}
+		mustEndEffect(t, s, "eff_1", "SN-1", instore.EffectConfirmed, at(4))
 		want := done(e, instore.EffectConfirmed, at(4))
 		if d := diff(want, mustEffect(t, s, "eff_1")); d != "" {
 			t.Errorf("Effect(eff_1) after EndEffect (-want +got):\n%s", d)
@@ -233,10 +242,7 @@ var effectTests = []test{
 	{"ConcurrentEndEffect", func(t *testing.T, s instore.Store) {
 		tx := owing(t, s)
 		e := newEffect("eff_1", instore.EffectCancel, "SN-1", tx.ID, instore.CancelByECR, at(2))
-		next := *tx
-		if err := s.Commit(t.Context(), &instore.Change{T: &next, From: tx.Version, Effects: []*instore.Effect{e}}); err != nil {
-			t.Fatal(err)
-		}
+		mustOwe(t, s, tx, e)
 		outcomes := []instore.EffectOutcome{instore.EffectConfirmed, instore.EffectMoot, instore.EffectConfirmed, instore.EffectMoot, instore.EffectConfirmed, instore.EffectMoot}
 		errs := atOnce(len(outcomes), func(i int) error {
 			return s.EndEffect(t.Context(), "eff_1", "SN-1", outcomes[i], at(10+i))
@@ -258,13 +264,8 @@ var effectTests = []test{
 			newEffect("eff_4", instore.EffectCancel, "SN-1", "txn_other", instore.CancelDeadline, at(5)),
 			newEffect("eff_5", instore.EffectCancel, "SN-1", tx.ID, instore.CancelByECR, at(1)),
 		}
-		next := *tx
-		if err := s.Commit(t.Context(), &instore.Change{T: &next, From: tx.Version, Effects: es}); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.EndEffect(t.Context(), "eff_5", "SN-1", instore.EffectConfirmed, at(5)); err != nil {
-			t.Fatal(err)
-		}
+		mustOwe(t, s, tx, es...)
+		mustEndEffect(t, s, "eff_5", "SN-1", instore.EffectConfirmed, at(5))
 		n, err := s.EndEffectsOf(t.Context(), tx.ID, instore.EffectCancel, instore.EffectMoot, at(6))
 		if err != nil || n != 2 {
 			t.Fatalf("EndEffectsOf(cancels of txn_1) = %d, %v; want 2, nil", n, err)
@@ -314,13 +315,8 @@ var effectTests = []test{
 			newEffect("eff_new", instore.EffectCancel, "SN-1", tx.ID, instore.CancelByECR, at(10)),
 			newEffect("eff_done", instore.EffectCancel, "SN-1", tx.ID, instore.CancelByECR, at(1)),
 		}
-		next := *tx
-		if err := s.Commit(t.Context(), &instore.Change{T: &next, From: tx.Version, Effects: es}); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.EndEffect(t.Context(), "eff_done", "SN-1", instore.EffectConfirmed, at(3)); err != nil {
-			t.Fatal(err)
-		}
+		mustOwe(t, s, tx, es...)
+		mustEndEffect(t, s, "eff_done", "SN-1", instore.EffectConfirmed, at(3))
 		got, err := s.ExpireEffects(t.Context(), at(10), at(20))
 		if err != nil {
 			t.Fatalf("ExpireEffects() = %v", err)
@@ -362,14 +358,7 @@ var effectTests = []test{
 		if err := s.CompletePrintJob(t.Context(), "prt_2", instore.PrintSuccess, at(4)); err != nil {
 			t.Fatal(err)
 		}
-		got, err := s.RunningPrintJobs(t.Context())
-		if err != nil {
-			t.Fatalf("RunningPrintJobs() = %v", err)
-		}
 		// Oldest first: created_at, then id.
-		want = []*instore.PrintJob{want[1], want[2], want[0]}
-		if d := diff(want, got); d != "" {
-			t.Errorf("RunningPrintJobs() mismatch (-want +got):\n%s", d)
-		}
+		checkAll(t, "RunningPrintJobs", s.RunningPrintJobs, want[1], want[2], want[0])
 	}},
 }

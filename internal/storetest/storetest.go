@@ -187,6 +187,33 @@ func mustCreateWith[T any](t *testing.T, name string, create func(context.Contex
 	return v
 }
 
+// checkRoundTrip stores v with create and compares what get returns for
+// id with v as stored; name is the type in the method names.
+func checkRoundTrip[T any](t *testing.T, name string, create func(context.Context, *T) error, get func(context.Context, string) (*T, error), v *T, id string) {
+	t.Helper()
+	mustCreateWith(t, "Create"+name, create, v, id)
+	if d := diff(asStored(v), mustGet(t, name, get, id)); d != "" {
+		t.Errorf("%s(%q) mismatch (-want +got):\n%s", name, id, d)
+	}
+}
+
+// checkAll compares what list returns with want as stored, in order (none:
+// an empty list); name is the method in failure messages.
+func checkAll[T any](t *testing.T, name string, list func(context.Context) ([]*T, error), want ...*T) {
+	t.Helper()
+	got, err := list(t.Context())
+	if err != nil {
+		t.Fatalf("%s() = %v", name, err)
+	}
+	var stored []*T
+	for _, w := range want {
+		stored = append(stored, asStored(w))
+	}
+	if d := diff(stored, got); d != "" {
+		t.Errorf("%s() mismatch (-want +got):\n%s", name, d)
+	}
+}
+
 // checkNotFound fails unless err wraps instore.ErrNotFound without naming
 // the id (ids are sensitive and errors reach logs).
 func checkNotFound(t *testing.T, op string, err error, id string) {

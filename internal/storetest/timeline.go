@@ -26,6 +26,14 @@ func mustEvents(t *testing.T, s instore.Store, ref string) []instore.Transaction
 	return mustGet(t, "TransactionEvents", s.TransactionEvents, ref)
 }
 
+// checkTimeline compares the timeline of ref with want as stored.
+func checkTimeline(t *testing.T, s instore.Store, ref string, want ...instore.TransactionEvent) {
+	t.Helper()
+	if d := diff(storedEvents(want...), mustEvents(t, s, ref)); d != "" {
+		t.Errorf("TransactionEvents(%q) mismatch (-want +got):\n%s", ref, d)
+	}
+}
+
 var timelineTests = []test{
 	{"EveryWritePath", func(t *testing.T, s instore.Store) {
 		// Each write of a transaction stores its events with it, in order
@@ -38,23 +46,15 @@ var timelineTests = []test{
 			t.Fatal(err)
 		}
 		ack := ev(2, instore.EventAcknowledged, "PENDING", "PENDING")
-		if err := s.Commit(t.Context(), &instore.Change{T: tx, From: 1, Events: []instore.TransactionEvent{ack}}); err != nil {
-			t.Fatal(err)
-		}
+		mustCommit(t, s, &instore.Change{T: tx, From: 1, Events: []instore.TransactionEvent{ack}})
 		stage := ev(3, instore.EventProgress, "PENDING", "PENDING")
 		tx.Progress = instore.ProgressWaitingForCard
-		if err := s.Commit(t.Context(), &instore.Change{T: tx, From: 2, Relaxed: true, Events: []instore.TransactionEvent{stage}}); err != nil {
-			t.Fatal(err)
-		}
+		mustCommit(t, s, &instore.Change{T: tx, From: 2, Relaxed: true, Events: []instore.TransactionEvent{stage}})
 		result := ev(4, instore.EventResult, "PENDING", "APPROVED")
 		tx.StatusID, tx.Progress, tx.ResultMessageID = instore.StatusApproved, instore.ProgressFinal, "m-1"
-		if err := s.Commit(t.Context(), &instore.Change{T: tx, From: 3, Events: []instore.TransactionEvent{result},
-			Effects: []*instore.Effect{{ID: "eff_timeline", Kind: instore.EffectCancel, SerialNumber: "SN-1", Ref: "txn_1", CreatedAt: at(2)}}}); err != nil {
-			t.Fatal(err)
-		}
-		if d := diff(storedEvents(created, ack, stage, result), mustEvents(t, s, "txn_1")); d != "" {
-			t.Errorf("timeline mismatch (-want +got):\n%s", d)
-		}
+		mustCommit(t, s, &instore.Change{T: tx, From: 3, Events: []instore.TransactionEvent{result},
+			Effects: []*instore.Effect{{ID: "eff_timeline", Kind: instore.EffectCancel, SerialNumber: "SN-1", Ref: "txn_1", CreatedAt: at(2)}}})
+		checkTimeline(t, s, "txn_1", created, ack, stage, result)
 		if es := mustEvents(t, s, "txn_unknown"); len(es) != 0 {
 			t.Errorf("timeline of an unknown transaction = %+v, want empty", es)
 		}
@@ -66,12 +66,8 @@ var timelineTests = []test{
 		mustCreate(t, s, &instore.Change{T: tx, Events: []instore.TransactionEvent{a}})
 		// An update carrying two events (the second a re-write of the first
 		// is kept once) writes both, in its transaction.
-		if err := s.Commit(t.Context(), &instore.Change{T: tx, From: 1, Events: []instore.TransactionEvent{b, a}}); err != nil {
-			t.Fatal(err)
-		}
-		if d := diff(storedEvents(a, b), mustEvents(t, s, "txn_1")); d != "" {
-			t.Errorf("timeline mismatch (-want +got):\n%s", d)
-		}
+		mustCommit(t, s, &instore.Change{T: tx, From: 1, Events: []instore.TransactionEvent{b, a}})
+		checkTimeline(t, s, "txn_1", a, b)
 	}},
 	{"RefusedWriteStoresNoEvent", func(t *testing.T, s instore.Store) {
 		// A failed compare-and-set writes no event, on every path.
@@ -109,15 +105,9 @@ var timelineTests = []test{
 		revEv, origEv := ev(2, instore.EventResult, "PENDING", "APPROVED"), ev(2, instore.EventReversed, "APPROVED", "REVERSED")
 		rev.StatusID = instore.StatusApproved
 		orig.StatusID, orig.ReversedBy = instore.StatusReversed, "txn_r"
-		if err := s.Commit(t.Context(), &instore.Change{T: rev, From: 1, Events: []instore.TransactionEvent{revEv},
-			Pair: &instore.Change{T: orig, From: 1, Events: []instore.TransactionEvent{origEv}}}); err != nil {
-			t.Fatal(err)
-		}
-		if d := diff(storedEvents(revEv), mustEvents(t, s, "txn_r")); d != "" {
-			t.Errorf("reversal's timeline mismatch (-want +got):\n%s", d)
-		}
-		if d := diff(storedEvents(origEv), mustEvents(t, s, "txn_o")); d != "" {
-			t.Errorf("original's timeline mismatch (-want +got):\n%s", d)
-		}
+		mustCommit(t, s, &instore.Change{T: rev, From: 1, Events: []instore.TransactionEvent{revEv},
+			Pair: &instore.Change{T: orig, From: 1, Events: []instore.TransactionEvent{origEv}}})
+		checkTimeline(t, s, "txn_r", revEv)
+		checkTimeline(t, s, "txn_o", origEv)
 	}},
 }

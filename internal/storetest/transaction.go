@@ -61,8 +61,14 @@ func mustCreate(t *testing.T, s instore.Store, ch *instore.Change) *instore.Tran
 
 func mustUpdateTransaction(t *testing.T, s instore.Store, tx *instore.Transaction, fromVersion int64) {
 	t.Helper()
-	if err := s.Commit(t.Context(), &instore.Change{T: tx, From: fromVersion}); err != nil {
-		t.Fatalf("Commit(%q, %d) = %v", tx.ID, fromVersion, err)
+	mustCommit(t, s, &instore.Change{T: tx, From: fromVersion})
+}
+
+// mustCommit stores the update ch, which must succeed.
+func mustCommit(t *testing.T, s instore.Store, ch *instore.Change) {
+	t.Helper()
+	if err := s.Commit(t.Context(), ch); err != nil {
+		t.Fatalf("Commit(%q, %d) = %v", ch.T.ID, ch.From, err)
 	}
 }
 
@@ -458,13 +464,7 @@ var transactionTests = []test{
 		}
 	}},
 	{"Pending", func(t *testing.T, s instore.Store) {
-		got, err := s.PendingTransactions(t.Context())
-		if err != nil {
-			t.Fatalf("PendingTransactions() on an empty store = %v", err)
-		}
-		if len(got) != 0 {
-			t.Errorf("PendingTransactions() on an empty store = %d transactions, want 0", len(got))
-		}
+		checkAll(t, "PendingTransactions", s.PendingTransactions)
 		a := seed(t, s)
 		b := seedTerminal(t, s, "SN-2")
 		c := seedTerminal(t, s, "SN-3")
@@ -473,15 +473,7 @@ var transactionTests = []test{
 		pb := mustCreateTransaction(t, s, newTransaction("txn_b1", "mer_1", b, "SN-2", instore.StatusPending, at(2)))
 		pc := mustCreateTransaction(t, s, newTransaction("txn_c1", "mer_1", c, "SN-3", instore.StatusPending, at(2)))
 		mustCreateTransaction(t, s, newTransaction("txn_c0", "mer_1", c, "SN-3", instore.StatusTerminalIsOffline, at(1)))
-
-		got, err = s.PendingTransactions(t.Context())
-		if err != nil {
-			t.Fatalf("PendingTransactions() = %v", err)
-		}
-		want := []*instore.Transaction{asStored(pb), asStored(pc), asStored(pa)}
-		if d := diff(want, got); d != "" {
-			t.Errorf("PendingTransactions() mismatch (-want +got):\n%s", d)
-		}
+		checkAll(t, "PendingTransactions", s.PendingTransactions, pb, pc, pa)
 		for _, p := range []*instore.Transaction{pa, pb, pc} {
 			active, err := s.ActiveTransaction(t.Context(), p.TerminalID)
 			if err != nil {
@@ -495,16 +487,9 @@ var transactionTests = []test{
 		// A transaction that ends leaves both lists.
 		pb.StatusID, pb.Progress = instore.StatusTerminalIsOffline, instore.ProgressFinal
 		mustUpdateTransaction(t, s, pb, pb.Version)
-		_, err = s.ActiveTransaction(t.Context(), b)
+		_, err := s.ActiveTransaction(t.Context(), b)
 		checkNotFound(t, "ActiveTransaction(after the transaction ended)", err, b)
-		got, err = s.PendingTransactions(t.Context())
-		if err != nil {
-			t.Fatalf("PendingTransactions() = %v", err)
-		}
-		want = []*instore.Transaction{asStored(pc), asStored(pa)}
-		if d := diff(want, got); d != "" {
-			t.Errorf("PendingTransactions() after one ended mismatch (-want +got):\n%s", d)
-		}
+		checkAll(t, "PendingTransactions", s.PendingTransactions, pc, pa)
 	}},
 }
 

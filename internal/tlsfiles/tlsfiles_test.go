@@ -83,17 +83,23 @@ func TestLoadRefusesBadPairs(t *testing.T) {
 	}
 }
 
-// TestReload: Reload serves the new certificate to new handshakes; a bad
-// replacement keeps the old one and logs an error without key material.
-func TestReload(t *testing.T) {
-	ca := tlstest.NewCA(t)
-	f := tlstest.NewFiles(t)
-	f.Write(t, ca.Issue(t, 100))
-	logs := &testlog.Buffer{}
-	h, err := tlsfiles.Load(f.Cert, f.Key, slog.New(slog.NewJSONHandler(logs, nil)))
+// logged loads a pair the CA issues with serial from files f, logging as
+// JSON into logs at level.
+func logged(t *testing.T, serial int64, level slog.Level) (ca *tlstest.CA, f tlstest.Files, h *tlsfiles.Holder, logs *testlog.Buffer) {
+	t.Helper()
+	ca, f, logs = tlstest.NewCA(t), tlstest.NewFiles(t), &testlog.Buffer{}
+	f.Write(t, ca.Issue(t, serial))
+	h, err := tlsfiles.Load(f.Cert, f.Key, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: level})))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ca, f, h, logs
+}
+
+// TestReload: Reload serves the new certificate to new handshakes; a bad
+// replacement keeps the old one and logs an error without key material.
+func TestReload(t *testing.T) {
+	ca, f, h, logs := logged(t, 100, slog.LevelInfo)
 	addr := serve(t, h)
 	if got := served(t, addr, ca); got != 100 {
 		t.Fatalf("served serial = %d, want 100", got)
@@ -135,14 +141,7 @@ func TestReload(t *testing.T) {
 // TestWatch: a change of the files is picked up without a signal; a bad
 // pair is tried once and again after the next change.
 func TestWatch(t *testing.T) {
-	ca := tlstest.NewCA(t)
-	f := tlstest.NewFiles(t)
-	f.Write(t, ca.Issue(t, 200))
-	logs := &testlog.Buffer{}
-	h, err := tlsfiles.Load(f.Cert, f.Key, slog.New(slog.NewJSONHandler(logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, f, h, logs := logged(t, 200, slog.LevelInfo)
 	defer watch(h)()
 	addr := serve(t, h)
 	waitSerial := func(want int64) {
@@ -184,14 +183,7 @@ func TestWatch(t *testing.T) {
 // a pair that still does not match ReloadGrace after the first look that
 // found it is logged at ERROR once, and loaded when the key comes.
 func TestCheckWaitsForMatchingPair(t *testing.T) {
-	ca := tlstest.NewCA(t)
-	f := tlstest.NewFiles(t)
-	f.Write(t, ca.Issue(t, 400))
-	logs := &testlog.Buffer{}
-	h, err := tlsfiles.Load(f.Cert, f.Key, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, f, h, logs := logged(t, 400, slog.LevelDebug)
 	addr := serve(t, h)
 	errorLines := func() int { return strings.Count(logs.String(), `"level":"ERROR"`) }
 	t0 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
