@@ -23,16 +23,8 @@ func TestLateVoidApprovalReleases(t *testing.T) {
 	term, d := s.rawTerminal(t, "RAW-VOID")
 
 	// An approved pre-auth on the raw device.
+	pre := s.rawPreAuth(t, d, term, 40000).Ref
 	done := make(chan reply, 1)
-	go func() {
-		done <- s.post(t, "/in-store/api/v1/preauthorization", map[string]any{"terminalId": term, "amount": 40000, "currency": "SEK"}, nil)
-	}()
-	cmd := d.expect(protocol.TypePreAuth)
-	d.send(protocol.TypeAck, "", cmd.ID, cmd.Ref, nil)
-	(<-done).tx(t, 201)
-	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: instore.StatusApproved})
-	d.expect(protocol.TypeConfirm)
-	pre := cmd.Ref
 
 	// A CAPTURE whose ack comes too late, approved afterwards: reversed.
 	go func() { done <- s.preAuthOp(t, "capture", pre, map[string]any{"amount": 40000}) }()
@@ -97,15 +89,7 @@ func TestExpiryVoidDeclinedRetried(t *testing.T) {
 		validity := 10 * time.Minute
 		s := owedEnv(t, store, func(c *server.Config) { clock(c); c.PreAuthValidity = validity })
 		term, d := s.rawTerminal(t, "RAW-EXP")
-		done := make(chan reply, 1)
-		go func() {
-			done <- s.post(t, "/in-store/api/v1/preauthorization", map[string]any{"terminalId": term, "amount": 30000, "currency": "SEK"}, nil)
-		}()
-		cmd := d.expect(protocol.TypePreAuth)
-		d.send(protocol.TypeAck, "", "", cmd.Ref, nil)
-		(<-done).tx(t, 201)
-		d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: instore.StatusApproved})
-		s.final(t, cmd.Ref)
+		cmd := s.rawPreAuth(t, d, term, 30000)
 
 		advance(t, ck, validity)
 		first := d.expect(protocol.TypeVoid)
@@ -145,15 +129,7 @@ func TestExpiryWaitsForBusyTerminal(t *testing.T) {
 		c.PreAuthValidity, c.TransactionDeadline = validity, time.Hour
 	})
 	term, d := s.rawTerminal(t, "RAW-BUSY")
-	done := make(chan reply, 1)
-	go func() {
-		done <- s.post(t, "/in-store/api/v1/preauthorization", map[string]any{"terminalId": term, "amount": 30000, "currency": "SEK"}, nil)
-	}()
-	cmd := d.expect(protocol.TypePreAuth)
-	d.send(protocol.TypeAck, "", "", cmd.Ref, nil)
-	(<-done).tx(t, 201)
-	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: instore.StatusApproved})
-	s.final(t, cmd.Ref)
+	cmd := s.rawPreAuth(t, d, term, 30000)
 
 	sale := s.ackedPurchase(t, d, term, 1200) // the terminal is busy with it
 	advance(t, ck, validity)
@@ -171,4 +147,23 @@ func TestExpiryWaitsForBusyTerminal(t *testing.T) {
 	if a := s.authorization(t, cmd.Ref); a.State != instore.AuthExpired {
 		t.Errorf("after the expiry: %+v, want EXPIRED", a)
 	}
+}
+
+// rawPreAuth makes an approved pre-auth of amount SEK on the raw device d
+// of term (the device acks and approves it) and returns its command.
+func (s *sandbox) rawPreAuth(t *testing.T, d *rawDevice, term string, amount int64) protocol.Envelope {
+	t.Helper()
+	done := make(chan reply, 1)
+	go func() {
+		done <- s.post(t, "/in-store/api/v1/preauthorization", map[string]any{"terminalId": term, "amount": amount, "currency": "SEK"}, nil)
+	}()
+	cmd := d.expect(protocol.TypePreAuth)
+	d.send(protocol.TypeAck, "", "", cmd.Ref, nil)
+	(<-done).tx(t, 201)
+	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: instore.StatusApproved, AuthorizationCode: "H1"})
+	if pre := s.final(t, cmd.Ref); pre.Authorization == nil || pre.Authorization.State != instore.AuthOpen {
+		t.Fatalf("pre-auth: %+v", pre.Authorization)
+	}
+	d.expect(protocol.TypeConfirm)
+	return cmd
 }

@@ -216,19 +216,7 @@ func TestPreAuthExpiry(t *testing.T) {
 		validity := 10 * time.Minute
 		s := owedEnv(t, store, func(c *server.Config) { clock(c); c.PreAuthValidity = validity })
 		term, d := s.rawTerminal(t, "RAW-PRE")
-		done := make(chan reply, 1)
-		go func() {
-			done <- s.post(t, "/in-store/api/v1/preauthorization", map[string]any{"terminalId": term, "amount": 30000, "currency": "SEK"}, nil)
-		}()
-		cmd := d.expect(protocol.TypePreAuth)
-		d.send(protocol.TypeAck, "", "", cmd.Ref, nil)
-		(<-done).tx(t, 201)
-		d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: instore.StatusApproved, AuthorizationCode: "H1"})
-		pre := s.final(t, cmd.Ref)
-		if pre.Authorization == nil || pre.Authorization.State != instore.AuthOpen {
-			t.Fatalf("pre-auth: %+v", pre.Authorization)
-		}
-		d.expect(protocol.TypeConfirm)
+		pre := s.transaction(t, s.rawPreAuth(t, d, term, 30000).Ref)
 
 		s.restart(t, nil)
 		d = s.redial(t, d)
