@@ -28,10 +28,10 @@ func TestReconcile(t *testing.T) {
 	reversed := entry("txn_5", "", TypePurchase, 700, StatusReversed)
 	pending := entry("txn_6", "ORDER-3", TypePurchase, 100, StatusPending)
 	type want struct {
-		matched                                            bool
+		matched                                          bool
 		okLines, mismatchedLines, missingSvc, missingECR int
-		mismatches                                         []string // "index field ecr service"
-		missingECRIDs                                      []string
+		mismatches                                       []string // "index field ecr service"
+		missingECRIDs                                    []string
 	}
 	for _, tc := range []struct {
 		name    string

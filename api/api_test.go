@@ -215,6 +215,8 @@ var operations = []struct{ method, path, id string }{
 	{"POST", "/in-store/api/v1/capture", "createCapture"},
 	{"POST", "/in-store/api/v1/void", "createVoid"},
 	{"GET", "/in-store/api/v1/transactions", "listTransactions"},
+	{"GET", "/in-store/api/v1/totals", "getTotals"},
+	{"POST", "/in-store/api/v1/reconciliation", "reconcile"},
 	{"POST", "/in-store/api/v1/print", "printOnTerminal"},
 	{"GET", "/in-store/api/v1/print/{printId}", "getPrintJob"},
 	{"GET", "/in-store/api/v1/events", "listEvents"},
@@ -288,6 +290,8 @@ func TestStatuses(t *testing.T) {
 		"createCapture":          {"201", "400", "401", "403", "404", "409", "413", "415", "422", "429", "500", "504"},
 		"createVoid":             {"201", "400", "401", "403", "404", "409", "413", "415", "422", "429", "500", "504"},
 		"listTransactions":       {"200", "400", "401", "403", "429", "500"},
+		"getTotals":              {"200", "400", "401", "403", "429", "500"},
+		"reconcile":              {"200", "400", "401", "403", "409", "413", "415", "422", "429", "500"},
 		"printOnTerminal":        {"200", "400", "401", "403", "404", "409", "413", "415", "422", "429", "500"},
 		"getPrintJob":            {"200", "400", "401", "403", "404", "429", "500"},
 		"listEvents":             {"200", "400", "401", "403", "429", "500"},
@@ -557,6 +561,8 @@ func TestRequestSchemas(t *testing.T) {
 		"ReversalRequest":                  reflect.TypeFor[instore.ReversalRequest](),
 		"PrintRequest":                     reflect.TypeFor[instore.PrintRequest](),
 		"PreAuthorizationOperationRequest": reflect.TypeFor[instore.PreAuthOpRequest](),
+		"ReconcileRequest":                 reflect.TypeFor[instore.ReconcileRequest](),
+		"ReconcileLine":                    reflect.TypeFor[instore.ReconcileLine](),
 	} {
 		s := schema(t, doc, name)
 		if diff := cmp.Diff(jsonNames(typ), propertyNames(s)); diff != "" {
@@ -807,6 +813,10 @@ func TestWireTypes(t *testing.T) {
 		"PrintJob":         reflect.TypeFor[instore.PrintJobWire](),
 		"TransactionEvent": reflect.TypeFor[instore.TransactionEvent](),
 		"TerminalView":     reflect.TypeFor[instore.TerminalView](),
+		"Totals":           reflect.TypeFor[instore.TotalsWire](),
+		"Total":            reflect.TypeFor[instore.Total](),
+		"ReconcileResult":  reflect.TypeFor[instore.ReconcileResult](),
+		"BookEntry":        reflect.TypeFor[instore.BookEntry](),
 	} {
 		if diff := cmp.Diff(jsonNames(typ), propertyNames(schema(t, doc, name))); diff != "" {
 			t.Errorf("%s members (-Go +schema):\n%s", name, diff)
