@@ -31,7 +31,15 @@ type TotalsParams struct {
 // and status. Errors: validation, WP03, WP26 (over 30 days), WP27 (from
 // more than 90 days ago), WP16 (terminalId).
 func (c *Client) Totals(ctx context.Context, p TotalsParams, opts ...CallOption) (*Totals, error) {
-	q := ListParams{From: p.From, To: p.To, TerminalID: p.TerminalID}.query()
+	q := url.Values{}
+	for name, t := range map[string]time.Time{"from": p.From, "to": p.To} {
+		if !t.IsZero() {
+			q.Set(name, t.UTC().Format(time.RFC3339Nano)) // to the nanosecond: the end is exclusive
+		}
+	}
+	if p.TerminalID != "" {
+		q.Set("terminalId", p.TerminalID)
+	}
 	return getAs[Totals](ctx, c, Prefix+"/totals", Prefix+"/totals", q, opts)
 }
 

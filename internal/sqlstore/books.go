@@ -16,13 +16,18 @@ import (
 // allows). A terminal ID is a filter on the same range: a merchant's day
 // is read whole either way.
 func (db *DB) Totals(ctx context.Context, f instore.TotalsFilter) ([]instore.Total, error) {
-	query, args := booksQuery(db.d, f, `currency, type, status_id, COUNT(*), CAST(SUM(amount + tip_amount) AS BIGINT)`,
-		"transactions_merchant_totals", ` GROUP BY currency, type, status_id ORDER BY currency, type, status_id`)
+	query, args := totalsQuery(db.d, f)
 	return getAll(ctx, db.read(), func(s scanner) (instore.Total, error) {
 		var t instore.Total
 		err := s.Scan(&t.Currency, &t.Type, &t.StatusID, &t.Count, &t.Amount)
 		return t, err
 	}, "totals", query, args...)
+}
+
+// totalsQuery is the query of Totals.
+func totalsQuery(d *dialect, f instore.TotalsFilter) (string, []any) {
+	return booksQuery(d, f, `currency, type, status_id, COUNT(*), CAST(SUM(amount + tip_amount) AS BIGINT)`,
+		"transactions_merchant_totals", ` GROUP BY currency, type, status_id ORDER BY currency, type, status_id`)
 }
 
 // BookEntries lists the rows a reconciliation compares, oldest first
