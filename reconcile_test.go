@@ -2,6 +2,7 @@ package instore
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -163,3 +164,26 @@ func TestReconcileRequestValidate(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestBooksLimitsDocumented checks that the OpenAPI document and
+// docs/accounting.md state the limits the code has.
+func TestBooksLimitsDocumented(t *testing.T) {
+	for file, wants := range map[string][]string{
+		"api/online-api.yaml": {fmt.Sprintf("up to\n        %d bytes", MaxReconcileBodyBytes), fmt.Sprintf("%d for `POST /reconciliation`", MaxReconcileBodyBytes),
+			"maxItems: 10000", fmt.Sprintf("maximum: %d", MaxTotalAmount), "more than 50,000"},
+		"docs/accounting.md": {"6,404,096 bytes", fmt.Sprintf("%d bytes a line", MaxReconcileLineBytes), "**10,000 lines**", "**50,000 of the service's transactions**"},
+	} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range wants {
+			if !strings.Contains(string(b), w) {
+				t.Errorf("%s does not say %q", file, w)
+			}
+		}
+	}
+	if MaxReconcileBodyBytes != 6404096 || MaxReconcileLines != 10000 || MaxReconcileService != 50000 {
+		t.Errorf("a limit changed: update the documents and this test")
+	}
+}
