@@ -25,6 +25,17 @@ func benchCount(b *testing.B) int {
 	return n
 }
 
+// seededBench opens a fresh store of be with n transactions (seedBench),
+// logging how long storing them took.
+func seededBench(b *testing.B, be backend, n int) (*sqlstore.DB, *benchFixture) {
+	dsn := be.dsn(b)
+	db := mustOpen(b, dsn, sqlstore.Options{})
+	start := time.Now()
+	fx := seedBench(b, db, be.driver, dsn, n)
+	b.Logf("%s: stored %d transactions in %v", be.name, n, time.Since(start).Round(time.Millisecond))
+	return db, fx
+}
+
 // BenchmarkBooks measures the books over the store seedBench fills
 // ($INSTORE_BENCH_TRANSACTIONS transactions of one merchant over 10
 // terminal IDs and 90 days: 1,000,000 make a busy merchant of about
@@ -46,11 +57,7 @@ func BenchmarkBooks(b *testing.B) {
 	n := benchCount(b)
 	for _, be := range backends(b) {
 		b.Run(be.name, func(b *testing.B) {
-			dsn := be.dsn(b)
-			db := mustOpen(b, dsn, sqlstore.Options{})
-			start := time.Now()
-			fx := seedBench(b, db, be.driver, dsn, n)
-			b.Logf("%s: stored %d transactions in %v", be.name, n, time.Since(start).Round(time.Millisecond))
+			db, fx := seededBench(b, be, n)
 			ctx := context.Background()
 			day := instore.TotalsFilter{MerchantID: "mer_bench", From: benchEnd.Add(-24 * time.Hour), To: benchEnd}
 			for _, q := range []struct {

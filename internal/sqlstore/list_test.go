@@ -42,11 +42,7 @@ func BenchmarkListTransactions(b *testing.B) {
 	n := benchCount(b)
 	for _, be := range backends(b) {
 		b.Run(be.name, func(b *testing.B) {
-			dsn := be.dsn(b)
-			db := mustOpen(b, dsn, sqlstore.Options{})
-			start := time.Now()
-			fx := seedBench(b, db, be.driver, dsn, n)
-			b.Logf("%s: stored %d transactions in %v", be.name, n, time.Since(start).Round(time.Millisecond))
+			db, fx := seededBench(b, be, n)
 
 			month := benchEnd.Add(-instore.MaxListRange)
 			for _, q := range []struct {
