@@ -1,0 +1,481 @@
+package api_test
+
+// The schemas of api/online-api.yaml against what the code encodes and
+// decodes, and every example against its schema.
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/instore-dev/instore"
+)
+
+func schema(t *testing.T, doc *openapi3.T, name string) *openapi3.Schema {
+	t.Helper()
+	s := doc.Components.Schemas[name]
+	if s == nil || s.Value == nil {
+		t.Fatalf("schema %s is missing", name)
+	}
+	return s.Value
+}
+
+// visit validates a JSON text against s as a response validator does.
+func visit(s *openapi3.Schema, text string) error {
+	var v any
+	if err := json.Unmarshal([]byte(text), &v); err != nil {
+		return err
+	}
+	return s.VisitJSON(v, openapi3.EnableJSONSchema2020())
+}
+
+// asJSON round-trips v through JSON, so that a value loaded from YAML has
+// JSON's types.
+func asJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+const approvedTransaction = `{
+	"onlineAPIRefId": "txn_0195936a1c2b7d3e8f4a5b6c7d8e9f01",
+	"type": "PURCHASE",
+	"terminalId": "10000001",
+	"amount": 30000,
+	"cashbackAmount": 10000,
+	"tipAmount": 500,
+	"totalAmount": 30500,
+	"vatAmount": null,
+	"currency": "SEK",
+	"paymentMethodId": null,
+	"ecrReference": "ORDER-4711",
+	"printReceipt": true,
+	"tip": {"mode": "PROMPT", "suggestions": [10, 15, 20]},
+	"statusId": 0,
+	"status": "APPROVED",
+	"errorId": null,
+	"errorCode": null,
+	"progress": "FINAL",
+	"version": 6,
+	"createdAt": "2025-03-14T10:02:03.000412Z",
+	"acknowledgedAt": "2025-03-14T10:02:03.051877Z",
+	"completedAt": "2025-03-14T10:02:05.61209Z",
+	"reverses": null,
+	"reversedBy": null,
+	"result": {
+		"entryMode": "CHIP",
+		"cardBrand": "MASTERCARD",
+		"maskedPan": "541333******0434",
+		"authorizationCode": "7KQ2ZD",
+		"paymentMethod": null,
+		"receipt": {"customer": ["CUSTOMER COPY", "APPROVED"], "merchant": ["MERCHANT COPY", "APPROVED"]}
+	}
+}`
+
+// TestTransactionSchema checks realistic transactions against the
+// Transaction schema, and that it refuses what the server never sends.
+func TestTransactionSchema(t *testing.T) {
+	s := schema(t, loadOnline(t), "Transaction")
+	valid := map[string]string{
+		"approved card purchase": approvedTransaction,
+		"pending, no result yet": `{"onlineAPIRefId":"txn_0195936a1c2b7d3e8f4a5b6c7d8e9f01","type":"PURCHASE","terminalId":"10000001",
+			"amount":1250,"cashbackAmount":0,"tipAmount":0,"totalAmount":1250,"vatAmount":250,"currency":"SEK","paymentMethodId":null,"ecrReference":null,
+			"printReceipt":false,"tip":null,"statusId":14,"status":"PENDING","errorId":null,"errorCode":null,"progress":"SENT","version":1,
+			"createdAt":"2025-03-14T10:02:03Z","acknowledgedAt":null,"completedAt":null,"reverses":null,"reversedBy":null}`,
+		"payment method, cancelled by the ECR": `{"onlineAPIRefId":"txn_0195936a1c2b7d3e8f4a5b6c7d8e9f03","type":"PURCHASE","terminalId":"10000002",
+			"amount":4994,"cashbackAmount":0,"tipAmount":0,"totalAmount":4994,"vatAmount":null,"currency":"SEK","paymentMethodId":1,"ecrReference":null,
+			"printReceipt":false,"tip":null,"statusId":2,"status":"ABORTED_BY_CASHIER","errorId":37,"errorCode":"WP37","progress":"FINAL","version":5,
+			"createdAt":"2025-03-14T10:02:03Z","acknowledgedAt":"2025-03-14T10:02:03.1Z","completedAt":"2025-03-14T10:02:40Z",
+			"reverses":null,"reversedBy":null,
+			"result":{"entryMode":null,"cardBrand":null,"maskedPan":null,"authorizationCode":null,"paymentMethod":null,
+				"receipt":{"customer":[],"merchant":[]}}}`,
+		"late approval reversed": `{"onlineAPIRefId":"txn_0195936a1c2b7d3e8f4a5b6c7d8e9f04","type":"PURCHASE","terminalId":"10000001",
+			"amount":1000,"cashbackAmount":0,"tipAmount":0,"totalAmount":1000,"vatAmount":null,"currency":"EUR","paymentMethodId":0,"ecrReference":"R-1",
+			"printReceipt":true,"tip":null,"statusId":13,"status":"REVERSED","errorId":36,"errorCode":"WP36","progress":"FINAL","version":5,
+			"createdAt":"2025-03-14T10:02:03Z","acknowledgedAt":"2025-03-14T10:02:03.1Z","completedAt":"2025-03-14T10:04:10Z",
+			"reverses":null,"reversedBy":null,
+			"result":{"entryMode":"APP","cardBrand":null,"maskedPan":null,"authorizationCode":"A1B2C3","paymentMethod":{"id":0,"code":"SWISH"},
+				"receipt":{"customer":["APPROVED"],"merchant":["APPROVED"]}}}`,
+		"refund through a payment method": `{"onlineAPIRefId":"txn_0195936a1c2b7d3e8f4a5b6c7d8e9f10","type":"REFUND","terminalId":"10000002",
+			"amount":1000,"cashbackAmount":0,"tipAmount":0,"totalAmount":1000,"vatAmount":null,"currency":"SEK","paymentMethodId":0,"ecrReference":"RETURN-1",
+			"printReceipt":false,"tip":null,"statusId":0,"status":"APPROVED","errorId":null,"errorCode":null,"progress":"FINAL","version":5,
+			"createdAt":"2025-03-14T11:15:00.000233Z","acknowledgedAt":"2025-03-14T11:15:00.048112Z","completedAt":"2025-03-14T11:15:02.1207Z",
+			"reverses":null,"reversedBy":null,
+			"result":{"entryMode":"APP","cardBrand":null,"maskedPan":null,"authorizationCode":"R4T8QZ","paymentMethod":{"id":0,"code":"SWISH"},
+				"receipt":{"customer":["REFUND","APPROVED"],"merchant":["REFUND","APPROVED"]}}}`,
+		"refund not acknowledged": `{"onlineAPIRefId":"txn_0195936a1c2b7d3e8f4a5b6c7d8e9f12","type":"REFUND","terminalId":"10000001",
+			"amount":1091,"cashbackAmount":0,"tipAmount":0,"totalAmount":1091,"vatAmount":null,"currency":"SEK","paymentMethodId":null,"ecrReference":null,
+			"printReceipt":false,"tip":null,"statusId":8,"status":"TECHNICAL_ERROR","errorId":25,"errorCode":"WP25","progress":"FINAL","version":2,
+			"createdAt":"2025-03-14T11:20:00Z","acknowledgedAt":null,"completedAt":"2025-03-14T11:20:10Z","reverses":null,"reversedBy":null}`,
+		"approved reversal": `{"onlineAPIRefId":"txn_0195936a1c2b7d3e8f4a5b6c7d8e9f11","type":"REVERSAL","terminalId":"10000001",
+			"amount":30000,"cashbackAmount":10000,"tipAmount":0,"totalAmount":30000,"vatAmount":null,"currency":"SEK","paymentMethodId":null,"ecrReference":"VOID-4711",
+			"printReceipt":false,"tip":null,"statusId":0,"status":"APPROVED","errorId":null,"errorCode":null,"progress":"FINAL","version":3,
+			"createdAt":"2025-03-14T10:03:10.000518Z","acknowledgedAt":"2025-03-14T10:03:10.039004Z","completedAt":"2025-03-14T10:03:10.2Z",
+			"reverses":"txn_0195936a1c2b7d3e8f4a5b6c7d8e9f01","reversedBy":null,
+			"result":{"entryMode":null,"cardBrand":null,"maskedPan":null,"authorizationCode":null,"paymentMethod":null,
+				"receipt":{"customer":[],"merchant":[]}}}`,
+		"purchase reversed by a reversal": `{"onlineAPIRefId":"txn_0195936a1c2b7d3e8f4a5b6c7d8e9f01","type":"PURCHASE","terminalId":"10000001",
+			"amount":30000,"cashbackAmount":10000,"tipAmount":0,"totalAmount":30000,"vatAmount":null,"currency":"SEK","paymentMethodId":null,"ecrReference":"ORDER-4711",
+			"printReceipt":true,"tip":null,"statusId":13,"status":"REVERSED","errorId":null,"errorCode":null,"progress":"FINAL","version":7,
+			"createdAt":"2025-03-14T10:02:03.000412Z","acknowledgedAt":"2025-03-14T10:02:03.051877Z","completedAt":"2025-03-14T10:02:05.61209Z",
+			"reverses":null,"reversedBy":"txn_0195936a1c2b7d3e8f4a5b6c7d8e9f11",
+			"result":{"entryMode":"CHIP","cardBrand":"MASTERCARD","maskedPan":"541333******0434","authorizationCode":"7KQ2ZD","paymentMethod":null,
+				"receipt":{"customer":["APPROVED"],"merchant":["APPROVED"]}}}`,
+	}
+	for name, text := range valid {
+		if err := visit(s, text); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+
+	// Mutations of the approved transaction the schema must refuse.
+	invalid := map[string]func(m map[string]any){
+		"unknown member":       func(m map[string]any) { m["merchantId"] = "m1" },
+		"missing vatAmount":    func(m map[string]any) { delete(m, "vatAmount") },
+		"unknown status":       func(m map[string]any) { m["status"] = "DONE" },
+		"statusId 15":          func(m map[string]any) { m["statusId"] = 15 },
+		"unknown progress":     func(m map[string]any) { m["progress"] = "PRINTING" },
+		"errorCode not stored": func(m map[string]any) { m["errorId"], m["errorCode"] = 9, "WP09" },
+		"lower-case currency":  func(m map[string]any) { m["currency"] = "sek" },
+		"amount 0":             func(m map[string]any) { m["amount"] = 0 },
+		"type":                 func(m map[string]any) { m["type"] = "SALE" },
+		"unmasked PAN":         func(m map[string]any) { m["result"].(map[string]any)["maskedPan"] = "5413 3300 8901 0434" },
+		"receipt missing":      func(m map[string]any) { delete(m["result"].(map[string]any), "receipt") },
+		"paymentMethod no code": func(m map[string]any) {
+			m["result"].(map[string]any)["paymentMethod"] = map[string]any{"id": 0}
+		},
+	}
+	for name, mutate := range invalid {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(approvedTransaction), &m); err != nil {
+			t.Fatal(err)
+		}
+		mutate(m)
+		if err := visit(s, asJSON(t, m)); err == nil {
+			t.Errorf("%s: the Transaction schema accepts it", name)
+		}
+	}
+}
+
+// TestTerminalViewSchema checks what instore.TerminalView encodes to
+// against the TerminalView schema: the schema has exactly its JSON members,
+// and realistic values validate.
+func TestTerminalViewSchema(t *testing.T) {
+	doc := loadOnline(t)
+	s := schema(t, doc, "TerminalView")
+	if diff := cmp.Diff(jsonNames(reflect.TypeFor[instore.TerminalView]()), propertyNames(s)); diff != "" {
+		t.Errorf("TerminalView members (-Go +schema):\n%s", diff)
+	}
+	linkedAt := time.Date(2025, 3, 14, 9, 30, 0, 123456000, time.UTC)
+	serial, model, version, ref := "VT-MOBILE-01", instore.ModelMobile, "1.0.0", "txn_0195936a1c2b7d3e8f4a5b6c7d8e9f01"
+	views := map[string]instore.TerminalView{
+		"unlinked": {TerminalID: "10000002"},
+		"linked, busy": {TerminalID: "10000001", Linked: true, SerialNumber: &serial, Model: &model, SoftwareVersion: &version,
+			Online: true, Busy: true, CurrentRefID: &ref, LinkedAt: &linkedAt, LastSeenAt: &linkedAt},
+	}
+	for name, v := range views {
+		if err := visit(s, asJSON(t, v)); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	for _, m := range instore.Models {
+		v := instore.TerminalView{TerminalID: "10000001", Linked: true, SerialNumber: &serial, Model: &m, SoftwareVersion: &version}
+		if err := visit(s, asJSON(t, v)); err != nil {
+			t.Errorf("model %s: %v", m, err)
+		}
+	}
+	bad := "kiosk"
+	if err := visit(s, asJSON(t, instore.TerminalView{TerminalID: "10000001", Model: &bad})); err == nil {
+		t.Errorf("model %q accepted", bad)
+	}
+	if err := visit(s, `{"terminalId":"10000001","linked":false}`); err == nil {
+		t.Errorf("a TerminalView without its null members accepted")
+	}
+}
+
+// TestRequestSchemas checks that the request schemas have exactly the
+// members the server decodes (it refuses unknown ones).
+func TestRequestSchemas(t *testing.T) {
+	doc := loadOnline(t)
+	for name, typ := range map[string]reflect.Type{
+		"LinkRequest":                      reflect.TypeFor[instore.LinkRequest](),
+		"TerminalRequest":                  reflect.TypeFor[instore.TerminalRequest](),
+		"CancelRequest":                    reflect.TypeFor[instore.CancelRequest](),
+		"TransactionEvent":                 reflect.TypeFor[instore.TransactionEvent](),
+		"PurchaseRequest":                  reflect.TypeFor[instore.PurchaseRequest](),
+		"RefundRequest":                    reflect.TypeFor[instore.RefundRequest](),
+		"ReversalRequest":                  reflect.TypeFor[instore.ReversalRequest](),
+		"PrintRequest":                     reflect.TypeFor[instore.PrintRequest](),
+		"PreAuthorizationOperationRequest": reflect.TypeFor[instore.PreAuthOpRequest](),
+		"ReconcileRequest":                 reflect.TypeFor[instore.ReconcileRequest](),
+		"ReconcileLine":                    reflect.TypeFor[instore.ReconcileLine](),
+	} {
+		s := schema(t, doc, name)
+		if diff := cmp.Diff(jsonNames(typ), propertyNames(s)); diff != "" {
+			t.Errorf("%s members (-Go +schema):\n%s", name, diff)
+		}
+		if s.AdditionalProperties.Has == nil || *s.AdditionalProperties.Has {
+			t.Errorf("%s allows additional properties; the server refuses unknown fields", name)
+		}
+	}
+	p := schema(t, doc, "PurchaseRequest")
+	for text, ok := range map[string]bool{
+		`{"terminalId":"10000001","amount":12500,"currency":"SEK"}`: true,
+		`{"terminalId":"10000001","amount":30000,"cashbackAmount":10000,"vatAmount":null,"currency":"SEK","paymentMethodId":2,"ecrReference":"A","printReceipt":true,"tip":{"mode":"FIXED","amount":1500}}`: true,
+		`{"terminalId":"10000001","amount":0,"currency":"SEK"}`:         false,
+		`{"terminalId":"10000001","amount":100000000,"currency":"SEK"}`: false,
+		`{"terminalId":"1000001","amount":1,"currency":"SEK"}`:          false,
+		`{"terminalId":"10000001","amount":1,"currency":"SEK","tip":1}`: false,
+		`{"terminalId":"10000001","amount":1}`:                          false,
+	} {
+		if err := visit(p, text); (err == nil) != ok {
+			t.Errorf("PurchaseRequest %s: error %v, want valid %v", text, err, ok)
+		}
+	}
+}
+
+// TestHistoryRequestSchemas checks the bodies of refund, reversal and print
+// against their schemas: what the server takes validates, what it refuses
+// for its shape does not.
+func TestHistoryRequestSchemas(t *testing.T) {
+	doc := loadOnline(t)
+	for name, cases := range map[string]map[string]bool{
+		"RefundRequest": {
+			`{"terminalId":"10000001","amount":5000,"currency":"SEK","originalOnlineAPIRefId":"txn_0195936a1c2b7d3e8f4a5b6c7d8e9f01","ecrReference":"RETURN-1"}`: true,
+			`{"terminalId":"10000001","amount":4990,"currency":"SEK","originalOnlineAPIRefId":"txn_01","paymentMethodId":0}`:                                     true,
+			`{"terminalId":"10000001","amount":1999,"currency":"SEK"}`:                                                                                           true,
+			`{"terminalId":"10000001","amount":1,"currency":"SEK","originalOnlineAPIRefId":null,"paymentMethodId":null,"ecrReference":null}`:                     true,
+			`{"terminalId":"10000001","amount":0,"currency":"SEK"}`:                                                                                              false,
+			`{"terminalId":"10000001","amount":100000000,"currency":"SEK"}`:                                                                                      false,
+			`{"terminalId":"10000001","amount":1,"currency":"sek"}`:                                                                                              false,
+			`{"terminalId":"10000001","amount":1,"currency":"SEK","originalOnlineAPIRefId":"txn 1"}`:                                                             false,
+			`{"terminalId":"10000001","amount":1,"currency":"SEK","ecrReference":"` + strings.Repeat("x", 65) + `"}`:                                             false,
+			`{"terminalId":"10000001","amount":1,"currency":"SEK","cashbackAmount":0}`:                                                                           false,
+			`{"amount":1,"currency":"SEK"}`: false,
+		},
+		"ReversalRequest": {
+			`{"onlineAPIRefId":"txn_0195936a1c2b7d3e8f4a5b6c7d8e9f01"}`:                         true,
+			`{"onlineAPIRefId":"txn_0195936a1c2b7d3e8f4a5b6c7d8e9f01","ecrReference":"VOID-1"}`: true,
+			`{"onlineAPIRefId":"txn_0195936a1c2b7d3e8f4a5b6c7d8e9f01","ecrReference":null}`:     true,
+			`{}`:                    false,
+			`{"onlineAPIRefId":""}`: false,
+			`{"onlineAPIRefId":"txn_01","terminalId":"10000001"}`: false,
+		},
+		"PrintRequest": {
+			`{"terminalId":"10000001","lines":["Thank you for shopping","","See you soon"]}`:                      true,
+			`{"terminalId":"10000001","lines":["Köp 12,50 SEK  😀"]}`:                                              true,
+			`{"terminalId":"10000001","onlineAPIRefId":"txn_0195936a1c2b7d3e8f4a5b6c7d8e9f01","copy":"MERCHANT"}`: true,
+			`{"terminalId":"10000001","lines":null,"onlineAPIRefId":"txn_01","copy":"CUSTOMER"}`:                  true,
+			`{"terminalId":"10000001","lines":["a"],"onlineAPIRefId":null,"copy":null}`:                           true,
+			`{"terminalId":"10000001"}`:                                                           false,
+			`{"terminalId":"10000001","lines":[]}`:                                                false,
+			`{"terminalId":"10000001","lines":["` + strings.Repeat("x", 65) + `"]}`:               false,
+			`{"terminalId":"10000001","lines":["ab"]}`:                                           false,
+			`{"terminalId":"10000001","lines":["ab"]}`:                                           false,
+			`{"terminalId":"10000001","lines":["a"],"copy":"CUSTOMER"}`:                           false,
+			`{"terminalId":"10000001","lines":["a"],"onlineAPIRefId":"txn_01","copy":"CUSTOMER"}`: false,
+			`{"terminalId":"10000001","onlineAPIRefId":"txn_01"}`:                                 false,
+			`{"terminalId":"10000001","onlineAPIRefId":"txn_01","copy":"BOTH"}`:                   false,
+			`{"lines":["a"]}`: false,
+		},
+	} {
+		s := schema(t, doc, name)
+		for text, ok := range cases {
+			if err := visit(s, text); (err == nil) != ok {
+				t.Errorf("%s %s: error %v, want valid %v", name, text, err, ok)
+			}
+		}
+	}
+	lines := make([]string, instore.MaxPrintLines+1)
+	for i := range lines {
+		lines[i] = "x"
+	}
+	p := schema(t, doc, "PrintRequest")
+	if err := visit(p, asJSON(t, map[string]any{"terminalId": "10000001", "lines": lines[:instore.MaxPrintLines]})); err != nil {
+		t.Errorf("%d lines: %v", instore.MaxPrintLines, err)
+	}
+	if err := visit(p, asJSON(t, map[string]any{"terminalId": "10000001", "lines": lines})); err == nil {
+		t.Errorf("%d lines accepted", len(lines))
+	}
+}
+
+// TestPrintJobSchema checks realistic print jobs, in every print status and
+// while printing, against the PrintJob schema.
+func TestPrintJobSchema(t *testing.T) {
+	doc := loadOnline(t)
+	s := schema(t, doc, "PrintJob")
+	md := instore.DefaultMetadata()
+	if len(md.PrintStatuses) != 7 {
+		t.Fatalf("%d print statuses, want 7", len(md.PrintStatuses))
+	}
+	for _, c := range md.PrintStatuses {
+		text := fmt.Sprintf(`{"printId":"prt_0195936b2d4e7f80a1b2c3d4e5f60718","terminalId":"10000001","statusId":%d,"status":%q,
+			"createdAt":"2025-03-14T10:05:00.000119Z","completedAt":"2025-03-14T10:05:01.204551Z"}`, c.ID, c.Code)
+		if err := visit(s, text); err != nil {
+			t.Errorf("%s: %v", c.Code, err)
+		}
+	}
+	printing := `{"printId":"prt_0195936b2d4e7f80a1b2c3d4e5f6071b","terminalId":"10000002","statusId":null,"status":null,
+		"createdAt":"2025-03-14T10:07:00.000031Z","completedAt":null}`
+	if err := visit(s, printing); err != nil {
+		t.Errorf("printing: %v", err)
+	}
+	for name, text := range map[string]string{
+		"statusId 7":     `{"printId":"prt_1","terminalId":"10000001","statusId":7,"status":"DONE","createdAt":"2025-03-14T10:07:00Z","completedAt":null}`,
+		"unknown member": `{"printId":"prt_1","terminalId":"10000001","statusId":0,"status":"SUCCESS","createdAt":"2025-03-14T10:07:00Z","completedAt":null,"lines":[]}`,
+		"no completedAt": `{"printId":"prt_1","terminalId":"10000001","statusId":0,"status":"SUCCESS","createdAt":"2025-03-14T10:07:00Z"}`,
+	} {
+		if err := visit(s, text); err == nil {
+			t.Errorf("%s: the PrintJob schema accepts it", name)
+		}
+	}
+}
+
+// TestTransactionListSchema checks a page of the listing, with and without
+// a next cursor.
+func TestTransactionListSchema(t *testing.T) {
+	s := schema(t, loadOnline(t), "TransactionList")
+	for name, text := range map[string]string{
+		"a page with more": `{"transactions":[` + approvedTransaction + `],"nextCursor":"eyJ0IjoxNzQxOTQ2NTIzMDAwNDEyLCJpIjoidHhuXzAxIn0"}`,
+		"the last page":    `{"transactions":[` + approvedTransaction + `],"nextCursor":null}`,
+		"empty":            `{"transactions":[],"nextCursor":null}`,
+	} {
+		if err := visit(s, text); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if err := visit(s, `{"transactions":[]}`); err == nil {
+		t.Errorf("a page without nextCursor accepted")
+	}
+}
+
+func jsonNames(typ reflect.Type) []string {
+	var names []string
+	for f := range typ.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+func propertyNames(s *openapi3.Schema) []string {
+	var names []string
+	for name := range s.Properties {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// TestExamples checks every example of the document against its schema
+// (media type examples of requests and responses, components examples where
+// they are used) and problem examples against the error vocabulary: status
+// as in error.go, and for a service error code the errorId and title of the
+// errorCodes list.
+func TestExamples(t *testing.T) {
+	doc := loadOnline(t)
+	md := instore.DefaultMetadata()
+	n := 0
+	checkValue := func(where string, s *openapi3.Schema, problem bool, v any) {
+		n++
+		text := asJSON(t, v)
+		if err := visit(s, text); err != nil {
+			t.Errorf("%s: %v", where, err)
+		}
+		if !problem {
+			return
+		}
+		var p struct {
+			Type    string `json:"type"`
+			Title   string `json:"title"`
+			Status  int    `json:"status"`
+			ErrorID *int   `json:"errorId"`
+		}
+		if err := json.Unmarshal([]byte(text), &p); err != nil {
+			t.Fatal(err)
+		}
+		name := strings.TrimPrefix(p.Type, "urn:instore:problem:")
+		if want := instore.HTTPStatus(name); p.Status != want {
+			t.Errorf("%s: status %d, want %d", where, p.Status, want)
+		}
+		if c, ok := md.ErrorCode(name); ok {
+			if p.Title != c.Description {
+				t.Errorf("%s: title %q, want %q", where, p.Title, c.Description)
+			}
+			if p.ErrorID == nil || *p.ErrorID != c.ID {
+				t.Errorf("%s: errorId is not %d", where, c.ID)
+			}
+		}
+	}
+	check := func(where, ct string, mt *openapi3.MediaType) {
+		if mt == nil || mt.Schema == nil || mt.Schema.Value == nil {
+			return
+		}
+		problem := ct == "application/problem+json"
+		if mt.Example != nil {
+			checkValue(where+" example", mt.Schema.Value, problem, mt.Example)
+		}
+		for name, ex := range mt.Examples {
+			if ex == nil || ex.Value == nil {
+				t.Errorf("%s example %s does not resolve", where, name)
+				continue
+			}
+			checkValue(where+" example "+name, mt.Schema.Value, problem, ex.Value.Value)
+		}
+	}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			if op.RequestBody != nil {
+				for ct, mt := range op.RequestBody.Value.Content {
+					if ct == "application/json" {
+						check(fmt.Sprintf("%s %s request", method, path), ct, mt)
+					}
+				}
+			}
+			for code, r := range op.Responses.Map() {
+				for ct, mt := range r.Value.Content {
+					if ct != "application/yaml" {
+						check(fmt.Sprintf("%s %s %s", method, path, code), ct, mt)
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d examples checked", n)
+	if n < 60 {
+		t.Errorf("only %d examples checked; the walk misses some", n)
+	}
+}
+
+// TestWireTypes checks the root's wire types against their schemas: the
+// same members, so what the handlers encode is what the document says.
+func TestWireTypes(t *testing.T) {
+	doc := loadOnline(t)
+	for name, typ := range map[string]reflect.Type{
+		"Transaction":      reflect.TypeFor[instore.TransactionWire](),
+		"PrintJob":         reflect.TypeFor[instore.PrintJobWire](),
+		"TransactionEvent": reflect.TypeFor[instore.TransactionEvent](),
+		"TerminalView":     reflect.TypeFor[instore.TerminalView](),
+		"Totals":           reflect.TypeFor[instore.TotalsWire](),
+		"Total":            reflect.TypeFor[instore.Total](),
+		"ReconcileResult":  reflect.TypeFor[instore.ReconcileResult](),
+		"BookEntry":        reflect.TypeFor[instore.BookEntry](),
+	} {
+		if diff := cmp.Diff(jsonNames(typ), propertyNames(schema(t, doc, name))); diff != "" {
+			t.Errorf("%s members (-Go +schema):\n%s", name, diff)
+		}
+	}
+}
