@@ -20,6 +20,7 @@ type Store interface {
 	TransactionStore
 	IdempotencyStore
 	HistoryStore
+	BooksStore
 	AccessStore
 	EffectStore
 	TimelineStore

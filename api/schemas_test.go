@@ -166,6 +166,8 @@ func TestMembers(t *testing.T) {
 			"ReversalRequest":                  reflect.TypeFor[instore.ReversalRequest](),
 			"PrintRequest":                     reflect.TypeFor[instore.PrintRequest](),
 			"PreAuthorizationOperationRequest": reflect.TypeFor[instore.PreAuthOpRequest](),
+			"ReconcileRequest":                 reflect.TypeFor[instore.ReconcileRequest](),
+			"ReconcileLine":                    reflect.TypeFor[instore.ReconcileLine](),
 		}},
 		{"online wire types: what the handlers encode", online, false, map[string]reflect.Type{
 			"Transaction":      reflect.TypeFor[instore.TransactionWire](),

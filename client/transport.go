@@ -31,6 +31,8 @@ type call struct {
 	basicUser, basicPass string
 	// opts are the caller's options of this call.
 	opts []CallOption
+	// accept is the Accept header ("": application/json).
+	accept string
 }
 
 // response is an answer, 2xx or not.
@@ -185,7 +187,9 @@ func (c *Client) attempt(ctx context.Context, cl call, u string, body []byte, co
 		return nil, fmt.Errorf("client: %s %s: %w", cl.method, cl.route, err)
 	}
 	h := req.Header
-	h.Set("Accept", "application/json")
+	if h.Set("Accept", "application/json"); cl.accept != "" {
+		h.Set("Accept", cl.accept)
+	}
 	h.Set("User-Agent", c.userAgent)
 	if contentType != "" {
 		h.Set("Content-Type", contentType)

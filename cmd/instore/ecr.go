@@ -120,6 +120,7 @@ same --idempotency-key says so on stderr ("replayed").`,
 		ecrPurchaseCmd(f), ecrStatusCmd(f), ecrTimelineCmd(f), ecrCancelCmd(f), ecrRefundCmd(f), ecrReversalCmd(f),
 		ecrPreAuthCmd(f), ecrIncrementCmd(f), ecrCaptureCmd(f), ecrVoidCmd(f),
 		ecrListCmd(f), ecrPrintCmd(f), ecrEventsCmd(f), ecrWebhookCmd(f), ecrConfirmCmd(f),
+		ecrTotalsCmd(f), ecrReconcileCmd(f),
 	)
 	cmd.AddCommand(f.requestCmds(ecrTerminalRequests...)...)
 	return cmd
@@ -387,7 +388,7 @@ func ecrListCmd(f *ecrFlags) *cobra.Command {
 	var (
 		from, to, terminal, status, reference, cursor string
 		limit                                         int
-		all, unconfirmed                              bool
+		all, unconfirmed, asCSV                       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -413,6 +414,9 @@ the API answers it ({"transactions": [...], "nextCursor": ...}).`,
 					return err
 				}
 				p.StatusID = &id
+			}
+			if asCSV {
+				return listCSV(ctx, cmd, c, p, all)
 			}
 			page := &client.TransactionPage{}
 			if all {
@@ -442,6 +446,7 @@ the API answers it ({"transactions": [...], "nextCursor": ...}).`,
 	fs.StringVar(&cursor, "cursor", "", "continue a listing from its nextCursor")
 	fs.BoolVar(&all, "all", false, "fetch every page")
 	fs.BoolVar(&unconfirmed, "unconfirmed", false, "only the APPROVED sales still awaiting confirmation (see confirm)")
+	fs.BoolVar(&asCSV, "csv", false, "print the service's CSV export (RFC 4180, a header row; see reconcile)")
 	return cmd
 }
 

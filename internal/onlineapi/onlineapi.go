@@ -84,6 +84,10 @@ func Register(cfg Config) {
 		a.BodyLimits = map[string]int64{}
 	}
 	a.BodyLimits[Prefix+"/print"] = instore.MaxPrintBodyBytes
+	a.Handle("GET "+Prefix+"/totals", g.Wrap(h.totals))
+	a.Handle("POST "+Prefix+"/reconciliation", post(httpapi.DecodedJSON(http.StatusOK, h.svc.Reconcile)))
+	// 10,000 lines of an ECR's books at their longest (books.go).
+	a.BodyLimits[Prefix+"/reconciliation"] = instore.MaxReconcileBodyBytes
 	a.Handle("GET "+Prefix+"/print/{printId}", g.Wrap(httpapi.Named("printId", h.svc.PrintJob, h.printJobOK)))
 	a.Handle("GET "+Prefix+"/events", g.Wrap(h.events))
 	a.Handle("GET "+Prefix+"/events/stream", g.Wrap(h.eventStream))

@@ -98,18 +98,6 @@ func listQuery(r *http.Request) (instore.ListQuery, error) {
 	v := r.URL.Query()
 	var q instore.ListQuery
 	errs := repeated(v, "from", "to", "terminalId", "statusId", "ecrReference", "unconfirmed", "limit", "cursor", "type", "authorizationState")
-	parseTime := func(name string) *time.Time {
-		if !v.Has(name) {
-			return nil
-		}
-		t, err := time.Parse(time.RFC3339, v.Get(name))
-		if err != nil {
-			errs = append(errs, instore.FieldError{Field: name, Message: "must be an RFC 3339 time such as 2026-01-31T12:00:00Z"})
-			return nil
-		}
-		t = t.UTC()
-		return &t
-	}
 	parseInt := func(name string) *int {
 		if !v.Has(name) {
 			return nil
@@ -121,7 +109,7 @@ func listQuery(r *http.Request) (instore.ListQuery, error) {
 		}
 		return &n
 	}
-	q.From, q.To = parseTime("from"), parseTime("to")
+	q.From, q.To = queryTime(v, "from", &errs), queryTime(v, "to", &errs)
 	q.StatusID = (*instore.TransactionStatus)(parseInt("statusId"))
 	if l := parseInt("limit"); l != nil {
 		q.Limit = *l
@@ -176,6 +164,9 @@ func (h *handlers) transactions(w http.ResponseWriter, r *http.Request, p *insto
 	ts, next, err := h.svc.Transactions(r.Context(), p, q)
 	if err != nil {
 		return err
+	}
+	if wantsCSV(r) {
+		return h.transactionsCSV(w, r, ts, next)
 	}
 	out := make([]*instore.TransactionWire, len(ts))
 	for i, t := range ts {

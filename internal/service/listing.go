@@ -27,15 +27,7 @@ import (
 func (s *Service) Transactions(ctx context.Context, p *instore.Principal, q instore.ListQuery) ([]*instore.Transaction, string, error) {
 	var f instore.FieldErrors
 	now := s.Now().UTC()
-	to, from := now, now.Add(-instore.DefaultListRange)
-	switch {
-	case q.From != nil && q.To != nil:
-		from, to = *q.From, *q.To
-	case q.From != nil:
-		from = *q.From
-	case q.To != nil:
-		to, from = *q.To, q.To.Add(-instore.DefaultListRange)
-	}
+	from, to := listWindow(now, q.From, q.To)
 	if !from.Before(to) {
 		f.Add("from", "must be before to")
 	}
@@ -75,11 +67,8 @@ func (s *Service) Transactions(ctx context.Context, p *instore.Principal, q inst
 	if _, err := s.merchant(ctx, p); err != nil {
 		return nil, "", err
 	}
-	if to.Sub(from) > instore.MaxListRange {
-		return nil, "", instore.Errorf(instore.WP26, "A listing may cover at most 30 days; narrow from and to.")
-	}
-	if from.Before(now.Add(-instore.MaxListAge)) {
-		return nil, "", instore.Errorf(instore.WP27, "Only the past 90 days can be listed; move from forward.")
+	if err := checkWindow(now, from, to); err != nil {
+		return nil, "", err
 	}
 	if q.TerminalID != "" {
 		if _, err := s.ownTerminal(ctx, p, q.TerminalID); err != nil {
@@ -221,4 +210,32 @@ func intString(n *instore.TransactionStatus) string {
 		return ""
 	}
 	return strconv.Itoa(int(*n))
+}
+
+// listWindow is the window of a listing (or totals) asked with from and
+// to: both when given, else the DefaultListRange (24 hours) before to, or
+// after from up to now, or up to now.
+func listWindow(now time.Time, from, to *time.Time) (time.Time, time.Time) {
+	switch {
+	case from != nil && to != nil:
+		return *from, *to
+	case from != nil:
+		return *from, now
+	case to != nil:
+		return to.Add(-instore.DefaultListRange), *to
+	}
+	return now.Add(-instore.DefaultListRange), now
+}
+
+// checkWindow refuses a window over MaxListRange (WP26) or starting more
+// than MaxListAge ago (WP27): the listing's rules, which totals and
+// reconciliations share.
+func checkWindow(now, from, to time.Time) error {
+	if to.Sub(from) > instore.MaxListRange {
+		return instore.Errorf(instore.WP26, "A listing may cover at most 30 days; narrow from and to.")
+	}
+	if from.Before(now.Add(-instore.MaxListAge)) {
+		return instore.Errorf(instore.WP27, "Only the past 90 days can be listed; move from forward.")
+	}
+	return nil
 }

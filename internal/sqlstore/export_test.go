@@ -15,6 +15,17 @@ import (
 // Sorter or OpenEphemeral: a sort); EXPLAIN on PostgreSQL.
 func (db *DB) ExplainListTransactions(ctx context.Context, f instore.TransactionFilter) ([]string, error) {
 	query, args := listQuery(db.d, f)
+	return db.explain(ctx, query, args)
+}
+
+// ExplainTotals is ExplainListTransactions for Totals(f).
+func (db *DB) ExplainTotals(ctx context.Context, f instore.TotalsFilter) ([]string, error) {
+	query, args := totalsQuery(db.d, f)
+	return db.explain(ctx, query, args)
+}
+
+// explain is the plan of query, as ExplainListTransactions shows it.
+func (db *DB) explain(ctx context.Context, query string, args []any) ([]string, error) {
 	c := db.read()
 	if db.d.name != "sqlite" {
 		rows, err := c.query(ctx, "EXPLAIN "+query, args...)

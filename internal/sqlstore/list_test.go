@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,20 +39,10 @@ const (
 //
 //	INSTORE_BENCH_TRANSACTIONS=1000000 go test -run='^$' -bench=BenchmarkListTransactions ./internal/sqlstore/
 func BenchmarkListTransactions(b *testing.B) {
-	n := 10000
-	if v := os.Getenv(benchTransactionsEnv); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 1000 {
-			b.Fatalf("%s=%q: want a number of transactions, at least 1000", benchTransactionsEnv, v)
-		}
-	}
+	n := benchCount(b)
 	for _, be := range backends(b) {
 		b.Run(be.name, func(b *testing.B) {
-			dsn := be.dsn(b)
-			db := mustOpen(b, dsn, sqlstore.Options{})
-			start := time.Now()
-			fx := seedBench(b, db, be.driver, dsn, n)
-			b.Logf("%s: stored %d transactions in %v", be.name, n, time.Since(start).Round(time.Millisecond))
+			db, fx := seededBench(b, be, n)
 
 			month := benchEnd.Add(-instore.MaxListRange)
 			for _, q := range []struct {

@@ -51,6 +51,7 @@ func Run(t *testing.T, open func(t *testing.T) instore.Store) {
 		{"Tip", tipTests},
 		{"PreAuth", preAuthTests},
 		{"Payback", paybackTests},
+		{"Books", booksTests},
 		{"TransactionPair", pairTests},
 		{"PrintJob", printJobTests},
 		{"Effect", effectTests},

@@ -1,0 +1,172 @@
+package sqlstore_test
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/sqlstore"
+)
+
+// benchCount is $INSTORE_BENCH_TRANSACTIONS (default 10000): how many
+// transactions the benchmarks store before they measure.
+func benchCount(b *testing.B) int {
+	n := 10000
+	if v := os.Getenv(benchTransactionsEnv); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1000 {
+			b.Fatalf("%s=%q: want a number of transactions, at least 1000", benchTransactionsEnv, v)
+		}
+	}
+	return n
+}
+
+// seededBench opens a fresh store of be with n transactions (seedBench),
+// logging how long storing them took.
+func seededBench(b *testing.B, be backend, n int) (*sqlstore.DB, *benchFixture) {
+	dsn := be.dsn(b)
+	db := mustOpen(b, dsn, sqlstore.Options{})
+	start := time.Now()
+	fx := seedBench(b, db, be.driver, dsn, n)
+	b.Logf("%s: stored %d transactions in %v", be.name, n, time.Since(start).Round(time.Millisecond))
+	return db, fx
+}
+
+// BenchmarkBooks measures the books over the store seedBench fills
+// ($INSTORE_BENCH_TRANSACTIONS transactions of one merchant over 10
+// terminal IDs and 90 days: 1,000,000 make a busy merchant of about
+// 11,000 a day), on SQLite and, with $INSTORE_TEST_DATABASE_URL, on
+// PostgreSQL:
+//
+//   - totals-day, totals-day-terminal, totals-30-days: Totals over the
+//     last day (of one terminal ID), and over 30 days;
+//   - reconcile-10000: a reconciliation of 10,000 lines, as the service
+//     runs it: the book entries of a window holding 10,000 transactions
+//     read from the store, then compared (instore.Reconcile) with the ECR's
+//     10,000 lines, 1% of them with a wrong amount;
+//   - compare-10000: the comparison alone.
+//
+// With -v it logs the plan of the totals of a day.
+//
+//	INSTORE_BENCH_TRANSACTIONS=1000000 go test -run='^$' -bench=BenchmarkBooks -benchtime=20x ./internal/sqlstore/
+func BenchmarkBooks(b *testing.B) {
+	n := benchCount(b)
+	for _, be := range backends(b) {
+		b.Run(be.name, func(b *testing.B) {
+			db, fx := seededBench(b, be, n)
+			ctx := context.Background()
+			day := instore.TotalsFilter{MerchantID: "mer_bench", From: benchEnd.Add(-24 * time.Hour), To: benchEnd}
+			for _, q := range []struct {
+				name string
+				f    instore.TotalsFilter
+			}{
+				{"totals-day", day},
+				{"totals-day-terminal", instore.TotalsFilter{MerchantID: "mer_bench", From: day.From, To: day.To, TerminalID: fx.terminals[3]}},
+				{"totals-30-days", instore.TotalsFilter{MerchantID: "mer_bench", From: benchEnd.Add(-instore.MaxListRange), To: benchEnd}},
+			} {
+				b.Run(q.name, func(b *testing.B) {
+					got, err := db.Totals(ctx, q.f)
+					if err != nil || len(got) == 0 {
+						b.Fatalf("Totals() = %d groups, %v", len(got), err)
+					}
+					var count int64
+					for _, g := range got {
+						count += g.Count
+					}
+					if testing.Verbose() && q.name == "totals-day" {
+						plan, err := db.ExplainTotals(ctx, q.f)
+						if err != nil {
+							b.Fatal(err)
+						}
+						b.Logf("%d transactions in %d groups; plan:\n\t%s", count, len(got), strings.Join(plan, "\n\t"))
+					}
+					for b.Loop() {
+						if _, err := db.Totals(ctx, q.f); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(float64(count), "transactions/op")
+				})
+			}
+
+			// A window of 10,000 transactions, and the ECR's books of it.
+			const lines = 10000
+			span := time.Duration(int64(benchDays*24*time.Hour) / int64(n) * lines)
+			win := instore.TotalsFilter{MerchantID: "mer_bench", From: benchEnd.Add(-span), To: benchEnd}
+			md := instore.DefaultMetadata()
+			entries := func() []instore.BookEntry {
+				es, err := db.BookEntries(ctx, win, instore.MaxReconcileService+1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for i := range es {
+					c, _ := md.TransactionStatus(es[i].StatusID)
+					es[i].Status = c.Code
+				}
+				return es
+			}
+			es := entries()
+			if len(es) > lines {
+				es = es[len(es)-lines:]
+				win.From = es[0].CreatedAt
+			}
+			books := make([]instore.ReconcileLine, len(es))
+			for i, e := range es {
+				amount := e.Amount
+				if i%100 == 0 {
+					amount++
+				}
+				books[i] = instore.ReconcileLine{OnlineAPIRefID: e.OnlineAPIRefID, Type: e.Type, Amount: &amount, Currency: e.Currency, Status: e.Status}
+			}
+			check := func(res instore.ReconcileResult) {
+				if res.Counts.Mismatched != (len(books)+99)/100 || res.Counts.MissingInService != 0 {
+					b.Fatalf("reconciliation = %+v", res.Counts)
+				}
+			}
+			b.Run("reconcile-10000", func(b *testing.B) {
+				for b.Loop() {
+					check(instore.Reconcile(books, entries()))
+				}
+				b.ReportMetric(float64(len(books)), "lines/op")
+			})
+			b.Run("compare-10000", func(b *testing.B) {
+				for b.Loop() {
+					check(instore.Reconcile(books, es))
+				}
+			})
+		})
+	}
+}
+
+// TestTotalsPlan checks that the totals of a day read one range of
+// transactions_merchant_totals and no table row: on SQLite a covering
+// index search, on PostgreSQL an Index Only Scan (with statistics and the
+// visibility map, as autovacuum keeps them).
+func TestTotalsPlan(t *testing.T) {
+	for _, be := range backends(t) {
+		t.Run(be.name, func(t *testing.T) {
+			dsn := be.dsn(t)
+			db := mustOpen(t, dsn, sqlstore.Options{})
+			fx := seedBench(t, db, be.driver, dsn, 5000)
+			for _, terminal := range []string{"", fx.terminals[2]} {
+				f := instore.TotalsFilter{MerchantID: "mer_bench", From: benchEnd.Add(-24 * time.Hour), To: benchEnd, TerminalID: terminal}
+				plan, err := db.ExplainTotals(t.Context(), f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				text := strings.Join(plan, "\n")
+				want := "USING COVERING INDEX transactions_merchant_totals"
+				if be.name == "postgres" {
+					want = "Index Only Scan using transactions_merchant_totals"
+				}
+				if !strings.Contains(text, want) {
+					t.Errorf("terminal %q: plan\n%s\nlacks %q", terminal, text, want)
+				}
+			}
+		})
+	}
+}
