@@ -242,3 +242,10 @@ func (e events) TerminalUpdateStatus(ctx context.Context, serial, updateID strin
 	}
 	return e.TerminalEvents.TerminalUpdateStatus(ctx, serial, updateID, r)
 }
+
+func (e events) TerminalForwarded(ctx context.Context, serial string, r instore.ForwardReport) error {
+	if err := e.n.current(ctx, serial); err != nil {
+		return err
+	}
+	return e.TerminalEvents.TerminalForwarded(ctx, serial, r)
+}

@@ -28,6 +28,10 @@ func TransactionEventType(e instore.TransactionEvent) instore.EventType {
 		return instore.EventTransactionAutoReversed
 	case instore.EventAuthorization:
 		return instore.EventTransactionAuthorization
+	case instore.EventForwarded:
+		return instore.EventTransactionForwarded
+	case instore.EventForwardDeclined:
+		return instore.EventTransactionForwardDeclined
 	case instore.EventLateResult:
 		// The terminal's own outcome of a transaction the service had
 		// ended: the status stands, but the final transaction now has a

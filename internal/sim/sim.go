@@ -130,6 +130,8 @@ type State struct {
 	// TipPrompt is the tip question the transaction in progress waits on
 	// a person to answer (interactive, SetNextTip); nil otherwise.
 	TipPrompt *TipPrompt `json:"tipPrompt,omitempty"`
+	// CardNetwork is the card network and the offline queue (offline.go).
+	CardNetwork *CardNetwork `json:"cardNetwork"`
 	// Version grows with every change of the terminal's state: of two
 	// states of one terminal, the one with the higher Version is the newer
 	// (listeners run concurrently, so states can reach a reader out of
@@ -181,7 +183,8 @@ type Terminal struct {
 	installing  *install
 	updScreen   string
 	installFail *string
-	interactive bool // SetInteractive: a person decides each outcome
+	interactive bool        // SetInteractive: a person decides each outcome
+	net         cardNetwork // the card network and the offline queue (offline.go)
 	listeners   []func()
 	rev         uint64        // State.Version: counts the changes
 	changed     chan struct{} // closed and replaced at every change (Await)
@@ -327,6 +330,7 @@ func (t *Terminal) stateLocked() State {
 		NextPrint:    copyInt(t.nextPrint),
 		NextTip:      copyInt(t.nextTip),
 		TipPrompt:    tipPromptOf(t.tx),
+		CardNetwork:  t.cardNetworkLocked(),
 		Version:      t.rev,
 	}
 }
