@@ -111,3 +111,17 @@ func cardNetworkOf(st sim.State) CardNetworkJSON {
 	return CardNetworkJSON{Online: c.Online, FloorLimit: c.FloorLimit, QueueSize: c.QueueSize,
 		Queued: c.Queued, Unconfirmed: c.Unconfirmed, NextForwardDeclined: c.NextForwardDeclined}
 }
+
+// networkAction is a console action on a virtual terminal's card network:
+// down (with the default floor limit and queue size), up (the queue
+// forwarded), or the next forward declined.
+func networkAction(t *sim.Terminal, action string) {
+	switch action {
+	case "card-network-down":
+		_ = t.SetCardNetwork(false, DefaultFloorLimit, DefaultQueueSize) // the defaults are valid
+	case "card-network-up":
+		_ = t.SetCardNetwork(true, 0, 0)
+	case "next-forward-declined":
+		t.SetNextForward(true)
+	}
+}
