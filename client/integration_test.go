@@ -423,8 +423,6 @@ func TestIntegrationOnlineAPI(t *testing.T) {
 	exerciseTips(t, e)
 	// Pre-authorisation: a hotel stay.
 	exercisePreAuth(t, e)
-	// Offline approvals: store and forward.
-	exerciseOffline(t, e)
 
 	// Every POST carried an Idempotency-Key, each logical call its own.
 	e.rec.mu.Lock()
