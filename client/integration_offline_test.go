@@ -9,12 +9,6 @@ import (
 	"github.com/instore-dev/instore/client"
 )
 
-// TestIntegrationOffline drives store and forward against the demo
-// (exerciseOffline).
-func TestIntegrationOffline(t *testing.T) {
-	exerciseOffline(t, startDemo(t, nil))
-}
-
 // exerciseOffline drives store and forward against the demo: the card
 // network down, a sale approved offline and listed QUEUED, one above the
 // floor limit TERMINAL_IS_OFFLINE, its refund refused while QUEUED; the

@@ -91,25 +91,14 @@ func (s *sandbox) nextForward(w http.ResponseWriter, r *http.Request, p *instore
 	return s.state(w, vt)
 }
 
-// CardNetworkJSON is a virtual device's card network as the sandbox shows
-// it (DeviceJSON.CardNetwork).
-type CardNetworkJSON struct {
-	Online              bool     `json:"online"`
-	FloorLimit          int64    `json:"floorLimit"`
-	QueueSize           int      `json:"queueSize"`
-	Queued              []string `json:"queued"`
-	Unconfirmed         []string `json:"unconfirmed"`
-	NextForwardDeclined bool     `json:"nextForwardDeclined"`
-}
-
-// cardNetworkOf is st's card network as the sandbox shows it.
-func cardNetworkOf(st sim.State) CardNetworkJSON {
-	c := st.CardNetwork
-	if c == nil {
-		return CardNetworkJSON{Online: true, Queued: []string{}, Unconfirmed: []string{}}
+// cardNetworkOf is st's card network as the sandbox shows it
+// (DeviceJSON.CardNetwork): the virtual terminal's own, up before the
+// terminal ever reported one.
+func cardNetworkOf(st sim.State) sim.CardNetwork {
+	if st.CardNetwork == nil {
+		return sim.CardNetwork{Online: true, Queued: []string{}, Unconfirmed: []string{}}
 	}
-	return CardNetworkJSON{Online: c.Online, FloorLimit: c.FloorLimit, QueueSize: c.QueueSize,
-		Queued: c.Queued, Unconfirmed: c.Unconfirmed, NextForwardDeclined: c.NextForwardDeclined}
+	return *st.CardNetwork
 }
 
 // networkAction is a console action on a virtual terminal's card network:

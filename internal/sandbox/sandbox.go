@@ -50,7 +50,7 @@ type DeviceJSON struct {
 	Screen       string  `json:"screen"`
 	LinkCode     *string `json:"linkCode"`
 	// CardNetwork is the card network and offline queue (network.go).
-	CardNetwork CardNetworkJSON `json:"cardNetwork"`
+	CardNetwork sim.CardNetwork `json:"cardNetwork"`
 }
 
 // devices lists the virtual devices the caller's customer may see: its own
