@@ -125,6 +125,10 @@ func TestOfflineApprovals(t *testing.T) {
 				got[instore.EventTransactionForwarded] == second.OnlineAPIRefID
 		})
 
+		_, mfs := s.scrape(t)
+		if v, _ := value(mfs, "instore_forward_declined_total", nil); v != 1 {
+			t.Errorf("instore_forward_declined_total = %v after one forward declined, want 1", v)
+		}
 		if r := refund(declined, 100); r.problem(t, 409, "conflict").Status != 409 || !strings.Contains(string(r.body), "not paid") {
 			t.Errorf("refund of a declined sale: %s", r.body)
 		}
