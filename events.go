@@ -43,6 +43,7 @@ const (
 var EventTypes = []EventType{
 	EventTransactionCreated, EventTransactionAcknowledged, EventTransactionProgress, EventTransactionFinal,
 	EventTransactionConfirmed, EventTransactionAutoReversed, EventTransactionAuthorization,
+	EventTransactionForwarded, EventTransactionForwardDeclined,
 	EventTerminalOnline, EventTerminalOffline, EventTerminalLinked, EventTerminalUnlinked,
 	EventPrintFinal, EventUpdateStatus,
 }

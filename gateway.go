@@ -116,6 +116,10 @@ type TerminalEvents interface {
 	// software update updateID; the gateway confirms the report to the
 	// device once it returned nil.
 	TerminalUpdateStatus(ctx context.Context, serial, updateID string, r UpdateReport) error
+	// TerminalForwarded records what the device reported about forwarding
+	// an offline approval (forwarding.go); the gateway confirms the report
+	// to the device once it returned nil.
+	TerminalForwarded(ctx context.Context, serial string, r ForwardReport) error
 }
 
 // NoGateway is the Gateway of a Service that reaches no device (instore

@@ -29,7 +29,10 @@ type TransactionFilter struct {
 	// AuthorizationState selects the pre-auths whose authorisation is in
 	// this state ("": any transaction).
 	AuthorizationState AuthorizationState
-	Limit              int
+	// Forwarding selects the offline approvals in this forwarding state
+	// ("": any transaction).
+	Forwarding ForwardingState
+	Limit      int
 	// After continues a listing after this position (exclusive).
 	After *TransactionCursor
 }
@@ -51,6 +54,8 @@ type ListQuery struct {
 	// ?authorizationState=.
 	Types              []TransactionType
 	AuthorizationState AuthorizationState
-	Limit              int
-	Cursor             string
+	// Forwarding: ?forwarding=.
+	Forwarding ForwardingState
+	Limit      int
+	Cursor     string
 }

@@ -38,6 +38,9 @@ var ErrRefundExceeded = fmt.Errorf("refunds exceed the original amount")
 // reversal: if the terminal reports it approved late, the service reverses
 // it on the terminal (TerminalResult), so it pays nothing back in the end.
 func CheckOnOriginal(orig *Transaction, others []*Transaction, t *Transaction) error {
+	if err := checkForwarding(orig, t); err != nil {
+		return err // an offline approval not forwarded, or declined (forwarding.go)
+	}
 	switch t.Type {
 	case TypeRefund:
 		if orig.Type == TypePreAuth {

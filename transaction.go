@@ -99,6 +99,9 @@ type Transaction struct {
 	// ByTimer marks the VOID the service created when its pre-auth
 	// expired: approved, it ends the pre-auth EXPIRED, not VOIDED.
 	ByTimer bool
+	// Forwarding is an offline approval's forwarding (forwarding.go; nil
+	// otherwise).
+	Forwarding *Forwarding
 }
 
 // ConfirmState is the confirmation state of a purchase that asked for one
@@ -138,6 +141,8 @@ type Result struct {
 	AuthorizationCode string  `json:"authorizationCode,omitempty"`
 	PaymentMethodID   *int    `json:"paymentMethodId,omitempty"`
 	Receipt           Receipt `json:"receipt"`
+	// Offline: approved offline, queued on the terminal (forwarding.go).
+	Offline bool `json:"offline,omitempty"`
 }
 
 // Receipt holds the customer and merchant copies, one string per line.

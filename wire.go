@@ -62,6 +62,9 @@ type TransactionWire struct {
 	// PreAuthorization names the pre-auth an INCREMENT, CAPTURE or VOID
 	// acts on; absent otherwise.
 	PreAuthorization string `json:"preAuthorization,omitempty"`
+	// Forwarding is an offline approval's forwarding (forwarding.go); nil
+	// (null) on every other transaction.
+	Forwarding *Forwarding `json:"forwarding"`
 }
 
 // ConfirmationWire is the confirmation of a sale that asked for one.
@@ -85,6 +88,9 @@ type ResultWire struct {
 	// PaymentMethod is the payment method used (nil for a card).
 	PaymentMethod *PaymentMethodRef `json:"paymentMethod"`
 	Receipt       Receipt           `json:"receipt"`
+	// Offline: approved offline and queued on the terminal; the
+	// transaction's forwarding says what became of it.
+	Offline bool `json:"offline"`
 }
 
 // PaymentMethodRef names an entry of the paymentMethods list.
@@ -170,6 +176,13 @@ func (meta *Metadata) TransactionWire(t *Transaction) *TransactionWire {
 	if OnPreAuth(t.Type) {
 		out.PreAuthorization = t.OriginalID
 	}
+	if f := t.Forwarding; f != nil {
+		cp := *f
+		if cp.ForwardedAt != nil {
+			cp.ForwardedAt = new(cp.ForwardedAt.UTC())
+		}
+		out.Forwarding = &cp
+	}
 	if t.ConfirmState != "" {
 		out.Confirmation = &ConfirmationWire{State: t.ConfirmState, WithinSeconds: int(t.ConfirmWithin / time.Second),
 			Deadline: t.ConfirmDeadline, ConfirmedAt: t.ConfirmedAt}
@@ -186,6 +199,7 @@ func (meta *Metadata) TransactionWire(t *Transaction) *TransactionWire {
 			EntryMode: NullString(r.EntryMode), CardBrand: NullString(r.CardBrand), MaskedPAN: NullString(r.MaskedPAN),
 			AuthorizationCode: NullString(r.AuthorizationCode),
 			Receipt:           Receipt{Customer: nonNil(r.Receipt.Customer), Merchant: nonNil(r.Receipt.Merchant)},
+			Offline:           r.Offline,
 		}
 		if r.PaymentMethodID != nil {
 			if c, ok := meta.PaymentMethod(*r.PaymentMethodID); ok {

@@ -222,6 +222,8 @@ var operations = []struct{ method, path, id string }{
 	{"POST", "/sandbox/v1/terminals/{terminalId}/printer", "setNextPrintOutcome"},
 	{"POST", "/sandbox/v1/terminals/{terminalId}/next-install", "setNextInstallOutcome"},
 	{"POST", "/sandbox/v1/terminals/{terminalId}/next-tip", "setNextTip"},
+	{"POST", "/sandbox/v1/terminals/{terminalId}/card-network", "setCardNetwork"},
+	{"POST", "/sandbox/v1/terminals/{terminalId}/next-forward", "setNextForward"},
 }
 
 // TestOperations checks that the document has exactly the operations of the
@@ -297,6 +299,8 @@ func TestStatuses(t *testing.T) {
 		"setNextPrintOutcome":    {"200", "400", "401", "403", "404", "409", "413", "415", "429", "500"},
 		"setNextInstallOutcome":  {"200", "400", "401", "403", "404", "409", "413", "415", "429", "500"},
 		"setNextTip":             {"200", "400", "401", "403", "404", "409", "413", "415", "429", "500"},
+		"setCardNetwork":         {"200", "400", "401", "403", "404", "409", "413", "415", "429", "500"},
+		"setNextForward":         {"200", "400", "401", "403", "404", "409", "413", "415", "429", "500"},
 	}
 	for path, item := range doc.Paths.Map() {
 		for method, op := range item.Operations() {

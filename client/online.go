@@ -214,6 +214,10 @@ type ListParams struct {
 	// AuthorizationState lists only the pre-auths in this state (OPEN: a
 	// hotel's open folios).
 	AuthorizationState instore.AuthorizationState
+	// Forwarding lists only the offline approvals in this forwarding
+	// state (QUEUED: not forwarded yet; DECLINED: the merchant was not
+	// paid).
+	Forwarding instore.ForwardingState
 	// Limit is the page size, 1 to 1000.
 	Limit int
 	// Cursor continues a listing (TransactionPage.NextCursor).
@@ -245,6 +249,9 @@ func (p ListParams) query() url.Values {
 	}
 	if p.AuthorizationState != "" {
 		q.Set("authorizationState", string(p.AuthorizationState))
+	}
+	if p.Forwarding != "" {
+		q.Set("forwarding", string(p.Forwarding))
 	}
 	if p.Limit != 0 {
 		q.Set("limit", strconv.Itoa(p.Limit))

@@ -21,6 +21,8 @@ type SandboxDevice struct {
 	Screen string `json:"screen"`
 	// LinkCode is the code shown while unlinked, for LinkTerminal.
 	LinkCode string `json:"linkCode"`
+	// CardNetwork is its card network and offline queue (offline.go).
+	CardNetwork SandboxCardNetworkState `json:"cardNetwork"`
 }
 
 // The sandbox control API (/sandbox/v1) exists only on a server in sandbox

@@ -57,6 +57,9 @@ type Event struct {
 	Stage instore.Progress
 	// Result is the terminal's report of an instore.EventResult.
 	Result *instore.TerminalResult
+	// Forward is the terminal's report of an instore.EventForwarded
+	// (forwarding.go), declined or not.
+	Forward *instore.ForwardReport
 }
 
 // Rules are the settings and code lists Next applies.
@@ -234,6 +237,9 @@ func Next(t instore.Transaction, e Event, r Rules) (instore.Transaction, Step) {
 	case instore.EventResult:
 		return result(t, e, r)
 
+	case instore.EventForwarded:
+		return forwarded(t, e, r)
+
 	case instore.EventConfirmed:
 		switch {
 		case t.Unconfirmed() && e.At.Before(*t.ConfirmDeadline):
@@ -305,7 +311,8 @@ var actors = map[instore.TimelineKind]instore.Actor{
 	instore.EventAckTimeout: instore.ActorTimer, instore.EventDeadline: instore.ActorTimer, instore.EventLateApproval: instore.ActorTerminal,
 	instore.EventLateResult: instore.ActorTerminal, instore.EventReversed: instore.ActorTerminal, instore.EventConfirmed: instore.ActorECR,
 	instore.EventAutoReversed: instore.ActorTimer, instore.EventTipRefused: instore.ActorTerminal,
-	instore.EventAuthorization: instore.ActorTerminal,
+	instore.EventAuthorization: instore.ActorTerminal, instore.EventForwarded: instore.ActorTerminal,
+	instore.EventForwardDeclined: instore.ActorTerminal,
 }
 
 // changed completes st for the change from before to t: its timeline
@@ -368,6 +375,9 @@ func result(t instore.Transaction, e Event, r Rules) (instore.Transaction, Step)
 	}
 	kind := instore.EventResult
 	result := res.Result
+	// Approved offline (forwarding.go): the flag is kept only where it
+	// holds, on an APPROVED purchase.
+	result.Offline = offlineApproval(t, res)
 	// A tip the rules do not allow (instore.CheckTipAmount) never loses the
 	// result: on anything but an approval of a purchase or a
 	// pre-authorisation (the two that take a tip) it charged
@@ -421,6 +431,12 @@ func result(t instore.Transaction, e Event, r Rules) (instore.Transaction, Step)
 	if approved {
 		t.TipAmount = res.TipAmount // the tip the card was charged, allowed or not
 	}
+	// An approval offline: queued on the terminal until it forwards it
+	// (forwarding.go), whatever the status became (a late one is REVERSED,
+	// and the terminal forwards the sale with its reversal).
+	if result.Offline {
+		t.Forwarding, _ = NextForwarding(t.Forwarding, ForwardQueue, e.At)
+	}
 	if res.StatusID == instore.StatusApproved && t.Type == instore.TypePreAuth && kind == instore.EventResult {
 		// The authorisation opens with the approval (NextAuthorization).
 		t.Authorization, _ = NextAuthorization(nil, AuthApproved, t.TotalAmount(), e.At, r.PreAuthValidity)
@@ -429,7 +445,11 @@ func result(t instore.Transaction, e Event, r Rules) (instore.Transaction, Step)
 	if t.CompletedAt == nil {
 		t.CompletedAt = ptr(e.At)
 	}
-	return changed(before, t, e, r, st, kind)
+	t, st = changed(before, t, e, r, st, kind)
+	if result.Offline {
+		st.Event.Detail += "; approved offline, queued on the terminal"
+	}
+	return t, st
 }
 
 // NextReversalPair applies an approved result to a REVERSAL rev and its

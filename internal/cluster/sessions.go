@@ -236,3 +236,10 @@ func (e events) TerminalConfirmed(ctx context.Context, serial, messageID string)
 func (e events) TerminalUpdateStatus(ctx context.Context, serial, updateID string, r instore.UpdateReport) error {
 	return e.fenced(ctx, serial, func() error { return e.TerminalEvents.TerminalUpdateStatus(ctx, serial, updateID, r) })
 }
+
+func (e events) TerminalForwarded(ctx context.Context, serial string, r instore.ForwardReport) error {
+	if err := e.n.current(ctx, serial); err != nil {
+		return err
+	}
+	return e.TerminalEvents.TerminalForwarded(ctx, serial, r)
+}

@@ -492,6 +492,15 @@ func (s *session) handle(frame []byte) (int, string) {
 			break // not recorded: no confirm; the terminal may report again
 		}
 		s.confirm(ctx, env)
+	case protocol.TypeForwarded:
+		f := data.(*protocol.Forwarded)
+		r := instore.ForwardReport{MessageID: env.ID, Ref: env.Ref, Declined: *f.Declined, ForwardedAt: f.ForwardedAt}
+		if err := ev.TerminalForwarded(ctx, s.serial, r); err != nil {
+			// Not recorded: no confirm; the terminal resends it.
+			s.logEventError("forwarded", env.Ref, err)
+			break
+		}
+		s.confirm(ctx, env)
 	case protocol.TypeConfirm:
 		// The terminal has a message the server owes it until confirmed
 		// (cancel, reversal, print): not sent again.
@@ -520,6 +529,7 @@ func terminalResult(env *protocol.Envelope, r *protocol.Result) instore.Terminal
 			AuthorizationCode: r.AuthorizationCode,
 			PaymentMethodID:   r.PaymentMethodID,
 			Receipt:           receipt,
+			Offline:           r.Offline,
 		},
 	}
 }

@@ -42,6 +42,8 @@ type Transactions struct {
 	ended        *prometheus.CounterVec
 	ack, result  *prometheus.HistogramVec
 	lateReversed *prometheus.CounterVec
+	// fwdDeclined counts offline approvals declined when forwarded.
+	fwdDeclined prometheus.Counter
 
 	// byType caches the histograms' observers by transaction type, which
 	// the service fixes (PURCHASE, REFUND, REVERSAL).
@@ -73,8 +75,12 @@ func NewTransactions(reg prometheus.Registerer) *Transactions {
 			Namespace: Namespace, Name: "late_approvals_reversed_total",
 			Help: "Transactions the service had ended (WP25, WP36) that their terminal approved later: reversed on the terminal, now REVERSED, by type.",
 		}, []string{"type"}),
+		fwdDeclined: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "forward_declined_total",
+			Help: "Offline approvals the issuer declined when their terminal forwarded them: the customer left with the goods, the merchant was not paid.",
+		}),
 	}
-	reg.MustRegister(m.ended, m.ack, m.result, m.lateReversed)
+	reg.MustRegister(m.ended, m.ack, m.result, m.lateReversed, m.fwdDeclined)
 	// The series an alert divides by exist from the start, at zero.
 	for _, typ := range []instore.TransactionType{instore.TypePurchase, instore.TypeRefund, instore.TypeReversal} {
 		m.lateReversed.WithLabelValues(string(typ))
@@ -111,6 +117,12 @@ func (m *Transactions) TransactionEnded(e instore.TransactionEnd) {
 func (m *Transactions) LateApprovalReversed(t *instore.Transaction) {
 	m.lateReversed.WithLabelValues(string(t.Type)).Inc()
 }
+
+// ForwardDeclined counts an offline approval declined when forwarded
+// (instore.ForwardObserver).
+func (m *Transactions) ForwardDeclined(*instore.Transaction) { m.fwdDeclined.Inc() }
+
+var _ instore.ForwardObserver = (*Transactions)(nil)
 
 // Gateway is what the gateway metrics read, at scrape time.
 type Gateway interface {

@@ -97,7 +97,7 @@ func (h *handlers) transaction(w http.ResponseWriter, r *http.Request, p *instor
 func listQuery(r *http.Request) (instore.ListQuery, error) {
 	v := r.URL.Query()
 	var q instore.ListQuery
-	errs := repeated(v, "from", "to", "terminalId", "statusId", "ecrReference", "unconfirmed", "limit", "cursor", "type", "authorizationState")
+	errs := repeated(v, "from", "to", "terminalId", "statusId", "ecrReference", "unconfirmed", "limit", "cursor", "type", "authorizationState", "forwarding")
 	parseInt := func(name string) *int {
 		if !v.Has(name) {
 			return nil
@@ -140,6 +140,12 @@ func listQuery(r *http.Request) (instore.ListQuery, error) {
 		q.AuthorizationState = instore.AuthorizationState(v.Get("authorizationState"))
 		if !slices.Contains(instore.AuthorizationStates, q.AuthorizationState) {
 			errs = append(errs, instore.FieldError{Field: "authorizationState", Message: "must be OPEN, CAPTURED, VOIDED or EXPIRED"})
+		}
+	}
+	if v.Has("forwarding") {
+		q.Forwarding = instore.ForwardingState(v.Get("forwarding"))
+		if !slices.Contains(instore.ForwardingStates, q.Forwarding) {
+			errs = append(errs, instore.FieldError{Field: "forwarding", Message: "must be QUEUED, FORWARDED or DECLINED"})
 		}
 	}
 	if len(errs) > 0 {

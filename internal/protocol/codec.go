@@ -67,6 +67,7 @@ var types = map[string]typeSpec{
 	TypeResult:       {from: fromTerminal, ref: true, data: dataRequired, dataType: reflect.TypeFor[Result]()},
 	TypePrintResult:  {from: fromTerminal, ref: true, data: dataRequired, dataType: reflect.TypeFor[PrintResult]()},
 	TypeUpdateStatus: {from: fromTerminal, ref: true, data: dataRequired, dataType: reflect.TypeFor[UpdateStatus]()},
+	TypeForwarded:    {from: fromTerminal, ref: true, data: dataRequired, dataType: reflect.TypeFor[Forwarded]()},
 	TypeLinkCode:     {from: fromServer, data: dataRequired, dataType: reflect.TypeFor[LinkCode]()},
 	TypeLinked:       {from: fromServer, data: dataRequired, dataType: reflect.TypeFor[Linked]()},
 	TypePurchase:     {from: fromServer, ref: true, data: dataRequired, dataType: reflect.TypeFor[Payment]()},

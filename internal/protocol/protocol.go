@@ -62,6 +62,9 @@ const (
 	TypeResult       = "result"
 	TypePrintResult  = "print-result"
 	TypeUpdateStatus = "update-status"
+	// TypeForwarded reports the forwarding of an offline approval
+	// (forwarded.go), resent until the server confirms it.
+	TypeForwarded = "forwarded"
 )
 
 // Message types, server to terminal.
@@ -217,7 +220,10 @@ type Result struct {
 	PaymentMethodID   *int                      `json:"paymentMethodId,omitempty"`
 	// TipAmount is the tip charged on top of the amount (APPROVED purchase
 	// with a tip only; absent: 0).
-	TipAmount       int64    `json:"tipAmount,omitempty"`
+	TipAmount int64 `json:"tipAmount,omitempty"`
+	// Offline: approved offline, kept in the terminal's offline queue
+	// until it forwards it (APPROVED only; forwarded.go).
+	Offline         bool     `json:"offline,omitempty"`
 	CustomerReceipt []string `json:"customerReceipt,omitempty"`
 	MerchantReceipt []string `json:"merchantReceipt,omitempty"`
 }

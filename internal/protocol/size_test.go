@@ -113,6 +113,7 @@ func TestLargestMessagesFit(t *testing.T) {
 		{Envelope{Type: TypePrintResult, ID: id('p'), Ref: id('f')}, PrintResult{StatusID: instore.PrintTimeout}, nil},
 		{Envelope{Type: TypeUpdateStatus, ID: id('u'), Ref: id('f')}, UpdateStatus{Status: UpdateFailed, SoftwareVersion: text(MaxTextLen), Reason: text(instore.MaxUpdateReasonLen)}, nil},
 		{Envelope{Type: TypeConfirm, ID: id('c'), Re: id('r'), Ref: id('f')}, nil, nil},
+		{Envelope{Type: TypeForwarded, ID: id('w'), Ref: id('f')}, Forwarded{Declined: new(true), ForwardedAt: time.Date(2025, 12, 31, 23, 59, 59, 999999999, time.FixedZone("", -(23*3600+59*60)))}, nil},
 		{Envelope{Type: TypeLinkCode, ID: id('l')}, LinkCode{Code: id('9')}, nil},
 		{Envelope{Type: TypeLinked, ID: id('l')}, Linked{TerminalID: id('T'), MinSoftwareVersion: text(MaxTextLen)}, nil},
 		{Envelope{Type: TypePurchase, ID: id('p'), Ref: id('f')}, Payment{Amount: MaxAmount, CashbackAmount: MaxAmount, VATAmount: &vat, Currency: "SEK",

@@ -229,6 +229,8 @@ func (r *Result) Validate() error {
 		return errorf("data.paymentMethodId", "must be 0 or more")
 	case r.TipAmount < 0 || r.TipAmount > MaxAmount:
 		return errorf("data.tipAmount", "must be 0-%d", MaxAmount)
+	case r.Offline && r.StatusID != instore.StatusApproved:
+		return errorf("data.offline", "only an APPROVED result is approved offline")
 	}
 	if err := validReceipt("data.customerReceipt", r.CustomerReceipt); err != nil {
 		return err

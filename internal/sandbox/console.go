@@ -249,6 +249,8 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request, p *instore.Prin
 	switch {
 	case action == "offline", action == "online":
 		return httpapi.WriteJSON(w, http.StatusOK, deviceOf(SwitchOnline(r.Context(), c.cfg.Service, t, action == "online")))
+	case action == "card-network-down", action == "card-network-up", action == "next-forward-declined":
+		networkAction(t, action) // network.go
 	case action == "interactive-on", action == "interactive-off":
 		t.SetInteractive(action == "interactive-on")
 	case action == "tip":

@@ -29,6 +29,8 @@ func Register(a *httpapi.API, g *httpapi.Guard, svc *service.Service, store inst
 	a.Handle("POST /sandbox/v1/terminals/{terminalId}/printer", g.Wrap(sb.printer))
 	a.Handle("POST /sandbox/v1/terminals/{terminalId}/next-install", g.Wrap(sb.nextInstall))
 	a.Handle("POST /sandbox/v1/terminals/{terminalId}/next-tip", g.Wrap(sb.nextTip))
+	a.Handle("POST /sandbox/v1/terminals/{terminalId}/card-network", g.Wrap(sb.cardNetwork))
+	a.Handle("POST /sandbox/v1/terminals/{terminalId}/next-forward", g.Wrap(sb.nextForward))
 }
 
 // sandbox serves the sandbox control API (/sandbox/v1), registered only in
@@ -47,6 +49,8 @@ type DeviceJSON struct {
 	Online       bool    `json:"online"`
 	Screen       string  `json:"screen"`
 	LinkCode     *string `json:"linkCode"`
+	// CardNetwork is the card network and offline queue (network.go).
+	CardNetwork sim.CardNetwork `json:"cardNetwork"`
 }
 
 // devices lists the virtual devices the caller's customer may see: its own
@@ -86,7 +90,7 @@ func VisibleDevices(ctx context.Context, store instore.Store, fleet *sim.Fleet, 
 func DeviceState(st sim.State) DeviceJSON {
 	return DeviceJSON{
 		SerialNumber: st.SerialNumber, Model: st.Model, TerminalID: optional(st.TerminalID),
-		Online: st.Online, Screen: st.Screen, LinkCode: optional(st.LinkCode),
+		Online: st.Online, Screen: st.Screen, LinkCode: optional(st.LinkCode), CardNetwork: cardNetworkOf(st),
 	}
 }
 

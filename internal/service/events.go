@@ -27,12 +27,14 @@ func TransactionEventType(e instore.TransactionEvent) instore.EventType {
 // timelineEventTypes are the event types of the timeline entries told of
 // whatever their statuses.
 var timelineEventTypes = map[instore.TimelineKind]instore.EventType{
-	instore.EventCreated:       instore.EventTransactionCreated,
-	instore.EventAcknowledged:  instore.EventTransactionAcknowledged,
-	instore.EventProgress:      instore.EventTransactionProgress,
-	instore.EventConfirmed:     instore.EventTransactionConfirmed,
-	instore.EventAutoReversed:  instore.EventTransactionAutoReversed,
-	instore.EventAuthorization: instore.EventTransactionAuthorization,
+	instore.EventCreated:         instore.EventTransactionCreated,
+	instore.EventAcknowledged:    instore.EventTransactionAcknowledged,
+	instore.EventProgress:        instore.EventTransactionProgress,
+	instore.EventConfirmed:       instore.EventTransactionConfirmed,
+	instore.EventAutoReversed:    instore.EventTransactionAutoReversed,
+	instore.EventAuthorization:   instore.EventTransactionAuthorization,
+	instore.EventForwarded:       instore.EventTransactionForwarded,
+	instore.EventForwardDeclined: instore.EventTransactionForwardDeclined,
 	// The terminal's own outcome of a transaction the service had ended:
 	// the status stands, but the final transaction now has a result (it
 	// settles that no money was taken).

@@ -78,7 +78,7 @@ func (s *Service) Transactions(ctx context.Context, p *instore.Principal, q inst
 	ts, err := s.Store.ListTransactions(ctx, instore.TransactionFilter{
 		MerchantID: p.MerchantID, From: from, To: to, TerminalID: q.TerminalID, StatusID: q.StatusID,
 		ECRReference: q.ECRReference, Unconfirmed: q.Unconfirmed, Limit: limit + 1, After: after,
-		Types: q.Types, AuthorizationState: q.AuthorizationState,
+		Types: q.Types, AuthorizationState: q.AuthorizationState, Forwarding: q.Forwarding,
 	})
 	if err != nil {
 		return nil, "", fmt.Errorf("list transactions: %w", err)
@@ -193,6 +193,11 @@ func cursorMAC(key []byte, merchantID string, q *instore.ListQuery, payload stri
 		put("preauth")
 		put(instore.JoinTypes(q.Types))
 		put(string(q.AuthorizationState))
+	}
+	if q.Forwarding != "" {
+		// Likewise.
+		put("forwarding")
+		put(string(q.Forwarding))
 	}
 	put(payload)
 	return m.Sum(nil)

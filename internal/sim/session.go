@@ -282,6 +282,7 @@ func (t *Terminal) serve(ctx context.Context, gw string) (established bool, err 
 				pending = append(pending, r.env)
 			}
 		}
+		pending = append(pending, t.forwardsLocked()...) // offline.go
 	})
 	if refused {
 		s.wmu.Unlock()
@@ -352,6 +353,7 @@ func (t *Terminal) handle(ctx context.Context, s *session, env protocol.Envelope
 		t.install(ctx, s, env)
 	case protocol.TypeConfirm:
 		t.confirm(env.Re)
+		t.forwardConfirmed(env.Re) // offline.go
 	default:
 		t.log.Debug("sim: ignoring a message", "type", env.Type)
 	}

@@ -134,6 +134,8 @@ type State struct {
 	// person's outcome now (an interactive terminal, Decide); empty when
 	// none does.
 	Deciding string `json:"deciding,omitempty"`
+	// CardNetwork is the card network and the offline queue (offline.go).
+	CardNetwork *CardNetwork `json:"cardNetwork"`
 	// Version grows with every change of the terminal's state: of two
 	// states of one terminal, the one with the higher Version is the newer
 	// (listeners run concurrently, so states can reach a reader out of
@@ -185,7 +187,8 @@ type Terminal struct {
 	installing  *install
 	updScreen   string
 	installFail *string
-	interactive bool // SetInteractive: a person decides each outcome
+	interactive bool        // SetInteractive: a person decides each outcome
+	net         cardNetwork // the card network and the offline queue (offline.go)
 	listeners   []func()
 	rev         uint64        // State.Version: counts the changes
 	changed     chan struct{} // closed and replaced at every change (Await)
@@ -332,6 +335,7 @@ func (t *Terminal) stateLocked() State {
 		NextTip:      copyInt(t.nextTip),
 		TipPrompt:    tipPromptOf(t.tx),
 		Deciding:     decidingOf(t.tx),
+		CardNetwork:  t.cardNetworkLocked(),
 		Version:      t.rev,
 	}
 }

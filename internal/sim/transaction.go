@@ -95,6 +95,7 @@ type txn struct {
 type stored struct {
 	ref       string
 	env       protocol.Envelope
+	status    instore.TransactionStatus // as reported
 	confirmed bool
 }
 
@@ -194,8 +195,7 @@ func (t *Terminal) command(ctx context.Context, s *session, env protocol.Envelop
 		hold := tx.window / 4
 		t.update(func() {
 			t.tx = nil
-			t.storeLocked(tx, instore.StatusApproved)
-			t.showOutcomeLocked(instore.StatusApproved)
+			t.showOutcomeLocked(t.storeLocked(tx, instore.StatusApproved).status)
 			t.holdUntil = time.Now().Add(hold)
 		})
 		t.log.Info("sim: sandbox outcome: dropping the session", "ref", env.Ref, "for", hold)
@@ -335,6 +335,7 @@ func (t *Terminal) finish(tx *txn) {
 			status = instore.StatusTechnicalError
 		}
 		r = t.storeLocked(tx, status)
+		status = r.status
 		t.showOutcomeLocked(status)
 		s = t.sess
 	})
@@ -351,8 +352,10 @@ func (t *Terminal) finish(tx *txn) {
 
 // storeLocked builds the result of tx and keeps it until confirmed.
 func (t *Terminal) storeLocked(tx *txn, status instore.TransactionStatus) *stored {
+	status, offline := t.offlineLocked(tx, status) // the card network's say (offline.go)
 	res := buildResult(tx, status, t.terminalID, time.Now())
-	r := &stored{ref: tx.ref, env: t.envelope(protocol.TypeResult, "", tx.ref, res)}
+	res.Offline = offline
+	r := &stored{ref: tx.ref, env: t.envelope(protocol.TypeResult, "", tx.ref, res), status: status}
 	t.results = append(t.results, r)
 	return r
 }

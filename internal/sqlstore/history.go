@@ -65,6 +65,10 @@ func listQuery(d *dialect, f instore.TransactionFilter) (string, []any) {
 		b.WriteString(` AND auth_state = ?`)
 		args = append(args, string(f.AuthorizationState))
 	}
+	if f.Forwarding != "" {
+		b.WriteString(` AND forwarding_state = ?`)
+		args = append(args, string(f.Forwarding))
+	}
 	b.WriteString(` AND created_at >= ?`)
 	args = append(args, micros(f.From))
 	// One upper bound on created_at, the tighter of To and the cursor, so
@@ -96,6 +100,9 @@ func listIndex(f instore.TransactionFilter) string {
 	case f.Unconfirmed:
 		// The few sales awaiting confirmation (a partial index).
 		return "transactions_unconfirmed"
+	case f.Forwarding != "" && f.ECRReference == "":
+		// The few offline approvals (a partial index, migration 0016).
+		return "transactions_merchant_forwarding_created"
 	case f.ECRReference != "":
 		return "transactions_merchant_ecr_created"
 	case f.TerminalID != "" && f.StatusID != nil:

@@ -203,10 +203,11 @@ const transactionColumns = `id, merchant_id, terminal_id, device_serial, type,
 	status_id, error_id, progress, version, original_id, reverses, reversed_by, cancel_requested,
 	result, result_message_id, created_at, acknowledged_at, deadline_at, completed_at,
 	confirm_within, confirm_state, confirm_deadline, confirmed_at, tip, tip_amount,
-	auth_state, authorized_amount, captured_amount, auth_expires_at, by_timer`
+	auth_state, authorized_amount, captured_amount, auth_expires_at, by_timer,
+	forwarding_state, forwarded_at`
 
 // transactionValues is the placeholder list of transactionColumns.
-const transactionValues = `?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`
+const transactionValues = `?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`
 
 // transactionArgs are the values of transactionColumns for a new t.
 func transactionArgs(t *instore.Transaction) ([]any, error) {
@@ -227,7 +228,7 @@ func transactionArgs(t *instore.Transaction) ([]any, error) {
 		nullMicros(t.DeadlineAt), nullMicros(t.CompletedAt),
 		confirmWithin(t), nullString(t.ConfirmState), nullMicros(t.ConfirmDeadline), nullMicros(t.ConfirmedAt),
 		tip, t.TipAmount}, authArgs(t)...)
-	return append(args, t.ByTimer), nil
+	return append(append(args, t.ByTimer), forwardingArgs(t)...), nil
 }
 
 // authArgs are the values of the authorisation's columns (auth_state,
@@ -314,6 +315,11 @@ func updateTransaction(ctx context.Context, c conn, ch *instore.Change) error {
 		q += `, auth_state = ?, authorized_amount = ?, captured_amount = ?, auth_expires_at = ?`
 		args = append(args, authArgs(t)...)
 	}
+	if t.Forwarding != nil {
+		// Only an offline approval sets these (forwarding.go).
+		q += `, forwarding_state = ?, forwarded_at = ?`
+		args = append(args, forwardingArgs(t)...)
+	}
 	q += ` WHERE id = ? AND version = ?`
 	return writeUpdate(ctx, c, ch, q, append(args, t.ID, fromVersion))
 }
@@ -370,13 +376,15 @@ func scanTransaction(s scanner) (*instore.Transaction, error) {
 		confirmState, tip, authState             sql.NullString
 		authorized, captured                     int64
 		authExpires                              sql.NullInt64
+		fwdState                                 sql.NullString
+		fwdAt                                    sql.NullInt64
 	)
 	if err := s.Scan(&t.ID, &t.MerchantID, &t.TerminalID, &serial, &t.Type,
 		&t.Amount, &t.CashbackAmount, &vat, &t.Currency, &paymentMethod, &ecrReference, &t.PrintReceipt,
 		&t.StatusID, &errorID, &t.Progress, &t.Version, &original, &reverses, &reversedBy, &t.CancelRequested,
 		&result, &resultMessageID, &created, &acknowledged, &deadline, &completed,
 		&within, &confirmState, &confirmDeadline, &confirmedAt, &tip, &t.TipAmount,
-		&authState, &authorized, &captured, &authExpires, &t.ByTimer); err != nil {
+		&authState, &authorized, &captured, &authExpires, &t.ByTimer, &fwdState, &fwdAt); err != nil {
 		return nil, err
 	}
 	t.SerialNumber = serial.String
@@ -412,6 +420,7 @@ func scanTransaction(s scanner) (*instore.Transaction, error) {
 		t.Authorization = &instore.Authorization{State: instore.AuthorizationState(authState.String),
 			AuthorizedAmount: authorized, CapturedAmount: captured, ExpiresAt: fromMicros(authExpires.Int64)}
 	}
+	t.Forwarding = scanForwarding(fwdState, fwdAt)
 	return &t, nil
 }
 

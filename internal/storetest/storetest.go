@@ -50,6 +50,7 @@ func Run(t *testing.T, open func(t *testing.T) instore.Store) {
 		{"Refund", refundTests},
 		{"Tip", tipTests},
 		{"PreAuth", preAuthTests},
+		{"Forwarding", forwardingTests},
 		{"Payback", paybackTests},
 		{"Books", booksTests},
 		{"TransactionPair", pairTests},

@@ -353,8 +353,29 @@ function renderDevices() {
     const toggle = el.querySelector(".toggle-online");
     toggle.dataset.action = d.online ? "offline" : "online";
     toggle.textContent = d.online ? "Take offline" : "Bring online";
+    renderNetwork(el, d);
     el.dataset.terminalId = d.terminalId || "";
   }
+}
+
+// renderNetwork shows a device's card network (store and forward): its
+// switch, and while it is down or forwarding, the floor limit, the offline
+// queue and the reports not yet confirmed.
+function renderNetwork(el, d) {
+  const n = d.cardNetwork || { online: true, queued: [], unconfirmed: [] };
+  const sw = el.querySelector(".toggle-network");
+  sw.dataset.action = n.online ? "card-network-down" : "card-network-up";
+  sw.textContent = n.online ? "Card network down" : "Card network up";
+  const nf = el.querySelector(".next-forward");
+  nf.hidden = n.nextForwardDeclined || (n.online && n.queued.length === 0);
+  const box = el.querySelector(".network");
+  const parts = [];
+  if (!n.online) parts.push(`Card network down · floor limit ${n.floorLimit} · queue ${n.queued.length}/${n.queueSize}`);
+  else if (n.queued.length > 0) parts.push(`Queue ${n.queued.length}`);
+  if (n.unconfirmed.length > 0) parts.push(`Forwarding ${n.unconfirmed.length}`);
+  if (n.nextForwardDeclined) parts.push("Next forward: DECLINED");
+  box.textContent = parts.join(" · ");
+  box.hidden = parts.length === 0;
 }
 
 // flash shows a message in the status pill for a few seconds.
@@ -434,7 +455,8 @@ function renderTxs(fresh) {
     const bad = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12].includes(t.statusId);
     tr.append(
       cell(time(t.createdAt)), cell(t.terminalId), cell(t.type), cell(money(t.totalAmount ?? t.amount, t.currency) + (t.tipAmount ? ` (tip ${money(t.tipAmount, t.currency)})` : ""), "num"),
-      cell(`${t.status} (${t.statusId})`, `status s${t.statusId}${bad ? " bad" : ""}`),
+      cell(`${t.status} (${t.statusId})` + (t.forwarding ? ` · offline ${t.forwarding.state}` : ""),
+        `status s${t.statusId}${bad || (t.forwarding && t.forwarding.state === "DECLINED") ? " bad" : ""}`),
       cell(t.progress), cell(t.errorCode ? `${t.errorCode} (${t.errorId})` : ""), cell(t.onlineAPIRefId, "ref"));
     return tr;
   }));
