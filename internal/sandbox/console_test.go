@@ -237,7 +237,7 @@ func TestConsoleInChromium(t *testing.T) {
 	p.poll("the list shows APPROVED", fmt.Sprintf(`(document.querySelector('tr[data-ref="%s"] .status') || {}).textContent === "APPROVED (0)"`, ref))
 	// The click's answer has been read (the resource is complete); the
 	// device shows the result, not the card prompt it showed before.
-	p.poll("the click's answer arrived", `performance.getEntriesByType("resource").some((e) => e.name.endsWith("/approve") && e.responseEnd > 0)`)
+	p.poll("the click's answer arrived", `performance.getEntriesByType("resource").some((e) => e.name.includes("/approve") && e.responseEnd > 0)`)
 	p.poll("the device shows APPROVED", fmt.Sprintf(`document.querySelector('%s .screen').textContent === "APPROVED"`, device))
 	screens := eval[[]string](p, `window.screens`)
 	approved := slices.Index(screens, "APPROVED")
