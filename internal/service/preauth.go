@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/mutant"
 	"github.com/instore-dev/instore/lifecycle"
 )
 
@@ -86,9 +87,10 @@ func (s *Service) onPreAuth(ctx context.Context, pre, t *instore.Transaction, cl
 
 // preAuthExpired voids the pre-auth ref on its terminal if it is still
 // OPEN past its expiresAt: a VOID with actor TIMER (ByTimer), which, once
-// approved, ends it EXPIRED. It runs on a goroutine of its own (the VOID
-// waits for its ack). A terminal busy or offline, or a capture or void in
-// flight, leaves it for the next sweep (or the outcome of that one).
+// approved, ends it EXPIRED. It runs on a goroutine of its own; nothing
+// waits for the VOID's ack (start). A terminal busy or offline, or a
+// capture or void in flight, leaves it for the next sweep (or the outcome
+// of that one).
 func (s *Service) preAuthExpired(ref string) {
 	s.spawn(func() {
 		ctx := context.Background()
@@ -125,6 +127,9 @@ func (s *Service) preAuthExpired(ref string) {
 
 // recoverPreAuths arms the expiry of every OPEN pre-auth (Recover).
 func (s *Service) recoverPreAuths(ctx context.Context) error {
+	if mutant.On(mutant.ExpiryNotRecovered) {
+		return nil
+	}
 	open, err := s.Store.OpenPreAuths(ctx, time.Time{})
 	if err != nil {
 		return fmt.Errorf("open pre-auths: %w", err)
