@@ -3,8 +3,6 @@ package instore
 import (
 	"fmt"
 	"time"
-
-	"github.com/instore-dev/instore/internal/mutant"
 )
 
 // ErrRefundExceeded is wrapped by the error of a refund that would take the
@@ -171,11 +169,7 @@ func checkRefundOfPreAuth(pre *Transaction, others []*Transaction, t *Transactio
 	if pre.Authorization == nil || pre.Authorization.State != AuthCaptured {
 		return Errorf(EConflict, "Only a CAPTURED pre-authorisation can be refunded; void an open one instead.")
 	}
-	captured := pre.Authorization.CapturedAmount
-	if mutant.On(mutant.PreAuthRefundsAboveCaptured) {
-		captured = pre.Authorization.AuthorizedAmount
-	}
-	if left := captured - Refunded(others); t.Amount > left {
+	if left := pre.Authorization.CapturedAmount - Refunded(others); t.Amount > left {
 		return refundExceeded(fmt.Sprintf("exceeds what is left to refund of the captured amount (%d)", left))
 	}
 	return nil

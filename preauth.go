@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"math"
 	"time"
-
-	"github.com/instore-dev/instore/internal/mutant"
 )
 
 // Pre-authorisation (docs/decisions.md, "Pre-authorisation"): a PRE_AUTH
@@ -99,7 +97,7 @@ func CheckOnPreAuth(pre *Transaction, others []*Transaction, t *Transaction, tol
 		return Errorf(EConflict, "Only a pre-authorisation takes a %s; the original is a %s.", t.Type, pre.Type)
 	case pre.StatusID != StatusApproved || pre.Authorization == nil:
 		return Errorf(EConflict, "Only an APPROVED pre-authorisation takes a %s; this one is in status %d.", t.Type, pre.StatusID)
-	case pre.Authorization.State != AuthOpen && !(t.Type == TypeVoid && mutant.On(mutant.VoidAfterCapture)):
+	case pre.Authorization.State != AuthOpen:
 		return Errorf(EConflict, "The pre-authorisation is %s; only an OPEN one takes a %s.", pre.Authorization.State, t.Type)
 	case t.Type != TypeVoid && !t.CreatedAt.IsZero() && !t.CreatedAt.Before(pre.Authorization.ExpiresAt):
 		// Past its validity the hold may be gone at the issuer: it is
@@ -120,7 +118,7 @@ func CheckOnPreAuth(pre *Transaction, others []*Transaction, t *Transaction, tol
 		// older read (an increment approved since) would leave a part held.
 		return Errorf(EConflict, "The pre-authorisation's authorized amount changed to %d; send the void again.", pre.Authorization.AuthorizedAmount)
 	}
-	if t.Type == TypeCapture && !mutant.On(mutant.CaptureToleranceSkipped) {
+	if t.Type == TypeCapture {
 		if limit := CaptureLimit(pre.Authorization.AuthorizedAmount, tolerance); t.TotalAmount() > limit {
 			return &Error{Code: EValidation, Detail: "The request is not valid; see errors.", Fields: []FieldError{{Field: "/amount",
 				Message: fmt.Sprintf("exceeds what the pre-authorisation may capture (%d: the authorized amount %d and the capture tolerance)",

@@ -47,9 +47,10 @@ const (
 	// sale's amount, not those still PENDING.
 	PendingRefundsNotCounted Name = "pending-refunds-not-counted"
 	// CaptureToleranceSkipped lets a capture take more than the authorised
-	// amount and the capture tolerance.
+	// amount and the capture tolerance (the tolerance read as unlimited).
 	CaptureToleranceSkipped Name = "capture-tolerance-skipped"
-	// VoidAfterCapture lets a CAPTURED pre-auth be voided.
+	// VoidAfterCapture lets a pre-auth whose authorisation ended (CAPTURED,
+	// VOIDED, EXPIRED) be voided.
 	VoidAfterCapture Name = "void-after-capture"
 	// ExpiryNotRecovered neither re-arms nor sweeps the expiry of the OPEN
 	// pre-auths after a start.

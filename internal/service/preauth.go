@@ -68,6 +68,9 @@ func (s *Service) onPreAuth(ctx context.Context, pre, t *instore.Transaction, cl
 	if err != nil {
 		return nil, fmt.Errorf("on pre-auth: %w", err)
 	}
+	if mutant.On(mutant.VoidAfterCapture) && t.Type == instore.TypeVoid && pre.Authorization != nil {
+		pre.Authorization.State = instore.AuthOpen
+	}
 	if err := instore.CheckOnPreAuth(pre, others, t, s.captureTolerance()); err != nil {
 		return nil, err
 	}
@@ -164,6 +167,8 @@ func (s *Service) armExpiry(t *instore.Transaction) {
 
 func (s *Service) captureTolerance() float64 {
 	switch {
+	case mutant.On(mutant.CaptureToleranceSkipped):
+		return 1e6 // no limit to speak of
 	case s.CaptureTolerance > 0:
 		return s.CaptureTolerance
 	case s.CaptureTolerance < 0:
