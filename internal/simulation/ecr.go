@@ -94,7 +94,7 @@ func (e *ecr) act() {
 		e.call(&request{name: "poll", method: http.MethodGet, path: "/transaction/" + open.ref, sale: open})
 	case open != nil && x < 38:
 		e.call(e.keyed(e.post("cancel", "/cancel", false, map[string]any{"terminalId": e.terminalID, "onlineAPIRefId": open.ref}, open)))
-	case r.IntN(2) == 0:
+	case r.IntN(3) == 0:
 		e.preAuthMove(r.IntN(100))
 	case r.Float64() < w.payback:
 		e.afterSale(r.IntN(100))
