@@ -46,12 +46,25 @@ const (
 	// PendingRefundsNotCounted counts only APPROVED refunds against a
 	// sale's amount, not those still PENDING.
 	PendingRefundsNotCounted Name = "pending-refunds-not-counted"
+	// CaptureToleranceSkipped lets a capture take more than the authorised
+	// amount and the capture tolerance (the tolerance read as unlimited).
+	CaptureToleranceSkipped Name = "capture-tolerance-skipped"
+	// VoidAfterCapture lets a pre-auth whose authorisation ended (CAPTURED,
+	// VOIDED, EXPIRED) be voided.
+	VoidAfterCapture Name = "void-after-capture"
+	// ExpiryNotRecovered neither re-arms nor sweeps the expiry of the OPEN
+	// pre-auths after a start.
+	ExpiryNotRecovered Name = "expiry-not-recovered"
+	// PreAuthRefundsAboveCaptured limits the refunds of a pre-auth by its
+	// authorised amount, not its captured amount.
+	PreAuthRefundsAboveCaptured Name = "preauth-refunds-above-captured"
 )
 
 // All is every mutant.
 var All = []Name{RefundLimitOutsideLock, RefundAboveAmount, ReversalBesideRefund, IdempotencyNotTied,
 	OwedNotResentOnHello, NoDeadlineAfterAck, AckTimeoutNotArmed, UnconfirmedNotRecovered, EventsOutOfOrder,
-	LateApprovalNotReversed, EffectEndedOnSend, CashbackRefundable, PendingRefundsNotCounted}
+	LateApprovalNotReversed, EffectEndedOnSend, CashbackRefundable, PendingRefundsNotCounted,
+	CaptureToleranceSkipped, VoidAfterCapture, ExpiryNotRecovered, PreAuthRefundsAboveCaptured}
 
 var on atomic.Pointer[Name]
 

@@ -234,7 +234,9 @@ func (s *Service) Sweep(ctx context.Context) {
 	if !mutant.On(mutant.UnconfirmedNotRecovered) {
 		overdue(unconfirmed)
 	}
-	s.sweepPreAuths(ctx)
+	if !mutant.On(mutant.ExpiryNotRecovered) {
+		s.sweepPreAuths(ctx)
+	}
 	jobs, err := s.Store.RunningPrintJobs(ctx)
 	if err != nil {
 		if ctx.Err() == nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/mutant"
 	"github.com/instore-dev/instore/lifecycle"
 )
 
@@ -67,6 +68,9 @@ func (s *Service) onPreAuth(ctx context.Context, pre, t *instore.Transaction, cl
 	if err != nil {
 		return nil, fmt.Errorf("on pre-auth: %w", err)
 	}
+	if mutant.On(mutant.VoidAfterCapture) && t.Type == instore.TypeVoid && pre.Authorization != nil {
+		pre.Authorization.State = instore.AuthOpen
+	}
 	if err := instore.CheckOnPreAuth(pre, others, t, s.captureTolerance()); err != nil {
 		return nil, err
 	}
@@ -86,11 +90,11 @@ func (s *Service) onPreAuth(ctx context.Context, pre, t *instore.Transaction, cl
 
 // preAuthExpired voids the pre-auth ref on its terminal if it is still
 // OPEN past its expiresAt: a VOID with actor TIMER (ByTimer), which, once
-// approved, ends it EXPIRED. It runs on a goroutine of its own (the VOID
-// waits for its ack). A terminal busy or offline, or a capture or void in
-// flight, leaves it for the next sweep (or the outcome of that one); a
-// VOID of it that ended without an approval, for its retry
-// (lifecycle.ExpiryDue).
+// approved, ends it EXPIRED. It runs on a goroutine of its own; nothing
+// waits for the VOID's ack (start). A terminal busy (WP09: tried again
+// once it is idle, waitIdle) or offline, or a capture or void in flight,
+// leaves it for the next sweep (or the outcome of that one); a VOID of it
+// that ended without an approval, for its retry (lifecycle.ExpiryDue).
 func (s *Service) preAuthExpired(ref string) {
 	s.spawn(func() {
 		ctx := context.Background()
@@ -150,6 +154,9 @@ func (s *Service) waitIdle(terminalID, ref string) {
 
 // recoverPreAuths arms the expiry of every OPEN pre-auth (Recover).
 func (s *Service) recoverPreAuths(ctx context.Context) error {
+	if mutant.On(mutant.ExpiryNotRecovered) {
+		return nil
+	}
 	open, err := s.Store.OpenPreAuths(ctx, time.Time{})
 	if err != nil {
 		return fmt.Errorf("open pre-auths: %w", err)
@@ -191,6 +198,8 @@ func (s *Service) armExpiry(t *instore.Transaction) {
 
 func (s *Service) captureTolerance() float64 {
 	switch {
+	case mutant.On(mutant.CaptureToleranceSkipped):
+		return 1e6 // no limit to speak of
 	case s.CaptureTolerance > 0:
 		return s.CaptureTolerance
 	case s.CaptureTolerance < 0:

@@ -111,6 +111,11 @@ func (s *Service) start(ctx context.Context, t *instore.Transaction, claim *inst
 		}
 		return nil, s.wp23(t.ID)
 	}
+	if t.ByTimer {
+		// The service's own VOID at a pre-auth's expiry: nobody waits for
+		// its ack (its ack timer ends it if none comes).
+		return &created, nil
+	}
 	return s.awaitAck(ctx, &created, w, gen)
 }
 

@@ -24,6 +24,12 @@ type ledger struct {
 	refunds  map[string]bool   // refund refs carried out (and not reversed)
 	refundOf map[string]refund
 	reversed map[string]bool // purchase refs reversed
+	// Pre-auths (preauth_check.go): the refs among auths that are
+	// PRE_AUTHs, and the INCREMENTs, CAPTUREs and VOIDs carried out on
+	// them, by ref and by pre-auth.
+	preauths map[string]bool
+	ops      map[string]*cardOp
+	holdOps  map[string][]*cardOp
 }
 
 func (l *ledger) authorize(serial, ref, key string, amount, cashback int64) {
@@ -60,6 +66,10 @@ type refund struct {
 // reverse reverses ref on the card network; a second reversal of one
 // authorisation is refused by the network and moves nothing.
 func (l *ledger) reverse(serial, ref, why string) {
+	if op := l.ops[ref]; op != nil {
+		l.reverseOp(serial, op, why)
+		return
+	}
 	if r, ok := l.refundOf[ref]; ok {
 		// A refund the service had ended before the terminal approved
 		// it: the reversal takes the money back.
@@ -79,6 +89,10 @@ func (l *ledger) reverse(serial, ref, why string) {
 
 // money: what is paid back on a sale never exceeds it.
 func (l *ledger) money(ref string) {
+	if l.preauths[ref] {
+		l.holdMoney(ref)
+		return
+	}
 	back := l.refunded[ref]
 	if l.reversed[ref] {
 		back += l.amount[ref]
@@ -156,6 +170,7 @@ func (w *world) check() {
 		}
 	}
 	w.lastTxs = byRef
+	w.checkPreAuths(ts)
 	if len(ts) == 0 && len(w.keyRef) > 0 {
 		w.fail("the checks see the store", "the ECRs were answered about %d transactions, the listing shows none", len(w.keyRef))
 	}
@@ -210,6 +225,7 @@ func (w *world) settled() {
 		}
 		w.agree(t)
 	}
+	w.checkExpired()
 	w.checkEvents(ctx)
 	w.checkWebhooks(ctx)
 }
@@ -218,7 +234,7 @@ func (w *world) settled() {
 func (w *world) agree(t *instore.Transaction) {
 	l := w.ledger
 	switch t.Type {
-	case instore.TypePurchase:
+	case instore.TypePurchase, instore.TypePreAuth:
 		charged := l.auths[t.ID] > 0 && !l.reversed[t.ID]
 		if charged != (t.StatusID == instore.StatusApproved) {
 			w.fail("the terminals' and the service's views agree", "%s is %d in the service; charged on the card: %v", t.ID, t.StatusID, charged)
@@ -231,6 +247,13 @@ func (w *world) agree(t *instore.Transaction) {
 		}
 		if t.ConfirmWithin > 0 && t.ConfirmState == instore.ConfirmPending && t.StatusID == instore.StatusApproved {
 			w.fail("a sale confirmed or auto-reversed", "%s still awaits its confirmation", t.ID)
+		}
+		if t.Type == instore.TypePreAuth {
+			w.agreeHold(t)
+		}
+	case instore.TypeIncrement, instore.TypeCapture, instore.TypeVoid:
+		if op := l.ops[t.ID]; (op != nil && !op.reversed) != (t.StatusID == instore.StatusApproved) {
+			w.fail("the terminals' and the service's views agree", "%s %s is %d in the service; carried out on the card: %v", t.Type, t.ID, t.StatusID, op != nil && !op.reversed)
 		}
 	case instore.TypeRefund:
 		if l.refunds[t.ID] != (t.StatusID == instore.StatusApproved) {
@@ -305,5 +328,8 @@ func (w *world) checkTimeline(ctx context.Context, t *instore.Transaction, told 
 	}
 	if w.confirmed[t.ID] && kinds[instore.EventAutoReversed] {
 		w.fail("a sale confirmed or auto-reversed, never both", "%s: the ECR's confirm was answered 2xx, then it was auto-reversed", t.ID)
+	}
+	if t.Type == instore.TypePreAuth {
+		w.checkAuthTimeline(t, tl, told)
 	}
 }

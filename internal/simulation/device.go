@@ -211,7 +211,7 @@ type device struct {
 type dtx struct {
 	ref      string
 	kind     instore.TransactionType
-	amount   int64
+	amount   int64 // its total: a capture's tip included
 	cashback int64
 	original string
 	key      string // the ECR's reference: its Idempotency-Key
@@ -275,7 +275,7 @@ func (d *device) command(tx *instore.Transaction) {
 	if d.cancelFirst[tx.ID] {
 		return // its cancel came first: dropped, not started
 	}
-	t := &dtx{ref: tx.ID, kind: tx.Type, amount: tx.Amount, cashback: tx.CashbackAmount, original: tx.OriginalID, key: tx.ECRReference, tip: tx.Tip, status: -1}
+	t := &dtx{ref: tx.ID, kind: tx.Type, amount: tx.TotalAmount(), cashback: tx.CashbackAmount, original: tx.OriginalID, key: tx.ECRReference, tip: tx.Tip, status: -1}
 	d.known[tx.ID] = t
 	if d.cur != nil {
 		w.fail("a terminal is never sent a command while it runs one the service ended", "%s runs %s, sent %s", d.serial, d.cur.ref, tx.ID)
@@ -333,6 +333,13 @@ func (d *device) plan(t *dtx) (instore.TransactionStatus, time.Duration) {
 	case x < f.pSilent+f.pLate:
 		// Approved late: past the service's deadline, sometimes.
 		return instore.StatusApproved, deadline - 20*time.Second + time.Duration(f.rng.IntN(60))*time.Second
+	case instore.OnPreAuth(t.kind):
+		// No card, no cardholder: the issuer declines an increment now
+		// and then, anything else rarely.
+		if t.kind == instore.TypeIncrement && x < 0.25 || x > 0.97 {
+			return instore.StatusTransactionDeclined, took
+		}
+		return instore.StatusApproved, took
 	case x < 0.25:
 		return instore.StatusTransactionDeclined, took
 	case x < 0.3:
@@ -352,9 +359,14 @@ func (d *device) finish(t *dtx, status instore.TransactionStatus) {
 	t.msgID = fmt.Sprintf("res_%d", d.w.resultIDs)
 	if status == instore.StatusApproved {
 		switch t.kind {
-		case instore.TypePurchase:
+		case instore.TypePurchase, instore.TypePreAuth:
 			t.tipped = d.chooseTip(t)
 			d.w.ledger.authorize(d.serial, t.ref, t.key, t.amount+t.tipped, t.cashback)
+			if t.kind == instore.TypePreAuth {
+				d.w.ledger.preauths[t.ref] = true
+			}
+		case instore.TypeIncrement, instore.TypeCapture, instore.TypeVoid:
+			d.w.ledger.onHold(d.serial, t)
 		case instore.TypeRefund:
 			d.w.ledger.refund(d.serial, t.original, t.ref, t.amount)
 		case instore.TypeReversal:

@@ -41,6 +41,12 @@ type sale struct {
 	confirmAsked bool
 	confirmed    bool
 	version      int64 // of the state status is from
+	// orig is the pre-auth an INCREMENT, CAPTURE, VOID or refund of a
+	// pre-auth names; auth a PRE_AUTH's authorisation as last told;
+	// counted: a refund of a pre-auth told APPROVED is counted (told).
+	orig    string
+	auth    *instore.Authorization
+	counted bool
 }
 
 type request struct {
@@ -63,6 +69,7 @@ type answer struct {
 	Type           string                     `json:"type"`
 	Detail         string                     `json:"detail"`
 	AcknowledgedAt *time.Time                 `json:"acknowledgedAt"`
+	Authorization  *instore.Authorization     `json:"authorization"`
 }
 
 // act is the ECR's next move, drawn from the seed.
@@ -87,6 +94,8 @@ func (e *ecr) act() {
 		e.call(&request{name: "poll", method: http.MethodGet, path: "/transaction/" + open.ref, sale: open})
 	case open != nil && x < 38:
 		e.call(e.keyed(e.post("cancel", "/cancel", false, map[string]any{"terminalId": e.terminalID, "onlineAPIRefId": open.ref}, open)))
+	case r.IntN(3) == 0:
+		e.preAuthMove(r.IntN(100))
 	case r.Float64() < w.payback:
 		e.afterSale(r.IntN(100))
 	case r.IntN(4) == 0:
@@ -180,9 +189,9 @@ func (e *ecr) afterSale(x int) {
 	}
 }
 
-// refund refunds amount of the sale s at e's till.
+// refund refunds amount of the sale (or captured pre-auth) s at e's till.
 func (e *ecr) refund(s *sale, amount int64) {
-	rs := &sale{kind: instore.TypeRefund, amount: amount, status: instore.StatusPending}
+	rs := &sale{kind: instore.TypeRefund, amount: amount, orig: s.ref, status: instore.StatusPending}
 	e.call(e.post("refund", "/refund", true, map[string]any{"terminalId": e.terminalID, "amount": amount,
 		"currency": "EUR", "originalOnlineAPIRefId": s.ref}, rs))
 }
@@ -263,6 +272,10 @@ func (e *ecr) answered(q *request, code int, body []byte) {
 		w.fail("no 500 or 503", "%s %s answered %d", q.method, q.path, code)
 		return
 	}
+	if code == http.StatusConflict && q.key != "" && strings.Contains(a.Detail, "still running") {
+		e.retry = append(e.retry, q) // the same key at once elsewhere: ask again later
+		return
+	}
 	if q.key != "" && a.OnlineAPIRefID != "" && (code < 300 || a.ErrorCode == instore.WP25 || a.ErrorCode == instore.WP23) {
 		if prev := w.keyRef[q.key]; prev != "" && prev != a.OnlineAPIRefID {
 			w.fail("one transaction per Idempotency-Key", "key %s answered %s, then %s", q.key, prev, a.OnlineAPIRefID)
@@ -281,7 +294,8 @@ func (e *ecr) answered(q *request, code int, body []byte) {
 	switch {
 	case code < 300 && a.StatusID != nil && a.OnlineAPIRefID == s.ref:
 		if a.Version >= s.version {
-			s.status, s.version = *a.StatusID, a.Version
+			s.status, s.version, s.auth = *a.StatusID, a.Version, a.Authorization
+			w.toldOf(s)
 		}
 		if q.name == "confirm" {
 			s.confirmed, w.confirmed[s.ref] = true, true
@@ -305,6 +319,7 @@ func (w *world) learn(body []byte) {
 		return
 	}
 	if s := w.sales[ev.Data.OnlineAPIRefID]; s != nil && s.version < ev.Data.Version {
-		s.status, s.version = *ev.Data.StatusID, ev.Data.Version
+		s.status, s.version, s.auth = *ev.Data.StatusID, ev.Data.Version, ev.Data.Authorization
+		w.toldOf(s)
 	}
 }

@@ -40,6 +40,7 @@ func (w *world) start(slot int) *node {
 		Store: &store{Store: w.db, n: n}, Gateway: gateway{n}, Metadata: &meta, Logger: n.logger(),
 		SecretMatches: auth.Matches, NewRef: w.ids.next("txn"), NewPrintID: w.ids.next("prt"), Clock: c,
 		AckTimeout: ackTimeout, Deadline: deadline, PrintTimeout: 30 * time.Second,
+		PreAuthValidity: w.validity, CaptureTolerance: captureTolerance,
 		Shared: w.nodes > 1, Rand: w.ids.reader(), Go: func(f func()) { w.sched.spawn(n, "spawned", f) },
 		WebhookAllowHTTP: true, WebhookAllowPrivate: true,
 	}

@@ -39,6 +39,12 @@ const (
 	// quietFor is how long the world runs after its storm: every deadline,
 	// confirmation window and reconnect passes.
 	quietFor = 5 * time.Minute
+	// captureTolerance is the service's capture tolerance in the world;
+	// expiryGrace is how long past its expiresAt an OPEN pre-auth may take
+	// to end EXPIRED once the world is calm (the expiry's VOID retried
+	// through a terminal's failures).
+	captureTolerance = instore.DefaultCaptureTolerance
+	expiryGrace      = 5 * time.Minute
 )
 
 // Config is one history.
@@ -96,6 +102,8 @@ type world struct {
 	confirmed    map[string]bool  // sales whose confirm the ECR was answered 2xx
 	payback      float64          // how often an ECR acts on a sale rather than selling (drawn per seed)
 	sales        map[string]*sale // what the ECRs know of the transactions they created, by ref
+	validity     time.Duration    // how long a pre-auth stays OPEN (drawn per seed, short: expiries happen)
+	told         *told            // what the ECRs were told of pre-auths (preauth_check.go)
 	versions     map[string]int64
 	lastTxs      map[string]*instore.Transaction
 	quiet        bool
@@ -182,6 +190,7 @@ func Run(cfg Config) (res *Result, err error) {
 	if w.failure == nil {
 		w.calm()
 		w.runUntil(w.sched.now.Add(quietFor))
+		w.awaitExpiries()
 		w.awaitDeliveries()
 		if w.failure == nil {
 			w.note("settled")
@@ -322,7 +331,9 @@ func newWorld(cfg Config, tpl *Template) (*world, error) {
 	}
 	w.receiver = &receiver{w: w, secret: tpl.webhookSecret, accepted: map[int64]int{}}
 	w.ledger = &ledger{w: w, auths: map[string]int{}, amount: map[string]int64{}, cashback: map[string]int64{}, byKey: map[string]string{}, refunded: map[string]int64{},
-		refunds: map[string]bool{}, refundOf: map[string]refund{}, reversed: map[string]bool{}}
+		refunds: map[string]bool{}, refundOf: map[string]refund{}, reversed: map[string]bool{},
+		preauths: map[string]bool{}, ops: map[string]*cardOp{}, holdOps: map[string][]*cardOp{}}
+	w.told = &told{end: map[string]*sale{}, state: map[string]instore.AuthorizationState{}, refunded: map[string]int64{}}
 	w.sched.stepHook = func(kind, name string) { w.note("%s %s", kind, name) }
 	for i := 0; i < len(tpl.terminals); i += 2 {
 		d := &device{w: w, terminalID: tpl.terminals[i], serial: tpl.terminals[i+1], known: map[string]*dtx{}, cancelFirst: map[string]bool{}}
@@ -330,7 +341,8 @@ func newWorld(cfg Config, tpl *Template) (*world, error) {
 		w.ecrs = append(w.ecrs, &ecr{w: w, name: fmt.Sprintf("ecr%d", i/2+1), terminalID: d.terminalID})
 	}
 	w.payback = 0.3 + 0.5*w.ecrRng.Float64()
-	w.note("seed %d nodes %d faults %s payback %.2f", cfg.Seed, w.nodes, f, w.payback)
+	w.validity = time.Duration(30+w.ecrRng.IntN(70)) * time.Second
+	w.note("seed %d nodes %d faults %s payback %.2f validity %v", cfg.Seed, w.nodes, f, w.payback, w.validity)
 	return w, nil
 }
 

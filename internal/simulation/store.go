@@ -142,6 +142,10 @@ func (s *store) UnconfirmedTransactions(ctx context.Context, dueBy time.Time) ([
 	})
 }
 
+func (s *store) OpenPreAuths(ctx context.Context, dueBy time.Time) ([]*instore.Transaction, error) {
+	return read(s, ctx, func(ctx context.Context) ([]*instore.Transaction, error) { return s.Store.OpenPreAuths(ctx, dueBy) })
+}
+
 func (s *store) OnOriginal(ctx context.Context, id string) ([]*instore.Transaction, error) {
 	return read(s, ctx, func(ctx context.Context) ([]*instore.Transaction, error) { return s.Store.OnOriginal(ctx, id) })
 }

@@ -158,6 +158,7 @@ func (db *DB) CreateOnOriginal(ctx context.Context, ch *instore.Change) error {
 			return err
 		}
 		if instore.OnPreAuth(t.Type) {
+			mutatePreAuth(orig, t)
 			if err := instore.CheckOnPreAuth(orig, others, t, ch.CaptureTolerance); err != nil {
 				return err
 			}
@@ -169,6 +170,9 @@ func (db *DB) CreateOnOriginal(ctx context.Context, ch *instore.Change) error {
 		}
 		if mutant.On(mutant.CashbackRefundable) {
 			orig.CashbackAmount = 0
+		}
+		if mutant.On(mutant.PreAuthRefundsAboveCaptured) && orig.Authorization != nil {
+			orig.Authorization.CapturedAmount = orig.Authorization.AuthorizedAmount
 		}
 		if err := instore.CheckOnOriginal(orig, mutated(others, t), t); err != nil {
 			return err
@@ -213,4 +217,14 @@ func mutated(others []*instore.Transaction, t *instore.Transaction) []*instore.T
 		return slices.DeleteFunc(slices.Clone(others), func(o *instore.Transaction) bool { return o.Type == instore.TypeRefund })
 	}
 	return others
+}
+
+// mutatePreAuth switches on, for t acting on the pre-auth pre, the mutant
+// of the deterministic simulation's TestMutants that concerns it
+// (internal/mutant): a void of an authorisation that ended is let through
+// (pre seen OPEN). With none on, it changes nothing.
+func mutatePreAuth(pre, t *instore.Transaction) {
+	if mutant.On(mutant.VoidAfterCapture) && t.Type == instore.TypeVoid && pre.Authorization != nil {
+		pre.Authorization.State = instore.AuthOpen
+	}
 }
