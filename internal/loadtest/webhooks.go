@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -214,18 +215,12 @@ func bareSender(ctx context.Context, rcv *receiver, n int64) (Side, error) {
 			defer func() { hmu.Lock(); h.merge(&mine); hmu.Unlock() }()
 			for next.Add(1) <= n && ctx.Err() == nil {
 				t0 := time.Now()
-				id := instore.EventID(seq.Add(1))
-				sig, err := wh.Sign(id, t0, body)
+				req, err := signedDelivery(ctx, wh, url, instore.EventID(seq.Add(1)), t0, body)
 				if err != nil {
 					msg := err.Error()
 					firstErr.CompareAndSwap(nil, &msg)
 					return
 				}
-				req, _ := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(body))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("webhook-id", id)
-				req.Header.Set("webhook-timestamp", fmt.Sprint(t0.Unix()))
-				req.Header.Set("webhook-signature", sig)
 				resp, err := client.Do(req)
 				if err != nil {
 					msg := err.Error()
@@ -263,3 +258,22 @@ func bareSender(ctx context.Context, rcv *receiver, n int64) (Side, error) {
 // webhookWorkers is how many deliveries a node sends at once for one
 // merchant, the run's (webhook.PerMerchant).
 const webhookWorkers = webhook.PerMerchant
+
+// signedDelivery is a webhook delivery of body as the dispatcher sends it:
+// POST url with the Standard Webhooks headers (webhook-id, its timestamp
+// at, the signature by wh).
+func signedDelivery(ctx context.Context, wh *standardwebhooks.Webhook, url, id string, at time.Time, body []byte) (*http.Request, error) {
+	sig, err := wh.Sign(id, at, body)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("webhook-id", id)
+	req.Header.Set("webhook-timestamp", strconv.FormatInt(at.Unix(), 10))
+	req.Header.Set("webhook-signature", sig)
+	return req, nil
+}
