@@ -48,25 +48,16 @@ func runPurchase(ctx context.Context, o *Options, mixed bool) (*Result, error) {
 	case o.preauth:
 		name = PreAuthScenario
 	}
-	e, err := newEnv(ctx, o)
+	e, r, client, done, err := startLives(ctx, o, name)
 	if err != nil {
 		return nil, err
 	}
-	defer e.close()
-	r := e.newResult(name)
-	r.Terminals, r.ECRs = o.Terminals, o.ECRs
+	defer done()
 	if mixed {
 		r.Clients, r.Readers = o.Clients, o.Readers
 	}
-	stop, err := e.serveTerminals(ctx, o.Terminals)
-	if err != nil {
-		return nil, err
-	}
-	defer stop()
 	if o.Webhooks > 0 || o.Streams > 0 {
-		tr := &http.Transport{MaxIdleConnsPerHost: o.ECRs + 8, MaxIdleConns: o.ECRs + 8}
-		defer tr.CloseIdleConnections()
-		if err := e.purchaseWithConsumers(ctx, r, &http.Client{Transport: tr, Timeout: 2 * time.Minute}); err != nil {
+		if err := e.purchaseWithConsumers(ctx, r, client); err != nil {
 			return nil, err
 		}
 		return r, nil
@@ -77,9 +68,6 @@ func runPurchase(ctx context.Context, o *Options, mixed bool) (*Result, error) {
 	}
 	defer commits.close()
 
-	tr := &http.Transport{MaxIdleConnsPerHost: o.ECRs + 8, MaxIdleConns: o.ECRs + 8}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: 2 * time.Minute}
 	recent := &refRing{}
 	var counts lifeCounts
 	lives := e.purchaseOp(client, recent, &counts)
@@ -396,6 +384,30 @@ func truncate(b []byte, n int) string {
 		return string(b[:n]) + "..."
 	}
 	return string(b)
+}
+
+// startLives starts what a scenario of purchase lives runs on: the
+// server with o.Terminals virtual terminals online and linked, the result
+// of scenario, and the HTTP client of the ECRs (a connection kept for
+// each); done stops them.
+func startLives(ctx context.Context, o *Options, scenario string) (e *env, r *Result, client *http.Client, done func(), err error) {
+	if e, err = newEnv(ctx, o); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	r = e.newResult(scenario)
+	r.Terminals, r.ECRs = o.Terminals, o.ECRs
+	stop, err := e.serveTerminals(ctx, o.Terminals)
+	if err != nil {
+		e.close()
+		return nil, nil, nil, nil, err
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: o.ECRs + 8, MaxIdleConns: o.ECRs + 8}
+	done = func() {
+		tr.CloseIdleConnections()
+		stop()
+		e.close()
+	}
+	return e, r, &http.Client{Transport: tr, Timeout: 2 * time.Minute}, done, nil
 }
 
 // serveTerminals stores n terminal IDs, starts the server and connects n

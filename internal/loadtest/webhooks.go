@@ -38,18 +38,11 @@ func runWebhooks(ctx context.Context, o *Options) (*Result, error) {
 	if backlog <= 0 {
 		backlog = 5000
 	}
-	e, err := newEnv(ctx, o)
+	e, r, client, done, err := startLives(ctx, o, WebhooksScenario)
 	if err != nil {
 		return nil, err
 	}
-	defer e.close()
-	r := e.newResult(WebhooksScenario)
-	r.Terminals, r.ECRs = o.Terminals, o.ECRs
-	stop, err := e.serveTerminals(ctx, o.Terminals)
-	if err != nil {
-		return nil, err
-	}
-	defer stop()
+	defer done()
 	rcv := e.rcv
 
 	// The baseline first, on the idle server: the receiver's and the
@@ -73,10 +66,8 @@ func runWebhooks(ctx context.Context, o *Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("register the webhook endpoints: %w", err)
 	}
-	tr := &http.Transport{MaxIdleConnsPerHost: o.ECRs + 8, MaxIdleConns: o.ECRs + 8}
-	defer tr.CloseIdleConnections()
 	var counts lifeCounts
-	lives := e.purchaseOp(&http.Client{Transport: tr, Timeout: 2 * time.Minute}, &refRing{}, &counts)
+	lives := e.purchaseOp(client, &refRing{}, &counts)
 	// Each life makes the same events; a life's share of the backlog is
 	// known after the first ones (6 events each today, one delivery per
 	// endpoint each).
