@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -146,5 +147,9 @@ func TestPreAuthLives(t *testing.T) {
 	}
 	if r.CommitsPerLife <= nominalCommitsPerLife || r.RequestsPerLife < 3 {
 		t.Errorf("%v commits and %v requests per life: a pre-auth life is three transactions", r.CommitsPerLife, r.RequestsPerLife)
+	}
+	var b strings.Builder
+	if err := r.WriteTable(&b); err != nil || !strings.Contains(b.String(), "pre-auths checked") || !strings.Contains(b.String(), "commits per life") {
+		t.Errorf("table: %v\n%s", err, b.String())
 	}
 }
