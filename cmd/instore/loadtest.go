@@ -24,7 +24,7 @@ func newLoadtestCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "loadtest SCENARIO...",
-		Short: "Measure the service against this machine's limits: metadata, purchase, sessions, mixed (or all), cluster, webhooks",
+		Short: "Measure the service against this machine's limits: metadata, purchase, sessions, mixed (or all), preauth, cluster, webhooks",
 		Long: `Run a bounded load scenario against an instore server over loopback, and its
 baseline in the same invocation, and print rates, latency percentiles, errors
 and the server's RSS and CPU, with the ratio of ours to the baseline (1.0: as
@@ -64,6 +64,13 @@ Scenarios and baselines:
   mixed     purchases, metadata and status reads together; the lives
             compared with the purchase baseline.
   all       every scenario above in turn.
+  preauth   purchase with a pre-authorisation life instead: a pre-auth
+            (100.00 SEK), an increment of it (25.00) and its capture
+            (130.00 with a tip of 5.00), one after the other on the same
+            terminal, each followed to its approval; the same raw-commit
+            baseline (divided by the commits of the three). After the run
+            every pre-auth is checked in the store: CAPTURED with those
+            amounts (any other counts as an error).
   webhooks  the deliveries per second of one node: --webhooks endpoints
             (default 8) of every event type; purchases run while the
             receiver holds the requests until the backlog holds
@@ -91,6 +98,7 @@ Linux only: it reads /proc.`,
 		Example: `  instore loadtest metadata --duration 10s
   instore loadtest purchase --terminals 100 --sqlite-synchronous NORMAL --json
   instore loadtest sessions --sessions 5000
+  instore loadtest preauth --duration 10s --json
   instore loadtest all --database-url 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -99,10 +107,10 @@ Linux only: it reads /proc.`,
 				switch {
 				case a == "all":
 					scenarios = append(scenarios, loadtest.Scenarios...)
-				case slices.Contains(loadtest.Scenarios, a) || a == loadtest.ClusterScenario || a == loadtest.WebhooksScenario:
+				case slices.Contains(loadtest.Scenarios, a) || a == loadtest.ClusterScenario || a == loadtest.WebhooksScenario || a == loadtest.PreAuthScenario:
 					scenarios = append(scenarios, a)
 				default:
-					return usageError{fmt.Errorf("unknown scenario %q: want %s or all", a, strings.Join(loadtest.Scenarios, ", "))}
+					return usageError{fmt.Errorf("unknown scenario %q: want %s, all, %s, %s or %s", a, strings.Join(loadtest.Scenarios, ", "), loadtest.PreAuthScenario, loadtest.ClusterScenario, loadtest.WebhooksScenario)}
 				}
 			}
 			o.Duration = duration
@@ -151,9 +159,9 @@ Linux only: it reads /proc.`,
 	fs.IntVar(&o.Rounds, "rounds", 0, fmt.Sprintf("metadata, purchase, mixed: measure the baseline and instore in this many alternating rounds of --duration/rounds per side (default: one per 2s of --duration, 5 for 10s; 1: one window each; at most %d)", loadtest.MaxRounds))
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object per scenario instead of the table")
 	fs.IntVar(&o.Clients, "clients", 0, "concurrent metadata clients (default 64; mixed 8)")
-	fs.IntVar(&o.Terminals, "terminals", 100, "virtual terminals (purchase, mixed)")
-	fs.BoolVar(&o.Keyed, "keyed", false, "purchase, mixed: the ECRs send a fresh Idempotency-Key with every purchase, as the Go SDK does (an idempotency record is claimed, tied to the transaction and completed with the answer)")
-	fs.BoolVar(&o.Progress, "progress", false, "purchase, mixed: the ECRs follow every change of a purchase (afterVersion), as a till showing the terminal's progress does, instead of only its final status")
+	fs.IntVar(&o.Terminals, "terminals", 100, "virtual terminals (purchase, preauth, mixed)")
+	fs.BoolVar(&o.Keyed, "keyed", false, "purchase, preauth, mixed: the ECRs send a fresh Idempotency-Key with every purchase, as the Go SDK does (an idempotency record is claimed, tied to the transaction and completed with the answer)")
+	fs.BoolVar(&o.Progress, "progress", false, "purchase, preauth, mixed: the ECRs follow every change of a purchase (afterVersion), as a till showing the terminal's progress does, instead of only its final status")
 	fs.IntVar(&o.ECRs, "ecrs", 0, "concurrent ECR clients, each driving its share of the terminals (default: one per terminal)")
 	fs.IntVar(&o.Webhooks, "webhooks", 0, "purchase: webhook endpoints at a verifying receiver in this process, compared with the lives without them; webhooks: the endpoints (default 8)")
 	fs.IntVar(&o.Streams, "streams", 0, "purchase: followers of the event stream, compared with the lives without them")

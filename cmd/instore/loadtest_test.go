@@ -50,6 +50,8 @@ func TestLoadtestScenarios(t *testing.T) {
 		// 1 s: in 300 ms on a loaded machine (CI beside other work) no
 		// purchase may complete, and its rate must be > 0 here.
 		{"mixed", []string{"mixed", "--terminals", "3", "--clients", "2", "--readers", "2", "--duration", "1s"}},
+		// A pre-auth life is three transactions: 1 s for some to complete.
+		{"preauth", []string{"preauth", "--terminals", "2", "--sqlite-synchronous", "NORMAL", "--duration", "1s"}},
 	}
 	if u := os.Getenv("INSTORE_TEST_DATABASE_URL"); u != "" {
 		cases = append(cases, tc{"purchase-postgres", []string{"purchase", "--terminals", "2", "--database-url", u}})
@@ -127,6 +129,15 @@ func TestLoadtestScenarios(t *testing.T) {
 				// A purchase life is at least its creation and its result.
 				if v := num("commitsPerLife"); v < 2 {
 					t.Errorf("commitsPerLife = %v, want >= 2", v)
+				}
+			case "preauth":
+				// Three transactions, each created and ended; every
+				// completed pre-auth checked in the store.
+				if v := num("commitsPerLife"); v < 6 {
+					t.Errorf("commitsPerLife = %v, want >= 6", v)
+				}
+				if v := num("preAuthsChecked"); !(v > 0) {
+					t.Errorf("preAuthsChecked = %v, want > 0", v)
 				}
 			}
 		})

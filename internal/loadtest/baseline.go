@@ -248,25 +248,30 @@ func (e *env) storeDB(sqliteParams string) (*sql.DB, error) {
 	return sql.Open("sqlite", filepath.Join(e.dataDir, "instore.db")+"?"+sqliteParams)
 }
 
-// countCommits reads, after a run, how many commits a completed purchase
-// made: each is one transaction row, inserted at version 1, and every
-// committed change of it adds one to its version.
+// countCommits reads, after a run, how many commits a completed life made:
+// each of its transactions is one row, inserted at version 1, and every
+// committed change of it adds one to its version. A life is a transaction
+// that acts on none (the purchase, or the pre-auth); an approved
+// INCREMENT, CAPTURE or VOID changes its pre-auth in the commit of its
+// result (a pair: two versions, one commit), so those are taken off.
 func (e *env) countCommits(ctx context.Context) (lives int64, perLife float64, err error) {
 	db, err := e.storeDB("_query_only=on&_busy_timeout=5000")
 	if err != nil {
 		return 0, 0, err
 	}
 	defer db.Close()
-	var sum sql.NullInt64
-	err = db.QueryRowContext(ctx, `SELECT COUNT(*), SUM(version) FROM transactions WHERE completed_at IS NOT NULL AND merchant_id = `+
-		placeholder(e.backend), e.merchantID).Scan(&lives, &sum)
+	var sum, pairs sql.NullInt64
+	err = db.QueryRowContext(ctx, `SELECT COALESCE(SUM(CASE WHEN original_id IS NULL THEN 1 ELSE 0 END), 0), SUM(version),
+		SUM(CASE WHEN type IN ('INCREMENT', 'CAPTURE', 'VOID') AND status_id = 0 THEN 1 ELSE 0 END)
+		FROM transactions WHERE completed_at IS NOT NULL AND merchant_id = `+
+		placeholder(e.backend), e.merchantID).Scan(&lives, &sum, &pairs)
 	if err != nil {
 		return 0, 0, fmt.Errorf("count commits: %w", err)
 	}
 	if lives == 0 {
-		return 0, 0, errors.New("count commits: no completed purchase")
+		return 0, 0, errors.New("count commits: no completed life")
 	}
-	return lives, float64(sum.Int64) / float64(lives), nil
+	return lives, float64(sum.Int64-pairs.Int64) / float64(lives), nil
 }
 
 func placeholder(backend string) string {

@@ -1,11 +1,8 @@
 package loadtest
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -16,43 +13,6 @@ import (
 // this process (it verifies every signature with the Standard Webhooks
 // reference library, as an integrator's would) and followers of the event
 // stream (GET /events/stream), docs/events.md.
-
-// api sends a request of the Online API with the run's credentials and
-// decodes a JSON answer of status want into out (nil: discarded).
-func (e *env) api(ctx context.Context, method, path string, body any, want int, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, e.srv.online+path, rd)
-	if err != nil {
-		return err
-	}
-	h := e.authHeaders()
-	for i := 0; i+1 < len(h); i += 2 {
-		req.Header.Set(h[i], h[i+1])
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		return fmt.Errorf("%s %s: HTTP %d %s", method, path, resp.StatusCode, truncate(b, 200))
-	}
-	if out != nil {
-		return json.Unmarshal(b, out)
-	}
-	return nil
-}
 
 // webhooks registers n endpoints of the run's merchant at the receiver
 // (every event type) and returns their ids.

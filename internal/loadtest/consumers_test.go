@@ -3,9 +3,7 @@ package loadtest
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -129,15 +127,10 @@ func TestReceiver(t *testing.T) {
 		}
 		id := instore.EventID(seq)
 		body := []byte(`{"id":"` + id + `","type":"transaction.final","createdAt":"2026-11-26T08:00:00.000000Z","data":{}}`)
-		now := time.Now()
-		sig, err := wh.Sign(id, now, body)
+		req, err := signedDelivery(context.Background(), wh, rcv.url+"/hook/0", id, time.Now(), body)
 		if err != nil {
 			t.Fatal(err)
 		}
-		req, _ := http.NewRequest("POST", rcv.url+"/hook/0", bytes.NewReader(body))
-		req.Header.Set("webhook-id", id)
-		req.Header.Set("webhook-timestamp", fmt.Sprint(now.Unix()))
-		req.Header.Set("webhook-signature", sig)
 		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatal(err)

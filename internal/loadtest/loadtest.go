@@ -34,6 +34,8 @@
 //     without them, in alternating windows (consumers.go).
 //   - webhooks: the deliveries per second one node sends, draining a
 //     backlog, against a bare signing sender (not in "all").
+//   - preauth: purchase with each life a pre-authorisation, an increment
+//     and a capture with a tip (preauth.go; not in "all").
 //
 // Linux only (it reads /proc).
 package loadtest
@@ -154,6 +156,9 @@ type Options struct {
 
 	// Log receives progress lines (default: discarded).
 	Log io.Writer
+
+	// preauth makes each purchase life a pre-auth life (PreAuthScenario).
+	preauth bool
 }
 
 // Side is one measured window: ours, a baseline, or a part of mixed.
@@ -228,6 +233,10 @@ type Result struct {
 	CommitsPerLife float64 `json:"commitsPerLife,omitempty"`
 	RawCommitRate  float64 `json:"rawCommitRate,omitempty"`
 	CommitWriters  int     `json:"commitWriters,omitempty"`
+	// PreAuthsChecked is the completed pre-auths of a preauth run whose
+	// end the store was read for (checkPreAuths): those that did not end
+	// CAPTURED with their life's amounts count in Errors.
+	PreAuthsChecked int64 `json:"preAuthsChecked,omitempty"`
 	// RequestsPerLife is the ECR's HTTP requests per completed purchase:
 	// the POST and the long-polls (each progress stage it sees answers one).
 	RequestsPerLife float64 `json:"requestsPerLife,omitempty"`
@@ -404,6 +413,9 @@ func Run(ctx context.Context, scenario string, o Options) (*Result, error) {
 	case "metadata":
 		r, err = runMetadata(ctx, &o)
 	case "purchase":
+		r, err = runPurchase(ctx, &o, false)
+	case PreAuthScenario:
+		o.preauth = true
 		r, err = runPurchase(ctx, &o, false)
 	case "mixed":
 		r, err = runPurchase(ctx, &o, true)

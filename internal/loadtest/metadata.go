@@ -3,7 +3,6 @@ package loadtest
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -110,24 +109,12 @@ func (e *env) profileHook() func(ctx context.Context, d time.Duration) {
 
 // fetchMetadata gets the metadata once: the bytes the baseline writes.
 func (e *env) fetchMetadata(ctx context.Context) ([]byte, error) {
-	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.online+metadataPath, nil)
-	h := e.authHeaders()
-	for i := 0; i+1 < len(h); i += 2 {
-		req.Header.Set(h[i], h[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
+	req, err := http.NewRequestWithContext(ctx, "GET", e.srv.online+metadataPath, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != 200 {
-		return nil, fmt.Errorf("GET metadata: %s %s", resp.Status, body)
-	}
-	return body, nil
+	e.authorize(req.Header)
+	return roundTrip(http.DefaultClient, req, 200)
 }
 
 func (e *env) newResult(scenario string) *Result {

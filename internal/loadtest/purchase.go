@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -43,28 +42,22 @@ const purchaseRamp = 300 * time.Millisecond
 // idle.
 func runPurchase(ctx context.Context, o *Options, mixed bool) (*Result, error) {
 	name := "purchase"
-	if mixed {
+	switch {
+	case mixed:
 		name = "mixed"
+	case o.preauth:
+		name = PreAuthScenario
 	}
-	e, err := newEnv(ctx, o)
+	e, r, client, done, err := startLives(ctx, o, name)
 	if err != nil {
 		return nil, err
 	}
-	defer e.close()
-	r := e.newResult(name)
-	r.Terminals, r.ECRs = o.Terminals, o.ECRs
+	defer done()
 	if mixed {
 		r.Clients, r.Readers = o.Clients, o.Readers
 	}
-	stop, err := e.serveTerminals(ctx, o.Terminals)
-	if err != nil {
-		return nil, err
-	}
-	defer stop()
 	if o.Webhooks > 0 || o.Streams > 0 {
-		tr := &http.Transport{MaxIdleConnsPerHost: o.ECRs + 8, MaxIdleConns: o.ECRs + 8}
-		defer tr.CloseIdleConnections()
-		if err := e.purchaseWithConsumers(ctx, r, &http.Client{Transport: tr, Timeout: 2 * time.Minute}); err != nil {
+		if err := e.purchaseWithConsumers(ctx, r, client); err != nil {
 			return nil, err
 		}
 		return r, nil
@@ -75,9 +68,6 @@ func runPurchase(ctx context.Context, o *Options, mixed bool) (*Result, error) {
 	}
 	defer commits.close()
 
-	tr := &http.Transport{MaxIdleConnsPerHost: o.ECRs + 8, MaxIdleConns: o.ECRs + 8}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: 2 * time.Minute}
 	recent := &refRing{}
 	var counts lifeCounts
 	lives := e.purchaseOp(client, recent, &counts)
@@ -106,7 +96,7 @@ func runPurchase(ctx context.Context, o *Options, mixed bool) (*Result, error) {
 		r.RequestsPerLife = float64(counts.requests.Load()) / float64(n)
 	}
 
-	perLife := float64(nominalCommitsPerLife)
+	perLife := e.nominalPerLife()
 	if e.hasStore() {
 		if _, n, err := e.countCommits(ctx); err == nil {
 			perLife = n
@@ -114,10 +104,30 @@ func runPurchase(ctx context.Context, o *Options, mixed bool) (*Result, error) {
 			r.Notes = append(r.Notes, err.Error())
 		}
 	} else {
-		r.Notes = append(r.Notes, "commits per life not counted (no store access): nominal 6")
+		r.Notes = append(r.Notes, fmt.Sprintf("commits per life not counted (no store access): nominal %g", perLife))
 	}
 	r.setPurchase(res, perLife)
+	if o.preauth && e.hasStore() {
+		checked, bad, err := e.checkPreAuths(ctx)
+		switch {
+		case err != nil:
+			r.Notes = append(r.Notes, err.Error())
+		case bad > 0:
+			r.Ours.Errors += bad
+			r.Notes = append(r.Notes, fmt.Sprintf("%d of %d pre-auths did not end CAPTURED with the amounts of their life", bad, checked))
+		}
+		r.PreAuthsChecked = checked
+	}
 	return r, nil
+}
+
+// nominalPerLife is the commits of a life as the code makes them, used
+// only when the store cannot be read to count them.
+func (e *env) nominalPerLife() float64 {
+	if e.o.preauth {
+		return nominalCommitsPerPreAuthLife
+	}
+	return nominalCommitsPerLife
 }
 
 // purchaseInterleave is the purchase measurement: the raw commits (side
@@ -127,7 +137,7 @@ func (e *env) purchaseInterleave(commits, lives op, parts []op) *interleave {
 	il := e.interleave(ilSide{op: commits, dbCPU: e.dbCPU()},
 		ilSide{op: lives, parts: parts, stats: e.srv.stats, dbCPU: e.dbCPU(), onStart: e.profileHook()})
 	il.ramp = min(e.o.Warmup, purchaseRamp)
-	il.logPer, il.logPerName = nominalCommitsPerLife, "commits per life, nominal"
+	il.logPer, il.logPerName = e.nominalPerLife(), "commits per life, nominal"
 	return il
 }
 
@@ -199,71 +209,106 @@ func (e *env) startTerminals(ctx context.Context) (stop func(), err error) {
 // terminal acknowledged it), then GET /transaction/{ref}?wait=30 until the
 // final status, which must be APPROVED (with --progress, &afterVersion=V:
 // an answer at every change). ECR w drives terminals w, w+M,
-// w+2M... in turn.
+// w+2M... in turn. With the preauth scenario, the life is preAuthLife's.
 func (e *env) purchaseOp(client *http.Client, recent *refRing, counts *lifeCounts) op {
+	c := e.newECRCaller(client, counts)
+	life := func(ctx context.Context, terminalID string) error {
+		t, err := c.sale(ctx, "/purchase", map[string]any{"terminalId": terminalID, "amount": 1000, "currency": "SEK"}, recent)
+		if err != nil {
+			return err
+		}
+		return wantApproved(t, "purchase")
+	}
+	if e.o.preauth {
+		life = func(ctx context.Context, terminalID string) error { return preAuthLife(ctx, c, terminalID, recent) }
+	}
 	m := e.o.ECRs
 	next := make([]int, m)
-	hdr := http.Header{}
-	h := e.authHeaders()
-	for i := 0; i+1 < len(h); i += 2 {
-		hdr.Set(h[i], h[i+1])
-	}
-	hdr.Set("Content-Type", "application/json")
-	call := func(ctx context.Context, method, u string, body []byte, want int) (*txView, error) {
-		req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
-		if err != nil {
-			return nil, err
-		}
-		req.Header = hdr.Clone()
-		if e.o.Keyed && method == "POST" {
-			req.Header.Set("Idempotency-Key", crand.Text())
-		}
-		counts.requests.Add(1)
-		resp, err := client.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return nil, err
-		}
-		if resp.StatusCode != want {
-			return nil, fmt.Errorf("%s %s: HTTP %d %s", method, u[len(e.srv.online):], resp.StatusCode, truncate(b, 200))
-		}
-		var t txView
-		if err := json.Unmarshal(b, &t); err != nil {
-			return nil, err
-		}
-		return &t, nil
-	}
 	return op{name: "instore", unit: "lives/s", workers: m, fn: func(ctx context.Context, w int) error {
 		i := w + next[w]*m
 		if i >= len(e.devices) {
 			next[w], i = 0, w
 		}
 		next[w]++
-		body, _ := json.Marshal(map[string]any{"terminalId": e.devices[i].terminalID, "amount": 1000, "currency": "SEK"})
-		t, err := call(ctx, "POST", e.srv.online+"/in-store/api/v1/purchase", body, 201)
-		if err != nil {
+		if err := life(ctx, e.devices[i].terminalID); err != nil {
 			return err
-		}
-		recent.add(t.Ref)
-		for t.StatusID == instore.StatusPending {
-			q := "?wait=30"
-			if e.o.Progress {
-				q += "&afterVersion=" + strconv.FormatInt(t.Version, 10)
-			}
-			if t, err = call(ctx, "GET", e.srv.online+"/in-store/api/v1/transaction/"+t.Ref+q, nil, 200); err != nil {
-				return err
-			}
-		}
-		if t.StatusID != instore.StatusApproved {
-			return fmt.Errorf("purchase ended with status %d, want APPROVED (0)", t.StatusID)
 		}
 		counts.lives.Add(1)
 		return nil
 	}}
+}
+
+// ecrCaller sends an ECR's requests of the Online API with the run's
+// credentials and counts them.
+type ecrCaller struct {
+	e      *env
+	client *http.Client
+	hdr    http.Header
+	counts *lifeCounts
+}
+
+func (e *env) newECRCaller(client *http.Client, counts *lifeCounts) *ecrCaller {
+	hdr := http.Header{}
+	e.authorize(hdr)
+	hdr.Set("Content-Type", "application/json")
+	return &ecrCaller{e: e, client: client, hdr: hdr, counts: counts}
+}
+
+// call sends one request and decodes its answer, which must have status
+// want (with --keyed, a POST carries a fresh Idempotency-Key).
+func (c *ecrCaller) call(ctx context.Context, method, u string, body []byte, want int) (*txView, error) {
+	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header = c.hdr.Clone()
+	if c.e.o.Keyed && method == "POST" {
+		req.Header.Set("Idempotency-Key", crand.Text())
+	}
+	c.counts.requests.Add(1)
+	b, err := roundTrip(c.client, req, want)
+	if err != nil {
+		return nil, err
+	}
+	var t txView
+	if err := json.Unmarshal(b, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// sale creates a transaction (POST path of the Online API, 201 once the
+// terminal acknowledged it), adds it to recent, and follows it with the
+// ?wait long-poll to its final status.
+func (c *ecrCaller) sale(ctx context.Context, path string, body any, recent *refRing) (*txView, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	base := c.e.srv.online + "/in-store/api/v1"
+	t, err := c.call(ctx, "POST", base+path, b, 201)
+	if err != nil {
+		return nil, err
+	}
+	recent.add(t.Ref)
+	for t.StatusID == instore.StatusPending {
+		q := "?wait=30"
+		if c.e.o.Progress {
+			q += "&afterVersion=" + strconv.FormatInt(t.Version, 10)
+		}
+		if t, err = c.call(ctx, "GET", base+"/transaction/"+t.Ref+q, nil, 200); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// wantApproved is nil if t ended APPROVED.
+func wantApproved(t *txView, what string) error {
+	if t.StatusID != instore.StatusApproved {
+		return fmt.Errorf("%s ended with status %d, want APPROVED (0)", what, t.StatusID)
+	}
+	return nil
 }
 
 // lifeCounts count the ECRs' HTTP requests and completed lives of a run
@@ -273,9 +318,16 @@ type lifeCounts struct {
 }
 
 type txView struct {
-	Ref      string                    `json:"onlineAPIRefId"`
-	StatusID instore.TransactionStatus `json:"statusId"`
-	Version  int64                     `json:"version"`
+	Ref         string                    `json:"onlineAPIRefId"`
+	StatusID    instore.TransactionStatus `json:"statusId"`
+	Version     int64                     `json:"version"`
+	TotalAmount int64                     `json:"totalAmount"`
+	TipAmount   int64                     `json:"tipAmount"`
+	// Authorization is an approved pre-auth's.
+	Authorization *struct {
+		State            instore.AuthorizationState `json:"state"`
+		AuthorizedAmount int64                      `json:"authorizedAmount"`
+	} `json:"authorization"`
 }
 
 // statusOp reads the status of a recent purchase (GET /transaction/{ref},
@@ -332,6 +384,30 @@ func truncate(b []byte, n int) string {
 		return string(b[:n]) + "..."
 	}
 	return string(b)
+}
+
+// startLives starts what a scenario of purchase lives runs on: the
+// server with o.Terminals virtual terminals online and linked, the result
+// of scenario, and the HTTP client of the ECRs (a connection kept for
+// each); done stops them.
+func startLives(ctx context.Context, o *Options, scenario string) (e *env, r *Result, client *http.Client, done func(), err error) {
+	if e, err = newEnv(ctx, o); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	r = e.newResult(scenario)
+	r.Terminals, r.ECRs = o.Terminals, o.ECRs
+	stop, err := e.serveTerminals(ctx, o.Terminals)
+	if err != nil {
+		e.close()
+		return nil, nil, nil, nil, err
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: o.ECRs + 8, MaxIdleConns: o.ECRs + 8}
+	done = func() {
+		tr.CloseIdleConnections()
+		stop()
+		e.close()
+	}
+	return e, r, &http.Client{Transport: tr, Timeout: 2 * time.Minute}, done, nil
 }
 
 // serveTerminals stores n terminal IDs, starts the server and connects n

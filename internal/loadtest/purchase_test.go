@@ -151,6 +151,115 @@ func TestPurchaseInterleaved(t *testing.T) {
 // schema), which the commits per life, counted in the store's transactions,
 // do not see; close removes it.
 func TestCommitBaselineLeavesTheStoreAlone(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dbURL string) {
+		ctx := context.Background()
+		o := Options{DatabaseURL: dbURL, Synchronous: "NORMAL", Log: io.Discard}
+		if err := o.defaults("purchase"); err != nil {
+			t.Fatal(err)
+		}
+		e, err := newEnv(ctx, &o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.close()
+		if err := e.seed(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		// A completed purchase of six commits, as the server leaves it.
+		store, err := e.storeDB("_busy_timeout=5000")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		now := time.Now().UnixMicro()
+		ph := "?, ?, ?, ?, ?"
+		if e.backend == "postgres" {
+			ph = "$1, $2, $3, $4, $5"
+		}
+		if _, err := store.ExecContext(ctx, `INSERT INTO transactions (id, merchant_id, terminal_id, type, amount, currency,
+			status_id, progress, version, created_at, completed_at) VALUES (`+ph+`, 'SEK', 0, '{}', 6, 1, 2)`,
+			"txn_test_"+e.runID, e.merchantID, e.devices[0].terminalID, "PURCHASE", now); err != nil {
+			t.Fatal(err)
+		}
+		count := func() {
+			t.Helper()
+			if lives, perLife, err := e.countCommits(ctx); err != nil || lives != 1 || perLife != 6 {
+				t.Errorf("countCommits = %d lives, %v per life, %v; want 1 and 6", lives, perLife, err)
+			}
+		}
+		count()
+
+		c, err := e.newCommitBaseline(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.close()
+		if c.op.workers != e.commitWriters() || c.op.unit != "commits/s" {
+			t.Errorf("op %q: %d workers in %s, want %d", c.op.name, c.op.workers, c.op.unit, e.commitWriters())
+		}
+		if strings.Contains(c.table, "transactions") {
+			t.Errorf("the commits' table is %s", c.table)
+		}
+		const n = 40
+		var wg sync.WaitGroup
+		for w := range c.op.workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range n / c.op.workers {
+					if err := c.op.fn(ctx, w); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		want := n / c.op.workers * c.op.workers
+		var raw *sql.DB
+		if e.backend == "postgres" {
+			raw = store
+			var schema string
+			if err := store.QueryRowContext(ctx, "SELECT table_schema FROM information_schema.tables WHERE table_name = $1", c.table).Scan(&schema); err != nil || schema != e.schema {
+				t.Errorf("the commits' table is in schema %q (%v), want the run's %q", schema, err, e.schema)
+			}
+		} else {
+			if filepath.Dir(c.path) != e.dataDir || filepath.Base(c.path) == "instore.db" {
+				t.Errorf("the commits' file is %s, want a file of its own in %s", c.path, e.dataDir)
+			}
+			var tables int
+			if err := store.QueryRowContext(ctx, "SELECT COUNT(*) FROM sqlite_master WHERE name LIKE 'loadtest_commits_%'").Scan(&tables); err != nil || tables != 0 {
+				t.Errorf("%d commit tables in the store's database (%v)", tables, err)
+			}
+			if raw, err = sql.Open("sqlite", c.path+"?_query_only=on"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var rows int
+		if err := raw.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+c.table).Scan(&rows); err != nil || rows != want {
+			t.Errorf("%d rows in %s (%v), want %d", rows, c.table, err, want)
+		}
+		if raw != store {
+			raw.Close()
+		}
+		count()
+
+		c.close()
+		if e.backend == "postgres" {
+			var n int
+			if err := store.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = $1", c.table).Scan(&n); err != nil || n != 0 {
+				t.Errorf("after close: %d tables %s (%v)", n, c.table, err)
+			}
+		} else if _, err := os.Stat(c.path); !os.IsNotExist(err) {
+			t.Errorf("after close: %s: %v", c.path, err)
+		}
+		count()
+	})
+}
+
+// eachBackend runs f as a subtest on SQLite (dbURL ""), then on the
+// PostgreSQL of INSTORE_TEST_DATABASE_URL when it is set.
+func eachBackend(t *testing.T, f func(t *testing.T, dbURL string)) {
 	backends := []string{""}
 	if u := os.Getenv("INSTORE_TEST_DATABASE_URL"); u != "" {
 		backends = append(backends, u)
@@ -160,109 +269,6 @@ func TestCommitBaselineLeavesTheStoreAlone(t *testing.T) {
 		if dbURL != "" {
 			name = "postgres"
 		}
-		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			o := Options{DatabaseURL: dbURL, Synchronous: "NORMAL", Log: io.Discard}
-			if err := o.defaults("purchase"); err != nil {
-				t.Fatal(err)
-			}
-			e, err := newEnv(ctx, &o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.close()
-			if err := e.seed(ctx, 1); err != nil {
-				t.Fatal(err)
-			}
-			// A completed purchase of six commits, as the server leaves it.
-			store, err := e.storeDB("_busy_timeout=5000")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer store.Close()
-			now := time.Now().UnixMicro()
-			ph := "?, ?, ?, ?, ?"
-			if e.backend == "postgres" {
-				ph = "$1, $2, $3, $4, $5"
-			}
-			if _, err := store.ExecContext(ctx, `INSERT INTO transactions (id, merchant_id, terminal_id, type, amount, currency,
-				status_id, progress, version, created_at, completed_at) VALUES (`+ph+`, 'SEK', 0, '{}', 6, 1, 2)`,
-				"txn_test_"+e.runID, e.merchantID, e.devices[0].terminalID, "PURCHASE", now); err != nil {
-				t.Fatal(err)
-			}
-			count := func() {
-				t.Helper()
-				if lives, perLife, err := e.countCommits(ctx); err != nil || lives != 1 || perLife != 6 {
-					t.Errorf("countCommits = %d lives, %v per life, %v; want 1 and 6", lives, perLife, err)
-				}
-			}
-			count()
-
-			c, err := e.newCommitBaseline(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.close()
-			if c.op.workers != e.commitWriters() || c.op.unit != "commits/s" {
-				t.Errorf("op %q: %d workers in %s, want %d", c.op.name, c.op.workers, c.op.unit, e.commitWriters())
-			}
-			if strings.Contains(c.table, "transactions") {
-				t.Errorf("the commits' table is %s", c.table)
-			}
-			const n = 40
-			var wg sync.WaitGroup
-			for w := range c.op.workers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for range n / c.op.workers {
-						if err := c.op.fn(ctx, w); err != nil {
-							t.Error(err)
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			want := n / c.op.workers * c.op.workers
-			var raw *sql.DB
-			if e.backend == "postgres" {
-				raw = store
-				var schema string
-				if err := store.QueryRowContext(ctx, "SELECT table_schema FROM information_schema.tables WHERE table_name = $1", c.table).Scan(&schema); err != nil || schema != e.schema {
-					t.Errorf("the commits' table is in schema %q (%v), want the run's %q", schema, err, e.schema)
-				}
-			} else {
-				if filepath.Dir(c.path) != e.dataDir || filepath.Base(c.path) == "instore.db" {
-					t.Errorf("the commits' file is %s, want a file of its own in %s", c.path, e.dataDir)
-				}
-				var tables int
-				if err := store.QueryRowContext(ctx, "SELECT COUNT(*) FROM sqlite_master WHERE name LIKE 'loadtest_commits_%'").Scan(&tables); err != nil || tables != 0 {
-					t.Errorf("%d commit tables in the store's database (%v)", tables, err)
-				}
-				if raw, err = sql.Open("sqlite", c.path+"?_query_only=on"); err != nil {
-					t.Fatal(err)
-				}
-			}
-			var rows int
-			if err := raw.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+c.table).Scan(&rows); err != nil || rows != want {
-				t.Errorf("%d rows in %s (%v), want %d", rows, c.table, err, want)
-			}
-			if raw != store {
-				raw.Close()
-			}
-			count()
-
-			c.close()
-			if e.backend == "postgres" {
-				var n int
-				if err := store.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = $1", c.table).Scan(&n); err != nil || n != 0 {
-					t.Errorf("after close: %d tables %s (%v)", n, c.table, err)
-				}
-			} else if _, err := os.Stat(c.path); !os.IsNotExist(err) {
-				t.Errorf("after close: %s: %v", c.path, err)
-			}
-			count()
-		})
+		t.Run(name, func(t *testing.T) { f(t, dbURL) })
 	}
 }

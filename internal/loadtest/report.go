@@ -33,8 +33,11 @@ func (r *Result) WriteTable(w io.Writer) error {
 			fmt.Fprintf(&b, " in %d interleaved rounds (both servers up; the baseline first in rounds 1, 3, ..., instore in 2, 4, ...)", r.Rounds)
 		}
 		b.WriteString("\n")
-	case "purchase", "mixed":
+	case "purchase", "mixed", PreAuthScenario:
 		fmt.Fprintf(&b, "%d virtual terminals, %d ECR clients", r.Terminals, r.ECRs)
+		if r.Scenario == PreAuthScenario {
+			b.WriteString(" (a life: pre-auth, increment, capture with a tip)")
+		}
 		if r.Scenario == "mixed" {
 			fmt.Fprintf(&b, ", %d metadata clients, %d status readers", r.Clients, r.Readers)
 		}
@@ -81,14 +84,17 @@ func (r *Result) WriteTable(w io.Writer) error {
 			c.Deliveries, commas(c.DeliveryRate), c.StreamEvents, commas(c.StreamRate), c.BadSignatures, c.OutOfOrder, c.Repeats, c.StreamDisorder)
 	}
 	switch {
-	case r.Consumers != nil && r.Scenario == "purchase":
-		fmt.Fprintf(&b, "baseline: the same purchase lives without the consumers; %.2f commits per life\n", r.CommitsPerLife)
-		fmt.Fprintf(&b, "an ECR made %.2f HTTP requests per purchase life\n", r.RequestsPerLife)
+	case r.Consumers != nil && r.Scenario != WebhooksScenario:
+		fmt.Fprintf(&b, "baseline: the same lives without the consumers; %.2f commits per life\n", r.CommitsPerLife)
+		fmt.Fprintf(&b, "an ECR made %.2f HTTP requests per life\n", r.RequestsPerLife)
 	case r.Scenario == WebhooksScenario:
-	case r.Scenario == "purchase" || r.Scenario == "mixed":
-		fmt.Fprintf(&b, "baseline: %s raw single-row commits/s (%d writers) / %.2f commits per purchase life = %s lives/s (its latencies are of one commit)\n",
+	case r.Scenario == "purchase" || r.Scenario == "mixed" || r.Scenario == PreAuthScenario:
+		fmt.Fprintf(&b, "baseline: %s raw single-row commits/s (%d writers) / %.2f commits per life = %s lives/s (its latencies are of one commit)\n",
 			commas(r.RawCommitRate), r.CommitWriters, r.CommitsPerLife, commas(r.BaselineRate))
-		fmt.Fprintf(&b, "an ECR made %.2f HTTP requests per purchase life\n", r.RequestsPerLife)
+		fmt.Fprintf(&b, "an ECR made %.2f HTTP requests per life\n", r.RequestsPerLife)
+		if r.Scenario == PreAuthScenario {
+			fmt.Fprintf(&b, "%d pre-auths checked in the store after the run (CAPTURED with their life's amounts; any other is an error)\n", r.PreAuthsChecked)
+		}
 	case r.Scenario == "sessions":
 		fmt.Fprintf(&b, "server RSS per session: ours %s, bare gorilla server %s", kib(r.BytesPerSession), kib(r.BaselineBytesPerSession))
 		if r.SessionHeapBytes != 0 {

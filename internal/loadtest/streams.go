@@ -67,10 +67,7 @@ func (f *followers) follow(ctx context.Context, ready chan<- error) {
 		ready <- err
 		return
 	}
-	h := f.e.authHeaders()
-	for i := 0; i+1 < len(h); i += 2 {
-		req.Header.Set(h[i], h[i+1])
-	}
+	f.e.authorize(req.Header)
 	req.Header.Set("Accept", "text/event-stream")
 	resp, err := f.client.Do(req)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,18 +38,11 @@ func runWebhooks(ctx context.Context, o *Options) (*Result, error) {
 	if backlog <= 0 {
 		backlog = 5000
 	}
-	e, err := newEnv(ctx, o)
+	e, r, client, done, err := startLives(ctx, o, WebhooksScenario)
 	if err != nil {
 		return nil, err
 	}
-	defer e.close()
-	r := e.newResult(WebhooksScenario)
-	r.Terminals, r.ECRs = o.Terminals, o.ECRs
-	stop, err := e.serveTerminals(ctx, o.Terminals)
-	if err != nil {
-		return nil, err
-	}
-	defer stop()
+	defer done()
 	rcv := e.rcv
 
 	// The baseline first, on the idle server: the receiver's and the
@@ -72,10 +66,8 @@ func runWebhooks(ctx context.Context, o *Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("register the webhook endpoints: %w", err)
 	}
-	tr := &http.Transport{MaxIdleConnsPerHost: o.ECRs + 8, MaxIdleConns: o.ECRs + 8}
-	defer tr.CloseIdleConnections()
 	var counts lifeCounts
-	lives := e.purchaseOp(&http.Client{Transport: tr, Timeout: 2 * time.Minute}, &refRing{}, &counts)
+	lives := e.purchaseOp(client, &refRing{}, &counts)
 	// Each life makes the same events; a life's share of the backlog is
 	// known after the first ones (6 events each today, one delivery per
 	// endpoint each).
@@ -214,18 +206,12 @@ func bareSender(ctx context.Context, rcv *receiver, n int64) (Side, error) {
 			defer func() { hmu.Lock(); h.merge(&mine); hmu.Unlock() }()
 			for next.Add(1) <= n && ctx.Err() == nil {
 				t0 := time.Now()
-				id := instore.EventID(seq.Add(1))
-				sig, err := wh.Sign(id, t0, body)
+				req, err := signedDelivery(ctx, wh, url, instore.EventID(seq.Add(1)), t0, body)
 				if err != nil {
 					msg := err.Error()
 					firstErr.CompareAndSwap(nil, &msg)
 					return
 				}
-				req, _ := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(body))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("webhook-id", id)
-				req.Header.Set("webhook-timestamp", fmt.Sprint(t0.Unix()))
-				req.Header.Set("webhook-signature", sig)
 				resp, err := client.Do(req)
 				if err != nil {
 					msg := err.Error()
@@ -263,3 +249,22 @@ func bareSender(ctx context.Context, rcv *receiver, n int64) (Side, error) {
 // webhookWorkers is how many deliveries a node sends at once for one
 // merchant, the run's (webhook.PerMerchant).
 const webhookWorkers = webhook.PerMerchant
+
+// signedDelivery is a webhook delivery of body as the dispatcher sends it:
+// POST url with the Standard Webhooks headers (webhook-id, its timestamp
+// at, the signature by wh).
+func signedDelivery(ctx context.Context, wh *standardwebhooks.Webhook, url, id string, at time.Time, body []byte) (*http.Request, error) {
+	sig, err := wh.Sign(id, at, body)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("webhook-id", id)
+	req.Header.Set("webhook-timestamp", strconv.FormatInt(at.Unix(), 10))
+	req.Header.Set("webhook-signature", sig)
+	return req, nil
+}
