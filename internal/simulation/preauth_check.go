@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/lifecycle"
 )
 
 // The invariants of pre-authorisation, on the card network (the ledger),
@@ -14,7 +15,7 @@ const (
 	invCaptureLimit = "captured at most authorised times the tolerance"
 	invNeverBoth    = "never both captured and voided (or expired)"
 	invRefunds      = "refunds of a pre-auth at most its captured amount"
-	invExpired      = "an OPEN pre-auth past its expiry ends EXPIRED"
+	invExpired      = "an OPEN pre-auth past its expiry (or its void's retry) ends EXPIRED"
 	invAuthChange   = "every authorisation change has its transaction and its event"
 	invAfterExpiry  = "a pre-auth takes nothing but a void from its expiresAt on"
 	invNotReversed  = "a pre-auth is never reversed"
@@ -218,15 +219,29 @@ func (w *world) checkAuthTimeline(t *instore.Transaction, tl []instore.Transacti
 	}
 }
 
-// openPreAuths is the latest expiry of the OPEN pre-auths in the store,
-// and whether there is one.
+// openPreAuths is the latest expiry due of the OPEN pre-auths in the
+// store (expiryDue), and whether there is one.
 func (w *world) openPreAuths() (latest time.Time, any bool) {
 	for _, ref := range sortedKeys(w.lastTxs) {
 		if t := w.lastTxs[ref]; t.OpenPreAuth() {
-			latest, any = later(latest, t.Authorization.ExpiresAt), true
+			latest, any = later(latest, w.expiryDue(t)), true
 		}
 	}
 	return latest, any
+}
+
+// expiryDue is when the service is to void the OPEN pre-auth t next, by
+// its own schedule (lifecycle.ExpiryDue): its expiresAt, or, after expiry
+// VOIDs of it that ended without an approval, their retry's time.
+func (w *world) expiryDue(t *instore.Transaction) time.Time {
+	var kids []*instore.Transaction
+	for _, ref := range sortedKeys(w.lastTxs) {
+		if k := w.lastTxs[ref]; k.OriginalID == t.ID {
+			kids = append(kids, k)
+		}
+	}
+	at, _ := lifecycle.ExpiryDue(*t, kids, lifecycle.Rules{PreAuthValidity: w.validity})
+	return at
 }
 
 // awaitExpiries runs the calm world on while a pre-auth is OPEN, until
@@ -252,8 +267,9 @@ func (w *world) awaitExpiries() {
 func (w *world) checkExpired() {
 	for _, ref := range sortedKeys(w.lastTxs) {
 		t := w.lastTxs[ref]
-		if t.OpenPreAuth() && w.sched.now.After(t.Authorization.ExpiresAt.Add(expiryGrace)) {
-			w.fail(invExpired, "%s is OPEN %v after its expiry", t.ID, w.sched.now.Sub(t.Authorization.ExpiresAt))
+		if t.OpenPreAuth() && w.sched.now.After(w.expiryDue(t).Add(expiryGrace)) {
+			w.fail(invExpired, "%s is OPEN %v after its expiry (its void due %v after it)", t.ID,
+				w.sched.now.Sub(t.Authorization.ExpiresAt), w.expiryDue(t).Sub(t.Authorization.ExpiresAt))
 		}
 		if t.Type != instore.TypePreAuth {
 			continue
