@@ -30,6 +30,9 @@ type ledger struct {
 	preauths map[string]bool
 	ops      map[string]*cardOp
 	holdOps  map[string][]*cardOp
+	// offline: the purchases approved offline, by ref, and their
+	// forwarding on the card network (offline_check.go).
+	offline map[string]instore.ForwardingState
 }
 
 func (l *ledger) authorize(serial, ref, key string, amount, cashback int64) {
@@ -171,6 +174,7 @@ func (w *world) check() {
 	}
 	w.lastTxs = byRef
 	w.checkPreAuths(ts)
+	w.checkForwarding(ts, byRef)
 	if len(ts) == 0 && len(w.keyRef) > 0 {
 		w.fail("the checks see the store", "the ECRs were answered about %d transactions, the listing shows none", len(w.keyRef))
 	}
@@ -226,6 +230,7 @@ func (w *world) settled() {
 		w.agree(t)
 	}
 	w.checkExpired()
+	w.settledForwarding()
 	w.checkEvents(ctx)
 	w.checkWebhooks(ctx)
 }
@@ -332,4 +337,5 @@ func (w *world) checkTimeline(ctx context.Context, t *instore.Transaction, told 
 	if t.Type == instore.TypePreAuth {
 		w.checkAuthTimeline(t, tl, told)
 	}
+	w.checkForwardTimeline(t, tl, told)
 }

@@ -25,7 +25,8 @@ const (
 	mCancel                         // service: stop ref
 	mReversal                       // service: reverse ref at once
 	mPrint                          // service: print
-	mResultConfirmed                // service (the gateway): the result id is stored
+	mResultConfirmed                // service (the gateway): the result (or forwarded report) id is stored
+	mForwarded                      // device: an offline approval forwarded (offline.go)
 )
 
 type msg struct {
@@ -38,6 +39,11 @@ type msg struct {
 	tip    int64               // a result's tipAmount
 	print  instore.PrintStatus // of a print job
 	tx     *instore.Transaction
+	// offline: a result approved offline; declined, at: a forwarded
+	// report's outcome and time.
+	offline  bool
+	declined bool
+	at       time.Time
 }
 
 // session is one connection of a device to a node. Messages on it arrive
@@ -83,6 +89,9 @@ func (d *device) connect() {
 	s.toService(msg{kind: mHello})
 	for _, r := range d.unconfirmed {
 		s.toService(r.result())
+	}
+	for _, r := range d.net.reports {
+		s.toService(r.msg())
 	}
 	d.scheduleCut()
 }
@@ -165,7 +174,8 @@ func (s *session) read() {
 		case mProgress:
 			_ = svc.TerminalProgress(ctx, serial, m.ref, m.stage)
 		case mResult:
-			err := svc.TerminalResult(ctx, serial, instore.TerminalResult{MessageID: m.id, Ref: m.ref, StatusID: m.status, TipAmount: m.tip})
+			err := svc.TerminalResult(ctx, serial, instore.TerminalResult{MessageID: m.id, Ref: m.ref, StatusID: m.status, TipAmount: m.tip,
+				Result: instore.Result{Offline: m.offline}})
 			switch {
 			case err == nil && s.open && s.node.up:
 				s.toDevice(msg{kind: mResultConfirmed, id: m.id})
@@ -175,6 +185,8 @@ func (s *session) read() {
 				s.cut()
 				return
 			}
+		case mForwarded:
+			s.forwarded(m)
 		case mConfirm:
 			_ = svc.TerminalConfirmed(ctx, serial, m.id)
 		case mPrintResult:
@@ -205,6 +217,7 @@ type device struct {
 	known       map[string]*dtx
 	unconfirmed []*dtx
 	cancelFirst map[string]bool // cancels of commands it never saw
+	net         cardNetwork     // its card network and offline queue (offline.go)
 }
 
 // dtx is a command as the device runs it.
@@ -221,10 +234,11 @@ type dtx struct {
 	status   instore.TransactionStatus // -1 while it runs
 	msgID    string
 	silent   bool // it waits for a cancel
+	offline  bool // approved offline, queued (offline.go)
 }
 
 func (t *dtx) result() msg {
-	return msg{kind: mResult, id: t.msgID, ref: t.ref, status: t.status, tip: t.tipped}
+	return msg{kind: mResult, id: t.msgID, ref: t.ref, status: t.status, tip: t.tipped, offline: t.offline}
 }
 
 // send sends m on the device's session, if it has one.
@@ -255,6 +269,7 @@ func (d *device) receive(s *session, m msg) {
 				break
 			}
 		}
+		d.forwardConfirmed(m.id)
 	}
 	_ = s
 }
@@ -354,22 +369,30 @@ func (d *device) finish(t *dtx, status instore.TransactionStatus) {
 	if d.cur == t {
 		d.cur = nil
 	}
+	if status == instore.StatusApproved && (t.kind == instore.TypePurchase || t.kind == instore.TypePreAuth) {
+		t.tipped = d.chooseTip(t)
+	}
+	status = d.offline(t, status)
 	t.status = status
 	d.w.resultIDs++
 	t.msgID = fmt.Sprintf("res_%d", d.w.resultIDs)
 	if status == instore.StatusApproved {
 		switch t.kind {
 		case instore.TypePurchase, instore.TypePreAuth:
-			t.tipped = d.chooseTip(t)
 			d.w.ledger.authorize(d.serial, t.ref, t.key, t.amount+t.tipped, t.cashback)
+			if t.offline {
+				d.w.ledger.queued(d.serial, t.ref)
+			}
 			if t.kind == instore.TypePreAuth {
 				d.w.ledger.preauths[t.ref] = true
 			}
 		case instore.TypeIncrement, instore.TypeCapture, instore.TypeVoid:
 			d.w.ledger.onHold(d.serial, t)
 		case instore.TypeRefund:
+			d.w.ledger.paidBack(t)
 			d.w.ledger.refund(d.serial, t.original, t.ref, t.amount)
 		case instore.TypeReversal:
+			d.w.ledger.paidBack(t)
 			d.w.ledger.reverse(d.serial, t.original, "reversal "+t.ref)
 		}
 	}

@@ -47,6 +47,10 @@ type sale struct {
 	orig    string
 	auth    *instore.Authorization
 	counted bool
+	// offline: a purchase told approved offline; forwarding its
+	// forwarding state as last told (offline.go).
+	offline    bool
+	forwarding instore.ForwardingState
 }
 
 type request struct {
@@ -70,6 +74,8 @@ type answer struct {
 	Detail         string                     `json:"detail"`
 	AcknowledgedAt *time.Time                 `json:"acknowledgedAt"`
 	Authorization  *instore.Authorization     `json:"authorization"`
+	Result         *instore.Result            `json:"result"`
+	Forwarding     *instore.Forwarding        `json:"forwarding"`
 }
 
 // act is the ECR's next move, drawn from the seed.
@@ -155,6 +161,10 @@ func (e *ecr) afterSale(x int) {
 		}
 	}
 	if len(approved) == 0 {
+		return
+	}
+	if off := e.w.offlineSales(); len(off) > 0 && r.IntN(2) == 0 {
+		e.offlineMove(off[r.IntN(len(off))]) // refunds and reversals of offline sales, the most at stake
 		return
 	}
 	s := approved[r.IntN(len(approved))]
@@ -296,6 +306,7 @@ func (e *ecr) answered(q *request, code int, body []byte) {
 		if a.Version >= s.version {
 			s.status, s.version, s.auth = *a.StatusID, a.Version, a.Authorization
 			w.toldOf(s)
+			w.toldForwarding(s, &a)
 		}
 		if q.name == "confirm" {
 			s.confirmed, w.confirmed[s.ref] = true, true
@@ -321,5 +332,6 @@ func (w *world) learn(body []byte) {
 	if s := w.sales[ev.Data.OnlineAPIRefID]; s != nil && s.version < ev.Data.Version {
 		s.status, s.version, s.auth = *ev.Data.StatusID, ev.Data.Version, ev.Data.Authorization
 		w.toldOf(s)
+		w.toldForwarding(s, &ev.Data)
 	}
 }

@@ -22,6 +22,13 @@ type faults struct {
 	cutEvery               time.Duration // mean time between a device's session breaks (0: never)
 	maxDelay               time.Duration
 	calmed                 bool
+	// The terminals' card networks (offline.go), drawn from a stream of
+	// their own: a seed without outages runs as it did before them.
+	netRng                 *rand.Rand
+	netEvery               time.Duration // mean time between a terminal's outages (0: never)
+	floorLimit             int64         // the highest total approved offline
+	queueSize              int           // how many approvals the offline queue holds
+	pFwdDecline, pFwdTwice float64       // a forwarded approval declined; its report sent twice
 }
 
 func newFaults(seed uint64) *faults {
@@ -40,12 +47,22 @@ func newFaults(seed uint64) *faults {
 		f.cutEvery = time.Duration(float64(30*time.Second) / f.level)
 	}
 	f.maxDelay = 20*time.Millisecond + time.Duration(f.level*float64(3*time.Second))
+	f.netRng = rand.New(rand.NewChaCha8(seedBytes(seed, "cardnet")))
+	if f.netRng.IntN(10) < 7 {
+		f.netEvery = time.Duration(3+f.netRng.IntN(20)) * time.Second
+	}
+	f.floorLimit = int64(3000 + f.netRng.IntN(7001))
+	f.queueSize = 1 + f.netRng.IntN(4)
+	f.pFwdDecline = 0.1 + 0.4*f.netRng.Float64()
+	f.pFwdTwice = 0.05 + 0.25*f.netRng.Float64()
 	return f
 }
 
 func (f *faults) String() string {
-	return fmt.Sprintf("level=%.3f crash=%.4f lose=%.3f dup=%.3f noack=%.3f silent=%.3f late=%.3f hook500=%.3f hooktimeout=%.3f cut=%v delay<%v",
-		f.level, f.pCrash, f.pLose, f.pDup, f.pNoAck, f.pSilent, f.pLate, f.pHook500, f.pHookTimeout, f.cutEvery, f.maxDelay)
+	return fmt.Sprintf("level=%.3f crash=%.4f lose=%.3f dup=%.3f noack=%.3f silent=%.3f late=%.3f hook500=%.3f hooktimeout=%.3f cut=%v delay<%v"+
+		" outage=%v floor=%d queue=%d fwddecline=%.2f fwdtwice=%.2f",
+		f.level, f.pCrash, f.pLose, f.pDup, f.pNoAck, f.pSilent, f.pLate, f.pHook500, f.pHookTimeout, f.cutEvery, f.maxDelay,
+		f.netEvery, f.floorLimit, f.queueSize, f.pFwdDecline, f.pFwdTwice)
 }
 
 func (f *faults) chance(p float64) bool { return !f.calmed && f.rng.Float64() < p }
@@ -93,6 +110,19 @@ func (f *faults) nextCut() (time.Duration, bool) {
 		return 0, false
 	}
 	return time.Duration(f.rng.ExpFloat64() * float64(f.cutEvery)), true
+}
+
+// nextOutage is when a terminal's card network goes down next, if it does.
+func (f *faults) nextOutage() (time.Duration, bool) {
+	if f.calmed || f.netEvery == 0 {
+		return 0, false
+	}
+	return time.Duration(f.netRng.ExpFloat64() * float64(f.netEvery)), true
+}
+
+// outage is how long a card network stays down.
+func (f *faults) outage() time.Duration {
+	return time.Duration(20+f.netRng.IntN(40)) * time.Second
 }
 
 // calm stops the faults.

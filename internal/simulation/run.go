@@ -97,6 +97,8 @@ type world struct {
 	current      map[string]*session // serial → its current session (the newest epoch)
 	sessions     int
 	resultIDs    int
+	forwards     int                                // forwarded reports made (their ids)
+	toldFwd      map[string]instore.ForwardingState // forwarding states the ECRs were told (offline.go)
 	ledger       *ledger
 	keyRef       map[string]string
 	confirmed    map[string]bool  // sales whose confirm the ECR was answered 2xx
@@ -177,6 +179,7 @@ func Run(cfg Config) (res *Result, err error) {
 	}
 	for _, d := range w.devices {
 		d.connect()
+		d.planOutages()
 	}
 	for _, e := range w.ecrs {
 		w.sched.after(time.Duration(w.ecrRng.IntN(3000))*time.Millisecond, "ecr "+e.name, e.act)
@@ -221,6 +224,7 @@ func (w *world) calm() {
 		if d.sess == nil {
 			w.sched.after(time.Second, "reconnect "+d.serial, d.connect)
 		}
+		d.networkUp()
 	}
 }
 
@@ -326,13 +330,14 @@ func newWorld(cfg Config, tpl *Template) (*world, error) {
 		sched: newSched(cfg.Seed), faults: f, ecrRng: rand.New(rand.NewChaCha8(seedBytes(cfg.Seed, "ecr"))),
 		ids: &ids{rng: rand.New(rand.NewChaCha8(seedBytes(cfg.Seed, "ids")))}, db: db, nodes: f.nodes,
 		current: map[string]*session{}, keyRef: map[string]string{}, confirmed: map[string]bool{}, sales: map[string]*sale{}, versions: map[string]int64{},
+		toldFwd:    map[string]instore.ForwardingState{},
 		merchantID: tpl.merchantID, webhookID: tpl.webhookID, eventsBefore: tpl.eventsBefore,
 		client: tpl.client, subscriptionKey: tpl.subscriptionKey, hash: sha256.New(),
 	}
 	w.receiver = &receiver{w: w, secret: tpl.webhookSecret, accepted: map[int64]int{}}
 	w.ledger = &ledger{w: w, auths: map[string]int{}, amount: map[string]int64{}, cashback: map[string]int64{}, byKey: map[string]string{}, refunded: map[string]int64{},
 		refunds: map[string]bool{}, refundOf: map[string]refund{}, reversed: map[string]bool{},
-		preauths: map[string]bool{}, ops: map[string]*cardOp{}, holdOps: map[string][]*cardOp{}}
+		preauths: map[string]bool{}, ops: map[string]*cardOp{}, holdOps: map[string][]*cardOp{}, offline: map[string]instore.ForwardingState{}}
 	w.told = &told{end: map[string]*sale{}, state: map[string]instore.AuthorizationState{}, refunded: map[string]int64{}}
 	w.sched.stepHook = func(kind, name string) { w.note("%s %s", kind, name) }
 	for i := 0; i < len(tpl.terminals); i += 2 {
