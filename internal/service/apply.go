@@ -192,6 +192,12 @@ func (s *Service) committed(ch *instore.Change, st lifecycle.Step) {
 			s.terminalIdle(t.TerminalID)
 			// An OPEN pre-auth's expiry (approved now, or still OPEN).
 			s.armExpiry(t)
+			// A sale still awaiting its confirmation keeps its window's
+			// timer through a change that does not end it (a forwarded
+			// report on an offline approval).
+			if at, kind, ok := lifecycle.Due(*t, s.rules()); ok {
+				s.arm(t.ID, at, s.timerOf(kind))
+			}
 		}
 		published := *t
 		s.running.put(&published)
