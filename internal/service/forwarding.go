@@ -19,14 +19,17 @@ import (
 // and returns nil (logged), so that it never blocks the terminal; only a
 // failure to store it returns an error (no confirm: the terminal resends).
 func (s *Service) TerminalForwarded(ctx context.Context, serial string, r instore.ForwardReport) error {
-	t, err := s.transactionOf(ctx, serial, r.Ref)
+	_, err := s.transactionOf(ctx, serial, r.Ref)
 	if errors.Is(err, instore.ErrNotFound) {
 		s.log().Warn("forwarding report for an unknown transaction; confirmed and ignored", "ref", r.Ref, "serialNumber", serial)
 		return nil
 	} else if err != nil {
 		return err
 	}
-	t, st, err := s.apply(ctx, r.Ref, t, lifecycle.Event{Kind: instore.EventForwarded, At: s.now(), Forward: &r})
+	// From the store, not the state this node last knew (known nil): a
+	// stale copy without the forwarding (the result applied on another
+	// node) would make the report change nothing, and it would be lost.
+	t, st, err := s.apply(ctx, r.Ref, nil, lifecycle.Event{Kind: instore.EventForwarded, At: s.now(), Forward: &r})
 	if err != nil {
 		return err
 	}

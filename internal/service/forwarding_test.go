@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/service"
 )
 
 // TestForwardedKeepsConfirmDeadline: a terminal's forwarded report on an
@@ -48,5 +49,35 @@ func testForwardedKeepsConfirmDeadline(t *testing.T) {
 	}
 	if got.StatusID != instore.StatusReversed || got.ConfirmState != instore.ConfirmAutoReversed {
 		t.Errorf("at the end of its window: status %d, confirmation %s; want REVERSED, AUTO_REVERSED", got.StatusID, got.ConfirmState)
+	}
+}
+
+// TestForwardedAfterResultElsewhere: a forwarded report is applied to the
+// stored transaction, not to the state this node last knew: when another
+// node applied the offline result, this one's copy is still PENDING,
+// without a forwarding, and the report must not be confirmed and lost
+// (found by the deterministic simulation).
+func TestForwardedAfterResultElsewhere(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "NORMAL", "S-1")
+	tx := pendingFixture(t, f, time.Now())
+	if err := f.svc.TerminalAcknowledged(ctx, "S-1", tx.ID); err != nil { // this node knows it PENDING
+		t.Fatal(err)
+	}
+	other := &service.Service{Store: f.st, Metadata: f.svc.Metadata, Gateway: instore.NoGateway{}, NewRef: f.svc.NewRef}
+	t.Cleanup(other.Close)
+	if err := other.TerminalResult(ctx, "S-1", instore.TerminalResult{MessageID: "m-1", Ref: tx.ID,
+		StatusID: instore.StatusApproved, Result: instore.Result{Offline: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.svc.TerminalForwarded(ctx, "S-1", instore.ForwardReport{MessageID: "m-2", Ref: tx.ID, Declined: true, ForwardedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.st.Transaction(ctx, tx.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Forwarding == nil || got.Forwarding.State != instore.ForwardDeclined {
+		t.Errorf("forwarding %+v after the report, want DECLINED", got.Forwarding)
 	}
 }
