@@ -58,13 +58,20 @@ const (
 	// PreAuthRefundsAboveCaptured limits the refunds of a pre-auth by its
 	// authorised amount, not its captured amount.
 	PreAuthRefundsAboveCaptured Name = "preauth-refunds-above-captured"
+	// QueuedRefundable lets an offline approval still QUEUED on its
+	// terminal be refunded (the forwarding rule of the money rule skipped).
+	QueuedRefundable Name = "queued-refundable"
+	// ForwardAppliedTwice applies a terminal's forwarded report again when
+	// it is resent (the once-check skipped).
+	ForwardAppliedTwice Name = "forward-applied-twice"
 )
 
 // All is every mutant.
 var All = []Name{RefundLimitOutsideLock, RefundAboveAmount, ReversalBesideRefund, IdempotencyNotTied,
 	OwedNotResentOnHello, NoDeadlineAfterAck, AckTimeoutNotArmed, UnconfirmedNotRecovered, EventsOutOfOrder,
 	LateApprovalNotReversed, EffectEndedOnSend, CashbackRefundable, PendingRefundsNotCounted,
-	CaptureToleranceSkipped, VoidAfterCapture, ExpiryNotRecovered, PreAuthRefundsAboveCaptured}
+	CaptureToleranceSkipped, VoidAfterCapture, ExpiryNotRecovered, PreAuthRefundsAboveCaptured,
+	QueuedRefundable, ForwardAppliedTwice}
 
 var on atomic.Pointer[Name]
 

@@ -154,6 +154,9 @@ func (s *Service) decide(ctx context.Context, t *instore.Transaction, e lifecycl
 			pair = &instore.Change{T: &npre, From: orig.Version, Events: []instore.TransactionEvent{*st.PairEvent}}
 		}
 	} else {
+		if e.Kind == instore.EventForwarded && mutant.On(mutant.ForwardAppliedTwice) && t.Forwarding != nil {
+			t.Forwarding = &instore.Forwarding{State: instore.ForwardQueued} // the once-check skipped
+		}
 		next, st = lifecycle.Next(*t, e, s.rules())
 	}
 	if !st.Changed {

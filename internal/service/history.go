@@ -28,6 +28,9 @@ func (s *Service) Refund(ctx context.Context, p *instore.Principal, req *instore
 		}
 		// The original's own state, in the contract's order; the whole rule
 		// is decided again with the creation.
+		if mutant.On(mutant.QueuedRefundable) && o.Queued() {
+			o.Forwarding = nil
+		}
 		if err := instore.CheckOnOriginal(o, nil, &instore.Transaction{Type: instore.TypeRefund}); err != nil {
 			return nil, err
 		}

@@ -171,6 +171,9 @@ func (db *DB) CreateOnOriginal(ctx context.Context, ch *instore.Change) error {
 		if mutant.On(mutant.CashbackRefundable) {
 			orig.CashbackAmount = 0
 		}
+		if mutant.On(mutant.QueuedRefundable) && t.Type == instore.TypeRefund && orig.Queued() {
+			orig.Forwarding = nil
+		}
 		if mutant.On(mutant.PreAuthRefundsAboveCaptured) && orig.Authorization != nil {
 			orig.Authorization.CapturedAmount = orig.Authorization.AuthorizedAmount
 		}
