@@ -97,6 +97,14 @@ func (s *Service) onPreAuth(ctx context.Context, pre, t *instore.Transaction, cl
 // that ended without an approval, for its retry (lifecycle.ExpiryDue).
 func (s *Service) preAuthExpired(ref string) {
 	s.spawn(func() {
+		// One at a time per pre-auth on this node: the timer, the sweep and
+		// an idle terminal may all call for it, and one that read the
+		// pre-auth before another's VOID ended would send the retry at
+		// once, not at its time (lifecycle.ExpiryDue).
+		if _, running := s.expiring.LoadOrStore(ref, true); running {
+			return
+		}
+		defer s.expiring.Delete(ref)
 		ctx := context.Background()
 		pre, err := s.Store.Transaction(ctx, ref)
 		if err != nil {

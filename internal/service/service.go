@@ -93,6 +93,9 @@ type Service struct {
 	// whose expiry VOID this node found the terminal busy for (WP09):
 	// tried again as soon as the terminal is idle (terminalIdle), not
 	// only at the next sweep.
+	// expiring holds the pre-auths whose expiry this node is deciding
+	// now (preAuthExpired), one at a time each.
+	expiring    sync.Map
 	expiryMu    sync.Mutex
 	expiryWaits map[string]map[string]bool
 	rulesOnce   sync.Once
