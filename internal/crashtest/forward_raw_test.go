@@ -25,8 +25,9 @@ func (f *fwdEnv) rawOffline(ctx context.Context, cycle int) {
 	}
 	done := make(chan ended, 1)
 	go func() {
-		out, ok := f.run(ctx, term, paOp{path: "/in-store/api/v1/purchase", key: fmt.Sprintf("fwd-c%d-raw", cycle),
-			body: map[string]any{"terminalId": f.terms[term], "amount": 2000, "currency": "SEK"}})
+		out, ok := f.runTaken(ctx, term, fmt.Sprintf("fwd-c%d-raw", cycle), func(key string) paOp {
+			return paOp{path: "/in-store/api/v1/purchase", key: key, body: map[string]any{"terminalId": f.terms[term], "amount": 2000, "currency": "SEK"}}
+		})
 		done <- ended{out, ok}
 	}()
 	select {
@@ -37,7 +38,7 @@ func (f *fwdEnv) rawOffline(ctx context.Context, cycle int) {
 		res := protocol.Result{StatusID: instore.StatusApproved, MaskedPAN: "******0119", AuthorizationCode: "CRASH1",
 			EntryMode: "CHIP", CardBrand: "VISA", Offline: true}
 		f.raw.report(f.raw.envelope(protocol.TypeResult, "", cmd.Ref, res))
-	case <-time.After(keyBudget):
+	case <-time.After(2 * keyBudget): // runTaken's bound, and a purchase's
 		f.t.Fatalf("cycle %d: the raw terminal's purchase never reached it", cycle)
 	}
 	if e := <-done; !e.approved {

@@ -7,7 +7,6 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -184,19 +183,33 @@ func (f *fwdEnv) sell(ctx context.Context, cycle, i int, rng *mrand.Rand) {
 	}
 	rng.Shuffle(len(amounts), func(a, b int) { amounts[a], amounts[b] = amounts[b], amounts[a] })
 	for n, amount := range amounts {
-		for try := 0; ctx.Err() == nil; try++ {
-			key := fmt.Sprintf("fwd-c%d-t%d-%d-%d", cycle, i, n, try)
-			out, approved := f.run(ctx, i, paOp{path: "/in-store/api/v1/purchase", key: key,
-				body: map[string]any{"terminalId": f.terms[i], "amount": amount, "currency": "SEK"}})
-			if out.kind == "refused" {
-				sleep(ctx, retryPause)
-				continue
-			}
-			if approved && rng.IntN(2) == 0 {
-				f.refundQueued(ctx, i, out.ref, amount, key+"-refund")
-			}
-			break
+		key := fmt.Sprintf("fwd-c%d-t%d-%d", cycle, i, n)
+		out, approved := f.runTaken(ctx, i, key, func(key string) paOp {
+			return paOp{path: "/in-store/api/v1/purchase", key: key,
+				body: map[string]any{"terminalId": f.terms[i], "amount": amount, "currency": "SEK"}}
+		})
+		if approved && rng.IntN(2) == 0 {
+			f.refundQueued(ctx, i, out.ref, amount, key+"-refund")
 		}
+	}
+}
+
+// runTaken runs the request op makes of a key (paEnv.run) until the
+// terminal takes it: while it is answered busy or offline (WP09, WP30,
+// WP23: no transaction), again with a new key (key, then key-1, ...)
+// after a pause, for up to keyBudget.
+func (f *fwdEnv) runTaken(ctx context.Context, term int, key string, op func(key string) paOp) (outcome, bool) {
+	start := time.Now()
+	for try := 0; ; try++ {
+		k := key
+		if try > 0 {
+			k = fmt.Sprintf("%s-%d", key, try)
+		}
+		out, approved := f.run(ctx, term, op(k))
+		if out.kind != "refused" || !busyOrOffline(out.last.code) || time.Since(start) > keyBudget || ctx.Err() != nil {
+			return out, approved
+		}
+		sleep(ctx, retryPause)
 	}
 }
 
@@ -206,7 +219,7 @@ func (f *fwdEnv) refundQueued(ctx context.Context, term int, ref string, amount 
 	f.mu.Lock()
 	f.queuedRefunds = append(f.queuedRefunds, key)
 	f.mu.Unlock()
-	out, _ := f.run(ctx, term, refundOp(f.terms[term], ref, amount, key))
+	out, _ := f.runTaken(ctx, term, key, func(key string) paOp { return refundOp(f.terms[term], ref, amount, key) })
 	if a := out.last; out.kind != "refused" || a.status != 409 || a.code != "conflict" {
 		f.led.violation("key %s: a refund of %s, an offline approval still QUEUED, was answered %s (%s), want 409 conflict", key, ref, a, out.kind)
 	}
@@ -279,7 +292,7 @@ func (f *fwdEnv) raceRefunds(ctx context.Context, cycle, i int, queued []string,
 	}
 	for n := range 1 + rng.IntN(2) {
 		ref := queued[rng.IntN(len(queued))]
-		f.run(ctx, i, refundOp(f.terms[i], ref, 100, fmt.Sprintf("fwd-c%d-t%d-race-%d", cycle, i, n)))
+		f.runTaken(ctx, i, fmt.Sprintf("fwd-c%d-t%d-race-%d", cycle, i, n), func(key string) paOp { return refundOp(f.terms[i], ref, 100, key) })
 	}
 }
 
@@ -317,14 +330,4 @@ func (f *fwdEnv) declined() int {
 		}
 	}
 	return n
-}
-
-// sortedKeys returns a map's keys in order, for stable messages.
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
