@@ -21,10 +21,16 @@
 // pre-authorisation: kills during increments, captures (racing voids and
 // second captures) and refunds, and around expiries, the service's VOID of
 // one cut by a kill; their checks are in preauth_test.go, their grace in
-// docs/testing.md ("The crash tests").
+// docs/testing.md ("The crash tests"). TestCrashForwards kills it while
+// virtual terminals (run in the test's process, so that their offline
+// queues outlive the server) sell offline and forward their offline
+// approvals, the raw terminal's forward cut by a kill right after its
+// `forwarded` message went out: each offline approval must end stored once
+// as its terminal reported it (forward_check_test.go).
 //
 //	go test -run '^TestCrash$' -v ./internal/crashtest/                        # 3 rounds, about a minute
 //	go test -run '^TestCrash(Captures|PreAuthExpiry)$' -v ./internal/crashtest/  # pre-auths, under a minute each
+//	go test -run '^TestCrashForwards$' -v ./internal/crashtest/                  # offline approvals, about 10 s a store
 //	INSTORE_CRASH_SOAK=1 go test -run TestCrash -v -timeout 2h ./internal/crashtest/   # 40 rounds, longer runs
 //
 // INSTORE_CRASH_ROUNDS sets the number of rounds, INSTORE_CRASH_SEED the

@@ -174,12 +174,16 @@ func (e *crashEnv) provision(n int) account {
 // setup provisions the store with `instore admin`, starts the server and
 // the terminals and links them through the API.
 func (e *crashEnv) setup(ctx context.Context) {
-	t := e.t
 	acc := e.provision(e.set.terminals + 1)
-	secrets, terms := acc.secrets, e.terms
-	cli := struct{ ID, Secret string }{acc.clientID, acc.clientSecret}
-	key := struct{ Key string }{acc.key}
+	e.startServer(ctx, acc)
+	e.startTerminals(e.t, ctx, e.srv.terminal(), acc.secrets, len(e.terms))
+	e.startRaw(ctx, acc.secrets[len(e.terms)-1])
+}
 
+// startServer starts the server on the provisioned store, opens the store
+// for the checks and gets the ECR its token.
+func (e *crashEnv) startServer(ctx context.Context, acc account) {
+	t := e.t
 	ports, err := freePorts(4)
 	if err != nil {
 		t.Fatal(err)
@@ -199,16 +203,21 @@ func (e *crashEnv) setup(ctx context.Context) {
 		t.Fatal(err)
 	}
 	e.db = e.openDB()
-	tok, err := token(ctx, e.srv.online(), cli.ID, cli.Secret)
+	tok, err := token(ctx, e.srv.online(), acc.clientID, acc.clientSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.ecr = &ecr{base: e.srv.online(), subscriptionKey: key.Key, token: tok, led: e.led,
+	e.ecr = &ecr{base: e.srv.online(), subscriptionKey: acc.key, token: tok, led: e.led,
 		client: &http.Client{Timeout: 30 * time.Second}}
+}
 
-	e.startTerminals(t, ctx, e.srv.terminal(), secrets, len(terms))
+// startRaw runs the raw terminal, the last provisioned device (its device
+// secret secret), and links it.
+func (e *crashEnv) startRaw(ctx context.Context, secret string) {
+	t := e.t
+	last := len(e.terms) - 1
 	rawCtx, stopRaw := context.WithCancel(context.Background())
-	e.raw = newRawTerminal(e.srv.terminal(), serial(len(terms)-1, len(terms)), secrets[len(terms)-1])
+	e.raw = newRawTerminal(e.srv.terminal(), serial(last, len(e.terms)), secret)
 	var rawDone sync.WaitGroup
 	rawDone.Add(1)
 	go func() {
@@ -223,7 +232,7 @@ func (e *crashEnv) setup(ctx context.Context) {
 	if err != nil {
 		t.Fatalf("the raw terminal: %v", err)
 	}
-	e.link(ctx, len(terms)-1, code)
+	e.link(ctx, last, code)
 }
 
 // serial is the serial number of device i of n; the last is the raw
