@@ -37,6 +37,9 @@ const (
 	EventTerminalUnlinked         EventType = "terminal.unlinked"
 	EventPrintFinal               EventType = "print.final"
 	EventUpdateStatus             EventType = "update.status"
+	// EventBatchClosed: a terminal answered a close (batch.go); data: the
+	// batch.
+	EventBatchClosed EventType = "batch.closed"
 )
 
 // EventTypes lists every event type, in the order the docs list them.
@@ -44,7 +47,7 @@ var EventTypes = []EventType{
 	EventTransactionCreated, EventTransactionAcknowledged, EventTransactionProgress, EventTransactionFinal,
 	EventTransactionConfirmed, EventTransactionAutoReversed, EventTransactionAuthorization,
 	EventTerminalOnline, EventTerminalOffline, EventTerminalLinked, EventTerminalUnlinked,
-	EventPrintFinal, EventUpdateStatus,
+	EventPrintFinal, EventUpdateStatus, EventBatchClosed,
 }
 
 // EventTypeList is EventTypes separated by commas, as messages list them.
