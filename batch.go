@@ -208,6 +208,12 @@ func BatchItemOf(t *Transaction) BatchItem {
 	return BatchItem{Ref: t.ID, Type: t.Type, StatusID: t.StatusID, Amount: t.TotalAmount(), Currency: t.Currency}
 }
 
+// BatchLookback bounds how long before a batch's window opened a
+// transaction completed in the window may have been created: one created
+// earlier is not counted (a transaction ends within its ack time-out and
+// deadline, minutes; after a long outage the restart ends it at once).
+const BatchLookback = 7 * 24 * time.Hour
+
 // BatchFilter selects a merchant's batches, newest first (ClosedAt, then
 // ID, both descending).
 type BatchFilter struct {
