@@ -235,6 +235,7 @@ func (s *Service) Sweep(ctx context.Context) {
 		overdue(unconfirmed)
 	}
 	s.sweepPreAuths(ctx)
+	s.sweepBatches(ctx)
 	jobs, err := s.Store.RunningPrintJobs(ctx)
 	if err != nil {
 		if ctx.Err() == nil {

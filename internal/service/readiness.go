@@ -63,6 +63,10 @@ func (s *Service) readiness(ctx context.Context, term *instore.Terminal, n need)
 		if err := s.installing(ctx, term.TerminalID); err != nil {
 			return "", nil, err
 		}
+		// A terminal closing its batch is busy (close.go).
+		if err := s.closing(ctx, term.TerminalID); err != nil {
+			return "", nil, err
+		}
 	}
 	return term.SerialNumber, active, nil
 }
@@ -80,6 +84,9 @@ func (s *Service) readyToCreate(ctx context.Context, term *instore.Terminal, u *
 		return serial, err
 	}
 	if err := s.installingWith(term.TerminalID, u); err != nil {
+		return "", err
+	}
+	if err := s.closing(ctx, term.TerminalID); err != nil {
 		return "", err
 	}
 	return term.SerialNumber, nil

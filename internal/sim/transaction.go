@@ -350,6 +350,7 @@ func (t *Terminal) finish(tx *txn) {
 // storeLocked builds the result of tx and keeps it until confirmed.
 func (t *Terminal) storeLocked(tx *txn, status instore.TransactionStatus) *stored {
 	res := buildResult(tx, status, t.terminalID, time.Now())
+	t.recordLocked(tx, status, res.TipAmount)
 	r := &stored{ref: tx.ref, env: t.envelope(protocol.TypeResult, "", tx.ref, res)}
 	t.results = append(t.results, r)
 	return r
@@ -473,8 +474,10 @@ func (t *Terminal) reversal(s *session, env protocol.Envelope) {
 	t.update(func() {
 		if d.Reason == instore.ReversalByECR {
 			if r = t.resultLocked(env.Ref); r == nil { // not a repeat
-				r = t.storeLocked(&txn{ref: env.Ref, kind: protocol.TypeReversal}, instore.StatusApproved)
+				r = t.storeLocked(&txn{ref: env.Ref, kind: protocol.TypeReversal, pay: protocol.Payment{OriginalRef: d.OriginalRef}}, instore.StatusApproved)
 			}
+		} else {
+			t.reversedLocked(env.Ref)
 		}
 		if t.tx == nil {
 			t.showLocked("REVERSED")
