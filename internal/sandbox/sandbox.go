@@ -29,6 +29,7 @@ func Register(a *httpapi.API, g *httpapi.Guard, svc *service.Service, store inst
 	a.Handle("POST /sandbox/v1/terminals/{terminalId}/printer", g.Wrap(sb.printer))
 	a.Handle("POST /sandbox/v1/terminals/{terminalId}/next-install", g.Wrap(sb.nextInstall))
 	a.Handle("POST /sandbox/v1/terminals/{terminalId}/next-tip", g.Wrap(sb.nextTip))
+	a.Handle("POST /sandbox/v1/terminals/{terminalId}/batch-extra", g.Wrap(sb.batchExtra))
 }
 
 // sandbox serves the sandbox control API (/sandbox/v1), registered only in
