@@ -145,7 +145,7 @@ func TestProblemNames(t *testing.T) {
 	if diff := cmp.Diff(codes, enum("errorCode")); diff != "" {
 		t.Errorf("Problem.errorCode enum (-server +schema):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{instore.ReasonUpdate, instore.ReasonTransaction}, enum("reason")); diff != "" {
+	if diff := cmp.Diff([]string{instore.ReasonBatchClose, instore.ReasonUpdate, instore.ReasonTransaction}, enum("reason")); diff != "" {
 		t.Errorf("Problem.reason enum (-server +schema):\n%s", diff)
 	}
 }
@@ -215,6 +215,9 @@ var operations = []struct{ method, path, id string }{
 	{"POST", "/in-store/api/v1/capture", "createCapture"},
 	{"POST", "/in-store/api/v1/void", "createVoid"},
 	{"GET", "/in-store/api/v1/transactions", "listTransactions"},
+	{"POST", "/in-store/api/v1/terminal/{terminalId}/close", "closeBatch"},
+	{"GET", "/in-store/api/v1/batches", "listBatches"},
+	{"GET", "/in-store/api/v1/batch/{batchId}", "getBatch"},
 	{"POST", "/in-store/api/v1/print", "printOnTerminal"},
 	{"GET", "/in-store/api/v1/print/{printId}", "getPrintJob"},
 	{"GET", "/in-store/api/v1/events", "listEvents"},
@@ -234,6 +237,7 @@ var operations = []struct{ method, path, id string }{
 	{"POST", "/sandbox/v1/terminals/{terminalId}/printer", "setNextPrintOutcome"},
 	{"POST", "/sandbox/v1/terminals/{terminalId}/next-install", "setNextInstallOutcome"},
 	{"POST", "/sandbox/v1/terminals/{terminalId}/next-tip", "setNextTip"},
+	{"POST", "/sandbox/v1/terminals/{terminalId}/batch-extra", "addBatchExtra"},
 }
 
 // TestOperations checks that the document has exactly the operations of the
@@ -288,6 +292,9 @@ func TestStatuses(t *testing.T) {
 		"createCapture":          {"201", "400", "401", "403", "404", "409", "413", "415", "422", "429", "500", "504"},
 		"createVoid":             {"201", "400", "401", "403", "404", "409", "413", "415", "422", "429", "500", "504"},
 		"listTransactions":       {"200", "400", "401", "403", "429", "500"},
+		"closeBatch":             {"201", "400", "401", "403", "409", "413", "422", "429", "500", "504"},
+		"listBatches":            {"200", "400", "401", "403", "429", "500"},
+		"getBatch":               {"200", "400", "401", "403", "404", "429", "500"},
 		"printOnTerminal":        {"200", "400", "401", "403", "404", "409", "413", "415", "422", "429", "500"},
 		"getPrintJob":            {"200", "400", "401", "403", "404", "429", "500"},
 		"listEvents":             {"200", "400", "401", "403", "429", "500"},
@@ -307,6 +314,7 @@ func TestStatuses(t *testing.T) {
 		"setNextPrintOutcome":    {"200", "400", "401", "403", "404", "409", "413", "415", "429", "500"},
 		"setNextInstallOutcome":  {"200", "400", "401", "403", "404", "409", "413", "415", "429", "500"},
 		"setNextTip":             {"200", "400", "401", "403", "404", "409", "413", "415", "429", "500"},
+		"addBatchExtra":          {"200", "400", "401", "403", "404", "409", "413", "415", "429", "500"},
 	}
 	for path, item := range doc.Paths.Map() {
 		for method, op := range item.Operations() {
@@ -807,6 +815,10 @@ func TestWireTypes(t *testing.T) {
 		"PrintJob":         reflect.TypeFor[instore.PrintJobWire](),
 		"TransactionEvent": reflect.TypeFor[instore.TransactionEvent](),
 		"TerminalView":     reflect.TypeFor[instore.TerminalView](),
+		"Batch":            reflect.TypeFor[instore.BatchWire](),
+		"BatchItem":        reflect.TypeFor[instore.BatchItemWire](),
+		"BatchDifference":  reflect.TypeFor[instore.BatchDifferenceWire](),
+		"BatchTotal":       reflect.TypeFor[instore.BatchTotal](),
 	} {
 		if diff := cmp.Diff(jsonNames(typ), propertyNames(schema(t, doc, name))); diff != "" {
 			t.Errorf("%s members (-Go +schema):\n%s", name, diff)
