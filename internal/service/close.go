@@ -88,9 +88,6 @@ func (s *Service) CloseBatch(ctx context.Context, p *instore.Principal, terminal
 	ch, release := s.changes.watch(b.ID)
 	defer func() { release() }()
 	if err := s.Store.CreateBatch(ctx, &b); errors.Is(err, instore.ErrConflict) {
-		if err := s.closing(ctx, term.TerminalID); err != nil {
-			return nil, err
-		}
 		return nil, s.busy(ctx, term.TerminalID)
 	} else if err != nil {
 		return nil, fmt.Errorf("create batch: %w", err)
@@ -102,32 +99,16 @@ func (s *Service) CloseBatch(ctx context.Context, p *instore.Principal, terminal
 		s.completeBatch(context.WithoutCancel(ctx), b.ID, lifecycle.BatchEvent{Kind: lifecycle.BatchSendFailed})
 		return nil, instore.Errorf(instore.WP23, "The terminal is offline.")
 	}
-	timeout, stop := After(s.clock(), until.Sub(s.Now()))
-	defer stop()
-	for {
-		select {
-		case <-ch:
-			release()
-			ch, release = s.changes.watch(b.ID)
-			got, err := s.Store.Batch(context.WithoutCancel(ctx), b.ID)
-			if err != nil {
-				return nil, fmt.Errorf("batch: %w", err)
-			}
-			if got.State != instore.BatchPending {
-				return s.batchAnswer(got)
-			}
-			continue
-		case <-timeout:
-			s.completeBatch(context.WithoutCancel(ctx), b.ID, lifecycle.BatchEvent{Kind: lifecycle.BatchTimedOut})
-		case <-ctx.Done():
-			// The ECR went away; the close still ends, by answer or time-out.
-		}
-		got, err := s.Store.Batch(context.WithoutCancel(ctx), b.ID)
-		if err != nil {
-			return nil, fmt.Errorf("batch: %w", err)
-		}
-		return s.batchAnswer(got)
+	got, err := awaitEnded(ctx, s, b.ID, until, ch, &release, func(ctx context.Context) (*instore.Batch, bool, error) {
+		got, err := s.Store.Batch(ctx, b.ID)
+		return got, err == nil && got.State != instore.BatchPending, err
+	}, func(ctx context.Context) {
+		s.completeBatch(ctx, b.ID, lifecycle.BatchEvent{Kind: lifecycle.BatchTimedOut})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("batch: %w", err)
 	}
+	return s.batchAnswer(got)
 }
 
 // batchAnswer is what CloseBatch answers for a close that ended: the batch,

@@ -108,12 +108,20 @@ func decodeBatchReport(s string, b *instore.Batch) error {
 // CreateBatch stores the PENDING close b unless its terminal ID has a
 // PENDING transaction (checked in the same database transaction) or a
 // PENDING close (the unique index batches_pending): instore.ErrConflict.
+// A transaction created meanwhile is refused by the trigger
+// transactions_not_closing (0017); on PostgreSQL both first take the
+// terminal ID's lock, so that neither misses the other.
 func (db *DB) CreateBatch(ctx context.Context, b *instore.Batch) error {
 	report, err := encodeBatchReport(b)
 	if err != nil {
 		return fmt.Errorf("create batch: %w", err)
 	}
 	return db.update(ctx, func(c conn) error {
+		if db.d.name == "postgres" {
+			if _, err := c.exec(ctx, `SELECT pg_advisory_xact_lock(1651078243, hashtext(?))`, b.TerminalID); err != nil {
+				return fmt.Errorf("create batch: lock: %w", err)
+			}
+		}
 		var running int
 		if err := c.queryRow(ctx, `SELECT COUNT(*) FROM transactions WHERE terminal_id = ? AND status_id = ?`,
 			b.TerminalID, instore.StatusPending).Scan(&running); err != nil {

@@ -106,6 +106,20 @@ var batchTests = []test{
 		checkConflict(t, "CreateBatch(missing terminal ID)", s.CreateBatch(t.Context(), newBatch("bat_4", "99999998", at(0), at(2))))
 		_, err := s.Batch(t.Context(), "bat_3")
 		checkNotFound(t, "Batch(refused)", err, "bat_3")
+		// A terminal ID closing its batch takes no PENDING transaction
+		// (with an event or without), as if one ran; a final one (an
+		// offline approval) is no command and is taken; once the close
+		// ended, a PENDING one is taken again.
+		ev := instore.TransactionEvent{Version: 1, Kind: instore.EventCreated, At: at(12), Actor: instore.ActorECR, StatusAfter: "PENDING"}
+		checkConflict(t, "CreateTransaction(closing)", s.CreateTransaction(t.Context(), &instore.Change{T: newTransaction("txn_2", "mer_1", terminalID, "SN-1", instore.StatusPending, at(12))}))
+		checkConflict(t, "CreateTransaction(closing, with its event)", s.CreateTransaction(t.Context(),
+			&instore.Change{T: newTransaction("txn_3", "mer_1", terminalID, "SN-1", instore.StatusPending, at(12)), Events: []instore.TransactionEvent{ev}}))
+		mustCreateTransaction(t, s, newTransaction("txn_4", "mer_1", terminalID, "SN-1", instore.StatusApproved, at(12)))
+		b := mustGet(t, "Batch", s.Batch, "bat_1")
+		if err := s.UpdateBatch(t.Context(), closedBatch(b, at(13)), instore.BatchPending); err != nil {
+			t.Fatalf("UpdateBatch = %v", err)
+		}
+		mustCreateTransaction(t, s, newTransaction("txn_5", "mer_1", terminalID, "SN-1", instore.StatusPending, at(14)))
 	}},
 	{"List", func(t *testing.T, s instore.Store) {
 		terminalID := seed(t, s)
