@@ -423,6 +423,8 @@ func TestIntegrationOnlineAPI(t *testing.T) {
 	exerciseTips(t, e)
 	// Pre-authorisation: a hotel stay.
 	exercisePreAuth(t, e)
+	// Day close.
+	exerciseBatches(t, e)
 
 	// Every POST carried an Idempotency-Key, each logical call its own.
 	e.rec.mu.Lock()

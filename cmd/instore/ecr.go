@@ -103,6 +103,7 @@ same --idempotency-key says so on stderr ("replayed").`,
   instore ecr list --from 2h
   instore ecr purchase 12.50 --confirm-within 2m --wait && instore ecr confirm txn_01...
   instore ecr events --follow
+  instore ecr close 10000001 && instore ecr batches
   instore ecr webhook listen --register`,
 	}
 	pf := cmd.PersistentFlags()
@@ -120,6 +121,7 @@ same --idempotency-key says so on stderr ("replayed").`,
 		ecrPurchaseCmd(f), ecrStatusCmd(f), ecrTimelineCmd(f), ecrCancelCmd(f), ecrRefundCmd(f), ecrReversalCmd(f),
 		ecrPreAuthCmd(f), ecrIncrementCmd(f), ecrCaptureCmd(f), ecrVoidCmd(f),
 		ecrListCmd(f), ecrPrintCmd(f), ecrEventsCmd(f), ecrWebhookCmd(f), ecrConfirmCmd(f),
+		ecrCloseCmd(f), ecrBatchesCmd(f),
 	)
 	return cmd
 }
