@@ -21,11 +21,12 @@ const (
 	TypeBatch = "batch"
 )
 
-// MaxBatchTransactions bounds the transactions of one batch message, so
-// that the largest batch fits MaxFrameBytes however its JSON is written
-// (TestLargestMessagesFit). A terminal closes its batch before it holds
-// more.
-const MaxBatchTransactions = 250
+// MaxBatchTransactions bounds the transactions of one batch message: as
+// many as fit MaxFrameBytes however their JSON is written (at most 829
+// bytes each, every field at its longest and every character escaped;
+// TestLargestBatchFits). A batch message is one frame, so an ECR closes a
+// terminal's batch before it holds more (docs/decisions.md, "Day close").
+const MaxBatchTransactions = 384
 
 // Batch is the data of a batch message: the number of the batch the
 // terminal closed and every transaction it ended since its previous
