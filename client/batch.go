@@ -76,22 +76,38 @@ func (c *Client) Batches(ctx context.Context, p BatchListParams, opts ...CallOpt
 // AllBatches iterates over every batch p selects, newest first, fetching
 // pages as it goes; it stops after the first error, which it yields.
 func (c *Client) AllBatches(ctx context.Context, p BatchListParams, opts ...CallOption) iter.Seq2[*Batch, error] {
-	return func(yield func(*Batch, error) bool) {
+	return pages(p.Cursor, func(cursor string) ([]*Batch, string, error) {
+		p.Cursor = cursor
+		page, err := c.Batches(ctx, p, opts...)
+		if err != nil {
+			return nil, "", err
+		}
+		return page.Batches, page.NextCursor, nil
+	})
+}
+
+// pages iterates over a listing from cursor on ("" : its first page),
+// one page a call of page (its items and the cursor of the next, "" on
+// the last); it stops after the first error, which it yields.
+func pages[T any](cursor string, page func(cursor string) ([]T, string, error)) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
+		at := cursor // each range starts over
 		for {
-			page, err := c.Batches(ctx, p, opts...)
+			items, next, err := page(at)
 			if err != nil {
-				yield(nil, err)
+				var zero T
+				yield(zero, err)
 				return
 			}
-			for _, b := range page.Batches {
-				if !yield(b, nil) {
+			for _, it := range items {
+				if !yield(it, nil) {
 					return
 				}
 			}
-			if page.NextCursor == "" {
+			if next == "" {
 				return
 			}
-			p.Cursor = page.NextCursor
+			at = next
 		}
 	}
 }

@@ -518,24 +518,14 @@ func (c *Client) Transactions(ctx context.Context, p ListParams, opts ...CallOpt
 // first, fetching pages as it goes; it stops after the first error, which
 // it yields.
 func (c *Client) AllTransactions(ctx context.Context, p ListParams, opts ...CallOption) iter.Seq2[*Transaction, error] {
-	return func(yield func(*Transaction, error) bool) {
-		for {
-			page, err := c.Transactions(ctx, p, opts...)
-			if err != nil {
-				yield(nil, err)
-				return
-			}
-			for _, t := range page.Transactions {
-				if !yield(t, nil) {
-					return
-				}
-			}
-			if page.NextCursor == "" {
-				return
-			}
-			p.Cursor = page.NextCursor
+	return pages(p.Cursor, func(cursor string) ([]*Transaction, string, error) {
+		p.Cursor = cursor
+		page, err := c.Transactions(ctx, p, opts...)
+		if err != nil {
+			return nil, "", err
 		}
-	}
+		return page.Transactions, page.NextCursor, nil
+	})
 }
 
 // Print prints lines, or a stored transaction's receipt, on a terminal and

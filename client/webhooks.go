@@ -241,24 +241,14 @@ func (c *Client) WebhookDeliveries(ctx context.Context, webhookID string, q Deli
 // q.Cursor on, newest first, fetching pages as it goes; it stops after
 // the first error, which it yields.
 func (c *Client) AllWebhookDeliveries(ctx context.Context, webhookID string, q DeliveryQuery, opts ...CallOption) iter.Seq2[*WebhookDelivery, error] {
-	return func(yield func(*WebhookDelivery, error) bool) {
-		for {
-			page, err := c.WebhookDeliveries(ctx, webhookID, q, opts...)
-			if err != nil {
-				yield(nil, err)
-				return
-			}
-			for _, d := range page.Deliveries {
-				if !yield(d, nil) {
-					return
-				}
-			}
-			if page.NextCursor == "" {
-				return
-			}
-			q.Cursor = page.NextCursor
+	return pages(q.Cursor, func(cursor string) ([]*WebhookDelivery, string, error) {
+		q.Cursor = cursor
+		page, err := c.WebhookDeliveries(ctx, webhookID, q, opts...)
+		if err != nil {
+			return nil, "", err
 		}
-	}
+		return page.Deliveries, page.NextCursor, nil
+	})
 }
 
 // RetryWebhookDelivery makes a delivery due now (a failed one, or a
