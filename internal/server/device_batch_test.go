@@ -58,6 +58,14 @@ func batchAnsweredTwice(t *testing.T, backend func(*server.Config)) {
 	sale := s.approvedOn(t, d, term, 5000)
 
 	cl, done := s.startClose(t, d, term)
+	var view struct {
+		Busy    bool    `json:"busy"`
+		Current *string `json:"currentOnlineAPIRefId"`
+	}
+	must(t, json.Unmarshal(s.get(t, "/in-store/api/v1/terminal/"+term).body, &view))
+	if !view.Busy || view.Current != nil {
+		t.Errorf("the terminal during its close = %+v, want busy without a transaction", view)
+	}
 	if p := s.purchase(t, term, 1000).problem(t, 409, "WP09"); p.Reason != instore.ReasonBatchClose {
 		t.Errorf("a purchase during the close: reason %q, want BATCH_CLOSE", p.Reason)
 	}
