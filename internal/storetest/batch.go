@@ -1,6 +1,9 @@
 package storetest
 
 import (
+	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -120,6 +123,39 @@ var batchTests = []test{
 			t.Fatalf("UpdateBatch = %v", err)
 		}
 		mustCreateTransaction(t, s, newTransaction("txn_5", "mer_1", terminalID, "SN-1", instore.StatusPending, at(14)))
+	}},
+	{"BusyRace", func(t *testing.T, s instore.Store) {
+		// A PENDING transaction and a close of one terminal ID created at
+		// once (two nodes): never both, whoever comes first.
+		seed(t, s)
+		for i := range 12 {
+			serial := fmt.Sprintf("SN-RACE-%d", i)
+			terminalID := seedTerminal(t, s, serial)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			var txErr, batchErr error
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				<-start
+				txErr = s.CreateTransaction(t.Context(), &instore.Change{T: newTransaction(fmt.Sprintf("txn_race_%d", i), "mer_1", terminalID, serial, instore.StatusPending, at(1))})
+			}()
+			go func() {
+				defer wg.Done()
+				<-start
+				batchErr = s.CreateBatch(t.Context(), newBatch(fmt.Sprintf("bat_race_%d", i), terminalID, at(0), at(1)))
+			}()
+			close(start)
+			wg.Wait()
+			if txErr == nil && batchErr == nil {
+				t.Fatalf("round %d: a PENDING transaction and a close were both created", i)
+			}
+			for _, err := range []error{txErr, batchErr} {
+				if err != nil && !errors.Is(err, instore.ErrConflict) {
+					t.Fatalf("round %d: %v, want nil or instore.ErrConflict", i, err)
+				}
+			}
+		}
 	}},
 	{"List", func(t *testing.T, s instore.Store) {
 		terminalID := seed(t, s)
