@@ -106,7 +106,8 @@ type Error struct {
 	// OnlineAPIRefID names the transaction an error is about (WP09, WP25, WP30).
 	OnlineAPIRefID string
 	// Reason refines Code where one code has several causes a client
-	// treats differently: for WP09, ReasonTransaction or ReasonUpdate.
+	// treats differently: for WP09, ReasonTransaction, ReasonUpdate or
+	// ReasonBatchClose (batch.go).
 	Reason string
 	Err    error
 }

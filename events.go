@@ -37,6 +37,9 @@ const (
 	EventTerminalUnlinked         EventType = "terminal.unlinked"
 	EventPrintFinal               EventType = "print.final"
 	EventUpdateStatus             EventType = "update.status"
+	// EventBatchClosed: a terminal answered a close (batch.go); data: the
+	// batch.
+	EventBatchClosed EventType = "batch.closed"
 )
 
 // EventTypes lists every event type, in the order the docs list them.
@@ -45,7 +48,7 @@ var EventTypes = []EventType{
 	EventTransactionConfirmed, EventTransactionAutoReversed, EventTransactionAuthorization,
 	EventTransactionForwarded, EventTransactionForwardDeclined,
 	EventTerminalOnline, EventTerminalOffline, EventTerminalLinked, EventTerminalUnlinked,
-	EventPrintFinal, EventUpdateStatus,
+	EventPrintFinal, EventUpdateStatus, EventBatchClosed,
 }
 
 // EventTypeList is EventTypes separated by commas, as messages list them.

@@ -26,6 +26,7 @@ type Store interface {
 	TimelineStore
 	EventStore
 	WebhookStore
+	BatchStore
 
 	// Ping reports whether the store is reachable (readiness).
 	Ping(ctx context.Context) error

@@ -131,7 +131,7 @@ func TestProblemNames(t *testing.T) {
 	if diff := cmp.Diff(codes, enum("errorCode")); diff != "" {
 		t.Errorf("Problem.errorCode enum (-server +schema):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{instore.ReasonUpdate, instore.ReasonTransaction}, enum("reason")); diff != "" {
+	if diff := cmp.Diff([]string{instore.ReasonBatchClose, instore.ReasonUpdate, instore.ReasonTransaction}, enum("reason")); diff != "" {
 		t.Errorf("Problem.reason enum (-server +schema):\n%s", diff)
 	}
 }
@@ -203,6 +203,9 @@ var operations = []struct{ method, path, id string }{
 	{"POST", "/in-store/api/v1/capture", "createCapture"},
 	{"POST", "/in-store/api/v1/void", "createVoid"},
 	{"GET", "/in-store/api/v1/transactions", "listTransactions"},
+	{"POST", "/in-store/api/v1/terminal/{terminalId}/close", "closeBatch"},
+	{"GET", "/in-store/api/v1/batches", "listBatches"},
+	{"GET", "/in-store/api/v1/batch/{batchId}", "getBatch"},
 	{"POST", "/in-store/api/v1/print", "printOnTerminal"},
 	{"GET", "/in-store/api/v1/print/{printId}", "getPrintJob"},
 	{"GET", "/in-store/api/v1/events", "listEvents"},
@@ -224,6 +227,7 @@ var operations = []struct{ method, path, id string }{
 	{"POST", "/sandbox/v1/terminals/{terminalId}/next-tip", "setNextTip"},
 	{"POST", "/sandbox/v1/terminals/{terminalId}/card-network", "setCardNetwork"},
 	{"POST", "/sandbox/v1/terminals/{terminalId}/next-forward", "setNextForward"},
+	{"POST", "/sandbox/v1/terminals/{terminalId}/batch-extra", "addBatchExtra"},
 }
 
 // TestOperations checks that the document has exactly the operations of the
@@ -280,6 +284,9 @@ func TestStatuses(t *testing.T) {
 		"createCapture":          {"201", "400", "401", "403", "404", "409", "413", "415", "422", "429", "500", "504"},
 		"createVoid":             {"201", "400", "401", "403", "404", "409", "413", "415", "422", "429", "500", "504"},
 		"listTransactions":       {"200", "400", "401", "403", "429", "500"},
+		"closeBatch":             {"201", "400", "401", "403", "409", "413", "422", "429", "500", "504"},
+		"listBatches":            {"200", "400", "401", "403", "429", "500"},
+		"getBatch":               {"200", "400", "401", "403", "404", "429", "500"},
 		"printOnTerminal":        {"200", "400", "401", "403", "404", "409", "413", "415", "422", "429", "500"},
 		"getPrintJob":            {"200", "400", "401", "403", "404", "429", "500"},
 		"listEvents":             {"200", "400", "401", "403", "429", "500"},
@@ -301,6 +308,7 @@ func TestStatuses(t *testing.T) {
 		"setNextTip":             {"200", "400", "401", "403", "404", "409", "413", "415", "429", "500"},
 		"setCardNetwork":         {"200", "400", "401", "403", "404", "409", "413", "415", "429", "500"},
 		"setNextForward":         {"200", "400", "401", "403", "404", "409", "413", "415", "429", "500"},
+		"addBatchExtra":          {"200", "400", "401", "403", "404", "409", "413", "415", "429", "500"},
 	}
 	for path, item := range doc.Paths.Map() {
 		for method, op := range item.Operations() {

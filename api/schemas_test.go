@@ -174,6 +174,10 @@ func TestMembers(t *testing.T) {
 			"PrintJob":         reflect.TypeFor[instore.PrintJobWire](),
 			"TransactionEvent": reflect.TypeFor[instore.TransactionEvent](),
 			"TerminalView":     reflect.TypeFor[instore.TerminalView](),
+			"Batch":            reflect.TypeFor[instore.BatchWire](),
+			"BatchItem":        reflect.TypeFor[instore.BatchItemWire](),
+			"BatchDifference":  reflect.TypeFor[instore.BatchDifferenceWire](),
+			"BatchTotal":       reflect.TypeFor[instore.BatchTotal](),
 		}},
 		{"access requests: what the server decodes", access, true, map[string]reflect.Type{
 			"TerminalIdRequest":   reflect.TypeFor[instore.TerminalIDRequest](),

@@ -424,6 +424,8 @@ func TestIntegrationOnlineAPI(t *testing.T) {
 	exerciseBooks(t, e)
 	// Offline approvals: store and forward.
 	exerciseOffline(t, e)
+	// Day close.
+	exerciseBatches(t, e)
 
 	// Every POST carried an Idempotency-Key, each logical call its own.
 	e.rec.mu.Lock()

@@ -522,36 +522,15 @@ func (c *Client) Transactions(ctx context.Context, p ListParams, opts ...CallOpt
 // first, fetching pages as it goes; it stops after the first error, which
 // it yields.
 func (c *Client) AllTransactions(ctx context.Context, p ListParams, opts ...CallOption) iter.Seq2[*Transaction, error] {
-	return allPages[*Transaction](&p.Cursor, func() (*TransactionPage, error) { return c.Transactions(ctx, p, opts...) })
-}
-
-// allPages iterates over the items of the pages fetch returns, from
-// *cursor on; after each page *cursor is its next cursor. It stops after
-// the last page, or after the first error, which it yields.
-func allPages[T any, P interface{ items() ([]T, string) }](cursor *string, fetch func() (P, error)) iter.Seq2[T, error] {
-	return func(yield func(T, error) bool) {
-		for {
-			page, err := fetch()
-			if err != nil {
-				var zero T
-				yield(zero, err)
-				return
-			}
-			items, next := page.items()
-			for _, v := range items {
-				if !yield(v, nil) {
-					return
-				}
-			}
-			if next == "" {
-				return
-			}
-			*cursor = next
+	return pages(p.Cursor, func(cursor string) ([]*Transaction, string, error) {
+		p.Cursor = cursor
+		page, err := c.Transactions(ctx, p, opts...)
+		if err != nil {
+			return nil, "", err
 		}
-	}
+		return page.Transactions, page.NextCursor, nil
+	})
 }
-
-func (p *TransactionPage) items() ([]*Transaction, string) { return p.Transactions, p.NextCursor }
 
 // Print prints lines, or a stored transaction's receipt, on a terminal and
 // returns the job in its final print status: BUSY at once while the

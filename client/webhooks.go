@@ -235,10 +235,15 @@ func (c *Client) WebhookDeliveries(ctx context.Context, webhookID string, q Deli
 // q.Cursor on, newest first, fetching pages as it goes; it stops after
 // the first error, which it yields.
 func (c *Client) AllWebhookDeliveries(ctx context.Context, webhookID string, q DeliveryQuery, opts ...CallOption) iter.Seq2[*WebhookDelivery, error] {
-	return allPages[*WebhookDelivery](&q.Cursor, func() (*DeliveryPage, error) { return c.WebhookDeliveries(ctx, webhookID, q, opts...) })
+	return pages(q.Cursor, func(cursor string) ([]*WebhookDelivery, string, error) {
+		q.Cursor = cursor
+		page, err := c.WebhookDeliveries(ctx, webhookID, q, opts...)
+		if err != nil {
+			return nil, "", err
+		}
+		return page.Deliveries, page.NextCursor, nil
+	})
 }
-
-func (p *DeliveryPage) items() ([]*WebhookDelivery, string) { return p.Deliveries, p.NextCursor }
 
 // RetryWebhookDelivery makes a delivery due now (a failed one, or a
 // pending one sooner than its next attempt) and returns it, pending; the

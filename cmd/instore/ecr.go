@@ -103,6 +103,7 @@ same --idempotency-key says so on stderr ("replayed").`,
   instore ecr list --from 2h
   instore ecr purchase 12.50 --confirm-within 2m --wait && instore ecr confirm txn_01...
   instore ecr events --follow
+  instore ecr close 10000001 && instore ecr batches
   instore ecr webhook listen --register`,
 	}
 	pf := cmd.PersistentFlags()
@@ -121,6 +122,7 @@ same --idempotency-key says so on stderr ("replayed").`,
 		ecrPreAuthCmd(f), ecrIncrementCmd(f), ecrCaptureCmd(f), ecrVoidCmd(f),
 		ecrListCmd(f), ecrPrintCmd(f), ecrEventsCmd(f), ecrWebhookCmd(f), ecrConfirmCmd(f),
 		ecrTotalsCmd(f), ecrReconcileCmd(f),
+		ecrCloseCmd(f), ecrBatchesCmd(f),
 	)
 	cmd.AddCommand(f.requestCmds(ecrTerminalRequests...)...)
 	return cmd

@@ -501,6 +501,17 @@ func (s *session) handle(frame []byte) (int, string) {
 			break
 		}
 		s.confirm(ctx, env)
+	case protocol.TypeBatch:
+		// A closed batch: stored, then confirmed, as a result (batch.go).
+		err := errNoBatches
+		if be, ok := ev.(instore.BatchEvents); ok {
+			err = be.TerminalBatch(ctx, s.serial, data.(*protocol.Batch).Report(env))
+		}
+		if err != nil {
+			s.logEventError("batch", env.Ref, err)
+			return closeInternal, "batch not stored; reconnect and resend it"
+		}
+		s.confirm(ctx, env)
 	case protocol.TypeConfirm:
 		// The terminal has a message the server owes it until confirmed
 		// (cancel, reversal, print): not sent again.

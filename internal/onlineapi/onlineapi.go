@@ -77,6 +77,9 @@ func Register(cfg Config) {
 		a.Handle("POST "+Prefix+path, post(httpapi.DecodedClaimed(h.preAuthOp(op), h.transactionAt(http.StatusCreated))))
 	}
 	a.Handle("GET "+Prefix+"/transactions", g.Wrap(h.transactions))
+	a.Handle("POST "+Prefix+"/terminal/{terminalId}/close", post(h.closeBatch))
+	a.Handle("GET "+Prefix+"/batches", g.Wrap(h.batches))
+	a.Handle("GET "+Prefix+"/batch/{batchId}", g.Wrap(h.batch))
 	a.Handle("POST "+Prefix+"/print", post(httpapi.Decoded(h.svc.Print, h.printJobAt)))
 	// A print job at its limits of lines and characters fits the body
 	// however its JSON is written: 64 KiB would not.

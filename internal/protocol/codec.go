@@ -81,6 +81,8 @@ var types = map[string]typeSpec{
 	TypePrint:        {from: fromServer, ref: true, data: dataRequired, dataType: reflect.TypeFor[Print]()},
 	TypeUpdate:       {from: fromServer, ref: true, data: dataRequired, dataType: reflect.TypeFor[Update]()},
 	TypeConfirm:      {from: fromTerminal | fromServer, re: true, reAllowed: true, data: dataNone},
+	TypeClose:        {from: fromServer, ref: true, data: dataNone},
+	TypeBatch:        {from: fromTerminal, ref: true, data: dataRequired, dataType: reflect.TypeFor[Batch]()},
 }
 
 // FromTerminal reports whether a terminal may send messages of type typ.

@@ -31,6 +31,7 @@ func Register(a *httpapi.API, g *httpapi.Guard, svc *service.Service, store inst
 	a.Handle("POST /sandbox/v1/terminals/{terminalId}/next-tip", g.Wrap(sb.nextTip))
 	a.Handle("POST /sandbox/v1/terminals/{terminalId}/card-network", g.Wrap(sb.cardNetwork))
 	a.Handle("POST /sandbox/v1/terminals/{terminalId}/next-forward", g.Wrap(sb.nextForward))
+	a.Handle("POST /sandbox/v1/terminals/{terminalId}/batch-extra", g.Wrap(sb.batchExtra))
 }
 
 // sandbox serves the sandbox control API (/sandbox/v1), registered only in

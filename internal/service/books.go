@@ -16,7 +16,7 @@ import (
 func (s *Service) Totals(ctx context.Context, p *instore.Principal, q instore.TotalsQuery) (*instore.TotalsWire, error) {
 	var f instore.FieldErrors
 	now := s.Now().UTC()
-	from, to := listWindow(now, q.From, q.To)
+	from, to := windowOf(now, q.From, q.To)
 	if !from.Before(to) {
 		f.Add("from", "must be before to")
 	}

@@ -109,6 +109,7 @@ func (s *Service) sendOwed(ctx context.Context, serial string, h *hello) error {
 			}
 		}
 		s.resendOwed(ctx, serial, of)
+		s.closeOnHello(ctx, t) // a close goes like a command (close.go)
 		if h != nil {
 			// Access API: finish, resend or deliver the terminal's software update.
 			s.updateOnHello(ctx, t, *h)

@@ -25,76 +25,26 @@ import (
 // is paged. Errors, in order: validation, WP03, WP26 (a range over 30
 // days), WP27 (a start more than 90 days ago), WP16 (terminalId).
 func (s *Service) Transactions(ctx context.Context, p *instore.Principal, q instore.ListQuery) ([]*instore.Transaction, string, error) {
-	var f instore.FieldErrors
-	now := s.Now().UTC()
-	from, to := listWindow(now, q.From, q.To)
-	if !from.Before(to) {
-		f.Add("from", "must be before to")
-	}
-	limit := q.Limit
-	if limit == 0 {
-		limit = instore.DefaultListLimit
-	} else if limit < 1 || limit > instore.MaxListLimit {
-		f.Add("limit", "must be 1-%d", instore.MaxListLimit)
-	}
-	if q.TerminalID != "" && !instore.ValidTerminalID(q.TerminalID) {
-		f.Add("terminalId", "must be 8 digits")
-	}
-	if q.StatusID != nil {
-		if _, ok := s.Metadata.TransactionStatus(*q.StatusID); !ok {
-			f.Add("statusId", "must be an id of the transactionStatuses list")
+	w, err := s.openListing(ctx, p, p.MerchantID, &q, func(f *instore.FieldErrors) {
+		if q.StatusID != nil {
+			if _, ok := s.Metadata.TransactionStatus(*q.StatusID); !ok {
+				f.Add("statusId", "must be an id of the transactionStatuses list")
+			}
 		}
-	}
-	instore.CheckECRReference(&f, "ecrReference", q.ECRReference)
-	if err := f.Err(); err != nil {
+		instore.CheckECRReference(f, "ecrReference", q.ECRReference)
+	})
+	if err != nil {
 		return nil, "", err
-	}
-	var after *instore.TransactionCursor
-	var key []byte
-	if q.Cursor != "" {
-		var err error
-		if key, err = s.cursorKey(ctx); err != nil {
-			return nil, "", err
-		}
-		c, ok := openCursor(key, p.MerchantID, &q)
-		if !ok {
-			f.Add("cursor", "is not a cursor this service returned for this listing; pass the nextCursor of the previous page with the same parameters")
-			return nil, "", f.Err()
-		}
-		from, to = time.UnixMicro(c.From).UTC(), time.UnixMicro(c.To).UTC()
-		after = &instore.TransactionCursor{CreatedAt: time.UnixMicro(c.At).UTC(), ID: c.ID}
-	}
-	if _, err := s.merchant(ctx, p); err != nil {
-		return nil, "", err
-	}
-	if err := checkWindow(now, from, to); err != nil {
-		return nil, "", err
-	}
-	if q.TerminalID != "" {
-		if _, err := s.ownTerminal(ctx, p, q.TerminalID); err != nil {
-			return nil, "", err
-		}
 	}
 	ts, err := s.Store.ListTransactions(ctx, instore.TransactionFilter{
-		MerchantID: p.MerchantID, From: from, To: to, TerminalID: q.TerminalID, StatusID: q.StatusID,
-		ECRReference: q.ECRReference, Unconfirmed: q.Unconfirmed, Limit: limit + 1, After: after,
+		MerchantID: p.MerchantID, From: w.from, To: w.to, TerminalID: q.TerminalID, StatusID: q.StatusID,
+		ECRReference: q.ECRReference, Unconfirmed: q.Unconfirmed, Limit: w.limit + 1, After: w.after,
 		Types: q.Types, AuthorizationState: q.AuthorizationState, Forwarding: q.Forwarding,
 	})
 	if err != nil {
 		return nil, "", fmt.Errorf("list transactions: %w", err)
 	}
-	next := ""
-	if len(ts) > limit {
-		ts = ts[:limit]
-		if key == nil {
-			if key, err = s.cursorKey(ctx); err != nil {
-				return nil, "", err
-			}
-		}
-		last := ts[len(ts)-1]
-		next = sealCursor(key, p.MerchantID, &q, listCursor{At: last.CreatedAt.UnixMicro(), ID: last.ID, From: from.UnixMicro(), To: to.UnixMicro()})
-	}
-	return ts, next, nil
+	return pageOf(ctx, s, w, ts, func(t *instore.Transaction) (time.Time, string) { return t.CreatedAt, t.ID })
 }
 
 // cursorKeySetting is the store setting that keeps the key listing cursors
@@ -217,10 +167,10 @@ func intString(n *instore.TransactionStatus) string {
 	return strconv.Itoa(int(*n))
 }
 
-// listWindow is the window of a listing (or totals) asked with from and
+// windowOf is the window of a listing (or totals) asked with from and
 // to: both when given, else the DefaultListRange (24 hours) before to, or
 // after from up to now, or up to now.
-func listWindow(now time.Time, from, to *time.Time) (time.Time, time.Time) {
+func windowOf(now time.Time, from, to *time.Time) (time.Time, time.Time) {
 	switch {
 	case from != nil && to != nil:
 		return *from, *to

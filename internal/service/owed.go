@@ -237,6 +237,7 @@ func (s *Service) Sweep(ctx context.Context) {
 	if !mutant.On(mutant.ExpiryNotRecovered) {
 		s.sweepPreAuths(ctx)
 	}
+	s.sweepBatches(ctx)
 	jobs, err := s.Store.RunningPrintJobs(ctx)
 	if err != nil {
 		if ctx.Err() == nil {

@@ -79,27 +79,12 @@ func (s *Service) runPrint(ctx context.Context, serial string, job *instore.Prin
 		return nil, fmt.Errorf("create print job: %w", err)
 	}
 	until := s.startPrint(context.WithoutCancel(ctx), job, e)
-	timeout, stop := After(s.clock(), until.Sub(s.Now()))
-	defer stop()
-	for {
-		select {
-		case <-ch:
-			// A change of the job, or a wake-up to read it again (another
-			// node's): done once it has its final status.
-			release()
-			ch, release = s.changes.watch(job.ID)
-			j, err := s.Store.PrintJob(context.WithoutCancel(ctx), job.ID)
-			if err != nil || j.StatusID != nil {
-				return j, err
-			}
-			continue
-		case <-timeout:
-			s.completePrint(context.WithoutCancel(ctx), job.ID, lifecycle.PrintEvent{Kind: lifecycle.PrintTimedOut})
-		case <-ctx.Done():
-			// The ECR went away; the job still ends, by answer or time-out.
-		}
-		return s.Store.PrintJob(context.WithoutCancel(ctx), job.ID)
-	}
+	return awaitEnded(ctx, s, job.ID, until, ch, &release, func(ctx context.Context) (*instore.PrintJob, bool, error) {
+		j, err := s.Store.PrintJob(ctx, job.ID)
+		return j, err == nil && j.StatusID != nil, err
+	}, func(ctx context.Context) {
+		s.completePrint(ctx, job.ID, lifecycle.PrintEvent{Kind: lifecycle.PrintTimedOut})
+	})
 }
 
 // startPrint arms the time-out of a stored running job and sends it with

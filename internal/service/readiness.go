@@ -16,7 +16,8 @@ const (
 	// terminal linked (WP01), no transaction waiting on a device that went
 	// away (WP30), the device ready (WP23), no transaction running (WP09,
 	// TRANSACTION_IN_PROGRESS) and no software update installing (WP09,
-	// SOFTWARE_UPDATE).
+	// SOFTWARE_UPDATE); a close running (WP09, BATCH_CLOSE) is found by
+	// the creation, which the store refuses then (busy).
 	needIdle need = iota
 	// needRunning: a cancel needs the terminal linked (WP01), no
 	// transaction waiting on a device that went away (WP30), the device
@@ -70,9 +71,9 @@ func (s *Service) readiness(ctx context.Context, term *instore.Terminal, n need)
 // readyToCreate is readiness(needIdle) for an operation whose creation is
 // its next step and has no check of its own between (a purchase): with
 // the terminal online, a running transaction is found by the creation
-// itself, which the store refuses while the terminal ID has one
-// (ErrConflict; busy then tells WP30 from WP09), so the check costs no read
-// of its own. The answers are readiness's. u is the terminal's unfinished
+// itself, which the store refuses while the terminal ID has one or is
+// closing its batch (ErrConflict; busy then tells WP30 from WP09 and
+// names the cause), so the check costs no read of its own. The answers are readiness's. u is the terminal's unfinished
 // software update (nil if none), read with the terminal.
 func (s *Service) readyToCreate(ctx context.Context, term *instore.Terminal, u *instore.Update) (string, error) {
 	if !term.Linked() || !s.Gateway.Ready(term.SerialNumber) {
@@ -82,11 +83,16 @@ func (s *Service) readyToCreate(ctx context.Context, term *instore.Terminal, u *
 	if err := s.installingWith(term.TerminalID, u); err != nil {
 		return "", err
 	}
+	// A close running on the terminal ID is found by the creation too:
+	// the store refuses a PENDING transaction while the terminal ID has a
+	// PENDING close, as while it has a PENDING transaction (busy).
 	return term.SerialNumber, nil
 }
 
-// busy is the answer when the store refused a transaction or a (un)link
-// because the terminal ID has a running one: WP30 or WP09 naming it.
+// busy is the answer when the store refused a transaction, a close or a
+// (un)link because the terminal ID has a running transaction or close:
+// WP30 or WP09 naming it (reason BATCH_CLOSE for a close). Read only
+// after the refusal, it costs nothing when the terminal is free.
 func (s *Service) busy(ctx context.Context, terminalID string) error {
 	a, err := s.Store.ActiveTransaction(ctx, terminalID)
 	if err != nil {
@@ -94,6 +100,12 @@ func (s *Service) busy(ctx context.Context, terminalID string) error {
 	}
 	if e := wp30(a, s.Gateway); e != nil {
 		return e
+	}
+	if a == nil {
+		var e *instore.Error
+		if err := s.closing(ctx, terminalID); errors.As(err, &e) {
+			return e
+		}
 	}
 	return wp09(a)
 }

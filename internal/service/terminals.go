@@ -37,6 +37,15 @@ func (s *Service) view(ctx context.Context, t *instore.Terminal) (*instore.Termi
 	case !errors.Is(err, instore.ErrNotFound):
 		return nil, fmt.Errorf("open update: %w", err)
 	}
+	if !v.Busy {
+		// A close running makes it busy as a transaction does (close.go).
+		switch _, err := s.Store.PendingBatch(ctx, t.TerminalID); {
+		case err == nil:
+			v.Busy = true
+		case !errors.Is(err, instore.ErrNotFound):
+			return nil, fmt.Errorf("pending close: %w", err)
+		}
+	}
 	return v, nil
 }
 

@@ -99,5 +99,5 @@ func (s *Service) Recover(ctx context.Context) error {
 	for _, j := range jobs {
 		s.arm(j.ID, lifecycle.PrintDue(j, s.printTimeout()), s.printExpired)
 	}
-	return nil
+	return s.recoverBatches(ctx)
 }

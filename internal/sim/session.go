@@ -351,6 +351,8 @@ func (t *Terminal) handle(ctx context.Context, s *session, env protocol.Envelope
 		t.print(s, env)
 	case protocol.TypeUpdate:
 		t.install(ctx, s, env)
+	case protocol.TypeClose:
+		t.closeBatch(s, env)
 	case protocol.TypeConfirm:
 		t.confirm(env.Re)
 		t.forwardConfirmed(env.Re) // offline.go

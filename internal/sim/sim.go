@@ -192,6 +192,7 @@ type Terminal struct {
 	listeners   []func()
 	rev         uint64        // State.Version: counts the changes
 	changed     chan struct{} // closed and replaced at every change (Await)
+	batch       batchBook     // the open batch (batch.go)
 }
 
 // New validates cfg and returns a terminal ready to Run.

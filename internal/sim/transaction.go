@@ -355,6 +355,7 @@ func (t *Terminal) storeLocked(tx *txn, status instore.TransactionStatus) *store
 	status, offline := t.offlineLocked(tx, status) // the card network's say (offline.go)
 	res := buildResult(tx, status, t.terminalID, time.Now())
 	res.Offline = offline
+	t.recordLocked(tx, status, res.TipAmount, offline)
 	r := &stored{ref: tx.ref, env: t.envelope(protocol.TypeResult, "", tx.ref, res), status: status}
 	t.results = append(t.results, r)
 	return r
@@ -478,8 +479,10 @@ func (t *Terminal) reversal(s *session, env protocol.Envelope) {
 	t.update(func() {
 		if d.Reason == instore.ReversalByECR {
 			if r = t.resultLocked(env.Ref); r == nil { // not a repeat
-				r = t.storeLocked(&txn{ref: env.Ref, kind: protocol.TypeReversal}, instore.StatusApproved)
+				r = t.storeLocked(&txn{ref: env.Ref, kind: protocol.TypeReversal, pay: protocol.Payment{OriginalRef: d.OriginalRef}}, instore.StatusApproved)
 			}
+		} else {
+			t.reversedLocked(env.Ref)
 		}
 		if t.tx == nil {
 			t.showLocked("REVERSED")

@@ -283,6 +283,9 @@ func (d *dialect) conflict(err error) (string, bool) {
 			return "duplicate", true
 		case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
 			return "missing reference", true
+		case sqlite3.SQLITE_CONSTRAINT_TRIGGER:
+			// A trigger's RAISE(ABORT): transactions_not_closing (0017).
+			return "refused by a trigger", true
 		}
 	}
 	return "", false

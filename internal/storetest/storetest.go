@@ -60,6 +60,7 @@ func Run(t *testing.T, open func(t *testing.T) instore.Store) {
 		{"Access", accessTests},
 		{"Events", eventTests},
 		{"Deliveries", deliveryTests},
+		{"Batch", batchTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -240,6 +240,7 @@ async function loadLists(signal) {
     api(`/transactions?type=PRE_AUTH,INCREMENT,CAPTURE,VOID&limit=100&from=${encodeURIComponent(since)}`, { signal }),
     api("/terminals", { signal }),
     recentPrints(signal),
+    loadBatches(signal),
   ]);
   if (!state.meta) {
     state.meta = meta;
@@ -250,7 +251,7 @@ async function loadLists(signal) {
   preauths.transactions.forEach(keepTx);
   state.terminals = new Map(terms.terminals.map((t) => [t.terminalId, t]));
   prints.forEach((p) => state.prints.set(p.printId, p));
-  renderTxs(); renderTerminals(); renderPrints();
+  renderTxs(); renderTerminals(); renderPrints(); renderBatches();
   scheduleWebhooks(0);
 }
 
@@ -290,6 +291,9 @@ function apiEvent(m) {
   } else if (type.startsWith("terminal.")) {
     state.terminals.set(d.terminalId, d);
     renderTerminals();
+  } else if (type === "batch.closed") {
+    keepBatch(d);
+    renderBatches(d.batchId);
   }
   scheduleWebhooks(1000);
 }
@@ -561,7 +565,7 @@ function renderTerminals() {
     tr.append(cell(t.terminalId),
       cell(t.linked ? `${t.serialNumber} (${modelNames[t.model] || t.model})` : "unlinked"),
       cell(t.linked ? (t.online ? "online" : "offline") : "", "state " + (t.online ? "on" : "off")),
-      cell(t.busy ? `busy ${t.currentOnlineAPIRefId || ""}` : ""), cell(time(t.lastSeenAt)));
+      cell(t.busy ? `busy ${t.currentOnlineAPIRefId || ""}` : ""), cell(time(t.lastSeenAt)), closeCell(t));
     return tr;
   }));
   $("#terminals-empty").hidden = rows.length > 0;
@@ -574,7 +578,7 @@ function renderFeed() {
     li.dataset.eventId = e.id;
     const d = e.data || {};
     li.append(el("span", time(e.createdAt), "time"), el("span", e.type, "type"),
-      el("span", d.onlineAPIRefId || d.printId || d.terminalId || "", "ref"), el("span", e.id, "id"));
+      el("span", d.onlineAPIRefId || d.printId || d.batchId || d.terminalId || "", "ref"), el("span", e.id, "id"));
     return li;
   }));
   $("#feed-empty").hidden = state.feed.length > 0;
