@@ -30,13 +30,14 @@ import (
 // recorder is a TerminalEvents that records what the gateway reports, in
 // order, as short lines.
 type recorder struct {
-	mu          sync.Mutex
-	events      []string
-	results     []instore.TerminalResult
-	failResults int // how many next TerminalResult calls fail
-	ackErr      error
-	ackPanic    bool
-	updateErr   error
+	mu           sync.Mutex
+	events       []string
+	results      []instore.TerminalResult
+	failResults  int // how many next TerminalResult calls fail
+	failForwards int // how many next TerminalForwarded calls fail
+	ackErr       error
+	ackPanic     bool
+	updateErr    error
 	// onConnected runs in DeviceConnected, as the domain sends the link
 	// code or terminal ID from there.
 	onConnected func(ctx context.Context, serial string) error

@@ -496,9 +496,11 @@ func (s *session) handle(frame []byte) (int, string) {
 		f := data.(*protocol.Forwarded)
 		r := instore.ForwardReport{MessageID: env.ID, Ref: env.Ref, Declined: *f.Declined, ForwardedAt: f.ForwardedAt}
 		if err := ev.TerminalForwarded(ctx, s.serial, r); err != nil {
-			// Not recorded: no confirm; the terminal resends it.
+			// Not recorded: no confirm. As for a result, the close makes
+			// the terminal reconnect and resend it now, not at its next
+			// reconnect, whenever that is.
 			s.logEventError("forwarded", env.Ref, err)
-			break
+			return closeInternal, "forwarded report not stored; reconnect and resend it"
 		}
 		s.confirm(ctx, env)
 	case protocol.TypeBatch:
