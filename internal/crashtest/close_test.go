@@ -19,7 +19,7 @@ import (
 // batches closed by the ECR again and again while the server is killed.
 const (
 	closeCycles = 3
-	closeRounds = 2 // closes per terminal and cycle
+	closeRounds = 4 // closes per terminal and cycle
 )
 
 // TestCrashClose kills a real `instore serve` with SIGKILL while the ECR
@@ -30,7 +30,8 @@ const (
 // every terminal sells a few purchases, refunds one now and then, gets a
 // sale the service never saw (the sandbox's batch-extra) now and then, and
 // has its batch closed closeRounds times, a purchase racing each close;
-// the server is killed once at a random moment of the cycle. Then the raw
+// the server is killed at a random moment of the cycle, and again just
+// after the ECR started one of the closes that follow. Then the raw
 // terminal's closes are cut by chosen kills: right after the server sent
 // the close, before the terminal answered (answered as soon as it is back,
 // and answered only once the close has timed out FAILED), and right after
@@ -64,6 +65,9 @@ type closeEnv struct {
 	// busyKeys are the purchases answered WP09 BATCH_CLOSE.
 	busyKeys []string
 	closes   map[string]int // the ECR's closes by outcome
+	// closing gets the index of a terminal whose close the ECR starts
+	// (when nobody waits for one, it is not sent).
+	closing chan int
 }
 
 func runClose(t *testing.T, set settings, bin, dbURL string) {
@@ -71,7 +75,7 @@ func runClose(t *testing.T, set settings, bin, dbURL string) {
 	defer cancel()
 	e := &crashEnv{t: t, set: set, bin: bin, dir: t.TempDir(), dbURL: dbURL, led: newLedger(), reported: map[string]bool{}}
 	c := &closeEnv{paEnv: &paEnv{crashEnv: e, told: map[string]instore.TransactionStatus{}},
-		acked: map[string]int64{}, closes: map[string]int{}}
+		acked: map[string]int64{}, closes: map[string]int{}, closing: make(chan int)}
 	acc := e.provision(set.terminals + 1)
 	e.startServer(ctx, acc)
 	c.sims = e.startSims(ctx, acc.secrets[:set.terminals])
@@ -94,7 +98,8 @@ func runClose(t *testing.T, set settings, bin, dbURL string) {
 }
 
 // cycle runs every virtual terminal's work (closeWork) while the server is
-// killed once at a random moment.
+// killed at a random moment, and again a random moment (up to 20 ms) after
+// the ECR started one of the closes that follow.
 func (c *closeEnv) cycle(ctx context.Context, cycle int, rng *mrand.Rand) {
 	var wg sync.WaitGroup
 	for i := range c.sims {
@@ -105,12 +110,25 @@ func (c *closeEnv) cycle(ctx context.Context, cycle int, rng *mrand.Rand) {
 			c.closeWork(ctx, cycle, i, mrand.New(mrand.NewPCG(seed, 3)))
 		}()
 	}
-	run := c.set.runMin + time.Duration(rng.Int64N(int64(c.set.runMax-c.set.runMin)))
+	worked := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(worked)
+	}()
+	run := 100*time.Millisecond + time.Duration(rng.Int64N(int64(time.Second)))
 	down := time.Duration(rng.Int64N(int64(500 * time.Millisecond)))
 	sleep(ctx, run)
 	c.restartAfter(ctx, down, fmt.Sprintf("cycle %d", cycle))
 	c.t.Logf("%s cycle %d: SIGKILL after %s, %s down", c.backend(), cycle, run.Round(time.Millisecond), down.Round(time.Millisecond))
-	wg.Wait()
+	select {
+	case i := <-c.closing:
+		after := time.Duration(rng.Int64N(int64(20 * time.Millisecond)))
+		sleep(ctx, after)
+		c.restartAfter(ctx, down, fmt.Sprintf("cycle %d, a close", cycle))
+		c.t.Logf("%s cycle %d: SIGKILL %s after the ECR started a close of terminal %d", c.backend(), cycle, after.Round(time.Millisecond), i)
+	case <-worked:
+	}
+	<-worked
 }
 
 // closeWork is one terminal's share of a cycle: closeRounds times, one to
@@ -134,13 +152,17 @@ func (c *closeEnv) closeWork(ctx context.Context, cycle, i int, rng *mrand.Rand)
 		if rng.IntN(3) == 0 {
 			vt.AddBatchExtra(instore.TypePurchase, 100*(1+rng.Int64N(50)), "SEK")
 		}
+		select {
+		case c.closing <- i:
+		default:
+		}
 		var wg sync.WaitGroup
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			c.closeBatch(ctx, i, fmt.Sprintf("close-c%d-t%d-r%d-close", cycle, i, round), true)
 		}()
-		sleep(ctx, time.Duration(rng.Int64N(int64(30*time.Millisecond))))
+		sleep(ctx, time.Duration(rng.Int64N(int64(10*time.Millisecond))))
 		c.racePurchase(ctx, i, fmt.Sprintf("close-c%d-t%d-r%d-race", cycle, i, round))
 		wg.Wait()
 	}
