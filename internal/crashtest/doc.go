@@ -26,11 +26,17 @@
 // queues outlive the server) sell offline and forward their offline
 // approvals, the raw terminal's forward cut by a kill right after its
 // `forwarded` message went out: each offline approval must end stored once
-// as its terminal reported it (forward_check_test.go).
+// as its terminal reported it (forward_check_test.go). TestCrashClose kills
+// it while the ECR closes the virtual terminals' batches, and between the raw
+// terminal's close and its answer, and its batch and the confirm: every
+// batch a terminal closed must end stored once, CLOSED as the terminal
+// listed it, compared as CompareBatch compares, in windows that follow each
+// other (close_check_test.go).
 //
 //	go test -run '^TestCrash$' -v ./internal/crashtest/                        # 3 rounds, about a minute
 //	go test -run '^TestCrash(Captures|PreAuthExpiry)$' -v ./internal/crashtest/  # pre-auths, under a minute each
 //	go test -run '^TestCrashForwards$' -v ./internal/crashtest/                  # offline approvals, about 10 s a store
+//	go test -run '^TestCrashClose$' -v ./internal/crashtest/                     # day closes, about 15 s a store
 //	INSTORE_CRASH_SOAK=1 go test -run TestCrash -v -timeout 2h ./internal/crashtest/   # 40 rounds, longer runs
 //
 // INSTORE_CRASH_ROUNDS sets the number of rounds, INSTORE_CRASH_SEED the

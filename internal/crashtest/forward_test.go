@@ -83,7 +83,7 @@ func runForwards(t *testing.T, set settings, bin, dbURL string) {
 		want: map[string]instore.ForwardingState{}, full: map[int]bool{}}
 	acc := e.provision(set.terminals + 1)
 	e.startServer(ctx, acc)
-	f.startSims(ctx, acc.secrets[:set.terminals])
+	f.sims = e.startSims(ctx, acc.secrets[:set.terminals])
 	e.startRaw(ctx, acc.secrets[set.terminals])
 	stream := uint64(7) // the seed's streams: 1 to 6 are the other crash tests'
 	if e.postgres() {
@@ -104,9 +104,10 @@ func runForwards(t *testing.T, set settings, bin, dbURL string) {
 }
 
 // startSims runs a virtual terminal per secret in this process, on the
-// gateway, and links each.
-func (f *fwdEnv) startSims(ctx context.Context, secrets []string) {
-	t := f.t
+// gateway, links each, and returns them by index.
+func (e *crashEnv) startSims(ctx context.Context, secrets []string) []*sim.Terminal {
+	t := e.t
+	var sims []*sim.Terminal
 	var wg sync.WaitGroup
 	runCtx, stop := context.WithCancel(context.Background())
 	t.Cleanup(func() {
@@ -114,18 +115,18 @@ func (f *fwdEnv) startSims(ctx context.Context, secrets []string) {
 		wg.Wait()
 	})
 	for i, secret := range secrets {
-		logf, err := os.Create(filepath.Join(f.dir, serial(i, len(f.terms))+".log"))
+		logf, err := os.Create(filepath.Join(e.dir, serial(i, len(e.terms))+".log"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { logf.Close() })
-		vt, err := sim.New(sim.Config{GatewayURL: f.srv.terminal(), SerialNumber: serial(i, len(f.terms)), Secret: secret,
+		vt, err := sim.New(sim.Config{GatewayURL: e.srv.terminal(), SerialNumber: serial(i, len(e.terms)), Secret: secret,
 			Delay: cardDelays[i%len(cardDelays)], BackoffMin: 100 * time.Millisecond, BackoffMax: time.Second,
 			Logger: slog.New(slog.NewJSONHandler(logf, nil))})
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.sims = append(f.sims, vt)
+		sims = append(sims, vt)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -137,8 +138,9 @@ func (f *fwdEnv) startSims(ctx context.Context, secrets []string) {
 		if !ok {
 			t.Fatalf("terminal %d shows no link code within 15 s", i)
 		}
-		f.link(ctx, i, st.LinkCode)
+		e.link(ctx, i, st.LinkCode)
 	}
+	return sims
 }
 
 // sellOffline takes every card network down and sells on each terminal,

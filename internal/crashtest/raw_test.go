@@ -36,6 +36,8 @@ type rawTerminal struct {
 	// reversed holds the reason of each reversal of a transaction the
 	// server made on its own (LATE_APPROVAL, CONFIRM_TIMEOUT), by ref.
 	reversed map[string]string
+	// batches is its day close (close_raw_test.go).
+	batches rawBatches
 }
 
 type rawResult struct {
@@ -143,6 +145,8 @@ func (r *rawTerminal) handle(conn *websocket.Conn, env protocol.Envelope) {
 		r.mu.Unlock()
 		r.write(conn, r.envelope(protocol.TypeAck, env.ID, env.Ref, nil))
 		r.finish(env.Ref, instore.StatusApproved)
+	case protocol.TypeClose:
+		r.onClose(conn, env)
 	case protocol.TypeConfirm:
 		r.mu.Lock()
 		kept := r.results[:0]

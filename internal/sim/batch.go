@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/protocol"
@@ -18,6 +19,15 @@ type batchBook struct {
 	number int64 // the open batch's number (0: 1)
 	items  []protocol.BatchTransaction
 	extras int // how many sales the sandbox added (batch-extra)
+	closed []ClosedBatch
+}
+
+// ClosedBatch is a batch the terminal closed: the close it answered (its
+// batchId), the batch's number and the transactions it listed.
+type ClosedBatch struct {
+	BatchID      string
+	Number       int64
+	Transactions []protocol.BatchTransaction
 }
 
 // typeOfKind is the transaction type of a command kind.
@@ -103,6 +113,7 @@ func (t *Terminal) closeBatch(s *session, env protocol.Envelope) {
 		}
 		r = &stored{ref: env.Ref, env: t.envelope(protocol.TypeBatch, "", env.Ref, protocol.Batch{Number: b.number, Transactions: items})}
 		t.results = append(t.results, r)
+		b.closed = append(b.closed, ClosedBatch{BatchID: env.Ref, Number: b.number, Transactions: slices.Clone(items)})
 		t.log.Info("sim: batch closed", "number", b.number, "transactions", len(items))
 		b.number++
 		b.items = nil
@@ -136,4 +147,16 @@ func (t *Terminal) BatchNumber() int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return max(t.batch.number, 1)
+}
+
+// ClosedBatches lists every batch the terminal closed since it started, in
+// the order it answered the closes (a close answered again is listed once).
+func (t *Terminal) ClosedBatches() []ClosedBatch {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]ClosedBatch, len(t.batch.closed))
+	for i, b := range t.batch.closed {
+		out[i] = ClosedBatch{BatchID: b.BatchID, Number: b.Number, Transactions: slices.Clone(b.Transactions)}
+	}
+	return out
 }
