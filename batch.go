@@ -237,8 +237,11 @@ type BatchQuery struct {
 type BatchStore interface {
 	// CreateBatch stores the new PENDING close b if its terminal ID has
 	// neither a PENDING transaction nor a PENDING close, checked in the
-	// same database transaction (ErrConflict otherwise).
-	CreateBatch(ctx context.Context, b *Batch) error
+	// same database transaction (ErrConflict otherwise); with a claim,
+	// it ties the request's idempotency record to b in that transaction
+	// (ErrIdempotencyLost if the record is no longer the claim's), so a
+	// retry after a crash answers about b and never closes again.
+	CreateBatch(ctx context.Context, b *Batch, claim *IdempotencyClaim) error
 	Batch(ctx context.Context, id string) (*Batch, error)
 	// PendingBatch returns the PENDING close of a terminal ID (ErrNotFound
 	// if none).

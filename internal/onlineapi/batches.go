@@ -4,12 +4,13 @@ import (
 	"net/http"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/httpapi"
 )
 
 // closeBatch answers POST /terminal/{terminalId}/close: 201 with the
 // closed batch (a body, if any, is not read).
 func (h *handlers) closeBatch(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	b, err := h.svc.CloseBatch(r.Context(), p, r.PathValue("terminalId"))
+	b, err := h.svc.CloseBatch(r.Context(), p, r.PathValue("terminalId"), httpapi.Claim(r))
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,6 +162,7 @@ func TestBatchCloseSurvivesRestart(t *testing.T) {
 	for k, v := range s.auth(s.token, s.key) {
 		req.Header.Set(k, v)
 	}
+	req.Header.Set("Idempotency-Key", "close-after-restart")
 	go func() {
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
@@ -195,6 +197,14 @@ func TestBatchCloseSurvivesRestart(t *testing.T) {
 	if p := s.purchase(t, term, 1000).problem(t, 409, "WP09"); p.Reason != instore.ReasonBatchClose {
 		t.Errorf("a purchase while the resumed close runs: reason %q, want BATCH_CLOSE", p.Reason)
 	}
+	// The ECR retries its close with the same Idempotency-Key: the key is
+	// tied to the close it created (in the same database transaction), so
+	// the retry waits for that close and answers it, and closes nothing
+	// again.
+	retry := make(chan reply, 1)
+	go func() {
+		retry <- s.post(t, "/in-store/api/v1/terminal/"+term+"/close", nil, map[string]string{"Idempotency-Key": "close-after-restart"})
+	}()
 	id := d2.send(protocol.TypeBatch, "", "", cl.Ref, protocol.Batch{Number: 1, Transactions: []protocol.BatchTransaction{
 		{Reference: sale.Ref, Type: instore.TypePurchase, StatusID: instore.StatusApproved, Amount: 2500, Currency: "SEK"},
 	}})
@@ -204,5 +214,12 @@ func TestBatchCloseSurvivesRestart(t *testing.T) {
 	closed := batchOf(t, s.get(t, "/in-store/api/v1/batch/"+cl.Ref), 200)
 	if closed.State != instore.BatchClosed || !closed.Matched || closed.ErrorCode != "" {
 		t.Errorf("after the answer: %+v, want CLOSED and matched, without error", closed)
+	}
+	r := <-retry
+	if got := batchOf(t, r, 201); got.BatchID != cl.Ref || r.resp.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("the retried close answered batch %q (replayed %q), want the first close %q replayed", got.BatchID, r.resp.Header.Get("Idempotent-Replayed"), cl.Ref)
+	}
+	if list := s.get(t, "/in-store/api/v1/batches?terminalId="+term); strings.Count(string(list.body), `"batchId"`) != 1 {
+		t.Errorf("batches after the retry: %s, want the one close", list.body)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/lifecycle"
@@ -56,8 +57,14 @@ func (s *Service) closing(ctx context.Context, terminalID string) error {
 // terminal answered. Errors, in order: validation (terminalId), WP03, WP16,
 // WP01, WP30, WP23, WP09 (a transaction, an update or a close runs); WP25
 // when the terminal does not answer within the ack time-out (the close is
-// FAILED; a late answer still closes it).
-func (s *Service) CloseBatch(ctx context.Context, p *instore.Principal, terminalID string) (*instore.Batch, error) {
+// FAILED; a late answer still closes it). With an Idempotency-Key
+// (claim), the close is tied to the key's record in the database
+// transaction that creates it: a retry, after a crash too, answers about
+// that close (resumeClose) and never closes the batch again.
+func (s *Service) CloseBatch(ctx context.Context, p *instore.Principal, terminalID string, claim *instore.IdempotencyClaim) (*instore.Batch, error) {
+	if claim != nil && claim.Resume != "" {
+		return s.resumeClose(ctx, p, claim.Resume)
+	}
 	if !instore.ValidTerminalID(terminalID) {
 		return nil, &instore.Error{Code: instore.EValidation, Detail: "The request is not valid; see errors.", Fields: []instore.FieldError{{Field: "terminalId", Message: "must be 8 digits"}}}
 	}
@@ -87,9 +94,12 @@ func (s *Service) CloseBatch(ctx context.Context, p *instore.Principal, terminal
 		OpenedAt: opened, ClosedAt: now}, lifecycle.BatchEvent{Kind: lifecycle.BatchRequested, At: now}, nil)
 	ch, release := s.changes.watch(b.ID)
 	defer func() { release() }()
-	if err := s.Store.CreateBatch(ctx, &b); errors.Is(err, instore.ErrConflict) {
+	switch err := s.Store.CreateBatch(ctx, &b, claim); {
+	case errors.Is(err, instore.ErrConflict):
 		return nil, s.busy(ctx, term.TerminalID)
-	} else if err != nil {
+	case errors.Is(err, instore.ErrIdempotencyLost):
+		return nil, instore.Errorf(instore.EConflict, "Another request with this Idempotency-Key took it over; retry with the same key for its answer.")
+	case err != nil:
 		return nil, fmt.Errorf("create batch: %w", err)
 	}
 	until := lifecycle.BatchDue(&b, s.ackTimeout())
@@ -99,16 +109,39 @@ func (s *Service) CloseBatch(ctx context.Context, p *instore.Principal, terminal
 		s.completeBatch(context.WithoutCancel(ctx), b.ID, lifecycle.BatchEvent{Kind: lifecycle.BatchSendFailed})
 		return nil, instore.Errorf(instore.WP23, "The terminal is offline.")
 	}
-	got, err := awaitEnded(ctx, s, b.ID, until, ch, &release, func(ctx context.Context) (*instore.Batch, bool, error) {
-		got, err := s.Store.Batch(ctx, b.ID)
+	return s.awaitClose(ctx, b.ID, until, ch, &release)
+}
+
+// awaitClose waits until the close id ended (or times it out at until)
+// and answers it (batchAnswer).
+func (s *Service) awaitClose(ctx context.Context, id string, until time.Time, ch <-chan struct{}, release *func()) (*instore.Batch, error) {
+	got, err := awaitEnded(ctx, s, id, until, ch, release, func(ctx context.Context) (*instore.Batch, bool, error) {
+		got, err := s.Store.Batch(ctx, id)
 		return got, err == nil && got.State != instore.BatchPending, err
 	}, func(ctx context.Context) {
-		s.completeBatch(ctx, b.ID, lifecycle.BatchEvent{Kind: lifecycle.BatchTimedOut})
+		s.completeBatch(ctx, id, lifecycle.BatchEvent{Kind: lifecycle.BatchTimedOut})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("batch: %w", err)
 	}
 	return s.batchAnswer(got)
+}
+
+// resumeClose answers a retry of a request that created the close id (its
+// idempotency record is tied to it), after a crash or while the first
+// still runs, as the first answered or would have: once the close ended.
+// It creates and sends nothing.
+func (s *Service) resumeClose(ctx context.Context, p *instore.Principal, id string) (*instore.Batch, error) {
+	ch, release := s.changes.watch(id)
+	defer func() { release() }()
+	b, err := s.Batch(ctx, p, id)
+	if err != nil {
+		return nil, err
+	}
+	if b.State != instore.BatchPending {
+		return s.batchAnswer(b)
+	}
+	return s.awaitClose(ctx, id, lifecycle.BatchDue(b, s.ackTimeout()), ch, &release)
 }
 
 // batchAnswer is what CloseBatch answers for a close that ended: the batch,

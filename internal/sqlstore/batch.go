@@ -111,7 +111,7 @@ func decodeBatchReport(s string, b *instore.Batch) error {
 // A transaction created meanwhile is refused by the trigger
 // transactions_not_closing (0017); on PostgreSQL both first take the
 // terminal ID's lock, so that neither misses the other.
-func (db *DB) CreateBatch(ctx context.Context, b *instore.Batch) error {
+func (db *DB) CreateBatch(ctx context.Context, b *instore.Batch, claim *instore.IdempotencyClaim) error {
 	report, err := encodeBatchReport(b)
 	if err != nil {
 		return fmt.Errorf("create batch: %w", err)
@@ -136,7 +136,7 @@ func (db *DB) CreateBatch(ctx context.Context, b *instore.Batch) error {
 		if err != nil {
 			return c.conflictErr("create batch", err)
 		}
-		return nil
+		return tieClaim(ctx, c, claim, b.ID)
 	})
 }
 

@@ -55,13 +55,19 @@ func (db *DB) CreateTransaction(ctx context.Context, ch *instore.Change) error {
 // only if it exists. Otherwise instore.ErrIdempotencyLost, and the caller
 // rolls the insert back.
 func tieIdempotency(ctx context.Context, c conn, ch *instore.Change) error {
-	k := ch.Idempotency
+	return tieClaim(ctx, c, ch.Idempotency, ch.T.ID)
+}
+
+// tieClaim ties the idempotency record of claim k (nil: none) to id, what
+// its request created: a transaction, or a close (batches; the column
+// transaction_id holds either, told apart by the id's prefix).
+func tieClaim(ctx context.Context, c conn, k *instore.IdempotencyClaim, id string) error {
 	if k == nil || mutant.On(mutant.IdempotencyNotTied) {
 		return nil
 	}
 	n, err := c.execAffected(ctx, `UPDATE idempotency_keys SET transaction_id = ?
 		WHERE merchant_id = ? AND key = ? AND attempt = ? AND transaction_id IS NULL AND status_code IS NULL`,
-		ch.T.ID, k.MerchantID, k.Key, k.Attempt)
+		id, k.MerchantID, k.Key, k.Attempt)
 	if err != nil {
 		return fmt.Errorf("tie idempotency record: %w", err)
 	}

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -17,7 +18,7 @@ func newBatch(id, terminalID string, opened, closed time.Time) *instore.Batch {
 
 func mustCreateBatch(t *testing.T, s instore.Store, b *instore.Batch) *instore.Batch {
 	t.Helper()
-	return mustCreateWith(t, "CreateBatch", s.CreateBatch, b, b.ID)
+	return mustCreateWith(t, "CreateBatch", func(ctx context.Context, b *instore.Batch) error { return s.CreateBatch(ctx, b, nil) }, b, b.ID)
 }
 
 // closedBatch is b CLOSED with a report that has every part set.
@@ -98,15 +99,15 @@ var batchTests = []test{
 		terminalID := seed(t, s)
 		mustCreateBatch(t, s, newBatch("bat_1", terminalID, at(0), at(10)))
 		// One PENDING close per terminal ID.
-		checkConflict(t, "CreateBatch(second PENDING)", s.CreateBatch(t.Context(), newBatch("bat_2", terminalID, at(0), at(11))))
+		checkConflict(t, "CreateBatch(second PENDING)", s.CreateBatch(t.Context(), newBatch("bat_2", terminalID, at(0), at(11)), nil))
 		if ps, err := s.PendingBatches(t.Context()); err != nil || len(ps) != 1 || ps[0].ID != "bat_1" {
 			t.Errorf("PendingBatches = %v, %v; want bat_1", ps, err)
 		}
 		// Not while a transaction runs on the terminal ID.
 		other := seedTerminal(t, s, "SN-2")
 		mustCreateTransaction(t, s, newTransaction("txn_1", "mer_1", other, "SN-2", instore.StatusPending, at(1)))
-		checkConflict(t, "CreateBatch(transaction running)", s.CreateBatch(t.Context(), newBatch("bat_3", other, at(0), at(2))))
-		checkConflict(t, "CreateBatch(missing terminal ID)", s.CreateBatch(t.Context(), newBatch("bat_4", "99999998", at(0), at(2))))
+		checkConflict(t, "CreateBatch(transaction running)", s.CreateBatch(t.Context(), newBatch("bat_3", other, at(0), at(2)), nil))
+		checkConflict(t, "CreateBatch(missing terminal ID)", s.CreateBatch(t.Context(), newBatch("bat_4", "99999998", at(0), at(2)), nil))
 		_, err := s.Batch(t.Context(), "bat_3")
 		checkNotFound(t, "Batch(refused)", err, "bat_3")
 		// A terminal ID closing its batch takes no PENDING transaction
@@ -143,7 +144,7 @@ var batchTests = []test{
 			go func() {
 				defer wg.Done()
 				<-start
-				batchErr = s.CreateBatch(t.Context(), newBatch(fmt.Sprintf("bat_race_%d", i), terminalID, at(0), at(1)))
+				batchErr = s.CreateBatch(t.Context(), newBatch(fmt.Sprintf("bat_race_%d", i), terminalID, at(0), at(1)), nil)
 			}()
 			close(start)
 			wg.Wait()

@@ -66,6 +66,15 @@ var idempotencyTests = []test{
 		if got := mustIdempotency(t, s, "mer_1", "key-2"); got.TransactionID != "txn_r" {
 			t.Errorf("IdempotencyRecord() after CreateOnOriginal = transaction %q, want txn_r", got.TransactionID)
 		}
+
+		// And a close (POST /terminal/{terminalId}/close), by its batchId.
+		mustBeginIdempotency(t, s, newIdempotency("mer_1", "key-3", at(4)))
+		if err := s.CreateBatch(t.Context(), newBatch("bat_k", seedTerminal(t, s, "SN-3"), at(0), at(4)), claim("key-3")); err != nil {
+			t.Fatalf("CreateBatch(with a claim) = %v", err)
+		}
+		if got := mustIdempotency(t, s, "mer_1", "key-3"); got.TransactionID != "bat_k" {
+			t.Errorf("IdempotencyRecord() after CreateBatch = tied to %q, want bat_k", got.TransactionID)
+		}
 	}},
 	{"TieLost", func(t *testing.T, s instore.Store) {
 		// A creation whose record is another attempt's, tied already,
@@ -106,6 +115,11 @@ var idempotencyTests = []test{
 				_, err := s.Transaction(t.Context(), "txn_lost")
 				checkNotFound(t, "Transaction("+create.name+" with record "+tc.name+")", err, "")
 			}
+			if err := s.CreateBatch(t.Context(), newBatch("bat_lost", a, at(0), at(1)), tc.c); !errors.Is(err, instore.ErrIdempotencyLost) {
+				t.Errorf("CreateBatch(record %s) = %v, want instore.ErrIdempotencyLost", tc.name, err)
+			}
+			_, err := s.Batch(t.Context(), "bat_lost")
+			checkNotFound(t, "Batch(with record "+tc.name+")", err, "")
 		}
 		if got := mustIdempotency(t, s, "mer_1", "key-other"); got.TransactionID != "" {
 			t.Errorf("IdempotencyRecord(another attempt's) tied to %q, want untied", got.TransactionID)
