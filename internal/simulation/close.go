@@ -38,7 +38,7 @@ type closes struct {
 	// reversedAfter: sales whose reversal reached their terminal after
 	// it had answered the close of their batch.
 	reversedAfter map[string]bool
-	msgs    int
+	msgs          int
 	// seen: what the checks saw of each close (close_check.go).
 	seen map[string]*closeSeen
 }

@@ -3,8 +3,6 @@ package simulation
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"os"
 	"reflect"
 	"slices"
 	"time"
@@ -158,9 +156,6 @@ func (w *world) settledCloses(ctx context.Context) {
 		case b.State != instore.BatchClosed && events[b.ID] != 0:
 			w.fail(invBatchOnce, "close %s is %s with %d batch.closed events", b.ID, b.State, events[b.ID])
 		}
-		if os.Getenv("SIMDEBUG") != "" {
-			fmt.Fprintf(os.Stderr, "STATE %s late=%v\n", b.State, b.State == instore.BatchClosed && b.ErrorID != nil)
-		}
 		if b.State == instore.BatchClosed {
 			w.checkComparison(ctx, b)
 		}
@@ -220,13 +215,9 @@ func (w *world) checkComparison(ctx context.Context, b *instore.Batch) {
 	}
 	for _, d := range b.Differences {
 		if why := w.expectedDifference(b, d, byRef[d.Ref]); why == "" {
-			w.debugDiff(ctx, b, d, byRef[d.Ref])
 			w.fail(invBatchReport, "close %s: the difference %s of %s (terminal %+v, service %+v) is none the world made", b.ID, d.Kind, d.Ref, d.Terminal, d.Service)
 		} else {
 			w.note("close %s: %s of %s: %s", b.ID, d.Kind, d.Ref, why)
-			if os.Getenv("SIMDEBUG") != "" {
-				fmt.Fprintf(os.Stderr, "EXPECTED %s\n", why)
-			}
 		}
 	}
 }
@@ -298,18 +289,4 @@ func unionKeys[V any](a, b map[string]V) map[string]bool {
 		out[k] = true
 	}
 	return out
-}
-
-func (w *world) debugDiff(ctx context.Context, b *instore.Batch, d instore.BatchDifference, t *instore.Transaction) {
-	if os.Getenv("SIMDEBUG") == "" {
-		return
-	}
-	var kinds []string
-	if t != nil {
-		tl, _ := w.db.TransactionEvents(ctx, t.ID)
-		for _, e := range tl {
-			kinds = append(kinds, fmt.Sprintf("%s@%v", e.Kind, e.At.Sub(epoch)))
-		}
-	}
-	fmt.Fprintf(os.Stderr, "UNEXPECTED seed-step %d %s %s term=%+v svc=%+v window=(%v,%v] reported=%v tl=%v\n", w.step, d.Kind, d.Ref, d.Terminal, d.Service, b.OpenedAt.Sub(epoch), b.ClosedAt.Sub(epoch), b.ReportedAt.Sub(epoch), kinds)
 }
