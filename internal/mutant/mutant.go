@@ -64,6 +64,15 @@ const (
 	// ForwardAppliedTwice applies a terminal's forwarded report again when
 	// it is resent (the once-check skipped).
 	ForwardAppliedTwice Name = "forward-applied-twice"
+	// BatchAppliedTwice applies a terminal's batch again when it is resent
+	// to a close it CLOSED already (the once-check skipped).
+	BatchAppliedTwice Name = "batch-applied-twice"
+	// CloseWindowNotMoved opens every close's window at its terminal ID's
+	// creation, not at the end of its latest CLOSED batch.
+	CloseWindowNotMoved Name = "close-window-not-moved"
+	// CloseBesideTransaction lets the store create a close while a
+	// transaction of its terminal ID is PENDING.
+	CloseBesideTransaction Name = "close-beside-transaction"
 )
 
 // All is every mutant.
@@ -71,7 +80,7 @@ var All = []Name{RefundLimitOutsideLock, RefundAboveAmount, ReversalBesideRefund
 	OwedNotResentOnHello, NoDeadlineAfterAck, AckTimeoutNotArmed, UnconfirmedNotRecovered, EventsOutOfOrder,
 	LateApprovalNotReversed, EffectEndedOnSend, CashbackRefundable, PendingRefundsNotCounted,
 	CaptureToleranceSkipped, VoidAfterCapture, ExpiryNotRecovered, PreAuthRefundsAboveCaptured,
-	QueuedRefundable, ForwardAppliedTwice}
+	QueuedRefundable, ForwardAppliedTwice, BatchAppliedTwice, CloseWindowNotMoved, CloseBesideTransaction}
 
 var on atomic.Pointer[Name]
 

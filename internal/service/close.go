@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/mutant"
 	"github.com/instore-dev/instore/lifecycle"
 )
 
@@ -89,6 +90,9 @@ func (s *Service) CloseBatch(ctx context.Context, p *instore.Principal, terminal
 		opened = last.ClosedAt
 	} else if !errors.Is(err, instore.ErrNotFound) {
 		return nil, fmt.Errorf("last closed batch: %w", err)
+	}
+	if mutant.On(mutant.CloseWindowNotMoved) {
+		opened = term.CreatedAt
 	}
 	b, _ := lifecycle.NextBatch(instore.Batch{ID: s.newBatchID(), MerchantID: p.MerchantID, TerminalID: term.TerminalID, SerialNumber: serial,
 		OpenedAt: opened, ClosedAt: now}, lifecycle.BatchEvent{Kind: lifecycle.BatchRequested, At: now}, nil)
@@ -189,12 +193,16 @@ func (s *Service) completeBatch(ctx context.Context, id string, e lifecycle.Batc
 			s.log().Error("complete batch", "batchId", id, "error", err)
 			return fmt.Errorf("batch: %w", err)
 		}
-		if e.Kind == lifecycle.BatchReported && b.State != instore.BatchClosed {
+		cur := *b
+		if mutant.On(mutant.BatchAppliedTwice) && cur.State == instore.BatchClosed {
+			cur.State = instore.BatchFailed // the once-check skipped: a resent batch applied again
+		}
+		if e.Kind == lifecycle.BatchReported && cur.State != instore.BatchClosed {
 			if e.Service, err = s.batchItems(ctx, b); err != nil {
 				return err
 			}
 		}
-		next, st := lifecycle.NextBatch(*b, e, s.batchErrorIDs())
+		next, st := lifecycle.NextBatch(cur, e, s.batchErrorIDs())
 		if st.Refused != nil {
 			return st.Refused
 		}

@@ -175,6 +175,7 @@ func (w *world) check() {
 	w.lastTxs = byRef
 	w.checkPreAuths(ts)
 	w.checkForwarding(ts, byRef)
+	w.checkCloses(ts)
 	if len(ts) == 0 && len(w.keyRef) > 0 {
 		w.fail("the checks see the store", "the ECRs were answered about %d transactions, the listing shows none", len(w.keyRef))
 	}
@@ -231,6 +232,7 @@ func (w *world) settled() {
 	}
 	w.checkExpired()
 	w.settledForwarding()
+	w.settledCloses(ctx)
 	w.checkEvents(ctx)
 	w.checkWebhooks(ctx)
 }

@@ -27,6 +27,8 @@ const (
 	mPrint                          // service: print
 	mResultConfirmed                // service (the gateway): the result (or forwarded report) id is stored
 	mForwarded                      // device: an offline approval forwarded (offline.go)
+	mClose                          // service: close the batch (id, ref: the batchId; close.go)
+	mBatch                          // device: its answer to a close (close.go)
 )
 
 type msg struct {
@@ -44,6 +46,7 @@ type msg struct {
 	offline  bool
 	declined bool
 	at       time.Time
+	batch    *batchAnswer // a batch message's content
 }
 
 // session is one connection of a device to a node. Messages on it arrive
@@ -92,6 +95,9 @@ func (d *device) connect() {
 	}
 	for _, r := range d.net.reports {
 		s.toService(r.msg())
+	}
+	for _, a := range d.book.unconfirmed {
+		s.toService(a.msg())
 	}
 	d.scheduleCut()
 }
@@ -187,6 +193,10 @@ func (s *session) read() {
 			}
 		case mForwarded:
 			s.forwarded(m)
+		case mBatch:
+			if !s.batch(m) {
+				return
+			}
 		case mConfirm:
 			_ = svc.TerminalConfirmed(ctx, serial, m.id)
 		case mPrintResult:
@@ -218,6 +228,7 @@ type device struct {
 	unconfirmed []*dtx
 	cancelFirst map[string]bool // cancels of commands it never saw
 	net         cardNetwork     // its card network and offline queue (offline.go)
+	book        batchBook       // its open batch (close.go)
 }
 
 // dtx is a command as the device runs it.
@@ -259,6 +270,9 @@ func (d *device) receive(s *session, m msg) {
 	case mReversal:
 		d.send(msg{kind: mConfirm, id: m.id})
 		w.ledger.reverse(d.serial, m.ref, "reversal "+m.reason)
+		d.reversedInBatch(m.ref)
+	case mClose:
+		d.close(m.ref)
 	case mPrint:
 		d.send(msg{kind: mConfirm, id: m.id})
 		d.send(msg{kind: mPrintResult, ref: m.ref, print: instore.PrintSuccess})
@@ -270,6 +284,7 @@ func (d *device) receive(s *session, m msg) {
 			}
 		}
 		d.forwardConfirmed(m.id)
+		d.batchConfirmed(m.id)
 	}
 	_ = s
 }
@@ -396,6 +411,7 @@ func (d *device) finish(t *dtx, status instore.TransactionStatus) {
 			d.w.ledger.reverse(d.serial, t.original, "reversal "+t.ref)
 		}
 	}
+	d.record(t)
 	d.unconfirmed = append(d.unconfirmed, t)
 	d.send(t.result())
 }

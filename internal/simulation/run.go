@@ -24,6 +24,7 @@ import (
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/admin"
 	"github.com/instore-dev/instore/internal/sqlstore"
+	"github.com/instore-dev/instore/internal/wallclock"
 )
 
 // The service's time-outs in the world, and the grace within which a
@@ -100,6 +101,7 @@ type world struct {
 	forwards     int                                // forwarded reports made (their ids)
 	toldFwd      map[string]instore.ForwardingState // forwarding states the ECRs were told (offline.go)
 	ledger       *ledger
+	closes       *closes // day closes (close.go)
 	keyRef       map[string]string
 	confirmed    map[string]bool  // sales whose confirm the ECR was answered 2xx
 	payback      float64          // how often an ECR acts on a sale rather than selling (drawn per seed)
@@ -183,6 +185,7 @@ func Run(cfg Config) (res *Result, err error) {
 	}
 	for _, e := range w.ecrs {
 		w.sched.after(time.Duration(w.ecrRng.IntN(3000))*time.Millisecond, "ecr "+e.name, e.act)
+		w.sched.after(w.closes.every/2+time.Duration(w.closes.rng.Int64N(int64(w.closes.every))), "close "+e.name, e.closeLoop)
 	}
 	for ; w.step < cfg.Steps && w.failure == nil; w.step++ {
 		if !w.sched.step() {
@@ -258,6 +261,9 @@ func Prepare(dir string) (*Template, error) {
 	}
 	defer db.Close()
 	ad := admin.New(db)
+	// What the admin stamps (the terminal IDs' creation: their first
+	// batch's window opens there) is before the world's epoch.
+	ad.Clock = beforeEpoch{wallclock.Clock{}}
 	cus, err := ad.CreateCustomer(ctx, "sim")
 	if err != nil {
 		return nil, err
@@ -334,6 +340,7 @@ func newWorld(cfg Config, tpl *Template) (*world, error) {
 		merchantID: tpl.merchantID, webhookID: tpl.webhookID, eventsBefore: tpl.eventsBefore,
 		client: tpl.client, subscriptionKey: tpl.subscriptionKey, hash: sha256.New(),
 	}
+	w.closes = newCloses(cfg.Seed)
 	w.receiver = &receiver{w: w, secret: tpl.webhookSecret, accepted: map[int64]int{}}
 	w.ledger = &ledger{w: w, auths: map[string]int{}, amount: map[string]int64{}, cashback: map[string]int64{}, byKey: map[string]string{}, refunded: map[string]int64{},
 		refunds: map[string]bool{}, refundOf: map[string]refund{}, reversed: map[string]bool{},
@@ -341,15 +348,21 @@ func newWorld(cfg Config, tpl *Template) (*world, error) {
 	w.told = &told{end: map[string]*sale{}, state: map[string]instore.AuthorizationState{}, refunded: map[string]int64{}}
 	w.sched.stepHook = func(kind, name string) { w.note("%s %s", kind, name) }
 	for i := 0; i < len(tpl.terminals); i += 2 {
-		d := &device{w: w, terminalID: tpl.terminals[i], serial: tpl.terminals[i+1], known: map[string]*dtx{}, cancelFirst: map[string]bool{}}
+		d := &device{w: w, terminalID: tpl.terminals[i], serial: tpl.terminals[i+1], known: map[string]*dtx{}, cancelFirst: map[string]bool{},
+			book: batchBook{answered: map[string]*batchAnswer{}}}
 		w.devices = append(w.devices, d)
 		w.ecrs = append(w.ecrs, &ecr{w: w, name: fmt.Sprintf("ecr%d", i/2+1), terminalID: d.terminalID})
 	}
 	w.payback = 0.3 + 0.5*w.ecrRng.Float64()
 	w.validity = time.Duration(30+w.ecrRng.IntN(70)) * time.Second
-	w.note("seed %d nodes %d faults %s payback %.2f validity %v", cfg.Seed, w.nodes, f, w.payback, w.validity)
+	w.note("seed %d nodes %d faults %s payback %.2f validity %v %s", cfg.Seed, w.nodes, f, w.payback, w.validity, w.closes)
 	return w, nil
 }
+
+// beforeEpoch is the admin's clock: an hour before the world's epoch.
+type beforeEpoch struct{ wallclock.Clock }
+
+func (beforeEpoch) Now() time.Time { return epoch.Add(-time.Hour) }
 
 // seedBytes derives the seed of one source of randomness.
 func seedBytes(seed uint64, purpose string) [32]byte {

@@ -325,3 +325,35 @@ func (s *store) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, 
 func (s *store) RecordAttempt(ctx context.Context, d *instore.DueDelivery, o instore.AttemptOutcome) error {
 	return s.write(ctx, func(ctx context.Context) error { return s.Store.RecordAttempt(ctx, d, o) })
 }
+
+// Closes (close.go).
+
+func (s *store) CreateBatch(ctx context.Context, b *instore.Batch) error {
+	return s.write(ctx, func(ctx context.Context) error { return s.Store.CreateBatch(ctx, b) })
+}
+
+func (s *store) UpdateBatch(ctx context.Context, b *instore.Batch, from instore.BatchState, evs ...instore.OutboxEvent) error {
+	return s.write(ctx, func(ctx context.Context) error { return s.Store.UpdateBatch(ctx, b, from, evs...) })
+}
+
+func (s *store) Batch(ctx context.Context, id string) (*instore.Batch, error) {
+	return read(s, ctx, func(ctx context.Context) (*instore.Batch, error) { return s.Store.Batch(ctx, id) })
+}
+
+func (s *store) PendingBatch(ctx context.Context, terminalID string) (*instore.Batch, error) {
+	return read(s, ctx, func(ctx context.Context) (*instore.Batch, error) { return s.Store.PendingBatch(ctx, terminalID) })
+}
+
+func (s *store) LastClosedBatch(ctx context.Context, terminalID string) (*instore.Batch, error) {
+	return read(s, ctx, func(ctx context.Context) (*instore.Batch, error) { return s.Store.LastClosedBatch(ctx, terminalID) })
+}
+
+func (s *store) PendingBatches(ctx context.Context) ([]*instore.Batch, error) {
+	return read(s, ctx, s.Store.PendingBatches)
+}
+
+func (s *store) TerminalTransactions(ctx context.Context, terminalID string, from, to time.Time) ([]*instore.Transaction, error) {
+	return read(s, ctx, func(ctx context.Context) ([]*instore.Transaction, error) {
+		return s.Store.TerminalTransactions(ctx, terminalID, from, to)
+	})
+}
