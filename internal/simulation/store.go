@@ -328,8 +328,8 @@ func (s *store) RecordAttempt(ctx context.Context, d *instore.DueDelivery, o ins
 
 // Closes (close.go).
 
-func (s *store) CreateBatch(ctx context.Context, b *instore.Batch) error {
-	return s.write(ctx, func(ctx context.Context) error { return s.Store.CreateBatch(ctx, b) })
+func (s *store) CreateBatch(ctx context.Context, b *instore.Batch, claim *instore.IdempotencyClaim) error {
+	return s.write(ctx, func(ctx context.Context) error { return s.Store.CreateBatch(ctx, b, claim) })
 }
 
 func (s *store) UpdateBatch(ctx context.Context, b *instore.Batch, from instore.BatchState, evs ...instore.OutboxEvent) error {
