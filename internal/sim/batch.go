@@ -111,6 +111,17 @@ func (t *Terminal) closeBatch(s *session, env protocol.Envelope) {
 		if items == nil {
 			items = []protocol.BatchTransaction{}
 		}
+		if len(items) > protocol.MaxBatchTransactions {
+			// More than one batch message holds (docs/decisions.md, "Day
+			// close"): no answer, so the close ends WP25 and the batch
+			// stays open; never a message the server must refuse, which
+			// the terminal would resend after every reconnect.
+			t.log.Warn("sim: batch too large to report", "transactions", len(items), "max", protocol.MaxBatchTransactions)
+			if t.tx == nil {
+				t.showLocked(fmt.Sprintf("BATCH TOO LARGE (%d)", len(items)))
+			}
+			return
+		}
 		r = &stored{ref: env.Ref, env: t.envelope(protocol.TypeBatch, "", env.Ref, protocol.Batch{Number: b.number, Transactions: items})}
 		t.results = append(t.results, r)
 		b.closed = append(b.closed, ClosedBatch{BatchID: env.Ref, Number: b.number, Transactions: slices.Clone(items)})
@@ -121,6 +132,9 @@ func (t *Terminal) closeBatch(s *session, env protocol.Envelope) {
 			t.showLocked(fmt.Sprintf("BATCH %d CLOSED", b.number-1))
 		}
 	})
+	if r == nil {
+		return // too large to report
+	}
 	t.sendOn(s, r.env)
 }
 
