@@ -259,7 +259,9 @@ func (w *world) agree(t *instore.Transaction) {
 			w.agreeHold(t)
 		}
 	case instore.TypeIncrement, instore.TypeCapture, instore.TypeVoid:
-		if op := l.ops[t.ID]; (op != nil && !op.reversed) != (t.StatusID == instore.StatusApproved) {
+		// A VOID approved late keeps the status the service gave it and
+		// released the hold all the same (lateVoid).
+		if op := l.ops[t.ID]; (op != nil && !op.reversed) != (t.StatusID == instore.StatusApproved || w.lateVoid(t)) {
 			w.fail("the terminals' and the service's views agree", "%s %s is %d in the service; carried out on the card: %v", t.Type, t.ID, t.StatusID, op != nil && !op.reversed)
 		}
 	case instore.TypeRefund:

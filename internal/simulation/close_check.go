@@ -242,19 +242,26 @@ func (w *world) changedSince(ctx context.Context, ref string, at time.Time) bool
 //     reversed (auto-reversal, late approval, refused tip) and whose
 //     reversal reached the terminal after it had answered the close;
 //   - MISSING_ON_TERMINAL of a transaction the terminal listed in another
-//     batch, whose close was answered late: the two windows overlap
-//     (docs/decisions.md, "Day close").
+//     batch: a close answered late (the two windows overlap), or one whose
+//     outcome reached the service only after that batch's window ended
+//     (docs/decisions.md, "Day close");
+//   - MISSING_IN_SERVICE of a transaction of that terminal the service
+//     knows but places in another window: the terminal's outcome reached
+//     it after this close's point (a result resent after a reconnect, a
+//     late approval), so the service ended it later than the terminal.
 func (w *world) expectedDifference(b *instore.Batch, d instore.BatchDifference, t *instore.Transaction) string {
 	switch {
 	case d.Kind == instore.MissingInService && w.closes.extras[d.Ref]:
 		return "a sale the terminal added (batch-extra)"
+	case d.Kind == instore.MissingInService && w.otherWindow(b, d.Ref):
+		return "the service learned its outcome after the close's point: it is in another window"
 	case d.Kind == instore.DifferenceStatus && t != nil && (w.hasEntry(t.ID, instore.EventLateResult) || w.hasEntry(t.ID, instore.EventLateApproval)):
 		return "the service ended it before the terminal's outcome came"
 	case d.Kind == instore.DifferenceStatus && d.Terminal.StatusID == instore.StatusApproved && d.Service.StatusID == instore.StatusReversed &&
 		w.closes.reversedAfter[d.Ref]:
 		return "its reversal reached the terminal after the close"
 	case d.Kind == instore.MissingOnTerminal && w.listedElsewhere(b, d.Ref):
-		return "the terminal listed it in an overlapping batch answered late"
+		return "the terminal listed it in another batch (answered late, or before the service learned its outcome)"
 	}
 	return ""
 }
@@ -265,12 +272,18 @@ func (w *world) hasEntry(ref string, kind instore.TimelineKind) bool {
 	return slices.ContainsFunc(tl, func(e instore.TransactionEvent) bool { return e.Kind == kind })
 }
 
-// listedElsewhere: ref is in another CLOSED batch of b's terminal ID whose
-// window overlaps b's.
+// otherWindow: ref is a transaction of b's terminal ID the service knows,
+// outside b's window as the service counts it (instore.InBatch).
+func (w *world) otherWindow(b *instore.Batch, ref string) bool {
+	t, err := w.db.Transaction(context.Background(), ref)
+	return err == nil && t.TerminalID == b.TerminalID && !instore.InBatch(t, b.OpenedAt, b.ClosedAt)
+}
+
+// listedElsewhere: ref is in another CLOSED batch of b's terminal ID.
 func (w *world) listedElsewhere(b *instore.Batch, ref string) bool {
 	for _, id := range sortedKeys(w.closes.seen) {
 		o := w.closes.seen[id].first
-		if o == nil || id == b.ID || o.TerminalID != b.TerminalID || !o.OpenedAt.Before(b.ClosedAt) || !b.OpenedAt.Before(o.ClosedAt) {
+		if o == nil || id == b.ID || o.TerminalID != b.TerminalID {
 			continue
 		}
 		if slices.ContainsFunc(o.TerminalItems, func(it instore.BatchItem) bool { return it.Ref == ref }) {

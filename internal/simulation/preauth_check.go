@@ -129,6 +129,8 @@ func (w *world) checkPreAuth(p *instore.Transaction, kids []*instore.Transaction
 			w.fail(invNotReversed, "%s has the reversal %s", p.ID, k.ID)
 		case k.Type == instore.TypeRefund && k.StatusID == instore.StatusApproved:
 			refunded += k.Amount
+		case w.lateVoid(k):
+			ends = append(ends, k) // approved late: it released the hold (lifecycle.NextOnPreAuth)
 		case k.StatusID != instore.StatusApproved:
 		case k.Type == instore.TypeIncrement:
 			incremented += k.Amount
@@ -202,7 +204,7 @@ func (w *world) checkAuthTimeline(t *instore.Transaction, tl []instore.Transacti
 	ops := 0
 	for _, ref := range sortedKeys(w.lastTxs) {
 		k := w.lastTxs[ref]
-		if k.OriginalID != t.ID || !instore.OnPreAuth(k.Type) || k.StatusID != instore.StatusApproved {
+		if k.OriginalID != t.ID || !instore.OnPreAuth(k.Type) || k.StatusID != instore.StatusApproved && !w.lateVoid(k) {
 			continue
 		}
 		ops++
@@ -341,4 +343,12 @@ func (w *world) toldOf(s *sale) {
 	if st, end := tl.state[pre], tl.end[pre]; st != "" && end != nil && st != stateAfter(end) {
 		w.fail(invNeverBoth, "%s: an ECR was told %s %s approved, and the pre-auth %s", pre, end.kind, end.ref, st)
 	}
+}
+
+// lateVoid: k is a VOID the service had ended that the terminal approved
+// late (timeline LATE_APPROVAL): it keeps its status and released its
+// pre-auth all the same.
+func (w *world) lateVoid(k *instore.Transaction) bool {
+	return k.Type == instore.TypeVoid && k.StatusID == instore.StatusTechnicalError && k.ResultMessageID != "" &&
+		w.hasEntry(k.ID, instore.EventLateApproval)
 }
