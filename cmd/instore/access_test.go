@@ -10,6 +10,7 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/api"
+	"github.com/instore-dev/instore/internal/apitest"
 	"github.com/instore-dev/instore/internal/demo"
 	"github.com/instore-dev/instore/internal/testwait"
 )
@@ -18,7 +19,8 @@ import (
 // credentials; the response is validated against api/access-api.yaml.
 func accessRequest(t *testing.T, info demo.Info, method, path string, body any) (int, []byte) {
 	t.Helper()
-	return validatedRequest(t, api.AccessYAML, info.AccessAPIBaseURL, info.AccessSubscriptionKey, info.AccessAccessToken, method, path, body)
+	c := apitest.Caller{Client: apitest.NewValidator(t, api.AccessYAML).Client(t), Base: info.AccessAPIBaseURL, Key: info.AccessSubscriptionKey, Token: info.AccessAccessToken}
+	return c.Call(t, method, path, body)
 }
 
 type demoInfo struct {

@@ -3,13 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/instore-dev/instore/internal/apitest"
 	"github.com/instore-dev/instore/internal/server"
 )
 
@@ -41,20 +40,13 @@ func TestDemoReadyWhenItSaysSo(t *testing.T) {
 	t.Cleanup(func() { demoConfigHook = nil })
 	info, _, _ := runDemo(t, "--sim-delay", "0")
 	open()
-	body := `{"terminalId":"` + info.Terminals[0].TerminalID + `","amount":1250,"currency":"SEK"}`
-	req, _ := http.NewRequest("POST", info.OnlineAPIBaseURL+"/in-store/api/v1/purchase", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Ocp-Apim-Subscription-Key", info.SubscriptionKey)
-	req.Header.Set("Authorization", "Bearer "+info.AccessToken)
-	tx := demoCall(t, req, http.StatusCreated)
+	c := apitest.Caller{Base: info.OnlineAPIBaseURL, Key: info.SubscriptionKey, Token: info.AccessToken}
+	tx := demoCall(t, c, "POST", "/in-store/api/v1/purchase", map[string]any{"terminalId": info.Terminals[0].TerminalID, "amount": 1250, "currency": "SEK"}, http.StatusCreated)
 	for range 5 {
 		if tx.Status != "PENDING" {
 			break
 		}
-		req, _ := http.NewRequest("GET", info.OnlineAPIBaseURL+"/in-store/api/v1/transaction/"+tx.Ref+"?wait=20", nil)
-		req.Header.Set("Ocp-Apim-Subscription-Key", info.SubscriptionKey)
-		req.Header.Set("Authorization", "Bearer "+info.AccessToken)
-		tx = demoCall(t, req, http.StatusOK)
+		tx = demoCall(t, c, "GET", "/in-store/api/v1/transaction/"+tx.Ref+"?wait=20", nil, http.StatusOK)
 	}
 	if tx.Status != "APPROVED" {
 		t.Errorf("the purchase sent right after the JSON line ended %s, want APPROVED", tx.Status)
@@ -66,16 +58,11 @@ type demoTx struct {
 	Status string `json:"status"`
 }
 
-func demoCall(t *testing.T, req *http.Request, want int) demoTx {
+func demoCall(t *testing.T, c apitest.Caller, method, path string, body any, want int) demoTx {
 	t.Helper()
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		t.Fatalf("%s %s = %d %s, want %d", req.Method, req.URL.Path, resp.StatusCode, b, want)
+	st, b := c.Call(t, method, path, body)
+	if st != want {
+		t.Fatalf("%s %s = %d %s, want %d", method, path, st, b, want)
 	}
 	var tx demoTx
 	if err := json.Unmarshal(b, &tx); err != nil {

@@ -388,9 +388,9 @@ func ecrTerminalsCmd(f *ecrFlags) *cobra.Command {
 
 func ecrListCmd(f *ecrFlags) *cobra.Command {
 	var (
-		from, to, terminal, status, reference, cursor string
-		limit                                         int
-		all, unconfirmed, asCSV                       bool
+		l                  listing
+		status, reference  string
+		unconfirmed, asCSV bool
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -402,12 +402,8 @@ the API answers it ({"transactions": [...], "nextCursor": ...}).`,
 		Args: args(0, 0, "no arguments"),
 		RunE: f.run(func(ctx context.Context, cmd *cobra.Command, _ []string, c *client.Client) error {
 			var err error
-			p := client.ListParams{TerminalID: terminal, ECRReference: reference, Unconfirmed: unconfirmed, Limit: limit, Cursor: cursor}
-			now := time.Now()
-			if p.From, err = whenFlag("--from", from, now); err != nil {
-				return err
-			}
-			if p.To, err = whenFlag("--to", to, now); err != nil {
+			p := client.ListParams{TerminalID: l.terminal, ECRReference: reference, Unconfirmed: unconfirmed, Limit: l.limit, Cursor: l.cursor}
+			if p.From, p.To, err = l.window(); err != nil {
 				return err
 			}
 			if status != "" {
@@ -418,10 +414,10 @@ the API answers it ({"transactions": [...], "nextCursor": ...}).`,
 				p.StatusID = &id
 			}
 			if asCSV {
-				return listCSV(ctx, cmd, c, p, all)
+				return listCSV(ctx, cmd, c, p, l.all)
 			}
 			page := &client.TransactionPage{}
-			if all {
+			if l.all {
 				for tx, err := range c.AllTransactions(ctx, p) {
 					if err != nil {
 						return fail("list", err)
@@ -439,14 +435,9 @@ the API answers it ({"transactions": [...], "nextCursor": ...}).`,
 		}),
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&from, "from", "", "oldest createdAt: RFC 3339 time or a duration ago such as 2h")
-	fs.StringVar(&to, "to", "", "createdAt before: RFC 3339 time or a duration ago")
-	fs.StringVar(&terminal, "terminal", "", "only this terminal ID")
+	l.add(fs, "createdAt", "2h")
 	fs.StringVar(&status, "status", "", "only this transaction status (code such as APPROVED, or id)")
 	fs.StringVar(&reference, "reference", "", "only this ecrReference")
-	fs.IntVar(&limit, "limit", 0, "page size, 1-1000 (default 100)")
-	fs.StringVar(&cursor, "cursor", "", "continue a listing from its nextCursor")
-	fs.BoolVar(&all, "all", false, "fetch every page")
 	fs.BoolVar(&unconfirmed, "unconfirmed", false, "only the APPROVED sales still awaiting confirmation (see confirm)")
 	fs.BoolVar(&asCSV, "csv", false, "print the service's CSV export (RFC 4180, a header row; see reconcile)")
 	return cmd

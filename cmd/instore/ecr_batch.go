@@ -52,11 +52,7 @@ batch as the API answers it.`,
 }
 
 func ecrBatchesCmd(f *ecrFlags) *cobra.Command {
-	var (
-		from, to, terminal, cursor string
-		limit                      int
-		all                        bool
-	)
+	var l listing
 	cmd := &cobra.Command{
 		Use:   "batches [BATCH_ID]",
 		Short: "List the day closes, newest first (default: the last 24 hours), or show one",
@@ -71,23 +67,19 @@ answer ({"batches": [...], "nextCursor": ...}, or the batch).`,
 		Args: args(0, 1, "at most one batchId"),
 		RunE: f.call("batches", func(ctx context.Context, a []string, c *client.Client) (any, func(io.Writer), error) {
 			if len(a) == 1 {
-				if from != "" || to != "" || terminal != "" || cursor != "" || limit != 0 || all {
+				if l != (listing{}) {
 					return nil, nil, usageError{errors.New("a batchId shows one batch; it takes no listing flags")}
 				}
 				b, err := c.Batch(ctx, a[0])
 				return b, func(w io.Writer) { printBatch(w, b) }, err
 			}
-			p := client.BatchListParams{TerminalID: terminal, Limit: limit, Cursor: cursor}
+			p := client.BatchListParams{TerminalID: l.terminal, Limit: l.limit, Cursor: l.cursor}
 			var err error
-			now := time.Now()
-			if p.From, err = whenFlag("--from", from, now); err != nil {
-				return nil, nil, err
-			}
-			if p.To, err = whenFlag("--to", to, now); err != nil {
+			if p.From, p.To, err = l.window(); err != nil {
 				return nil, nil, err
 			}
 			page := &client.BatchPage{Batches: []*client.Batch{}}
-			if all {
+			if l.all {
 				for b, err := range c.AllBatches(ctx, p) {
 					if err != nil {
 						return nil, nil, err
@@ -104,13 +96,7 @@ answer ({"batches": [...], "nextCursor": ...}, or the batch).`,
 			return map[string]any{"batches": page.Batches, "nextCursor": next}, func(w io.Writer) { printBatches(w, page) }, nil
 		}),
 	}
-	fs := cmd.Flags()
-	fs.StringVar(&from, "from", "", "oldest closedAt: RFC 3339 time or a duration ago such as 24h")
-	fs.StringVar(&to, "to", "", "closedAt before: RFC 3339 time or a duration ago")
-	fs.StringVar(&terminal, "terminal", "", "only this terminal ID")
-	fs.IntVar(&limit, "limit", 0, "page size, 1-1000 (default 100)")
-	fs.StringVar(&cursor, "cursor", "", "continue a listing from its nextCursor")
-	fs.BoolVar(&all, "all", false, "fetch every page")
+	l.add(cmd.Flags(), "closedAt", "24h")
 	return cmd
 }
 

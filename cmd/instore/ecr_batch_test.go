@@ -14,17 +14,9 @@ import (
 // sale only the terminal knows shown as a difference, and ecr batches
 // listing the closes and showing one.
 func TestEcrClose(t *testing.T) {
-	info, _, _ := runDemo(t, "--sim-delay", "0")
-	ecrEnv(t, info)
+	info := ecrOnDemo(t, "--sim-delay", "0")
 	term := info.Terminals[0].TerminalID
-	ecr := func(wantCode int, args ...string) (string, string) {
-		t.Helper()
-		out, errs, code := runCmd(t, append([]string{"ecr"}, args...)...)
-		if code != wantCode {
-			t.Fatalf("instore ecr %v = exit %d, want %d; stderr %q", args, code, wantCode, errs)
-		}
-		return out, errs
-	}
+	ecr := ecrOutErr(t)
 
 	ecr(0, "purchase", "12.50", "--wait")
 	out, _ := ecr(0, "close")

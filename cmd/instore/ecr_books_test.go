@@ -11,8 +11,7 @@ import (
 )
 
 func TestEcrBooks(t *testing.T) {
-	info, _, _ := runDemo(t, "--sim-delay", "0")
-	ecrEnv(t, info)
+	ecrOnDemo(t, "--sim-delay", "0")
 	ecr := ecrOutErr(t)
 	from := time.Now().UTC().Add(-time.Minute).Format(time.RFC3339)
 	sale := lastTx(t, first(ecr(0, "purchase", "12.50", "--reference", "=1+2", "--wait", "--json")))

@@ -9,14 +9,7 @@ import (
 
 func TestEcrConfirm(t *testing.T) {
 	ecrOnDemo(t, "--sim-delay", "0")
-	ecr := func(wantCode int, args ...string) (string, string) {
-		t.Helper()
-		out, errs, code := runCmd(t, append([]string{"ecr"}, args...)...)
-		if code != wantCode {
-			t.Fatalf("instore ecr %v = exit %d, want %d; stderr %q", args, code, wantCode, errs)
-		}
-		return out, errs
-	}
+	ecr := ecrOutErr(t)
 	type confirmed struct {
 		OnlineAPIRefID string `json:"onlineAPIRefId"`
 		Status         string `json:"status"`

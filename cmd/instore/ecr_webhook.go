@@ -243,11 +243,7 @@ func ecrWebhookCreateCmd(f *ecrFlags) *cobra.Command {
 }
 
 func ecrWebhookDeliveriesCmd(f *ecrFlags) *cobra.Command {
-	var (
-		cursor string
-		limit  int
-		all    bool
-	)
+	var p paging
 	cmd := &cobra.Command{
 		Use:   "deliveries WEBHOOK_ID",
 		Short: "List an endpoint's deliveries, newest first, with their attempts",
@@ -256,10 +252,10 @@ func ecrWebhookDeliveriesCmd(f *ecrFlags) *cobra.Command {
 prints the page as the API answers it.`,
 		Args: args(1, 1, "a webhookId"),
 		RunE: f.call("webhook deliveries", func(ctx context.Context, a []string, c *client.Client) (any, func(io.Writer), error) {
-			q := client.DeliveryQuery{Cursor: cursor, Limit: limit}
+			q := client.DeliveryQuery{Cursor: p.cursor, Limit: p.limit}
 			page := &client.DeliveryPage{Deliveries: []*client.WebhookDelivery{}}
 			var err error
-			if all {
+			if p.all {
 				for d, derr := range c.AllWebhookDeliveries(ctx, a[0], q) {
 					if derr != nil {
 						return nil, nil, derr
@@ -279,10 +275,7 @@ prints the page as the API answers it.`,
 			}{page.Deliveries, next}, func(w io.Writer) { printDeliveries(w, page) }, nil
 		}),
 	}
-	fs := cmd.Flags()
-	fs.StringVar(&cursor, "cursor", "", "continue a listing from its nextCursor")
-	fs.IntVar(&limit, "limit", 0, "page size, 1-100 (default 50)")
-	fs.BoolVar(&all, "all", false, "fetch every page")
+	p.add(cmd.Flags(), "1-100 (default 50)")
 	return cmd
 }
 

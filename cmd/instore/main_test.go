@@ -6,8 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,22 +49,16 @@ func runDemo(t *testing.T, extra ...string) (demo.Info, *testlog.Buffer, func())
 
 func getMetadata(t *testing.T, info demo.Info) int {
 	t.Helper()
-	req, _ := http.NewRequest("GET", info.OnlineAPIBaseURL+"/in-store/api/v1/metadata", nil)
-	req.Header.Set("accept", "application/json")
-	req.Header.Set("Ocp-Apim-Subscription-Key", info.SubscriptionKey)
-	req.Header.Set("Authorization", "Bearer "+info.AccessToken)
-	resp, err := apitest.NewValidator(t, api.OnlineYAML).Client(t).Do(req)
-	if err != nil {
-		t.Fatalf("GET metadata: %v", err)
-	}
-	defer resp.Body.Close()
+	c := onlineCaller(t, info)
+	c.Header = map[string]string{"Accept": "application/json"}
+	st, b := c.Call(t, "GET", "/in-store/api/v1/metadata", nil)
 	var m instore.Metadata
-	if resp.StatusCode == 200 {
-		if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || len(m.ErrorCodes) != 15 {
+	if st == 200 {
+		if err := json.Unmarshal(b, &m); err != nil || len(m.ErrorCodes) != 15 {
 			t.Errorf("metadata body: %v, %d error codes", err, len(m.ErrorCodes))
 		}
 	}
-	return resp.StatusCode
+	return st
 }
 
 func TestDemoJSONExactObjectAndRestart(t *testing.T) {
@@ -132,49 +124,22 @@ func TestDemoJSONExactObjectAndRestart(t *testing.T) {
 	}
 }
 
-// apiRequest calls the demo's Online API with its credentials; the
-// response is validated against api/online-api.yaml.
-func apiRequest(t *testing.T, info demo.Info, method, path string, body any) (int, []byte) {
-	t.Helper()
-	return validatedRequest(t, api.OnlineYAML, info.OnlineAPIBaseURL, info.SubscriptionKey, info.AccessToken, method, path, body)
+// onlineCaller calls the demo's Online API with its credentials; the
+// responses are validated against api/online-api.yaml.
+func onlineCaller(t *testing.T, info demo.Info) apitest.Caller {
+	return apitest.Caller{Client: apitest.NewValidator(t, api.OnlineYAML).Client(t), Base: info.OnlineAPIBaseURL, Key: info.SubscriptionKey, Token: info.AccessToken}
 }
 
-// validatedRequest sends body (JSON, nil for none) to base+path with a
-// subscription key and a bearer token, and returns the status and the
-// body of the response, validated against the OpenAPI document doc.
-func validatedRequest(t *testing.T, doc []byte, base, key, token, method, path string, body any) (int, []byte) {
+// apiRequest calls the demo's Online API with its credentials (see
+// onlineCaller) and returns the status and body of the answer.
+func apiRequest(t *testing.T, info demo.Info, method, path string, body any) (int, []byte) {
 	t.Helper()
-	var r io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		r = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, base+path, r)
-	req.Header.Set("Ocp-Apim-Subscription-Key", key)
-	req.Header.Set("Authorization", "Bearer "+token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := apitest.NewValidator(t, doc).Client(t).Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	return onlineCaller(t, info).Call(t, method, path, body)
 }
 
 func purchase(t *testing.T, info demo.Info, terminalID string, amount int64) string {
 	t.Helper()
-	st, b := apiRequest(t, info, "POST", "/in-store/api/v1/purchase", map[string]any{"terminalId": terminalID, "amount": amount, "currency": "SEK"})
-	if st != 201 {
-		t.Fatalf("purchase = %d %s", st, b)
-	}
-	var tx struct {
-		Ref string `json:"onlineAPIRefId"`
-	}
-	json.Unmarshal(b, &tx)
-	return tx.Ref
+	return onlineCaller(t, info).Purchase(t, map[string]any{"terminalId": terminalID, "amount": amount, "currency": "SEK"})
 }
 
 func waitFinal(t *testing.T, info demo.Info, ref string) instore.TransactionStatus {

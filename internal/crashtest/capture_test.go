@@ -26,24 +26,16 @@ const captureKills = 4
 // tolerance, refunds within the capture, every end the ECR was told stored
 // as told, one transaction per key, nothing PENDING.
 func TestCrashCaptures(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the crash test builds the binary and kills it under load; run it without -short")
-	}
-	set := loadSettings(t)
-	t.Logf("seed %d (INSTORE_CRASH_SEED=%d repeats the kill moments), %d kills, %d terminals", set.seed, set.seed, captureKills, set.terminals)
-	bin := buildInstore(t, t.TempDir())
-	forEachStore(t, func(t *testing.T, dbURL string) { runCaptures(t, set, bin, dbURL) })
+	crashTest(t, "kills it under load", func(set settings) string {
+		return fmt.Sprintf("%d kills, %d terminals", captureKills, set.terminals)
+	}, runCaptures)
 }
 
 func runCaptures(t *testing.T, set settings, bin, dbURL string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	p := newPAEnv(t, ctx, set, bin, dbURL)
-	stream := uint64(3) // the seed's streams: TestCrash has 1 and 2
-	if p.postgres() {
-		stream = 4
-	}
-	rng := mrand.New(mrand.NewPCG(set.seed, stream))
+	rng := p.seeded(3) // TestCrash has the streams 1 and 2
 	phase, stop := context.WithCancel(ctx)
 	wg, counts := p.startWorkers(rng, func(i int, rng *mrand.Rand, counts map[string]int) {
 		p.captureWork(ctx, phase, i, rng, counts)

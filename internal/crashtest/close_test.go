@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
-	"github.com/instore-dev/instore/internal/sim"
 )
 
 // The day close's run: virtual terminals sell, refund and have their
@@ -46,19 +45,14 @@ const (
 // purchase answered WP09 BATCH_CLOSE created a transaction
 // (close_check_test.go).
 func TestCrashClose(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the crash test builds the binary and kills it as batches are closed; run it without -short")
-	}
-	set := loadSettings(t)
-	t.Logf("seed %d (INSTORE_CRASH_SEED=%d repeats the kill moments), %d cycles, %d terminals", set.seed, set.seed, closeCycles, set.terminals)
-	bin := buildInstore(t, t.TempDir())
-	forEachStore(t, func(t *testing.T, dbURL string) { runClose(t, set, bin, dbURL) })
+	crashTest(t, "kills it as batches are closed", func(set settings) string {
+		return fmt.Sprintf("%d cycles, %d terminals", closeCycles, set.terminals)
+	}, runClose)
 }
 
 // closeEnv is a store's run with day closes.
 type closeEnv struct {
-	*paEnv
-	sims []*sim.Terminal // the virtual terminals, by index (the raw terminal is the last of e.terms)
+	*simsEnv
 	// acked is the number each close the ECR got a 201 for carried, by
 	// batchId.
 	acked map[string]int64
@@ -73,18 +67,8 @@ type closeEnv struct {
 func runClose(t *testing.T, set settings, bin, dbURL string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	e := &crashEnv{t: t, set: set, bin: bin, dir: t.TempDir(), dbURL: dbURL, led: newLedger(), reported: map[string]bool{}}
-	c := &closeEnv{paEnv: &paEnv{crashEnv: e, told: map[string]instore.TransactionStatus{}},
-		acked: map[string]int64{}, closes: map[string]int{}, closing: make(chan int)}
-	acc := e.provision(set.terminals + 1)
-	e.startServer(ctx, acc)
-	c.sims = e.startSims(ctx, acc.secrets[:set.terminals])
-	e.startRaw(ctx, acc.secrets[set.terminals])
-	stream := uint64(9) // the seed's streams: 1 to 8 are the other crash tests'
-	if e.postgres() {
-		stream = 10
-	}
-	rng := mrand.New(mrand.NewPCG(set.seed, stream))
+	c := &closeEnv{simsEnv: newSimsEnv(t, ctx, set, bin, dbURL), acked: map[string]int64{}, closes: map[string]int{}, closing: make(chan int)}
+	rng := c.seeded(9) // the streams 1 to 8 are the other crash tests'
 	start := time.Now()
 	for cycle := 1; cycle <= closeCycles; cycle++ {
 		c.cycle(ctx, cycle, rng)
@@ -94,7 +78,7 @@ func runClose(t *testing.T, set settings, bin, dbURL string) {
 	c.rawCutBeforeConfirm(ctx)
 	c.checkCloses(ctx, c.settleCloses(ctx))
 	t.Logf("%s: %d cycles in %s, %d kills; the ECR's closes: %v, %d purchases answered WP09 BATCH_CLOSE",
-		e.backend(), closeCycles, time.Since(start).Round(time.Second), e.srv.starts-1, c.closes, len(c.busyKeys))
+		c.backend(), closeCycles, time.Since(start).Round(time.Second), c.srv.starts-1, c.closes, len(c.busyKeys))
 }
 
 // cycle runs every virtual terminal's work (closeWork) while the server is

@@ -38,7 +38,7 @@ func TestCluster(t *testing.T) {
 	t.Logf("seed %d (INSTORE_CRASH_SEED=%d repeats the kill moments), %d rounds, %d terminals, 3 nodes", set.seed, set.seed, set.rounds, set.terminals)
 	ctx, cancel := context.WithTimeout(context.Background(), set.limit)
 	defer cancel()
-	e := &crashEnv{t: t, set: set, bin: buildInstore(t, t.TempDir()), dir: t.TempDir(), dbURL: u, led: newLedger(), reported: map[string]bool{}}
+	e := newCrashEnv(t, set, buildInstore(t, t.TempDir()), u)
 	c := e.startCluster(ctx, haproxy)
 
 	rng := mrand.New(mrand.NewPCG(set.seed, 3))
@@ -137,7 +137,7 @@ func (e *crashEnv) startCluster(ctx context.Context, haproxy string) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.ecr = &ecr{base: lbOnline, subscriptionKey: acc.key, token: tok, led: e.led, client: &http.Client{Timeout: 30 * time.Second}}
+	e.ecr = newECR(lbOnline, acc.key, tok, e.led)
 	e.db = e.openDB()
 	gw := fmt.Sprintf("ws://127.0.0.1:%d/terminal/v1/connect", lbPorts[1])
 	e.startTerminals(t, ctx, gw, acc.secrets, e.set.terminals)

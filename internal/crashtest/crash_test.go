@@ -69,38 +69,21 @@ func loadSettings(t *testing.T) settings {
 // after each restart; then kills it at a chosen moment: after the terminal
 // acknowledged a purchase, before the purchase's 201 was stored.
 func TestCrash(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the crash test builds the binary and kills it under load for about a minute; run it without -short")
-	}
-	set := loadSettings(t)
-	t.Logf("seed %d (INSTORE_CRASH_SEED=%d repeats the kill moments), %d rounds, %d terminals", set.seed, set.seed, set.rounds, set.terminals)
-	bin := buildInstore(t, t.TempDir())
-	t.Run("sqlite", func(t *testing.T) {
-		runCrash(t, set, bin, "")
-	})
-	t.Run("postgres", func(t *testing.T) {
-		u := freshPostgres(t)
-		if u == "" {
-			t.Skip("INSTORE_TEST_DATABASE_URL is not set")
-		}
-		runCrash(t, set, bin, u)
-	})
+	crashTest(t, "kills it under load for about a minute", func(set settings) string {
+		return fmt.Sprintf("%d rounds, %d terminals", set.rounds, set.terminals)
+	}, runCrash)
 }
 
 func runCrash(t *testing.T, set settings, bin, dbURL string) {
 	ctx, cancel := context.WithTimeout(context.Background(), set.limit)
 	defer cancel()
-	e := &crashEnv{t: t, set: set, bin: bin, dir: t.TempDir(), dbURL: dbURL, led: newLedger(), reported: map[string]bool{}}
+	e := newCrashEnv(t, set, bin, dbURL)
 	e.setup(ctx)
 	fctx, stopFollowing := context.WithCancel(ctx)
 	defer stopFollowing()
 	follower := e.follow(fctx)
 	start := time.Now()
-	stream := uint64(1) // one stream of the seed per store
-	if e.postgres() {
-		stream = 2
-	}
-	rng := mrand.New(mrand.NewPCG(set.seed, stream))
+	rng := e.seeded(1)
 	for round := 1; round <= set.rounds; round++ {
 		e.randomRound(ctx, round, rng)
 		e.check(ctx, fmt.Sprintf("round %d", round))

@@ -1,11 +1,9 @@
 package crashtest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"sort"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/apitest"
 )
 
 const (
@@ -71,35 +70,22 @@ func (a answer) retry() bool {
 // ecr is the cash register: it pays with Idempotency-Key, retries as the
 // API says it may, and keeps a ledger of every answer.
 type ecr struct {
-	base, subscriptionKey, token string
-	client                       *http.Client
-	led                          *ledger
+	api apitest.Caller // the Online API, as the merchant
+	led *ledger
+}
+
+// newECR returns the cash register of the merchant with the subscription
+// key and access token, calling the Online API at base.
+func newECR(base, key, token string, led *ledger) *ecr {
+	return &ecr{api: apitest.Caller{Client: &http.Client{Timeout: 30 * time.Second}, Base: base, Key: key, Token: token}, led: led}
 }
 
 func (e *ecr) do(ctx context.Context, method, path string, body []byte, idemKey string) answer {
-	var r io.Reader
-	if body != nil {
-		r = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, e.base+path, r)
-	if err != nil {
-		return answer{err: err}
-	}
-	req.Header.Set("Ocp-Apim-Subscription-Key", e.subscriptionKey)
-	req.Header.Set("Authorization", "Bearer "+e.token)
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
+	extra := map[string]string{"Accept": "application/json"}
 	if idemKey != "" {
-		req.Header.Set("Idempotency-Key", idemKey)
+		extra["Idempotency-Key"] = idemKey
 	}
-	resp, err := e.client.Do(req)
-	if err != nil {
-		return answer{err: err}
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
+	resp, b, err := e.api.Send(ctx, method, path, body, extra)
 	if err != nil {
 		return answer{err: err}
 	}

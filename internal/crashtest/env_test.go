@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	mrand "math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, for the checks and a fresh schema
 	_ "modernc.org/sqlite"             // the "sqlite" driver, for the checks
@@ -86,6 +86,23 @@ type crashEnv struct {
 	// reported holds the findings about a transaction already reported,
 	// so that a later check does not repeat them.
 	reported map[string]bool
+}
+
+// newCrashEnv returns the run of bin on the store at dbURL (PostgreSQL;
+// "" for SQLite in a temporary directory), serve run with more flags
+// serveArgs; nothing is started yet.
+func newCrashEnv(t *testing.T, set settings, bin, dbURL string, serveArgs ...string) *crashEnv {
+	return &crashEnv{t: t, set: set, bin: bin, dir: t.TempDir(), dbURL: dbURL, led: newLedger(), reported: map[string]bool{}, serveArgs: serveArgs}
+}
+
+// seeded returns the random source of the seed's stream first on SQLite,
+// first+1 on PostgreSQL: each crash test has streams of its own, so that
+// one seed repeats every test's kill moments.
+func (e *crashEnv) seeded(first uint64) *mrand.Rand {
+	if e.postgres() {
+		first++
+	}
+	return mrand.New(mrand.NewPCG(e.set.seed, first))
 }
 
 // first reports whether a finding about a transaction is new.
@@ -207,8 +224,7 @@ func (e *crashEnv) startServer(ctx context.Context, acc account) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.ecr = &ecr{base: e.srv.online(), subscriptionKey: acc.key, token: tok, led: e.led,
-		client: &http.Client{Timeout: 30 * time.Second}}
+	e.ecr = newECR(e.srv.online(), acc.key, tok, e.led)
 }
 
 // startRaw runs the raw terminal, the last provisioned device (its device

@@ -38,24 +38,16 @@ const (
 // each EXPIRED one by exactly one approved TIMER void made at or after
 // its expiry; and checkPreAuths' promises hold.
 func TestCrashPreAuthExpiry(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the crash test builds the binary and kills it as pre-auths expire; run it without -short")
-	}
-	set := loadSettings(t)
-	t.Logf("seed %d (INSTORE_CRASH_SEED=%d repeats the kill moments), validity %s, grace %s", set.seed, set.seed, expiryValidity, expiryGrace)
-	bin := buildInstore(t, t.TempDir())
-	forEachStore(t, func(t *testing.T, dbURL string) { runExpiry(t, set, bin, dbURL) })
+	crashTest(t, "kills it as pre-auths expire", func(set settings) string {
+		return fmt.Sprintf("validity %s, grace %s", expiryValidity, expiryGrace)
+	}, runExpiry)
 }
 
 func runExpiry(t *testing.T, set settings, bin, dbURL string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	p := newPAEnv(t, ctx, set, bin, dbURL, "--sandbox", "--preauth-validity", expiryValidity.String())
-	stream := uint64(5) // the seed's streams: TestCrash has 1 and 2, TestCrashCaptures 3 and 4
-	if p.postgres() {
-		stream = 6
-	}
-	rng := mrand.New(mrand.NewPCG(set.seed, stream))
+	rng := p.seeded(5) // TestCrash has the streams 1 and 2, TestCrashCaptures 3 and 4
 	rawTerm := len(p.terms) - 1
 	raw := p.preAuthorize(ctx, rawTerm, 30000, "exp-raw")
 	if raw == "" {

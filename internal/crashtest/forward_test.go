@@ -48,19 +48,14 @@ const (
 // are those the floor limit and the full queue make so; no refund of a
 // DECLINED or QUEUED sale was accepted; nothing is PENDING.
 func TestCrashForwards(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the crash test builds the binary and kills it as offline approvals are forwarded; run it without -short")
-	}
-	set := loadSettings(t)
-	t.Logf("seed %d (INSTORE_CRASH_SEED=%d repeats the kill moments), %d cycles, %d terminals", set.seed, set.seed, fwdCycles, set.terminals)
-	bin := buildInstore(t, t.TempDir())
-	forEachStore(t, func(t *testing.T, dbURL string) { runForwards(t, set, bin, dbURL) })
+	crashTest(t, "kills it as offline approvals are forwarded", func(set settings) string {
+		return fmt.Sprintf("%d cycles, %d terminals", fwdCycles, set.terminals)
+	}, runForwards)
 }
 
 // fwdEnv is a store's run with offline approvals.
 type fwdEnv struct {
-	*paEnv
-	sims []*sim.Terminal // the virtual terminals, by index (the raw terminal is the last of e.terms)
+	*simsEnv
 	// want is what the terminals reported of each offline approval they
 	// made: FORWARDED or DECLINED, by transaction.
 	want map[string]instore.ForwardingState
@@ -78,18 +73,8 @@ type fwdEnv struct {
 func runForwards(t *testing.T, set settings, bin, dbURL string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	e := &crashEnv{t: t, set: set, bin: bin, dir: t.TempDir(), dbURL: dbURL, led: newLedger(), reported: map[string]bool{}}
-	f := &fwdEnv{paEnv: &paEnv{crashEnv: e, told: map[string]instore.TransactionStatus{}},
-		want: map[string]instore.ForwardingState{}, full: map[int]bool{}}
-	acc := e.provision(set.terminals + 1)
-	e.startServer(ctx, acc)
-	f.sims = e.startSims(ctx, acc.secrets[:set.terminals])
-	e.startRaw(ctx, acc.secrets[set.terminals])
-	stream := uint64(7) // the seed's streams: 1 to 6 are the other crash tests'
-	if e.postgres() {
-		stream = 8
-	}
-	rng := mrand.New(mrand.NewPCG(set.seed, stream))
+	f := &fwdEnv{simsEnv: newSimsEnv(t, ctx, set, bin, dbURL), want: map[string]instore.ForwardingState{}, full: map[int]bool{}}
+	rng := f.seeded(7) // the streams 1 to 6 are the other crash tests'
 	start := time.Now()
 	for c := 1; c <= fwdCycles; c++ {
 		f.sellOffline(ctx, c, rng)
@@ -100,7 +85,24 @@ func runForwards(t *testing.T, set settings, bin, dbURL string) {
 	f.refundAtEnd(ctx, rows)
 	f.checkForwards(ctx, f.settleForwards(ctx))
 	t.Logf("%s: %d cycles in %s, %d offline approvals forwarded (%d declined), %d kills (%d right after a forward, before its confirm)",
-		e.backend(), fwdCycles, time.Since(start).Round(time.Second), len(f.want), f.declined(), e.srv.starts-1, f.chosen)
+		f.backend(), fwdCycles, time.Since(start).Round(time.Second), len(f.want), f.declined(), f.srv.starts-1, f.chosen)
+}
+
+// simsEnv is a paEnv whose virtual terminals run in this process.
+type simsEnv struct {
+	*paEnv
+	sims []*sim.Terminal // the virtual terminals, by index (the raw terminal is the last of e.terms)
+}
+
+// newSimsEnv is newPAEnv with the virtual terminals run in this process
+// (startSims) and the raw terminal last.
+func newSimsEnv(t *testing.T, ctx context.Context, set settings, bin, dbURL string) *simsEnv {
+	e := newCrashEnv(t, set, bin, dbURL)
+	acc := e.provision(set.terminals + 1)
+	e.startServer(ctx, acc)
+	sims := e.startSims(ctx, acc.secrets[:set.terminals])
+	e.startRaw(ctx, acc.secrets[set.terminals])
+	return &simsEnv{paEnv: &paEnv{crashEnv: e, told: map[string]instore.TransactionStatus{}}, sims: sims}
 }
 
 // startSims runs a virtual terminal per secret in this process, on the

@@ -31,9 +31,24 @@ type paEnv struct {
 // newPAEnv provisions a store (PostgreSQL at dbURL, or SQLite) and starts
 // the server with serveArgs, its terminal processes and the raw terminal.
 func newPAEnv(t *testing.T, ctx context.Context, set settings, bin, dbURL string, serveArgs ...string) *paEnv {
-	e := &crashEnv{t: t, set: set, bin: bin, dir: t.TempDir(), dbURL: dbURL, led: newLedger(), reported: map[string]bool{}, serveArgs: serveArgs}
+	e := newCrashEnv(t, set, bin, dbURL, serveArgs...)
 	e.setup(ctx)
 	return &paEnv{crashEnv: e, told: map[string]instore.TransactionStatus{}}
+}
+
+// crashTest skips under -short (the test builds the binary and then does
+// whatItDoes), loads the settings and logs the seed with what the test is
+// made of (runs), builds the binary and runs run on each store
+// (forEachStore).
+func crashTest(t *testing.T, whatItDoes string, runs func(settings) string, run func(t *testing.T, set settings, bin, dbURL string)) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("the crash test builds the binary and " + whatItDoes + "; run it without -short")
+	}
+	set := loadSettings(t)
+	t.Logf("seed %d (INSTORE_CRASH_SEED=%d repeats the kill moments), %s", set.seed, set.seed, runs(set))
+	bin := buildInstore(t, t.TempDir())
+	forEachStore(t, func(t *testing.T, dbURL string) { run(t, set, bin, dbURL) })
 }
 
 // forEachStore runs run on SQLite, then on a fresh schema of PostgreSQL

@@ -30,14 +30,10 @@ func (e *crashEnv) follow(ctx context.Context) *streamFollower {
 		defer close(f.done)
 		last := "evt_0000000000000000"
 		for ctx.Err() == nil {
-			req, err := http.NewRequestWithContext(ctx, "GET", e.srv.online()+"/in-store/api/v1/events", nil)
+			req, err := e.ecr.api.Request(ctx, "GET", "/in-store/api/v1/events", nil, map[string]string{"Accept": "text/event-stream", "Last-Event-ID": last})
 			if err != nil {
 				return
 			}
-			req.Header.Set("Ocp-Apim-Subscription-Key", e.ecr.subscriptionKey)
-			req.Header.Set("Authorization", "Bearer "+e.ecr.token)
-			req.Header.Set("Accept", "text/event-stream")
-			req.Header.Set("Last-Event-ID", last)
 			resp, err := hc.Do(req)
 			if err == nil && resp.StatusCode == http.StatusOK {
 				sr := client.NewEventStreamReader(resp.Body)

@@ -1,31 +1,21 @@
 package crashtest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log"
-	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
-
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/client"
+	"github.com/instore-dev/instore/internal/apitest"
 	"github.com/instore-dev/instore/internal/testwait"
-	"github.com/instore-dev/instore/internal/tlsfiles/tlstest"
 )
 
 // Times of TestClusterWebhooks' receiver.
@@ -73,7 +63,7 @@ func TestClusterWebhooks(t *testing.T) {
 	t.Logf("%d terminals, 3 nodes (the kills follow the deliveries, not a seed)", set.terminals)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	e := &crashEnv{t: t, set: set, bin: bin, dir: t.TempDir(), dbURL: u, led: newLedger(), reported: map[string]bool{}}
+	e := newCrashEnv(t, set, bin, u)
 	c := e.startCluster(ctx, haproxy)
 	for _, n := range c.nodes {
 		if n.p == nil {
@@ -106,7 +96,7 @@ func TestClusterWebhooks(t *testing.T) {
 		hooks[ep.name] = wh.WebhookID
 	}
 
-	follow := &sseFollower{base: e.ecr.base, key: e.ecr.subscriptionKey, token: e.ecr.token}
+	follow := &sseFollower{api: e.ecr.api}
 	followCtx, stopFollow := context.WithCancel(ctx)
 	var followDone sync.WaitGroup
 	followDone.Add(1)
@@ -343,364 +333,10 @@ func (e *crashEnv) failedAttempts(ctx context.Context, webhookID string) map[int
 	return out
 }
 
-// whReceiver is the merchant's webhook receiver: HTTPS on a fixed loopback
-// port (its own certificate, which the nodes trust through SSL_CERT_FILE),
-// one path per endpoint.
-type whReceiver struct {
-	addr, url, certFile string
-	cert                tls.Certificate
-
-	mu  sync.Mutex
-	srv *http.Server
-	eps map[string]*whEndpoint
-}
-
-type whEndpoint struct {
-	wh    *standardwebhooks.Webhook
-	types []instore.EventType // nil: all
-	// requests counts the requests that verified; failLeft and slowLeft
-	// the 503s and slow answers still to give.
-	requests, failed, slowed int
-	failLeft, slowLeft       int
-	badSigs                  int
-	arrivals                 []*whArrival
-	// cut holds the events whose attempt a kill cut (in flight, or
-	// answered just before the kill): those alone may arrive twice;
-	// inFlight counts the first kind.
-	cut      map[string]bool
-	inFlight int
-}
-
-// whArrival is a delivery that verified and was (or is being) answered 2xx.
-type whArrival struct {
-	ev         instore.EventWire
-	port       int // the sender's local port
-	at, done   time.Time
-	slow       bool
-	answeredOK bool
-}
-
-func startWHReceiver(t *testing.T) *whReceiver {
-	t.Helper()
-	// A certificate for 127.0.0.1; the nodes trust its CA (SSL_CERT_FILE).
-	ca := tlstest.NewCA(t)
-	pair := ca.Issue(t, 1)
-	cert, err := tls.X509KeyPair(pair.CertPEM, pair.KeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile := ca.File
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &whReceiver{addr: ln.Addr().String(), certFile: certFile, cert: cert, eps: map[string]*whEndpoint{}}
-	r.url = "https://" + r.addr
-	r.serve(ln)
-	t.Cleanup(func() {
-		r.mu.Lock()
-		srv := r.srv
-		r.srv = nil
-		r.mu.Unlock()
-		if srv != nil {
-			srv.Close()
-		}
-	})
-	return r
-}
-
-func (r *whReceiver) serve(ln net.Listener) {
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /hook/{name}", r.handle)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
-		TLSConfig: &tls.Config{Certificates: []tls.Certificate{r.cert}}, ErrorLog: log.New(io.Discard, "", 0)}
-	r.mu.Lock()
-	r.srv = srv
-	r.mu.Unlock()
-	go srv.ServeTLS(ln, "", "")
-}
-
-// setDown takes the receiver down (its port refuses connections; the
-// requests it is answering are finished) or brings it back on the same
-// port.
-func (r *whReceiver) setDown(t *testing.T, down bool) {
-	if down {
-		r.mu.Lock()
-		srv := r.srv
-		r.srv = nil
-		r.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*whSlow)
-		defer cancel()
-		srv.Shutdown(ctx)
-		t.Logf("the receiver is down for %s", whDown)
-		return
-	}
-	ln, err := net.Listen("tcp", r.addr)
-	if err != nil {
-		t.Fatalf("the receiver back on %s: %v", r.addr, err)
-	}
-	r.serve(ln)
-}
-
-func (r *whReceiver) add(t *testing.T, name, secret string, types []instore.EventType) {
-	wh, err := standardwebhooks.NewWebhook(secret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.eps[name] = &whEndpoint{wh: wh, types: types, failLeft: 2, slowLeft: 4, cut: map[string]bool{}}
-}
-
-func (r *whReceiver) handle(w http.ResponseWriter, req *http.Request) {
-	body, err := io.ReadAll(req.Body)
-	if err != nil {
-		return
-	}
-	_, p, _ := net.SplitHostPort(req.RemoteAddr)
-	port, _ := strconv.Atoi(p)
-	r.mu.Lock()
-	ep := r.eps[req.PathValue("name")]
-	if ep == nil {
-		r.mu.Unlock()
-		http.Error(w, "no such endpoint", http.StatusNotFound)
-		return
-	}
-	var ev instore.EventWire
-	if ep.wh.Verify(body, req.Header) != nil || json.Unmarshal(body, &ev) != nil || ev.ID != req.Header.Get("webhook-id") {
-		ep.badSigs++
-		r.mu.Unlock()
-		http.Error(w, "bad signature", http.StatusBadRequest)
-		return
-	}
-	ep.requests++
-	n := ep.requests
-	if ep.failLeft > 0 && n%13 == 6 {
-		ep.failLeft--
-		ep.failed++
-		r.mu.Unlock()
-		http.Error(w, "try later", http.StatusServiceUnavailable)
-		return
-	}
-	a := &whArrival{ev: ev, port: port, at: time.Now()}
-	if ep.slowLeft > 0 && n%9 == 4 {
-		ep.slowLeft--
-		ep.slowed++
-		a.slow = true
-	}
-	ep.arrivals = append(ep.arrivals, a)
-	r.mu.Unlock()
-	if a.slow {
-		t := time.NewTimer(whSlow)
-		select {
-		case <-t.C:
-		case <-req.Context().Done(): // the sender died
-		}
-		t.Stop()
-	}
-	w.WriteHeader(http.StatusNoContent)
-	r.mu.Lock()
-	a.done, a.answeredOK = time.Now(), req.Context().Err() == nil
-	r.mu.Unlock()
-}
-
-// sendsSlow reports whether the process pid is sending a delivery the
-// receiver answers slowly, and will for a while.
-func (r *whReceiver) sendsSlow(pid int) bool {
-	ports := connPorts(pid, r.port())
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, ep := range r.eps {
-		for _, a := range ep.arrivals {
-			if a.slow && a.done.IsZero() && time.Since(a.at) < whSlow/2 && ports[a.port] {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// sending reports whether the process pid has a delivery in flight.
-func (r *whReceiver) sending(pid int) bool {
-	r.mu.Lock()
-	var open []int
-	for _, ep := range r.eps {
-		for _, a := range ep.arrivals[max(0, len(ep.arrivals)-8):] {
-			if a.done.IsZero() {
-				open = append(open, a.port)
-			}
-		}
-	}
-	r.mu.Unlock()
-	if len(open) == 0 {
-		return false
-	}
-	ports := connPorts(pid, r.port())
-	for _, p := range open {
-		if ports[p] {
-			return true
-		}
-	}
-	return false
-}
-
-func (r *whReceiver) port() int {
-	_, p, _ := net.SplitHostPort(r.addr)
-	n, _ := strconv.Atoi(p)
-	return n
-}
-
-// cutBy marks, before pid is killed, the events whose attempt it has in
-// flight, or answered within the last second (its record of the success
-// may be lost with it), and returns their ids.
-func (r *whReceiver) cutBy(pid int) string {
-	ports := connPorts(pid, r.port())
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var inFlight, answered []string
-	for name, ep := range r.eps {
-		for _, a := range ep.arrivals {
-			switch {
-			case !ports[a.port]:
-			case a.done.IsZero():
-				ep.cut[a.ev.ID] = true
-				ep.inFlight++
-				inFlight = append(inFlight, name+":"+a.ev.ID)
-			case time.Since(a.done) < time.Second:
-				ep.cut[a.ev.ID] = true
-				answered = append(answered, name+":"+a.ev.ID)
-			}
-		}
-	}
-	return fmt.Sprintf("in flight %v, answered in the last second %v", inFlight, answered)
-}
-
-// wants reports whether the endpoint gets events of type typ.
-func (ep *whEndpoint) wants(typ instore.EventType) bool {
-	return ep.types == nil || slices.Contains(ep.types, typ)
-}
-
-// firsts is the endpoint's events in the order of their first arrival,
-// and how many arrivals repeated an event.
-func (ep *whEndpoint) firsts() (first []instore.EventWire, again map[string]int) {
-	seen := map[string]bool{}
-	again = map[string]int{}
-	for _, a := range ep.arrivals {
-		if seen[a.ev.ID] {
-			again[a.ev.ID]++
-			continue
-		}
-		seen[a.ev.ID] = true
-		first = append(first, a.ev)
-	}
-	return first, again
-}
-
-// complete reports whether every endpoint got every event of want it
-// wants.
-func (r *whReceiver) complete(want []instore.EventWire) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, ep := range r.eps {
-		first, _ := ep.firsts()
-		n := 0
-		for _, ev := range want {
-			if ep.wants(ev.Type) {
-				n++
-			}
-		}
-		if len(first) < n {
-			return false
-		}
-	}
-	return true
-}
-
-// check compares what each endpoint got with the list.
-func (r *whReceiver) check(t *testing.T, want []instore.EventWire) {
-	t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, name := range []string{"all", "some"} {
-		ep := r.eps[name]
-		var exp []instore.EventWire
-		for _, ev := range want {
-			if ep.wants(ev.Type) {
-				exp = append(exp, ev)
-			}
-		}
-		first, again := ep.firsts()
-		if ep.badSigs != 0 {
-			t.Errorf("endpoint %s: %d deliveries failed verification", name, ep.badSigs)
-		}
-		if len(first) != len(exp) {
-			t.Errorf("endpoint %s: %d events arrived, the list has %d for it", name, len(first), len(exp))
-		}
-		for i := range min(len(first), len(exp)) {
-			if first[i].ID != exp[i].ID || first[i].Type != exp[i].Type || !bytes.Equal(first[i].Data, exp[i].Data) {
-				t.Errorf("endpoint %s: arrival %d is %s %s, the list's is %s %s", name, i, first[i].ID, first[i].Type, exp[i].ID, exp[i].Type)
-				break
-			}
-		}
-		dups := 0
-		for id, n := range again {
-			dups += n
-			if !ep.cut[id] {
-				t.Errorf("endpoint %s: event %s arrived %d times, and no kill cut an attempt to send it", name, id, n+1)
-			}
-		}
-		slow := 0
-		for _, a := range ep.arrivals {
-			if a.slow {
-				slow++
-			}
-		}
-		t.Logf("endpoint %s: %d events in the list's order (%d requests verified; %d answered 503, %d slowly); attempts cut by a kill: %d in flight, %d answered within a second before it; %d events arrived again",
-			name, len(first), ep.requests, ep.failed, slow, ep.inFlight, len(ep.cut)-ep.inFlight, dups)
-	}
-}
-
-// connPorts returns the local ports of pid's TCP connections to remote
-// port.
-func connPorts(pid, remote int) map[int]bool {
-	inodes := map[string]bool{}
-	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-	for _, fd := range fds {
-		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil && strings.HasPrefix(l, "socket:[") {
-			inodes[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
-		}
-	}
-	out := map[int]bool{}
-	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		b, _ := os.ReadFile(f)
-		sc := bufio.NewScanner(bytes.NewReader(b))
-		for sc.Scan() {
-			fs := strings.Fields(sc.Text())
-			if len(fs) >= 10 && inodes[fs[9]] && hexPort(fs[2]) == remote {
-				out[hexPort(fs[1])] = true
-			}
-		}
-	}
-	return out
-}
-
-// hexPort is the port of an address of /proc/net/tcp (ADDR:PORT in hex).
-func hexPort(s string) int {
-	_, p, ok := strings.Cut(s, ":")
-	if !ok {
-		return -1
-	}
-	n, err := strconv.ParseInt(p, 16, 32)
-	if err != nil {
-		return -1
-	}
-	return int(n)
-}
-
 // sseFollower follows the event stream through the load balancer from the
 // first event, resuming with Last-Event-ID after every break.
 type sseFollower struct {
-	base, key, token string
+	api apitest.Caller
 
 	mu     sync.Mutex
 	seen   []instore.EventWire
@@ -723,11 +359,7 @@ func (f *sseFollower) run(ctx context.Context) {
 	hc := &http.Client{}
 	last := instore.EventID(0)
 	for ctx.Err() == nil {
-		req, _ := http.NewRequestWithContext(ctx, "GET", f.base+"/in-store/api/v1/events", nil)
-		req.Header.Set("Ocp-Apim-Subscription-Key", f.key)
-		req.Header.Set("Authorization", "Bearer "+f.token)
-		req.Header.Set("Accept", "text/event-stream")
-		req.Header.Set("Last-Event-ID", last)
+		req, _ := f.api.Request(ctx, "GET", "/in-store/api/v1/events", nil, map[string]string{"Accept": "text/event-stream", "Last-Event-ID": last})
 		resp, err := hc.Do(req)
 		if err != nil {
 			sleep(ctx, 200*time.Millisecond)

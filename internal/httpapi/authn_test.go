@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/admin"
+	"github.com/instore-dev/instore/internal/apitest"
 	"github.com/instore-dev/instore/internal/auth"
 	"github.com/instore-dev/instore/internal/sqlstore"
 )
@@ -26,32 +26,11 @@ import (
 type authFixture struct {
 	ad       *admin.Admin
 	auth     *auth.Authenticator
-	store    *countingStore
+	store    *apitest.AuthReads
 	keyID    string
 	clientID string
 	secret   string
 	header   http.Header
-}
-
-// countingStore counts the reads authentication makes.
-type countingStore struct {
-	instore.Store
-	reads atomic.Int64
-}
-
-func (s *countingStore) APIClient(ctx context.Context, id string) (*instore.APIClient, error) {
-	s.reads.Add(1)
-	return s.Store.APIClient(ctx, id)
-}
-
-func (s *countingStore) SubscriptionKeyByHash(ctx context.Context, hash []byte) (*instore.SubscriptionKey, error) {
-	s.reads.Add(1)
-	return s.Store.SubscriptionKeyByHash(ctx, hash)
-}
-
-func (s *countingStore) Merchant(ctx context.Context, id string) (*instore.Merchant, error) {
-	s.reads.Add(1)
-	return s.Store.Merchant(ctx, id)
 }
 
 func newAuthFixture(t testing.TB) *authFixture {
@@ -71,7 +50,7 @@ func newAuthFixture(t testing.TB) *authFixture {
 	must(t, err)
 	keyRec, key, err := ad.CreateKey(ctx, instore.SurfaceOnline, mer.ID)
 	must(t, err)
-	counting := &countingStore{Store: st}
+	counting := &apitest.AuthReads{Store: st}
 	a, err := auth.New(auth.Config{Store: counting, SigningKey: []byte(strings.Repeat("s", 32)), CacheTTL: time.Minute})
 	must(t, err)
 	tok, _, err := a.Mint(client, time.Hour)
@@ -181,7 +160,7 @@ func TestGuardRepeatedHeaders(t *testing.T) {
 			}
 		})
 	}
-	if n := f.store.reads.Load(); n != 0 {
+	if n := f.store.Reads.Load(); n != 0 {
 		t.Errorf("store reads = %d, want 0", n)
 	}
 	if code, err := f.serveAt(h, time.Now()); code != http.StatusNoContent {
@@ -207,7 +186,7 @@ func TestGuardLimitsBeforeTheStore(t *testing.T) {
 			t.Fatalf("random key %d within the burst = %d %s, want unauthorized", i, code, err)
 		}
 	}
-	within := f.store.reads.Load()
+	within := f.store.Reads.Load()
 	if within == 0 {
 		t.Fatal("no store read within the burst: the test counts nothing")
 	}
@@ -216,7 +195,7 @@ func TestGuardLimitsBeforeTheStore(t *testing.T) {
 			t.Fatalf("random key %d over the limit = %d %s, want rate limited", i, code, err)
 		}
 	}
-	if n := f.store.reads.Load(); n != within {
+	if n := f.store.Reads.Load(); n != within {
 		t.Errorf("store reads over the limit = %d, want 0", n-within)
 	}
 	// The valid pair is over its client's limit too; a second later it
@@ -228,14 +207,14 @@ func TestGuardLimitsBeforeTheStore(t *testing.T) {
 		t.Errorf("valid credentials a second later = %d %s, want 204", code, err)
 	}
 	// Made-up tokens never reach the store nor the limiter.
-	before := f.store.reads.Load()
+	before := f.store.Reads.Load()
 	for i := range 50 {
 		hdr := http.Header{"Authorization": {fmt.Sprintf("Bearer e30.e30.%d", i)}, "Ocp-Apim-Subscription-Key": {"isk_x"}}
 		if code, err := f.serveWith(h, now, hdr); code != 0 || !strings.Contains(err, "access token or the subscription key") {
 			t.Fatalf("made-up token = %d %s, want unauthorized", code, err)
 		}
 	}
-	if n := f.store.reads.Load(); n != before {
+	if n := f.store.Reads.Load(); n != before {
 		t.Errorf("store reads for made-up tokens = %d, want 0", n-before)
 	}
 }
@@ -288,7 +267,7 @@ func TestTokenHandlerRefusesBeforeTheStore(t *testing.T) {
 			}
 		})
 	}
-	if n := f.store.reads.Load(); n != 0 {
+	if n := f.store.Reads.Load(); n != 0 {
 		t.Errorf("store reads = %d, want 0", n)
 	}
 }

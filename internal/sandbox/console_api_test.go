@@ -64,6 +64,18 @@ func events(t *testing.T, info demo.Info) (<-chan [2]string, func()) {
 	return ch, cancel
 }
 
+// startWatched starts the demo with a caller of its Online API (startAPI)
+// and the console's event stream (closed when the test ends), and returns
+// them with the virtual terminal that waits for a person.
+func startWatched(t *testing.T) (*onlineAPI, demo.Info, <-chan [2]string, demo.Terminal) {
+	t.Helper()
+	d, a := startAPI(t)
+	info := d.Info()
+	ch, stop := events(t, info)
+	t.Cleanup(stop)
+	return a, info, ch, info.Terminals[0]
+}
+
 // next returns the data of the next event of this kind that matches. The
 // console's stream carries the virtual devices only: any other kind (a
 // transaction, a print job: the page reads those from the Online API's
@@ -150,10 +162,8 @@ func TestConsoleEventsAndActions(t *testing.T) {
 // the demo's credentials and returns the status and body of the answer.
 func consoleAction(t *testing.T, info demo.Info, serial, action string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", info.OnlineAPIBaseURL+"/console/devices/"+serial+"/"+action, nil)
-	req.Header.Set("Ocp-Apim-Subscription-Key", info.SubscriptionKey)
-	req.Header.Set("Authorization", "Bearer "+info.AccessToken)
-	return answer(t, req)
+	code, b := onlineCaller(info).Call(t, "POST", "/console/devices/"+serial+"/"+action, nil)
+	return code, string(b)
 }
 
 // answer sends req and returns the status and body of its answer.

@@ -2,10 +2,8 @@ package sandbox_test
 
 import (
 	"fmt"
-	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/instore-dev/instore"
 )
@@ -13,8 +11,7 @@ import (
 // batchList is the console's read of the last closes (batch.js,
 // loadBatches).
 func batchList() string {
-	since := time.Now().Add(-29 * 24 * time.Hour).UTC().Format(time.RFC3339)
-	return "/in-store/api/v1/batches?limit=20&from=" + url.QueryEscape(since)
+	return fromLastMonth("/in-store/api/v1/batches?limit=20")
 }
 
 // TestConsoleBatchData: what the console's day closes are made of, over

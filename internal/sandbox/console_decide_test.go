@@ -14,11 +14,7 @@ import (
 // becomes the next sale's outcome. Without a name a click still sets the
 // next outcome when nothing waits.
 func TestConsoleOutcomeDecidesItsTransactionOnly(t *testing.T) {
-	d, a := startAPI(t)
-	info := d.Info()
-	ch, stop := events(t, info)
-	defer stop()
-	counter := info.Terminals[0] // waits for a person
+	a, info, ch, counter := startWatched(t)
 	sale := func() string {
 		ref := purchaseOf(t, info, map[string]any{"terminalId": counter.TerminalID, "amount": 2000, "currency": "SEK"})
 		next(t, ch, "device", func(s string) bool { return strings.Contains(s, `"deciding":"`+ref+`"`) })

@@ -1,17 +1,18 @@
 package sandbox_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/instore-dev/instore/api"
 	"github.com/instore-dev/instore/internal/apitest"
@@ -44,34 +45,16 @@ const streamControl = `(() => {
 // onlineAPI calls the Online API with the demo's credentials and checks
 // every answer against the OpenAPI document.
 type onlineAPI struct {
-	t      *testing.T
-	info   demo.Info
-	client *http.Client
+	t *testing.T
+	c apitest.Caller
 }
 
 // do calls path (from the base URL) and decodes the answer into out.
 func (a *onlineAPI) do(method, path string, body any, want int, out any) {
 	a.t.Helper()
-	var r io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		r = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, a.info.OnlineAPIBaseURL+path, r)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("Ocp-Apim-Subscription-Key", a.info.SubscriptionKey)
-	req.Header.Set("Authorization", "Bearer "+a.info.AccessToken)
-	resp, err := a.client.Do(req)
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		a.t.Fatalf("%s %s = %d %s, want %d", method, path, resp.StatusCode, b, want)
+	code, b := a.c.Call(a.t, method, path, body)
+	if code != want {
+		a.t.Fatalf("%s %s = %d %s, want %d", method, path, code, b, want)
 	}
 	if out != nil {
 		if err := json.Unmarshal(b, out); err != nil {
@@ -80,13 +63,23 @@ func (a *onlineAPI) do(method, path string, body any, want int, out any) {
 	}
 }
 
+// fromLastMonth adds to path (with a query) the from of the console's
+// lists: 29 days ago, as the page asks at load.
+func fromLastMonth(path string) string {
+	since := time.Now().Add(-29 * 24 * time.Hour).UTC().Format(time.RFC3339)
+	return path + "&from=" + url.QueryEscape(since)
+}
+
 // startAPI starts the demo, waits until its virtual terminals are online
 // and returns it with a caller of its Online API.
 func startAPI(t *testing.T) (*demo.Demo, *onlineAPI) {
 	t.Helper()
 	d := startDemo(t)
 	waitOnline(t, d)
-	return d, &onlineAPI{t: t, info: d.Info(), client: apitest.NewValidator(t, api.OnlineYAML).Client(t)}
+	c := onlineCaller(d.Info())
+	c.Client = apitest.NewValidator(t, api.OnlineYAML).Client(t)
+	c.Header = map[string]string{"Accept": "application/json"}
+	return d, &onlineAPI{t: t, c: c}
 }
 
 type apiEvent struct {

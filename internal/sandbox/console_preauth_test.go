@@ -16,8 +16,7 @@ import (
 // preAuthList is the console's read of the pre-auths and their
 // operations (app.js, loadLists).
 func preAuthList() string {
-	since := time.Now().Add(-29 * 24 * time.Hour).UTC().Format(time.RFC3339)
-	return "/in-store/api/v1/transactions?type=PRE_AUTH,INCREMENT,CAPTURE,VOID&limit=100&from=" + url.QueryEscape(since)
+	return fromLastMonth("/in-store/api/v1/transactions?type=PRE_AUTH,INCREMENT,CAPTURE,VOID&limit=100")
 }
 
 // op starts a pre-auth's INCREMENT, CAPTURE or VOID (path /increment,
@@ -63,11 +62,7 @@ func (a *onlineAPI) awaitAuth(pre string, state instore.AuthorizationState, auth
 // naming it; the event stream carries transaction.authorization with the
 // pre-auth after each change, OPEN with the increment, then CAPTURED.
 func TestConsolePreAuthData(t *testing.T) {
-	d, a := startAPI(t)
-	info := d.Info()
-	ch, stop := events(t, info)
-	defer stop()
-	counter := info.Terminals[0] // waits for a person
+	a, info, ch, counter := startWatched(t)
 	screen := func(want string) {
 		t.Helper()
 		next(t, ch, "device", func(s string) bool {

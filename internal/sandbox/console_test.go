@@ -1,12 +1,8 @@
 package sandbox_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +16,7 @@ import (
 	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
+	"github.com/instore-dev/instore/internal/apitest"
 	"github.com/instore-dev/instore/internal/demo"
 	"github.com/instore-dev/instore/internal/testserver"
 	"github.com/instore-dev/instore/internal/testwait"
@@ -69,28 +66,15 @@ func purchaseIn(t *testing.T, info demo.Info, terminalID string, amount int, cur
 	return purchaseOf(t, info, map[string]any{"terminalId": terminalID, "amount": amount, "currency": currency})
 }
 
+// onlineCaller calls the demo's Online API with its credentials.
+func onlineCaller(info demo.Info) apitest.Caller {
+	return apitest.Caller{Base: info.OnlineAPIBaseURL, Key: info.SubscriptionKey, Token: info.AccessToken}
+}
+
 // purchaseOf starts the purchase body and returns its onlineAPIRefId.
 func purchaseOf(t *testing.T, info demo.Info, purchase map[string]any) string {
 	t.Helper()
-	b, _ := json.Marshal(purchase)
-	req, _ := http.NewRequest("POST", info.OnlineAPIBaseURL+"/in-store/api/v1/purchase", bytes.NewReader(b))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Ocp-Apim-Subscription-Key", info.SubscriptionKey)
-	req.Header.Set("Authorization", "Bearer "+info.AccessToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 201 {
-		t.Fatalf("purchase = %d %s", resp.StatusCode, body)
-	}
-	var tx struct {
-		Ref string `json:"onlineAPIRefId"`
-	}
-	json.Unmarshal(body, &tx)
-	return tx.Ref
+	return onlineCaller(info).Purchase(t, purchase)
 }
 
 // page is the console open in a headless Chromium tab.

@@ -47,11 +47,7 @@ func TestConsoleTipPrompt(t *testing.T) {
 // naming another sale and one after the sale ended are refused (409), and
 // none becomes the next sale's tip.
 func TestConsoleTipAnswersItsPromptOnly(t *testing.T) {
-	d, a := startAPI(t)
-	info := d.Info()
-	ch, stop := events(t, info)
-	defer stop()
-	counter := info.Terminals[0] // waits for a person
+	a, info, ch, counter := startWatched(t)
 	prompt := map[string]any{"mode": "PROMPT", "suggestions": []int{10, 15}}
 	sale := func() string {
 		ref := purchaseOf(t, info, map[string]any{"terminalId": counter.TerminalID, "amount": 2000, "currency": "SEK", "tip": prompt})

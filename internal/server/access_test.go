@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -29,9 +28,7 @@ import (
 // credentials (or those in hdr).
 func (e *env) accessPost(t *testing.T, path string, body any, hdr map[string]string) reply {
 	t.Helper()
-	h := e.auth(e.accessToken, e.accessKey)
-	resp, b := e.do(t, "POST", e.access+path, jsonBody(body, h, hdr), h)
-	return reply{resp, b}
+	return e.sendJSON(t, "POST", e.access+path, body, e.auth(e.accessToken, e.accessKey), hdr)
 }
 
 func (e *env) accessGet(t *testing.T, path string) reply {
@@ -202,19 +199,9 @@ func TestAccessSurface(t *testing.T) {
 	} {
 		for _, op := range ops {
 			t.Run(cred.name+" "+op.path, func(t *testing.T) {
-				var r io.Reader
-				h := map[string]string{}
-				for k, v := range cred.hdr {
-					h[k] = v
-				}
-				if op.body != nil {
-					b, _ := json.Marshal(op.body)
-					r = bytes.NewReader(b)
-					h["Content-Type"] = "application/json"
-				}
-				resp, body := e.do(t, op.method, e.access+op.path, r, h)
-				if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") == "" {
-					t.Errorf("%s %s = %d %s, want 401 with WWW-Authenticate", op.method, op.path, resp.StatusCode, body)
+				r := e.sendJSON(t, op.method, e.access+op.path, op.body, cred.hdr, nil)
+				if r.resp.StatusCode != 401 || r.resp.Header.Get("WWW-Authenticate") == "" {
+					t.Errorf("%s %s = %d %s, want 401 with WWW-Authenticate", op.method, op.path, r.resp.StatusCode, r.body)
 				}
 			})
 		}

@@ -13,9 +13,8 @@ import (
 	"testing"
 	"time"
 
-	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
-
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/apitest"
 	"github.com/instore-dev/instore/internal/server"
 	"github.com/instore-dev/instore/internal/testwait"
 )
@@ -250,14 +249,7 @@ func newReceiver(t *testing.T) *receiver {
 		body, _ := io.ReadAll(req.Body)
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		ok := false
-		for _, s := range r.secrets {
-			wh, err := standardwebhooks.NewWebhook(s)
-			if err == nil && wh.Verify(body, req.Header) == nil {
-				ok = true
-			}
-		}
-		if !ok {
+		if !apitest.WebhookSigned(body, req.Header, r.secrets...) {
 			r.badSigs++
 			w.WriteHeader(400)
 			return

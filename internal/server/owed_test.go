@@ -44,6 +44,28 @@ func owedEnv(t *testing.T, store func(*server.Config), mutate func(*server.Confi
 	return &sandbox{env: e}
 }
 
+// testValidity is the validity of the pre-auths of expiringPreAuth.
+const testValidity = 10 * time.Minute
+
+// expiringPreAuth starts owedEnv on the store with the fake clock, a
+// pre-auth validity of testValidity and mutate (nil for none), and an
+// approved pre-auth of 300.00 on the raw terminal serial; it returns the
+// env, its clock, the raw terminal's ID and device and the pre-auth's
+// command.
+func expiringPreAuth(t *testing.T, store func(*server.Config), serial string, mutate func(*server.Config)) (*sandbox, *clocktest.Clock, string, *rawDevice, protocol.Envelope) {
+	t.Helper()
+	ck, clock := newClock()
+	s := owedEnv(t, store, func(c *server.Config) {
+		clock(c)
+		c.PreAuthValidity = testValidity
+		if mutate != nil {
+			mutate(c)
+		}
+	})
+	term, d := s.rawTerminal(t, serial)
+	return s, ck, term, d, s.rawPreAuth(t, d, term, 30000)
+}
+
 // restart stops the server and starts a new one on the same store (data
 // directory or PostgreSQL schema) and addresses, as a crash or a deploy
 // does; mutate changes the new configuration.

@@ -85,13 +85,9 @@ func TestLateVoidApprovalReleases(t *testing.T) {
 // sweep, until one is approved and the pre-auth ends EXPIRED.
 func TestExpiryVoidDeclinedRetried(t *testing.T) {
 	eachBackend(t, func(t *testing.T, store func(*server.Config)) {
-		ck, clock := newClock()
-		validity := 10 * time.Minute
-		s := owedEnv(t, store, func(c *server.Config) { clock(c); c.PreAuthValidity = validity })
-		term, d := s.rawTerminal(t, "RAW-EXP")
-		cmd := s.rawPreAuth(t, d, term, 30000)
+		s, ck, _, d, cmd := expiringPreAuth(t, store, "RAW-EXP", nil)
 
-		advance(t, ck, validity)
+		advance(t, ck, testValidity)
 		first := d.expect(protocol.TypeVoid)
 		d.send(protocol.TypeAck, "", "", first.Ref, nil)
 		d.send(protocol.TypeResult, "", "", first.Ref, protocol.Result{StatusID: instore.StatusTransactionDeclined})
@@ -122,17 +118,10 @@ func TestExpiryVoidDeclinedRetried(t *testing.T) {
 // soon as the purchase ends, without waiting for a sweep (the clock does
 // not move).
 func TestExpiryWaitsForBusyTerminal(t *testing.T) {
-	ck, clock := newClock()
-	validity := 10 * time.Minute
-	s := owedEnv(t, func(*server.Config) {}, func(c *server.Config) {
-		clock(c)
-		c.PreAuthValidity, c.TransactionDeadline = validity, time.Hour
-	})
-	term, d := s.rawTerminal(t, "RAW-BUSY")
-	cmd := s.rawPreAuth(t, d, term, 30000)
+	s, ck, term, d, cmd := expiringPreAuth(t, func(*server.Config) {}, "RAW-BUSY", func(c *server.Config) { c.TransactionDeadline = time.Hour })
 
 	sale := s.ackedPurchase(t, d, term, 1200) // the terminal is busy with it
-	advance(t, ck, validity)
+	advance(t, ck, testValidity)
 	// The expiry found the terminal busy; the sale ends now.
 	d.send(protocol.TypeResult, "", "", sale.Ref, protocol.Result{StatusID: instore.StatusApproved})
 	void := d.expect(protocol.TypeVoid)

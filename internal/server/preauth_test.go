@@ -5,7 +5,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/protocol"
@@ -212,15 +211,12 @@ func TestPreAuthRaces(t *testing.T) {
 // terminal and the fake clock.
 func TestPreAuthExpiry(t *testing.T) {
 	eachBackend(t, func(t *testing.T, store func(*server.Config)) {
-		ck, clock := newClock()
-		validity := 10 * time.Minute
-		s := owedEnv(t, store, func(c *server.Config) { clock(c); c.PreAuthValidity = validity })
-		term, d := s.rawTerminal(t, "RAW-PRE")
-		pre := s.transaction(t, s.rawPreAuth(t, d, term, 30000).Ref)
+		s, ck, _, d, cmd := expiringPreAuth(t, store, "RAW-PRE", nil)
+		pre := s.transaction(t, cmd.Ref)
 
 		s.restart(t, nil)
 		d = s.redial(t, d)
-		advance(t, ck, validity)
+		advance(t, ck, testValidity)
 		void := d.expect(protocol.TypeVoid)
 		d.send(protocol.TypeAck, "", "", void.Ref, nil)
 		d.send(protocol.TypeResult, "", "", void.Ref, protocol.Result{StatusID: instore.StatusApproved})

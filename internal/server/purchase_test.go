@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -414,16 +412,7 @@ func TestLongPollWokenByChange(t *testing.T) {
 	defer cancel()
 	get := func(ref, query string) txJSON {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/in-store/api/v1/transaction/%s?%s", s.online, ref, query), nil)
-		for k, v := range s.auth(s.token, s.key) {
-			req.Header.Set(k, v)
-		}
-		resp, err := s.client.Do(req)
-		if err != nil {
-			t.Fatalf("long-poll: %v", err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		resp, b := s.doCtx(ctx, t, "GET", fmt.Sprintf("%s/in-store/api/v1/transaction/%s?%s", s.online, ref, query), nil, s.auth(s.token, s.key))
 		if resp.StatusCode != 200 {
 			t.Fatalf("long-poll ?%s = %d %s", query, resp.StatusCode, b)
 		}

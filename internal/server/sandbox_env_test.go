@@ -1,11 +1,9 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -143,26 +141,9 @@ func (s *sandbox) post(t *testing.T, path string, body any, extra map[string]str
 
 // send sends a request of method to the Online API with the merchant's
 // credentials, body (when not nil) as JSON, and the extra headers.
-// jsonBody returns body marshalled as JSON, setting Content-Type in h, or
-// nil when body is nil; either way it then adds extra to h.
-func jsonBody(body any, h, extra map[string]string) io.Reader {
-	var r io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		r = bytes.NewReader(b)
-		h["Content-Type"] = "application/json"
-	}
-	for k, v := range extra {
-		h[k] = v
-	}
-	return r
-}
-
 func (s *sandbox) send(t *testing.T, method, path string, body any, extra map[string]string) reply {
 	t.Helper()
-	h := s.auth(s.token, s.key)
-	resp, b := s.do(t, method, s.online+path, jsonBody(body, h, extra), h)
-	return reply{resp, b}
+	return s.sendJSON(t, method, s.online+path, body, s.auth(s.token, s.key), extra)
 }
 
 func (s *sandbox) purchase(t *testing.T, terminal string, amount int64) reply {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
@@ -180,7 +181,13 @@ func (e *env) getToken(t testing.TB, base, id, secret string) string {
 
 func (e *env) do(t testing.TB, method, u string, body io.Reader, hdr map[string]string) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, u, body)
+	return e.doCtx(context.Background(), t, method, u, body, hdr)
+}
+
+// doCtx is do bounded by ctx.
+func (e *env) doCtx(ctx context.Context, t testing.TB, method, u string, body io.Reader, hdr map[string]string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	must(t, err)
 	for k, v := range hdr {
 		req.Header.Set(k, v)
@@ -200,6 +207,24 @@ func (e *env) do(t testing.TB, method, u string, body io.Reader, hdr map[string]
 	b, err := io.ReadAll(resp.Body)
 	must(t, err)
 	return resp, b
+}
+
+// sendJSON sends body marshalled as JSON (no body when nil, with
+// Content-Type when not) to u with the headers hdr, then extra.
+func (e *env) sendJSON(t testing.TB, method, u string, body any, hdr, extra map[string]string) reply {
+	t.Helper()
+	h := map[string]string{}
+	maps.Copy(h, hdr)
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		must(t, err)
+		r = bytes.NewReader(b)
+		h["Content-Type"] = "application/json"
+	}
+	maps.Copy(h, extra)
+	resp, b := e.do(t, method, u, r, h)
+	return reply{resp, b}
 }
 
 func (e *env) auth(token, key string) map[string]string {

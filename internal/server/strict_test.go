@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"bytes"
-	"context"
 	"database/sql"
 	"encoding/base64"
 	"encoding/json"
@@ -11,12 +10,12 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/apitest"
 	"github.com/instore-dev/instore/internal/protocol"
 	"github.com/instore-dev/instore/internal/server"
 )
@@ -362,27 +361,6 @@ func TestStrictCursor(t *testing.T) {
 	})
 }
 
-// readCounter counts the store reads authentication makes.
-type readCounter struct {
-	instore.Store
-	reads atomic.Int64
-}
-
-func (s *readCounter) APIClient(ctx context.Context, id string) (*instore.APIClient, error) {
-	s.reads.Add(1)
-	return s.Store.APIClient(ctx, id)
-}
-
-func (s *readCounter) SubscriptionKeyByHash(ctx context.Context, hash []byte) (*instore.SubscriptionKey, error) {
-	s.reads.Add(1)
-	return s.Store.SubscriptionKeyByHash(ctx, hash)
-}
-
-func (s *readCounter) Merchant(ctx context.Context, id string) (*instore.Merchant, error) {
-	s.reads.Add(1)
-	return s.Store.Merchant(ctx, id)
-}
-
 // TestRateLimitBeforeTheStore: requests with a valid token and made-up
 // subscription keys (each a miss of the credentials cache) are limited per
 // API client before authentication reads the store. Before, the limit was
@@ -390,7 +368,7 @@ func (s *readCounter) Merchant(ctx context.Context, id string) (*instore.Merchan
 // limited and each cost store reads (about 12,000 a second).
 func TestRateLimitBeforeTheStore(t *testing.T) {
 	eachBackend(t, func(t *testing.T, mutate func(*server.Config)) {
-		counter := &readCounter{}
+		counter := &apitest.AuthReads{}
 		const burst = 5
 		e := startWrapped(t, func(c *server.Config) {
 			mutate(c)
@@ -413,7 +391,7 @@ func TestRateLimitBeforeTheStore(t *testing.T) {
 					t.Errorf("429 without Retry-After")
 				}
 				if readsAtLimit < 0 {
-					readsAtLimit = counter.reads.Load()
+					readsAtLimit = counter.Reads.Load()
 				}
 				limited++
 			default:
@@ -423,7 +401,7 @@ func TestRateLimitBeforeTheStore(t *testing.T) {
 		if limited != 100-burst {
 			t.Fatalf("limited = %d of 100, want %d", limited, 100-burst)
 		}
-		if n := counter.reads.Load(); n != readsAtLimit {
+		if n := counter.Reads.Load(); n != readsAtLimit {
 			t.Errorf("store reads of the %d limited requests = %d, want 0", limited, n-readsAtLimit)
 		}
 	})
@@ -433,7 +411,7 @@ func TestRateLimitBeforeTheStore(t *testing.T) {
 // any well-formed client_id before it knows the client, so it is limited
 // per peer address, before that read.
 func TestTokenEndpointLimitedPerPeer(t *testing.T) {
-	counter := &readCounter{}
+	counter := &apitest.AuthReads{}
 	const burst = 5
 	e := startWrapped(t, func(c *server.Config) {
 		c.RateLimit, c.RateBurst = 0.001, burst
@@ -455,7 +433,7 @@ func TestTokenEndpointLimitedPerPeer(t *testing.T) {
 				t.Errorf("429 without Retry-After")
 			}
 			if readsAtLimit < 0 {
-				readsAtLimit = counter.reads.Load()
+				readsAtLimit = counter.Reads.Load()
 			}
 			limited++
 		default:
@@ -465,7 +443,7 @@ func TestTokenEndpointLimitedPerPeer(t *testing.T) {
 	if want := 20 - (burst - 2); limited != want {
 		t.Errorf("limited = %d of 20, want %d", limited, want)
 	}
-	if n := counter.reads.Load(); n != readsAtLimit {
+	if n := counter.Reads.Load(); n != readsAtLimit {
 		t.Errorf("store reads of the %d limited token requests = %d, want 0", limited, n-readsAtLimit)
 	}
 }
