@@ -253,6 +253,10 @@ type Result struct {
 	SessionGoroutines float64 `json:"sessionGoroutines,omitempty"`
 	// SessionTargetBytes is the issue's absolute bound (8 KiB at 10,000).
 	SessionTargetBytes float64 `json:"sessionTargetBytes,omitempty"`
+	// Storm is the sessions scenario's reconnect storm: every session
+	// dropped at once and opened again through the whole hello, ours
+	// against the bare server's.
+	Storm *stormFigures `json:"storm,omitempty"`
 
 	// Consumers are the figures of purchase --webhooks/--streams and of
 	// the webhooks scenario; ConsumerErrors what they saw wrong (bad
@@ -462,6 +466,9 @@ func (r *Result) finish() {
 		if r.Scenario == "sessions" && r.Sessions >= 10000 {
 			r.SessionTargetBytes = 8 << 10
 			met = met && r.BytesPerSession <= r.SessionTargetBytes
+		}
+		if r.Storm != nil {
+			met = met && r.Storm.Ratio >= r.Storm.Target
 		}
 		r.Met = &met
 	}

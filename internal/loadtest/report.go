@@ -78,6 +78,10 @@ func (r *Result) WriteTable(w io.Writer) error {
 	for _, p := range r.Parts {
 		row(p)
 	}
+	if r.Storm != nil {
+		row(r.Storm.Baseline)
+		row(r.Storm.Ours)
+	}
 	tw.Flush()
 	if c := r.Consumers; c != nil {
 		fmt.Fprintf(&b, "consumers: %d webhook deliveries (%s/s), %d stream events (%s/s); bad signatures %d, out of order %d, sent again %d, stream disorder %d\n",
@@ -101,6 +105,10 @@ func (r *Result) WriteTable(w io.Writer) error {
 			fmt.Fprintf(&b, " (ours: Go heap %s, stacks %s, %.1f goroutines)", kib(r.SessionHeapBytes), kib(r.SessionStackBytes), r.SessionGoroutines)
 		}
 		b.WriteString("\n")
+		if st := r.Storm; st != nil {
+			fmt.Fprintf(&b, "reconnect storm (every session dropped at once, %d redialling at a time, through the whole hello): %s against %s sessions/s, ratio %.2f (target >= %.1f)\n",
+				stormDialers, commas(st.Ours.Rate), commas(st.Baseline.Rate), st.Ratio, st.Target)
+		}
 	}
 	fmt.Fprintf(&b, "ratio %.2f", r.Ratio)
 	if r.Met != nil {
