@@ -251,6 +251,8 @@ type Result struct {
 	SessionHeapBytes  float64 `json:"sessionHeapBytes,omitempty"`
 	SessionStackBytes float64 `json:"sessionStackBytes,omitempty"`
 	SessionGoroutines float64 `json:"sessionGoroutines,omitempty"`
+	// SessionFDs is ours: the server's open file descriptors per session.
+	SessionFDs float64 `json:"sessionFds,omitempty"`
 	// SessionTargetBytes is the issue's absolute bound (8 KiB at 10,000).
 	SessionTargetBytes float64 `json:"sessionTargetBytes,omitempty"`
 	// Storm is the sessions scenario's reconnect storm: every session
@@ -427,6 +429,8 @@ func Run(ctx context.Context, scenario string, o Options) (*Result, error) {
 		r, err = runSessions(ctx, &o)
 	case ClusterScenario:
 		r, err = runCluster(ctx, &o)
+	case FailoverScenario:
+		r, err = runFailover(ctx, &o)
 	case WebhooksScenario:
 		r, err = runWebhooks(ctx, &o)
 	default:

@@ -73,7 +73,9 @@ func (r *Result) WriteTable(w io.Writer) error {
 		}
 		fmt.Fprintf(tw, "\n")
 	}
-	row(r.Baseline)
+	if r.Baseline.Name != "" {
+		row(r.Baseline)
+	}
 	row(r.Ours)
 	for _, p := range r.Parts {
 		row(p)
@@ -102,7 +104,7 @@ func (r *Result) WriteTable(w io.Writer) error {
 	case r.Scenario == "sessions":
 		fmt.Fprintf(&b, "server RSS per session: ours %s, bare gorilla server %s", kib(r.BytesPerSession), kib(r.BaselineBytesPerSession))
 		if r.SessionHeapBytes != 0 {
-			fmt.Fprintf(&b, " (ours: Go heap %s, stacks %s, %.1f goroutines)", kib(r.SessionHeapBytes), kib(r.SessionStackBytes), r.SessionGoroutines)
+			fmt.Fprintf(&b, " (ours: Go heap %s, stacks %s, %.2f goroutines, %.2f file descriptors)", kib(r.SessionHeapBytes), kib(r.SessionStackBytes), r.SessionGoroutines, r.SessionFDs)
 		}
 		b.WriteString("\n")
 		if st := r.Storm; st != nil {

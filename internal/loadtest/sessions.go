@@ -63,6 +63,7 @@ func runSessions(ctx context.Context, o *Options) (*Result, error) {
 	}
 	r.Ours, r.BytesPerSession = f.side, f.bytesPerSession
 	r.SessionHeapBytes, r.SessionStackBytes, r.SessionGoroutines = f.heap, f.stack, f.goroutines
+	r.SessionFDs = f.fds
 	if r.BytesPerSession > 0 {
 		r.Ratio = r.BaselineBytesPerSession / r.BytesPerSession
 	}
@@ -89,6 +90,7 @@ type sessionFigures struct {
 	side                    Side
 	bytesPerSession         float64
 	heap, stack, goroutines float64
+	fds                     float64
 }
 
 // holdSessions opens one session per device on url (each says hello and
@@ -132,6 +134,7 @@ func (e *env) holdSessions(ctx context.Context, name string, set *sessionSet, st
 		if m1, err := scrapeMetrics(ctx, e.srv.ops); err == nil {
 			per := func(name string) float64 { return (m1[name] - m0[name]) / float64(n) }
 			out.heap, out.stack, out.goroutines = per("go_memstats_heap_inuse_bytes"), per("go_memstats_stack_inuse_bytes"), per("go_goroutines")
+			out.fds = per("process_open_fds")
 		}
 	}
 	if e.o.ProfileDir != "" && set.gateway {
