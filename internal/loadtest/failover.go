@@ -65,7 +65,14 @@ func runFailover(ctx context.Context, o *Options) (*Result, error) {
 		return nil, err
 	}
 	e.logf("failover: %d virtual terminals on %d nodes", len(e.devices), len(nodes))
-	stop, err := e.startFleet(ctx, nodes)
+	// Terminal i tries node i mod n first, then the next ones.
+	stop, err := e.startFleet(ctx, func(i int) []string {
+		urls := make([]string, len(nodes))
+		for j := range nodes {
+			urls[j] = nodes[(i+j)%len(nodes)].terminal + protocol.Path
+		}
+		return urls
+	}, 100*time.Millisecond, 2*time.Second, 5*time.Minute)
 	if err != nil {
 		return nil, err
 	}
@@ -131,23 +138,19 @@ func (e *env) startNodes(ctx context.Context, n int) ([]clusterNode, error) {
 	return nodes, nil
 }
 
-// startFleet runs a virtual terminal per device, terminal i trying node i
-// mod n first, and waits (5 minutes at most) until all are online and
-// linked.
-func (e *env) startFleet(ctx context.Context, nodes []clusterNode) (stop func(), err error) {
+// startFleet runs a virtual terminal per device, terminal i dialling
+// urls(i) in turn with the backoff from min to max, and waits (within) until
+// all are online and linked.
+func (e *env) startFleet(ctx context.Context, urls func(i int) []string, bmin, bmax, within time.Duration) (stop func(), err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	stop = func() { cancel(); wg.Wait() }
 	vts := make([]*sim.Terminal, len(e.devices))
 	for i, d := range e.devices {
-		urls := make([]string, len(nodes))
-		for j := range nodes {
-			urls[j] = nodes[(i+j)%len(nodes)].terminal + protocol.Path
-		}
 		vt, err := sim.New(sim.Config{
-			GatewayURLs: urls, SerialNumber: d.serial, Secret: d.secret,
+			GatewayURLs: urls(i), SerialNumber: d.serial, Secret: d.secret,
 			Model: instore.ModelCountertop, SoftwareVersion: sim.DefaultSoftwareVersion, Logger: discardLogger,
-			BackoffMin: 100 * time.Millisecond, BackoffMax: 2 * time.Second,
+			BackoffMin: bmin, BackoffMax: bmax,
 		})
 		if err != nil {
 			stop()
@@ -157,7 +160,7 @@ func (e *env) startFleet(ctx context.Context, nodes []clusterNode) (stop func(),
 		wg.Add(1)
 		go func() { defer wg.Done(); vt.Run(ctx) }()
 	}
-	deadline := time.Now().Add(5 * time.Minute)
+	deadline := time.Now().Add(within)
 	for _, vt := range vts {
 		for {
 			if s := vt.State(); s.Online && s.TerminalID != "" {
@@ -165,9 +168,9 @@ func (e *env) startFleet(ctx context.Context, nodes []clusterNode) (stop func(),
 			}
 			if time.Now().After(deadline) || ctx.Err() != nil {
 				stop()
-				return nil, fmt.Errorf("virtual terminal %s not online and linked within 5 minutes", vt.State().SerialNumber)
+				return nil, fmt.Errorf("virtual terminal %s not online and linked within %s", vt.State().SerialNumber, within)
 			}
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
 	return stop, nil
