@@ -54,6 +54,10 @@ Scenarios and baselines:
   sessions  N idle terminal sessions (raw WebSocket clients that say
             hello); the server's RSS increase per session against a bare
             gorilla WebSocket server (a child process) holding as many.
+            Then a reconnect storm: every session dropped at once and
+            opened again (256 at a time) through the whole hello, the
+            sessions re-established per second against the bare
+            server's (target: at least 0.5).
             With --webhooks N and/or --streams M: N webhook endpoints
             at a receiver in this process that verifies every signature
             (Standard Webhooks reference library) and M followers of the
@@ -84,6 +88,12 @@ Scenarios and baselines:
             one run: 1, 3, 1, 3 nodes, each a purchase run on a fresh
             schema with its commit baseline. Ours is three nodes, the
             baseline one; the ratio is three over one.
+  failover  PostgreSQL: --sessions virtual terminals on three nodes
+            (terminal i tries node i mod 3 first, then the next), node 1
+            killed with SIGKILL, and the time from the kill to each of
+            its terminals' first purchase acknowledged through another
+            node (one ECR per terminal, retrying every 250-500 ms);
+            p50 and p99 in the table, 60 s at most per terminal.
 
 --target online=URL,terminal=URL,ops=URL runs against a server already
 running on this machine (loopback only; its RSS and CPU then come from its
@@ -107,10 +117,10 @@ Linux only: it reads /proc.`,
 				switch {
 				case a == "all":
 					scenarios = append(scenarios, loadtest.Scenarios...)
-				case slices.Contains(loadtest.Scenarios, a) || a == loadtest.ClusterScenario || a == loadtest.WebhooksScenario || a == loadtest.PreAuthScenario:
+				case slices.Contains(loadtest.Scenarios, a) || a == loadtest.ClusterScenario || a == loadtest.WebhooksScenario || a == loadtest.PreAuthScenario || a == loadtest.FailoverScenario:
 					scenarios = append(scenarios, a)
 				default:
-					return usageError{fmt.Errorf("unknown scenario %q: want %s, all, %s, %s or %s", a, strings.Join(loadtest.Scenarios, ", "), loadtest.PreAuthScenario, loadtest.ClusterScenario, loadtest.WebhooksScenario)}
+					return usageError{fmt.Errorf("unknown scenario %q: want %s, all, %s, %s, %s or %s", a, strings.Join(loadtest.Scenarios, ", "), loadtest.PreAuthScenario, loadtest.ClusterScenario, loadtest.FailoverScenario, loadtest.WebhooksScenario)}
 				}
 			}
 			o.Duration = duration

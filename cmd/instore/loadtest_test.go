@@ -125,6 +125,17 @@ func TestLoadtestScenarios(t *testing.T) {
 						t.Errorf("%s = %v, want > 0", k, v)
 					}
 				}
+				// The reconnect storm: every session back, on both sides.
+				st, _ := r["storm"].(map[string]any)
+				for _, side := range []string{"ours", "baseline"} {
+					s, _ := st[side].(map[string]any)
+					if c, _ := s["count"].(float64); c != 200 || s["errors"] != 0.0 {
+						t.Errorf("storm %s: %v sessions back, errors %v; want 200, 0", side, s["count"], s["errors"])
+					}
+				}
+				if v, _ := st["ratio"].(float64); !(v > 0) {
+					t.Errorf("storm ratio = %v, want > 0", st["ratio"])
+				}
 			case "purchase", "mixed":
 				// A purchase life is at least its creation and its result.
 				if v := num("commitsPerLife"); v < 2 {

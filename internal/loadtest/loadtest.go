@@ -251,8 +251,14 @@ type Result struct {
 	SessionHeapBytes  float64 `json:"sessionHeapBytes,omitempty"`
 	SessionStackBytes float64 `json:"sessionStackBytes,omitempty"`
 	SessionGoroutines float64 `json:"sessionGoroutines,omitempty"`
+	// SessionFDs is ours: the server's open file descriptors per session.
+	SessionFDs float64 `json:"sessionFds,omitempty"`
 	// SessionTargetBytes is the issue's absolute bound (8 KiB at 10,000).
 	SessionTargetBytes float64 `json:"sessionTargetBytes,omitempty"`
+	// Storm is the sessions scenario's reconnect storm: every session
+	// dropped at once and opened again through the whole hello, ours
+	// against the bare server's.
+	Storm *stormFigures `json:"storm,omitempty"`
 
 	// Consumers are the figures of purchase --webhooks/--streams and of
 	// the webhooks scenario; ConsumerErrors what they saw wrong (bad
@@ -423,6 +429,8 @@ func Run(ctx context.Context, scenario string, o Options) (*Result, error) {
 		r, err = runSessions(ctx, &o)
 	case ClusterScenario:
 		r, err = runCluster(ctx, &o)
+	case FailoverScenario:
+		r, err = runFailover(ctx, &o)
 	case WebhooksScenario:
 		r, err = runWebhooks(ctx, &o)
 	default:
@@ -462,6 +470,9 @@ func (r *Result) finish() {
 		if r.Scenario == "sessions" && r.Sessions >= 10000 {
 			r.SessionTargetBytes = 8 << 10
 			met = met && r.BytesPerSession <= r.SessionTargetBytes
+		}
+		if r.Storm != nil {
+			met = met && r.Storm.Ratio >= r.Storm.Target
 		}
 		r.Met = &met
 	}

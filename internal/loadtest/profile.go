@@ -56,3 +56,18 @@ func (e *env) saveProfile(ctx context.Context, kind string, seconds int) {
 	}
 	e.logf("saved %s", file)
 }
+
+// profileCPU saves a CPU profile of the next seconds (with ProfileDir) in
+// the background; the returned func waits for it.
+func (e *env) profileCPU(ctx context.Context, seconds int) (wait func()) {
+	if e.o.ProfileDir == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.saveProfile(ctx, "cpu", seconds)
+	}()
+	time.Sleep(50 * time.Millisecond) // the profile is on before the work starts
+	return func() { <-done }
+}

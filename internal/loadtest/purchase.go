@@ -17,7 +17,6 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/protocol"
-	"github.com/instore-dev/instore/internal/sim"
 )
 
 // nominalCommitsPerLife is the commits of a purchase life as the code
@@ -170,39 +169,7 @@ func (r *Result) setPurchase(res ilResult, perLife float64) {
 // startTerminals runs a virtual terminal per device in this process and
 // waits until every one is online and linked.
 func (e *env) startTerminals(ctx context.Context) (stop func(), err error) {
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	stop = func() { cancel(); wg.Wait() }
-	vts := make([]*sim.Terminal, len(e.devices))
-	for i, d := range e.devices {
-		vt, err := sim.New(sim.Config{
-			GatewayURL: e.srv.terminal + protocol.Path, SerialNumber: d.serial, Secret: d.secret,
-			Model: instore.ModelCountertop, SoftwareVersion: sim.DefaultSoftwareVersion, Logger: discardLogger,
-			BackoffMin: 50 * time.Millisecond, BackoffMax: time.Second,
-		})
-		if err != nil {
-			stop()
-			return nil, err
-		}
-		vts[i] = vt
-		wg.Add(1)
-		go func() { defer wg.Done(); vt.Run(ctx) }()
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for _, vt := range vts {
-		for {
-			s := vt.State()
-			if s.Online && s.TerminalID != "" {
-				break
-			}
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				stop()
-				return nil, fmt.Errorf("virtual terminal %s not online and linked within 60 s", s.SerialNumber)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	return stop, nil
+	return e.startFleet(ctx, func(int) []string { return []string{e.srv.terminal + protocol.Path} }, 50*time.Millisecond, time.Second, time.Minute)
 }
 
 // purchaseOp is one ECR's purchase life: POST /purchase (answered once the

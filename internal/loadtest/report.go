@@ -73,10 +73,16 @@ func (r *Result) WriteTable(w io.Writer) error {
 		}
 		fmt.Fprintf(tw, "\n")
 	}
-	row(r.Baseline)
+	if r.Baseline.Name != "" {
+		row(r.Baseline)
+	}
 	row(r.Ours)
 	for _, p := range r.Parts {
 		row(p)
+	}
+	if r.Storm != nil {
+		row(r.Storm.Baseline)
+		row(r.Storm.Ours)
 	}
 	tw.Flush()
 	if c := r.Consumers; c != nil {
@@ -98,9 +104,13 @@ func (r *Result) WriteTable(w io.Writer) error {
 	case r.Scenario == "sessions":
 		fmt.Fprintf(&b, "server RSS per session: ours %s, bare gorilla server %s", kib(r.BytesPerSession), kib(r.BaselineBytesPerSession))
 		if r.SessionHeapBytes != 0 {
-			fmt.Fprintf(&b, " (ours: Go heap %s, stacks %s, %.1f goroutines)", kib(r.SessionHeapBytes), kib(r.SessionStackBytes), r.SessionGoroutines)
+			fmt.Fprintf(&b, " (ours: Go heap %s, stacks %s, %.2f goroutines, %.2f file descriptors)", kib(r.SessionHeapBytes), kib(r.SessionStackBytes), r.SessionGoroutines, r.SessionFDs)
 		}
 		b.WriteString("\n")
+		if st := r.Storm; st != nil {
+			fmt.Fprintf(&b, "reconnect storm (every session dropped at once, %d redialling at a time, through the whole hello): %s against %s sessions/s, ratio %.2f (target >= %.1f)\n",
+				stormDialers, commas(st.Ours.Rate), commas(st.Baseline.Rate), st.Ratio, st.Target)
+		}
 	}
 	fmt.Fprintf(&b, "ratio %.2f", r.Ratio)
 	if r.Met != nil {

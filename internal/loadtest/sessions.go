@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -36,8 +34,14 @@ func runSessions(ctx context.Context, o *Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.logf("sessions baseline: bare gorilla WebSocket server, %d idle connections held %s", o.Sessions, o.Duration)
-	bf, err := e.holdSessions(ctx, "bare gorilla", "ws://"+b.addr+"/", false, b.stats)
+	e.logf("sessions baseline: bare gorilla WebSocket server, %d idle connections held %s, then a reconnect storm", o.Sessions, o.Duration)
+	bset := e.newSessionSet("ws://"+b.addr+"/", false)
+	bf, err := e.holdSessions(ctx, "bare gorilla", bset, b.stats)
+	var bstorm Side
+	if err == nil {
+		bstorm, err = e.storm(ctx, "bare gorilla storm", bset, b.stats)
+	}
+	bset.close()
 	b.child.stop(10 * time.Second)
 	if err != nil {
 		return nil, err
@@ -50,18 +54,33 @@ func runSessions(ctx context.Context, o *Options) (*Result, error) {
 	if e.srv.terminal == "" {
 		return nil, fmt.Errorf("this scenario needs the terminal gateway's URL (target terminal=ws://...)")
 	}
-	e.logf("sessions: instore, %d idle terminal sessions held %s", o.Sessions, o.Duration)
-	f, err := e.holdSessions(ctx, "instore", e.srv.terminal+protocol.Path, true, e.srv.stats)
+	e.logf("sessions: instore, %d idle terminal sessions held %s, then a reconnect storm", o.Sessions, o.Duration)
+	set := e.newSessionSet(e.srv.terminal+protocol.Path, true)
+	defer set.close()
+	f, err := e.holdSessions(ctx, "instore", set, e.srv.stats)
 	if err != nil {
 		return nil, err
 	}
 	r.Ours, r.BytesPerSession = f.side, f.bytesPerSession
 	r.SessionHeapBytes, r.SessionStackBytes, r.SessionGoroutines = f.heap, f.stack, f.goroutines
+	r.SessionFDs = f.fds
 	if r.BytesPerSession > 0 {
 		r.Ratio = r.BaselineBytesPerSession / r.BytesPerSession
 	}
-	// Rates are of session set-up; the verdict is on memory.
+	// Rates are of session set-up; the verdict is on memory and the storm.
 	r.BaselineRate = r.Baseline.Rate
+	// A CPU profile (with --profile) over about the storm: as long as the
+	// set-up of as many sessions took, at most 30 s.
+	stop := e.profileCPU(ctx, min(int(r.Ours.Seconds)+1, 30))
+	ours, err := e.storm(ctx, "instore storm", set, e.srv.stats)
+	stop()
+	if err != nil {
+		return nil, err
+	}
+	r.Storm = &stormFigures{Ours: ours, Baseline: bstorm, Target: stormTarget}
+	if bstorm.Rate > 0 {
+		r.Storm.Ratio = ours.Rate / bstorm.Rate
+	}
 	return r, nil
 }
 
@@ -71,14 +90,16 @@ type sessionFigures struct {
 	side                    Side
 	bytesPerSession         float64
 	heap, stack, goroutines float64
+	fds                     float64
 }
 
 // holdSessions opens one session per device on url (each says hello and
 // waits for the answer: `linked` from the gateway), holds them all idle
 // for the duration and returns the set-up figures and the server's RSS
 // increase per session: (RSS at the end of the hold - RSS before the first
-// connection) / sessions.
-func (e *env) holdSessions(ctx context.Context, name, url string, gateway bool, stats func() (procStats, error)) (sessionFigures, error) {
+// connection) / sessions. The sessions stay open: the caller closes them
+// (or storms them first).
+func (e *env) holdSessions(ctx context.Context, name string, set *sessionSet, stats func() (procStats, error)) (sessionFigures, error) {
 	var out sessionFigures
 	n := len(e.devices)
 	time.Sleep(500 * time.Millisecond) // let the server settle after its start
@@ -87,60 +108,12 @@ func (e *env) holdSessions(ctx context.Context, name, url string, gateway bool, 
 		return out, err
 	}
 	var m0 map[string]float64
-	if gateway && e.srv.ops != "" {
+	if set.gateway && e.srv.ops != "" {
 		m0, _ = scrapeMetrics(ctx, e.srv.ops)
 	}
-	dialer := &websocket.Dialer{HandshakeTimeout: 30 * time.Second, ReadBufferSize: 1024, WriteBufferSize: 1024}
-	conns := make([]*websocket.Conn, n)
-	lat := make([]time.Duration, n)
-	var failed atomic.Int64
-	var firstErr atomic.Pointer[string]
-	jobs := make(chan int)
-	var wg, readers sync.WaitGroup
 	c0, _ := readProc(0)
-	start := time.Now()
-	for range dialers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				t0 := time.Now()
-				conn, err := e.openSession(ctx, dialer, url, e.devices[i], gateway)
-				if err != nil {
-					failed.Add(1)
-					msg := err.Error()
-					firstErr.CompareAndSwap(nil, &msg)
-					continue
-				}
-				lat[i], conns[i] = time.Since(t0), conn
-				readers.Add(1)
-				go func() {
-					defer readers.Done()
-					// Reading answers the server's pings; it ends at close.
-					for {
-						if _, _, err := conn.NextReader(); err != nil {
-							return
-						}
-					}
-				}()
-			}
-		}()
-	}
-	for i := range n {
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
-	setup := time.Since(start)
+	o := set.open(ctx, dialers)
 	c1, _ := readProc(0)
-	defer func() {
-		for _, c := range conns {
-			if c != nil {
-				c.Close()
-			}
-		}
-		readers.Wait()
-	}()
 
 	holdStart, err := stats()
 	if err != nil {
@@ -161,38 +134,21 @@ func (e *env) holdSessions(ctx context.Context, name, url string, gateway bool, 
 		if m1, err := scrapeMetrics(ctx, e.srv.ops); err == nil {
 			per := func(name string) float64 { return (m1[name] - m0[name]) / float64(n) }
 			out.heap, out.stack, out.goroutines = per("go_memstats_heap_inuse_bytes"), per("go_memstats_stack_inuse_bytes"), per("go_goroutines")
+			out.fds = per("process_open_fds")
 		}
 	}
-	if e.o.ProfileDir != "" && gateway {
+	if e.o.ProfileDir != "" && set.gateway {
 		e.saveProfile(ctx, "heap", 0)
 	}
-
-	var h hist
-	var ok int64
-	for i, c := range conns {
-		if c != nil {
-			h.record(lat[i])
-			ok++
-		}
-	}
-	s := Side{
-		Name: name, Unit: "sessions/s", Count: ok, Seconds: setup.Seconds(),
-		Rate:  float64(ok) / setup.Seconds(),
-		P50Ms: ms(h.quantile(0.5)), P90Ms: ms(h.quantile(0.9)), P99Ms: ms(h.quantile(0.99)), P999Ms: ms(h.quantile(0.999)),
-		MeanMs: ms(h.mean()), MaxMs: ms(h.max), Errors: failed.Load(),
-		ServerRSSBytes: after.RSS,
-		// The server's CPU while it holds the idle sessions.
-		ServerCPU: 100 * (after.CPU - holdStart.CPU).Seconds() / held.Seconds(),
-		ClientCPU: 100 * (c1.CPU - c0.CPU).Seconds() / setup.Seconds(),
-	}
-	if p := firstErr.Load(); p != nil {
-		s.FirstError = *p
-	}
+	s := o.side(name, c1.CPU-c0.CPU)
+	s.ServerRSSBytes = after.RSS
+	// The server's CPU while it holds the idle sessions.
+	s.ServerCPU = 100 * (after.CPU - holdStart.CPU).Seconds() / held.Seconds()
 	out.side = s
-	if ok == 0 {
+	if o.ok == 0 {
 		return out, fmt.Errorf("%s: no session opened: %s", name, s.FirstError)
 	}
-	out.bytesPerSession = float64(after.RSS-before.RSS) / float64(ok)
+	out.bytesPerSession = float64(after.RSS-before.RSS) / float64(o.ok)
 	return out, nil
 }
 

@@ -255,8 +255,16 @@ func (s *Service) batchItems(ctx context.Context, b *instore.Batch) ([]instore.B
 // closeOnHello sends a device that said hello the PENDING close of its
 // terminal ID again (the first send may have been lost with its session);
 // the terminal answers a close it answered already with the same batch.
-func (s *Service) closeOnHello(ctx context.Context, term *instore.Terminal) {
-	b, err := s.Store.PendingBatch(ctx, term.TerminalID)
+func (s *Service) closeOnHello(ctx context.Context, term *instore.Terminal, rows *terminalRows) {
+	var b *instore.Batch
+	var err error
+	if rows != nil && rows.batchRead { // the hello read it
+		if b = rows.batch; b == nil {
+			return
+		}
+	} else {
+		b, err = s.Store.PendingBatch(ctx, term.TerminalID)
+	}
 	if err != nil || b.SerialNumber != term.SerialNumber {
 		return
 	}

@@ -14,10 +14,16 @@ import (
 // AuthenticateDevice checks a device's serial number and secret. A serial
 // number no device can have (NUL, bytes that are not UTF-8, which
 // PostgreSQL refuses) fails like an unknown one, without asking the store.
+// A serial number and secret that passed before pass again without a read
+// of the store (credentials.go): the device then returned has its serial
+// number and model only.
 func (s *Service) AuthenticateDevice(ctx context.Context, serial, secret string) (*instore.Device, error) {
 	unauthorized := instore.Errorf(instore.EUnauthorized, "Unknown device or wrong secret.")
 	if !instore.ValidSerialNumber(serial) || secret == "" || len(secret) > 255 {
 		return nil, unauthorized
+	}
+	if d := s.creds.passed(serial, secret); d != nil {
+		return d, nil
 	}
 	d, err := s.Store.Device(ctx, serial)
 	if errors.Is(err, instore.ErrNotFound) {
@@ -28,6 +34,7 @@ func (s *Service) AuthenticateDevice(ctx context.Context, serial, secret string)
 	if s.SecretMatches == nil || !s.SecretMatches(secret, d.SecretHash) {
 		return nil, unauthorized
 	}
+	s.creds.pass(d, secret)
 	return d, nil
 }
 
@@ -38,20 +45,45 @@ func (s *Service) AuthenticateDevice(ctx context.Context, serial, secret string)
 // software update.
 func (s *Service) DeviceConnected(ctx context.Context, serial string, h instore.DeviceHello) error {
 	at := s.now()
-	evs := s.deviceEvent(ctx, serial, instore.EventTerminalOnline, true)
+	// The hello reads the device's terminal ID and its rows once: for the
+	// terminal.online event, and again for what it sends (sendOwed). The
+	// rows are read after the session was registered (internal/gateway),
+	// so a command that found the device offline before is among them; a
+	// later one goes to the session itself.
+	hl := &hello{DeviceHello: h, at: at, read: true}
+	hl.term, hl.termErr = s.Store.TerminalBySerial(ctx, serial)
+	var evs []instore.OutboxEvent
+	if hl.termErr == nil {
+		evs, hl.rows = s.terminalOnlineEvent(ctx, hl.term, instore.EventTerminalOnline, true)
+	}
 	if err := s.Store.DeviceSeen(ctx, serial, h.SoftwareVersion, at, evs...); err != nil {
 		return fmt.Errorf("device seen: %w", err)
 	}
 	if len(evs) > 0 {
 		s.eventsWritten()
 	}
-	return s.sendOwed(ctx, serial, &hello{DeviceHello: h, at: at})
+	return s.sendOwed(ctx, serial, hl)
 }
 
-// hello is a device's hello with the time it was taken in.
+// hello is a device's hello with the time it was taken in and, when read
+// is set, its terminal ID as DeviceConnected read it (term, or termErr)
+// and the rows read for its event (rows, nil when they were not read).
 type hello struct {
 	instore.DeviceHello
-	at time.Time
+	at      time.Time
+	read    bool
+	term    *instore.Terminal
+	termErr error
+	rows    *terminalRows
+}
+
+// rowsOf returns the rows a hello read, nil for a wake-up or when they
+// were not read.
+func (h *hello) rowsOf() *terminalRows {
+	if h == nil {
+		return nil
+	}
+	return h.rows
 }
 
 // DeviceWoken sends a device that is online on this node what the store
@@ -74,7 +106,14 @@ func (s *Service) DeviceWoken(ctx context.Context, serial string) error {
 // it is owed for that one (owed.go: a command never overtakes the cancel
 // of a transaction the service ended).
 func (s *Service) sendOwed(ctx context.Context, serial string, h *hello) error {
-	t, err := s.Store.TerminalBySerial(ctx, serial)
+	var t *instore.Terminal
+	var err error
+	if h != nil && h.read {
+		t, err = h.term, h.termErr
+	} else {
+		t, err = s.Store.TerminalBySerial(ctx, serial)
+	}
+	rows := h.rowsOf()
 	switch {
 	case err == nil:
 		if err := s.Gateway.SendLinked(ctx, serial, t.TerminalID); err != nil {
@@ -84,7 +123,7 @@ func (s *Service) sendOwed(ctx context.Context, serial string, h *hello) error {
 		// cancelsBefore) goes after what it is owed for its other
 		// transactions, before what it is owed for this one (the ECR's
 		// cancel of a command not yet acknowledged).
-		cmd := s.unacknowledged(ctx, t)
+		cmd := s.unacknowledged(ctx, t, rows)
 		es, err := s.Store.OpenEffects(ctx, serial)
 		if err != nil {
 			return fmt.Errorf("open effects: %w", err)
@@ -109,7 +148,7 @@ func (s *Service) sendOwed(ctx context.Context, serial string, h *hello) error {
 			}
 		}
 		s.resendOwed(ctx, serial, of)
-		s.closeOnHello(ctx, t) // a close goes like a command (close.go)
+		s.closeOnHello(ctx, t, rows) // a close goes like a command (close.go)
 		if h != nil {
 			// Access API: finish, resend or deliver the terminal's software update.
 			s.updateOnHello(ctx, t, *h)
@@ -147,7 +186,12 @@ func (s *Service) sendOwed(ctx context.Context, serial string, h *hello) error {
 func (s *Service) DeviceDisconnected(serial string) {
 	s.log().Debug("device disconnected")
 	ctx := context.Background()
-	for _, ev := range s.deviceEvent(ctx, serial, instore.EventTerminalOffline, false) {
+	t, err := s.Store.TerminalBySerial(ctx, serial)
+	if err != nil {
+		return
+	}
+	evs, _ := s.terminalOnlineEvent(ctx, t, instore.EventTerminalOffline, false)
+	for _, ev := range evs {
 		s.recordEvent(ctx, ev)
 	}
 }

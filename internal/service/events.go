@@ -250,32 +250,35 @@ func (s *Service) recordEvent(ctx context.Context, ev instore.OutboxEvent) {
 // after the change (online overrides the gateway's view: the session is
 // just starting or ending). ok is false for a terminal ID of no merchant.
 func (s *Service) terminalEvent(ctx context.Context, t *instore.Terminal, typ instore.EventType, online *bool) (instore.OutboxEvent, bool) {
+	ev, _, ok := s.terminalEventRows(ctx, t, typ, online)
+	return ev, ok
+}
+
+// terminalEventRows is terminalEvent with the rows its view read.
+func (s *Service) terminalEventRows(ctx context.Context, t *instore.Terminal, typ instore.EventType, online *bool) (instore.OutboxEvent, *terminalRows, bool) {
 	if t == nil || t.MerchantID == "" {
-		return instore.OutboxEvent{}, false
+		return instore.OutboxEvent{}, nil, false
 	}
-	v, err := s.view(ctx, t)
+	v, rows, err := s.viewRead(ctx, t)
 	if err != nil {
 		s.log().Warn("event data", "type", typ, "error", err)
-		return instore.OutboxEvent{}, false
+		return instore.OutboxEvent{}, nil, false
 	}
 	if online != nil {
 		v.Online = *online
 	}
-	return instore.OutboxEvent{MerchantID: t.MerchantID, TerminalID: t.TerminalID, Type: typ, At: s.now(), Data: mustJSON(v)}, true
+	return instore.OutboxEvent{MerchantID: t.MerchantID, TerminalID: t.TerminalID, Type: typ, At: s.now(), Data: mustJSON(v)}, rows, true
 }
 
-// deviceEvent returns the terminal.online or terminal.offline event of the
-// device serial (none when it is not linked to a merchant's terminal ID).
-func (s *Service) deviceEvent(ctx context.Context, serial string, typ instore.EventType, online bool) []instore.OutboxEvent {
-	t, err := s.Store.TerminalBySerial(ctx, serial)
-	if err != nil {
-		return nil
-	}
-	ev, ok := s.terminalEvent(ctx, t, typ, &online)
+// terminalOnlineEvent returns the terminal.online or terminal.offline
+// event of the device's terminal ID t (none when it is not a merchant's),
+// and the rows its view read (nil when none were).
+func (s *Service) terminalOnlineEvent(ctx context.Context, t *instore.Terminal, typ instore.EventType, online bool) ([]instore.OutboxEvent, *terminalRows) {
+	ev, rows, ok := s.terminalEventRows(ctx, t, typ, &online)
 	if !ok {
-		return nil
+		return nil, nil
 	}
-	return []instore.OutboxEvent{ev}
+	return []instore.OutboxEvent{ev}, rows
 }
 
 // updateEvent returns the update.status event of u (as it reads after the

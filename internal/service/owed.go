@@ -105,8 +105,16 @@ func (s *Service) cancelsBefore(ctx context.Context, serial, ref string) error {
 // acknowledges a command whose ref it knows again and never starts it
 // twice (docs/terminal-protocol.md, section 6); the ack timeout still
 // ends one that stays unacknowledged.
-func (s *Service) unacknowledged(ctx context.Context, term *instore.Terminal) *instore.Transaction {
-	t, err := s.Store.ActiveTransaction(ctx, term.TerminalID)
+func (s *Service) unacknowledged(ctx context.Context, term *instore.Terminal, rows *terminalRows) *instore.Transaction {
+	var t *instore.Transaction
+	var err error
+	if rows != nil { // a hello read it
+		if t = rows.active; t == nil {
+			err = instore.ErrNotFound
+		}
+	} else {
+		t, err = s.Store.ActiveTransaction(ctx, term.TerminalID)
+	}
 	if errors.Is(err, instore.ErrNotFound) {
 		return nil
 	} else if err != nil {

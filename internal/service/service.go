@@ -86,6 +86,8 @@ type Service struct {
 	running running
 	ev      events
 	feed    feed
+	// creds holds the device credentials that passed (credentials.go).
+	creds credentials
 	// updateWaits holds the terminal IDs whose SCHEDULED update this node
 	// saw waiting for a transaction to end (terminalIdle).
 	updateWaits sync.Map

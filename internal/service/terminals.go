@@ -11,11 +11,29 @@ import (
 
 // view builds what the Online API shows of a terminal ID.
 func (s *Service) view(ctx context.Context, t *instore.Terminal) (*instore.TerminalView, error) {
+	v, _, err := s.viewRead(ctx, t)
+	return v, err
+}
+
+// terminalRows are the rows view read besides the terminal's: a hello
+// sends what they say (sendOwed) instead of reading them again. A nil row
+// was not found; batchRead says whether PendingBatch was read at all
+// (view skips it for a busy terminal).
+type terminalRows struct {
+	active    *instore.Transaction
+	update    *instore.Update
+	batch     *instore.Batch
+	batchRead bool
+}
+
+// viewRead is view, with the rows it read.
+func (s *Service) viewRead(ctx context.Context, t *instore.Terminal) (*instore.TerminalView, *terminalRows, error) {
 	v := &instore.TerminalView{TerminalID: t.TerminalID, Linked: t.Linked(), LinkedAt: t.LinkedAt}
+	rows := &terminalRows{}
 	if t.Linked() {
 		d, err := s.Store.Device(ctx, t.SerialNumber)
 		if err != nil {
-			return nil, fmt.Errorf("device: %w", err)
+			return nil, nil, fmt.Errorf("device: %w", err)
 		}
 		serial, model, version := d.SerialNumber, d.Model, d.SoftwareVersion
 		v.SerialNumber, v.Model, v.SoftwareVersion, v.LastSeenAt = &serial, &model, &version, d.LastSeenAt
@@ -25,8 +43,9 @@ func (s *Service) view(ctx context.Context, t *instore.Terminal) (*instore.Termi
 	switch {
 	case err == nil:
 		v.Busy, v.CurrentRefID = true, &active.ID
+		rows.active = active
 	case !errors.Is(err, instore.ErrNotFound):
-		return nil, fmt.Errorf("active transaction: %w", err)
+		return nil, nil, fmt.Errorf("active transaction: %w", err)
 	}
 	u, err := s.Store.OpenUpdate(ctx, t.TerminalID)
 	switch {
@@ -34,19 +53,23 @@ func (s *Service) view(ctx context.Context, t *instore.Terminal) (*instore.Termi
 		if s.installs(u) {
 			v.Busy, v.Updating = true, true
 		}
+		rows.update = u
 	case !errors.Is(err, instore.ErrNotFound):
-		return nil, fmt.Errorf("open update: %w", err)
+		return nil, nil, fmt.Errorf("open update: %w", err)
 	}
 	if !v.Busy {
 		// A close running makes it busy as a transaction does (close.go).
-		switch _, err := s.Store.PendingBatch(ctx, t.TerminalID); {
+		b, err := s.Store.PendingBatch(ctx, t.TerminalID)
+		switch {
 		case err == nil:
 			v.Busy = true
+			rows.batch = b
 		case !errors.Is(err, instore.ErrNotFound):
-			return nil, fmt.Errorf("pending close: %w", err)
+			return nil, nil, fmt.Errorf("pending close: %w", err)
 		}
+		rows.batchRead = true
 	}
-	return v, nil
+	return v, rows, nil
 }
 
 // Terminals lists the merchant's terminal IDs.

@@ -148,7 +148,15 @@ func (s *Service) deliverUpdate(ctx context.Context, terminalID string) {
 // version (it restarted into it) and is sent again otherwise; a SCHEDULED
 // one is delivered if due.
 func (s *Service) updateOnHello(ctx context.Context, t *instore.Terminal, h hello) {
-	u, err := s.Store.OpenUpdate(ctx, t.TerminalID)
+	var u *instore.Update
+	var err error
+	if h.rows != nil { // the hello read it
+		if u = h.rows.update; u == nil {
+			return
+		}
+	} else {
+		u, err = s.Store.OpenUpdate(ctx, t.TerminalID)
+	}
 	if errors.Is(err, instore.ErrNotFound) {
 		return
 	} else if err != nil {

@@ -1,0 +1,131 @@
+package service_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/admin"
+	"github.com/instore-dev/instore/internal/auth"
+)
+
+// readCounter counts the store reads a hello makes, by method.
+type readCounter struct {
+	instore.Store
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *readCounter) count(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[name]++
+}
+
+func (c *readCounter) counts() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range c.n {
+		out[k] = v
+	}
+	return out
+}
+
+// counted counts a read of name and makes it.
+func counted[T any](c *readCounter, name string, read func() (T, error)) (T, error) {
+	c.count(name)
+	return read()
+}
+
+func (c *readCounter) Device(ctx context.Context, serial string) (*instore.Device, error) {
+	return counted(c, "Device", func() (*instore.Device, error) { return c.Store.Device(ctx, serial) })
+}
+func (c *readCounter) TerminalBySerial(ctx context.Context, serial string) (*instore.Terminal, error) {
+	return counted(c, "TerminalBySerial", func() (*instore.Terminal, error) { return c.Store.TerminalBySerial(ctx, serial) })
+}
+func (c *readCounter) ActiveTransaction(ctx context.Context, id string) (*instore.Transaction, error) {
+	return counted(c, "ActiveTransaction", func() (*instore.Transaction, error) { return c.Store.ActiveTransaction(ctx, id) })
+}
+func (c *readCounter) OpenUpdate(ctx context.Context, id string) (*instore.Update, error) {
+	return counted(c, "OpenUpdate", func() (*instore.Update, error) { return c.Store.OpenUpdate(ctx, id) })
+}
+func (c *readCounter) PendingBatch(ctx context.Context, id string) (*instore.Batch, error) {
+	return counted(c, "PendingBatch", func() (*instore.Batch, error) { return c.Store.PendingBatch(ctx, id) })
+}
+
+func (c *readCounter) DeviceSeen(ctx context.Context, serial, version string, at time.Time, evs ...instore.OutboxEvent) error {
+	for _, ev := range evs {
+		c.count("DeviceSeen " + string(ev.Type))
+	}
+	return c.Store.DeviceSeen(ctx, serial, version, at, evs...)
+}
+
+// TestAuthenticateDeviceCachesPassedCredentials: a serial number and
+// secret that passed pass again without a read of the store (a device's
+// secret never changes); a wrong secret is still checked against the
+// store and refused, and so is an unknown device.
+func TestAuthenticateDeviceCachesPassedCredentials(t *testing.T) {
+	f := newFixture(t, "FULL", "SN-AUTH-0001")
+	ctx := context.Background()
+	_, secret, err := admin.New(f.st).CreateDevice(ctx, "SN-AUTH-0002", instore.ModelCountertop, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &readCounter{Store: f.st}
+	f.svc.Store, f.svc.SecretMatches = rc, auth.Matches
+	for i := range 3 {
+		d, err := f.svc.AuthenticateDevice(ctx, "SN-AUTH-0002", secret)
+		if err != nil || d == nil || d.SerialNumber != "SN-AUTH-0002" || d.Model != instore.ModelCountertop {
+			t.Fatalf("authentication %d: %+v, %v", i, d, err)
+		}
+	}
+	if n := rc.counts()["Device"]; n != 1 {
+		t.Errorf("three authentications read the device %d times, want 1", n)
+	}
+	for _, c := range []struct{ serial, secret string }{
+		{"SN-AUTH-0002", secret + "x"}, {"SN-AUTH-0002", "wrong"}, {"SN-AUTH-0003", secret},
+	} {
+		if d, err := f.svc.AuthenticateDevice(ctx, c.serial, c.secret); err == nil || instore.ErrorCode(err) != instore.EUnauthorized {
+			t.Errorf("%s with a wrong secret: %+v, %v; want unauthorized", c.serial, d, err)
+		}
+	}
+	if n := rc.counts()["Device"]; n != 4 {
+		t.Errorf("the refused ones read the device %d times in all, want 4 (each checked against the store)", n-1)
+	}
+}
+
+// onlineGateway takes every message, as a session that is up.
+type onlineGateway struct{ instore.NoGateway }
+
+func (onlineGateway) Online(string) bool                               { return true }
+func (onlineGateway) Ready(string) bool                                { return true }
+func (onlineGateway) SendLinked(context.Context, string, string) error { return nil }
+
+// TestHelloReadsEachRowOnce: a hello reads the terminal ID and each row
+// its terminal.online event shows (active transaction, open update,
+// pending close) once, and sends what they say from that read.
+func TestHelloReadsEachRowOnce(t *testing.T) {
+	const serial = "SN-HELLO-0001"
+	f := newFixture(t, "FULL", serial)
+	ctx := context.Background()
+	rc := &readCounter{Store: f.st}
+	f.svc.Store, f.svc.Gateway = rc, onlineGateway{}
+	if err := f.svc.DeviceConnected(ctx, serial, instore.DeviceHello{Model: instore.ModelCountertop, SoftwareVersion: "1.0.0"}); err != nil {
+		t.Fatal(err)
+	}
+	got := rc.counts()
+	for _, m := range []string{"TerminalBySerial", "ActiveTransaction", "OpenUpdate", "PendingBatch"} {
+		if got[m] != 1 {
+			t.Errorf("a hello called %s %d times, want 1 (all: %v)", m, got[m], got)
+		}
+	}
+	if got["DeviceSeen "+string(instore.EventTerminalOnline)] != 1 {
+		t.Errorf("the hello's write carried no terminal.online event: %v", got)
+	}
+}
