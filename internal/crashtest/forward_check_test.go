@@ -205,7 +205,7 @@ func (f *fwdEnv) forwardEntries(ctx context.Context) map[string][]string {
 // transaction.forward_declined) of each transaction, in order.
 func (f *fwdEnv) forwardEvents(ctx context.Context) map[string][]string {
 	out := map[string][]string{}
-	f.scanRows(ctx, `SELECT type, data FROM events WHERE type IN ('transaction.forwarded', 'transaction.forward_declined') ORDER BY id`,
+	f.scanRows(ctx, `SELECT type, data FROM events WHERE type IN ('transaction.forwarded', 'transaction.forward_declined') ORDER BY seq`,
 		func(rs *sql.Rows) error {
 			var typ, data string
 			if err := rs.Scan(&typ, &data); err != nil {

@@ -33,7 +33,8 @@ const (
 	// UnconfirmedNotRecovered neither re-arms nor sweeps the confirmation
 	// deadline of an unconfirmed sale after a start.
 	UnconfirmedNotRecovered Name = "unconfirmed-not-recovered"
-	// EventsOutOfOrder numbers a batch of events newest first.
+	// EventsOutOfOrder lists a page of events newest first (the numbers
+	// are taken at insert, in commit order: the order a reader must keep).
 	EventsOutOfOrder Name = "events-out-of-order"
 	// LateApprovalNotReversed keeps an approval the service had ended
 	// without reversing it on the terminal.

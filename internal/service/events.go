@@ -221,6 +221,16 @@ func (s *Service) CheckEventCursor(ctx context.Context, p *instore.Principal, af
 	if err != nil {
 		return fmt.Errorf("last event: %w", err)
 	}
+	if after > top {
+		// Told by another node a moment ago: this node's horizon may not
+		// have passed it yet (sqlstore, horizon.go).
+		if _, err := s.Store.SequenceEvents(ctx, 0); err != nil {
+			return fmt.Errorf("last event: %w", err)
+		}
+		if top, err = s.Store.LastEventSeq(ctx, ""); err != nil {
+			return fmt.Errorf("last event: %w", err)
+		}
+	}
 	if after <= top {
 		return nil
 	}

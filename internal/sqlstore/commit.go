@@ -234,10 +234,21 @@ func (g *groupCommitter) commit(group []*writeJob, mode string) {
 			}
 		}
 	}
+	// A durable commit tells the events up to the highest number it holds
+	// (horizon.go): its fsync flushes the relaxed commits before it too.
+	told := int64(-1)
+	if mode == "FULL" {
+		if told, err = toldAtDurableCommit(ctx, c); err != nil {
+			tx.Rollback()
+			fail(fmt.Errorf("read the events' horizon: %w", err))
+			return
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		fail(fmt.Errorf("commit: %w", err))
 		return
 	}
+	db.publishTold(told)
 	if len(ts.missed) > 0 {
 		ts.prepareMissed(ctx)
 	}

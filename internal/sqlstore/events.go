@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 	"time"
@@ -11,19 +10,32 @@ import (
 	"github.com/instore-dev/instore/internal/mutant"
 )
 
-// Events for integrators (instore.EventStore; migration 0011).
+// Events for integrators (instore.EventStore; migrations 0011 and 0018).
+// An event is a row of events: the timeline entry of a transaction's change
+// that integrators are told of (timeline.go), or an event of no transaction
+// (a terminal's session, a print job, ...: insertOutbox). Its number, seq,
+// is taken at insert (PostgreSQL: from the inserting transaction's id;
+// SQLite: the row id, in commit order), and readers show only the events up
+// to the store's told horizon (horizon.go): nothing numbers them afterwards.
 
-const outboxColumns = `merchant_id, type, terminal_id, created_at, data`
+// toldColumns are the columns that tell integrators of a row (NULL
+// merchant_id: an entry they are not told of).
+const toldColumns = `merchant_id, type, terminal_id, data`
 
-func outboxArgs(e *instore.OutboxEvent) []any {
-	return []any{e.MerchantID, e.Type, e.TerminalID, micros(e.At), string(e.Data)}
+// toldArgs are the values of toldColumns for o (nil: not told).
+func toldArgs(o *instore.OutboxEvent) []any {
+	if o == nil {
+		return []any{nil, "", "", nil}
+	}
+	return []any{o.MerchantID, o.Type, o.TerminalID, string(o.Data)}
 }
 
-// insertOutbox inserts events, unnumbered, in the database transaction of
-// the write they describe.
+// insertOutbox inserts events of no transaction in the database
+// transaction of the write they describe.
 func insertOutbox(ctx context.Context, c conn, evs []instore.OutboxEvent) error {
 	for i := range evs {
-		if _, err := c.exec(ctx, `INSERT INTO events (`+outboxColumns+`) VALUES (?, ?, ?, ?, ?)`, outboxArgs(&evs[i])...); err != nil {
+		if _, err := c.exec(ctx, `INSERT INTO events (created_at, `+toldColumns+`) VALUES (?, ?, ?, ?, ?)`,
+			append([]any{micros(evs[i].At)}, toldArgs(&evs[i])...)...); err != nil {
 			return fmt.Errorf("insert event: %w", err)
 		}
 	}
@@ -35,65 +47,42 @@ func (db *DB) AppendEvents(ctx context.Context, evs []instore.OutboxEvent) error
 	return db.update(ctx, func(c conn) error { return insertOutbox(ctx, c, evs) })
 }
 
-// sequenceLock is the advisory lock that makes one sequencer run at a time
-// across the nodes on one PostgreSQL database.
-const sequenceLock = 0x1a57_e7e7
-
-// SequenceEvents numbers committed events in commit order. On SQLite the one writer commits in
-// id order, so an event's number is its id; on PostgreSQL ids are taken at
-// insert, before commit, so the sequencer (one at a time: an advisory
-// lock held to its commit) numbers what committed, after the highest
-// number so far, in id order.
+// SequenceEvents moves the store's told horizon (horizon.go) up to what has
+// committed and is on disk, and returns how many events were told since
+// its last call (limit is not needed: nothing is numbered). When events
+// committed above the horizon, it tries again until they are told.
 func (db *DB) SequenceEvents(ctx context.Context, limit int) (int, error) {
-	var n int64
-	err := db.update(ctx, func(c conn) error {
-		var top int64
-		if c.d.name == "postgres" {
-			if _, err := c.exec(ctx, `SELECT pg_advisory_xact_lock(?)`, int64(sequenceLock)); err != nil {
-				return fmt.Errorf("sequence events: lock: %w", err)
-			}
-		}
-		if err := c.queryRow(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events`).Scan(&top); err != nil {
-			return fmt.Errorf("sequence events: %w", err)
-		}
-		var res interface{ RowsAffected() (int64, error) }
-		var err error
-		if c.d.name == "postgres" {
-			res, err = c.exec(ctx, `WITH n AS (SELECT id, row_number() OVER (ORDER BY id) AS r FROM events
-					WHERE seq IS NULL ORDER BY id LIMIT ?)
-				UPDATE events e SET seq = ? + n.r FROM n WHERE e.id = n.id`, limit, top)
-		} else if mutant.On(mutant.EventsOutOfOrder) {
-			var lo, hi sql.NullInt64
-			if err := c.queryRow(ctx, `SELECT MIN(id), MAX(id) FROM (SELECT id FROM events WHERE seq IS NULL ORDER BY id LIMIT ?)`, limit).Scan(&lo, &hi); err != nil {
-				return err
-			}
-			res, err = c.exec(ctx, `UPDATE events SET seq = ? - id WHERE seq IS NULL AND id BETWEEN ? AND ?`, lo.Int64+hi.Int64, lo.Int64, hi.Int64)
-		} else {
-			res, err = c.exec(ctx, `UPDATE events SET seq = id WHERE id IN
-				(SELECT id FROM events WHERE seq IS NULL ORDER BY id LIMIT ?)`, limit)
-		}
-		if err != nil {
-			return fmt.Errorf("sequence events: %w", err)
-		}
-		// The endpoints' deliveries are made as the dispatcher reaches the
-		// events (FillDeliveries), not here.
-		n, err = res.RowsAffected()
-		return err
-	})
-	return int(n), err
+	if err := db.advanceTold(ctx); err != nil {
+		return 0, fmt.Errorf("sequence events: %w", err)
+	}
+	to := db.told.Load()
+	from := db.reported.Swap(to)
+	if to <= from {
+		db.reported.CompareAndSwap(to, from) // never lower it
+		return 0, nil
+	}
+	var n int
+	if err := db.read().queryRow(ctx, `SELECT COUNT(*) FROM events WHERE seq > ? AND seq <= ? AND merchant_id IS NOT NULL`,
+		from, to).Scan(&n); err != nil {
+		return 0, fmt.Errorf("sequence events: %w", err)
+	}
+	return n, nil
 }
 
-// ListEvents returns the numbered events of f, oldest first.
+// listColumns are what ListEvents reads of an event.
+const listColumns = `merchant_id, type, terminal_id, created_at, data`
+
+// ListEvents returns the told events of f, oldest first.
 func (db *DB) ListEvents(ctx context.Context, f instore.EventFilter) ([]instore.StoredEvent, error) {
 	var b strings.Builder
 	var args []any
 	if f.MerchantID != "" {
-		b.WriteString(`SELECT seq, ` + outboxColumns + ` FROM events WHERE merchant_id = ? AND seq > ?`)
-		args = append(args, f.MerchantID, f.After)
+		b.WriteString(`SELECT seq, ` + listColumns + ` FROM events WHERE merchant_id = ? AND seq > ? AND seq <= ?`)
+		args = append(args, f.MerchantID, f.After, db.told.Load())
 	} else {
 		// Every merchant's (the node's event feed).
-		b.WriteString(`SELECT seq, ` + outboxColumns + ` FROM events WHERE seq > ?`)
-		args = append(args, f.After)
+		b.WriteString(`SELECT seq, ` + listColumns + ` FROM events WHERE seq > ? AND seq <= ? AND merchant_id IS NOT NULL`)
+		args = append(args, f.After, db.told.Load())
 	}
 	if f.TerminalID != "" {
 		b.WriteString(` AND terminal_id = ?`)
@@ -105,7 +94,11 @@ func (db *DB) ListEvents(ctx context.Context, f instore.EventFilter) ([]instore.
 			args = append(args, t)
 		}
 	}
-	b.WriteString(` ORDER BY seq LIMIT ?`)
+	if mutant.On(mutant.EventsOutOfOrder) {
+		b.WriteString(` ORDER BY seq DESC LIMIT ?`)
+	} else {
+		b.WriteString(` ORDER BY seq LIMIT ?`)
+	}
 	args = append(args, f.Limit)
 	rows, err := db.read().query(ctx, b.String(), args...)
 	if err != nil {
@@ -126,10 +119,11 @@ func (db *DB) LastEventSeq(ctx context.Context, merchantID string) (int64, error
 	var n int64
 	var err error
 	if merchantID == "" {
-		err = db.read().queryRow(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events`).Scan(&n)
+		err = db.read().queryRow(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events WHERE seq <= ? AND merchant_id IS NOT NULL`,
+			db.told.Load()).Scan(&n)
 	} else {
-		err = db.read().queryRow(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events WHERE merchant_id = ? AND seq IS NOT NULL`,
-			merchantID).Scan(&n)
+		err = db.read().queryRow(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events WHERE merchant_id = ? AND seq <= ?`,
+			merchantID, db.told.Load()).Scan(&n)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("last event: %w", err)
@@ -137,32 +131,38 @@ func (db *DB) LastEventSeq(ctx context.Context, merchantID string) (int64, error
 	return n, nil
 }
 
-// ExpireEvents deletes the numbered events dated before before, with their
+// ExpireEvents ends the told events dated before before, with their
 // deliveries that ended (a pending one keeps its event: it is still owed).
+// An event of no transaction is deleted; a transaction's stays as its
+// timeline entry, no longer told (merchant_id and data NULL).
 func (db *DB) ExpireEvents(ctx context.Context, before time.Time) (int, error) {
 	var n int64
 	err := db.update(ctx, func(c conn) error {
+		told := db.told.Load()
 		if _, err := c.exec(ctx, `DELETE FROM webhook_deliveries WHERE status <> 'pending' AND event_seq IN
-			(SELECT seq FROM events WHERE created_at < ? AND seq IS NOT NULL)`, micros(before)); err != nil {
+			(SELECT seq FROM events WHERE created_at < ? AND merchant_id IS NOT NULL AND seq <= ?)`, micros(before), told); err != nil {
 			return fmt.Errorf("expire events: %w", err)
 		}
-		// The newest numbered event is kept whatever its age: the next
-		// number is taken after it (SequenceEvents), and numbers must never
-		// be used twice, or a reader resuming after an old id would skip
-		// the new events that took it again.
+		// The newest told event is kept whatever its age (a reader's cursor
+		// beyond it would be refused as unknown).
 		// An event an enabled endpoint has yet to be given a delivery for
 		// is kept too (a disabled one holds nothing: enabled again, it
 		// resumes with what is still kept).
-		res, err := c.exec(ctx, `DELETE FROM events WHERE created_at < ? AND seq IS NOT NULL
+		expired := `created_at < ? AND merchant_id IS NOT NULL AND seq <= ?
 			AND seq NOT IN (SELECT event_seq FROM webhook_deliveries)
-			AND seq < (SELECT MAX(seq) FROM events)
+			AND seq < (SELECT MAX(seq) FROM events WHERE merchant_id IS NOT NULL AND seq <= ?)
 			AND NOT EXISTS (SELECT 1 FROM webhooks w WHERE w.merchant_id = events.merchant_id
-				AND w.status = 'enabled' AND w.deleted_at IS NULL AND w.fanned_seq < events.seq)`, micros(before))
-		if err != nil {
-			return fmt.Errorf("expire events: %w", err)
+				AND w.status = 'enabled' AND w.deleted_at IS NULL AND w.fanned_seq < events.seq)`
+		args := []any{micros(before), told, told}
+		for _, q := range []string{`DELETE FROM events WHERE transaction_id IS NULL AND ` + expired,
+			`UPDATE events SET merchant_id = NULL, data = NULL WHERE transaction_id IS NOT NULL AND ` + expired} {
+			k, err := c.execAffected(ctx, q, args...)
+			if err != nil {
+				return fmt.Errorf("expire events: %w", err)
+			}
+			n += k
 		}
-		n, err = res.RowsAffected()
-		return err
+		return nil
 	})
 	return int(n), err
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/instore-dev/instore"
@@ -71,6 +72,11 @@ type DB struct {
 	// relaxed is the PostgreSQL pool for a relaxed Commit (instore.Change.Relaxed): its sessions have
 	// synchronous_commit off.
 	relaxed *sql.DB
+	// told is the highest event number readers may show, pending a
+	// PostgreSQL bound waiting for the WAL flush (horizon.go).
+	// reported is how far SequenceEvents has reported (it wakes readers).
+	told, reported atomic.Int64
+	pending        toldState
 }
 
 // Open opens the store named by dsn and applies pending migrations. A dsn
@@ -117,6 +123,21 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 	if err := db.migrate(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlstore: migrate %s: %w", db.d.name, err)
+	}
+	// What the database holds when it is opened is told (SQLite: on disk
+	// as far as it will ever be; PostgreSQL: as far as flushed).
+	var err error
+	if db.d.name == "postgres" {
+		_, err = db.advanceToldOnce(ctx)
+	} else {
+		var top int64
+		top, err = toldAtDurableCommit(ctx, db.read())
+		db.publishTold(top)
+	}
+	db.reported.Store(db.told.Load())
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlstore: read the events' horizon: %w", err)
 	}
 	if db.writerStmts != nil {
 		db.group = newGroupCommitter(db, synchronous == "FULL")

@@ -9,14 +9,22 @@ import (
 
 // A transaction's timeline (instore.TransactionEvent) is written with the
 // transaction: every write of a transaction inserts its instore.Change's
-// Events in the database transaction of the write. On PostgreSQL a write that is one
-// statement (autocommit) stays one statement: the insert of its one event
-// joins it as a data-modifying WITH, atomic with it (withEvent).
+// Events in the database transaction of the write, each one row of events
+// that is both the timeline entry and the event integrators are told of it
+// (its Outbox; migration 0018). On PostgreSQL a write that is one statement
+// (autocommit) stays one statement: the insert of its one entry joins it as
+// a data-modifying WITH, atomic with it (withEvent).
 
-const eventColumns = `transaction_id, version, at, kind, actor, status_before, status_after, detail`
+// eventColumns are the columns of a timeline entry's row after
+// transaction_id (the outbox columns are NULL or empty for an entry
+// integrators are not told of).
+const eventColumns = `version, created_at, kind, actor, status_before, status_after, detail, ` + toldColumns
+
+// eventValues is the placeholder list of eventColumns.
+const eventValues = `?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`
 
 func eventArgs(e *instore.TransactionEvent) []any {
-	return []any{e.Version, micros(e.At), e.Kind, e.Actor, e.StatusBefore, e.StatusAfter, e.Detail}
+	return append([]any{e.Version, micros(e.At), e.Kind, e.Actor, e.StatusBefore, e.StatusAfter, e.Detail}, toldArgs(e.Outbox)...)
 }
 
 // withEvent rewrites one INSERT or UPDATE of a transaction row (q, args) so
@@ -28,35 +36,23 @@ func (c conn) withEvent(q string, args []any, e *instore.TransactionEvent) (stri
 	if c.d.name != "postgres" {
 		return q, args, false
 	}
-	o, oargs := outboxCTE(e)
-	q = `WITH w AS (` + q + ` RETURNING id)` + o + ` INSERT INTO transaction_events (` + eventColumns + `)
-		SELECT w.id, ?, ?, ?, ?, ?, ?, ? FROM w`
-	return q, append(append(args, oargs...), eventArgs(e)...), true
+	q = `WITH w AS (` + q + ` RETURNING id) ` + insertEventFromW
+	return q, append(args, eventArgs(e)...), true
 }
 
-// outboxCTE is the part of a PostgreSQL statement that inserts e's
-// integrator event for each row of w ("" when it has none).
-func outboxCTE(e *instore.TransactionEvent) (string, []any) {
-	if e.Outbox == nil {
-		return "", nil
-	}
-	return `, o AS (INSERT INTO events (` + outboxColumns + `) SELECT ?, ?, ?, ?, ? FROM w)`, outboxArgs(e.Outbox)
-}
+// insertEventFromW inserts, in a PostgreSQL statement whose WITH names w
+// the rows written, a timeline entry (eventArgs) for each.
+const insertEventFromW = `INSERT INTO events (transaction_id, ` + eventColumns + `) SELECT w.id, ` + eventValues + ` FROM w`
 
 // insertEvents inserts the events of the transaction id; it must run in
 // the database transaction of the write it records. An event already
 // stored (the same key) is the same event: it is kept.
 func insertEvents(ctx context.Context, c conn, id string, events []instore.TransactionEvent) error {
 	for i := range events {
-		n, err := c.execAffected(ctx, `INSERT INTO transaction_events (`+eventColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (transaction_id, version) DO NOTHING`, append([]any{id}, eventArgs(&events[i])...)...)
-		if err != nil {
+		e := &events[i]
+		if _, err := c.exec(ctx, `INSERT INTO events (transaction_id, `+eventColumns+`) VALUES (?, `+eventValues+`)
+			ON CONFLICT (transaction_id, version) DO NOTHING`, append([]any{id}, eventArgs(e)...)...); err != nil {
 			return fmt.Errorf("insert transaction event: %w", err)
-		}
-		if o := events[i].Outbox; o != nil && n > 0 { // an event kept already told integrators
-			if err := insertOutbox(ctx, c, []instore.OutboxEvent{*o}); err != nil {
-				return err
-			}
 		}
 	}
 	return nil
@@ -69,8 +65,8 @@ func oneStatement(ch *instore.Change) bool { return len(ch.Events) <= 1 }
 // TransactionEvents returns the timeline of the transaction ref, oldest
 // first.
 func (db *DB) TransactionEvents(ctx context.Context, ref string) ([]instore.TransactionEvent, error) {
-	rows, err := db.read().query(ctx, `SELECT version, at, kind, actor, status_before, status_after, detail
-		FROM transaction_events WHERE transaction_id = ? ORDER BY version`, ref)
+	rows, err := db.read().query(ctx, `SELECT version, created_at, kind, actor, status_before, status_after, detail
+		FROM events WHERE transaction_id = ? ORDER BY version`, ref)
 	if err != nil {
 		return nil, fmt.Errorf("transaction events: %w", err)
 	}

@@ -265,9 +265,8 @@ func createTied(ctx context.Context, c conn, ch *instore.Change) error {
 			WHERE merchant_id = ? AND key = ? AND attempt = ? AND transaction_id IS NULL AND status_code IS NULL
 			RETURNING 1),
 		w AS (INSERT INTO transactions (` + transactionColumns + `) SELECT ` + transactionValues + ` FROM k RETURNING id)`
-	o, oargs := outboxCTE(&ch.Events[0])
-	q += o + ` INSERT INTO transaction_events (` + eventColumns + `) SELECT w.id, ?, ?, ?, ?, ?, ?, ? FROM w`
-	all := append(append([]any{t.ID, k.MerchantID, k.Key, k.Attempt}, args...), oargs...)
+	q += ` ` + insertEventFromW
+	all := append([]any{t.ID, k.MerchantID, k.Key, k.Attempt}, args...)
 	n, err := c.execAffected(ctx, q, append(all, eventArgs(&ch.Events[0])...)...)
 	if err != nil {
 		return c.conflictErr("create transaction", err)

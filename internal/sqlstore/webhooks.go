@@ -78,11 +78,12 @@ func (db *DB) CreateWebhook(ctx context.Context, w *instore.Webhook, max int) er
 		if n >= max {
 			return fmt.Errorf("create webhook: %w (%d endpoints)", instore.ErrConflict, n)
 		}
-		// A new endpoint gets the events numbered from now on.
+		// A new endpoint gets the events told from now on (horizon.go).
 		_, err := c.exec(ctx, `INSERT INTO webhooks (`+webhookColumns+`, fanned_seq)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) FROM events))`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			w.ID, w.MerchantID, w.URL, typesColumn(w.EventTypes), w.Description, w.Status, w.DisabledReason,
-			w.Secret, w.PreviousSecret, nullMicros(w.PreviousUntil), nullMicros(w.FailingSince), micros(w.CreatedAt))
+			w.Secret, w.PreviousSecret, nullMicros(w.PreviousUntil), nullMicros(w.FailingSince), micros(w.CreatedAt),
+			db.told.Load())
 		if err != nil {
 			return c.conflictErr("create webhook", err)
 		}
@@ -355,10 +356,7 @@ const fillSkip = 1024
 // a time: the move of fanned_seq is a compare-and-set in the transaction
 // that inserts the deliveries (a racing node's inserts nothing).
 func (db *DB) fillDeliveries(ctx context.Context) error {
-	var top int64
-	if err := db.read().queryRow(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events`).Scan(&top); err != nil {
-		return fmt.Errorf("fill deliveries: %w", err)
-	}
+	top := db.told.Load() // the events told (horizon.go)
 	type endpoint struct {
 		id, merchantID, types string
 		fanned                int64

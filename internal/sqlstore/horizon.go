@@ -1,0 +1,167 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// The told horizon: the highest event number (seq) readers of the stream may
+// show. Numbers are taken at insert (migration 0018), so what decides that
+// an event may be shown is not a number given afterwards but that nothing
+// could still commit below it, and that it is on disk:
+//
+//   - PostgreSQL: seq is the inserting transaction's id shifted left by 20
+//     bits (plus an order within it). Below the oldest transaction of the
+//     database still running (oldestRunning) every transaction has
+//     committed or never will, so every event numbered below its id<<20
+//     that will ever exist is visible to a later reader. The bound is told once the WAL up to the
+//     position read with it is flushed (pg_current_wal_flush_lsn): a relaxed
+//     commit (synchronous_commit off) is visible before it is on disk, and
+//     an event told, then lost in a crash, could have its number taken again.
+//     A transaction of the database left open holds the horizon (and the
+//     stream) back until it ends: docs/events.md.
+//   - SQLite: one writer commits in row id order. The bound is the highest
+//     number committed by a durable group commit (groupCommitter: its fsync
+//     flushes the relaxed writes before it too).
+//
+// The horizon only grows. Each store handle (each node) keeps its own; a
+// reader that saw N on one node and goes on on another sees the events
+// after N there as that node's horizon passes them, and never one below N
+// that it missed (every event below N had committed when N was told).
+
+// toldShift is how far a PostgreSQL transaction id is shifted in seq.
+const toldShift = 20
+
+// toldState is a PostgreSQL candidate bound waiting for the WAL flush.
+type toldState struct {
+	mu       sync.Mutex
+	bound    int64 // a bound to tell once the WAL is flushed to lsn
+	lsn      int64
+	hasBound bool
+}
+
+// publishTold raises the told horizon to n (never lowers it).
+func (db *DB) publishTold(n int64) {
+	for {
+		cur := db.told.Load()
+		if n <= cur || db.told.CompareAndSwap(cur, n) {
+			return
+		}
+	}
+}
+
+// advanceTold raises the told horizon to what has committed and is on
+// disk; while events committed before it was called wait above it (a
+// transaction below them still running, the WAL not yet flushed, or on
+// SQLite no durable commit since), it tries again, for up to toldWait.
+func (db *DB) advanceTold(ctx context.Context) error {
+	deadline := time.Now().Add(toldWait)
+	target := int64(-1)
+	for {
+		top, err := db.advanceToldOnce(ctx)
+		if target < 0 {
+			target = top
+		}
+		if err != nil || db.told.Load() >= target || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// toldWait bounds how long advanceTold waits for events committed above
+// the horizon: on PostgreSQL the oldest running transaction of the
+// database holds it.
+const toldWait = 5 * time.Second
+
+// advanceToldOnce makes one attempt and returns the highest number
+// committed (told or not).
+func (db *DB) advanceToldOnce(ctx context.Context) (top int64, err error) {
+	if db.d.name != "postgres" {
+		if err := db.read().queryRow(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events`).Scan(&top); err != nil {
+			return 0, err
+		}
+		if top > db.told.Load() {
+			// A durable commit tells what is below it (groupCommitter); one
+			// that writes, so that it reaches the disk.
+			err = db.update(ctx, func(c conn) error {
+				_, err := c.exec(ctx, `INSERT INTO settings (name, value) VALUES ('events.told', ?)
+					ON CONFLICT (name) DO UPDATE SET value = excluded.value`, strconv.FormatInt(top, 10))
+				return err
+			})
+		}
+		return top, err
+	}
+	xmin, top, err := db.oldestRunning(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var inserted, flushed int64
+	if err := db.reader.QueryRowContext(ctx, `SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint,
+		(pg_current_wal_flush_lsn() - '0/0'::pg_lsn)::bigint`).Scan(&inserted, &flushed); err != nil {
+		return 0, err
+	}
+	bound := xmin<<toldShift - 1
+	p := &db.pending
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.hasBound && p.lsn <= flushed {
+		db.publishTold(p.bound)
+		p.hasBound = false
+	}
+	switch {
+	case inserted <= flushed:
+		db.publishTold(bound)
+		p.hasBound = false
+	case bound > db.told.Load() && !p.hasBound:
+		// (While a candidate waits, a newer one is taken at the attempt
+		// after it is told, so that the first is told soon.)
+		p.bound, p.lsn, p.hasBound = bound, inserted, true
+	}
+	return top, nil
+}
+
+// oldestRunning returns, on PostgreSQL, a transaction id below which every
+// transaction of this database has ended (the oldest one running, or the
+// next to be given when none runs), and the highest event number committed.
+// The snapshot (its xmax) is taken before the running ones are read from
+// pg_locks (each transaction holds the lock of its own id until it ends):
+// one that took an id before the snapshot and still runs is in pg_locks; one
+// that ended since is seen by every later reader. Only this database's
+// transactions count (a long one in another database of the cluster does
+// not hold the stream back); prepared transactions (two-phase commit,
+// which instore does not use) would not be seen.
+func (db *DB) oldestRunning(ctx context.Context) (xid, top int64, err error) {
+	var next int64
+	var oldest sql.NullInt64
+	err = db.reader.QueryRowContext(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint,
+		COALESCE((SELECT MAX(seq) FROM events), 0),
+		(SELECT MIN(l.transactionid::text::bigint) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+			WHERE l.locktype = 'transactionid' AND l.mode = 'ExclusiveLock' AND l.granted
+			AND a.datid = (SELECT oid FROM pg_database WHERE datname = current_database()))`).Scan(&next, &top, &oldest)
+	if err != nil || !oldest.Valid {
+		return next, top, err
+	}
+	// pg_locks shows 32-bit ids: the epoch is the snapshot's (or the one
+	// before, for an id above the next one's low bits).
+	x := next&^0xffffffff | oldest.Int64
+	if x > next {
+		x -= 1 << 32
+	}
+	return min(x, next), top, nil
+}
+
+// toldAtDurableCommit is what a durable group commit of SQLite tells: the
+// highest number written, read in its transaction (c) before the commit.
+func toldAtDurableCommit(ctx context.Context, c conn) (int64, error) {
+	var top int64
+	err := c.queryRow(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events`).Scan(&top)
+	return top, err
+}
