@@ -239,6 +239,24 @@ func (db *DB) relaxedWrite(ctx context.Context, fn func(c conn) error) error {
 	return db.update(ctx, fn)
 }
 
+// relaxedUpdate runs the transaction fn without waiting for the disk
+// (relaxedWrite, for several statements that must be atomic: on
+// PostgreSQL a transaction of the pool with synchronous_commit off).
+func (db *DB) relaxedUpdate(ctx context.Context, fn func(c conn) error) error {
+	if db.group != nil || db.relaxed == nil {
+		return db.relaxedWrite(ctx, fn)
+	}
+	tx, err := db.relaxed.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(conn{d: db.d, q: tx}); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
 // recordChunk bounds the rows of one statement of RecordAttempts.
 const recordChunk = 200
 
@@ -247,12 +265,15 @@ const recordChunk = 200
 // (one commit for a run of deliveries): the attempts in one statement
 // per recordChunk, the deliveries that succeeded in one, the others one
 // by one; each endpoint's failing time and disabling as if recorded one
-// after the other.
+// after the other. The transaction does not wait for the disk (as the
+// lease): a crash of the database that loses it leaves the deliveries
+// pending, and they are sent again (at least once), their lost attempts
+// unrecorded.
 func (db *DB) RecordAttempts(ctx context.Context, rs []instore.AttemptRecord) error {
 	if len(rs) == 0 {
 		return nil
 	}
-	return db.update(ctx, func(c conn) error {
+	return db.relaxedUpdate(ctx, func(c conn) error {
 		var attempts, succeeded [][]any
 		var release []any
 		type health struct {
@@ -432,7 +453,10 @@ func (db *DB) fillDeliveries(ctx context.Context) error {
 			continue
 		}
 		wanted := `merchant_id = ? AND seq > ? AND seq <= ? AND (? = '' OR ? LIKE '%,' || type || ',%')`
-		err := db.update(ctx, func(c conn) error {
+		// Not waiting for the disk: the deliveries are made from the
+		// events, and a crash that loses them loses the move of
+		// fanned_seq with them (one transaction): they are made again.
+		err := db.relaxedUpdate(ctx, func(c conn) error {
 			seqs, err := c.query(ctx, `SELECT seq FROM events WHERE `+wanted+` ORDER BY seq LIMIT ?`,
 				ep.merchantID, ep.fanned, top, ep.types, ep.types, deliveriesAhead-pending)
 			if err != nil {
