@@ -37,26 +37,43 @@ func (db *DB) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, q 
 	if err != nil {
 		return nil, err
 	}
-	taken := map[string]int{}
+	// The leases of every run in one write (one wait for the group
+	// committer on SQLite, not one per endpoint).
+	run := max(1, q.Run)
+	var won []head
+	err = db.relaxedWrite(ctx, func(c conn) error {
+		won = won[:0]
+		taken := map[string]int{}
+		for _, h := range heads {
+			if len(won) == q.Limit {
+				break
+			}
+			if q.Room(h.merchant, taken[h.merchant]) <= 0 {
+				continue
+			}
+			ok, err := leaseRun(ctx, c, h, now, leaseUntil, run)
+			if err != nil {
+				return err
+			}
+			if ok {
+				won = append(won, h)
+				taken[h.merchant]++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		// What was leased (PostgreSQL: each statement commits alone) is
+		// sent when its lease ends.
+		return nil, fmt.Errorf("claim deliveries: %w", err)
+	}
 	var out []*instore.DueDelivery
-	runs := 0
-	for _, h := range heads {
-		if runs == q.Limit {
-			break
-		}
-		if q.Room(h.merchant, taken[h.merchant]) <= 0 {
-			continue
-		}
-		run, err := db.claimRun(ctx, h, now, leaseUntil, max(1, q.Run))
+	for _, h := range won {
+		r, err := db.readRun(ctx, h, now, leaseUntil, run)
 		if err != nil {
 			return out, err
 		}
-		if len(run) == 0 {
-			continue
-		}
-		out = append(out, run...)
-		taken[h.merchant]++
-		runs++
+		out = append(out, r...)
 	}
 	return out, fillErr
 }
@@ -108,38 +125,34 @@ func (db *DB) dueHeads(ctx context.Context, now time.Time, q instore.ClaimQuota)
 	}, "due deliveries")
 }
 
-// claimRun leases the head h and up to run-1 due deliveries behind it and
-// returns those leased, in order, with their endpoint and events (none if
-// another node took the head first). A delivery whose event is gone
-// (expired while it waited) is given up on the way; the run ends at the
-// first delivery it could not lease (not due: an older delivery retried
-// by the merchant), whose followers' leases are given back.
-func (db *DB) claimRun(ctx context.Context, h head, now, leaseUntil time.Time, run int) ([]*instore.DueDelivery, error) {
+// leaseRun leases the head h, if no other node took it first, and up to
+// run-1 due deliveries behind it; it tells whether h was leased.
+func leaseRun(ctx context.Context, c conn, h head, now, leaseUntil time.Time, run int) (bool, error) {
 	lease := micros(leaseUntil)
-	var claimed bool
-	err := db.relaxedWrite(ctx, func(c conn) error {
-		res, err := c.exec(ctx, `UPDATE webhook_deliveries SET lease_until = ?
-			WHERE id = ? AND status = 'pending' AND lease_until < ? AND next_at <= ?`, lease, h.id, micros(now), micros(now))
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if claimed = n == 1; err != nil || !claimed || run == 1 {
-			return err
-		}
-		// The head is this node's: those behind it too.
-		_, err = c.exec(ctx, `UPDATE webhook_deliveries SET lease_until = ?
-			WHERE id IN (SELECT id FROM webhook_deliveries WHERE webhook_id = ? AND status = 'pending' AND event_seq > ?
-				ORDER BY event_seq LIMIT ?)
-			AND lease_until < ? AND next_at <= ?`, lease, h.webhook, h.seq, run-1, micros(now), micros(now))
-		return err
-	})
+	res, err := c.exec(ctx, `UPDATE webhook_deliveries SET lease_until = ?
+		WHERE id = ? AND status = 'pending' AND lease_until < ? AND next_at <= ?`, lease, h.id, micros(now), micros(now))
 	if err != nil {
-		return nil, fmt.Errorf("claim deliveries: %w", err)
+		return false, err
 	}
-	if !claimed {
-		return nil, nil
+	n, err := res.RowsAffected()
+	if err != nil || n != 1 || run == 1 {
+		return n == 1, err
 	}
+	// The head is this node's: those behind it too.
+	_, err = c.exec(ctx, `UPDATE webhook_deliveries SET lease_until = ?
+		WHERE id IN (SELECT id FROM webhook_deliveries WHERE webhook_id = ? AND status = 'pending' AND event_seq > ?
+			ORDER BY event_seq LIMIT ?)
+		AND lease_until < ? AND next_at <= ?`, lease, h.webhook, h.seq, run-1, micros(now), micros(now))
+	return true, err
+}
+
+// readRun returns the run leased with h (leaseRun), in order, with its
+// endpoint and events. A delivery whose event is gone (expired while it
+// waited) is given up on the way; the run ends at the first delivery it
+// did not lease (not due: an older delivery retried by the merchant),
+// whose followers' leases are given back.
+func (db *DB) readRun(ctx context.Context, h head, now, leaseUntil time.Time, run int) ([]*instore.DueDelivery, error) {
+	lease := micros(leaseUntil)
 	w, err := scanWebhook(db.read().queryRow(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE id = ?`, h.webhook))
 	if err != nil {
 		return nil, fmt.Errorf("claimed deliveries' endpoint: %w", err)
@@ -283,7 +296,8 @@ func (db *DB) RecordAttempts(ctx context.Context, rs []instore.AttemptRecord) er
 		}
 		healths := map[string]*health{}
 		var order []string
-		for _, r := range rs {
+		var failed []*instore.AttemptRecord
+		for i, r := range rs {
 			d, o := r.Delivery, r.Outcome
 			if o == nil {
 				release = append(release, d.ID)
@@ -306,6 +320,18 @@ func (db *DB) RecordAttempts(ctx context.Context, rs []instore.AttemptRecord) er
 				hl.failing = o
 			}
 			hl.last = o
+			failed = append(failed, &rs[i])
+		}
+		// The endpoints' rows first, then the deliveries', as DeleteWebhook
+		// and the fill take them (no deadlock on PostgreSQL).
+		for _, id := range order {
+			if err := recordHealth(ctx, c, id, healths[id].cleared, healths[id].failing, healths[id].last); err != nil {
+				return err
+			}
+		}
+		for _, r := range failed {
+			d, o := r.Delivery, r.Outcome
+			a := o.Attempt
 			var err error
 			if o.GiveUp {
 				_, err = c.exec(ctx, `UPDATE webhook_deliveries SET status = 'failed', attempts = ?, done_at = ?, lease_until = 0
@@ -338,11 +364,6 @@ func (db *DB) RecordAttempts(ctx context.Context, rs []instore.AttemptRecord) er
 				return fmt.Errorf("give back deliveries' leases: %w", err)
 			}
 		}
-		for _, id := range order {
-			if err := recordHealth(ctx, c, id, healths[id].cleared, healths[id].failing, healths[id].last); err != nil {
-				return err
-			}
-		}
 		return nil
 	})
 }
@@ -353,7 +374,7 @@ func (db *DB) RecordAttempts(ctx context.Context, rs []instore.AttemptRecord) er
 // disabled if failing since before the last failure's DisableBefore.
 func recordHealth(ctx context.Context, c conn, webhookID string, cleared bool, failing, last *instore.AttemptOutcome) error {
 	if cleared {
-		if _, err := c.exec(ctx, `UPDATE webhooks SET failing_since = NULL WHERE id = ?`, webhookID); err != nil {
+		if _, err := c.exec(ctx, `UPDATE webhooks SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL`, webhookID); err != nil {
 			return fmt.Errorf("record attempt: %w", err)
 		}
 	}
@@ -430,7 +451,8 @@ func (db *DB) fillDeliveries(ctx context.Context) error {
 	// Only endpoints whose merchant has events after their fanned_seq.
 	rows, err := db.read().query(ctx, `SELECT w.id, w.merchant_id, w.event_types, w.fanned_seq FROM webhooks w
 		WHERE w.status = 'enabled' AND w.deleted_at IS NULL AND w.fanned_seq < ?
-			AND EXISTS (SELECT 1 FROM events e WHERE e.merchant_id = w.merchant_id AND e.seq > w.fanned_seq)`, top)
+			AND EXISTS (SELECT 1 FROM events e WHERE e.merchant_id = w.merchant_id AND e.seq > w.fanned_seq)
+		ORDER BY w.id`, top) // one order of the rows a fill locks, on every node
 	if err != nil {
 		return fmt.Errorf("fill deliveries: %w", err)
 	}
@@ -442,6 +464,11 @@ func (db *DB) fillDeliveries(ctx context.Context) error {
 		return err
 	}
 	var errs []error
+	type due struct {
+		ep      endpoint
+		pending int
+	}
+	var fills []due
 	for _, ep := range eps {
 		var pending int
 		if err := db.read().queryRow(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM webhook_deliveries
@@ -449,57 +476,76 @@ func (db *DB) fillDeliveries(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("fill deliveries: %w", err))
 			continue
 		}
-		if pending > refillAt {
-			continue
+		if pending <= refillAt {
+			fills = append(fills, due{ep, pending})
 		}
-		wanted := `merchant_id = ? AND seq > ? AND seq <= ? AND (? = '' OR ? LIKE '%,' || type || ',%')`
-		// Not waiting for the disk: the deliveries are made from the
-		// events, and a crash that loses them loses the move of
-		// fanned_seq with them (one transaction): they are made again.
-		err := db.relaxedUpdate(ctx, func(c conn) error {
-			seqs, err := c.query(ctx, `SELECT seq FROM events WHERE `+wanted+` ORDER BY seq LIMIT ?`,
-				ep.merchantID, ep.fanned, top, ep.types, ep.types, deliveriesAhead-pending)
-			if err != nil {
-				return err
-			}
-			got, err := collect(seqs, func(s scanner) (int64, error) {
-				var n int64
-				return n, s.Scan(&n)
-			}, "fill deliveries")
-			if err != nil {
-				return err
-			}
-			upTo := top
-			switch {
-			case len(got) == deliveriesAhead-pending:
-				upTo = got[len(got)-1]
-			case len(got) == 0 && top-ep.fanned < fillSkip:
-				// None wanted yet: fanned_seq moves in steps of fillSkip
-				// events, not one write per round.
-				return nil
-			}
-			res, err := c.exec(ctx, `UPDATE webhooks SET fanned_seq = ?
-				WHERE id = ? AND fanned_seq = ? AND status = 'enabled' AND deleted_at IS NULL`,
-				upTo, ep.id, ep.fanned)
-			if err != nil {
-				return err
-			}
-			if n, err := res.RowsAffected(); err != nil || n == 0 {
-				return err // another node moved it (or the endpoint changed): nothing to do
-			}
-			if len(got) == 0 {
-				return nil
-			}
-			// A delivery made already (by a node of the release before,
-			// which made them when events were numbered) is kept as it is.
-			_, err = c.exec(ctx, `INSERT INTO webhook_deliveries (webhook_id, event_seq, status, attempts, next_at, created_at)
-				SELECT ?, seq, 'pending', 0, created_at, created_at FROM events WHERE `+wanted+`
-				ON CONFLICT (webhook_id, event_seq) DO NOTHING`,
-				ep.id, ep.merchantID, ep.fanned, upTo, ep.types, ep.types)
-			return err
-		})
+	}
+	wanted := `merchant_id = ? AND seq > ? AND seq <= ? AND (? = '' OR ? LIKE '%,' || type || ',%')`
+	fill := func(c conn, ep endpoint, pending int) error {
+		seqs, err := c.query(ctx, `SELECT seq FROM events WHERE `+wanted+` ORDER BY seq LIMIT ?`,
+			ep.merchantID, ep.fanned, top, ep.types, ep.types, deliveriesAhead-pending)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("fill deliveries of endpoint %s: %w", ep.id, err))
+			return err
+		}
+		got, err := collect(seqs, func(s scanner) (int64, error) {
+			var n int64
+			return n, s.Scan(&n)
+		}, "fill deliveries")
+		if err != nil {
+			return err
+		}
+		upTo := top
+		switch {
+		case len(got) == deliveriesAhead-pending:
+			upTo = got[len(got)-1]
+		case len(got) == 0 && top-ep.fanned < fillSkip:
+			// None wanted yet: fanned_seq moves in steps of fillSkip
+			// events, not one write per round.
+			return nil
+		}
+		res, err := c.exec(ctx, `UPDATE webhooks SET fanned_seq = ?
+			WHERE id = ? AND fanned_seq = ? AND status = 'enabled' AND deleted_at IS NULL`,
+			upTo, ep.id, ep.fanned)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err // another node moved it (or the endpoint changed): nothing to do
+		}
+		if len(got) == 0 {
+			return nil
+		}
+		// A delivery made already (by a node of the release before,
+		// which made them when events were numbered) is kept as it is.
+		_, err = c.exec(ctx, `INSERT INTO webhook_deliveries (webhook_id, event_seq, status, attempts, next_at, created_at)
+			SELECT ?, seq, 'pending', 0, created_at, created_at FROM events WHERE `+wanted+`
+			ON CONFLICT (webhook_id, event_seq) DO NOTHING`,
+			ep.id, ep.merchantID, ep.fanned, upTo, ep.types, ep.types)
+		return err
+	}
+	// Not waiting for the disk: the deliveries are made from the events,
+	// and a crash that loses them loses the move of fanned_seq with them
+	// (one transaction): they are made again. Every endpoint's fill in
+	// one transaction (one wait for SQLite's group committer); if it
+	// fails, each endpoint's in its own, so that one endpoint's failure
+	// leaves the others filled.
+	if len(fills) == 0 {
+		return errors.Join(errs...)
+	}
+	err = db.relaxedUpdate(ctx, func(c conn) error {
+		for _, f := range fills {
+			if err := fill(c, f.ep, f.pending); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		fills = nil
+	}
+	for _, f := range fills {
+		if err := db.relaxedUpdate(ctx, func(c conn) error { return fill(c, f.ep, f.pending) }); err != nil {
+			errs = append(errs, fmt.Errorf("fill deliveries of endpoint %s: %w", f.ep.id, err))
 		}
 	}
 	return errors.Join(errs...)

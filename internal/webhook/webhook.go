@@ -5,8 +5,10 @@
 // Deliveries are rows of the store, claimed with a lease (exactly one node
 // sends each at a time; a node that dies mid-send leaves it to the lease's
 // end), so an undelivered event survives any crash and is sent by
-// whichever node is alive. Sending never holds a payment: it runs on its
-// own goroutines and touches only the deliveries' rows.
+// whichever node is alive. An endpoint's deliveries are claimed in runs
+// (its head and up to Run-1 behind it), sent one after another and
+// recorded together. Sending never holds a payment: it runs on its own
+// goroutines and touches only the deliveries' rows.
 package webhook
 
 import (
