@@ -171,6 +171,12 @@ type ClaimQuota struct {
 	PerMerchant int
 	// Busy: a merchant's deliveries in flight at the caller.
 	Busy map[string]int
+	// Run is how many consecutive due deliveries of an endpoint a claim
+	// leases together, its head first (0 or 1: the head only): a run is
+	// sent one delivery after another, in order, and recorded together
+	// (RecordAttempts). Limit, PerMerchant and Busy count runs (an
+	// endpoint's sender each), not deliveries.
+	Run int
 }
 
 // Room returns how many deliveries of merchantID q lets a claim take
@@ -180,6 +186,16 @@ func (q ClaimQuota) Room(merchantID string, taken int) int {
 		return q.Limit
 	}
 	return q.PerMerchant - q.Busy[merchantID] - taken
+}
+
+// AttemptRecord is what the store records of a claimed delivery: its
+// attempt and what follows (Outcome), or, with Outcome nil, that it was
+// not attempted and its lease is given back (a run ends early: its
+// delivery before failed and is retried later, or the lease would run
+// out before its attempt ended).
+type AttemptRecord struct {
+	Delivery *DueDelivery
+	Outcome  *AttemptOutcome
 }
 
 // AttemptOutcome is what the store records after an attempt.
@@ -213,13 +229,16 @@ type WebhookStore interface {
 	// RetryDelivery makes a delivery pending again, due at.
 	RetryDelivery(ctx context.Context, webhookID string, id int64, at time.Time) error
 	// ClaimDeliveries leases, until leaseUntil, deliveries due at now that
-	// head their endpoint's queue (in order per endpoint), each to exactly
-	// one caller across nodes, within q: round-robin over the merchants
-	// (every merchant's earliest due head before any merchant's second).
+	// head their endpoint's queue, each with up to q.Run-1 consecutive due
+	// deliveries behind it (a run: adjacent in the answer, in order), each
+	// to exactly one caller across nodes, within q: round-robin over the
+	// merchants (every merchant's earliest due head before any merchant's
+	// second).
 	ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, q ClaimQuota) ([]*DueDelivery, error)
-	// RecordAttempt records an attempt of a claimed delivery and its
-	// outcome.
-	RecordAttempt(ctx context.Context, d *DueDelivery, o AttemptOutcome) error
+	// RecordAttempts records, in one transaction, the attempts of claimed
+	// deliveries and their outcomes, in the order given, and gives back
+	// the leases of those not attempted.
+	RecordAttempts(ctx context.Context, rs []AttemptRecord) error
 }
 
 // WebhookRequest is the body of POST /webhooks and PATCH /webhooks/{id}.

@@ -24,7 +24,7 @@ import (
 //	any        --RETRIED----------------------->  pending, due now
 //	succeeded, failed --ANSWERED, EVENT_GONE---->  unchanged
 //
-// The store records it (internal/sqlstore/webhooks.go, RecordAttempt):
+// The store records it (internal/sqlstore/deliveries.go, RecordAttempts):
 // the attempt, the delivery's new status or next time, and the endpoint's
 // failing time and disabling, by compare-and-set.
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/instore-dev/instore"
@@ -15,37 +16,37 @@ import (
 // stream (GET /events/stream), docs/events.md.
 
 // webhooks registers n endpoints of the run's merchant at the receiver
-// (every event type) and returns their ids.
-func (e *env) webhooks(ctx context.Context, rcv *receiver, n int) ([]string, error) {
+// and returns their ids and the receiver's indexes of them: the first
+// half (rounded up) subscribe to types if any are given, the others (and
+// all without types) to every event type.
+func (e *env) webhooks(ctx context.Context, rcv *receiver, n int, types []string) ([]string, []int, error) {
 	var ids []string
-	for range n {
+	var ks []int
+	for i := range n {
 		var wh instore.WebhookWire
 		rcv.mu.Lock()
 		k := len(rcv.secrets) // the index the receiver gives it next
 		rcv.mu.Unlock()
-		if err := e.api(ctx, "POST", "/in-store/api/v1/webhooks", map[string]any{
-			"url": fmt.Sprintf("%s/hook/%d", rcv.url, k), "description": "loadtest"}, http.StatusCreated, &wh); err != nil {
-			return nil, err
+		body := map[string]any{"url": fmt.Sprintf("%s/hook/%d", rcv.url, k), "description": "loadtest"}
+		class := lagAll
+		if len(types) > 0 && i < (n+1)/2 {
+			body["eventTypes"], class = types, lagTyped
 		}
-		if got, err := rcv.endpoint(wh.Secret); err != nil || got != k {
-			return nil, fmt.Errorf("receiver endpoint %d, want %d: %v", got, k, err)
+		if err := e.api(ctx, "POST", "/in-store/api/v1/webhooks", body, http.StatusCreated, &wh); err != nil {
+			return nil, nil, err
 		}
-		ids = append(ids, wh.WebhookID)
+		if got, err := rcv.endpoint(wh.Secret, class); err != nil || got != k {
+			return nil, nil, fmt.Errorf("receiver endpoint %d, want %d: %v", got, k, err)
+		}
+		ids, ks = append(ids, wh.WebhookID), append(ks, k)
 	}
-	return ids, nil
+	return ids, ks, nil
 }
 
-// setWebhooks enables or disables the endpoints (PATCH status): a disabled
-// endpoint is sent nothing and given no deliveries; enabled again, it
-// resumes where it stopped, at the pace it is sent (which under this load
-// stays behind the events: it costs the same as one enabled throughout).
-func (e *env) setWebhooks(ctx context.Context, ids []string, enabled bool) error {
-	status := "disabled"
-	if enabled {
-		status = "enabled"
-	}
+// deleteWebhooks deletes the endpoints (their pending deliveries end).
+func (e *env) deleteWebhooks(ctx context.Context, ids []string) error {
 	for _, id := range ids {
-		if err := e.api(ctx, "PATCH", "/in-store/api/v1/webhooks/"+id, map[string]any{"status": status}, http.StatusOK, nil); err != nil {
+		if err := e.api(ctx, "DELETE", "/in-store/api/v1/webhooks/"+id, nil, http.StatusNoContent, nil); err != nil {
 			return err
 		}
 	}
@@ -73,27 +74,26 @@ type consumerFigures struct {
 	StreamEvents   int64   `json:"streamEvents,omitempty"`
 	StreamRate     float64 `json:"streamRate,omitempty"`
 	StreamDisorder int64   `json:"streamDisorder,omitempty"`
+	// Lags are the webhook deliveries' lags behind their events, per
+	// class of endpoints (every event; --webhook-types), during the
+	// windows with consumers (consumers_lag.go).
+	Lags []lagFigures `json:"lags,omitempty"`
 }
 
 // purchaseWithConsumers is purchase --webhooks N --streams M: the purchase
 // lives with the consumers of events (side 1) against the same lives
 // without them (side 0), on the same server, in alternating windows. The
-// consumers run only in side 1's windows: the endpoints are enabled at
-// each of its windows' start and disabled at their end (a disabled endpoint
-// is owed nothing of what happens meanwhile), the stream followers
-// connected live and closed. The ratio is with over without.
+// consumers run only in side 1's windows: the endpoints are registered at
+// each of its windows' start (a new endpoint is owed the events numbered
+// after it) and deleted at their end, when how far each is behind is
+// taken; the stream followers connect live and close. The ratio is with
+// over without. Each delivery's lag behind its event is measured
+// (consumers_lag.go).
 func (e *env) purchaseWithConsumers(ctx context.Context, r *Result, client *http.Client) error {
 	o := e.o
 	rcv := e.rcv
 	if rcv == nil {
 		rcv = &receiver{} // no endpoints: its counts stay 0
-	}
-	ids, err := e.webhooks(ctx, rcv, o.Webhooks)
-	if err != nil {
-		return fmt.Errorf("register the webhook endpoints: %w", err)
-	}
-	if err := e.setWebhooks(ctx, ids, false); err != nil {
-		return err
 	}
 	fl := e.newFollowers(o.Streams)
 	recent := &refRing{}
@@ -106,6 +106,8 @@ func (e *env) purchaseWithConsumers(ctx context.Context, r *Result, client *http
 	var (
 		on                 time.Duration
 		since              time.Time
+		ids                []string
+		ks                 []int
 		d0, s0             int64
 		delivered, streamN int64
 		problems           []string
@@ -116,9 +118,11 @@ func (e *env) purchaseWithConsumers(ctx context.Context, r *Result, client *http
 		}
 	}
 	enter := func(ctx context.Context) {
-		if err := e.setWebhooks(ctx, ids, true); err != nil {
-			problem(err)
+		var err error
+		if ids, ks, err = e.webhooks(ctx, rcv, o.Webhooks, o.WebhookTypes); err != nil {
+			problem(fmt.Errorf("register the webhook endpoints: %w", err))
 		}
+		rcv.lags.start()
 		if fl.n > 0 {
 			if err := fl.start(ctx); err != nil {
 				problem(err)
@@ -127,11 +131,13 @@ func (e *env) purchaseWithConsumers(ctx context.Context, r *Result, client *http
 		since, d0, s0 = time.Now(), rcv.deliveries.Load(), fl.events.Load()
 	}
 	leave := func(ctx context.Context) {
-		on += time.Since(since)
+		now := time.Now()
+		on += now.Sub(since)
+		rcv.lags.stop(ks, since, now)
 		delivered += rcv.deliveries.Load() - d0
 		fl.stop()
 		streamN += fl.events.Load() - s0
-		if err := e.setWebhooks(ctx, ids, false); err != nil {
+		if err := e.deleteWebhooks(ctx, ids); err != nil {
 			problem(err)
 		}
 	}
@@ -155,6 +161,7 @@ func (e *env) purchaseWithConsumers(ctx context.Context, r *Result, client *http
 		c.DeliveryRate = float64(delivered) / on.Seconds()
 		c.StreamRate = float64(streamN) / on.Seconds()
 	}
+	c.Lags = rcv.lags.figures(strings.Join(o.WebhookTypes, ","), on)
 	r.Consumers = c
 	if e.hasStore() {
 		if _, n, err := e.countCommits(ctx); err == nil {

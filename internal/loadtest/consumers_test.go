@@ -112,7 +112,7 @@ func TestReceiver(t *testing.T) {
 	}
 	defer rcv.close()
 	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-	if k, err := rcv.endpoint(secret); err != nil || k != 0 {
+	if k, err := rcv.endpoint(secret, lagAll); err != nil || k != 0 {
 		t.Fatalf("endpoint %d, %v", k, err)
 	}
 	client, err := rcv.trustingClient(2)

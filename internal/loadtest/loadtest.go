@@ -112,6 +112,10 @@ type Options struct {
 	// windows (instead of the raw commits). Webhooks is also the endpoints
 	// of the webhooks scenario (default 8).
 	Webhooks, Streams int
+	// WebhookTypes are the event types of the first half (rounded up) of
+	// purchase's Webhooks endpoints; the others (and all without it) want
+	// every event. The lags are reported per half.
+	WebhookTypes []string
 	// Readers is the number of status readers in mixed (default 8).
 	Readers int
 	// Sessions is the number of idle terminal sessions (default 10,000, the
@@ -324,6 +328,8 @@ func (o *Options) defaults(scenario string) error {
 		return errors.New("webhooks and streams must not be negative")
 	case o.Webhooks > 16:
 		return errors.New("webhooks: at most 16 (the endpoints of a merchant)")
+	case len(o.WebhookTypes) > 0 && (o.Webhooks == 0 || scenario != "purchase"):
+		return errors.New("--webhook-types goes with purchase --webhooks N")
 	case o.Streams > MaxClients:
 		return fmt.Errorf("streams: at most %d", MaxClients)
 	case (o.Webhooks > 0 || o.Streams > 0) && scenario == "mixed":

@@ -40,6 +40,8 @@ type receiver struct {
 	secrets []*standardwebhooks.Webhook
 	last    []string // per endpoint: the last event id delivered
 	hold    chan struct{}
+	// lags measures the deliveries' lag behind their events (lag.go).
+	lags lags
 
 	deliveries, badSignatures, outOfOrder, repeats atomic.Int64
 	// firstAt and lastAt are the first and last deliveries' times (Unix
@@ -125,8 +127,9 @@ func (r *receiver) close() {
 	r.srv.Close()
 }
 
-// endpoint adds an endpoint's secret and returns its index.
-func (r *receiver) endpoint(secret string) (int, error) {
+// endpoint adds an endpoint's secret and returns its index; its lags
+// count in class (lagAll: every event type; lagTyped: some).
+func (r *receiver) endpoint(secret string, class int) (int, error) {
 	wh, err := standardwebhooks.NewWebhook(secret)
 	if err != nil {
 		return 0, err
@@ -135,6 +138,7 @@ func (r *receiver) endpoint(secret string) (int, error) {
 	defer r.mu.Unlock()
 	r.secrets = append(r.secrets, wh)
 	r.last = append(r.last, "")
+	r.lags.add(class)
 	return len(r.secrets) - 1, nil
 }
 
@@ -184,6 +188,10 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	if wh.Verify(body, req.Header) != nil {
 		r.badSignatures.Add(1)
 		http.Error(w, "bad signature", 400)
+		return
+	}
+	if !r.lags.delivered(i, body, time.Now()) {
+		w.WriteHeader(http.StatusNoContent) // an endpoint closed by the run: not counted
 		return
 	}
 	id := req.Header.Get("webhook-id")

@@ -88,6 +88,14 @@ func (r *Result) WriteTable(w io.Writer) error {
 	if c := r.Consumers; c != nil {
 		fmt.Fprintf(&b, "consumers: %d webhook deliveries (%s/s), %d stream events (%s/s); bad signatures %d, out of order %d, sent again %d, stream disorder %d\n",
 			c.Deliveries, commas(c.DeliveryRate), c.StreamEvents, commas(c.StreamRate), c.BadSignatures, c.OutOfOrder, c.Repeats, c.StreamDisorder)
+		for _, l := range c.Lags {
+			types := l.Types
+			if types == "" {
+				types = "every event"
+			}
+			fmt.Fprintf(&b, "webhook lag (event's createdAt to the receiver's 2xx), %d endpoints of %s: %d deliveries (%s/s), p50 %.0f ms, p99 %.0f ms, max %.0f ms; behind at a window's end at most %.0f ms\n",
+				l.Endpoints, types, l.Deliveries, commas(l.Rate), l.P50Ms, l.P99Ms, l.MaxMs, l.BehindMaxMs)
+		}
 	}
 	switch {
 	case r.Consumers != nil && r.Scenario != WebhooksScenario:

@@ -322,8 +322,8 @@ func (s *store) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, 
 	})
 }
 
-func (s *store) RecordAttempt(ctx context.Context, d *instore.DueDelivery, o instore.AttemptOutcome) error {
-	return s.write(ctx, func(ctx context.Context) error { return s.Store.RecordAttempt(ctx, d, o) })
+func (s *store) RecordAttempts(ctx context.Context, rs []instore.AttemptRecord) error {
+	return s.write(ctx, func(ctx context.Context) error { return s.Store.RecordAttempts(ctx, rs) })
 }
 
 // Closes (close.go).

@@ -182,12 +182,12 @@ var deliveryTests = []test{
 					pending++
 				}
 			}
-			if pending > 32 || pending == 0 {
-				t.Fatalf("round %d: %d pending deliveries, want 1-32", round, pending)
+			if pending > 512 || pending == 0 {
+				t.Fatalf("round %d: %d pending deliveries, want 1-512", round, pending)
 			}
 			sent = append(sent, d.Event.Seq)
-			must(t, s.RecordAttempt(ctx, d, instore.AttemptOutcome{Succeeded: true,
-				Attempt: instore.WebhookAttempt{At: now, StatusCode: 204}}))
+			must(t, s.RecordAttempts(ctx, []instore.AttemptRecord{{Delivery: d, Outcome: &instore.AttemptOutcome{Succeeded: true,
+				Attempt: instore.WebhookAttempt{At: now, StatusCode: 204}}}}))
 		}
 		for i, e := range all {
 			if i >= len(sent) || sent[i] != e.Seq {

@@ -60,6 +60,7 @@ func Run(t *testing.T, open func(t *testing.T) instore.Store) {
 		{"Access", accessTests},
 		{"Events", eventTests},
 		{"Deliveries", deliveryTests},
+		{"DeliveryRuns", deliveryRunTests},
 		{"Batch", batchTests},
 	}
 	for _, g := range groups {

@@ -17,17 +17,19 @@ import (
 )
 
 // oneAttempt is a store that records the outcome of the attempts it is
-// given (RecordAttempt only: deliver is called directly).
+// given (RecordAttempts only: sendRun is called directly).
 type oneAttempt struct {
 	instore.WebhookStore
 	mu       sync.Mutex
 	outcomes []instore.AttemptOutcome
 }
 
-func (s *oneAttempt) RecordAttempt(_ context.Context, _ *instore.DueDelivery, o instore.AttemptOutcome) error {
+func (s *oneAttempt) RecordAttempts(_ context.Context, rs []instore.AttemptRecord) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.outcomes = append(s.outcomes, o)
+	for _, r := range rs {
+		s.outcomes = append(s.outcomes, *r.Outcome)
+	}
 	return nil
 }
 
@@ -39,10 +41,10 @@ func attempt(t *testing.T, allowPrivate bool, url string) (string, string) {
 	s := &oneAttempt{}
 	d := New(Config{Store: s, AllowPrivate: allowPrivate, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 		Timeout: 5 * time.Second})
-	d.deliver(t.Context(), &instore.DueDelivery{ID: 1, Webhook: instore.Webhook{ID: "wh_1", MerchantID: "mer_1", URL: url,
+	d.sendRun(t.Context(), []*instore.DueDelivery{{ID: 1, Webhook: instore.Webhook{ID: "wh_1", MerchantID: "mer_1", URL: url,
 		Secret: service.NewWebhookSecret(), Status: instore.WebhookEnabled},
 		Event: instore.StoredEvent{Seq: 7, OutboxEvent: instore.OutboxEvent{MerchantID: "mer_1",
-			Type: instore.EventTerminalOnline, At: time.Now(), Data: []byte(`{}`)}}})
+			Type: instore.EventTerminalOnline, At: time.Now(), Data: []byte(`{}`)}}}}, time.Now().Add(Lease))
 	if len(s.outcomes) != 1 {
 		t.Fatalf("%s: %d attempts recorded", url, len(s.outcomes))
 	}

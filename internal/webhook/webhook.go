@@ -5,8 +5,10 @@
 // Deliveries are rows of the store, claimed with a lease (exactly one node
 // sends each at a time; a node that dies mid-send leaves it to the lease's
 // end), so an undelivered event survives any crash and is sent by
-// whichever node is alive. Sending never holds a payment: it runs on its
-// own goroutines and touches only the deliveries' rows.
+// whichever node is alive. An endpoint's deliveries are claimed in runs
+// (its head and up to Run-1 behind it), sent one after another and
+// recorded together. Sending never holds a payment: it runs on its own
+// goroutines and touches only the deliveries' rows.
 package webhook
 
 import (
@@ -48,14 +50,24 @@ const (
 	Lease = 30 * time.Second
 	// MaxExcerpt bounds the answer kept with an attempt.
 	MaxExcerpt = 512
-	// Workers is how many deliveries one node sends at once.
+	// Workers is how many endpoints' runs of deliveries one node sends at
+	// once (a sender each).
 	Workers = 64
-	// PerMerchant is how many of them one merchant's deliveries may hold:
+	// Run is how many consecutive deliveries of an endpoint a sender
+	// claims at once and sends one after another, in order, recording them
+	// together: an endpoint's pace is a run per claim and commit, not a
+	// delivery (docs/events.md).
+	Run = 128
+	// PerMerchant is how many senders one merchant's endpoints may hold:
 	// fewer than Workers, so that a merchant whose endpoints hang (each
 	// holds its sender up to Timeout) leaves the others' deliveries free
 	// senders (docs/events.md, Fair sending). 8 was every merchant's
 	// together before: one merchant sends as fast as it did.
 	PerMerchant = 8
+	// leaseMargin is the time left for the record of a run after its last
+	// attempt's time-out, before the lease ends: a run's attempt after its
+	// first begins only with Timeout+leaseMargin left.
+	leaseMargin = 5 * time.Second
 )
 
 // Config configures a Dispatcher.
@@ -137,7 +149,7 @@ func guardedTransport(cfg Config) *http.Transport {
 		d.Control = refusePrivate
 	}
 	return &http.Transport{DialContext: d.DialContext, TLSHandshakeTimeout: cfg.Timeout, ResponseHeaderTimeout: cfg.Timeout,
-		MaxIdleConnsPerHost: 2, IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: true, Proxy: nil}
+		MaxIdleConnsPerHost: Workers, IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: true, Proxy: nil}
 }
 
 // refusePrivate refuses a connection to an address that is not globally
@@ -198,33 +210,36 @@ func (d *Dispatcher) Run(ctx context.Context) {
 // is due.
 func (d *Dispatcher) Round(ctx context.Context) { d.round(ctx) }
 
-// round claims as many due deliveries as there are free senders, at most
-// PerMerchant in flight of one merchant, and starts sending each. It
-// claims only what it starts at once: a claimed delivery never waits for
-// a sender (holding its lease) behind another merchant's slow ones. A
-// sender that ends pokes the next round. A synchronous round sends each
-// itself, then claims again while anything was due.
+// round claims as many runs of due deliveries as there are free senders
+// (an endpoint's run each: its head and up to Run-1 deliveries behind
+// it), at most PerMerchant in flight of one merchant, and starts sending
+// each. It claims only what it starts at once: a claimed delivery never
+// waits for a sender (holding its lease) behind another merchant's slow
+// ones. A sender that ends pokes the next round. A synchronous round
+// sends each itself, then claims again while anything was due.
 func (d *Dispatcher) round(ctx context.Context) {
 	for ctx.Err() == nil {
 		d.mu.Lock()
-		q := instore.ClaimQuota{Limit: Workers - d.sending, PerMerchant: PerMerchant, Busy: maps.Clone(d.busy)}
+		q := instore.ClaimQuota{Limit: Workers - d.sending, PerMerchant: PerMerchant, Busy: maps.Clone(d.busy), Run: Run}
 		d.mu.Unlock()
 		if q.Limit <= 0 {
 			return
 		}
 		now := d.cfg.Clock.Now()
-		due, err := d.cfg.Store.ClaimDeliveries(ctx, now, now.Add(Lease), q)
+		leaseUntil := now.Add(Lease)
+		due, err := d.cfg.Store.ClaimDeliveries(ctx, now, leaseUntil, q)
 		if err != nil && ctx.Err() == nil {
 			d.cfg.Logger.Warn("webhook: claim deliveries", "error", err)
 		}
-		for _, dd := range due {
-			m := dd.Webhook.MerchantID
+		runs := splitRuns(due)
+		for _, run := range runs {
+			m := run[0].Webhook.MerchantID
 			d.mu.Lock()
 			d.sending++
 			d.busy[m]++
 			d.mu.Unlock()
 			if d.cfg.Synchronous {
-				d.deliver(context.WithoutCancel(ctx), dd)
+				d.sendRun(context.WithoutCancel(ctx), run, leaseUntil)
 				d.sent(m)
 				continue
 			}
@@ -234,19 +249,33 @@ func (d *Dispatcher) round(ctx context.Context) {
 					d.sent(m)
 					d.running.Done()
 					// A sender is free: what waited for one (or for its
-					// merchant's share) is claimed at once.
+					// merchant's share) is claimed at once, and so is the
+					// endpoint's next run.
 					d.Poke()
 				}()
-				d.deliver(context.WithoutCancel(ctx), dd)
+				d.sendRun(context.WithoutCancel(ctx), run, leaseUntil)
 			}()
 		}
-		if len(due) == 0 || !d.cfg.Synchronous && len(due) < q.Limit {
+		if len(runs) == 0 || !d.cfg.Synchronous && len(runs) < q.Limit {
 			return
 		}
 	}
 }
 
-// sent frees the sender of a delivery of merchant m.
+// splitRuns splits claimed deliveries into their endpoints' runs (each
+// adjacent and in order in the claim).
+func splitRuns(due []*instore.DueDelivery) [][]*instore.DueDelivery {
+	var runs [][]*instore.DueDelivery
+	for i, dd := range due {
+		if i == 0 || dd.Webhook.ID != due[i-1].Webhook.ID {
+			runs = append(runs, nil)
+		}
+		runs[len(runs)-1] = append(runs[len(runs)-1], dd)
+	}
+	return runs
+}
+
+// sent frees the sender of a run of merchant m.
 func (d *Dispatcher) sent(m string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -256,8 +285,40 @@ func (d *Dispatcher) sent(m string) {
 	}
 }
 
-// deliver makes one attempt of a claimed delivery and records it.
-func (d *Dispatcher) deliver(ctx context.Context, dd *instore.DueDelivery) {
+// sendRun sends a run of an endpoint's deliveries one after the other, in
+// order (its connection kept alive between them), and records them in one
+// transaction. The run stops at a delivery to be retried later (the next
+// waits for it: in order per endpoint) or, after its first, when an
+// attempt begun now could outlast the lease (leaseUntil less
+// leaseMargin): the deliveries not attempted are given back. A delivery
+// given up lets the next go, as it does alone. Recording the run once
+// sends nothing twice unless the node dies before (the lease ends and
+// another node sends the run again: at least once).
+func (d *Dispatcher) sendRun(ctx context.Context, run []*instore.DueDelivery, leaseUntil time.Time) {
+	recs := make([]instore.AttemptRecord, 0, len(run))
+	stop := false
+	for i, dd := range run {
+		if !stop && i > 0 && d.cfg.Clock.Now().Add(d.cfg.Timeout+leaseMargin).After(leaseUntil) {
+			stop = true
+		}
+		if stop {
+			recs = append(recs, instore.AttemptRecord{Delivery: dd})
+			continue
+		}
+		o := d.attempt(ctx, dd)
+		recs = append(recs, instore.AttemptRecord{Delivery: dd, Outcome: &o})
+		stop = !o.Succeeded && !o.GiveUp
+	}
+	if err := d.cfg.Store.RecordAttempts(ctx, recs); err != nil {
+		// The lease runs out and the deliveries are sent again: at least once.
+		d.cfg.Logger.Warn("webhook: record attempts", "webhookId", run[0].Webhook.ID, "error", err)
+	}
+}
+
+// attempt makes one attempt of a claimed delivery and returns what
+// follows (lifecycle.NextDelivery): succeeded, the next attempt's time,
+// or given up; the endpoint disabled once failing long enough.
+func (d *Dispatcher) attempt(ctx context.Context, dd *instore.DueDelivery) instore.AttemptOutcome {
 	n := dd.Attempts + 1
 	start := d.cfg.Clock.Now()
 	a := instore.WebhookAttempt{N: n, At: start}
@@ -265,8 +326,6 @@ func (d *Dispatcher) deliver(ctx context.Context, dd *instore.DueDelivery) {
 	code, excerpt, err := d.send(ctx, dd, start)
 	a.DurationMS = int(time.Since(began) / time.Millisecond)
 	a.StatusCode, a.Response = code, excerpt
-	// What follows (lifecycle.NextDelivery): succeeded, the next attempt's
-	// time, or given up; the endpoint disabled once failing long enough.
 	st := lifecycle.NextDelivery(lifecycle.DeliveryPending, lifecycle.DeliveryEvent{Kind: lifecycle.DeliveryAnswered, At: start,
 		Attempts: dd.Attempts, Code: code, Err: err, Rand: d.cfg.Rand()})
 	o := instore.AttemptOutcome{Succeeded: st.Succeeded, NextAt: st.NextAt, GiveUp: st.GiveUp,
@@ -280,17 +339,11 @@ func (d *Dispatcher) deliver(ctx context.Context, dd *instore.DueDelivery) {
 	d.mu.Lock()
 	d.counts[outcome]++
 	d.mu.Unlock()
-	if rerr := d.cfg.Store.RecordAttempt(ctx, dd, o); rerr != nil {
-		// The lease runs out and the delivery is sent again: at least once.
-		d.cfg.Logger.Warn("webhook: record attempt", "webhookId", dd.Webhook.ID, "error", rerr)
-	}
-	// The endpoint's next delivery (its head now, after a success or a
-	// give-up) is claimed at once rather than at the next tick: the sender
-	// pokes the dispatcher when it ends.
 	if !o.Succeeded {
 		d.cfg.Logger.Info("webhook: delivery failed", "webhookId", dd.Webhook.ID, "eventId", instore.EventID(dd.Event.Seq),
 			"attempt", n, "statusCode", code, "giveUp", o.GiveUp)
 	}
+	return o
 }
 
 // send POSTs the event to the endpoint, signed, and returns the answer's

@@ -15,7 +15,7 @@ import (
 )
 
 // queueStore is one endpoint's queue of deliveries in memory: a claim
-// gets its head while it is not leased (ClaimDeliveries and RecordAttempt
+// gets its head while it is not leased (ClaimDeliveries and RecordAttempts
 // only; the rest of the interface is not used by the dispatcher).
 type queueStore struct {
 	instore.WebhookStore
@@ -39,15 +39,17 @@ func (s *queueStore) ClaimDeliveries(_ context.Context, _, _ time.Time, _ instor
 		MerchantID: "mer_1", Type: instore.EventTransactionFinal, At: time.Now(), Data: []byte(`{}`)}}}}, nil
 }
 
-func (s *queueStore) RecordAttempt(_ context.Context, d *instore.DueDelivery, o instore.AttemptOutcome) error {
+func (s *queueStore) RecordAttempts(_ context.Context, rs []instore.AttemptRecord) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.leased = false
-	if o.Succeeded {
-		s.pending = s.pending[1:]
-		s.recorded = append(s.recorded, d.Event.Seq)
-		if len(s.pending) == 0 {
-			close(s.done)
+	for _, r := range rs {
+		if r.Outcome != nil && r.Outcome.Succeeded {
+			s.pending = s.pending[1:]
+			s.recorded = append(s.recorded, r.Delivery.Event.Seq)
+			if len(s.pending) == 0 {
+				close(s.done)
+			}
 		}
 	}
 	return nil
