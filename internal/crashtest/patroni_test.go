@@ -1,0 +1,174 @@
+package crashtest
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	mrand "math/rand/v2"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/instore-dev/instore/internal/testwait"
+)
+
+// TestPatroniFailover runs the service on a PostgreSQL pair run by Patroni
+// with etcd (patroni_env_test.go): a primary and a synchronous standby,
+// reached through a multi-host URL with target_session_attrs=read-write.
+// During purchases on every terminal it kills the primary's node with
+// SIGKILL (its Patroni, its postmaster and every backend, as a machine
+// dies); Patroni promotes the standby. Then the crash test's checks: no
+// purchase acknowledged to the ECR lost, no key with two transactions,
+// none PENDING past its deadline, every terminal purchasing again. While
+// no primary is reachable the service answers 503 with Retry-After and a
+// problem body, never 500 (every answer the ECR got is checked). The time
+// from the kill to the promotion, and to the first purchase acknowledged
+// through the new primary, is logged (docs/benchmarks.md), not asserted.
+func TestPatroniFailover(t *testing.T) {
+	pgBin := patroniNeeds(t)
+	set := loadSettings(t)
+	t.Logf("seed %d (INSTORE_CRASH_SEED=%d repeats the kill moment), %d terminals", set.seed, set.seed, set.terminals)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	start := time.Now()
+	ha := startPatroni(t, ctx, pgBin)
+	t.Logf("Patroni pair up (leader and synchronous standby) in %s", time.Since(start).Round(100*time.Millisecond))
+
+	e := &crashEnv{t: t, set: set, bin: buildInstore(t, t.TempDir()), dir: t.TempDir(), dbURL: ha.url, led: newLedger(), reported: map[string]bool{}}
+	e.setup(ctx)
+	// A key is retried across the whole failover (Patroni's ttl and more).
+	e.ecr.budget = 90 * time.Second
+	seen := &answers{}
+	e.ecr.seen = seen.add
+	var standbys string
+	if err := e.db.QueryRowContext(ctx, "SHOW synchronous_standby_names").Scan(&standbys); err != nil || standbys == "" {
+		t.Fatalf("the primary has no synchronous standby (synchronous_standby_names %q, %v)", standbys, err)
+	}
+
+	rng := mrand.New(mrand.NewPCG(set.seed, 4))
+	phase, stop := context.WithCancel(ctx)
+	wg, counts := e.startWorkers(rng, func(i int, rng *mrand.Rand, counts map[string]int) {
+		e.work(ctx, phase, 1, i, rng, counts)
+	})
+	run := 2*time.Second + time.Duration(rng.Int64N(int64(2*time.Second)))
+	sleep(ctx, run)
+	old := ha.primary(ctx)
+	if old == nil {
+		stop()
+		t.Fatal("no member is primary before the kill")
+	}
+	ha.killNode(old)
+	// Taken once every process of the node is dead: a purchase created
+	// after it was created on the new primary.
+	killedAt := time.Now()
+	var promoted time.Duration
+	if !testwait.Until(60*time.Second, func() bool {
+		if p := ha.primary(ctx); p != nil && p != old {
+			promoted = time.Since(killedAt)
+			return true
+		}
+		return ctx.Err() != nil
+	}) || promoted == 0 {
+		stop()
+		t.Fatalf("no standby promoted within 60 s of the kill:\n%s", ha.members[1].patroni.logTail(30))
+	}
+	first := e.firstAckAfter(ctx, killedAt, 60*time.Second)
+	// Purchases go on a moment through the new primary, then stop.
+	sleep(ctx, 3*time.Second)
+	stop()
+	wg.Wait()
+	seen.mu.Lock()
+	seen.afterStop = len(seen.all)
+	seen.mu.Unlock()
+
+	e.check(ctx, "after the failover")
+	// Each acknowledged purchase's timeline whole (a progress stage,
+	// written with synchronous_commit off, may be lost: its version is
+	// taken by the next change).
+	(&cluster{e: e}).checkTimelines(ctx)
+	seen.check(t)
+	if first == 0 {
+		t.Errorf("no purchase acknowledged through the new primary within 60 s of the kill")
+	}
+	named, acked := e.led.known()
+	t.Logf("failover: %s of purchases, SIGKILL of the primary's node (%s); the standby promoted %s after the kill, the first purchase through it acknowledged %s after the kill (goal under 30 s)",
+		run.Round(time.Millisecond), old.name, promoted.Round(100*time.Millisecond), first.Round(100*time.Millisecond))
+	t.Logf("purchases: %v; %d transactions named to the ECR, %d acknowledged (201); answers: %s; whole test %s",
+		sumCounts(counts), len(named), len(acked), seen.summary(), time.Since(start).Round(time.Second))
+}
+
+// firstAckAfter waits for the first purchase created after since and
+// acknowledged by its terminal, and returns how long after since it was
+// acknowledged (0: none within limit).
+func (e *crashEnv) firstAckAfter(ctx context.Context, since time.Time, limit time.Duration) time.Duration {
+	var first sql.NullInt64
+	testwait.Until(limit, func() bool {
+		qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		e.db.QueryRowContext(qctx, `SELECT MIN(acknowledged_at) FROM transactions WHERE type = 'PURCHASE' AND created_at > $1`,
+			since.UnixMicro()).Scan(&first)
+		return first.Valid || ctx.Err() != nil
+	})
+	if !first.Valid {
+		return 0
+	}
+	return time.UnixMicro(first.Int64).Sub(since)
+}
+
+// answers are every answer the ECR got: while no primary is reachable, a
+// 503 problem with Retry-After, never a 500 or a 503 without them.
+type answers struct {
+	mu        sync.Mutex
+	all       []answer
+	afterStop int
+}
+
+func (s *answers) add(a answer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.all = append(s.all, a)
+}
+
+// check fails t for each kind of wrong answer (the first of each shown).
+func (s *answers) check(t *testing.T) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	bad := map[string]answer{}
+	for _, a := range s.all {
+		switch {
+		case a.err != nil:
+		case a.status == http.StatusInternalServerError:
+			bad["500"] = a
+		case a.status == http.StatusServiceUnavailable && (a.retryAfter == "" || !a.problem):
+			bad["503 without Retry-After or a problem body"] = a
+		case a.status >= 500 && a.status != http.StatusServiceUnavailable && a.code != "WP25":
+			bad[fmt.Sprint(a.status)] = a
+		}
+	}
+	for what, a := range bad {
+		t.Errorf("the ECR was answered %s during the failover: %s %s", what, a, a.body)
+	}
+}
+
+// summary counts the answers by status ("network error" for none).
+func (s *answers) summary() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := map[string]int{}
+	for _, a := range s.all[:s.afterStop] {
+		k := fmt.Sprint(a.status)
+		if a.err != nil {
+			k = "network error"
+		}
+		n[k]++
+	}
+	var parts []string
+	for k, c := range n {
+		parts = append(parts, fmt.Sprintf("%s: %d", k, c))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
