@@ -330,3 +330,43 @@ func httpStatus(ctx context.Context, u string) int {
 	resp.Body.Close()
 	return resp.StatusCode
 }
+
+// viaHAProxy starts HAProxy in front of the pair, in TCP mode with its
+// health check on Patroni's REST API (GET /primary: 200 on the primary
+// only), as docs/operations.md has it, and returns the URL that reaches
+// the primary through it.
+func (h *haPair) viaHAProxy(ctx context.Context, haproxy string) string {
+	t := h.t
+	ports, err := freePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf(`global
+    maxconn 1000
+defaults
+    mode tcp
+    timeout connect 2s
+    timeout client 30m
+    timeout server 30m
+    timeout check 2s
+listen postgres
+    bind 127.0.0.1:%d
+    option httpchk GET /primary
+    http-check expect status 200
+    default-server inter 500ms fall 2 rise 1 on-marked-down shutdown-sessions
+`, ports[0])
+	for _, m := range h.members {
+		cfg += fmt.Sprintf("    server %s 127.0.0.1:%d check port %d\n", m.name, m.pgPort, m.apiPort)
+	}
+	path := filepath.Join(h.dir, "haproxy-postgres.cfg")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lb, err := startProc("haproxy", haproxy, []string{"-db", "-f", path}, nil, filepath.Join(h.dir, "haproxy.log"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lb.kill)
+	waitListening(t, ports, lb)
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable&connect_timeout=2", ports[0])
+}

@@ -3,10 +3,13 @@ package crashtest
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	mrand "math/rand/v2"
 	"net/http"
+	"os/exec"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -27,8 +30,25 @@ import (
 // problem body, never 500 (every answer the ECR got is checked). The time
 // from the kill to the promotion, and to the first purchase acknowledged
 // through the new primary, is logged (docs/benchmarks.md), not asserted.
+//
+// It runs twice: the service reaching the primary through a multi-host
+// URL, then through HAProxy (skipped without haproxy).
 func TestPatroniFailover(t *testing.T) {
 	pgBin := patroniNeeds(t)
+	bin := buildInstore(t, t.TempDir())
+	t.Run("multihost", func(t *testing.T) { runPatroniFailover(t, bin, pgBin, "") })
+	t.Run("haproxy", func(t *testing.T) {
+		haproxy, err := exec.LookPath("haproxy")
+		if err != nil {
+			t.Skip("haproxy is not installed (apt-get install haproxy)")
+		}
+		runPatroniFailover(t, bin, pgBin, haproxy)
+	})
+}
+
+// runPatroniFailover is one run of TestPatroniFailover with the instore
+// binary bin, through haproxy when it is not "".
+func runPatroniFailover(t *testing.T, bin, pgBin, haproxy string) {
 	set := loadSettings(t)
 	t.Logf("seed %d (INSTORE_CRASH_SEED=%d repeats the kill moment), %d terminals", set.seed, set.seed, set.terminals)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -36,8 +56,12 @@ func TestPatroniFailover(t *testing.T) {
 	start := time.Now()
 	ha := startPatroni(t, ctx, pgBin)
 	t.Logf("Patroni pair up (leader and synchronous standby) in %s", time.Since(start).Round(100*time.Millisecond))
+	dbURL := ha.url
+	if haproxy != "" {
+		dbURL = ha.viaHAProxy(ctx, haproxy)
+	}
 
-	e := &crashEnv{t: t, set: set, bin: buildInstore(t, t.TempDir()), dir: t.TempDir(), dbURL: ha.url, led: newLedger(), reported: map[string]bool{}}
+	e := &crashEnv{t: t, set: set, bin: bin, dir: t.TempDir(), dbURL: dbURL, led: newLedger(), reported: map[string]bool{}}
 	e.setup(ctx)
 	// A key is retried across the whole failover (Patroni's ttl and more).
 	e.ecr.budget = 90 * time.Second
@@ -98,6 +122,29 @@ func TestPatroniFailover(t *testing.T) {
 		run.Round(time.Millisecond), old.name, promoted.Round(100*time.Millisecond), first.Round(100*time.Millisecond))
 	t.Logf("purchases: %v; %d transactions named to the ECR, %d acknowledged (201); answers: %s; whole test %s",
 		sumCounts(counts), len(named), len(acked), seen.summary(), time.Since(start).Round(time.Second))
+	t.Logf("the server's warnings and errors, by message: %s", logSummary(e.srv.warnings(1<<20)))
+}
+
+// logSummary counts JSON log lines by level and message.
+func logSummary(lines string) string {
+	n := map[string]int{}
+	for _, l := range strings.Split(lines, "\n") {
+		var v struct{ Level, Msg string }
+		if json.Unmarshal([]byte(l), &v) == nil && v.Msg != "" {
+			n[v.Level+" "+strconv.Quote(v.Msg)]++
+		}
+	}
+	return countsString(n)
+}
+
+// countsString writes counts as "name: count" in name order.
+func countsString(n map[string]int) string {
+	var parts []string
+	for k, c := range n {
+		parts = append(parts, fmt.Sprintf("%s: %d", k, c))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
 }
 
 // firstAckAfter waits for the first purchase created after since and
@@ -165,10 +212,5 @@ func (s *answers) summary() string {
 		}
 		n[k]++
 	}
-	var parts []string
-	for k, c := range n {
-		parts = append(parts, fmt.Sprintf("%s: %d", k, c))
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ", ")
+	return countsString(n)
 }
