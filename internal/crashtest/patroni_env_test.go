@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -54,6 +55,12 @@ type pgMember struct {
 	cfg             string
 }
 
+// status is the status of a GET of u (0: no answer).
+func status(ctx context.Context, u string) int {
+	st, _ := httpGet(ctx, u)
+	return st
+}
+
 func (m *pgMember) api(path string) string {
 	return fmt.Sprintf("http://127.0.0.1:%d%s", m.apiPort, path)
 }
@@ -97,7 +104,7 @@ func startPatroni(t *testing.T, ctx context.Context, bin string) *haPair {
 		"--listen-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", peer), "--initial-advertise-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", peer),
 		"--initial-cluster", fmt.Sprintf("e1=http://127.0.0.1:%d", peer), "--initial-cluster-state", "new")
 	if !testwait.Until(30*time.Second, func() bool {
-		return h.etcd.exited() || httpStatus(ctx, fmt.Sprintf("http://127.0.0.1:%d/health", client)) == 200
+		return h.etcd.exited() || status(ctx, fmt.Sprintf("http://127.0.0.1:%d/health", client)) == 200
 	}) || h.etcd.exited() {
 		t.Skipf("etcd cannot run here (it exited or did not answer within 30 s); the Patroni test needs it:\n%s", h.etcd.logTail(20))
 	}
@@ -197,17 +204,11 @@ postgresql:
 
 // cluster is Patroni's view of the members, from one member's REST API.
 func (h *haPair) cluster(ctx context.Context, via *pgMember) map[string]string {
-	req, _ := http.NewRequestWithContext(ctx, "GET", via.api("/cluster"), nil)
-	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Do(req)
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
+	_, b := httpGet(ctx, via.api("/cluster"))
 	var v struct {
 		Members []struct{ Name, Role, State string }
 	}
-	if json.NewDecoder(resp.Body).Decode(&v) != nil {
+	if json.Unmarshal(b, &v) != nil {
 		return nil
 	}
 	roles := map[string]string{}
@@ -235,7 +236,7 @@ func (h *haPair) awaitRole(ctx context.Context, m *pgMember, role string, limit 
 // primary is the member whose REST API answers /primary 200, or nil.
 func (h *haPair) primary(ctx context.Context) *pgMember {
 	for _, m := range h.members {
-		if !m.patroni.exited() && httpStatus(ctx, m.api("/primary")) == 200 {
+		if !m.patroni.exited() && status(ctx, m.api("/primary")) == 200 {
 			return m
 		}
 	}
@@ -319,16 +320,18 @@ func postmasterOf(pid int, dataDir string) bool {
 	return err == nil && strings.Contains(string(b), dataDir)
 }
 
-// httpStatus is the status of a GET of u, 0 when there is no answer.
-func httpStatus(ctx context.Context, u string) int {
+// httpGet is the status and body of a GET of u (0 when there is no
+// answer).
+func httpGet(ctx context.Context, u string) (int, []byte) {
 	req, _ := http.NewRequestWithContext(ctx, "GET", u, nil)
 	c := http.Client{Timeout: 2 * time.Second}
 	resp, err := c.Do(req)
 	if err != nil {
-		return 0
+		return 0, nil
 	}
-	resp.Body.Close()
-	return resp.StatusCode
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
 }
 
 // viaHAProxy starts HAProxy in front of the pair, in TCP mode with its

@@ -67,9 +67,10 @@ func runPatroniFailover(t *testing.T, bin, pgBin, haproxy string) {
 	e.ecr.budget = 90 * time.Second
 	seen := &answers{}
 	e.ecr.seen = seen.add
-	var standbys string
-	if err := e.db.QueryRowContext(ctx, "SHOW synchronous_standby_names").Scan(&standbys); err != nil || standbys == "" {
-		t.Fatalf("the primary has no synchronous standby (synchronous_standby_names %q, %v)", standbys, err)
+	var standbys, syncCommit string
+	if err := e.db.QueryRowContext(ctx, "SELECT current_setting('synchronous_standby_names'), current_setting('synchronous_commit')").Scan(&standbys, &syncCommit); err != nil ||
+		standbys == "" || syncCommit != "on" {
+		t.Fatalf("the primary has no synchronous standby, or commits do not wait for it (synchronous_standby_names %q, synchronous_commit %q, %v)", standbys, syncCommit, err)
 	}
 
 	rng := mrand.New(mrand.NewPCG(set.seed, 4))
@@ -89,7 +90,11 @@ func runPatroniFailover(t *testing.T, bin, pgBin, haproxy string) {
 	// after it was created on the new primary.
 	killedAt := time.Now()
 	var promoted time.Duration
+	var notReady string // what /readyz said while no primary was reachable
 	if !testwait.Until(60*time.Second, func() bool {
+		if st, detail := readyz(ctx, e.srv); st == http.StatusServiceUnavailable && notReady == "" {
+			notReady = detail
+		}
 		if p := ha.primary(ctx); p != nil && p != old {
 			promoted = time.Since(killedAt)
 			return true
@@ -100,6 +105,12 @@ func runPatroniFailover(t *testing.T, bin, pgBin, haproxy string) {
 		t.Fatalf("no standby promoted within 60 s of the kill:\n%s", ha.members[1].patroni.logTail(30))
 	}
 	first := e.firstAckAfter(ctx, killedAt, 60*time.Second)
+	if !strings.Contains(notReady, "database: no primary reachable") {
+		t.Errorf("/readyz while no primary was reachable: %q, want 503 saying database: no primary reachable", notReady)
+	}
+	if !testwait.Until(10*time.Second, func() bool { st, _ := readyz(ctx, e.srv); return st == http.StatusOK }) {
+		t.Errorf("/readyz is not 200 again 10 s after the first purchase through the new primary")
+	}
 	// Purchases go on a moment through the new primary, then stop.
 	sleep(ctx, 3*time.Second)
 	stop()
@@ -145,6 +156,14 @@ func countsString(n map[string]int) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ", ")
+}
+
+// readyz is the server's readiness: the status and the problem's detail.
+func readyz(ctx context.Context, s *server) (int, string) {
+	st, b := httpGet(ctx, s.ops()+"/readyz")
+	var p struct{ Detail string }
+	json.Unmarshal(b, &p)
+	return st, p.Detail
 }
 
 // firstAckAfter waits for the first purchase created after since and
