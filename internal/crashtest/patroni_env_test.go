@@ -35,6 +35,12 @@ const (
 	patroniRetryTimeout = 3
 )
 
+// patroniAsync, from INSTORE_PATRONI_ASYNC=1, runs the pair without
+// synchronous replication: a control of the checks, which must then find
+// acknowledged purchases lost (the standby, left behind the primary before
+// the kill, has not received them).
+func patroniAsync() bool { return os.Getenv("INSTORE_PATRONI_ASYNC") == "1" }
+
 // haPair is the running pair.
 type haPair struct {
 	t       *testing.T
@@ -126,7 +132,11 @@ func startPatroni(t *testing.T, ctx context.Context, bin string) *haPair {
 			h.awaitRole(ctx, m, "leader", 90*time.Second)
 		}
 	}
-	h.awaitRole(ctx, h.members[1], "sync_standby", 90*time.Second)
+	standby := "sync_standby"
+	if patroniAsync() {
+		standby = "replica"
+	}
+	h.awaitRole(ctx, h.members[1], standby, 90*time.Second)
 	h.url = "postgres://postgres@" + strings.Join(hosts, ",") +
 		"/postgres?sslmode=disable&target_session_attrs=read-write&connect_timeout=2"
 	return h
@@ -155,6 +165,13 @@ func (h *haPair) start(name, log, prog string, args ...string) *proc {
 // in dir, trust on loopback (the test's), synchronous replication, and
 // Patroni's shortest timing.
 func patroniConfig(dir, bin string, etcdPort int, m *pgMember) string {
+	// Patroni's default: a standby more than 1 MiB behind is not promoted.
+	// The control (patroniAsync) promotes it whatever its lag, as an
+	// operator who wants the service back more than every commit would.
+	maxLag := 1 << 20
+	if patroniAsync() {
+		maxLag = 1 << 40
+	}
 	return fmt.Sprintf(`scope: instore-crashtest
 name: %[1]s
 restapi:
@@ -167,7 +184,8 @@ bootstrap:
     ttl: %[8]d
     loop_wait: %[9]d
     retry_timeout: %[10]d
-    synchronous_mode: true
+    synchronous_mode: %[11]t
+    maximum_lag_on_failover: %[12]d
     postgresql:
       use_pg_rewind: false
       parameters:
@@ -199,7 +217,7 @@ postgresql:
   parameters:
     unix_socket_directories: %[7]s
     shared_buffers: 32MB
-`, m.name, m.apiPort, etcdPort, m.pgPort, m.dataDir, bin, dir, patroniTTL, patroniLoopWait, patroniRetryTimeout)
+`, m.name, m.apiPort, etcdPort, m.pgPort, m.dataDir, bin, dir, patroniTTL, patroniLoopWait, patroniRetryTimeout, !patroniAsync(), maxLag)
 }
 
 // cluster is Patroni's view of the members, from one member's REST API.
@@ -259,6 +277,24 @@ func (h *haPair) killNode(m *pgMember) {
 	for _, k := range kids {
 		syscall.Kill(k, syscall.SIGKILL)
 	}
+}
+
+// freezeSender stops the WAL sender of primary m (SIGSTOP): its standby
+// receives nothing more, as one that lags behind; with synchronous
+// replication the primary's commits wait for it. The sender dies with the
+// node (killNode).
+func (h *haPair) freezeSender(m *pgMember) {
+	pm := postmasterPID(m.dataDir)
+	if !postmasterOf(pm, m.dataDir) {
+		h.t.Fatalf("%s: no postmaster", m.name)
+	}
+	for _, k := range childrenOf(pm) {
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", k)); strings.Contains(string(b), "walsender") {
+			syscall.Kill(k, syscall.SIGSTOP)
+			return
+		}
+	}
+	h.t.Fatalf("%s: no WAL sender", m.name)
 }
 
 // killChildren kills what is left of the PostgreSQL of a Patroni p
