@@ -47,7 +47,7 @@ type API struct {
 	// Unavailable, when set, tells the errors that say the store cannot
 	// serve for now (sqlstore.Unavailable: no primary reachable during a
 	// PostgreSQL failover) from the service's own failures: they answer
-	// 503 with Retry-After and the detail Unavailable's reason, not 500.
+	// 503 (unavailable) with Retry-After and UnavailableDetail, not 500.
 	Unavailable func(error) bool
 	// UnavailableDetail is the detail of those 503s.
 	UnavailableDetail string
