@@ -31,12 +31,17 @@
 // terminal's close and its answer, and its batch and the confirm: every
 // batch a terminal closed must end stored once, CLOSED as the terminal
 // listed it, compared as CompareBatch compares, in windows that follow each
-// other (close_check_test.go).
+// other (close_check_test.go). TestPatroniFailover runs the service on a
+// PostgreSQL pair under Patroni and kills the primary's node during
+// purchases: the synchronous standby is promoted and the same checks hold
+// (patroni_test.go; INSTORE_PATRONI_ASYNC=1 is its control without
+// synchronous replication, which must fail).
 //
 //	go test -run '^TestCrash$' -v ./internal/crashtest/                        # 3 rounds, about a minute
 //	go test -run '^TestCrash(Captures|PreAuthExpiry)$' -v ./internal/crashtest/  # pre-auths, under a minute each
 //	go test -run '^TestCrashForwards$' -v ./internal/crashtest/                  # offline approvals, about 10 s a store
 //	go test -run '^TestCrashClose$' -v ./internal/crashtest/                     # day closes, about 15 s a store
+//	go test -run '^TestPatroniFailover$' -v ./internal/crashtest/                # database failover, about 80 s (two paths)
 //	INSTORE_CRASH_SOAK=1 go test -run TestCrash -v -timeout 2h ./internal/crashtest/   # 40 rounds, longer runs
 //
 // INSTORE_CRASH_ROUNDS sets the number of rounds, INSTORE_CRASH_SEED the

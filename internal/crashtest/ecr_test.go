@@ -35,6 +35,10 @@ type answer struct {
 	statusID instore.TransactionStatus // a transaction's statusId
 	replayed bool
 	body     []byte
+	// retryAfter and problem: its Retry-After header, and whether it is a
+	// problem body (application/problem+json).
+	retryAfter string
+	problem    bool
 }
 
 func (a answer) String() string {
@@ -72,12 +76,25 @@ func (a answer) retry() bool {
 type ecr struct {
 	api apitest.Caller // the Online API, as the merchant
 	led *ledger
+	// budget replaces keyBudget when set (a database failover is longer
+	// than a node's restart).
+	budget time.Duration
+	// seen, when set, is given every answer.
+	seen func(answer)
 }
 
 // newECR returns the cash register of the merchant with the subscription
 // key and access token, calling the Online API at base.
 func newECR(base, key, token string, led *ledger) *ecr {
 	return &ecr{api: apitest.Caller{Client: &http.Client{Timeout: 30 * time.Second}, Base: base, Key: key, Token: token}, led: led}
+}
+
+// keyBudget is how long the ECR repeats one request with one key.
+func (e *ecr) keyBudget() time.Duration {
+	if e.budget > 0 {
+		return e.budget
+	}
+	return keyBudget
 }
 
 func (e *ecr) do(ctx context.Context, method, path string, body []byte, idemKey string) answer {
@@ -89,7 +106,11 @@ func (e *ecr) do(ctx context.Context, method, path string, body []byte, idemKey 
 	if err != nil {
 		return answer{err: err}
 	}
-	a := answer{status: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true", body: b}
+	a := answer{status: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true", body: b,
+		retryAfter: resp.Header.Get("Retry-After"), problem: resp.Header.Get("Content-Type") == "application/problem+json"}
+	if e.seen != nil {
+		defer func() { e.seen(a) }()
+	}
 	var v struct {
 		Ref       string                    `json:"onlineAPIRefId"`
 		StatusID  instore.TransactionStatus `json:"statusId"`
@@ -141,7 +162,7 @@ type outcome struct {
 func (e *ecr) purchase(ctx context.Context, term int, terminalID string, amount int64, key string) outcome {
 	out := e.purchaseQuiet(ctx, term, terminalID, amount, key)
 	if out.kind == "stuck" {
-		e.led.violation("key %s (terminal %d): no definitive answer in %d attempts over %s; the last: %s", key, term, out.attempts, keyBudget, out.last)
+		e.led.violation("key %s (terminal %d): no definitive answer in %d attempts over %s; the last: %s", key, term, out.attempts, e.keyBudget(), out.last)
 	}
 	return out
 }
@@ -180,7 +201,7 @@ func (e *ecr) send(ctx context.Context, term int, path string, body []byte, key 
 		case !a.retry():
 			return outcome{kind: "refused", last: a}
 		}
-		if time.Since(start) > keyBudget || ctx.Err() != nil {
+		if time.Since(start) > e.keyBudget() || ctx.Err() != nil {
 			e.led.stuck(key)
 			return outcome{kind: "stuck", last: a, attempts: attempts}
 		}
@@ -192,7 +213,7 @@ func (e *ecr) send(ctx context.Context, term int, path string, body []byte, key 
 // still PENDING after keyBudget.
 func (e *ecr) final(ctx context.Context, ref string) (instore.TransactionStatus, bool) {
 	start := time.Now()
-	for time.Since(start) < keyBudget && ctx.Err() == nil {
+	for time.Since(start) < e.keyBudget() && ctx.Err() == nil {
 		a := e.do(ctx, "GET", "/in-store/api/v1/transaction/"+ref+"?wait=5", nil, "")
 		if a.err == nil && a.status == http.StatusOK && a.statusID != instore.StatusPending {
 			return a.statusID, true

@@ -42,12 +42,18 @@ type proc struct {
 // startProc starts bin with args and extra environment; stdout, when not
 // nil, receives the standard output instead of the log file.
 func startProc(name, bin string, args, env []string, logPath string, stdout io.Writer) (*proc, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	return startCmd(name, cmd, logPath, stdout)
+}
+
+// startCmd is startProc of a command built by the caller (another user's,
+// for one).
+func startCmd(name string, cmd *exec.Cmd, logPath string, stdout io.Writer) (*proc, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = f
 	cmd.Stdout = f
 	if stdout != nil {

@@ -44,6 +44,14 @@ type API struct {
 	// than MaxBodyBytes (POST /print: instore.MaxPrintBodyBytes).
 	BodyLimits map[string]int64
 
+	// Unavailable, when set, tells the errors that say the store cannot
+	// serve for now (sqlstore.Unavailable: no primary reachable during a
+	// PostgreSQL failover) from the service's own failures: they answer
+	// 503 (unavailable) with Retry-After and UnavailableDetail, not 500.
+	Unavailable func(error) bool
+	// UnavailableDetail is the detail of those 503s.
+	UnavailableDetail string
+
 	// Mux is the route table. Patterns with a host are not supported: the
 	// routes of Handle with a literal path are matched before it.
 	Mux *http.ServeMux

@@ -86,8 +86,14 @@ func NewProblem(err error, requestID string, meta *instore.Metadata) *Problem {
 	return p
 }
 
+// UnavailableRetryAfter is the Retry-After, in seconds, of a 503 that sets
+// none of its own: the service cannot serve for now (its store has no
+// primary, it starts or drains) and a retry soon may find it back.
+const UnavailableRetryAfter = "2"
+
 // WriteProblem writes p. A 401 carries WWW-Authenticate, a 429 Retry-After
-// when the error says how long.
+// when the error says how long, a 503 Retry-After (UnavailableRetryAfter
+// unless set).
 func WriteProblem(w http.ResponseWriter, p *Problem) {
 	h := w.Header()
 	h.Set("Content-Type", ProblemContentType)
@@ -95,6 +101,9 @@ func WriteProblem(w http.ResponseWriter, p *Problem) {
 	h.Del("ETag")
 	if p.Status == http.StatusUnauthorized && h.Get("WWW-Authenticate") == "" {
 		h.Set("WWW-Authenticate", "Bearer")
+	}
+	if p.Status == http.StatusServiceUnavailable && h.Get("Retry-After") == "" {
+		h.Set("Retry-After", UnavailableRetryAfter)
 	}
 	b, err := json.Marshal(p)
 	if err != nil { // cannot happen with these field types
@@ -113,6 +122,9 @@ func (a *API) Error(w http.ResponseWriter, r *http.Request, err error) {
 	if info != nil {
 		rid = info.RequestID
 		info.Err = err
+	}
+	if a.Unavailable != nil && instore.ErrorCode(err) == instore.EInternal && a.Unavailable(err) {
+		err = &instore.Error{Code: instore.EUnavailable, Detail: a.UnavailableDetail, Err: err}
 	}
 	p := NewProblem(err, rid, a.Metadata)
 	p.OAuthError, p.OAuthErrorDescription = oauthCode(err)

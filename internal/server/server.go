@@ -341,6 +341,7 @@ func (s *Server) buildHandlers() map[string]http.Handler {
 	newAPI := func(name string, m *httpapi.Metrics) *httpapi.API {
 		a := httpapi.NewAPI(name, s.logger, s.Metadata, m)
 		a.SetAccessLogger(s.accessLogger())
+		a.Unavailable, a.UnavailableDetail = sqlstore.Unavailable, "The database has no primary reachable (a failover may be under way); retry later."
 		return a
 	}
 	guard := func(surface instore.Surface) *httpapi.Guard {
@@ -405,8 +406,8 @@ func (s *Server) buildHandlers() map[string]http.Handler {
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
-		if err := s.Store.Ping(ctx); err != nil {
-			return &instore.Error{Code: instore.EUnavailable, Detail: "The store is not reachable.", Err: err}
+		if err := s.storeReady(ctx); err != nil {
+			return err
 		}
 		if s.Node != nil && !s.Node.Healthy() {
 			return &instore.Error{Code: instore.EUnavailable, Detail: "This node cannot write its heartbeat: the cluster counts it gone."}

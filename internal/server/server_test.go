@@ -199,9 +199,15 @@ func (e *env) doCtx(ctx context.Context, t testing.TB, method, u string, body io
 	case !strings.HasPrefix(u, e.online):
 		client = http.DefaultClient // the gateway and ops listeners have no document
 	}
+	return send(t, client, req)
+}
+
+// send sends req with client and reads the whole answer.
+func send(t testing.TB, client *http.Client, req *http.Request) (*http.Response, []byte) {
+	t.Helper()
 	resp, err := client.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, u, err)
+		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
