@@ -101,10 +101,17 @@ func (s *Service) preAuthExpired(ref string) {
 		// an idle terminal may all call for it, and one that read the
 		// pre-auth before another's VOID ended would send the retry at
 		// once, not at its time (lifecycle.ExpiryDue).
-		if _, running := s.expiring.LoadOrStore(ref, true); running {
+		// One asked for while another runs is decided again after it, on
+		// what that one wrote (a VOID it sent, ended meanwhile, wants its
+		// retry armed).
+		if !s.beginExpiry(ref) {
 			return
 		}
-		defer s.expiring.Delete(ref)
+		defer func() {
+			if s.endExpiry(ref) {
+				s.preAuthExpired(ref)
+			}
+		}()
 		ctx := context.Background()
 		pre, err := s.Store.Transaction(ctx, ref)
 		if err != nil {
@@ -144,6 +151,32 @@ func (s *Service) preAuthExpired(ref string) {
 			s.log().Warn("pre-auth expired: void not sent; the sweep retries", "ref", ref, "error", err)
 		}
 	})
+}
+
+// beginExpiry marks the expiry of the pre-auth ref as being decided on
+// this node; false if it is already (then it is decided again after).
+func (s *Service) beginExpiry(ref string) bool {
+	s.expiryMu.Lock()
+	defer s.expiryMu.Unlock()
+	if _, running := s.expiring[ref]; running {
+		s.expiring[ref] = true
+		return false
+	}
+	if s.expiring == nil {
+		s.expiring = map[string]bool{}
+	}
+	s.expiring[ref] = false
+	return true
+}
+
+// endExpiry ends beginExpiry's mark and says whether the expiry was asked
+// for again meanwhile.
+func (s *Service) endExpiry(ref string) bool {
+	s.expiryMu.Lock()
+	defer s.expiryMu.Unlock()
+	again := s.expiring[ref]
+	delete(s.expiring, ref)
+	return again
 }
 
 // waitIdle notes that the expiry of the pre-auth ref waits for its

@@ -97,7 +97,8 @@ type Service struct {
 	// only at the next sweep.
 	// expiring holds the pre-auths whose expiry this node is deciding
 	// now (preAuthExpired), one at a time each.
-	expiring    sync.Map
+	// (true: asked again meanwhile, so decided again once it is done).
+	expiring    map[string]bool
 	expiryMu    sync.Mutex
 	expiryWaits map[string]map[string]bool
 	rulesOnce   sync.Once
