@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -132,26 +131,16 @@ var batchTests = []test{
 		for i := range 12 {
 			serial := fmt.Sprintf("SN-RACE-%d", i)
 			terminalID := seedTerminal(t, s, serial)
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			var txErr, batchErr error
-			wg.Add(2)
-			go func() {
-				defer wg.Done()
-				<-start
-				txErr = s.CreateTransaction(t.Context(), &instore.Change{T: newTransaction(fmt.Sprintf("txn_race_%d", i), "mer_1", terminalID, serial, instore.StatusPending, at(1))})
-			}()
-			go func() {
-				defer wg.Done()
-				<-start
-				batchErr = s.CreateBatch(t.Context(), newBatch(fmt.Sprintf("bat_race_%d", i), terminalID, at(0), at(1)), nil)
-			}()
-			close(start)
-			wg.Wait()
-			if txErr == nil && batchErr == nil {
+			errs := atOnce(2, func(j int) error {
+				if j == 0 {
+					return s.CreateTransaction(t.Context(), &instore.Change{T: newTransaction(fmt.Sprintf("txn_race_%d", i), "mer_1", terminalID, serial, instore.StatusPending, at(1))})
+				}
+				return s.CreateBatch(t.Context(), newBatch(fmt.Sprintf("bat_race_%d", i), terminalID, at(0), at(1)), nil)
+			})
+			if errs[0] == nil && errs[1] == nil {
 				t.Fatalf("round %d: a PENDING transaction and a close were both created", i)
 			}
-			for _, err := range []error{txErr, batchErr} {
+			for _, err := range errs {
 				if err != nil && !errors.Is(err, instore.ErrConflict) {
 					t.Fatalf("round %d: %v, want nil or instore.ErrConflict", i, err)
 				}

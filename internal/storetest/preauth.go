@@ -3,7 +3,6 @@ package storetest
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -48,25 +47,18 @@ func terminals(t *testing.T, s instore.Store, n int) []string {
 // refused one's error must pass refused.
 func race(t *testing.T, s instore.Store, n int, create func(i int) *instore.Transaction, refused func(error) bool) (created []*instore.Transaction) {
 	t.Helper()
-	var (
-		mu sync.Mutex
-		wg sync.WaitGroup
-	)
+	txs := make([]*instore.Transaction, n)
 	for i := range n {
-		tx := create(i)
-		wg.Go(func() {
-			err := createOnPreAuth(t, s, tx)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				created = append(created, tx)
-			case !refused(err):
-				t.Errorf("CreateOnOriginal(%s %s) = %v", tx.Type, tx.ID, err)
-			}
-		})
+		txs[i] = create(i)
 	}
-	wg.Wait()
+	for i, err := range atOnce(n, func(i int) error { return createOnPreAuth(t, s, txs[i]) }) {
+		switch tx := txs[i]; {
+		case err == nil:
+			created = append(created, tx)
+		case !refused(err):
+			t.Errorf("CreateOnOriginal(%s %s) = %v", tx.Type, tx.ID, err)
+		}
+	}
 	return created
 }
 
