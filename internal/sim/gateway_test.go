@@ -310,11 +310,17 @@ func (c *gwConn) result(ref string) (protocol.Envelope, protocol.Result, []insto
 
 func decodeResult(t *testing.T, env protocol.Envelope) protocol.Result {
 	t.Helper()
-	var r protocol.Result
-	if err := json.Unmarshal(env.Data, &r); err != nil {
-		t.Fatalf("result data: %v", err)
+	return *decodeData[protocol.Result](t, env)
+}
+
+// decodeData decodes the data of env, a message whose data is a T.
+func decodeData[T any](t *testing.T, env protocol.Envelope) *T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(env.Data, &v); err != nil {
+		t.Fatalf("%s data %s: %v", env.Type, env.Data, err)
 	}
-	return r
+	return &v
 }
 
 // waitClosed waits until the session ends and returns what came before.

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -38,8 +37,7 @@ func TestPreAuthScreens(t *testing.T) {
 	} {
 		ref := "ref-" + tc.kind
 		c.expectAck(c.send(tc.kind, "", ref, tc.p), ref)
-		var first protocol.Progress
-		json.Unmarshal(c.expect(protocol.TypeProgress).Data, &first)
+		first := decodeData[protocol.Progress](t, c.expect(protocol.TypeProgress))
 		waitState(t, r.Terminal, tc.screen, func(s State) bool { return s.Screen == tc.screen })
 		c.cancel(ref, instore.CancelByECR)
 		_, res, stages := c.result(ref)
