@@ -444,6 +444,11 @@ func waitState(t *testing.T, term *Terminal, what string, ok func(State) bool) S
 	return st
 }
 
+// cardWaits is a Config of linked whose card read takes an hour: a
+// transaction stays at its card prompt until the test cancels or
+// decides it.
+func cardWaits(c *Config) { c.Delay = time.Hour }
+
 // linked starts a terminal, accepts its session and links it.
 func linked(t *testing.T, mod func(*Config)) (*gateway, *running, *gwConn) {
 	t.Helper()

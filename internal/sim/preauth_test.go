@@ -4,7 +4,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/protocol"
@@ -23,7 +22,7 @@ func onPreAuth(amount int64, pre string) protocol.Payment {
 // void says it needs no card and reports AUTHORIZING only.
 func TestPreAuthScreens(t *testing.T) {
 	t.Parallel()
-	_, r, c := linked(t, func(c *Config) { c.Delay = time.Hour })
+	_, r, c := linked(t, cardWaits)
 	for _, tc := range []struct {
 		kind   string
 		p      protocol.Payment

@@ -478,7 +478,7 @@ func TestNewValidates(t *testing.T) {
 // late approval, a print; and a print sent again is not printed twice.
 func TestConfirmsOwedMessages(t *testing.T) {
 	t.Parallel()
-	g, r, c := linked(t, func(c *Config) { c.Delay = time.Hour })
+	g, r, c := linked(t, cardWaits)
 
 	c.expectAck(c.purchase("ref-1", payment(1000)), "ref-1")
 	c.expectConfirm(c.cancel("ref-1", instore.CancelDeadline), "ref-1")

@@ -83,7 +83,7 @@ func TestAmountRules(t *testing.T) {
 
 func TestScreensDuringTransaction(t *testing.T) {
 	t.Parallel()
-	_, r, c := linked(t, func(c *Config) { c.Delay = time.Hour })
+	_, r, c := linked(t, cardWaits)
 	c.purchase("ref-1", payment(1250))
 	c.expect(protocol.TypeAck)
 	c.expect(protocol.TypeProgress)
@@ -258,7 +258,7 @@ func TestCancelReasons(t *testing.T) {
 	for _, tc := range cancelOutcomes {
 		t.Run(tc.reason, func(t *testing.T) {
 			t.Parallel()
-			_, r, c := linked(t, func(c *Config) { c.Delay = time.Hour })
+			_, r, c := linked(t, cardWaits)
 			c.expectAck(c.purchase("ref-1", payment(1000)), "ref-1")
 			c.expect(protocol.TypeProgress)
 			c.cancel("ref-1", tc.reason)
@@ -298,7 +298,7 @@ func TestCancelReasons(t *testing.T) {
 
 func TestBusy(t *testing.T) {
 	t.Parallel()
-	_, r, c := linked(t, func(c *Config) { c.Delay = time.Hour })
+	_, r, c := linked(t, cardWaits)
 	c.expectAck(c.purchase("ref-1", payment(1000)), "ref-1")
 	c.expect(protocol.TypeProgress)
 	id := c.purchase("ref-2", payment(1000))
@@ -341,7 +341,7 @@ func TestPaymentMethod(t *testing.T) {
 
 func TestRefund(t *testing.T) {
 	t.Parallel()
-	_, r, c := linked(t, func(c *Config) { c.Delay = time.Hour })
+	_, r, c := linked(t, cardWaits)
 	p := payment(2500)
 	p.OriginalRef = "ref-0"
 	id := c.send(protocol.TypeRefund, "", "ref-1", p)
@@ -409,7 +409,7 @@ func TestCommandRightAfterCancel(t *testing.T) {
 	for _, reason := range []string{instore.CancelDeadline, instore.CancelAckTimeout, instore.CancelByECR} {
 		t.Run(reason, func(t *testing.T) {
 			t.Parallel()
-			_, _, c := linked(t, func(c *Config) { c.Delay = time.Hour })
+			_, _, c := linked(t, cardWaits)
 			ref := "ref-0"
 			c.expectAck(c.purchase(ref, payment(1000)), ref)
 			c.expect(protocol.TypeProgress)
@@ -440,7 +440,7 @@ func TestCommandRightAfterCancel(t *testing.T) {
 // dropped, not started: the next command finds the terminal free.
 func TestCommandAfterItsCancel(t *testing.T) {
 	t.Parallel()
-	_, _, c := linked(t, func(c *Config) { c.Delay = time.Hour })
+	_, _, c := linked(t, cardWaits)
 	c.expectConfirm(c.cancel("ref-ended", instore.CancelAckTimeout), "ref-ended")
 	c.purchase("ref-ended", payment(1000))
 	id := c.purchase("ref-next", payment(1000))
