@@ -53,8 +53,7 @@ var batchTests = []test{
 		if d := diff(want, got); d != "" {
 			t.Errorf("Batch(bat_1) after UpdateBatch mismatch (-want +got):\n%s", d)
 		}
-		_, err := s.PendingBatch(t.Context(), terminalID)
-		checkNotFound(t, "PendingBatch(after the close)", err, terminalID)
+		checkMissing(t, "PendingBatch(after the close)", s.PendingBatch, terminalID, terminalID)
 		if d := diff(want, mustGet(t, "LastClosedBatch", s.LastClosedBatch, terminalID)); d != "" {
 			t.Errorf("LastClosedBatch mismatch (-want +got):\n%s", d)
 		}
@@ -65,12 +64,10 @@ var batchTests = []test{
 		if got := mustGet(t, "Batch", s.Batch, "bat_1"); got.Number != 42 {
 			t.Errorf("Batch number after a refused update = %d, want 42", got.Number)
 		}
-		err = s.UpdateBatch(t.Context(), newBatch("bat_missing", terminalID, at(0), at(1)), instore.BatchPending)
+		err := s.UpdateBatch(t.Context(), newBatch("bat_missing", terminalID, at(0), at(1)), instore.BatchPending)
 		checkNotFound(t, "UpdateBatch(missing)", err, "bat_missing")
-		_, err = s.Batch(t.Context(), "bat_missing")
-		checkNotFound(t, "Batch(missing)", err, "bat_missing")
-		_, err = s.LastClosedBatch(t.Context(), "99999998")
-		checkNotFound(t, "LastClosedBatch(none)", err, "99999998")
+		checkMissing(t, "Batch(missing)", s.Batch, "bat_missing", "bat_missing")
+		checkMissing(t, "LastClosedBatch(none)", s.LastClosedBatch, "99999998", "99999998")
 	}},
 	{"FailedThenLate", func(t *testing.T, s instore.Store) {
 		terminalID := seed(t, s)
@@ -107,8 +104,7 @@ var batchTests = []test{
 		mustCreateTransaction(t, s, newTransaction("txn_1", "mer_1", other, "SN-2", instore.StatusPending, at(1)))
 		checkConflict(t, "CreateBatch(transaction running)", s.CreateBatch(t.Context(), newBatch("bat_3", other, at(0), at(2)), nil))
 		checkConflict(t, "CreateBatch(missing terminal ID)", s.CreateBatch(t.Context(), newBatch("bat_4", "99999998", at(0), at(2)), nil))
-		_, err := s.Batch(t.Context(), "bat_3")
-		checkNotFound(t, "Batch(refused)", err, "bat_3")
+		checkMissing(t, "Batch(refused)", s.Batch, "bat_3", "bat_3")
 		// A terminal ID closing its batch takes no PENDING transaction
 		// (with an event or without), as if one ran; a final one (an
 		// offline approval) is no command and is taken; once the close

@@ -134,11 +134,9 @@ var preAuthTests = []test{
 		for i, typ := range []instore.TransactionType{instore.TypeVoid, instore.TypeIncrement, instore.TypeCapture} {
 			tx := onPreAuth(fmt.Sprintf("txn_x%d", i), typ, ts[i+1], fmt.Sprintf("SN-p%d", i+1), pre.ID, 100)
 			checkCode(t, string(typ)+" while a capture is in flight", createOnPreAuth(t, s, tx), instore.EConflict)
-			_, err := s.Transaction(t.Context(), tx.ID)
-			checkNotFound(t, "Transaction(refused "+string(typ)+")", err, "")
+			checkMissing(t, "Transaction(refused "+string(typ)+")", s.Transaction, tx.ID, "")
 		}
-		_, err := s.Transaction(t.Context(), over.ID)
-		checkNotFound(t, "Transaction(refused capture)", err, "")
+		checkMissing(t, "Transaction(refused capture)", s.Transaction, over.ID, "")
 		checkCode(t, "reversal of a pre-auth", s.CreateOnOriginal(t.Context(), &instore.Change{T: newReversal("txn_rev", ts[3], "SN-p3", pre.ID, 10000, instore.StatusPending)}),
 			instore.ENotReversible)
 	}},
