@@ -77,12 +77,35 @@ func AmountHint(currency string) string {
 		currency, exp = "SEK", currencyExponents["SEK"]
 	}
 	const example = 1250
-	s := strconv.Itoa(example)
-	if exp > 0 {
-		s = strings.Repeat("0", max(0, exp-len(s)+1)) + s
-		s = s[:len(s)-exp] + "." + s[len(s)-exp:]
+	return fmt.Sprintf("an integer in minor units, e.g. %d for %s %s", example, formatDecimals(example, exp), currency)
+}
+
+// FormatMinor writes an amount in minor units with its currency's
+// decimals: FormatMinor(1250, "SEK") is "12.50", FormatMinor(1250, "JPY")
+// "1250", FormatMinor(-5, "KWD") "-0.005". A code CurrencyExponent does
+// not know is taken to have 2 decimals.
+func FormatMinor(minor int64, currency string) string {
+	exp, ok := currencyExponents[currency]
+	if !ok {
+		exp = 2
 	}
-	return fmt.Sprintf("an integer in minor units, e.g. %d for %s %s", example, s, currency)
+	return formatDecimals(minor, exp)
+}
+
+// formatDecimals writes minor with exp decimals.
+func formatDecimals(minor int64, exp int) string {
+	sign, u := "", uint64(minor)
+	if minor < 0 {
+		sign, u = "-", -u
+	}
+	s := strconv.FormatUint(u, 10)
+	if exp == 0 {
+		return sign + s
+	}
+	if len(s) <= exp {
+		s = strings.Repeat("0", exp-len(s)+1) + s
+	}
+	return sign + s[:len(s)-exp] + "." + s[len(s)-exp:]
 }
 
 // amountRangeMessage is the field error of an amount outside MinAmount to

@@ -1,6 +1,9 @@
 package instore_test
 
 import (
+	"math"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/instore-dev/instore"
@@ -33,5 +36,28 @@ func TestPurchaseCurrencyValidation(t *testing.T) {
 		if (err == nil) != valid {
 			t.Errorf("purchase in %q: %v, want valid %v", code, err, valid)
 		}
+	}
+}
+
+// TestFormatMinor: every currency's amounts are written with its decimals
+// (a leading zero before the point, none for a currency without
+// decimals); a code it does not know gets 2; a negative amount a sign,
+// the smallest int64 too.
+func TestFormatMinor(t *testing.T) {
+	for c, exp := range instore.Currencies() {
+		for _, minor := range []int64{0, 5, 1250, instore.MaxAmount} {
+			got := instore.FormatMinor(minor, c)
+			whole, frac, dot := strings.Cut(got, ".")
+			n, err := strconv.ParseInt(whole+frac, 10, 64)
+			if err != nil || n != minor || len(frac) != exp || dot != (exp > 0) || whole == "" {
+				t.Errorf("FormatMinor(%d, %s) = %q, want %d decimals", minor, c, got, exp)
+			}
+		}
+	}
+	if got := instore.FormatMinor(-1250, "XYZ"); got != "-12.50" {
+		t.Errorf("FormatMinor(-1250, XYZ) = %q, want -12.50", got)
+	}
+	if got := instore.FormatMinor(math.MinInt64, "JPY"); got != "-9223372036854775808" {
+		t.Errorf("FormatMinor(MinInt64, JPY) = %q", got)
 	}
 }

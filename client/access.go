@@ -99,18 +99,10 @@ type CreateUpdateParams struct {
 	NotBefore *time.Time `json:"notBefore,omitempty"`
 }
 
-func (c *Client) accessPost(ctx context.Context, route string, body, out any, opts []CallOption) error {
-	_, err := c.do(ctx, call{s: c.access, method: http.MethodPost, path: route, route: route, body: body, opts: opts}, out)
-	return err
-}
-
-// accessPostAs is accessPost of an answer that is one T.
+// accessPostAs is a POST to the Access API route of an answer that is one
+// T.
 func accessPostAs[T any](ctx context.Context, c *Client, route string, body any, opts []CallOption) (*T, error) {
-	var v T
-	if err := c.accessPost(ctx, route, body, &v, opts); err != nil {
-		return nil, err
-	}
-	return &v, nil
+	return callAs[T](ctx, c, call{s: c.access, method: http.MethodPost, path: route, route: route, body: body, opts: opts})
 }
 
 // GetTerminalID allocates a new terminal ID (eight digits) to a customer,

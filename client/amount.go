@@ -78,20 +78,5 @@ func ParseAmount(s, currency string) (int64, error) {
 // decimals: FormatAmount(1250, "SEK") is "12.50". An unknown currency is
 // taken to have 2 decimals.
 func FormatAmount(minor int64, currency string) string {
-	exp, ok := CurrencyExponent(currency)
-	if !ok {
-		exp = 2
-	}
-	sign := ""
-	if minor < 0 {
-		sign, minor = "-", -minor
-	}
-	s := strconv.FormatInt(minor, 10)
-	if exp == 0 {
-		return sign + s
-	}
-	if len(s) <= exp {
-		s = strings.Repeat("0", exp-len(s)+1) + s
-	}
-	return sign + s[:len(s)-exp] + "." + s[len(s)-exp:]
+	return instore.FormatMinor(minor, currency)
 }

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"iter"
-	"net/http"
 	"net/url"
 	"time"
 
@@ -53,13 +52,7 @@ type BatchPage struct {
 // time (the batch, named in the detail, is FAILED; Batch shows it closed
 // if the terminal answers later).
 func (c *Client) CloseBatch(ctx context.Context, terminalID string, opts ...CallOption) (*Batch, error) {
-	var b Batch
-	_, err := c.do(ctx, call{s: c.online, method: http.MethodPost, path: Prefix + "/terminal/" + url.PathEscape(terminalID) + "/close",
-		route: Prefix + "/terminal/{terminalId}/close", opts: opts}, &b)
-	if err != nil {
-		return nil, err
-	}
-	return &b, nil
+	return postAt[Batch](ctx, c, Prefix+"/terminal/"+url.PathEscape(terminalID)+"/close", Prefix+"/terminal/{terminalId}/close", nil, opts)
 }
 
 // Batch returns one of the merchant's batches. Errors: WP03, not-found.
@@ -132,11 +125,6 @@ type SandboxBatchExtra struct {
 // sale the service never saw: its next close lists it MISSING_IN_SERVICE
 // under Reference.
 func (c *Client) SandboxBatchExtra(ctx context.Context, terminalID string, p SandboxBatchExtraParams, opts ...CallOption) (*SandboxBatchExtra, error) {
-	var out SandboxBatchExtra
-	_, err := c.do(ctx, call{s: c.online, method: http.MethodPost, path: "/sandbox/v1/terminals/" + url.PathEscape(terminalID) + "/batch-extra",
-		route: "/sandbox/v1/terminals/{terminalId}/batch-extra", body: p, opts: opts}, &out)
-	if err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return postAt[SandboxBatchExtra](ctx, c, "/sandbox/v1/terminals/"+url.PathEscape(terminalID)+"/batch-extra",
+		"/sandbox/v1/terminals/{terminalId}/batch-extra", p, opts)
 }

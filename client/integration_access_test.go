@@ -1,7 +1,6 @@
 package client_test
 
 import (
-	"context"
 	"os"
 	"slices"
 	"testing"
@@ -16,7 +15,7 @@ import (
 // demo's customer credentials.
 func TestIntegrationAccessAPI(t *testing.T) {
 	e := startDemo(t, nil)
-	ctx := context.Background()
+	ctx := t.Context()
 	c := e.c
 	info, err := c.GetTerminalInfo(ctx, e.terms[0])
 	if client.ErrorCode(err) == instore.ENotFound || client.ErrorCode(err) == instore.EMethodNotAllowed {
@@ -100,7 +99,7 @@ func waitUpdate(t *testing.T, c *client.Client, terminalID string) *client.Updat
 	t.Helper()
 	var u *client.Update
 	testwait.For(t, "the update of "+terminalID+" to end", func() bool {
-		info, err := c.GetTerminalInfo(context.Background(), terminalID)
+		info, err := c.GetTerminalInfo(t.Context(), terminalID)
 		if err != nil {
 			t.Fatalf("GetTerminalInfo: %v", err)
 		}

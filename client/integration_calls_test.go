@@ -1,7 +1,6 @@
 package client_test
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"slices"
@@ -22,7 +21,7 @@ import (
 
 func TestIntegrationErrors(t *testing.T) {
 	e := startDemo(t, nil)
-	ctx := context.Background()
+	ctx := t.Context()
 	c, t0, t1, t2 := e.c, e.terms[0], e.terms[1], e.terms[2]
 	badToken := e.newClient(t, func(cfg *client.Config) { cfg.Online.AccessToken = "not-a-token" })
 	approved := payFinal(t, c, client.PurchaseParams{TerminalID: t0, Amount: 1250, Currency: "SEK"})
@@ -150,7 +149,7 @@ func TestIntegrationErrors(t *testing.T) {
 // replays its first answer, and only one transaction exists.
 func TestIntegrationIdempotentRetry(t *testing.T) {
 	e := startDemo(t, nil)
-	ctx := context.Background()
+	ctx := t.Context()
 	t0 := e.terms[0]
 	dropped := false
 	e.rec.drop = func(r *http.Request, _ int) bool {
@@ -196,7 +195,7 @@ func TestIntegrationIdempotentRetry(t *testing.T) {
 // User-Agent.
 func TestIntegrationCallOptions(t *testing.T) {
 	e := startDemo(t, nil)
-	ctx := context.Background()
+	ctx := t.Context()
 	c, t0 := e.c, e.terms[0]
 	purchases := func() []exchange { return e.rec.exchanges(http.MethodPost, client.Prefix+"/purchase") }
 	p := client.PurchaseParams{TerminalID: t0, Amount: 2100, Currency: "SEK"}
@@ -292,7 +291,7 @@ func TestIntegrationCallOptions(t *testing.T) {
 
 func TestIntegrationTokenRefresh(t *testing.T) {
 	e := startDemo(t, nil)
-	ctx := context.Background()
+	ctx := t.Context()
 	now := time.Now()
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -335,7 +334,7 @@ func TestIntegrationTokenRefresh(t *testing.T) {
 
 func TestIntegrationRateLimit(t *testing.T) {
 	e := startDemo(t, func(cfg *server.Config) { cfg.RateLimit, cfg.RateBurst = 1, 1 })
-	ctx := context.Background()
+	ctx := t.Context()
 	for i := range 2 {
 		if _, err := e.c.Metadata(ctx); err != nil {
 			t.Fatalf("Metadata %d under the rate limit: %v", i, err)

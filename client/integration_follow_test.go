@@ -23,7 +23,7 @@ func eventsOf(t *testing.T, c *client.Client, q client.EventQuery, ref string) [
 	t.Helper()
 	var out []client.Event
 	testwait.For(t, "the transaction.final event of "+ref, func() bool {
-		page, err := c.Events(context.Background(), q)
+		page, err := c.Events(t.Context(), q)
 		if err != nil {
 			t.Fatalf("Events: %v", err)
 		}

@@ -174,6 +174,15 @@ func (e *itEnv) newClient(t *testing.T, mutate func(*client.Config)) *client.Cli
 	return c
 }
 
+// onFirstTerminal is the start of an exercise on the demo's first
+// terminal: a context of a minute (cancelled when t ends), the client and
+// the terminal.
+func (e *itEnv) onFirstTerminal(t *testing.T) (context.Context, *client.Client, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx, e.c, e.terms[0]
+}
+
 func mustOK[T any](t *testing.T, what string) func(T, error) T {
 	return func(v T, err error) T {
 		t.Helper()

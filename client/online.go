@@ -274,18 +274,18 @@ func (c *Client) get(ctx context.Context, path, route string, q url.Values, out 
 	return err
 }
 
-func (c *Client) post(ctx context.Context, route string, body, out any, opts []CallOption) error {
-	_, err := c.do(ctx, call{s: c.online, method: http.MethodPost, path: route, route: route, body: body, opts: opts}, out)
-	return err
+// callAs is a call whose answer is one T: every typed call of the SDK.
+func callAs[T any](ctx context.Context, c *Client, cl call) (*T, error) {
+	var v T
+	if _, err := c.do(ctx, cl, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
 }
 
 // getAs is get of an answer that is one T.
 func getAs[T any](ctx context.Context, c *Client, path, route string, q url.Values, opts []CallOption) (*T, error) {
-	var v T
-	if err := c.get(ctx, path, route, q, &v, opts); err != nil {
-		return nil, err
-	}
-	return &v, nil
+	return callAs[T](ctx, c, call{s: c.online, method: http.MethodGet, path: path, route: route, query: q, opts: opts})
 }
 
 // getList is get of an answer that is a list of T under one member,
@@ -300,13 +300,16 @@ func getList[T any](ctx context.Context, c *Client, path, route, member string, 
 	return out.Elem().Field(0).Interface().([]T), nil
 }
 
-// postAs is post of an answer that is one T.
+// postAs is a POST to the Online API route (a path without parameters)
+// of an answer that is one T.
 func postAs[T any](ctx context.Context, c *Client, route string, body any, opts []CallOption) (*T, error) {
-	var v T
-	if err := c.post(ctx, route, body, &v, opts); err != nil {
-		return nil, err
-	}
-	return &v, nil
+	return postAt[T](ctx, c, route, route, body, opts)
+}
+
+// postAt is a POST to path (route its template) of the Online API of an
+// answer that is one T.
+func postAt[T any](ctx context.Context, c *Client, path, route string, body any, opts []CallOption) (*T, error) {
+	return callAs[T](ctx, c, call{s: c.online, method: http.MethodPost, path: path, route: route, body: body, opts: opts})
 }
 
 // Metadata returns the code lists in force: error codes, transaction
@@ -403,13 +406,8 @@ func (c *Client) cancel(ctx context.Context, body map[string]string, opts []Call
 // (also after it was confirmed), or its deadline passed,
 // when the service reverses it; Error.Detail says which).
 func (c *Client) Confirm(ctx context.Context, onlineAPIRefID string, opts ...CallOption) (*Transaction, error) {
-	var t Transaction
-	_, err := c.do(ctx, call{s: c.online, method: http.MethodPost, path: Prefix + "/transaction/" + url.PathEscape(onlineAPIRefID) + "/confirm",
-		route: Prefix + "/transaction/{onlineAPIRefId}/confirm", opts: opts}, &t)
-	if err != nil {
-		return nil, err
-	}
-	return &t, nil
+	return postAt[Transaction](ctx, c, Prefix+"/transaction/"+url.PathEscape(onlineAPIRefID)+"/confirm",
+		Prefix+"/transaction/{onlineAPIRefId}/confirm", nil, opts)
 }
 
 // Transaction returns a transaction. With wait > 0 (at most a minute) the
@@ -440,15 +438,10 @@ func (c *Client) transaction(ctx context.Context, onlineAPIRefID string, wait ti
 	if len(q) == 0 {
 		q = nil
 	}
-	var t Transaction
-	_, err := c.do(ctx, call{
+	return callAs[Transaction](ctx, c, call{
 		s: c.online, method: http.MethodGet, path: Prefix + "/transaction/" + url.PathEscape(onlineAPIRefID),
 		route: Prefix + "/transaction/{onlineAPIRefId}", query: q, wait: time.Duration(secs) * time.Second, opts: opts,
-	}, &t)
-	if err != nil {
-		return nil, err
-	}
-	return &t, nil
+	})
 }
 
 // TransactionEvent is one entry of a transaction's timeline: a change, when

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"net/http"
 	"net/url"
 
 	"github.com/instore-dev/instore"
@@ -30,15 +29,7 @@ type SandboxDevice struct {
 // not-found. It takes the Online API credentials.
 
 func (c *Client) sandboxPost(ctx context.Context, terminalID, action, route string, body any, opts []CallOption) (*SandboxDevice, error) {
-	var d SandboxDevice
-	_, err := c.do(ctx, call{
-		s: c.online, method: http.MethodPost, path: "/sandbox/v1/terminals/" + url.PathEscape(terminalID) + "/" + action,
-		route: route, body: body, opts: opts,
-	}, &d)
-	if err != nil {
-		return nil, err
-	}
-	return &d, nil
+	return postAt[SandboxDevice](ctx, c, "/sandbox/v1/terminals/"+url.PathEscape(terminalID)+"/"+action, route, body, opts)
 }
 
 // SandboxDevices lists the virtual devices the merchant may link or use,

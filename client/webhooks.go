@@ -169,12 +169,7 @@ func (c *Client) Webhook(ctx context.Context, webhookID string, opts ...CallOpti
 // UpdateWebhook changes an endpoint's URL, event types, description or
 // status, and returns it. Errors: validation, WP03, not-found.
 func (c *Client) UpdateWebhook(ctx context.Context, webhookID string, u WebhookUpdate, opts ...CallOption) (*Webhook, error) {
-	var w Webhook
-	_, err := c.do(ctx, call{s: c.online, method: http.MethodPatch, path: webhookPath(webhookID), route: webhookRoute, body: u, opts: opts}, &w)
-	if err != nil {
-		return nil, err
-	}
-	return &w, nil
+	return callAs[Webhook](ctx, c, call{s: c.online, method: http.MethodPatch, path: webhookPath(webhookID), route: webhookRoute, body: u, opts: opts})
 }
 
 // DeleteWebhook deletes an endpoint; what it was still owed is not sent.
@@ -201,13 +196,7 @@ func (c *Client) DeleteWebhook(ctx context.Context, webhookID string, opts ...Ca
 // without refusing a delivery: VerifyWebhook with either succeeds.
 // Errors: WP03, not-found.
 func (c *Client) RotateWebhookSecret(ctx context.Context, webhookID string, opts ...CallOption) (*Webhook, error) {
-	var w Webhook
-	_, err := c.do(ctx, call{s: c.online, method: http.MethodPost, path: webhookPath(webhookID) + "/rotate-secret",
-		route: webhookRoute + "/rotate-secret", opts: opts}, &w)
-	if err != nil {
-		return nil, err
-	}
-	return &w, nil
+	return postAt[Webhook](ctx, c, webhookPath(webhookID)+"/rotate-secret", webhookRoute+"/rotate-secret", nil, opts)
 }
 
 // WebhookDeliveries returns one page of an endpoint's deliveries, newest
@@ -253,12 +242,6 @@ func (c *Client) RetryWebhookDelivery(ctx context.Context, webhookID, deliveryID
 	if deliveryID == "" {
 		return nil, errors.New("client: retry webhook delivery: no delivery id")
 	}
-	var d WebhookDelivery
-	_, err := c.do(ctx, call{s: c.online, method: http.MethodPost,
-		path:  webhookPath(webhookID) + "/deliveries/" + url.PathEscape(deliveryID) + "/retry",
-		route: webhookRoute + "/deliveries/{deliveryId}/retry", opts: opts}, &d)
-	if err != nil {
-		return nil, err
-	}
-	return &d, nil
+	return postAt[WebhookDelivery](ctx, c, webhookPath(webhookID)+"/deliveries/"+url.PathEscape(deliveryID)+"/retry",
+		webhookRoute+"/deliveries/{deliveryId}/retry", nil, opts)
 }

@@ -47,16 +47,8 @@ func (h *handlers) batches(w http.ResponseWriter, r *http.Request, p *instore.Pr
 	if err != nil {
 		return err
 	}
-	out := make([]*instore.BatchWire, len(bs))
-	for i, b := range bs {
-		out[i] = h.meta.BatchWire(b)
-	}
-	var cursor *string
-	if next != "" {
-		cursor = &next
-	}
 	return writeJSON(w, http.StatusOK, struct {
 		Batches    []*instore.BatchWire `json:"batches"`
 		NextCursor *string              `json:"nextCursor"`
-	}{out, cursor})
+	}{wires(bs, h.meta.BatchWire), nextCursor(next)})
 }

@@ -174,16 +174,25 @@ func (h *handlers) transactions(w http.ResponseWriter, r *http.Request, p *insto
 	if wantsCSV(r) {
 		return h.transactionsCSV(w, r, ts, next)
 	}
-	out := make([]*instore.TransactionWire, len(ts))
-	for i, t := range ts {
-		out[i] = h.meta.TransactionWire(t)
-	}
-	var cursor *string
-	if next != "" {
-		cursor = &next
-	}
 	return writeJSON(w, http.StatusOK, struct {
 		Transactions []*instore.TransactionWire `json:"transactions"`
 		NextCursor   *string                    `json:"nextCursor"`
-	}{out, cursor})
+	}{wires(ts, h.meta.TransactionWire), nextCursor(next)})
+}
+
+// wires renders the items of a page as the API shows them.
+func wires[T, W any](items []T, wire func(T) W) []W {
+	out := make([]W, len(items))
+	for i, it := range items {
+		out[i] = wire(it)
+	}
+	return out
+}
+
+// nextCursor is a page's nextCursor: null on the last page (next "").
+func nextCursor(next string) *string {
+	if next == "" {
+		return nil
+	}
+	return &next
 }

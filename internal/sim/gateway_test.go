@@ -310,11 +310,17 @@ func (c *gwConn) result(ref string) (protocol.Envelope, protocol.Result, []insto
 
 func decodeResult(t *testing.T, env protocol.Envelope) protocol.Result {
 	t.Helper()
-	var r protocol.Result
-	if err := json.Unmarshal(env.Data, &r); err != nil {
-		t.Fatalf("result data: %v", err)
+	return *decodeData[protocol.Result](t, env)
+}
+
+// decodeData decodes the data of env, a message whose data is a T.
+func decodeData[T any](t *testing.T, env protocol.Envelope) *T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(env.Data, &v); err != nil {
+		t.Fatalf("%s data %s: %v", env.Type, env.Data, err)
 	}
-	return r
+	return &v
 }
 
 // waitClosed waits until the session ends and returns what came before.
@@ -437,6 +443,11 @@ func waitState(t *testing.T, term *Terminal, what string, ok func(State) bool) S
 	})
 	return st
 }
+
+// cardWaits is a Config of linked whose card read takes an hour: a
+// transaction stays at its card prompt until the test cancels or
+// decides it.
+func cardWaits(c *Config) { c.Delay = time.Hour }
 
 // linked starts a terminal, accepts its session and links it.
 func linked(t *testing.T, mod func(*Config)) (*gateway, *running, *gwConn) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/client"
 	"github.com/instore-dev/instore/internal/protocol"
 )
 
@@ -29,25 +30,12 @@ const (
 	MaxOfflineQueue = 100
 )
 
-// CardNetwork is a virtual terminal's card network as State shows it.
-type CardNetwork struct {
-	// Online: the terminal reaches its issuers (the default).
-	Online bool `json:"online"`
-	// FloorLimit is the highest total approved offline, in minor units,
-	// and QueueSize how many approvals the offline queue holds (as set
-	// when the network went down; 0 while it never did).
-	FloorLimit int64 `json:"floorLimit"`
-	QueueSize  int   `json:"queueSize"`
-	// Queued are the offline approvals waiting to be forwarded, oldest
-	// first.
-	Queued []string `json:"queued"`
-	// Unconfirmed are the forwarded approvals whose report the service
-	// has not confirmed yet.
-	Unconfirmed []string `json:"unconfirmed"`
-	// NextForwardDeclined: the next approval forwarded is declined by
-	// the issuer (SetNextForward).
-	NextForwardDeclined bool `json:"nextForwardDeclined"`
-}
+// CardNetwork is a virtual terminal's card network as State shows it: the
+// sandbox's wire form, whose one definition is the SDK's
+// (client.SandboxCardNetworkState). Online is the default; FloorLimit and
+// QueueSize are 0 while the network never went down; NextForwardDeclined
+// is set by SetNextForward.
+type CardNetwork = client.SandboxCardNetworkState
 
 // cardNetwork is the card network's state, guarded by Terminal.mu.
 type cardNetwork struct {

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"encoding/json"
 	"testing"
 
 	"github.com/instore-dev/instore"
@@ -60,9 +59,9 @@ func TestCardNetworkDown(t *testing.T) {
 	forwarded := func(c *gwConn, ref string, declined bool) protocol.Envelope {
 		t.Helper()
 		env := c.expect(protocol.TypeForwarded)
-		d := protocol.NewData(protocol.TypeForwarded).(*protocol.Forwarded)
-		if err := json.Unmarshal(env.Data, d); err != nil || d.Declined == nil || d.ForwardedAt.IsZero() {
-			t.Fatalf("forwarded data %s: %v", env.Data, err)
+		d := decodeData[protocol.Forwarded](t, env)
+		if d.Declined == nil || d.ForwardedAt.IsZero() {
+			t.Fatalf("forwarded data %s", env.Data)
 		}
 		if env.Ref != ref || *d.Declined != declined {
 			t.Fatalf("forwarded %s declined %v, want %s declined %v", env.Ref, *d.Declined, ref, declined)

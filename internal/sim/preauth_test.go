@@ -1,11 +1,9 @@
 package sim
 
 import (
-	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/protocol"
@@ -24,7 +22,7 @@ func onPreAuth(amount int64, pre string) protocol.Payment {
 // void says it needs no card and reports AUTHORIZING only.
 func TestPreAuthScreens(t *testing.T) {
 	t.Parallel()
-	_, r, c := linked(t, func(c *Config) { c.Delay = time.Hour })
+	_, r, c := linked(t, cardWaits)
 	for _, tc := range []struct {
 		kind   string
 		p      protocol.Payment
@@ -38,8 +36,7 @@ func TestPreAuthScreens(t *testing.T) {
 	} {
 		ref := "ref-" + tc.kind
 		c.expectAck(c.send(tc.kind, "", ref, tc.p), ref)
-		var first protocol.Progress
-		json.Unmarshal(c.expect(protocol.TypeProgress).Data, &first)
+		first := decodeData[protocol.Progress](t, c.expect(protocol.TypeProgress))
 		waitState(t, r.Terminal, tc.screen, func(s State) bool { return s.Screen == tc.screen })
 		c.cancel(ref, instore.CancelByECR)
 		_, res, stages := c.result(ref)

@@ -206,23 +206,7 @@ func (b *receiptBuilder) pair(label, value string) {
 // "CLF 1.2500"; an unknown code gets 2 decimals.
 func formatAmount(amount int64, currency string) string {
 	currency = strings.ToUpper(currency)
-	exp, ok := instore.CurrencyExponent(currency)
-	if !ok {
-		exp = 2
-	}
-	sign := ""
-	u := uint64(amount)
-	if amount < 0 {
-		sign, u = "-", uint64(-amount)
-	}
-	digits := strconv.FormatUint(u, 10)
-	if exp > 0 {
-		if len(digits) <= exp {
-			digits = strings.Repeat("0", exp-len(digits)+1) + digits
-		}
-		digits = digits[:len(digits)-exp] + "." + digits[len(digits)-exp:]
-	}
-	return strings.TrimSpace(currency + " " + sign + digits)
+	return strings.TrimSpace(currency + " " + instore.FormatMinor(amount, currency))
 }
 
 // cardless reports whether a command of kind is completed without a card:

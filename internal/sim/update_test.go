@@ -95,7 +95,7 @@ func TestInstallFails(t *testing.T) {
 
 func TestUpdateRefusedDuringTransaction(t *testing.T) {
 	t.Parallel()
-	_, _, c := linked(t, func(c *Config) { c.Delay = time.Hour })
+	_, _, c := linked(t, cardWaits)
 	c.expectAck(c.purchase("ref-1", payment(1000)), "ref-1")
 	c.expect(protocol.TypeProgress)
 	c.send(protocol.TypeUpdate, "", "upd_1", updateCommand("2.0.0"))

@@ -72,8 +72,7 @@ var accessTests = []test{
 				t.Errorf("TerminalModel(%s) = %q, %v, want %q", tc.name, got, err, tc.model)
 			}
 		}
-		_, err := s.TerminalModel(t.Context(), "99999999")
-		checkNotFound(t, "TerminalModel(unknown)", err, "99999999")
+		checkMissing(t, "TerminalModel(unknown)", s.TerminalModel, "99999999", "99999999")
 	}},
 	{"AllocateBindsDevice", func(t *testing.T, s instore.Store) {
 		mustCreateCustomer(t, s, "cus_1", at(0))
@@ -242,8 +241,7 @@ var accessTests = []test{
 		if err != nil || diff(asStored(ps[2]), got) != "" {
 			t.Errorf("Package() = %+v, %v, want %+v", got, err, ps[2])
 		}
-		_, err = s.Package(t.Context(), "nope")
-		checkNotFound(t, "Package(unknown)", err, "")
+		checkMissing(t, "Package(unknown)", s.Package, "nope", "")
 
 		// Importing the same catalogue again adds nothing and leaves the
 		// catalogue setting alone.
@@ -261,8 +259,7 @@ var accessTests = []test{
 		fresh := newPackage("ct-2.0.0", "", instore.ModelCountertop, "2.0.0", false, 9)
 		_, err = s.ImportPackages(t.Context(), []*instore.Package{fresh, changed})
 		checkConflict(t, "ImportPackages(changed release)", err)
-		_, err = s.Package(t.Context(), fresh.ID)
-		checkNotFound(t, "Package(of a refused batch)", err, "")
+		checkMissing(t, "Package(of a refused batch)", s.Package, fresh.ID, "")
 		_, err = s.ImportPackages(t.Context(), []*instore.Package{newPackage("x", "cus_missing", instore.ModelMobile, "1.0", false, 1)})
 		checkConflict(t, "ImportPackages(missing customer)", err)
 		mustImport(t, s, 1, fresh)
@@ -311,8 +308,7 @@ var accessTests = []test{
 			t.Errorf("device version after INSTALLED = %q, want 2.0.0", v)
 		}
 		checkConflict(t, "SetUpdateStatus(after the end)", s.SetUpdateStatus(t.Context(), &done, nil, instore.UpdateScheduled, instore.UpdateDownloading))
-		_, err = s.OpenUpdate(t.Context(), term)
-		checkNotFound(t, "OpenUpdate(after INSTALLED)", err, "")
+		checkMissing(t, "OpenUpdate(after INSTALLED)", s.OpenUpdate, term, "")
 		checkWithOpenUpdate(t, s, term, nil)
 
 		// A new update may follow; it is the latest, and it fails.
@@ -329,10 +325,8 @@ var accessTests = []test{
 		if v := mustDevice(t, s, "SN-1").SoftwareVersion; v != "2.0.0" {
 			t.Errorf("device version after FAILED = %q, want it unchanged (2.0.0)", v)
 		}
-		_, err = s.LatestUpdate(t.Context(), "99999999")
-		checkNotFound(t, "LatestUpdate(no updates)", err, "")
-		_, err = s.Update(t.Context(), "upd_none")
-		checkNotFound(t, "Update(unknown)", err, "")
+		checkMissing(t, "LatestUpdate(no updates)", s.LatestUpdate, "99999999", "")
+		checkMissing(t, "Update(unknown)", s.Update, "upd_none", "")
 	}},
 	{"OpenUpdates", func(t *testing.T, s instore.Store) {
 		a := updateFixture(t, s)

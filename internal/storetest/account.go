@@ -22,8 +22,7 @@ var customerTests = []test{
 		}
 	}},
 	{"NotFound", func(t *testing.T, s instore.Store) {
-		_, err := s.Customer(t.Context(), "cus_missing_71c4")
-		checkNotFound(t, "Customer(missing)", err, "cus_missing_71c4")
+		checkMissing(t, "Customer(missing)", s.Customer, "cus_missing_71c4", "cus_missing_71c4")
 	}},
 	{"DuplicateID", func(t *testing.T, s instore.Store) {
 		mustCreateCustomer(t, s, "cus_1", at(0))
@@ -58,8 +57,7 @@ var merchantTests = []test{
 		}
 	}},
 	{"NotFound", func(t *testing.T, s instore.Store) {
-		_, err := s.Merchant(t.Context(), "mer_missing_0d9e")
-		checkNotFound(t, "Merchant(missing)", err, "mer_missing_0d9e")
+		checkMissing(t, "Merchant(missing)", s.Merchant, "mer_missing_0d9e", "mer_missing_0d9e")
 	}},
 	{"DuplicateID", func(t *testing.T, s instore.Store) {
 		mustCreateCustomer(t, s, "cus_1", at(0))
@@ -70,8 +68,7 @@ var merchantTests = []test{
 	{"MissingCustomer", func(t *testing.T, s instore.Store) {
 		err := s.CreateMerchant(t.Context(), &instore.Merchant{ID: "mer_1", CustomerID: "cus_missing", Name: "Orphan", CreatedAt: at(0)})
 		checkConflict(t, "CreateMerchant(missing customer)", err)
-		_, err = s.Merchant(t.Context(), "mer_1")
-		checkNotFound(t, "Merchant(refused)", err, "")
+		checkMissing(t, "Merchant(refused)", s.Merchant, "mer_1", "")
 	}},
 	{"List", func(t *testing.T, s instore.Store) {
 		mustCreateCustomer(t, s, "cus_a", at(0))

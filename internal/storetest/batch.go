@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -54,8 +53,7 @@ var batchTests = []test{
 		if d := diff(want, got); d != "" {
 			t.Errorf("Batch(bat_1) after UpdateBatch mismatch (-want +got):\n%s", d)
 		}
-		_, err := s.PendingBatch(t.Context(), terminalID)
-		checkNotFound(t, "PendingBatch(after the close)", err, terminalID)
+		checkMissing(t, "PendingBatch(after the close)", s.PendingBatch, terminalID, terminalID)
 		if d := diff(want, mustGet(t, "LastClosedBatch", s.LastClosedBatch, terminalID)); d != "" {
 			t.Errorf("LastClosedBatch mismatch (-want +got):\n%s", d)
 		}
@@ -66,12 +64,10 @@ var batchTests = []test{
 		if got := mustGet(t, "Batch", s.Batch, "bat_1"); got.Number != 42 {
 			t.Errorf("Batch number after a refused update = %d, want 42", got.Number)
 		}
-		err = s.UpdateBatch(t.Context(), newBatch("bat_missing", terminalID, at(0), at(1)), instore.BatchPending)
+		err := s.UpdateBatch(t.Context(), newBatch("bat_missing", terminalID, at(0), at(1)), instore.BatchPending)
 		checkNotFound(t, "UpdateBatch(missing)", err, "bat_missing")
-		_, err = s.Batch(t.Context(), "bat_missing")
-		checkNotFound(t, "Batch(missing)", err, "bat_missing")
-		_, err = s.LastClosedBatch(t.Context(), "99999998")
-		checkNotFound(t, "LastClosedBatch(none)", err, "99999998")
+		checkMissing(t, "Batch(missing)", s.Batch, "bat_missing", "bat_missing")
+		checkMissing(t, "LastClosedBatch(none)", s.LastClosedBatch, "99999998", "99999998")
 	}},
 	{"FailedThenLate", func(t *testing.T, s instore.Store) {
 		terminalID := seed(t, s)
@@ -108,8 +104,7 @@ var batchTests = []test{
 		mustCreateTransaction(t, s, newTransaction("txn_1", "mer_1", other, "SN-2", instore.StatusPending, at(1)))
 		checkConflict(t, "CreateBatch(transaction running)", s.CreateBatch(t.Context(), newBatch("bat_3", other, at(0), at(2)), nil))
 		checkConflict(t, "CreateBatch(missing terminal ID)", s.CreateBatch(t.Context(), newBatch("bat_4", "99999998", at(0), at(2)), nil))
-		_, err := s.Batch(t.Context(), "bat_3")
-		checkNotFound(t, "Batch(refused)", err, "bat_3")
+		checkMissing(t, "Batch(refused)", s.Batch, "bat_3", "bat_3")
 		// A terminal ID closing its batch takes no PENDING transaction
 		// (with an event or without), as if one ran; a final one (an
 		// offline approval) is no command and is taken; once the close
@@ -132,26 +127,16 @@ var batchTests = []test{
 		for i := range 12 {
 			serial := fmt.Sprintf("SN-RACE-%d", i)
 			terminalID := seedTerminal(t, s, serial)
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			var txErr, batchErr error
-			wg.Add(2)
-			go func() {
-				defer wg.Done()
-				<-start
-				txErr = s.CreateTransaction(t.Context(), &instore.Change{T: newTransaction(fmt.Sprintf("txn_race_%d", i), "mer_1", terminalID, serial, instore.StatusPending, at(1))})
-			}()
-			go func() {
-				defer wg.Done()
-				<-start
-				batchErr = s.CreateBatch(t.Context(), newBatch(fmt.Sprintf("bat_race_%d", i), terminalID, at(0), at(1)), nil)
-			}()
-			close(start)
-			wg.Wait()
-			if txErr == nil && batchErr == nil {
+			errs := atOnce(2, func(j int) error {
+				if j == 0 {
+					return s.CreateTransaction(t.Context(), &instore.Change{T: newTransaction(fmt.Sprintf("txn_race_%d", i), "mer_1", terminalID, serial, instore.StatusPending, at(1))})
+				}
+				return s.CreateBatch(t.Context(), newBatch(fmt.Sprintf("bat_race_%d", i), terminalID, at(0), at(1)), nil)
+			})
+			if errs[0] == nil && errs[1] == nil {
 				t.Fatalf("round %d: a PENDING transaction and a close were both created", i)
 			}
-			for _, err := range []error{txErr, batchErr} {
+			for _, err := range errs {
 				if err != nil && !errors.Is(err, instore.ErrConflict) {
 					t.Fatalf("round %d: %v, want nil or instore.ErrConflict", i, err)
 				}

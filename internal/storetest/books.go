@@ -65,10 +65,14 @@ func selected(txs []*instore.Transaction, f instore.TotalsFilter) []*instore.Tra
 			out = append(out, tx)
 		}
 	}
-	slices.SortFunc(out, func(a, b *instore.Transaction) int {
-		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
-	})
+	slices.SortFunc(out, byCreated)
 	return out
+}
+
+// byCreated orders transactions oldest first: created, then id (a
+// listing's order, newest first, is its reverse).
+func byCreated(a, b *instore.Transaction) int {
+	return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
 }
 
 // booksFilters are windows of seedBooks: everything, a part whose ends

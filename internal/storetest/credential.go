@@ -44,8 +44,7 @@ var apiClientTests = []test{
 		}
 	}},
 	{"NotFound", func(t *testing.T, s instore.Store) {
-		_, err := s.APIClient(t.Context(), "cli_missing_93d1")
-		checkNotFound(t, "APIClient(missing)", err, "cli_missing_93d1")
+		checkMissing(t, "APIClient(missing)", s.APIClient, "cli_missing_93d1", "cli_missing_93d1")
 	}},
 	{"Conflict", func(t *testing.T, s instore.Store) {
 		credentialFixture(t, s)
@@ -105,8 +104,7 @@ var subscriptionKeyTests = []test{
 		k := mustCreateSubscriptionKey(t, s, newSubscriptionKey("key_1", instore.SurfaceAccess, "cus_a", "", at(0)))
 		// A prefix of a stored hash is not the hash.
 		for _, h := range [][]byte{hash("unknown"), k.Hash[:16]} {
-			_, err := s.SubscriptionKeyByHash(t.Context(), h)
-			checkNotFound(t, "SubscriptionKeyByHash(unknown)", err, "")
+			checkMissing(t, "SubscriptionKeyByHash(unknown)", s.SubscriptionKeyByHash, h, "")
 		}
 	}},
 	{"Conflict", func(t *testing.T, s instore.Store) {

@@ -48,13 +48,10 @@ var deviceTests = []test{
 	}},
 	{"NotFound", func(t *testing.T, s instore.Store) {
 		mustCreateDevice(t, s, newDevice("SN-1", "", at(0))) // shows no code
-		_, err := s.Device(t.Context(), "SN-MISSING-3f1c")
-		checkNotFound(t, "Device(missing)", err, "SN-MISSING-3f1c")
-		_, err = s.DeviceByLinkCode(t.Context(), "CODE-MISSING-8e2d")
-		checkNotFound(t, "DeviceByLinkCode(missing)", err, "CODE-MISSING-8e2d")
-		_, err = s.DeviceByLinkCode(t.Context(), "")
-		checkNotFound(t, `DeviceByLinkCode("")`, err, "")
-		err = s.DeviceSeen(t.Context(), "SN-MISSING-3f1c", "1.0.1", at(1))
+		checkMissing(t, "Device(missing)", s.Device, "SN-MISSING-3f1c", "SN-MISSING-3f1c")
+		checkMissing(t, "DeviceByLinkCode(missing)", s.DeviceByLinkCode, "CODE-MISSING-8e2d", "CODE-MISSING-8e2d")
+		checkMissing(t, `DeviceByLinkCode("")`, s.DeviceByLinkCode, "", "")
+		err := s.DeviceSeen(t.Context(), "SN-MISSING-3f1c", "1.0.1", at(1))
 		checkNotFound(t, "DeviceSeen(missing)", err, "SN-MISSING-3f1c")
 		err = s.SetLinkCode(t.Context(), "SN-MISSING-3f1c", "CODE-1")
 		checkNotFound(t, "SetLinkCode(missing)", err, "SN-MISSING-3f1c")
@@ -79,8 +76,7 @@ var deviceTests = []test{
 			t.Errorf("Device() after refused creates mismatch (-want +got):\n%s", d)
 		}
 		for _, serial := range []string{"SN-2", "SN-3"} {
-			_, err := s.Device(t.Context(), serial)
-			checkNotFound(t, "Device(refused)", err, "")
+			checkMissing(t, "Device(refused)", s.Device, serial, "")
 		}
 	}},
 	{"List", func(t *testing.T, s instore.Store) {
@@ -148,8 +144,7 @@ var deviceTests = []test{
 			t.Fatalf("SetLinkCode(CODE-B) = %v", err)
 		}
 		byCode("CODE-B", "SN-1")
-		_, err := s.DeviceByLinkCode(t.Context(), "CODE-A")
-		checkNotFound(t, "DeviceByLinkCode(replaced code)", err, "")
+		checkMissing(t, "DeviceByLinkCode(replaced code)", s.DeviceByLinkCode, "CODE-A", "")
 		// Clearing: several devices may show no code.
 		for _, serial := range []string{d1.SerialNumber, d2.SerialNumber} {
 			if err := s.SetLinkCode(t.Context(), serial, ""); err != nil {
@@ -159,8 +154,7 @@ var deviceTests = []test{
 				t.Errorf("Device(%q).LinkCode = %q after clearing, want empty", serial, got)
 			}
 		}
-		_, err = s.DeviceByLinkCode(t.Context(), "CODE-B")
-		checkNotFound(t, "DeviceByLinkCode(cleared code)", err, "")
+		checkMissing(t, "DeviceByLinkCode(cleared code)", s.DeviceByLinkCode, "CODE-B", "")
 		// A cleared code is free for another device.
 		if err := s.SetLinkCode(t.Context(), d2.SerialNumber, "CODE-B"); err != nil {
 			t.Fatalf("SetLinkCode(freed code) = %v", err)

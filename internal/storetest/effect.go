@@ -148,11 +148,9 @@ var effectTests = []test{
 				got.StatusID, got.Version, got.CancelRequested, marked.Version)
 		}
 		for _, id := range []string{"eff_2", "eff_3", "eff_4"} {
-			_, err := s.Effect(t.Context(), id)
-			checkNotFound(t, "Effect(refused "+id+")", err, "")
+			checkMissing(t, "Effect(refused "+id+")", s.Effect, id, "")
 		}
-		_, err = s.PrintJob(t.Context(), "prt_1")
-		checkNotFound(t, "PrintJob(refused)", err, "")
+		checkMissing(t, "PrintJob(refused)", s.PrintJob, "prt_1", "")
 		if d := diff([]*instore.Effect{asStored(taken)}, mustOpenEffects(t, s, "SN-1")); d != "" {
 			t.Errorf("OpenEffects(SN-1) after refused changes (-want +got):\n%s", d)
 		}
@@ -174,13 +172,11 @@ var effectTests = []test{
 		job2 := newPrintJob("prt_2", terminalID, at(2), "again")
 		checkConflict(t, "CreatePrintJobEffect(taken effect id)",
 			s.CreatePrintJobEffect(t.Context(), job2, newEffect("eff_1", instore.EffectPrint, "SN-1", job2.ID, "", at(2))))
-		_, err := s.PrintJob(t.Context(), "prt_2")
-		checkNotFound(t, "PrintJob(refused)", err, "")
+		checkMissing(t, "PrintJob(refused)", s.PrintJob, "prt_2", "")
 		// A refused job: the effect is not stored either.
 		checkConflict(t, "CreatePrintJobEffect(taken job id)",
 			s.CreatePrintJobEffect(t.Context(), newPrintJob("prt_1", terminalID, at(3), "x"), newEffect("eff_3", instore.EffectPrint, "SN-1", "prt_1", "", at(3))))
-		_, err = s.Effect(t.Context(), "eff_3")
-		checkNotFound(t, "Effect(refused)", err, "")
+		checkMissing(t, "Effect(refused)", s.Effect, "eff_3", "")
 	}},
 	{"OpenEffects", func(t *testing.T, s instore.Store) {
 		tx := owing(t, s)
@@ -236,8 +232,7 @@ var effectTests = []test{
 		if got := mustOpenEffects(t, s, "SN-1"); len(got) != 0 {
 			t.Errorf("OpenEffects(SN-1) = %v, want none", got)
 		}
-		_, err := s.Effect(t.Context(), "eff_missing_7c")
-		checkNotFound(t, "Effect(missing)", err, "eff_missing_7c")
+		checkMissing(t, "Effect(missing)", s.Effect, "eff_missing_7c", "eff_missing_7c")
 	}},
 	{"ConcurrentEndEffect", func(t *testing.T, s instore.Store) {
 		tx := owing(t, s)

@@ -3,7 +3,6 @@ package storetest
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -294,20 +293,10 @@ var deliveryTests = []test{
 		mustCreateCustomer(t, s, "cus_1", at(0))
 		mustCreateMerchant(t, s, "mer_1", "cus_1", at(0))
 		mustCreateMerchant(t, s, "mer_2", "cus_1", at(0))
-		start := make(chan struct{})
-		errs := make([]error, racers)
-		var wg sync.WaitGroup
-		for i := range racers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				errs[i] = s.CreateWebhook(ctx, &instore.Webhook{ID: fmt.Sprintf("whk_%02d", i), MerchantID: "mer_1",
-					URL: "https://example.com/h", Status: instore.WebhookEnabled, Secret: "whsec_x", CreatedAt: at(i)}, max)
-			}()
-		}
-		close(start)
-		wg.Wait()
+		errs := atOnce(racers, func(i int) error {
+			return s.CreateWebhook(ctx, &instore.Webhook{ID: fmt.Sprintf("whk_%02d", i), MerchantID: "mer_1",
+				URL: "https://example.com/h", Status: instore.WebhookEnabled, Secret: "whsec_x", CreatedAt: at(i)}, max)
+		})
 		created := 0
 		for i, err := range errs {
 			switch {

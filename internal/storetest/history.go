@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"testing"
@@ -70,12 +69,7 @@ func listWant(txs []*instore.Transaction, f instore.TransactionFilter) []*instor
 		}
 		out = append(out, asStored(tx))
 	}
-	slices.SortFunc(out, func(a, b *instore.Transaction) int {
-		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.ID, a.ID)
-	})
+	slices.SortFunc(out, func(a, b *instore.Transaction) int { return byCreated(b, a) })
 	return out
 }
 

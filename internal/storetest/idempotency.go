@@ -112,14 +112,12 @@ var idempotencyTests = []test{
 				if err := create.f(&instore.Change{T: create.tx, Idempotency: tc.c}); !errors.Is(err, instore.ErrIdempotencyLost) {
 					t.Errorf("%s(record %s) = %v, want instore.ErrIdempotencyLost", create.name, tc.name, err)
 				}
-				_, err := s.Transaction(t.Context(), "txn_lost")
-				checkNotFound(t, "Transaction("+create.name+" with record "+tc.name+")", err, "")
+				checkMissing(t, "Transaction("+create.name+" with record "+tc.name+")", s.Transaction, "txn_lost", "")
 			}
 			if err := s.CreateBatch(t.Context(), newBatch("bat_lost", a, at(0), at(1)), tc.c); !errors.Is(err, instore.ErrIdempotencyLost) {
 				t.Errorf("CreateBatch(record %s) = %v, want instore.ErrIdempotencyLost", tc.name, err)
 			}
-			_, err := s.Batch(t.Context(), "bat_lost")
-			checkNotFound(t, "Batch(with record "+tc.name+")", err, "")
+			checkMissing(t, "Batch(with record "+tc.name+")", s.Batch, "bat_lost", "")
 		}
 		if got := mustIdempotency(t, s, "mer_1", "key-other"); got.TransactionID != "" {
 			t.Errorf("IdempotencyRecord(another attempt's) tied to %q, want untied", got.TransactionID)

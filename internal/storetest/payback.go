@@ -86,8 +86,7 @@ func checkAfterPayback(t *testing.T, s instore.Store, what, code string, cases [
 				return
 			}
 			checkCode(t, "CreateOnOriginal("+what+" after a "+tc.name+")", err, code)
-			_, err = s.Transaction(t.Context(), next.ID)
-			checkNotFound(t, "Transaction(refused "+what+")", err, "")
+			checkMissing(t, "Transaction(refused "+what+")", s.Transaction, next.ID, "")
 		})
 	}
 }
@@ -168,8 +167,7 @@ var paybackTests = []test{
 		late.CreatedAt = at(6)
 		checkCode(t, "CreateOnOriginal(reversal of a purchase with a newer one on its terminal)",
 			s.CreateOnOriginal(t.Context(), &instore.Change{T: late}), instore.ENotReversible)
-		_, err := s.Transaction(t.Context(), late.ID)
-		checkNotFound(t, "Transaction(refused reversal)", err, "")
+		checkMissing(t, "Transaction(refused reversal)", s.Transaction, late.ID, "")
 	}},
 	{"Concurrent", func(t *testing.T, s instore.Store) {
 		// A reversal and four full refunds of one purchase race, each on a

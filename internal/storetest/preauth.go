@@ -3,7 +3,6 @@ package storetest
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -48,25 +47,18 @@ func terminals(t *testing.T, s instore.Store, n int) []string {
 // refused one's error must pass refused.
 func race(t *testing.T, s instore.Store, n int, create func(i int) *instore.Transaction, refused func(error) bool) (created []*instore.Transaction) {
 	t.Helper()
-	var (
-		mu sync.Mutex
-		wg sync.WaitGroup
-	)
+	txs := make([]*instore.Transaction, n)
 	for i := range n {
-		tx := create(i)
-		wg.Go(func() {
-			err := createOnPreAuth(t, s, tx)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				created = append(created, tx)
-			case !refused(err):
-				t.Errorf("CreateOnOriginal(%s %s) = %v", tx.Type, tx.ID, err)
-			}
-		})
+		txs[i] = create(i)
 	}
-	wg.Wait()
+	for i, err := range atOnce(n, func(i int) error { return createOnPreAuth(t, s, txs[i]) }) {
+		switch tx := txs[i]; {
+		case err == nil:
+			created = append(created, tx)
+		case !refused(err):
+			t.Errorf("CreateOnOriginal(%s %s) = %v", tx.Type, tx.ID, err)
+		}
+	}
 	return created
 }
 
@@ -142,11 +134,9 @@ var preAuthTests = []test{
 		for i, typ := range []instore.TransactionType{instore.TypeVoid, instore.TypeIncrement, instore.TypeCapture} {
 			tx := onPreAuth(fmt.Sprintf("txn_x%d", i), typ, ts[i+1], fmt.Sprintf("SN-p%d", i+1), pre.ID, 100)
 			checkCode(t, string(typ)+" while a capture is in flight", createOnPreAuth(t, s, tx), instore.EConflict)
-			_, err := s.Transaction(t.Context(), tx.ID)
-			checkNotFound(t, "Transaction(refused "+string(typ)+")", err, "")
+			checkMissing(t, "Transaction(refused "+string(typ)+")", s.Transaction, tx.ID, "")
 		}
-		_, err := s.Transaction(t.Context(), over.ID)
-		checkNotFound(t, "Transaction(refused capture)", err, "")
+		checkMissing(t, "Transaction(refused capture)", s.Transaction, over.ID, "")
 		checkCode(t, "reversal of a pre-auth", s.CreateOnOriginal(t.Context(), &instore.Change{T: newReversal("txn_rev", ts[3], "SN-p3", pre.ID, 10000, instore.StatusPending)}),
 			instore.ENotReversible)
 	}},

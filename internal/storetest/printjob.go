@@ -51,9 +51,8 @@ var printJobTests = []test{
 	{"NotFound", func(t *testing.T, s instore.Store) {
 		terminalID := seed(t, s)
 		mustCreatePrintJob(t, s, newPrintJob("prt_1", terminalID, at(1), "x"))
-		_, err := s.PrintJob(t.Context(), "prt_missing_81aa")
-		checkNotFound(t, "PrintJob(missing)", err, "prt_missing_81aa")
-		err = s.CompletePrintJob(t.Context(), "prt_missing_81aa", instore.PrintSuccess, at(2))
+		checkMissing(t, "PrintJob(missing)", s.PrintJob, "prt_missing_81aa", "prt_missing_81aa")
+		err := s.CompletePrintJob(t.Context(), "prt_missing_81aa", instore.PrintSuccess, at(2))
 		checkNotFound(t, "CompletePrintJob(missing)", err, "prt_missing_81aa")
 		if got := mustPrintJob(t, s, "prt_1"); got.StatusID != nil {
 			t.Errorf("CompletePrintJob(missing) completed another job: %+v", got)
@@ -77,8 +76,7 @@ var printJobTests = []test{
 			t.Errorf("PrintJob(prt_1) after refused creates mismatch (-want +got):\n%s", d)
 		}
 		for _, id := range []string{"prt_2", "prt_3", "prt_4"} {
-			_, err := s.PrintJob(t.Context(), id)
-			checkNotFound(t, "PrintJob(refused)", err, "")
+			checkMissing(t, "PrintJob(refused)", s.PrintJob, id, "")
 		}
 	}},
 	{"Complete", func(t *testing.T, s instore.Store) {

@@ -112,8 +112,7 @@ var refundTests = []test{
 		if over.Version != 7 {
 			t.Errorf("CreateOnOriginal(refused) set Version %d, want it unchanged (7)", over.Version)
 		}
-		_, err := s.Transaction(t.Context(), over.ID)
-		checkNotFound(t, "Transaction(refused refund)", err, "")
+		checkMissing(t, "Transaction(refused refund)", s.Transaction, over.ID, "")
 
 		// Refunds that failed, and transactions that refer to the original
 		// but are not refunds, do not count.
@@ -172,8 +171,7 @@ var refundTests = []test{
 				t.Errorf("CreateOnOriginal(%s) refused but set Version %d", tc.name, tc.tx.Version)
 			}
 		}
-		_, err := s.Transaction(t.Context(), "txn_r")
-		checkNotFound(t, "Transaction(refused refund)", err, "")
+		checkMissing(t, "Transaction(refused refund)", s.Transaction, "txn_r", "")
 		checkRefunded(t, s, orig.ID, 0)
 		mustCreateRefund(t, s, newRefund("txn_r", a, "SN-1", orig.ID, 1000, instore.StatusPending, at(3)))
 		checkRefunded(t, s, orig.ID, 1000)
@@ -204,8 +202,7 @@ var refundTests = []test{
 					t.Errorf("refund %d stored mismatch (-want +got):\n%s", i, d)
 				}
 			case errors.Is(err, instore.ErrRefundExceeded):
-				_, err := s.Transaction(t.Context(), txs[i].ID)
-				checkNotFound(t, "Transaction(refused refund)", err, "")
+				checkMissing(t, "Transaction(refused refund)", s.Transaction, txs[i].ID, "")
 			default:
 				t.Errorf("concurrent CreateOnOriginal #%d = %v, want nil or instore.ErrRefundExceeded", i, err)
 			}

@@ -11,8 +11,7 @@ import (
 
 var settingTests = []test{
 	{"Unset", func(t *testing.T, s instore.Store) {
-		_, err := s.Setting(t.Context(), "signing_key")
-		checkNotFound(t, `Setting("signing_key")`, err, "")
+		checkMissing(t, `Setting("signing_key")`, s.Setting, "signing_key", "")
 	}},
 	{"FirstWriterWins", func(t *testing.T, s instore.Store) {
 		for _, tc := range []struct {

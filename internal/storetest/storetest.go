@@ -231,6 +231,14 @@ func checkNotFound(t *testing.T, op string, err error, id string) {
 	}
 }
 
+// checkMissing checks that get(key) finds nothing: checkNotFound of its
+// error.
+func checkMissing[K, T any](t *testing.T, op string, get func(context.Context, K) (T, error), key K, id string) {
+	t.Helper()
+	_, err := get(t.Context(), key)
+	checkNotFound(t, op, err, id)
+}
+
 // checkConflict fails unless err wraps instore.ErrConflict.
 func checkConflict(t *testing.T, op string, err error) {
 	t.Helper()

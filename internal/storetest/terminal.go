@@ -204,14 +204,10 @@ var terminalTests = []test{
 	}},
 	{"NotFound", func(t *testing.T, s instore.Store) {
 		mustCreateDevice(t, s, newDevice("SN-UNLINKED", "", at(0)))
-		_, err := s.Terminal(t.Context(), "99999998")
-		checkNotFound(t, "Terminal(missing)", err, "99999998")
-		_, err = s.TerminalBySerial(t.Context(), "SN-MISSING-2b7d")
-		checkNotFound(t, "TerminalBySerial(missing device)", err, "SN-MISSING-2b7d")
-		_, err = s.TerminalBySerial(t.Context(), "SN-UNLINKED")
-		checkNotFound(t, "TerminalBySerial(unlinked device)", err, "SN-UNLINKED")
-		_, err = s.TerminalBySerial(t.Context(), "")
-		checkNotFound(t, `TerminalBySerial("")`, err, "")
+		checkMissing(t, "Terminal(missing)", s.Terminal, "99999998", "99999998")
+		checkMissing(t, "TerminalBySerial(missing device)", s.TerminalBySerial, "SN-MISSING-2b7d", "SN-MISSING-2b7d")
+		checkMissing(t, "TerminalBySerial(unlinked device)", s.TerminalBySerial, "SN-UNLINKED", "SN-UNLINKED")
+		checkMissing(t, `TerminalBySerial("")`, s.TerminalBySerial, "", "")
 	}},
 	{"List", func(t *testing.T, s instore.Store) {
 		mustCreateCustomer(t, s, "cus_1", at(0))
@@ -241,8 +237,7 @@ var terminalTests = []test{
 		if d.LinkCode != "" || d.CustomerID != "cus_1" {
 			t.Errorf("Device(SN-1) after linking: link code %q, customer %q; want none and cus_1", d.LinkCode, d.CustomerID)
 		}
-		_, err := s.DeviceByLinkCode(t.Context(), "CODE-1")
-		checkNotFound(t, "DeviceByLinkCode(code of a linked device)", err, "")
+		checkMissing(t, "DeviceByLinkCode(code of a linked device)", s.DeviceByLinkCode, "CODE-1", "")
 
 		// Linking the same pair again changes nothing.
 		mustLink(t, s, a, "SN-1", at(11), "SN-1", a)

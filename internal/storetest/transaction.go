@@ -208,15 +208,12 @@ var transactionTests = []test{
 	{"NotFound", func(t *testing.T, s instore.Store) {
 		terminalID := seed(t, s)
 		mustCreateTransaction(t, s, newTransaction("txn_1", "mer_1", terminalID, "SN-1", instore.StatusApproved, at(1)))
-		_, err := s.Transaction(t.Context(), "txn_missing_5e1a")
-		checkNotFound(t, "Transaction(missing)", err, "txn_missing_5e1a")
-		_, err = s.ActiveTransaction(t.Context(), terminalID)
-		checkNotFound(t, "ActiveTransaction(terminal ID with only a final transaction)", err, terminalID)
-		_, err = s.ActiveTransaction(t.Context(), "99999998")
-		checkNotFound(t, "ActiveTransaction(missing terminal ID)", err, "99999998")
+		checkMissing(t, "Transaction(missing)", s.Transaction, "txn_missing_5e1a", "txn_missing_5e1a")
+		checkMissing(t, "ActiveTransaction(terminal ID with only a final transaction)", s.ActiveTransaction, terminalID, terminalID)
+		checkMissing(t, "ActiveTransaction(missing terminal ID)", s.ActiveTransaction, "99999998", "99999998")
 		tx := newTransaction("txn_missing_5e1a", "mer_1", terminalID, "SN-1", instore.StatusApproved, at(2))
 		tx.Version = 1
-		err = s.Commit(t.Context(), &instore.Change{T: tx, From: 1})
+		err := s.Commit(t.Context(), &instore.Change{T: tx, From: 1})
 		checkNotFound(t, "Commit(missing)", err, "txn_missing_5e1a")
 		if tx.Version != 1 {
 			t.Errorf("Commit(missing) set Version %d, want it unchanged (1)", tx.Version)
@@ -250,8 +247,7 @@ var transactionTests = []test{
 			t.Errorf("Transaction(txn_1) after refused creates mismatch (-want +got):\n%s", d)
 		}
 		for _, id := range []string{"txn_2", "txn_3", "txn_4", "txn_5"} {
-			_, err := s.Transaction(t.Context(), id)
-			checkNotFound(t, "Transaction(refused)", err, "")
+			checkMissing(t, "Transaction(refused)", s.Transaction, id, "")
 		}
 		// A final transaction beside the PENDING one, and a PENDING one on
 		// another terminal ID, are fine.
@@ -406,8 +402,7 @@ var transactionTests = []test{
 			if i == winner {
 				continue
 			}
-			_, err := s.Transaction(t.Context(), tx.ID)
-			checkNotFound(t, "Transaction(refused)", err, "")
+			checkMissing(t, "Transaction(refused)", s.Transaction, tx.ID, "")
 		}
 
 		// Once the winner is final, the terminal ID takes a new one.
@@ -487,8 +482,7 @@ var transactionTests = []test{
 		// A transaction that ends leaves both lists.
 		pb.StatusID, pb.Progress = instore.StatusTerminalIsOffline, instore.ProgressFinal
 		mustUpdateTransaction(t, s, pb, pb.Version)
-		_, err := s.ActiveTransaction(t.Context(), b)
-		checkNotFound(t, "ActiveTransaction(after the transaction ended)", err, b)
+		checkMissing(t, "ActiveTransaction(after the transaction ended)", s.ActiveTransaction, b, b)
 		checkAll(t, "PendingTransactions", s.PendingTransactions, pc, pa)
 	}},
 }
