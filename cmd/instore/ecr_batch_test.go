@@ -14,9 +14,8 @@ import (
 // sale only the terminal knows shown as a difference, and ecr batches
 // listing the closes and showing one.
 func TestEcrClose(t *testing.T) {
-	info := ecrOnDemo(t, "--sim-delay", "0")
+	info, ecr := ecrDemo(t)
 	term := info.Terminals[0].TerminalID
-	ecr := ecrOutErr(t)
 
 	ecr(0, "purchase", "12.50", "--wait")
 	out, _ := ecr(0, "close")

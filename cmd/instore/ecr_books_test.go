@@ -11,8 +11,7 @@ import (
 )
 
 func TestEcrBooks(t *testing.T) {
-	ecrOnDemo(t, "--sim-delay", "0")
-	ecr := ecrOutErr(t)
+	_, ecr := ecrDemo(t)
 	from := time.Now().UTC().Add(-time.Minute).Format(time.RFC3339)
 	sale := lastTx(t, first(ecr(0, "purchase", "12.50", "--reference", "=1+2", "--wait", "--json")))
 	lastTx(t, first(ecr(exitNotApproved, "purchase", "10.11", "--reference", "ORDER-2", "--wait", "--json")))
@@ -104,17 +103,4 @@ func fieldLines(s string) string {
 		b.WriteString(strings.Join(strings.Fields(line), " ") + "\n")
 	}
 	return b.String()
-}
-
-// ecrOutErr runs `instore ecr` with args, fails t unless it exits with
-// wantCode, and returns its stdout and stderr.
-func ecrOutErr(t *testing.T) func(wantCode int, args ...string) (string, string) {
-	return func(wantCode int, args ...string) (string, string) {
-		t.Helper()
-		out, errs, code := runCmd(t, append([]string{"ecr"}, args...)...)
-		if code != wantCode {
-			t.Fatalf("instore ecr %v = exit %d, want %d; stderr %q", args, code, wantCode, errs)
-		}
-		return out, errs
-	}
 }

@@ -8,8 +8,7 @@ import (
 )
 
 func TestEcrConfirm(t *testing.T) {
-	ecrOnDemo(t, "--sim-delay", "0")
-	ecr := ecrOutErr(t)
+	_, ecr := ecrDemo(t)
 	type confirmed struct {
 		OnlineAPIRefID string `json:"onlineAPIRefId"`
 		Status         string `json:"status"`

@@ -53,60 +53,67 @@ func preAuthAmount(ctx context.Context, c *client.Client, a []string, name strin
 }
 
 func ecrIncrementCmd(f *ecrFlags) *cobra.Command {
-	var tf txFlags
-	cmd := &cobra.Command{
-		Use:   "increment ONLINE_API_REF_ID AMOUNT",
-		Short: "Raise an OPEN pre-authorisation by AMOUNT, on its terminal (no card needed)",
-		Long:  "Raise an OPEN pre-authorisation by AMOUNT, in its currency, on its terminal (no card needed).\n\n" + amountRule,
-		Args:  args(2, 2, "the pre-authorisation's onlineAPIRefId and the increase"),
-		RunE: f.run(func(ctx context.Context, cmd *cobra.Command, a []string, c *client.Client) error {
-			typed, n, err := preAuthAmount(ctx, c, a, "amount")
-			if err != nil {
-				return err
-			}
-			p := client.IncrementParams{OnlineAPIRefID: a[0], Amount: n, ECRReference: tf.reference}
-			return startTransaction(cmd, f, &tf, c, ctx, "increment", typed, func(ctx context.Context, opts ...client.CallOption) (*client.Transaction, error) {
+	return f.preAuthOpCmd("increment ONLINE_API_REF_ID AMOUNT", "Raise an OPEN pre-authorisation by AMOUNT, on its terminal (no card needed)",
+		"Raise an OPEN pre-authorisation by AMOUNT, in its currency, on its terminal (no card needed).\n\n"+amountRule,
+		"the increase", "amount", "increment", func(c *client.Client, _ *typedAmounts, ref string, n int64, reference string) (startFunc, error) {
+			p := client.IncrementParams{OnlineAPIRefID: ref, Amount: n, ECRReference: reference}
+			return func(ctx context.Context, opts ...client.CallOption) (*client.Transaction, error) {
 				return c.Increment(ctx, p, opts...)
-			})
-		}),
-	}
-	tf.register(cmd, false)
-	return cmd
+			}, nil
+		})
 }
 
 func ecrCaptureCmd(f *ecrFlags) *cobra.Command {
-	var (
-		tf  txFlags
-		tip string
-	)
-	cmd := &cobra.Command{
-		Use:   "capture ONLINE_API_REF_ID TOTAL",
-		Short: "Capture an OPEN pre-authorisation for TOTAL (tip included), on its terminal (no card needed)",
-		Long: `Capture an OPEN pre-authorisation for TOTAL, the final amount tip included (at
+	var tip string
+	cmd := f.preAuthOpCmd("capture ONLINE_API_REF_ID TOTAL", "Capture an OPEN pre-authorisation for TOTAL (tip included), on its terminal (no card needed)",
+		`Capture an OPEN pre-authorisation for TOTAL, the final amount tip included (at
 most the authorised amount plus the service's capture tolerance, 20 % by
 default); --tip names the part of TOTAL that is tip. Once approved, the
 pre-authorisation is CAPTURED and the rest released.
 
-` + amountRule,
-		Args: args(2, 2, "the pre-authorisation's onlineAPIRefId and the total"),
+`+amountRule,
+		"the total", "total", "capture", func(c *client.Client, typed *typedAmounts, ref string, n int64, reference string) (startFunc, error) {
+			p := client.CaptureParams{OnlineAPIRefID: ref, Amount: n, ECRReference: reference}
+			if tip != "" {
+				var err error
+				if p.TipAmount, err = typed.parse("/tipAmount", "--tip", tip); err != nil {
+					return nil, err
+				}
+			}
+			return func(ctx context.Context, opts ...client.CallOption) (*client.Transaction, error) {
+				return c.Capture(ctx, p, opts...)
+			}, nil
+		})
+	cmd.Flags().StringVar(&tip, "tip", "", "the part of TOTAL that is tip")
+	return cmd
+}
+
+// preAuthOpCmd builds a command that starts an operation with an amount on
+// the pre-authorisation ONLINE_API_REF_ID, on its terminal (increment,
+// capture): the amount, the second argument (amountWhat; amountName in a
+// problem), is in the pre-authorisation's currency; prepare makes the
+// request from the reference, the amount and the --reference.
+func (f *ecrFlags) preAuthOpCmd(use, short, long, amountWhat, amountName, op string,
+	prepare func(c *client.Client, typed *typedAmounts, ref string, amount int64, reference string) (startFunc, error)) *cobra.Command {
+	var tf txFlags
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Long:  long,
+		Args:  args(2, 2, "the pre-authorisation's onlineAPIRefId and "+amountWhat),
 		RunE: f.run(func(ctx context.Context, cmd *cobra.Command, a []string, c *client.Client) error {
-			typed, n, err := preAuthAmount(ctx, c, a, "total")
+			typed, n, err := preAuthAmount(ctx, c, a, amountName)
 			if err != nil {
 				return err
 			}
-			p := client.CaptureParams{OnlineAPIRefID: a[0], Amount: n, ECRReference: tf.reference}
-			if tip != "" {
-				if p.TipAmount, err = typed.parse("/tipAmount", "--tip", tip); err != nil {
-					return err
-				}
+			start, err := prepare(c, typed, a[0], n, tf.reference)
+			if err != nil {
+				return err
 			}
-			return startTransaction(cmd, f, &tf, c, ctx, "capture", typed, func(ctx context.Context, opts ...client.CallOption) (*client.Transaction, error) {
-				return c.Capture(ctx, p, opts...)
-			})
+			return startTransaction(cmd, f, &tf, c, ctx, op, typed, start)
 		}),
 	}
 	tf.register(cmd, false)
-	cmd.Flags().StringVar(&tip, "tip", "", "the part of TOTAL that is tip")
 	return cmd
 }
 

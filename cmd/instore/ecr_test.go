@@ -18,63 +18,6 @@ import (
 	"github.com/instore-dev/instore/internal/testwait"
 )
 
-// ecrEnv points `instore ecr` at a demo through the environment, as
-// `instore demo --env` does.
-// ecrRunner returns a function that runs "instore ecr args...", fails t
-// unless it exits wantCode, and returns its standard output.
-func ecrRunner(t *testing.T) func(wantCode int, args ...string) string {
-	return func(wantCode int, args ...string) string {
-		t.Helper()
-		out, errs, code := runCmd(t, append([]string{"ecr"}, args...)...)
-		if code != wantCode {
-			t.Fatalf("instore ecr %v = exit %d, want %d; stderr %q", args, code, wantCode, errs)
-		}
-		return out
-	}
-}
-
-// ecrOnDemo runs the demo with the flags extra and points instore ecr at
-// it (ecrEnv).
-func ecrOnDemo(t *testing.T, extra ...string) demo.Info {
-	t.Helper()
-	info, _, _ := runDemo(t, extra...)
-	ecrEnv(t, info)
-	return info
-}
-
-func ecrEnv(t *testing.T, info demo.Info) {
-	t.Helper()
-	for _, k := range []string{client.EnvClientID, client.EnvClientSecret} {
-		t.Setenv(k, "")
-		os.Unsetenv(k)
-	}
-	t.Setenv(client.EnvOnlineAPIURL, info.OnlineAPIBaseURL)
-	t.Setenv(client.EnvSubscriptionKey, info.SubscriptionKey)
-	t.Setenv(client.EnvAccessToken, info.AccessToken)
-	t.Setenv(envTerminalID, info.Terminals[0].TerminalID)
-	t.Setenv(envCurrency, "SEK")
-	waitDemoTerminals(t, info)
-}
-
-// waitDemoTerminals waits until the demo's virtual terminals have
-// connected to its gateway, which they do just after the demo starts.
-func waitDemoTerminals(t *testing.T, info demo.Info) {
-	t.Helper()
-	c, err := client.New(client.Config{OnlineAPIURL: info.OnlineAPIBaseURL, Online: client.Credentials{SubscriptionKey: info.SubscriptionKey, AccessToken: info.AccessToken}})
-	must(t, err)
-	testwait.For(t, "the demo's terminals to come online", func() bool {
-		ts, err := c.Terminals(context.Background())
-		must(t, err)
-		online := 0
-		for _, term := range ts {
-			if term.Online {
-				online++
-			}
-		}
-		return online == len(ts)
-	})
-}
-
 // txLine is the part of a transaction JSON line the tests read.
 type txLine struct {
 	OnlineAPIRefID string                    `json:"onlineAPIRefId"`

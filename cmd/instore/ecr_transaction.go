@@ -335,12 +335,14 @@ func (f *ecrFlags) onRefCmd(use, short, argName, op string,
 	return cmd
 }
 
+// startFunc starts a transaction with the call's options.
+type startFunc func(context.Context, ...client.CallOption) (*client.Transaction, error)
+
 // startTransaction runs start (with the --idempotency-key when given),
 // shows the transaction and, with --wait, follows it to its end. typed,
 // when not nil, names the amounts the user typed, for a problem about
 // them.
-func startTransaction(cmd *cobra.Command, f *ecrFlags, tf *txFlags, c *client.Client, ctx context.Context, op string, typed *typedAmounts,
-	start func(context.Context, ...client.CallOption) (*client.Transaction, error)) error {
+func startTransaction(cmd *cobra.Command, f *ecrFlags, tf *txFlags, c *client.Client, ctx context.Context, op string, typed *typedAmounts, start startFunc) error {
 	var resp client.Response
 	opts := []client.CallOption{client.SaveResponse(&resp)}
 	if tf.idempotencyKey != "" {

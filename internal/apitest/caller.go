@@ -47,21 +47,31 @@ func (c Caller) Request(ctx context.Context, method, path string, body []byte, e
 // Send sends the request Request makes and returns the response with its
 // body read and closed.
 func (c Caller) Send(ctx context.Context, method, path string, body []byte, extra map[string]string) (*http.Response, []byte, error) {
-	req, err := c.Request(ctx, method, path, body, extra)
-	if err != nil {
-		return nil, nil, err
-	}
-	client := c.Client
-	if client == nil {
-		client = http.DefaultClient
-	}
-	resp, err := client.Do(req)
+	resp, err := c.do(ctx, method, path, body, extra)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return resp, b, err
+}
+
+// Open sends a GET of path (with the credentials, c.Header and extra) and
+// returns the response unread, for a stream the caller reads and closes.
+func (c Caller) Open(ctx context.Context, path string, extra map[string]string) (*http.Response, error) {
+	return c.do(ctx, "GET", path, nil, extra)
+}
+
+func (c Caller) do(ctx context.Context, method, path string, body []byte, extra map[string]string) (*http.Response, error) {
+	req, err := c.Request(ctx, method, path, body, extra)
+	if err != nil {
+		return nil, err
+	}
+	client := c.Client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	return client.Do(req)
 }
 
 // Call sends body marshalled as JSON (no body when nil) and returns the

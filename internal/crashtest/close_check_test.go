@@ -117,9 +117,7 @@ func (c *closeEnv) batchTxs(ctx context.Context) []*instore.Transaction {
 // transaction is PENDING and every batch a terminal closed is stored
 // CLOSED, and returns the closes then.
 func (c *closeEnv) settleCloses(ctx context.Context) []storedBatch {
-	var bs []storedBatch
-	for start := time.Now(); ; sleep(ctx, 100*time.Millisecond) {
-		bs = c.batches(ctx)
+	return untilSettled(ctx, keyBudget, func() []storedBatch { return c.batches(ctx) }, func(bs []storedBatch) bool {
 		closed := map[string]bool{}
 		busy := false
 		for _, b := range bs {
@@ -134,8 +132,17 @@ func (c *closeEnv) settleCloses(ctx context.Context) []storedBatch {
 				busy = busy || !closed[b.batchID]
 			}
 		}
-		if !busy || time.Since(start) > keyBudget || ctx.Err() != nil {
-			return bs
+		return busy
+	})
+}
+
+// untilSettled reads (read) every 100 ms until busy finds nothing in progress
+// in what it read, bound passes or ctx ends, and returns the last read.
+func untilSettled[T any](ctx context.Context, bound time.Duration, read func() T, busy func(T) bool) T {
+	for start := time.Now(); ; sleep(ctx, 100*time.Millisecond) {
+		v := read()
+		if !busy(v) || time.Since(start) > bound || ctx.Err() != nil {
+			return v
 		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/instore-dev/instore"
 )
@@ -41,17 +40,9 @@ func (f *fwdEnv) fwdRows(ctx context.Context) []fwdRow {
 // settleForwards waits, for up to keyBudget, until no transaction is
 // PENDING, and returns the rows then.
 func (f *fwdEnv) settleForwards(ctx context.Context) []fwdRow {
-	var rows []fwdRow
-	for start := time.Now(); ; sleep(ctx, 100*time.Millisecond) {
-		rows = f.fwdRows(ctx)
-		busy := false
-		for _, r := range rows {
-			busy = busy || r.status == instore.StatusPending
-		}
-		if !busy || time.Since(start) > keyBudget || ctx.Err() != nil {
-			return rows
-		}
-	}
+	return untilSettled(ctx, keyBudget, func() []fwdRow { return f.fwdRows(ctx) }, func(rows []fwdRow) bool {
+		return slices.ContainsFunc(rows, func(r fwdRow) bool { return r.status == instore.StatusPending })
+	})
 }
 
 // refundAtEnd tries a refund of every sale whose forward was declined

@@ -226,17 +226,13 @@ func (p *paEnv) rows(ctx context.Context) []paRow {
 // pre-auth OPEN that must not be (open: whether an OPEN one may stay), and
 // returns the rows then.
 func (p *paEnv) settle(ctx context.Context, bound time.Duration, open bool) []paRow {
-	var rows []paRow
-	for start := time.Now(); ; sleep(ctx, 100*time.Millisecond) {
-		rows = p.rows(ctx)
+	return untilSettled(ctx, bound, func() []paRow { return p.rows(ctx) }, func(rows []paRow) bool {
 		busy := false
 		for _, r := range rows {
 			busy = busy || r.status == instore.StatusPending || !open && r.authState == string(instore.AuthOpen)
 		}
-		if !busy || time.Since(start) > bound || ctx.Err() != nil {
-			return rows
-		}
-	}
+		return busy
+	})
 }
 
 // checkPreAuths checks the promises on the quiet store: nothing PENDING;

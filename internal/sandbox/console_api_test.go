@@ -1,7 +1,6 @@
 package sandbox_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/instore-dev/instore/client"
 	"github.com/instore-dev/instore/internal/demo"
 	"github.com/instore-dev/instore/internal/testserver"
 )
@@ -34,10 +34,7 @@ func TestConsoleOnlyInSandbox(t *testing.T) {
 func events(t *testing.T, info demo.Info) (<-chan [2]string, func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, "GET", info.OnlineAPIBaseURL+"/console/events", nil)
-	req.Header.Set("Ocp-Apim-Subscription-Key", info.SubscriptionKey)
-	req.Header.Set("Authorization", "Bearer "+info.AccessToken)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := onlineCaller(info).Open(ctx, "/console/events", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,16 +45,14 @@ func events(t *testing.T, info demo.Info) (<-chan [2]string, func()) {
 	go func() {
 		defer close(ch)
 		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		var kind string
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case strings.HasPrefix(line, "event: "):
-				kind = line[7:]
-			case strings.HasPrefix(line, "data: "):
-				ch <- [2]string{kind, line[6:]}
+		sr := client.NewEventStreamReader(resp.Body)
+		for {
+			m, err := sr.Next()
+			if err != nil {
+				return
+			}
+			if m.HasData {
+				ch <- [2]string{m.Event, m.Data}
 			}
 		}
 	}()

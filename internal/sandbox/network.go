@@ -28,41 +28,35 @@ type cardNetworkBody struct {
 	QueueSize  *int   `json:"queueSize"`
 }
 
-// cardNetwork takes a virtual terminal's card network down or back up.
-func (s *sandbox) cardNetwork(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	var body cardNetworkBody
-	if err := httpapi.DecodeJSON(r, &body); err != nil {
-		return err
-	}
+// check lists what is wrong with a card-network body and fills in the
+// floor limit's and the queue's defaults.
+func (b *cardNetworkBody) check() []instore.FieldError {
 	var bad []instore.FieldError
-	online := body.Online != nil && *body.Online
+	online := b.Online != nil && *b.Online
 	switch {
-	case body.Online == nil:
+	case b.Online == nil:
 		bad = append(bad, instore.FieldError{Field: "/online", Message: "is required: false takes the card network down, true brings it back"})
-	case online && body.FloorLimit != nil:
+	case online && b.FloorLimit != nil:
 		bad = append(bad, instore.FieldError{Field: "/floorLimit", Message: "only with online false"})
-	case online && body.QueueSize != nil:
+	case online && b.QueueSize != nil:
 		bad = append(bad, instore.FieldError{Field: "/queueSize", Message: "only with online false"})
 	}
-	floor, size := int64(DefaultFloorLimit), DefaultQueueSize
-	if body.FloorLimit != nil {
-		if floor = *body.FloorLimit; floor < 0 || floor > instore.MaxAmount {
-			bad = append(bad, instore.FieldError{Field: "/floorLimit", Message: fmt.Sprintf("must be from 0 to %d (minor units)", instore.MaxAmount)})
-		}
+	if b.FloorLimit == nil {
+		b.FloorLimit = new(int64(DefaultFloorLimit))
+	} else if floor := *b.FloorLimit; floor < 0 || floor > instore.MaxAmount {
+		bad = append(bad, instore.FieldError{Field: "/floorLimit", Message: fmt.Sprintf("must be from 0 to %d (minor units)", instore.MaxAmount)})
 	}
-	if body.QueueSize != nil {
-		if size = *body.QueueSize; size < 1 || size > sim.MaxOfflineQueue {
-			bad = append(bad, instore.FieldError{Field: "/queueSize", Message: fmt.Sprintf("must be from 1 to %d", sim.MaxOfflineQueue)})
-		}
+	if b.QueueSize == nil {
+		b.QueueSize = new(int(DefaultQueueSize))
+	} else if size := *b.QueueSize; size < 1 || size > sim.MaxOfflineQueue {
+		bad = append(bad, instore.FieldError{Field: "/queueSize", Message: fmt.Sprintf("must be from 1 to %d", sim.MaxOfflineQueue)})
 	}
-	if len(bad) > 0 {
-		return httpapi.Validation(bad...)
-	}
-	vt, err := s.device(r.Context(), p, r.PathValue("terminalId"))
-	if err != nil {
-		return err
-	}
-	if err := vt.SetCardNetwork(online, floor, size); err != nil {
+	return bad
+}
+
+// apply takes a virtual terminal's card network down or back up.
+func (b *cardNetworkBody) apply(w http.ResponseWriter, s *sandbox, vt *sim.Terminal) error {
+	if err := vt.SetCardNetwork(*b.Online, *b.FloorLimit, *b.QueueSize); err != nil {
 		return httpapi.Validation(instore.FieldError{Field: "/online", Message: err.Error()})
 	}
 	return s.state(w, vt)
@@ -73,21 +67,18 @@ type nextForwardBody struct {
 	Declined *bool `json:"declined"`
 }
 
-// nextForward sets whether the next approval the virtual terminal forwards
-// is declined by the issuer.
-func (s *sandbox) nextForward(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	var body nextForwardBody
-	if err := httpapi.DecodeJSON(r, &body); err != nil {
-		return err
+// check lists what is wrong with a next-forward body.
+func (b *nextForwardBody) check() []instore.FieldError {
+	if b.Declined == nil {
+		return []instore.FieldError{{Field: "/declined", Message: "is required: true declines the next forwarded approval, false accepts it"}}
 	}
-	if body.Declined == nil {
-		return httpapi.Validation(instore.FieldError{Field: "/declined", Message: "is required: true declines the next forwarded approval, false accepts it"})
-	}
-	vt, err := s.device(r.Context(), p, r.PathValue("terminalId"))
-	if err != nil {
-		return err
-	}
-	vt.SetNextForward(*body.Declined)
+	return nil
+}
+
+// apply sets whether the next approval the virtual terminal forwards is
+// declined by the issuer.
+func (b *nextForwardBody) apply(w http.ResponseWriter, s *sandbox, vt *sim.Terminal) error {
+	vt.SetNextForward(*b.Declined)
 	return s.state(w, vt)
 }
 

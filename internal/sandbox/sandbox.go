@@ -27,11 +27,11 @@ func Register(a *httpapi.API, g *httpapi.Guard, svc *service.Service, store inst
 	a.Handle("POST /sandbox/v1/terminals/{terminalId}/offline", g.Wrap(sb.setOffline(true)))
 	a.Handle("POST /sandbox/v1/terminals/{terminalId}/online", g.Wrap(sb.setOffline(false)))
 	a.Handle("POST /sandbox/v1/terminals/{terminalId}/printer", g.Wrap(sb.printer))
-	a.Handle("POST /sandbox/v1/terminals/{terminalId}/next-install", g.Wrap(sb.nextInstall))
-	a.Handle("POST /sandbox/v1/terminals/{terminalId}/next-tip", g.Wrap(sb.nextTip))
-	a.Handle("POST /sandbox/v1/terminals/{terminalId}/card-network", g.Wrap(sb.cardNetwork))
-	a.Handle("POST /sandbox/v1/terminals/{terminalId}/next-forward", g.Wrap(sb.nextForward))
-	a.Handle("POST /sandbox/v1/terminals/{terminalId}/batch-extra", g.Wrap(sb.batchExtra))
+	a.Handle("POST /sandbox/v1/terminals/{terminalId}/next-install", g.Wrap(controlOf[nextInstallBody](sb)))
+	a.Handle("POST /sandbox/v1/terminals/{terminalId}/next-tip", g.Wrap(controlOf[nextTipBody](sb)))
+	a.Handle("POST /sandbox/v1/terminals/{terminalId}/card-network", g.Wrap(controlOf[cardNetworkBody](sb)))
+	a.Handle("POST /sandbox/v1/terminals/{terminalId}/next-forward", g.Wrap(controlOf[nextForwardBody](sb)))
+	a.Handle("POST /sandbox/v1/terminals/{terminalId}/batch-extra", g.Wrap(controlOf[batchExtraBody](sb)))
 }
 
 // sandbox serves the sandbox control API (/sandbox/v1), registered only in
@@ -204,29 +204,23 @@ type nextInstallBody struct {
 	Reason string `json:"reason"`
 }
 
-// nextInstall makes the next software installation of a virtual terminal
-// fail (or, with fail false, succeed again), so that a FAILED update is
-// reachable from the sandbox (Access API).
-func (s *sandbox) nextInstall(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	var body nextInstallBody
-	if err := httpapi.DecodeJSON(r, &body); err != nil {
-		return err
-	}
+// check lists what is wrong with a next-install body.
+func (b *nextInstallBody) check() []instore.FieldError {
 	var bad []instore.FieldError
-	if body.Fail == nil {
+	if b.Fail == nil {
 		bad = append(bad, instore.FieldError{Field: "/fail", Message: "is required"})
 	}
-	if !instore.ValidText(body.Reason, instore.MaxUpdateReasonLen) {
+	if !instore.ValidText(b.Reason, instore.MaxUpdateReasonLen) {
 		bad = append(bad, instore.FieldError{Field: "/reason", Message: fmt.Sprintf("must be at most %d characters, without control characters", instore.MaxUpdateReasonLen)})
 	}
-	if len(bad) > 0 {
-		return httpapi.Validation(bad...)
-	}
-	vt, err := s.device(r.Context(), p, r.PathValue("terminalId"))
-	if err != nil {
-		return err
-	}
-	vt.SetNextInstallFail(*body.Fail, body.Reason)
+	return bad
+}
+
+// apply makes the next software installation of a virtual terminal fail
+// (or, with fail false, succeed again), so that a FAILED update is
+// reachable from the sandbox (Access API).
+func (b *nextInstallBody) apply(w http.ResponseWriter, s *sandbox, vt *sim.Terminal) error {
+	vt.SetNextInstallFail(*b.Fail, b.Reason)
 	return s.state(w, vt)
 }
 
@@ -235,25 +229,54 @@ type nextTipBody struct {
 	TipAmount *int64 `json:"tipAmount"`
 }
 
-// nextTip sets the tip the cardholder picks on the virtual terminal's next
+// check lists what is wrong with a next-tip body.
+func (b *nextTipBody) check() []instore.FieldError {
+	if b.TipAmount == nil || *b.TipAmount < 0 || *b.TipAmount > instore.MaxAmount {
+		return []instore.FieldError{{Field: "/tipAmount",
+			Message: fmt.Sprintf("is required: the tip in minor units, from 0 (no tip) to %d", instore.MaxAmount)}}
+	}
+	return nil
+}
+
+// apply sets the tip the cardholder picks on the virtual terminal's next
 // transaction that asks for one (sim.Terminal.SetNextTip).
-func (s *sandbox) nextTip(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
-	var body nextTipBody
-	if err := httpapi.DecodeJSON(r, &body); err != nil {
-		return err
-	}
-	if body.TipAmount == nil || *body.TipAmount < 0 || *body.TipAmount > instore.MaxAmount {
-		return httpapi.Validation(instore.FieldError{Field: "/tipAmount",
-			Message: fmt.Sprintf("is required: the tip in minor units, from 0 (no tip) to %d", instore.MaxAmount)})
-	}
-	vt, err := s.device(r.Context(), p, r.PathValue("terminalId"))
-	if err != nil {
-		return err
-	}
-	if err := vt.SetNextTip(*body.TipAmount); err != nil {
+func (b *nextTipBody) apply(w http.ResponseWriter, s *sandbox, vt *sim.Terminal) error {
+	if err := vt.SetNextTip(*b.TipAmount); err != nil {
 		return httpapi.Validation(instore.FieldError{Field: "/tipAmount", Message: err.Error()})
 	}
 	return s.state(w, vt)
+}
+
+// A control is the body of a POST /sandbox/v1/terminals/{terminalId}/...
+// that changes the virtual terminal: check lists what is wrong with it
+// (and fills in its defaults); apply applies it to the virtual terminal
+// and answers.
+type control interface {
+	check() []instore.FieldError
+	apply(w http.ResponseWriter, s *sandbox, vt *sim.Terminal) error
+}
+
+// controlOf is the handler of a control whose body is a B: it decodes the
+// body, refuses it with what check finds (400), finds the virtual terminal
+// of the path's terminal ID and applies the body to it.
+func controlOf[B any, C interface {
+	*B
+	control
+}](s *sandbox) httpapi.AuthedFunc {
+	return func(w http.ResponseWriter, r *http.Request, p *instore.Principal) error {
+		body := C(new(B))
+		if err := httpapi.DecodeJSON(r, body); err != nil {
+			return err
+		}
+		if bad := body.check(); len(bad) > 0 {
+			return httpapi.Validation(bad...)
+		}
+		vt, err := s.device(r.Context(), p, r.PathValue("terminalId"))
+		if err != nil {
+			return err
+		}
+		return body.apply(w, s, vt)
+	}
 }
 
 // optional is s, or nil (JSON null) when empty.

@@ -5,13 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/gorilla/websocket"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/protocol"
@@ -271,7 +268,7 @@ func TestPurchaseDuringInstallWP09(t *testing.T) {
 	}
 	// The device restarts into the new version: its hello ends the update.
 	d.conn.Close()
-	d2 := dialDevice2(t, e.srv.URL("terminal"), d.serial, d.secret, "1.2.0")
+	d2 := dialDeviceVersion(t, e.srv.URL("terminal"), d.serial, d.secret, "1.2.0")
 	in := e.waitInfo(t, term, "INSTALLED", lastStatus(instore.UpdateInstalled))
 	if view := s.get(t, "/in-store/api/v1/terminal/"+term); !strings.Contains(string(view.body), `"busy":false,"updating":false`) {
 		t.Errorf("terminal after the install = %s, want neither busy nor updating", view.body)
@@ -295,24 +292,6 @@ func TestPurchaseDuringInstallWP09(t *testing.T) {
 	if in.LastUpdate.UpdateID != u2.UpdateID || *in.LastUpdate.Reason != "no space left" || *in.SoftwareVersion != "1.2.0" {
 		t.Errorf("failed update: %+v", in.LastUpdate)
 	}
-}
-
-// dialDevice2 connects a raw device that says hello with version.
-func dialDevice2(t *testing.T, gatewayURL, serial, secret, version string) *rawDevice {
-	t.Helper()
-	req, _ := http.NewRequest("GET", "/", nil)
-	req.SetBasicAuth(serial, secret)
-	h := http.Header{"Authorization": {req.Header.Get("Authorization")}}
-	var conn *websocket.Conn
-	testwait.ForNil(t, "a dial to the gateway (the old session may still be ending)", func() (err error) {
-		conn, _, err = websocket.DefaultDialer.Dial(gatewayURL+protocol.Path, h)
-		return err
-	})
-	t.Cleanup(func() { conn.Close() })
-	d := &rawDevice{t: t, conn: conn, serial: serial, secret: secret}
-	d.send(protocol.TypeHello, "", "", "", protocol.Hello{Protocol: 1, Model: instore.ModelCountertop, SoftwareVersion: version})
-	d.expect(protocol.TypeLinked)
-	return d
 }
 
 // TestMandatoryVersion: a mandatory package imported while terminals run

@@ -58,18 +58,24 @@ func (e *env) redial(t testing.TB, d *rawDevice) *rawDevice {
 
 func dialDevice(t testing.TB, gatewayURL, serial, secret string) *rawDevice {
 	t.Helper()
+	return dialDeviceVersion(t, gatewayURL, serial, secret, "9.9.9")
+}
+
+// dialDeviceVersion connects a raw device that says hello with version.
+func dialDeviceVersion(t testing.TB, gatewayURL, serial, secret, version string) *rawDevice {
+	t.Helper()
 	h := http.Header{}
 	req, _ := http.NewRequest("GET", "/", nil)
 	req.SetBasicAuth(serial, secret)
 	h.Set("Authorization", req.Header.Get("Authorization"))
 	var conn *websocket.Conn
-	testwait.ForNil(t, "a dial to the gateway (it may still be starting after a restart)", func() (err error) {
+	testwait.ForNil(t, "a dial to the gateway (it may still be starting after a restart, or the old session ending)", func() (err error) {
 		conn, _, err = websocket.DefaultDialer.Dial(gatewayURL+protocol.Path, h)
 		return err
 	})
 	d := &rawDevice{t: t, conn: conn, serial: serial, secret: secret}
 	t.Cleanup(func() { conn.Close() })
-	d.send(protocol.TypeHello, "", "", "", protocol.Hello{Protocol: 1, Model: instore.ModelCountertop, SoftwareVersion: "9.9.9"})
+	d.send(protocol.TypeHello, "", "", "", protocol.Hello{Protocol: 1, Model: instore.ModelCountertop, SoftwareVersion: version})
 	linked := d.expect(protocol.TypeLinked)
 	var l protocol.Linked
 	must(t, json.Unmarshal(linked.Data, &l))

@@ -1,19 +1,15 @@
 package server_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/client"
 	"github.com/instore-dev/instore/internal/apitest"
 	"github.com/instore-dev/instore/internal/server"
 	"github.com/instore-dev/instore/internal/testwait"
@@ -156,16 +152,10 @@ func TestEventsOfAPurchase(t *testing.T) {
 
 		// The stream: resume after the second event of the purchase, then
 		// live.
-		req, err := http.NewRequestWithContext(t.Context(), "GET", s.online+"/in-store/api/v1/events?types="+
+		resp, err := apitest.Caller{Base: s.online, Key: s.key, Token: s.token}.Open(t.Context(), "/in-store/api/v1/events?types="+
 			instore.JoinEventTypes([]instore.EventType{instore.EventTransactionCreated, instore.EventTransactionAcknowledged,
-				instore.EventTransactionProgress, instore.EventTransactionFinal}, ","), nil)
-		must(t, err)
-		for k, v := range s.auth(s.token, s.key) {
-			req.Header.Set(k, v)
-		}
-		req.Header.Set("Accept", "text/event-stream")
-		req.Header.Set("Last-Event-ID", got[1].ID)
-		resp, err := http.DefaultClient.Do(req)
+				instore.EventTransactionProgress, instore.EventTransactionFinal}, ","),
+			map[string]string{"Accept": "text/event-stream", "Last-Event-ID": got[1].ID})
 		must(t, err)
 		defer resp.Body.Close()
 		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
@@ -174,23 +164,20 @@ func TestEventsOfAPurchase(t *testing.T) {
 		msgs := make(chan instore.EventWire, 100)
 		go func() {
 			defer close(msgs)
-			sc := bufio.NewScanner(resp.Body)
-			var id string
-			var typ instore.EventType
-			for sc.Scan() {
-				line := sc.Text()
-				switch {
-				case strings.HasPrefix(line, "id: "):
-					id = line[4:]
-				case strings.HasPrefix(line, "event: "):
-					typ = instore.EventType(line[7:])
-				case strings.HasPrefix(line, "data: "):
-					var e instore.EventWire
-					if json.Unmarshal([]byte(line[6:]), &e) != nil || e.ID != id || e.Type != typ {
-						t.Errorf("stream message id %q event %q data %s disagree", id, typ, line[6:])
-					}
-					msgs <- e
+			sr := client.NewEventStreamReader(resp.Body)
+			for {
+				m, err := sr.Next()
+				if err != nil {
+					return
 				}
+				if !m.HasData {
+					continue
+				}
+				var e instore.EventWire
+				if json.Unmarshal([]byte(m.Data), &e) != nil || e.ID != m.ID || e.Type != instore.EventType(m.Event) {
+					t.Errorf("stream message id %q event %q data %s disagree", m.ID, m.Event, m.Data)
+				}
+				msgs <- e
 			}
 		}()
 		next := func() instore.EventWire {
@@ -226,185 +213,6 @@ func TestEventsOfAPurchase(t *testing.T) {
 		}
 		if live[0] != instore.EventTransactionCreated || len(live) < 4 {
 			t.Errorf("live events %v", live)
-		}
-	})
-}
-
-// receiver is a real HTTP endpoint that verifies Standard Webhooks
-// signatures with the specification's library and records what arrived.
-type receiver struct {
-	*httptest.Server
-	mu       sync.Mutex
-	secrets  []string
-	fail     int // answer 503 to this many more requests
-	got      []instore.EventWire
-	ids      map[string]int
-	badSigs  int
-	sigCount []int
-}
-
-func newReceiver(t *testing.T) *receiver {
-	r := &receiver{ids: map[string]int{}}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		body, _ := io.ReadAll(req.Body)
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if !apitest.WebhookSigned(body, req.Header, r.secrets...) {
-			r.badSigs++
-			w.WriteHeader(400)
-			return
-		}
-		if r.fail > 0 {
-			r.fail--
-			http.Error(w, "try later", 503)
-			return
-		}
-		var e instore.EventWire
-		if json.Unmarshal(body, &e) != nil || e.ID != req.Header.Get("webhook-id") {
-			r.badSigs++
-			w.WriteHeader(400)
-			return
-		}
-		r.ids[e.ID]++
-		r.got = append(r.got, e)
-		r.sigCount = append(r.sigCount, len(strings.Fields(req.Header.Get("webhook-signature"))))
-		w.WriteHeader(204)
-	}))
-	t.Cleanup(r.Close)
-	return r
-}
-
-func (r *receiver) events() []instore.EventWire {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.got)
-}
-
-// TestWebhookDeliveries: a registered endpoint gets the merchant's events
-// of its types, signed, once each, in order, through a failure (retried
-// on request, the later ones waiting behind it); each attempt is listed;
-// rotation signs with both secrets; disabled and deleted endpoints get
-// nothing; bad registrations are 400s.
-func TestWebhookDeliveries(t *testing.T) {
-	eachBackend(t, func(t *testing.T, mutate func(*server.Config)) {
-		s := startSandbox(t, mutate)
-		term := s.terminals[0]
-		rcv := newReceiver(t)
-		for _, body := range []map[string]any{
-			{"url": "ftp://example.com/hook"},
-			{"url": rcv.URL, "eventTypes": []string{"transaction.nope"}},
-			{},
-			{"url": rcv.URL, "status": "disabled"},
-			{"url": rcv.URL, "description": "bell\u0007"},
-		} {
-			s.post(t, "/in-store/api/v1/webhooks", body, nil).problem(t, 400, "")
-		}
-		var wh instore.WebhookWire
-		s.post(t, "/in-store/api/v1/webhooks", map[string]any{"url": rcv.URL + "/hook",
-			"eventTypes": []instore.EventType{instore.EventTransactionCreated, instore.EventTransactionFinal}, "description": "till 1"}, nil).
-			decode(t, 201, &wh)
-		if !strings.HasPrefix(wh.Secret, "whsec_") || wh.Status != "enabled" {
-			t.Fatalf("created webhook %+v", wh)
-		}
-		rcv.mu.Lock()
-		rcv.secrets, rcv.fail = []string{wh.Secret}, 1
-		rcv.mu.Unlock()
-		var got instore.WebhookWire
-		s.get(t, "/in-store/api/v1/webhooks/"+wh.WebhookID).decode(t, 200, &got)
-		if got.Secret != "" {
-			t.Errorf("GET /webhooks/{id} shows the secret")
-		}
-		var list struct{ Webhooks []instore.WebhookWire }
-		s.get(t, "/in-store/api/v1/webhooks").decode(t, 200, &list)
-		if len(list.Webhooks) != 1 || list.Webhooks[0].WebhookID != wh.WebhookID {
-			t.Errorf("GET /webhooks = %+v", list)
-		}
-
-		var refs []string
-		for _, amount := range []int64{1000, 1011, 1000} {
-			tx := s.purchase(t, term, amount).tx(t, 201)
-			s.final(t, tx.OnlineAPIRefID)
-			refs = append(refs, tx.OnlineAPIRefID)
-		}
-		want := s.waitEvents(t, "&types=transaction.created,transaction.final", func(evs []instore.EventWire) bool { return len(evs) == 6 })
-
-		// The first attempt failed (503): the head waits for its retry,
-		// the others behind it. Retry it now.
-		var deliveries struct {
-			Deliveries []instore.DeliveryWire
-		}
-		testwait.ForNil(t, "the deliveries to show the failed first attempt", func() error {
-			s.get(t, "/in-store/api/v1/webhooks/"+wh.WebhookID+"/deliveries").decode(t, 200, &deliveries)
-			if n := len(deliveries.Deliveries); n != 6 || len(deliveries.Deliveries[n-1].Attempts) != 1 {
-				return fmt.Errorf("%+v", deliveries)
-			}
-			return nil
-		})
-		head := deliveries.Deliveries[5]
-		if a := head.Attempts[0]; a.StatusCode != 503 || !strings.Contains(a.Response, "try later") || head.Status != "pending" || head.EventID != want[0].ID {
-			t.Errorf("first delivery %+v", head)
-		}
-		if n := len(rcv.events()); n != 0 {
-			t.Errorf("%d events delivered past a failed head", n)
-		}
-		var retried instore.DeliveryWire
-		s.post(t, "/in-store/api/v1/webhooks/"+wh.WebhookID+"/deliveries/"+head.DeliveryID+"/retry", nil, nil).decode(t, 202, &retried)
-		s.post(t, "/in-store/api/v1/webhooks/"+wh.WebhookID+"/deliveries/dlv_999999/retry", nil, nil).problem(t, 404, "")
-
-		testwait.For(t, "six deliveries", func() bool { return len(rcv.events()) == 6 })
-		delivered := rcv.events()
-		for i, e := range delivered {
-			if e.ID != want[i].ID || e.Type != want[i].Type || string(e.Data) != string(want[i].Data) {
-				t.Errorf("delivery %d: %s %s, want %s %s", i, e.ID, e.Type, want[i].ID, want[i].Type)
-			}
-		}
-		rcv.mu.Lock()
-		for id, n := range rcv.ids {
-			if n != 1 {
-				t.Errorf("event %s delivered %d times", id, n)
-			}
-		}
-		if rcv.badSigs != 0 {
-			t.Errorf("%d deliveries failed verification", rcv.badSigs)
-		}
-		rcv.mu.Unlock()
-
-		// Rotation: both secrets sign during the overlap.
-		var rotated instore.WebhookWire
-		s.post(t, "/in-store/api/v1/webhooks/"+wh.WebhookID+"/rotate-secret", nil, nil).decode(t, 200, &rotated)
-		if rotated.Secret == wh.Secret || !strings.HasPrefix(rotated.Secret, "whsec_") {
-			t.Fatalf("rotated secret %q", rotated.Secret)
-		}
-		rcv.mu.Lock()
-		rcv.secrets = []string{rotated.Secret} // only the new one: the old one's signature must not be needed
-		rcv.mu.Unlock()
-		tx := s.purchase(t, term, 1000).tx(t, 201)
-		s.final(t, tx.OnlineAPIRefID)
-		testwait.For(t, "two more deliveries", func() bool { return len(rcv.events()) == 8 })
-		rcv.mu.Lock()
-		if c := rcv.sigCount[len(rcv.sigCount)-1]; c != 2 {
-			t.Errorf("after rotation a delivery carried %d signatures, want 2", c)
-		}
-		rcv.mu.Unlock()
-
-		// Disabled, then deleted: nothing more arrives.
-		var patched instore.WebhookWire
-		req := map[string]any{"status": "disabled"}
-		s.send(t, "PATCH", "/in-store/api/v1/webhooks/"+wh.WebhookID, req, nil).decode(t, 200, &patched)
-		if patched.Status != "disabled" || patched.DisabledReason == nil {
-			t.Errorf("patched %+v", patched)
-		}
-		s.send(t, "PATCH", "/in-store/api/v1/webhooks/"+wh.WebhookID, map[string]any{"status": "paused"}, nil).problem(t, 400, "")
-		tx = s.purchase(t, term, 1000).tx(t, 201)
-		s.final(t, tx.OnlineAPIRefID)
-		s.waitEvents(t, "&types=transaction.final", func(evs []instore.EventWire) bool { return len(evs) == 5 })
-		resp, _ := s.send(t, "DELETE", "/in-store/api/v1/webhooks/"+wh.WebhookID, nil, nil).parts()
-		if resp.StatusCode != 204 {
-			t.Errorf("DELETE = %d", resp.StatusCode)
-		}
-		s.get(t, "/in-store/api/v1/webhooks/"+wh.WebhookID).problem(t, 404, "")
-		if n := len(rcv.events()); n != 8 {
-			t.Errorf("%d deliveries, want 8 (none to a disabled endpoint)", n)
 		}
 	})
 }

@@ -454,14 +454,14 @@ func TestUpdateResentAfterRestart(t *testing.T) {
 		s := owedEnv(t, store, func(c *server.Config) { c.AckTimeout = 10 * time.Second })
 		s.importCatalogue(t, testCatalogue(s.customer.ID))
 		term, secret := s.provision(t, "RAW-UPD-RS")
-		d := dialDevice2(t, s.srv.URL("terminal"), "RAW-UPD-RS", secret, "1.0.0")
+		d := dialDeviceVersion(t, s.srv.URL("terminal"), "RAW-UPD-RS", secret, "1.0.0")
 		u := s.createUpdate(t, map[string]any{"terminalId": term, "packageId": "countertop-1.2.0"})
 		if cmd := d.expect(protocol.TypeUpdate); cmd.Ref != u.UpdateID {
 			t.Fatalf("update for %q, want %q", cmd.Ref, u.UpdateID)
 		}
 		for i, report := range []instore.UpdateStatus{protocol.UpdateDownloading, protocol.UpdateInstalled} {
 			s.restart(t, nil)
-			d = dialDevice2(t, s.srv.URL("terminal"), "RAW-UPD-RS", secret, "1.0.0")
+			d = dialDeviceVersion(t, s.srv.URL("terminal"), "RAW-UPD-RS", secret, "1.0.0")
 			if cmd := d.expect(protocol.TypeUpdate); cmd.Ref != u.UpdateID {
 				t.Fatalf("after restart %d: update for %q, want %q again", i, cmd.Ref, u.UpdateID)
 			}
