@@ -110,7 +110,9 @@ func (s *store) TerminalBySerial(ctx context.Context, serial string) (*instore.T
 }
 
 func (s *store) DeviceSessions(ctx context.Context, serials []string) ([]*instore.DeviceSession, error) {
-	return read(s, ctx, func(ctx context.Context) ([]*instore.DeviceSession, error) { return s.Store.DeviceSessions(ctx, serials) })
+	return read(s, ctx, func(ctx context.Context) ([]*instore.DeviceSession, error) {
+		return s.Store.DeviceSessions(ctx, serials)
+	})
 }
 
 func (s *store) Terminal(ctx context.Context, id string) (*instore.Terminal, error) {
