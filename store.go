@@ -94,6 +94,11 @@ type TerminalStore interface {
 	Terminal(ctx context.Context, terminalID string) (*Terminal, error)
 	// TerminalBySerial finds the terminal ID linked to a device.
 	TerminalBySerial(ctx context.Context, serial string) (*Terminal, error)
+	// DeviceSessions returns, in one read, what a hello and the end of a
+	// session need of each device of serials linked to a terminal ID
+	// (DeviceSession), in no order; a device not linked (or unknown) is
+	// left out.
+	DeviceSessions(ctx context.Context, serials []string) ([]*DeviceSession, error)
 	// Terminals lists a merchant's terminal IDs in order.
 	Terminals(ctx context.Context, merchantID string) ([]*Terminal, error)
 	// LinkTerminal binds terminalID to the device serial in one database

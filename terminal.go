@@ -57,6 +57,25 @@ type Terminal struct {
 // Linked reports whether a device is linked to the terminal ID.
 func (t *Terminal) Linked() bool { return t.SerialNumber != "" }
 
+// DeviceSession is what a linked device's hello and the end of its
+// session read of the store, in one statement (TerminalStore.
+// DeviceSessions): its terminal ID and device rows, and what keeps the
+// terminal ID busy or is owed to the device.
+type DeviceSession struct {
+	Terminal *Terminal
+	Device   *Device
+	// ActiveID is the id of the terminal ID's PENDING transaction ("":
+	// none).
+	ActiveID string
+	// Update is its unfinished software update (nil: none).
+	Update *Update
+	// BatchID is its PENDING close ("": none), sent to the device
+	// BatchSerial.
+	BatchID, BatchSerial string
+	// Owed reports whether the device is owed an open effect.
+	Owed bool
+}
+
 // TerminalView is a terminal ID as the Online API shows it: the binding plus
 // the live state of its device.
 type TerminalView struct {

@@ -256,21 +256,18 @@ func (s *Service) batchItems(ctx context.Context, b *instore.Batch) ([]instore.B
 // terminal ID again (the first send may have been lost with its session);
 // the terminal answers a close it answered already with the same batch.
 func (s *Service) closeOnHello(ctx context.Context, term *instore.Terminal, rows *terminalRows) {
-	var b *instore.Batch
-	var err error
-	if rows != nil && rows.batchRead { // the hello read it
-		if b = rows.batch; b == nil {
-			return
-		}
-	} else {
-		b, err = s.Store.PendingBatch(ctx, term.TerminalID)
+	var id, sentTo string
+	if rows != nil { // the hello read it
+		id, sentTo = rows.batchID, rows.batchSerial
+	} else if b, err := s.Store.PendingBatch(ctx, term.TerminalID); err == nil {
+		id, sentTo = b.ID, b.SerialNumber
 	}
-	if err != nil || b.SerialNumber != term.SerialNumber {
+	if id == "" || sentTo != term.SerialNumber {
 		return
 	}
 	if bg, ok := s.Gateway.(instore.BatchGateway); ok {
-		if err := bg.SendClose(ctx, term.SerialNumber, b.ID); err != nil && !errors.Is(err, instore.ErrOffline) {
-			s.log().Warn("resend close", "batchId", b.ID, "error", err)
+		if err := bg.SendClose(ctx, term.SerialNumber, id); err != nil && !errors.Is(err, instore.ErrOffline) {
+			s.log().Warn("resend close", "batchId", id, "error", err)
 		}
 	}
 }

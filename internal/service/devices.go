@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/mutant"
@@ -36,54 +35,6 @@ func (s *Service) AuthenticateDevice(ctx context.Context, serial, secret string)
 	}
 	s.creds.pass(d, secret)
 	return d, nil
-}
-
-// DeviceConnected records the device's hello and tells it what to show: its
-// terminal ID, or a link code while unlinked. Then it resumes what the
-// device may have missed: the command of its transaction if it has not
-// acknowledged it, every message still owed to it (the root's effect.go), and its
-// software update.
-func (s *Service) DeviceConnected(ctx context.Context, serial string, h instore.DeviceHello) error {
-	at := s.now()
-	// The hello reads the device's terminal ID and its rows once: for the
-	// terminal.online event, and again for what it sends (sendOwed). The
-	// rows are read after the session was registered (internal/gateway),
-	// so a command that found the device offline before is among them; a
-	// later one goes to the session itself.
-	hl := &hello{DeviceHello: h, at: at, read: true}
-	hl.term, hl.termErr = s.Store.TerminalBySerial(ctx, serial)
-	var evs []instore.OutboxEvent
-	if hl.termErr == nil {
-		evs, hl.rows = s.terminalOnlineEvent(ctx, hl.term, instore.EventTerminalOnline, true)
-	}
-	if err := s.Store.DeviceSeen(ctx, serial, h.SoftwareVersion, at, evs...); err != nil {
-		return fmt.Errorf("device seen: %w", err)
-	}
-	if len(evs) > 0 {
-		s.eventsWritten()
-	}
-	return s.sendOwed(ctx, serial, hl)
-}
-
-// hello is a device's hello with the time it was taken in and, when read
-// is set, its terminal ID as DeviceConnected read it (term, or termErr)
-// and the rows read for its event (rows, nil when they were not read).
-type hello struct {
-	instore.DeviceHello
-	at      time.Time
-	read    bool
-	term    *instore.Terminal
-	termErr error
-	rows    *terminalRows
-}
-
-// rowsOf returns the rows a hello read, nil for a wake-up or when they
-// were not read.
-func (h *hello) rowsOf() *terminalRows {
-	if h == nil {
-		return nil
-	}
-	return h.rows
 }
 
 // DeviceWoken sends a device that is online on this node what the store
@@ -124,9 +75,11 @@ func (s *Service) sendOwed(ctx context.Context, serial string, h *hello) error {
 		// transactions, before what it is owed for this one (the ECR's
 		// cancel of a command not yet acknowledged).
 		cmd := s.unacknowledged(ctx, t, rows)
-		es, err := s.Store.OpenEffects(ctx, serial)
-		if err != nil {
-			return fmt.Errorf("open effects: %w", err)
+		var es []*instore.Effect
+		if rows == nil || !rows.noneOwed {
+			if es, err = s.Store.OpenEffects(ctx, serial); err != nil {
+				return fmt.Errorf("open effects: %w", err)
+			}
 		}
 		ref := ""
 		if cmd != nil {
@@ -177,22 +130,6 @@ func (s *Service) sendOwed(ctx context.Context, serial string, h *hello) error {
 		return nil
 	default:
 		return fmt.Errorf("terminal by serial: %w", err)
-	}
-}
-
-// DeviceDisconnected notes that a device lost its session. Transactions it
-// acknowledged stay PENDING (WP30 for new requests) until it reconnects and
-// resends its result, or the deadline passes.
-func (s *Service) DeviceDisconnected(serial string) {
-	s.log().Debug("device disconnected")
-	ctx := context.Background()
-	t, err := s.Store.TerminalBySerial(ctx, serial)
-	if err != nil {
-		return
-	}
-	evs, _ := s.terminalOnlineEvent(ctx, t, instore.EventTerminalOffline, false)
-	for _, ev := range evs {
-		s.recordEvent(ctx, ev)
 	}
 }
 

@@ -257,38 +257,39 @@ func (s *Service) recordEvent(ctx context.Context, ev instore.OutboxEvent) {
 }
 
 // terminalEvent is the event typ of the terminal ID t, as the API shows it
-// after the change (online overrides the gateway's view: the session is
-// just starting or ending). ok is false for a terminal ID of no merchant.
+// after the change (online overrides the gateway's view). ok is false for
+// a terminal ID of no merchant.
 func (s *Service) terminalEvent(ctx context.Context, t *instore.Terminal, typ instore.EventType, online *bool) (instore.OutboxEvent, bool) {
-	ev, _, ok := s.terminalEventRows(ctx, t, typ, online)
-	return ev, ok
-}
-
-// terminalEventRows is terminalEvent with the rows its view read.
-func (s *Service) terminalEventRows(ctx context.Context, t *instore.Terminal, typ instore.EventType, online *bool) (instore.OutboxEvent, *terminalRows, bool) {
 	if t == nil || t.MerchantID == "" {
-		return instore.OutboxEvent{}, nil, false
+		return instore.OutboxEvent{}, false
 	}
-	v, rows, err := s.viewRead(ctx, t)
+	v, err := s.viewRead(ctx, t)
 	if err != nil {
 		s.log().Warn("event data", "type", typ, "error", err)
-		return instore.OutboxEvent{}, nil, false
+		return instore.OutboxEvent{}, false
 	}
 	if online != nil {
 		v.Online = *online
 	}
-	return instore.OutboxEvent{MerchantID: t.MerchantID, TerminalID: t.TerminalID, Type: typ, At: s.now(), Data: mustJSON(v)}, rows, true
+	return s.terminalEventOf(t, typ, v), true
 }
 
-// terminalOnlineEvent returns the terminal.online or terminal.offline
-// event of the device's terminal ID t (none when it is not a merchant's),
-// and the rows its view read (nil when none were).
-func (s *Service) terminalOnlineEvent(ctx context.Context, t *instore.Terminal, typ instore.EventType, online bool) ([]instore.OutboxEvent, *terminalRows) {
-	ev, rows, ok := s.terminalEventRows(ctx, t, typ, &online)
-	if !ok {
-		return nil, nil
+// terminalEventOf is the event typ of the terminal ID t showing v.
+func (s *Service) terminalEventOf(t *instore.Terminal, typ instore.EventType, v *instore.TerminalView) instore.OutboxEvent {
+	return instore.OutboxEvent{MerchantID: t.MerchantID, TerminalID: t.TerminalID, Type: typ, At: s.now(), Data: mustJSON(v)}
+}
+
+// sessionEvent returns the terminal.online or terminal.offline event
+// (typ) of a device's session as DeviceSessions read it: its terminal ID
+// as the API shows it with the session just started (online) or ended;
+// none when the terminal ID is no merchant's.
+func (s *Service) sessionEvent(ds *instore.DeviceSession, typ instore.EventType, online bool) []instore.OutboxEvent {
+	if ds.Terminal.MerchantID == "" {
+		return nil
 	}
-	return []instore.OutboxEvent{ev}, rows
+	v := s.viewOf(ds.Terminal, ds.Device, ds.ActiveID, ds.Update, ds.BatchID != "")
+	v.Online = online
+	return []instore.OutboxEvent{s.terminalEventOf(ds.Terminal, typ, v)}
 }
 
 // updateEvent returns the update.status event of u (as it reads after the

@@ -59,6 +59,20 @@ func (c *readCounter) PendingBatch(ctx context.Context, id string) (*instore.Bat
 	return counted(c, "PendingBatch", func() (*instore.Batch, error) { return c.Store.PendingBatch(ctx, id) })
 }
 
+func (c *readCounter) DeviceSessions(ctx context.Context, serials []string) ([]*instore.DeviceSession, error) {
+	return counted(c, "DeviceSessions", func() ([]*instore.DeviceSession, error) { return c.Store.DeviceSessions(ctx, serials) })
+}
+func (c *readCounter) OpenEffects(ctx context.Context, serial string) ([]*instore.Effect, error) {
+	return counted(c, "OpenEffects", func() ([]*instore.Effect, error) { return c.Store.OpenEffects(ctx, serial) })
+}
+func (c *readCounter) Packages(ctx context.Context, customerID, model string) ([]*instore.Package, error) {
+	return counted(c, "Packages", func() ([]*instore.Package, error) { return c.Store.Packages(ctx, customerID, model) })
+}
+func (c *readCounter) AppendEvents(ctx context.Context, evs []instore.OutboxEvent) error {
+	c.count("AppendEvents")
+	return c.Store.AppendEvents(ctx, evs)
+}
+
 func (c *readCounter) DeviceSeen(ctx context.Context, serial, version string, at time.Time, evs ...instore.OutboxEvent) error {
 	for _, ev := range evs {
 		c.count("DeviceSeen " + string(ev.Type))
@@ -107,25 +121,44 @@ func (onlineGateway) Online(string) bool                               { return 
 func (onlineGateway) Ready(string) bool                                { return true }
 func (onlineGateway) SendLinked(context.Context, string, string) error { return nil }
 
-// TestHelloReadsEachRowOnce: a hello reads the terminal ID and each row
-// its terminal.online event shows (active transaction, open update,
-// pending close) once, and sends what they say from that read.
+// TestHelloReadsEachRowOnce: a hello of an idle terminal reads the store
+// once (DeviceSessions: its terminal ID, device, active transaction, open
+// update, pending close and whether it is owed anything, in one
+// statement), and sends what that read says; its minimum software version
+// comes from the device row it read and, the second time, from the cache.
 func TestHelloReadsEachRowOnce(t *testing.T) {
 	const serial = "SN-HELLO-0001"
 	f := newFixture(t, "FULL", serial)
 	ctx := context.Background()
 	rc := &readCounter{Store: f.st}
-	f.svc.Store, f.svc.Gateway = rc, onlineGateway{}
-	if err := f.svc.DeviceConnected(ctx, serial, instore.DeviceHello{Model: instore.ModelCountertop, SoftwareVersion: "1.0.0"}); err != nil {
-		t.Fatal(err)
-	}
-	got := rc.counts()
-	for _, m := range []string{"TerminalBySerial", "ActiveTransaction", "OpenUpdate", "PendingBatch"} {
-		if got[m] != 1 {
-			t.Errorf("a hello called %s %d times, want 1 (all: %v)", m, got[m], got)
+	f.svc.Store, f.svc.Gateway = rc, minVersionGateway{svc: f.svc}
+	for range 2 {
+		if err := f.svc.DeviceConnected(ctx, serial, instore.DeviceHello{Model: instore.ModelCountertop, SoftwareVersion: "1.0.0"}); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if got["DeviceSeen "+string(instore.EventTerminalOnline)] != 1 {
-		t.Errorf("the hello's write carried no terminal.online event: %v", got)
+	got := rc.counts()
+	want := map[string]int{"DeviceSessions": 2, "Packages": 1, "DeviceSeen " + string(instore.EventTerminalOnline): 2}
+	if len(got) != len(want) {
+		t.Errorf("two hellos made %v, want %v", got, want)
 	}
+	for k, n := range want {
+		if got[k] != n {
+			t.Errorf("two hellos made %d of %s, want %d (all: %v)", got[k], k, n, got)
+		}
+	}
+}
+
+// minVersionGateway takes every message, as a session that is up, and
+// asks for the minimum software version of `linked` as the gateway does.
+type minVersionGateway struct {
+	onlineGateway
+	svc interface {
+		MinSoftwareVersion(ctx context.Context, serial string) (string, error)
+	}
+}
+
+func (g minVersionGateway) SendLinked(ctx context.Context, serial, _ string) error {
+	_, err := g.svc.MinSoftwareVersion(ctx, serial)
+	return err
 }

@@ -88,6 +88,10 @@ type Service struct {
 	feed    feed
 	// creds holds the device credentials that passed (credentials.go).
 	creds credentials
+	// offline gathers the ends of sessions into batches (sessions.go).
+	offline offlineBatch
+	// minVersions caches the minimum software versions (minversion.go).
+	minVersions minVersions
 	// updateWaits holds the terminal IDs whose SCHEDULED update this node
 	// saw waiting for a transaction to end (terminalIdle).
 	updateWaits sync.Map

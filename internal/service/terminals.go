@@ -11,65 +11,80 @@ import (
 
 // view builds what the Online API shows of a terminal ID.
 func (s *Service) view(ctx context.Context, t *instore.Terminal) (*instore.TerminalView, error) {
-	v, _, err := s.viewRead(ctx, t)
-	return v, err
+	return s.viewRead(ctx, t)
 }
 
-// terminalRows are the rows view read besides the terminal's: a hello
-// sends what they say (sendOwed) instead of reading them again. A nil row
-// was not found; batchRead says whether PendingBatch was read at all
-// (view skips it for a busy terminal).
+// terminalRows are the rows a hello read besides the terminal's
+// (DeviceSessions): it sends what they say (sendOwed) instead of reading
+// them again. A nil row was not found; batchID is the PENDING close's id
+// ("" none), sent to batchSerial; noneOwed says the read found no open
+// effect for the device.
 type terminalRows struct {
-	active    *instore.Transaction
-	update    *instore.Update
-	batch     *instore.Batch
-	batchRead bool
+	active               *instore.Transaction
+	update               *instore.Update
+	batchID, batchSerial string
+	noneOwed             bool
 }
 
-// viewRead is view, with the rows it read.
-func (s *Service) viewRead(ctx context.Context, t *instore.Terminal) (*instore.TerminalView, *terminalRows, error) {
-	v := &instore.TerminalView{TerminalID: t.TerminalID, Linked: t.Linked(), LinkedAt: t.LinkedAt}
-	rows := &terminalRows{}
+// viewRead is view: it reads the device, the active transaction, the
+// unfinished update and, for a terminal not busy yet, the pending close.
+func (s *Service) viewRead(ctx context.Context, t *instore.Terminal) (*instore.TerminalView, error) {
+	var d *instore.Device
 	if t.Linked() {
-		d, err := s.Store.Device(ctx, t.SerialNumber)
-		if err != nil {
-			return nil, nil, fmt.Errorf("device: %w", err)
+		var err error
+		if d, err = s.Store.Device(ctx, t.SerialNumber); err != nil {
+			return nil, fmt.Errorf("device: %w", err)
 		}
-		serial, model, version := d.SerialNumber, d.Model, d.SoftwareVersion
-		v.SerialNumber, v.Model, v.SoftwareVersion, v.LastSeenAt = &serial, &model, &version, d.LastSeenAt
-		v.Online = s.Gateway.Online(d.SerialNumber)
 	}
+	activeID := ""
 	active, err := s.Store.ActiveTransaction(ctx, t.TerminalID)
 	switch {
 	case err == nil:
-		v.Busy, v.CurrentRefID = true, &active.ID
-		rows.active = active
+		activeID = active.ID
 	case !errors.Is(err, instore.ErrNotFound):
-		return nil, nil, fmt.Errorf("active transaction: %w", err)
+		return nil, fmt.Errorf("active transaction: %w", err)
 	}
 	u, err := s.Store.OpenUpdate(ctx, t.TerminalID)
-	switch {
-	case err == nil:
-		if s.installs(u) {
-			v.Busy, v.Updating = true, true
-		}
-		rows.update = u
-	case !errors.Is(err, instore.ErrNotFound):
-		return nil, nil, fmt.Errorf("open update: %w", err)
+	if errors.Is(err, instore.ErrNotFound) {
+		u = nil
+	} else if err != nil {
+		return nil, fmt.Errorf("open update: %w", err)
 	}
-	if !v.Busy {
+	closing := false
+	if activeID == "" && !s.installs(u) {
 		// A close running makes it busy as a transaction does (close.go).
-		b, err := s.Store.PendingBatch(ctx, t.TerminalID)
+		_, err := s.Store.PendingBatch(ctx, t.TerminalID)
 		switch {
 		case err == nil:
-			v.Busy = true
-			rows.batch = b
+			closing = true
 		case !errors.Is(err, instore.ErrNotFound):
-			return nil, nil, fmt.Errorf("pending close: %w", err)
+			return nil, fmt.Errorf("pending close: %w", err)
 		}
-		rows.batchRead = true
 	}
-	return v, rows, nil
+	v := s.viewOf(t, d, activeID, u, closing)
+	if d != nil {
+		v.Online = s.Gateway.Online(d.SerialNumber)
+	}
+	return v, nil
+}
+
+// viewOf is the view of the terminal ID t with its device d (nil when
+// unlinked), the id of its PENDING transaction (""), its unfinished update
+// u (nil) and whether a close runs; Online is left false.
+func (s *Service) viewOf(t *instore.Terminal, d *instore.Device, activeID string, u *instore.Update, closing bool) *instore.TerminalView {
+	v := &instore.TerminalView{TerminalID: t.TerminalID, Linked: t.Linked(), LinkedAt: t.LinkedAt}
+	if d != nil {
+		serial, model, version := d.SerialNumber, d.Model, d.SoftwareVersion
+		v.SerialNumber, v.Model, v.SoftwareVersion, v.LastSeenAt = &serial, &model, &version, d.LastSeenAt
+	}
+	if activeID != "" {
+		v.Busy, v.CurrentRefID = true, &activeID
+	}
+	if s.installs(u) {
+		v.Busy, v.Updating = true, true
+	}
+	v.Busy = v.Busy || closing
+	return v
 }
 
 // Terminals lists the merchant's terminal IDs.

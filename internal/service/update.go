@@ -271,28 +271,13 @@ func (s *Service) TerminalUpdateStatus(ctx context.Context, serial, updateID str
 	return nil
 }
 
-// MinSoftwareVersion returns the version below which a device must answer
-// purchases with TERMINAL_MUST_UPDATE (10): the version of the newest
-// mandatory package of its model that its customer may install ("" when
-// there is none). The gateway puts it in every `linked` message.
-func (s *Service) MinSoftwareVersion(ctx context.Context, serial string) (string, error) {
-	d, err := s.Store.Device(ctx, serial)
-	if err != nil {
-		return "", fmt.Errorf("device: %w", err)
-	}
-	ps, err := s.Store.Packages(ctx, d.CustomerID, d.Model)
-	if err != nil {
-		return "", fmt.Errorf("packages: %w", err)
-	}
-	return instore.MinVersion(ps), nil
-}
-
 // RunUpdates runs the update sweep every interval until ctx ends: it
 // delivers due updates (a node restarted, a notBefore passed on another
 // node, a transaction ended elsewhere), ends FAILED an update that stayed
 // DOWNLOADING past installTimeout without a report, and when the package
 // catalogue changed (an operator imported packages), tells every online
-// linked device its terminal ID again, and so its minimum version.
+// linked device its terminal ID again, and so its minimum version (the
+// cache of minimum versions is emptied first: minversion.go).
 func (s *Service) RunUpdates(ctx context.Context, interval, installTimeout time.Duration) {
 	if interval <= 0 {
 		interval = DefaultUpdateSweep
@@ -305,6 +290,7 @@ func (s *Service) RunUpdates(ctx context.Context, interval, installTimeout time.
 		s.sweepUpdates(ctx, installTimeout)
 		if c, err := s.Store.Setting(ctx, instore.CatalogueSetting); err == nil && c != catalogue {
 			catalogue = c
+			s.minVersions.forget() // before the announcement: it reads the new ones
 			s.announceMinVersions(ctx)
 		}
 	})

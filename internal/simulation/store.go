@@ -109,6 +109,12 @@ func (s *store) TerminalBySerial(ctx context.Context, serial string) (*instore.T
 	return read(s, ctx, func(ctx context.Context) (*instore.Terminal, error) { return s.Store.TerminalBySerial(ctx, serial) })
 }
 
+func (s *store) DeviceSessions(ctx context.Context, serials []string) ([]*instore.DeviceSession, error) {
+	return read(s, ctx, func(ctx context.Context) ([]*instore.DeviceSession, error) {
+		return s.Store.DeviceSessions(ctx, serials)
+	})
+}
+
 func (s *store) Terminal(ctx context.Context, id string) (*instore.Terminal, error) {
 	return read(s, ctx, func(ctx context.Context) (*instore.Terminal, error) { return s.Store.Terminal(ctx, id) })
 }

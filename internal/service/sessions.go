@@ -1,0 +1,208 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/instore-dev/instore"
+)
+
+// A device's session, as the gateway reports it: the hello
+// (DeviceConnected) and the end (DeviceDisconnected). Both read the
+// device's rows with one statement (Store.DeviceSessions); the ends of
+// many sessions (a node's fleet reconnecting at once) are written
+// together (offlineBatch).
+
+// DeviceConnected records the device's hello and tells it what to show: its
+// terminal ID, or a link code while unlinked. Then it resumes what the
+// device may have missed: the command of its transaction if it has not
+// acknowledged it, every message still owed to it (the root's effect.go), and its
+// software update.
+func (s *Service) DeviceConnected(ctx context.Context, serial string, h instore.DeviceHello) error {
+	at := s.now()
+	// The hello reads the device's terminal ID and its rows once, in one
+	// statement: for the terminal.online event, and for what it sends
+	// (sendOwed). The rows are read after the session was registered
+	// (internal/gateway), so a command or owed message that found the
+	// device offline before is among them; a later one goes to the
+	// session itself.
+	hl := &hello{DeviceHello: h, at: at, read: true}
+	ss, err := s.Store.DeviceSessions(ctx, []string{serial})
+	if err != nil {
+		return fmt.Errorf("device session: %w", err)
+	}
+	var evs []instore.OutboxEvent
+	if len(ss) == 0 {
+		hl.termErr = instore.ErrNotFound // not linked: sendOwed sends a link code
+	} else {
+		ds := ss[0]
+		hl.term = ds.Terminal
+		if hl.rows, err = s.helloRows(ctx, ds); err != nil {
+			return err
+		}
+		evs = s.sessionEvent(ds, instore.EventTerminalOnline, true)
+		// The minimum software version of `linked` is the device's
+		// customer's and model's: read here (minimumFor).
+		ctx = context.WithValue(ctx, helloDeviceKey{}, ds.Device)
+	}
+	if err := s.Store.DeviceSeen(ctx, serial, h.SoftwareVersion, at, evs...); err != nil {
+		return fmt.Errorf("device seen: %w", err)
+	}
+	if len(evs) > 0 {
+		s.eventsWritten()
+	}
+	return s.sendOwed(ctx, serial, hl)
+}
+
+// helloRows are the rows of a hello's device session: its PENDING
+// transaction is read whole (its command may be resent) when there is
+// one; the rest is the session's.
+func (s *Service) helloRows(ctx context.Context, ds *instore.DeviceSession) (*terminalRows, error) {
+	rows := &terminalRows{update: ds.Update, batchID: ds.BatchID, batchSerial: ds.BatchSerial, noneOwed: !ds.Owed}
+	if ds.ActiveID == "" {
+		return rows, nil
+	}
+	t, err := s.Store.ActiveTransaction(ctx, ds.Terminal.TerminalID)
+	switch {
+	case err == nil:
+		rows.active = t
+	case !errors.Is(err, instore.ErrNotFound): // ended since: none
+		return nil, fmt.Errorf("active transaction: %w", err)
+	}
+	return rows, nil
+}
+
+// helloDeviceKey is the context key of the device row a hello read, for
+// the minimum software version of its `linked` (MinSoftwareVersion).
+type helloDeviceKey struct{}
+
+// hello is a device's hello with the time it was taken in and, when read
+// is set, its terminal ID as DeviceConnected read it (term, or termErr)
+// and the rows read for its event (rows, nil when they were not read).
+type hello struct {
+	instore.DeviceHello
+	at      time.Time
+	read    bool
+	term    *instore.Terminal
+	termErr error
+	rows    *terminalRows
+}
+
+// rowsOf returns the rows a hello read, nil for a wake-up or when they
+// were not read.
+func (h *hello) rowsOf() *terminalRows {
+	if h == nil {
+		return nil
+	}
+	return h.rows
+}
+
+// DeviceDisconnected notes that a device lost its session: its
+// terminal.offline event is written, and it returns once that write
+// committed (the gateway holds the device's next hello until then, so
+// that its terminal.online comes after). Transactions it acknowledged
+// stay PENDING (WP30 for new requests) until it reconnects and resends
+// its result, or the deadline passes.
+func (s *Service) DeviceDisconnected(serial string) {
+	s.log().Debug("device disconnected")
+	if s.Go != nil {
+		// The simulation runs every task on its scheduler, where one task
+		// cannot wait for another's batch: each end is a batch of its own.
+		s.writeOffline([]string{serial})
+		return
+	}
+	s.offline.end(serial, s.writeOffline)
+}
+
+// writeOffline reads the device sessions of serials (one statement per
+// 512) and writes their terminal.offline events in one transaction; if
+// that fails, each one alone, so that one bad event loses only itself. A
+// failure is logged: the session ended anyway.
+func (s *Service) writeOffline(serials []string) {
+	ctx := context.Background()
+	ss, err := s.Store.DeviceSessions(ctx, serials)
+	if err != nil {
+		s.log().Warn("record event", "type", instore.EventTerminalOffline, "error", err)
+		return
+	}
+	var evs []instore.OutboxEvent
+	for _, ds := range ss {
+		evs = append(evs, s.sessionEvent(ds, instore.EventTerminalOffline, false)...)
+	}
+	if len(evs) == 0 {
+		return
+	}
+	if err := s.Store.AppendEvents(ctx, evs); err == nil {
+		s.eventsWritten()
+		return
+	} else if len(evs) == 1 {
+		s.log().Warn("record event", "type", instore.EventTerminalOffline, "error", err)
+		return
+	}
+	for _, ev := range evs {
+		s.recordEvent(ctx, ev)
+	}
+}
+
+// maxOfflineBatch bounds the session ends written in one transaction.
+const maxOfflineBatch = 512
+
+// offlineBatch gathers the ends of sessions: an end that finds no batch
+// being written writes its own and every end queued meanwhile, up to
+// maxOfflineBatch, in one read and one write transaction (writeOffline);
+// then the oldest end still queued, if any, writes the next batch. Every
+// end returns once the batch that holds it committed (or failed), so that
+// no end is acknowledged to the gateway before it is stored. A reconnect
+// storm's ends then cost a read and a commit per batch instead of five
+// reads and a commit each.
+type offlineBatch struct {
+	mu      sync.Mutex
+	writing bool
+	// queue holds the ends not written yet, oldest first; it is empty
+	// whenever writing is false.
+	queue []offlineEnd
+}
+
+// offlineEnd is one queued end: the device, and where it is told that its
+// batch was written (false) or that it writes the next batch (true).
+type offlineEnd struct {
+	serial string
+	done   chan bool
+}
+
+// end queues serial's end and returns once write wrote the batch holding
+// it.
+func (b *offlineBatch) end(serial string, write func(serials []string)) {
+	e := offlineEnd{serial, make(chan bool, 1)}
+	b.mu.Lock()
+	b.queue = append(b.queue, e)
+	lead := !b.writing
+	b.writing = true
+	b.mu.Unlock()
+	if !lead && !<-e.done {
+		return // written in another end's batch
+	}
+	// e is the oldest end queued: the batch is it and those behind it.
+	b.mu.Lock()
+	batch := b.queue[:min(len(b.queue), maxOfflineBatch)]
+	b.queue = b.queue[len(batch):]
+	b.mu.Unlock()
+	serials := make([]string, len(batch))
+	for i, x := range batch {
+		serials[i] = x.serial
+	}
+	write(serials)
+	b.mu.Lock()
+	if len(b.queue) > 0 {
+		b.queue[0].done <- true
+	} else {
+		b.writing, b.queue = false, nil
+	}
+	b.mu.Unlock()
+	for _, x := range batch[1:] {
+		x.done <- false
+	}
+}
