@@ -272,19 +272,8 @@ func (db *DB) update(ctx context.Context, fn func(c conn) error) error {
 	if db.group != nil {
 		return db.group.do(ctx, fn)
 	}
-	tx, err := db.writer.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
 	// PostgreSQL (SQLite's writes all go through the group committer).
-	if err := fn(conn{d: db.d, q: tx}); err != nil {
-		tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
+	return db.writeTx(ctx, db.writer, fn)
 }
 
 // updateOutbox is update that also inserts evs, the integrator events of
