@@ -77,6 +77,8 @@ type DB struct {
 	// reported is how far SequenceEvents has reported (it wakes readers).
 	told, reported atomic.Int64
 	pending        toldState
+	// commits counts the write transactions committed (commits.go).
+	commits commitCounts
 }
 
 // Open opens the store named by dsn and applies pending migrations. A dsn
@@ -270,10 +272,10 @@ func (db *DB) read() conn { return conn{d: db.d, q: db.reader, pool: db.readerSt
 // too, which it must not depend on.
 func (db *DB) update(ctx context.Context, fn func(c conn) error) error {
 	if db.group != nil {
-		return db.group.do(ctx, fn)
+		return db.counted(false, db.group.do(ctx, fn))
 	}
 	// PostgreSQL (SQLite's writes all go through the group committer).
-	return db.writeTx(ctx, db.writer, fn)
+	return db.counted(false, db.writeTx(ctx, db.writer, fn))
 }
 
 // updateOutbox is update that also inserts evs, the integrator events of
@@ -316,7 +318,7 @@ func (db *DB) single(ctx context.Context, fn func(c conn) error) error {
 	if db.group != nil {
 		return db.update(ctx, fn)
 	}
-	return fn(conn{d: db.d, q: db.writer})
+	return db.counted(false, fn(conn{d: db.d, q: db.writer}))
 }
 
 // conflictErr turns a unique or foreign-key violation of op into a wrapped
