@@ -244,6 +244,13 @@ type Result struct {
 	// RequestsPerLife is the ECR's HTTP requests per completed purchase:
 	// the POST and the long-polls (each progress stage it sees answers one).
 	RequestsPerLife float64 `json:"requestsPerLife,omitempty"`
+	// DurableCommitsPerLife and RelaxedCommitsPerLife are the write
+	// transactions the store committed per completed life, answered once on
+	// disk and before (the server's instore_store_durable_commits_total and
+	// instore_store_relaxed_commits_total over the run, divided by the
+	// lives completed; everything the server wrote meanwhile counts).
+	DurableCommitsPerLife float64 `json:"durableCommitsPerLife,omitempty"`
+	RelaxedCommitsPerLife float64 `json:"relaxedCommitsPerLife,omitempty"`
 
 	Sessions                int     `json:"sessions,omitempty"`
 	HoldSeconds             float64 `json:"holdSeconds,omitempty"`

@@ -81,7 +81,9 @@ func runPurchase(ctx context.Context, o *Options, mixed bool) (*Result, error) {
 	r.CommitWriters = commits.op.workers
 	e.logf("%s: raw single-row commits on %s (%d writers) against %d terminals and %d ECR clients, %s per side in %d interleaved rounds",
 		name, e.backend, r.CommitWriters, o.Terminals, o.ECRs, o.Duration, o.Rounds)
+	m0, _ := scrapeMetrics(ctx, e.srv.ops)
 	res := e.purchaseInterleave(commits.op, lives, parts).run(ctx)
+	r.setStoreCommits(ctx, e.srv.ops, m0, counts.lives.Load())
 	// The baseline's table goes before the count (which does not read it).
 	commits.close()
 	if ctx.Err() == nil && res.sides[0].Count == 0 {
@@ -118,6 +120,23 @@ func runPurchase(ctx context.Context, o *Options, mixed bool) (*Result, error) {
 		r.PreAuthsChecked = checked
 	}
 	return r, nil
+}
+
+// setStoreCommits sets the durable and relaxed commits per life from the
+// server's store counters, read in m0 before the lives and now (nothing
+// when the server has none: an older build).
+func (r *Result) setStoreCommits(ctx context.Context, ops string, m0 map[string]float64, lives int64) {
+	const durable, relaxed = "instore_store_durable_commits_total", "instore_store_relaxed_commits_total"
+	m1, err := scrapeMetrics(ctx, ops)
+	if err != nil || lives == 0 {
+		return
+	}
+	if _, ok := m1[durable]; !ok {
+		r.Notes = append(r.Notes, "durable and relaxed commits per life not counted: the server has no store counters")
+		return
+	}
+	r.DurableCommitsPerLife = (m1[durable] - m0[durable]) / float64(lives)
+	r.RelaxedCommitsPerLife = (m1[relaxed] - m0[relaxed]) / float64(lives)
 }
 
 // nominalPerLife is the commits of a life as the code makes them, used

@@ -106,6 +106,9 @@ func (r *Result) WriteTable(w io.Writer) error {
 		fmt.Fprintf(&b, "baseline: %s raw single-row commits/s (%d writers) / %.2f commits per life = %s lives/s (its latencies are of one commit)\n",
 			commas(r.RawCommitRate), r.CommitWriters, r.CommitsPerLife, commas(r.BaselineRate))
 		fmt.Fprintf(&b, "an ECR made %.2f HTTP requests per life\n", r.RequestsPerLife)
+		if r.DurableCommitsPerLife > 0 {
+			fmt.Fprintf(&b, "the store committed %.2f durable and %.2f relaxed write transactions per life\n", r.DurableCommitsPerLife, r.RelaxedCommitsPerLife)
+		}
 		if r.Scenario == PreAuthScenario {
 			fmt.Fprintf(&b, "%d pre-auths checked in the store after the run (CAPTURED with their life's amounts; any other is an error)\n", r.PreAuthsChecked)
 		}

@@ -266,6 +266,9 @@ func NewWithStore(ctx context.Context, cfg Config, st instore.Store) (*Server, e
 	if p, ok := st.(interface{ Pools() map[string]*sql.DB }); ok {
 		metrics.RegisterDB(reg, p.Pools())
 	}
+	if c, ok := st.(interface{ Commits() (int64, int64) }); ok {
+		metrics.RegisterCommits(reg, c.Commits)
+	}
 	svc := &service.Service{
 		Store: st, Metadata: &meta, Logger: cfg.Logger, Clock: cfg.Clock,
 		NewRef:     func() string { return ids.New("txn") },

@@ -245,9 +245,9 @@ func placeholders(n int) string {
 func (db *DB) relaxedWrite(ctx context.Context, fn func(c conn) error) error {
 	switch {
 	case db.group != nil:
-		return db.group.doRelaxed(ctx, fn)
+		return db.counted(true, db.group.doRelaxed(ctx, fn))
 	case db.relaxed != nil:
-		return fn(conn{d: db.d, q: db.relaxed})
+		return db.counted(true, fn(conn{d: db.d, q: db.relaxed}))
 	}
 	return db.update(ctx, fn)
 }
@@ -267,7 +267,7 @@ func (db *DB) relaxedUpdate(ctx context.Context, fn func(c conn) error) error {
 		tx.Rollback()
 		return err
 	}
-	return tx.Commit()
+	return db.counted(true, tx.Commit())
 }
 
 // recordChunk bounds the rows of one statement of RecordAttempts.

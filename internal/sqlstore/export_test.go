@@ -98,3 +98,32 @@ func (db *DB) ExecForTest(ctx context.Context, query string, args ...any) error 
 		return err
 	})
 }
+
+// HoldEventWrite runs a store write transaction that takes its id, calls
+// held while it runs with no event inserted yet, waits for release, and
+// then inserts ev and commits (a slow event writer, for the told
+// horizon's tests).
+func (db *DB) HoldEventWrite(ctx context.Context, held func(), release <-chan struct{}, ev instore.OutboxEvent) error {
+	return db.update(ctx, func(c conn) error {
+		if _, err := c.exec(ctx, `SELECT pg_current_xact_id()`); err != nil {
+			return err
+		}
+		held()
+		<-release
+		return insertOutbox(ctx, c, []instore.OutboxEvent{ev})
+	})
+}
+
+// HorizonBound is the highest event number that no running event writer
+// of the store can still take (oldestRunning), before the WAL flush that
+// tells it.
+func (db *DB) HorizonBound(ctx context.Context) (int64, error) {
+	xid, _, err := db.oldestRunning(ctx)
+	return xid<<toldShift - 1, err
+}
+
+// AdvanceToldOnce makes one attempt to raise the told horizon.
+func (db *DB) AdvanceToldOnce(ctx context.Context) error {
+	_, err := db.advanceToldOnce(ctx)
+	return err
+}

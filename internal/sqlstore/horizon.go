@@ -14,15 +14,18 @@ import (
 // could still commit below it, and that it is on disk:
 //
 //   - PostgreSQL: seq is the inserting transaction's id shifted left by 20
-//     bits (plus an order within it). Below the oldest transaction of the
-//     database still running (oldestRunning) every transaction has
-//     committed or never will, so every event numbered below its id<<20
-//     that will ever exist is visible to a later reader. The bound is told once the WAL up to the
-//     position read with it is flushed (pg_current_wal_flush_lsn): a relaxed
-//     commit (synchronous_commit off) is visible before it is on disk, and
-//     an event told, then lost in a crash, could have its number taken again.
-//     A transaction of the database left open holds the horizon (and the
-//     stream) back until it ends: docs/events.md.
+//     bits (plus an order within it). Below the oldest of the store's
+//     event-writing transactions still running (oldestRunning: the ones
+//     marked by a lock on events taken before their id) every transaction
+//     that could insert an event has committed or never will, so every
+//     event numbered below its id<<20 that will ever exist is visible to a
+//     later reader. The bound is told once the WAL up to the position read
+//     with it is flushed (pg_current_wal_flush_lsn): a relaxed commit
+//     (synchronous_commit off) is visible before it is on disk, and an
+//     event told, then lost in a crash, could have its number taken again.
+//     A store write transaction left open holds the horizon (and the
+//     stream) back until it ends; another application's transaction in the
+//     same database does not: docs/events.md.
 //   - SQLite: one writer commits in row id order. The bound is the highest
 //     number committed by a durable group commit (groupCommitter: its fsync
 //     flushes the relaxed writes before it too).
@@ -77,8 +80,8 @@ func (db *DB) advanceTold(ctx context.Context) error {
 }
 
 // toldWait bounds how long advanceTold waits for events committed above
-// the horizon: on PostgreSQL the oldest running transaction of the
-// database holds it.
+// the horizon: on PostgreSQL the oldest running event writer of the
+// store holds it.
 const toldWait = 5 * time.Second
 
 // advanceToldOnce makes one attempt and returns the highest number
@@ -128,24 +131,42 @@ func (db *DB) advanceToldOnce(ctx context.Context) (top int64, err error) {
 	return top, nil
 }
 
-// oldestRunning returns, on PostgreSQL, a transaction id below which every
-// transaction of this database has ended (the oldest one running, or the
-// next to be given when none runs), and the highest event number committed.
-// The snapshot (its xmax) is taken before the running ones are read from
-// pg_locks (each transaction holds the lock of its own id until it ends):
-// one that took an id before the snapshot and still runs is in pg_locks; one
-// that ended since is seen by every later reader. Only this database's
-// transactions count (a long one in another database of the cluster does
-// not hold the stream back); prepared transactions (two-phase commit,
-// which instore does not use) would not be seen.
+// oldestRunning returns, on PostgreSQL, a transaction id below which no
+// transaction that may write events still runs (the oldest such one
+// running, or the next id to be given when none runs), and the highest
+// event number committed.
+//
+// Only the store's event writers count: every write transaction of the
+// store takes a ROW EXCLUSIVE lock on events (its mark) before it takes an
+// id (writeTx's beginWriter; a single statement that inserts events locks
+// the table when it is planned, before it runs), and a transaction holds
+// it to its end. Another transaction of the database (a bulk load, another
+// application's job) never inserts events and does not hold the horizon.
+//
+// Why no event is missed: an event numbered X<<20+k is inserted by the
+// transaction with id X. The snapshot (its xmax) is taken first, when the
+// statement starts; the marks (pg_locks) and the ids of their holders
+// (pg_stat_activity's backend_xid, read from the transaction's own slot,
+// set when the id is given) are read after it. If X >= xmax, the bound is
+// at most xmax<<20-1, below the event. If X < xmax, X was given before the
+// snapshot, so its transaction already held the mark then: either it ended
+// before the marks were read (committed or not, every later reader sees
+// its outcome), or it is seen holding the mark with its id X, and the
+// bound stays below X<<20. A holder read with no id, or with an id given
+// after the snapshot, has or will have an id >= xmax. (The id's own lock
+// in pg_locks is not used: it is taken a moment after the id is given.)
+// Only this database's events table counts (the relation's oid and the
+// database's); prepared transactions (two-phase commit, which instore does
+// not use) would not be seen.
 func (db *DB) oldestRunning(ctx context.Context) (xid, top int64, err error) {
 	var next int64
 	var oldest sql.NullInt64
 	err = db.reader.QueryRowContext(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint,
 		COALESCE((SELECT MAX(seq) FROM events), 0),
-		(SELECT MIN(l.transactionid::text::bigint) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-			WHERE l.locktype = 'transactionid' AND l.mode = 'ExclusiveLock' AND l.granted
-			AND a.datid = (SELECT oid FROM pg_database WHERE datname = current_database()))`).Scan(&next, &top, &oldest)
+		(SELECT MIN(a.backend_xid::text::bigint) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+			WHERE l.locktype = 'relation' AND l.relation = 'events'::regclass
+			AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+			AND l.mode NOT IN ('AccessShareLock', 'RowShareLock') AND a.backend_xid IS NOT NULL)`).Scan(&next, &top, &oldest)
 	if err != nil || !oldest.Valid {
 		return next, top, err
 	}

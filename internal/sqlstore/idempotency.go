@@ -19,10 +19,23 @@ import (
 // On PostgreSQL the insert runs on its own (autocommit: one round trip for a
 // first request) and a taken key is read after it; a record deleted between
 // the two (expired) is inserted again.
+//
+// The claim is a relaxed write (relaxedWrite: it does not wait for the
+// disk). A crash of the database may lose it only with what committed
+// after it that had not reached the disk either: the WAL is written and
+// flushed in order, so the durable creation that ties the record to its
+// transaction (CreateTransaction) brings the claim to the disk with it.
+// A claim lost alone is a request that created nothing: its retry claims
+// the key again and runs, as after a claim that was abandoned.
 func (db *DB) BeginIdempotency(ctx context.Context, rec *instore.IdempotencyRecord) (*instore.IdempotencyRecord, error) {
 	if db.group == nil {
 		for range 3 {
-			inserted, err := insertIdempotencyIfAbsent(ctx, conn{d: db.d, q: db.writer}, rec)
+			var inserted bool
+			err := db.relaxedWrite(ctx, func(c conn) error {
+				var err error
+				inserted, err = insertIdempotencyIfAbsent(ctx, c, rec)
+				return err
+			})
 			if err != nil {
 				return nil, db.conflictErr("begin idempotency", err)
 			}
@@ -37,7 +50,7 @@ func (db *DB) BeginIdempotency(ctx context.Context, rec *instore.IdempotencyReco
 		return nil, fmt.Errorf("begin idempotency: %w (the key's record keeps disappearing)", instore.ErrConflict)
 	}
 	var existing *instore.IdempotencyRecord
-	err := db.update(ctx, func(c conn) error {
+	err := db.relaxedWrite(ctx, func(c conn) error {
 		inserted, err := insertIdempotencyIfAbsent(ctx, c, rec)
 		if err != nil {
 			return c.conflictErr("begin idempotency", err)
@@ -58,6 +71,13 @@ func (db *DB) BeginIdempotency(ctx context.Context, rec *instore.IdempotencyReco
 // attempt. A missing record, or one of another attempt, is
 // instore.ErrNotFound; a completed one is instore.ErrConflict (the first
 // response is the one replayed).
+//
+// The response of a record tied to the transaction its request created is
+// a relaxed write, one statement: lost in a crash of the database, the
+// record is still tied and running, and a retry answers about that
+// transaction (never a second one), as after a crash before the response
+// was stored. Any other response waits for the disk: a retry of a request
+// that did something else must not run it again.
 func (db *DB) CompleteIdempotency(ctx context.Context, merchantID, key, attempt string, status int, header map[string]string, body []byte) error {
 	if status <= 0 {
 		// status_code NULL (StatusCode 0) means running.
@@ -67,10 +87,21 @@ func (db *DB) CompleteIdempotency(ctx context.Context, merchantID, key, attempt 
 	if err != nil {
 		return err
 	}
+	const complete = `UPDATE idempotency_keys SET status_code = ?, response_headers = ?, response_body = ?
+			WHERE merchant_id = ? AND key = ? AND attempt = ? AND status_code IS NULL`
+	args := []any{status, headers, body, merchantID, key, attempt}
+	var tied int64
+	if err := db.relaxedWrite(ctx, func(c conn) error {
+		tied, err = c.execAffected(ctx, complete+` AND transaction_id IS NOT NULL`, args...)
+		return err
+	}); err != nil {
+		return fmt.Errorf("complete idempotency: %w", err)
+	}
+	if tied > 0 {
+		return nil
+	}
 	return db.update(ctx, func(c conn) error {
-		n, err := c.execAffected(ctx, `UPDATE idempotency_keys SET status_code = ?, response_headers = ?, response_body = ?
-			WHERE merchant_id = ? AND key = ? AND attempt = ? AND status_code IS NULL`,
-			status, headers, body, merchantID, key, attempt)
+		n, err := c.execAffected(ctx, complete, args...)
 		if err != nil {
 			return fmt.Errorf("complete idempotency: %w", err)
 		}

@@ -77,6 +77,8 @@ type DB struct {
 	// reported is how far SequenceEvents has reported (it wakes readers).
 	told, reported atomic.Int64
 	pending        toldState
+	// commits counts the write transactions committed (commits.go).
+	commits commitCounts
 }
 
 // Open opens the store named by dsn and applies pending migrations. A dsn
@@ -270,21 +272,10 @@ func (db *DB) read() conn { return conn{d: db.d, q: db.reader, pool: db.readerSt
 // too, which it must not depend on.
 func (db *DB) update(ctx context.Context, fn func(c conn) error) error {
 	if db.group != nil {
-		return db.group.do(ctx, fn)
-	}
-	tx, err := db.writer.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
+		return db.counted(false, db.group.do(ctx, fn))
 	}
 	// PostgreSQL (SQLite's writes all go through the group committer).
-	if err := fn(conn{d: db.d, q: tx}); err != nil {
-		tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
+	return db.counted(false, db.writeTx(ctx, db.writer, fn))
 }
 
 // updateOutbox is update that also inserts evs, the integrator events of
@@ -327,7 +318,7 @@ func (db *DB) single(ctx context.Context, fn func(c conn) error) error {
 	if db.group != nil {
 		return db.update(ctx, fn)
 	}
-	return fn(conn{d: db.d, q: db.writer})
+	return db.counted(false, fn(conn{d: db.d, q: db.writer}))
 }
 
 // conflictErr turns a unique or foreign-key violation of op into a wrapped

@@ -152,9 +152,9 @@ func (db *DB) commitRelaxed(ctx context.Context, ch *instore.Change) error {
 	var err error
 	switch {
 	case db.group != nil:
-		err = db.group.doRelaxed(ctx, func(c conn) error { return updateProgress(ctx, c, ch) })
+		err = db.counted(true, db.group.doRelaxed(ctx, func(c conn) error { return updateProgress(ctx, c, ch) }))
 	case oneStatement(ch):
-		err = updateProgress(ctx, conn{d: db.d, q: db.relaxed}, ch)
+		err = db.counted(true, updateProgress(ctx, conn{d: db.d, q: db.relaxed}, ch))
 	default:
 		err = db.update(ctx, func(c conn) error { return updateProgress(ctx, c, ch) })
 	}

@@ -1,0 +1,33 @@
+package sqlstore
+
+import "sync/atomic"
+
+// commitCounts counts the write transactions of a store that committed:
+// durable ones (answered once on disk: PostgreSQL's writer pool, SQLite's
+// FULL group commits) and relaxed ones (answered before: PostgreSQL's
+// synchronous_commit off, SQLite's NORMAL commits of a FULL store). On
+// SQLite each write counts, not each group commit that holds several (they
+// share one fsync). A write that finds nothing to change counts too.
+type commitCounts struct {
+	durable, relaxed atomic.Int64
+}
+
+// counted counts a write that ended with err (relaxed: it did not wait
+// for the disk) and returns err.
+func (db *DB) counted(relaxed bool, err error) error {
+	switch {
+	case err != nil:
+	case relaxed:
+		db.commits.relaxed.Add(1)
+	default:
+		db.commits.durable.Add(1)
+	}
+	return err
+}
+
+// Commits returns how many durable and relaxed write transactions the
+// store has committed since it was opened (the load tool's commits per
+// life, through the metric instore_store_commits_total).
+func (db *DB) Commits() (durable, relaxed int64) {
+	return db.commits.durable.Load(), db.commits.relaxed.Load()
+}

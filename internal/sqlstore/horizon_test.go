@@ -1,0 +1,121 @@
+package sqlstore_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/sqlstore"
+)
+
+// TestHorizonCountsEventWriters: on PostgreSQL the told horizon is held
+// back by the store's own event-writing transactions only. A long write
+// transaction of another application in the same database does not hold
+// the stream; a slow store write transaction that took its id before
+// later events committed holds them back (even before it inserted its
+// event) until it commits, and the stream then shows every event in order.
+func TestHorizonCountsEventWriters(t *testing.T) {
+	skipWithoutPostgres(t)
+	dsn := freshPostgres(t)
+	db := mustOpen(t, dsn, sqlstore.Options{})
+	ctx := t.Context()
+	raw := rawOpen(t, "pgx", dsn)
+	if _, err := raw.ExecContext(ctx, `CREATE TABLE foreign_load (n INT)`); err != nil {
+		t.Fatal(err)
+	}
+	// Another application's long write transaction: it has an id older
+	// than every event below.
+	foreign, err := raw.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer foreign.Rollback()
+	if _, err := foreign.ExecContext(ctx, `INSERT INTO foreign_load VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+
+	ev := func(terminal string) instore.OutboxEvent {
+		return instore.OutboxEvent{MerchantID: "mer_h", TerminalID: terminal, Type: instore.EventTerminalOnline,
+			At: time.Unix(1_800_000_000, 0).UTC(), Data: []byte(`{}`)}
+	}
+	shown := func() []string {
+		t.Helper()
+		evs, err := db.ListEvents(ctx, instore.EventFilter{MerchantID: "mer_h", Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for i, e := range evs {
+			if i > 0 && e.Seq <= evs[i-1].Seq {
+				t.Errorf("events out of order: %d after %d", e.Seq, evs[i-1].Seq)
+			}
+			got = append(got, e.TerminalID)
+		}
+		return got
+	}
+	seqOf := func(terminal string) int64 {
+		t.Helper()
+		var seq int64
+		if err := raw.QueryRowContext(ctx, `SELECT seq FROM events WHERE terminal_id = $1`, terminal).Scan(&seq); err != nil {
+			t.Fatal(err)
+		}
+		return seq
+	}
+
+	if err := db.AppendEvents(ctx, []instore.OutboxEvent{ev("c")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SequenceEvents(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	if got := shown(); !slices.Equal(got, []string{"c"}) {
+		t.Fatalf("with a foreign write transaction open, the stream shows %q, want [c]", got)
+	}
+
+	// A slow store write: its id is taken before b's, its event inserted
+	// after b committed.
+	held, release, errc := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		errc <- db.HoldEventWrite(context.WithoutCancel(ctx), func() { close(held) }, release, ev("a"))
+	}()
+	select {
+	case <-held:
+	case err := <-errc:
+		t.Fatal(err)
+	}
+	if err := db.AppendEvents(ctx, []instore.OutboxEvent{ev("b")}); err != nil {
+		close(release)
+		t.Fatal(err)
+	}
+	bound, err := db.HorizonBound(ctx)
+	if err != nil {
+		close(release)
+		t.Fatal(err)
+	}
+	if b := seqOf("b"); bound >= b {
+		close(release)
+		t.Fatalf("horizon bound %d reached b (%d) while a transaction with an older id could still insert an event", bound, b)
+	}
+	if err := db.AdvanceToldOnce(ctx); err != nil {
+		close(release)
+		t.Fatal(err)
+	}
+	if got := shown(); !slices.Equal(got, []string{"c"}) {
+		t.Errorf("while the slow writer runs, the stream shows %q, want [c]", got)
+	}
+	close(release)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if seqOf("a") >= seqOf("b") {
+		t.Errorf("a (%d) numbered after b (%d): a's id is the older", seqOf("a"), seqOf("b"))
+	}
+	if _, err := db.SequenceEvents(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	if got := shown(); !slices.Equal(got, []string{"c", "a", "b"}) {
+		t.Errorf("after the slow writer committed, the stream shows %q, want [c a b]", got)
+	}
+}
