@@ -51,6 +51,13 @@ func BackupSQLite(ctx context.Context, src, dst string) (version int, err error)
 	}
 	tmp := dst + ".partial-" + strconv.Itoa(os.Getpid())
 	_ = os.Remove(tmp)
+	// Created empty first (VACUUM INTO fills an empty file) to be the
+	// owner's only: the copy holds digests of secrets and payment records.
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return 0, fmt.Errorf("backup: %w", err)
+	}
+	f.Close()
 	defer func() {
 		if err != nil {
 			removeDatabase(tmp)

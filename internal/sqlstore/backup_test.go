@@ -53,6 +53,9 @@ func TestBackupWhileWriting(t *testing.T) {
 	if _, err := sqlstore.BackupSQLite(ctx, src, dst); err == nil || !strings.Contains(err.Error(), "exists") {
 		t.Errorf("a second backup to the same file = %v, want refused", err)
 	}
+	if fi, err := os.Stat(dst); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the backup's mode: %v, %v; want 0600 (it holds digests of secrets)", fi, err)
+	}
 	entries, _ := os.ReadDir(filepath.Dir(dst))
 	if len(entries) != 1 {
 		t.Errorf("the backup's directory holds %d files, want only the backup", len(entries))
