@@ -98,3 +98,6 @@ func (db *DB) ExecForTest(ctx context.Context, query string, args ...any) error 
 		return err
 	})
 }
+
+// RebindPostgres is q, written with ? placeholders, as PostgreSQL takes it.
+func RebindPostgres(q string) string { return newPostgres().rebind(q) }

@@ -127,6 +127,7 @@ const benchPendingDeliveries = 100
 // when those change, change them here (the benchmarks themselves go
 // through instore.Store).
 func seedEvents(b testing.TB, db *sqlstore.DB, driver, dsn string) (top int64, webhookID string) {
+	b.Helper()
 	ctx := context.Background()
 	w := &instore.Webhook{ID: "whk_bench", MerchantID: "mer_bench", URL: "https://example.com/hook",
 		Status: instore.WebhookEnabled, Secret: "whsec_bench", CreatedAt: benchEnd.Add(-benchDays * 24 * time.Hour)}
@@ -134,32 +135,43 @@ func seedEvents(b testing.TB, db *sqlstore.DB, driver, dsn string) (top int64, w
 		b.Fatal(err)
 	}
 	raw := rawOpen(b, driver, dsn)
-	for _, q := range []string{
-		`INSERT INTO events (seq, merchant_id, type, terminal_id, created_at, data)
-			SELECT ROW_NUMBER() OVER (ORDER BY created_at, id), merchant_id, 'transaction.final', terminal_id, completed_at,
-				'{"onlineAPIRefId":"' || id || '","terminalId":"' || terminal_id || '","result":' || COALESCE(result, 'null') || '}'
-			FROM transactions ORDER BY created_at, id`,
-		`INSERT INTO webhook_deliveries (webhook_id, event_seq, status, attempts, next_at, lease_until, created_at, done_at)
-			SELECT 'whk_bench', seq, 'succeeded', 1, created_at, 0, created_at, created_at FROM events
-			WHERE seq <= (SELECT MAX(seq) FROM events) - ` + fmt.Sprint(benchPendingDeliveries),
-		`INSERT INTO webhook_deliveries (webhook_id, event_seq, status, attempts, next_at, lease_until, created_at)
-			SELECT 'whk_bench', seq, 'pending', 0, created_at, 0, created_at FROM events
-			WHERE seq > (SELECT MAX(seq) FROM events) - ` + fmt.Sprint(benchPendingDeliveries),
-		`UPDATE webhooks SET fanned_seq = (SELECT MAX(seq) FROM events)`,
-	} {
-		if _, err := raw.ExecContext(ctx, q); err != nil {
+	exec := func(q string, args ...any) int64 {
+		b.Helper()
+		if driver == "pgx" {
+			q = sqlstore.RebindPostgres(q)
+		}
+		res, err := raw.ExecContext(ctx, q, args...)
+		if err != nil {
 			b.Fatalf("seed events: %v\n%s", err, q)
 		}
+		n, _ := res.RowsAffected()
+		return n
 	}
+	// A day at a time (and a statement of its own each): one statement of
+	// 10,000,000 rows would grow SQLite's WAL to the table's size.
+	start := benchEnd.Add(-benchDays * 24 * time.Hour)
+	for d := range benchDays + 1 {
+		from, to := start.Add(time.Duration(d)*24*time.Hour), start.Add(time.Duration(d+1)*24*time.Hour)
+		top += exec(`INSERT INTO events (seq, merchant_id, type, terminal_id, created_at, data)
+			SELECT ? + ROW_NUMBER() OVER (ORDER BY created_at, id), merchant_id, 'transaction.final', terminal_id, completed_at,
+				'{"onlineAPIRefId":"' || id || '","terminalId":"' || terminal_id || '","result":' || COALESCE(result, 'null') || '}'
+			FROM transactions WHERE merchant_id = 'mer_bench' AND created_at >= ? AND created_at < ? ORDER BY created_at, id`,
+			top, from.UnixMicro(), to.UnixMicro())
+	}
+	const batch = 1_000_000
+	for lo := int64(0); lo < top; lo += batch {
+		exec(`INSERT INTO webhook_deliveries (webhook_id, event_seq, status, attempts, next_at, lease_until, created_at, done_at)
+			SELECT 'whk_bench', seq, CASE WHEN seq > ? THEN 'pending' ELSE 'succeeded' END, 1, created_at, 0, created_at,
+				CASE WHEN seq > ? THEN NULL ELSE created_at END
+			FROM events WHERE seq > ? AND seq <= ?`, top-benchPendingDeliveries, top-benchPendingDeliveries, lo, lo+batch)
+	}
+	exec(`UPDATE webhooks SET fanned_seq = ?`, top)
 	if driver == "pgx" {
 		for _, t := range []string{"events", "webhook_deliveries"} {
 			if _, err := raw.ExecContext(ctx, "VACUUM ANALYZE "+t); err != nil {
 				b.Fatal(err)
 			}
 		}
-	}
-	if err := raw.QueryRowContext(ctx, `SELECT MAX(seq) FROM events`).Scan(&top); err != nil {
-		b.Fatal(err)
 	}
 	return top, w.ID
 }
