@@ -73,23 +73,36 @@ func TestBackupWhileWriting(t *testing.T) {
 }
 
 // TestRestoreReplacesAndKeeps restores a backup over a store that changed
-// since: the store is the backup's again, and the replaced one is kept
-// whole beside it.
+// since and was left as a crash leaves it (its last writes in its WAL):
+// the store is the backup's again, and the replaced one is kept whole
+// beside it, its WAL's writes included.
 func TestRestoreReplacesAndKeeps(t *testing.T) {
 	ctx := t.Context()
-	live := sqlitePath(t)
-	st := mustOpen(t, live, sqlstore.Options{})
+	running := sqlitePath(t)
+	st := mustOpen(t, running, sqlstore.Options{})
 	must(t, st.CreateCustomer(ctx, &instore.Customer{ID: "old", Name: "old"}))
 	backup := filepath.Join(t.TempDir(), "backup.db")
-	if _, err := sqlstore.BackupSQLite(ctx, live, backup); err != nil {
+	if _, err := sqlstore.BackupSQLite(ctx, running, backup); err != nil {
 		t.Fatal(err)
 	}
 	must(t, st.CreateCustomer(ctx, &instore.Customer{ID: "new", Name: "new"}))
-	must(t, st.Close())
+	// What a kill -9 leaves: the file and its WAL, not checkpointed.
+	live := sqlitePath(t)
+	for _, suffix := range []string{"", "-wal"} {
+		b, err := os.ReadFile(running + suffix)
+		must(t, err)
+		must(t, os.WriteFile(live+suffix, b, 0o600))
+	}
+	if fi, err := os.Stat(live + "-wal"); err != nil || fi.Size() == 0 {
+		t.Fatalf("the crashed store has no WAL to fold: %v", err)
+	}
 
 	kept, _, err := sqlstore.RestoreSQLite(ctx, backup, live)
 	if err != nil {
 		t.Fatalf("RestoreSQLite() = %v", err)
+	}
+	if _, err := os.Stat(live + "-wal"); err == nil {
+		t.Errorf("the replaced store's WAL is still beside the restored store")
 	}
 	for path, want := range map[string][]string{live: {"old"}, kept: {"new", "old"}} {
 		db := mustOpen(t, path, sqlstore.Options{})
