@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -187,7 +188,10 @@ func seedBench(b testing.TB, db *sqlstore.DB, driver, dsn string, n int) *benchF
 			return nil, nil
 		}
 		// Evenly spread and increasing, with jitter.
-		at := startUS + int64(i)*span/int64(n) + rng.Int64N(span/int64(n))
+		// i*span/n in 128 bits: i*span overflows 64 from 1,186,000 on.
+		hi, lo := bits.Mul64(uint64(i), uint64(span))
+		q, _ := bits.Div64(hi, lo, uint64(n))
+		at := startUS + int64(q) + rng.Int64N(span/int64(n))
 		var id [16]byte
 		binary.BigEndian.PutUint64(id[:8], uint64(at/1000)<<16|0x7000|uint64(rng.IntN(0x1000)))
 		binary.BigEndian.PutUint64(id[8:], rng.Uint64()&^(3<<62)|1<<63)
