@@ -34,11 +34,27 @@ func (a *adminFlags) open(ctx context.Context) (instore.Store, *admin.Admin, err
 	return st, admin.New(st), nil
 }
 
+// print prints a command's result v: as JSON with --json, for a person
+// otherwise.
+func (a *adminFlags) print(cmd *cobra.Command, v any) error {
+	w := cmd.OutOrStdout()
+	if a.json {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%s\n", b)
+		return nil
+	}
+	printHuman(w, v)
+	return nil
+}
+
 func newAdminCmd() *cobra.Command {
 	var af adminFlags
 	cmd := &cobra.Command{
 		Use:   "admin",
-		Short: "Manage customers, merchants, API clients, subscription keys, devices, terminal IDs and packages (talks to the store directly)",
+		Short: "Manage customers, merchants, API clients, subscription keys, devices, terminal IDs and packages; back up and restore a SQLite store (talks to the store directly)",
 		Long: `Manage accounts and credentials. Secrets (client secrets, subscription keys) are
 shown once, at creation, and stored only as SHA-256 digests.`,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error { return bindEnv(cmd) },
@@ -55,21 +71,11 @@ shown once, at creation, and stored only as SHA-256 digests.`,
 				return err
 			}
 			defer st.Close()
-			w := cmd.OutOrStdout()
-			v, err := fn(cmd.Context(), ad, w)
+			v, err := fn(cmd.Context(), ad, cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
-			if af.json {
-				b, err := json.Marshal(v)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(w, "%s\n", b)
-				return nil
-			}
-			printHuman(w, v)
-			return nil
+			return af.print(cmd, v)
 		}
 	}
 
@@ -320,6 +326,7 @@ computed with the key "instore serve" keeps in the store (or the one given by
 	fp.Flags().StringVar(&fingerprintKey, "log-fingerprint-key", "", "the key serve was given by --log-fingerprint-key, if it was (default: the key kept in the store); secret")
 
 	cmd.AddCommand(customerCmd, merchantCmd, clientCmd, keyCmd, deviceCmd, terminalCmd, packagesCmd, fp)
+	cmd.AddCommand(newBackupCmds(&af)...)
 	return cmd
 }
 

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -117,19 +116,12 @@ func openSQLite(ctx context.Context, path, synchronous string) (writer, reader *
 	}
 
 	dsn := func(extra ...string) string {
-		q := url.Values{}
-		q.Set("_busy_timeout", strconv.Itoa(sqliteBusyTimeout))
-		q.Set("_foreign_keys", "on")
-		q.Set("_synchronous", synchronous)
 		// Temporary files in memory: above all the statement journal of
 		// the group committer's savepoints (a write per page a job
 		// changes, to a temporary file otherwise: pwrite calls that were
 		// a sixth of the server's CPU under purchase load with webhooks).
-		q.Add("_pragma", "temp_store(memory)")
-		for i := 0; i+1 < len(extra); i += 2 {
-			q.Set(extra[i], extra[i+1])
-		}
-		return path + "?" + q.Encode()
+		return sqliteDSN(path, append([]string{"_foreign_keys", "on", "_synchronous", synchronous,
+			"_pragma", "temp_store(memory)"}, extra...)...)
 	}
 	writer, err = sql.Open("sqlite", dsn("_txlock", "immediate"))
 	if err != nil {

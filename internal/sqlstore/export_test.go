@@ -127,3 +127,6 @@ func (db *DB) AdvanceToldOnce(ctx context.Context) error {
 	_, err := db.advanceToldOnce(ctx)
 	return err
 }
+
+// RebindPostgres is q, written with ? placeholders, as PostgreSQL takes it.
+func RebindPostgres(q string) string { return newPostgres().rebind(q) }

@@ -22,10 +22,10 @@ func TestListForwardingPlan(t *testing.T) {
 				f := instore.TransactionFilter{MerchantID: "mer_bench", From: month, To: benchEnd, Limit: instore.DefaultListLimit,
 					Forwarding: instore.ForwardQueued}
 				if i&1 != 0 {
-					f.TerminalID = fx.terminals[3]
+					f.TerminalID = fx.Terminals[3]
 				}
 				if i&2 != 0 {
-					f.After = &fx.deep
+					f.After = &fx.Deep
 				}
 				plan, err := db.ExplainListTransactions(t.Context(), f)
 				if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -29,13 +30,18 @@ const (
 	benchTerminals = 10
 )
 
-// BenchmarkListTransactions measures ListTransactions over a merchant with
-// $INSTORE_BENCH_TRANSACTIONS (default 10000) transactions over 10 terminal
-// IDs and 90 days, on SQLite and, with $INSTORE_TEST_DATABASE_URL, on
-// PostgreSQL, each a fresh database seeded in bulk outside the timer: one
-// transaction with a prepared INSERT on SQLite, COPY on PostgreSQL
-// (followed by VACUUM ANALYZE, which autovacuum would do). Each query is a
-// page of at most 100. With -v it logs each query's plan.
+// BenchmarkListTransactions measures what must cost the same however
+// large the store grows, over a merchant with $INSTORE_BENCH_TRANSACTIONS
+// (default 10000) transactions over 10 terminal IDs and 90 days, each with
+// an integrator event and its webhook delivery, on SQLite and, with
+// $INSTORE_TEST_DATABASE_URL, on PostgreSQL: ListTransactions (a page of
+// at most 100 by each filter), a status lookup by id, the event stream's
+// replay (ListEvents), a webhook delivery's claim (benchEvents) and a
+// terminal ID's PENDING transaction. The store is seeded in bulk outside
+// the timer (transactions: one transaction of prepared INSERTs on SQLite,
+// COPY on PostgreSQL, followed by VACUUM ANALYZE, which autovacuum would
+// do; events and deliveries: INSERT ... SELECT) and kept for the next run
+// of the same size (cachedBench). With -v it logs each listing's plan.
 //
 //	INSTORE_BENCH_TRANSACTIONS=1000000 go test -run='^$' -bench=BenchmarkListTransactions ./internal/sqlstore/
 func BenchmarkListTransactions(b *testing.B) {
@@ -50,11 +56,11 @@ func BenchmarkListTransactions(b *testing.B) {
 				f    instore.TransactionFilter
 			}{
 				{"first-page-24h", instore.TransactionFilter{From: benchEnd.Add(-24 * time.Hour), To: benchEnd}},
-				{"deep-page-cursor", instore.TransactionFilter{From: month, To: benchEnd, After: &fx.deep}},
-				{"terminal", instore.TransactionFilter{From: month, To: benchEnd, TerminalID: fx.terminals[3]}},
+				{"deep-page-cursor", instore.TransactionFilter{From: month, To: benchEnd, After: &fx.Deep}},
+				{"terminal", instore.TransactionFilter{From: month, To: benchEnd, TerminalID: fx.Terminals[3]}},
 				{"status", instore.TransactionFilter{From: month, To: benchEnd, StatusID: ptr(instore.StatusTransactionDeclined)}},
-				{"ecr-reference", instore.TransactionFilter{From: month, To: benchEnd, ECRReference: fx.ecrReference}},
-				{"terminal-status", instore.TransactionFilter{From: month, To: benchEnd, TerminalID: fx.terminals[3], StatusID: ptr(instore.StatusTransactionDeclined)}},
+				{"ecr-reference", instore.TransactionFilter{From: month, To: benchEnd, ECRReference: fx.ECRReference}},
+				{"terminal-status", instore.TransactionFilter{From: month, To: benchEnd, TerminalID: fx.Terminals[3], StatusID: ptr(instore.StatusTransactionDeclined)}},
 			} {
 				q.f.MerchantID, q.f.Limit = "mer_bench", instore.DefaultListLimit
 				b.Run(q.name, func(b *testing.B) {
@@ -88,7 +94,7 @@ func BenchmarkListTransactions(b *testing.B) {
 				ctx := context.Background()
 				i := 0
 				for b.Loop() {
-					id := fx.ids[i%len(fx.ids)]
+					id := fx.IDs[i%len(fx.IDs)]
 					i++
 					t, err := db.Transaction(ctx, id)
 					if err != nil {
@@ -99,11 +105,12 @@ func BenchmarkListTransactions(b *testing.B) {
 					}
 				}
 			})
+			benchEvents(b, db, fx)
 			b.Run("active-by-terminal", func(b *testing.B) {
 				ctx := context.Background()
 				i := 0
 				for b.Loop() {
-					term := fx.terminals[i%len(fx.terminals)]
+					term := fx.Terminals[i%len(fx.Terminals)]
 					i++
 					if _, err := db.ActiveTransaction(ctx, term); err != nil && !errors.Is(err, instore.ErrNotFound) {
 						b.Fatalf("ActiveTransaction(%s) = %v", term, err)
@@ -120,10 +127,12 @@ func ptr[T any](v T) *T { return &v }
 // way through the last 30 days, an ECR reference of one transaction
 // in them, and the ids of about 1000 transactions spread over all of them.
 type benchFixture struct {
-	terminals    []string
-	deep         instore.TransactionCursor
-	ecrReference string
-	ids          []string
+	Terminals    []string
+	Deep         instore.TransactionCursor
+	ECRReference string
+	IDs          []string
+	// TopEvent is the newest event's number (seedEvents).
+	TopEvent int64
 }
 
 // benchColumns are the columns seedBench fills.
@@ -164,7 +173,7 @@ func seedBench(b testing.TB, db *sqlstore.DB, driver, dsn string, n int) *benchF
 		if err := db.AllocateTerminalID(ctx, t); err != nil {
 			b.Fatal(err)
 		}
-		fx.terminals = append(fx.terminals, t.TerminalID)
+		fx.Terminals = append(fx.Terminals, t.TerminalID)
 	}
 
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -179,7 +188,10 @@ func seedBench(b testing.TB, db *sqlstore.DB, driver, dsn string, n int) *benchF
 			return nil, nil
 		}
 		// Evenly spread and increasing, with jitter.
-		at := startUS + int64(i)*span/int64(n) + rng.Int64N(span/int64(n))
+		// i*span/n in 128 bits: i*span overflows 64 from 1,186,000 on.
+		hi, lo := bits.Mul64(uint64(i), uint64(span))
+		q, _ := bits.Div64(hi, lo, uint64(n))
+		at := startUS + int64(q) + rng.Int64N(span/int64(n))
 		var id [16]byte
 		binary.BigEndian.PutUint64(id[:8], uint64(at/1000)<<16|0x7000|uint64(rng.IntN(0x1000)))
 		binary.BigEndian.PutUint64(id[8:], rng.Uint64()&^(3<<62)|1<<63)
@@ -214,17 +226,17 @@ func seedBench(b testing.TB, db *sqlstore.DB, driver, dsn string, n int) *benchF
 			result, resultMessageID = benchResult, fmt.Sprintf("msg-%d", i)
 		}
 		if at <= deepAt {
-			fx.deep = instore.TransactionCursor{CreatedAt: time.UnixMicro(at).UTC(), ID: txnID}
+			fx.Deep = instore.TransactionCursor{CreatedAt: time.UnixMicro(at).UTC(), ID: txnID}
 		}
-		if fx.ecrReference == "" && at >= ecrAt && ecr != nil {
-			fx.ecrReference = ecr.(string)
+		if fx.ECRReference == "" && at >= ecrAt && ecr != nil {
+			fx.ECRReference = ecr.(string)
 		}
 		if i%max(1, n/1000) == 0 {
-			fx.ids = append(fx.ids, txnID)
+			fx.IDs = append(fx.IDs, txnID)
 		}
 		i++
 		return []any{
-			txnID, "mer_bench", fx.terminals[term], fmt.Sprintf("SN-%d", term), typ, int64(100 + rng.IntN(100000)),
+			txnID, "mer_bench", fx.Terminals[term], fmt.Sprintf("SN-%d", term), typ, int64(100 + rng.IntN(100000)),
 			int64(0), int64(rng.IntN(2000)), "SEK", int64(rng.IntN(3)), ecr, rng.IntN(2) == 0, int64(status),
 			errorID, instore.ProgressFinal, int64(3), original, result, resultMessageID, true, at,
 			at + 800_000, at + 60_000_000, at + 9_000_000,
@@ -246,32 +258,36 @@ func seedBench(b testing.TB, db *sqlstore.DB, driver, dsn string, n int) *benchF
 		return fx
 	}
 
+	// In transactions of 200,000 rows: one of 10,000,000 would grow the
+	// WAL to the database's size before its checkpoint.
 	raw := rawOpen(b, driver, dsn)
-	tx, err := raw.BeginTx(ctx, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tx.Rollback()
-	stmt, err := tx.PrepareContext(ctx, "INSERT INTO transactions ("+strings.Join(benchColumns, ", ")+
-		") VALUES (?"+strings.Repeat(", ?", len(benchColumns)-1)+")")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer stmt.Close()
-	for {
-		row, err := next()
+	insert := "INSERT INTO transactions (" + strings.Join(benchColumns, ", ") +
+		") VALUES (?" + strings.Repeat(", ?", len(benchColumns)-1) + ")"
+	for more := true; more; {
+		tx, err := raw.BeginTx(ctx, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if row == nil {
-			break
+		stmt, err := tx.PrepareContext(ctx, insert)
+		if err != nil {
+			b.Fatal(err)
 		}
-		if _, err := stmt.ExecContext(ctx, row...); err != nil {
-			b.Fatalf("insert transaction: %v", err)
+		for range 200_000 {
+			row, err := next()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if more = row != nil; !more {
+				break
+			}
+			if _, err := stmt.ExecContext(ctx, row...); err != nil {
+				b.Fatalf("insert transaction: %v", err)
+			}
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		b.Fatal(err)
+		stmt.Close()
+		if err := tx.Commit(); err != nil {
+			b.Fatal(err)
+		}
 	}
 	return fx
 }
@@ -291,7 +307,7 @@ func TestListTransactionsPlan(t *testing.T) {
 				f := instore.TransactionFilter{MerchantID: "mer_bench", From: month, To: benchEnd, Limit: instore.DefaultListLimit}
 				var want []string
 				if i&1 != 0 {
-					f.TerminalID = fx.terminals[3]
+					f.TerminalID = fx.Terminals[3]
 					want = append(want, "terminal_id=?")
 				}
 				if i&2 != 0 {
@@ -299,11 +315,11 @@ func TestListTransactionsPlan(t *testing.T) {
 					want = append(want, "status_id=?")
 				}
 				if i&4 != 0 {
-					f.ECRReference = fx.ecrReference
+					f.ECRReference = fx.ECRReference
 					want = []string{"ecr_reference=?"}
 				}
 				if i&8 != 0 {
-					f.After = &fx.deep
+					f.After = &fx.Deep
 				}
 				plan, err := db.ExplainListTransactions(t.Context(), f)
 				if err != nil {
