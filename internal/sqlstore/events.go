@@ -149,7 +149,7 @@ func (db *DB) ExpireEvents(ctx context.Context, before time.Time) (int, error) {
 		// is kept too (a disabled one holds nothing: enabled again, it
 		// resumes with what is still kept).
 		expired := `created_at < ? AND merchant_id IS NOT NULL AND seq <= ?
-			AND seq NOT IN (SELECT event_seq FROM webhook_deliveries)
+			AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_seq = events.seq)
 			AND seq < (SELECT MAX(seq) FROM events WHERE merchant_id IS NOT NULL AND seq <= ?)
 			AND NOT EXISTS (SELECT 1 FROM webhooks w WHERE w.merchant_id = events.merchant_id
 				AND w.status = 'enabled' AND w.deleted_at IS NULL AND w.fanned_seq < events.seq)`
