@@ -58,6 +58,10 @@ const (
 	DefaultRescan    = 5 * time.Second
 )
 
+// sessionConns bounds a node's connections for its sessions and wake-ups
+// (besides the heartbeat's one and the listener's).
+const sessionConns = 8
+
 // gatherWindow is how long the sender gathers wake-ups into one NOTIFY.
 const gatherWindow = 2 * time.Millisecond
 
@@ -95,6 +99,7 @@ type Node struct {
 	cfg     Config
 	id      string
 	pool    *pgxpool.Pool
+	beats   *pgxpool.Pool // the heartbeat's one connection
 	channel string
 	local   Local
 	svc     *service.Service
@@ -159,19 +164,33 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, errors.New("cluster: invalid postgres URL (not repeated here: it may hold a password)")
 	}
-	// Heartbeats, sessions, wake-ups: a few short statements a second.
-	pc.MaxConns = 2
+	// The heartbeat has a connection of its own: queued behind a
+	// reconnect storm's session claims it would miss Dead, and the node
+	// would drop every session it holds, which makes the next storm.
+	bc := pc.Copy()
+	bc.MaxConns = 1
+	// Sessions (a claim per hello, a release per end, the epoch and
+	// owner reads) and wake-ups: each a short statement, a claim and a
+	// release a commit of their own, so a storm's rate is about
+	// sessionConns commits at a time.
+	pc.MaxConns = sessionConns
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
+		return nil, fmt.Errorf("cluster: connect: %w", err)
+	}
+	beats, err := pgxpool.NewWithConfig(ctx, bc)
+	if err != nil {
+		pool.Close()
 		return nil, fmt.Errorf("cluster: connect: %w", err)
 	}
 	var schema string
 	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
 		pool.Close()
+		beats.Close()
 		return nil, fmt.Errorf("cluster: current schema: %w", err)
 	}
 	n := &Node{
-		cfg: cfg, id: id, pool: pool, channel: channelName(schema), svc: cfg.Service,
+		cfg: cfg, id: id, pool: pool, beats: beats, channel: channelName(schema), svc: cfg.Service,
 		log: cfg.Logger.With("node", id), epochs: map[string]int64{}, waking: map[string]bool{}, since: map[string]time.Time{},
 		outbox: make(chan string, 4096),
 	}
@@ -247,12 +266,13 @@ func (n *Node) Close() {
 		n.log.Warn("cluster: deregister node", "error", err)
 	}
 	n.pool.Close()
+	n.beats.Close()
 }
 
 // beat records the node's heartbeat and counts the other live nodes.
 func (n *Node) beat(ctx context.Context) error {
 	var peers int64
-	err := n.pool.QueryRow(ctx, `WITH b AS (
+	err := n.beats.QueryRow(ctx, `WITH b AS (
 			INSERT INTO cluster_nodes (id, started_at, beat_at, draining) VALUES ($1, now(), now(), $2)
 			ON CONFLICT (id) DO UPDATE SET beat_at = now(), draining = EXCLUDED.draining)
 		SELECT count(*) FROM cluster_nodes WHERE id <> $1 AND beat_at > now() - make_interval(secs => $3)`,

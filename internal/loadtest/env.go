@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -567,9 +566,6 @@ func (c *child) stop(timeout time.Duration) {
 		<-c.done
 	}
 }
-
-// discardLogger is the virtual terminals' logger.
-var discardLogger = slog.New(slog.DiscardHandler)
 
 // webhookReceiver reports whether the run's webhooks go to the receiver
 // of this process (on loopback).

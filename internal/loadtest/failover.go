@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"path/filepath"
@@ -146,10 +147,12 @@ func (e *env) startFleet(ctx context.Context, urls func(i int) []string, bmin, b
 	var wg sync.WaitGroup
 	stop = func() { cancel(); wg.Wait() }
 	vts := make([]*sim.Terminal, len(e.devices))
+	fl := newFleetLog()
+	logger := slog.New(fl)
 	for i, d := range e.devices {
 		vt, err := sim.New(sim.Config{
 			GatewayURLs: urls(i), SerialNumber: d.serial, Secret: d.secret,
-			Model: instore.ModelCountertop, SoftwareVersion: sim.DefaultSoftwareVersion, Logger: discardLogger,
+			Model: instore.ModelCountertop, SoftwareVersion: sim.DefaultSoftwareVersion, Logger: logger,
 			BackoffMin: bmin, BackoffMax: bmax,
 		})
 		if err != nil {
@@ -160,20 +163,39 @@ func (e *env) startFleet(ctx context.Context, urls func(i int) []string, bmin, b
 		wg.Add(1)
 		go func() { defer wg.Done(); vt.Run(ctx) }()
 	}
-	deadline := time.Now().Add(within)
+	start := time.Now()
+	deadline, report := start.Add(within), start.Add(15*time.Second)
+	online := 0
+	for online < len(vts) {
+		if s := vts[online].State(); s.Online && s.TerminalID != "" {
+			online++
+			continue
+		}
+		if now := time.Now(); now.After(report) {
+			e.logf("fleet: %d of %d virtual terminals online and linked after %s; their session ends so far:%s",
+				countOnline(vts), len(vts), now.Sub(start).Round(time.Second), fl.top(5))
+			report = now.Add(15 * time.Second)
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			n := countOnline(vts)
+			stop()
+			return nil, fmt.Errorf("%d of %d virtual terminals online and linked within %s; their session ends:%s", n, len(vts), within, fl.top(8))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.logf("fleet: %d virtual terminals online and linked in %s", len(vts), time.Since(start).Round(time.Millisecond))
+	return stop, nil
+}
+
+// countOnline counts the virtual terminals online and linked.
+func countOnline(vts []*sim.Terminal) int {
+	n := 0
 	for _, vt := range vts {
-		for {
-			if s := vt.State(); s.Online && s.TerminalID != "" {
-				break
-			}
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				stop()
-				return nil, fmt.Errorf("virtual terminal %s not online and linked within %s", vt.State().SerialNumber, within)
-			}
-			time.Sleep(10 * time.Millisecond)
+		if s := vt.State(); s.Online && s.TerminalID != "" {
+			n++
 		}
 	}
-	return stop, nil
+	return n
 }
 
 // purchaseAgain has one ECR per terminal of victims try a purchase through

@@ -62,6 +62,7 @@ func Run(t *testing.T, open func(t *testing.T) instore.Store) {
 		{"Deliveries", deliveryTests},
 		{"DeliveryRuns", deliveryRunTests},
 		{"Batch", batchTests},
+		{"Session", sessionTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
