@@ -46,13 +46,30 @@ func Schema(tb testing.TB, prefix string) string {
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if _, err := admin.ExecContext(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+		// By now every process of the test has ended; a backend still on
+		// the schema served one killed with SIGKILL in a transaction (it
+		// learns of it only when it next talks to its client) and could
+		// deadlock with the drop: end it first, and try a deadlocked drop
+		// again.
+		var err error
+		for range 5 {
+			admin.ExecContext(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+				WHERE application_name = $1 AND pid <> pg_backend_pid()`, schema)
+			if _, err = admin.ExecContext(ctx, "DROP SCHEMA "+schema+" CASCADE"); err == nil || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
 			tb.Errorf("drop schema %s: %v", schema, err)
 		}
 		admin.Close()
 	})
 	q := u.Query()
 	q.Set("search_path", schema)
+	// Names the test's connections, so that the clean-up can end those a
+	// killed process left behind.
+	q.Set("application_name", schema)
 	u.RawQuery = q.Encode()
 	return u.String()
 }
