@@ -115,6 +115,33 @@ func (s *Service) EventsSequenced() {
 	s.ev.mu.Unlock()
 }
 
+// toldHorizon is a store whose told horizon (sqlstore, horizon.go) holds
+// for every node of the database: one node's move may be told to the
+// others.
+type toldHorizon interface {
+	Told() int64
+	Tell(n int64)
+}
+
+// EventsTold returns the store's told horizon, 0 when it keeps none that
+// another node may use: what internal/cluster tells the other nodes.
+func (s *Service) EventsTold() int64 {
+	if h, ok := s.Store.(toldHorizon); ok {
+		return h.Told()
+	}
+	return 0
+}
+
+// EventsToldElsewhere is another node's move of the horizon to n (0: not
+// known): this node's readers show the events up to it at once, without a
+// read of the lock table of their own (EventsSequenced).
+func (s *Service) EventsToldElsewhere(n int64) {
+	if h, ok := s.Store.(toldHorizon); ok && n > 0 {
+		h.Tell(n)
+	}
+	s.EventsSequenced()
+}
+
 // OnEventsSequenced registers f to be called after this node numbered
 // events (internal/cluster tells the other nodes).
 func (s *Service) OnEventsSequenced(f func()) {
@@ -123,12 +150,31 @@ func (s *Service) OnEventsSequenced(f func()) {
 	s.ev.mu.Unlock()
 }
 
-// RunSequencer numbers events until ctx ends: after each commit that wrote
-// some, and every interval on the service's Clock (what another node
-// wrote, a poke lost in a crash). internal/server runs it.
+// sequenceGather is the least time between two of a node's moves of its
+// horizon: the commits that wrote events meanwhile are told by one move.
+// On PostgreSQL a move reads the lock table, which every event writer of
+// every node takes a lock of (sqlstore, horizon.go); a move after every
+// commit cost the cluster a quarter of its lives (docs/benchmarks.md,
+// "Several nodes, one horizon").
+const sequenceGather = 25 * time.Millisecond
+
+// RunSequencer numbers events until ctx ends: after the commits that wrote
+// some (gathered: at most one move each sequenceGather), and every
+// interval on the service's Clock (what another node wrote, a poke lost
+// in a crash). internal/server runs it.
 func (s *Service) RunSequencer(ctx context.Context, interval time.Duration) {
 	s.ev.init()
-	for {
+	for first := true; ; first = false {
+		if !first {
+			// Real time, not the Clock: it spaces reads of the database.
+			gather := time.NewTimer(sequenceGather)
+			select {
+			case <-ctx.Done():
+				gather.Stop()
+				return
+			case <-gather.C:
+			}
+		}
 		tick, stop := After(s.clock(), interval)
 		select {
 		case <-ctx.Done():
