@@ -77,6 +77,9 @@ type events struct {
 	poke    chan struct{}
 	changed chan struct{}
 	hooks   []func()
+	// peerTold is when another node last told a horizon above this one's
+	// (EventsToldElsewhere): RunSequencer leaves the move to it a while.
+	peerTold time.Time
 }
 
 func (ev *events) init() {
@@ -136,8 +139,11 @@ func (s *Service) EventsTold() int64 {
 // known): this node's readers show the events up to it at once, without a
 // read of the lock table of their own (EventsSequenced).
 func (s *Service) EventsToldElsewhere(n int64) {
-	if h, ok := s.Store.(toldHorizon); ok && n > 0 {
+	if h, ok := s.Store.(toldHorizon); ok && n > h.Told() {
 		h.Tell(n)
+		s.ev.mu.Lock()
+		s.ev.peerTold = time.Now()
+		s.ev.mu.Unlock()
 	}
 	s.EventsSequenced()
 }
@@ -158,12 +164,23 @@ func (s *Service) OnEventsSequenced(f func()) {
 // "Several nodes, one horizon").
 const sequenceGather = 25 * time.Millisecond
 
+// sequenceOwn is how long a node that wrote events leaves the move of the
+// horizon to the others while they tell it moves (one node at a time reads
+// the lock table): the horizon is the database's, and a move another node
+// makes after this node's commit tells its events too. Past it, the node
+// moves it itself, so its events are told within it even if no other node
+// moves.
+const sequenceOwn = 100 * time.Millisecond
+
 // RunSequencer numbers events until ctx ends: after the commits that wrote
-// some (gathered: at most one move each sequenceGather), and every
+// some (gathered: at most one move each sequenceGather; left to another
+// node while it tells moves, up to sequenceOwn), and every
 // interval on the service's Clock (what another node wrote, a poke lost
 // in a crash). internal/server runs it.
 func (s *Service) RunSequencer(ctx context.Context, interval time.Duration) {
 	s.ev.init()
+	var owed <-chan time.Time // this node wrote events not yet told by itself
+	lastOwn := time.Now()
 	for first := true; ; first = false {
 		if !first {
 			// Real time, not the Clock: it spaces reads of the database.
@@ -181,13 +198,30 @@ func (s *Service) RunSequencer(ctx context.Context, interval time.Duration) {
 			stop()
 			return
 		case <-s.ev.poke:
+			if owed == nil {
+				owed = time.After(time.Until(lastOwn.Add(sequenceOwn)))
+			}
+			if s.peerMoving() {
+				stop()
+				continue
+			}
+		case <-owed:
 		case <-tick:
 		}
 		stop()
+		owed, lastOwn = nil, time.Now()
 		if err := s.SequenceEvents(ctx); err != nil && ctx.Err() == nil {
 			s.log().Warn("sequence events", "error", err)
 		}
 	}
+}
+
+// peerMoving reports whether another node told a move of the horizon
+// within the last sequenceGather (RunSequencer, sequenceOwn).
+func (s *Service) peerMoving() bool {
+	s.ev.mu.Lock()
+	defer s.ev.mu.Unlock()
+	return time.Since(s.ev.peerTold) < sequenceGather
 }
 
 // SequenceEvents numbers every committed, unnumbered event in commit
