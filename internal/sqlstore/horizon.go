@@ -30,10 +30,12 @@ import (
 //     number committed by a durable group commit (groupCommitter: its fsync
 //     flushes the relaxed writes before it too).
 //
-// The horizon only grows. Each store handle (each node) keeps its own; a
-// reader that saw N on one node and goes on on another sees the events
-// after N there as that node's horizon passes them, and never one below N
-// that it missed (every event below N had committed when N was told).
+// The horizon only grows. Each store handle (each node) keeps its own,
+// and may adopt another's (Tell: on PostgreSQL the bound is the
+// database's); a reader that saw N on one node and goes on on another sees
+// the events after N there as that node's horizon passes them, and never
+// one below N that it missed (every event below N had committed when N was
+// told).
 
 // toldShift is how far a PostgreSQL transaction id is shifted in seq.
 const toldShift = 20
