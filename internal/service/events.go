@@ -160,7 +160,7 @@ func (s *Service) OnEventsSequenced(f func()) {
 // horizon: the commits that wrote events meanwhile are told by one move.
 // On PostgreSQL a move reads the lock table, which every event writer of
 // every node takes a lock of (sqlstore, horizon.go); a move after every
-// commit cost the cluster a quarter of its lives (docs/benchmarks.md,
+// commit made about 290 of those reads a second (docs/benchmarks.md,
 // "Several nodes, one horizon").
 const sequenceGather = 25 * time.Millisecond
 
