@@ -221,10 +221,11 @@ func (n *Node) Start(ctx context.Context, local Local) error {
 			n.send("t", id)
 		}
 	})
-	// Events numbered here: the other nodes' streams read them at once.
+	// Events told here: the other nodes' streams show them at once (the
+	// horizon told, which holds for every node).
 	n.svc.OnEventsSequenced(func() {
 		if !n.alone() {
-			n.send("e", "new")
+			n.send("e", strconv.FormatInt(n.svc.EventsTold(), 10))
 		}
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -453,7 +454,10 @@ func (n *Node) handle(payload string) {
 		case "t":
 			n.svc.Publish(arg)
 		case "e":
-			n.svc.EventsSequenced()
+			// The sender's horizon (older nodes send "new"): a fact of the
+			// database, so this node's readers may show what it tells.
+			told, _ := strconv.ParseInt(arg, 10, 64)
+			n.svc.EventsToldElsewhere(told)
 		case "w":
 			if n.local.Online(arg) {
 				n.wake(arg)

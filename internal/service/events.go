@@ -77,6 +77,9 @@ type events struct {
 	poke    chan struct{}
 	changed chan struct{}
 	hooks   []func()
+	// peerTold is when another node last told a horizon above this one's
+	// (EventsToldElsewhere): RunSequencer leaves the move to it a while.
+	peerTold time.Time
 }
 
 func (ev *events) init() {
@@ -115,6 +118,36 @@ func (s *Service) EventsSequenced() {
 	s.ev.mu.Unlock()
 }
 
+// toldHorizon is a store whose told horizon (sqlstore, horizon.go) holds
+// for every node of the database: one node's move may be told to the
+// others.
+type toldHorizon interface {
+	Told() int64
+	Tell(n int64)
+}
+
+// EventsTold returns the store's told horizon, 0 when it keeps none that
+// another node may use: what internal/cluster tells the other nodes.
+func (s *Service) EventsTold() int64 {
+	if h, ok := s.Store.(toldHorizon); ok {
+		return h.Told()
+	}
+	return 0
+}
+
+// EventsToldElsewhere is another node's move of the horizon to n (0: not
+// known): this node's readers show the events up to it at once, without a
+// read of the lock table of their own (EventsSequenced).
+func (s *Service) EventsToldElsewhere(n int64) {
+	if h, ok := s.Store.(toldHorizon); ok && n > h.Told() {
+		h.Tell(n)
+		s.ev.mu.Lock()
+		s.ev.peerTold = time.Now()
+		s.ev.mu.Unlock()
+	}
+	s.EventsSequenced()
+}
+
 // OnEventsSequenced registers f to be called after this node numbered
 // events (internal/cluster tells the other nodes).
 func (s *Service) OnEventsSequenced(f func()) {
@@ -123,25 +156,72 @@ func (s *Service) OnEventsSequenced(f func()) {
 	s.ev.mu.Unlock()
 }
 
-// RunSequencer numbers events until ctx ends: after each commit that wrote
-// some, and every interval on the service's Clock (what another node
-// wrote, a poke lost in a crash). internal/server runs it.
+// sequenceGather is the least time between two of a node's moves of its
+// horizon: the commits that wrote events meanwhile are told by one move.
+// On PostgreSQL a move reads the lock table, which every event writer of
+// every node takes a lock of (sqlstore, horizon.go); a move after every
+// commit made about 290 of those reads a second (docs/benchmarks.md,
+// "Several nodes, one horizon").
+const sequenceGather = 25 * time.Millisecond
+
+// sequenceOwn is how long a node that wrote events leaves the move of the
+// horizon to the others while they tell it moves (one node at a time reads
+// the lock table): the horizon is the database's, and a move another node
+// makes after this node's commit tells its events too. Past it, the node
+// moves it itself, so its events are told within it even if no other node
+// moves.
+const sequenceOwn = 100 * time.Millisecond
+
+// RunSequencer numbers events until ctx ends: after the commits that wrote
+// some (gathered: at most one move each sequenceGather; left to another
+// node while it tells moves, up to sequenceOwn), and every
+// interval on the service's Clock (what another node wrote, a poke lost
+// in a crash). internal/server runs it.
 func (s *Service) RunSequencer(ctx context.Context, interval time.Duration) {
 	s.ev.init()
-	for {
+	var owed <-chan time.Time // this node wrote events not yet told by itself
+	lastOwn := time.Now()
+	for first := true; ; first = false {
+		if !first {
+			// Real time, not the Clock: it spaces reads of the database.
+			gather := time.NewTimer(sequenceGather)
+			select {
+			case <-ctx.Done():
+				gather.Stop()
+				return
+			case <-gather.C:
+			}
+		}
 		tick, stop := After(s.clock(), interval)
 		select {
 		case <-ctx.Done():
 			stop()
 			return
 		case <-s.ev.poke:
+			if owed == nil {
+				owed = time.After(time.Until(lastOwn.Add(sequenceOwn)))
+			}
+			if s.peerMoving() {
+				stop()
+				continue
+			}
+		case <-owed:
 		case <-tick:
 		}
 		stop()
+		owed, lastOwn = nil, time.Now()
 		if err := s.SequenceEvents(ctx); err != nil && ctx.Err() == nil {
 			s.log().Warn("sequence events", "error", err)
 		}
 	}
+}
+
+// peerMoving reports whether another node told a move of the horizon
+// within the last sequenceGather (RunSequencer, sequenceOwn).
+func (s *Service) peerMoving() bool {
+	s.ev.mu.Lock()
+	defer s.ev.mu.Unlock()
+	return time.Since(s.ev.peerTold) < sequenceGather
 }
 
 // SequenceEvents numbers every committed, unnumbered event in commit

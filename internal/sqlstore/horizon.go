@@ -30,10 +30,12 @@ import (
 //     number committed by a durable group commit (groupCommitter: its fsync
 //     flushes the relaxed writes before it too).
 //
-// The horizon only grows. Each store handle (each node) keeps its own; a
-// reader that saw N on one node and goes on on another sees the events
-// after N there as that node's horizon passes them, and never one below N
-// that it missed (every event below N had committed when N was told).
+// The horizon only grows. Each store handle (each node) keeps its own,
+// and may adopt another's (Tell: on PostgreSQL the bound is the
+// database's); a reader that saw N on one node and goes on on another sees
+// the events after N there as that node's horizon passes them, and never
+// one below N that it missed (every event below N had committed when N was
+// told).
 
 // toldShift is how far a PostgreSQL transaction id is shifted in seq.
 const toldShift = 20
@@ -63,7 +65,7 @@ func (db *DB) publishTold(n int64) {
 func (db *DB) advanceTold(ctx context.Context) error {
 	deadline := time.Now().Add(toldWait)
 	target := int64(-1)
-	for {
+	for wait := toldRetry; ; wait = min(2*wait, toldRetryMax) {
 		top, err := db.advanceToldOnce(ctx)
 		if target < 0 {
 			target = top
@@ -74,10 +76,21 @@ func (db *DB) advanceTold(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(2 * time.Millisecond):
+		case <-time.After(wait):
 		}
 	}
 }
+
+// toldRetry is the first pause of advanceTold between two attempts; each
+// next one is twice the one before, up to toldRetryMax. Every attempt on
+// PostgreSQL reads the lock table (oldestRunning), which takes the lock
+// manager's partition locks that every writer of the database needs too:
+// the transaction holding the horizon back is a store write, which ends
+// within milliseconds.
+const (
+	toldRetry    = 2 * time.Millisecond
+	toldRetryMax = 16 * time.Millisecond
+)
 
 // toldWait bounds how long advanceTold waits for events committed above
 // the horizon: on PostgreSQL the oldest running event writer of the
@@ -185,4 +198,18 @@ func toldAtDurableCommit(ctx context.Context, c conn) (int64, error) {
 	var top int64
 	err := c.queryRow(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events`).Scan(&top)
 	return top, err
+}
+
+// Told returns the store's told horizon: on PostgreSQL a fact of the
+// database, not of this handle (every event writer of every node holds the
+// mark oldestRunning reads), so another node may tell it (Tell).
+func (db *DB) Told() int64 { return db.told.Load() }
+
+// Tell raises the told horizon to n, told by another handle of the same
+// PostgreSQL database (internal/cluster): every event below it committed
+// and is on disk. It never lowers it.
+func (db *DB) Tell(n int64) {
+	if db.d.name == "postgres" {
+		db.publishTold(n)
+	}
 }
