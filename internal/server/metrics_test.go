@@ -269,3 +269,25 @@ func grepLines(body []byte, prefix string) string {
 	}
 	return b.String()
 }
+
+// TestOpsListener: the ops listener answers health, readiness and
+// metrics; readiness fails once the store is closed, health does not.
+func TestOpsListener(t *testing.T) {
+	e := start(t, nil)
+	e.do(t, "GET", e.online+"/in-store/api/v1/metadata", nil, e.auth(e.token, e.key))
+	ops := e.srv.URL("ops")
+	for path, want := range map[string]string{"/healthz": `"ok"`, "/readyz": `"ready"`, "/metrics": `instore_http_request_duration_seconds_bucket{code="200",route="GET /in-store/api/v1/metadata",surface="online"`} {
+		resp, body := e.do(t, "GET", ops+path, nil, nil)
+		if resp.StatusCode != 200 || !strings.Contains(string(body), want) {
+			t.Errorf("GET %s = %d, want 200 containing %s; got %.300s", path, resp.StatusCode, want, body)
+		}
+	}
+	// Once the store is closed, readiness fails and health does not.
+	e.srv.Store.Close()
+	if resp, body := e.do(t, "GET", ops+"/readyz", nil, nil); resp.StatusCode != 503 {
+		t.Errorf("GET /readyz with the store closed = %d %s, want 503", resp.StatusCode, body)
+	}
+	if resp, _ := e.do(t, "GET", ops+"/healthz", nil, nil); resp.StatusCode != 200 {
+		t.Errorf("GET /healthz = %d, want 200", resp.StatusCode)
+	}
+}

@@ -527,26 +527,6 @@ func (e *env) routeProblems(t *testing.T, base string, hdr map[string]string, ca
 	}
 }
 
-func TestOpsListener(t *testing.T) {
-	e := start(t, nil)
-	e.do(t, "GET", e.online+"/in-store/api/v1/metadata", nil, e.auth(e.token, e.key))
-	ops := e.srv.URL("ops")
-	for path, want := range map[string]string{"/healthz": `"ok"`, "/readyz": `"ready"`, "/metrics": `instore_http_request_duration_seconds_bucket{code="200",route="GET /in-store/api/v1/metadata",surface="online"`} {
-		resp, body := e.do(t, "GET", ops+path, nil, nil)
-		if resp.StatusCode != 200 || !strings.Contains(string(body), want) {
-			t.Errorf("GET %s = %d, want 200 containing %s; got %.300s", path, resp.StatusCode, want, body)
-		}
-	}
-	// Once the store is closed, readiness fails and health does not.
-	e.srv.Store.Close()
-	if resp, body := e.do(t, "GET", ops+"/readyz", nil, nil); resp.StatusCode != 503 {
-		t.Errorf("GET /readyz with the store closed = %d %s, want 503", resp.StatusCode, body)
-	}
-	if resp, _ := e.do(t, "GET", ops+"/healthz", nil, nil); resp.StatusCode != 200 {
-		t.Errorf("GET /healthz = %d, want 200", resp.StatusCode)
-	}
-}
-
 // TestLogsHoldNoSecrets runs a scenario through every path that logs and
 // proves no token, key, secret, merchant, customer or client id appears.
 func TestLogsHoldNoSecrets(t *testing.T) {
