@@ -221,8 +221,18 @@ func TestUpdateGoesWhenReversalEnds(t *testing.T) {
 		t.Fatalf("update while a reversal runs = %+v, want SCHEDULED", in.PendingUpdate)
 	}
 	d.send(protocol.TypeResult, "", "", rev.Ref, protocol.Result{StatusID: instore.StatusApproved})
-	d.expect(protocol.TypeConfirm)
-	if got := d.expect(protocol.TypeUpdate); got.Ref != u.UpdateID {
+	// The result's confirm and the update go in either order: the update
+	// is sent as the reversal's end is committed, the confirm after.
+	var got *protocol.Envelope
+	for confirmed := false; !confirmed || got == nil; {
+		switch env := d.next(); env.Type {
+		case protocol.TypeConfirm:
+			confirmed = true
+		case protocol.TypeUpdate:
+			got = &env
+		}
+	}
+	if got.Ref != u.UpdateID {
 		t.Errorf("update command for %q, want %s", got.Ref, u.UpdateID)
 	}
 	if st := e.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).tx(t, 200).StatusID; st != instore.StatusReversed {
