@@ -40,8 +40,9 @@ const (
 	// quietFor is how long the world runs after its storm: every deadline,
 	// confirmation window and reconnect passes.
 	quietFor = 5 * time.Minute
-	// inFlightFor is run after the awaits at the end of a history: longer
-	// than a link's delay and a terminal's resend of an unconfirmed result.
+	// inFlightFor is run after the wait for the expiries at the end of a
+	// history: longer than a link's delay and a terminal's resend of an
+	// unconfirmed result.
 	inFlightFor = time.Minute
 	// captureTolerance is the service's capture tolerance in the world;
 	// expiryGrace is how long past its expiresAt an OPEN pre-auth may take
@@ -200,11 +201,12 @@ func Run(cfg Config) (res *Result, err error) {
 		w.calm()
 		w.runUntil(w.sched.now.Add(quietFor))
 		w.awaitExpiries()
-		w.awaitDeliveries()
-		// What the last of those awaited may have left in flight (a
-		// confirm of the result that ended the last pre-auth, on a link
-		// with its delay) lands before the checks.
+		// What the expiries' wait may have left in flight (a confirm of
+		// the result that ended the last pre-auth, on a link with its
+		// delay) lands before the checks; the events of that minute are
+		// delivered by the wait for the deliveries, after it.
 		w.runUntil(w.sched.now.Add(inFlightFor))
+		w.awaitDeliveries()
 		if w.failure == nil {
 			w.note("settled")
 			w.settled()
