@@ -388,6 +388,13 @@ func (d *device) finish(t *dtx, status instore.TransactionStatus) {
 		t.tipped = d.chooseTip(t)
 	}
 	status = d.offline(t, status)
+	if status == instore.StatusApproved && t.kind == instore.TypeVoid && d.w.ledger.voided(t.original) {
+		// The issuer declines a void of an authorisation voided already:
+		// the service retried its expiry's VOID after one that ended
+		// without an answer, which the terminal then approved late.
+		d.w.note("%s declined: %s is voided already on the card", t.ref, t.original)
+		status = instore.StatusTransactionDeclined
+	}
 	t.status = status
 	d.w.resultIDs++
 	t.msgID = fmt.Sprintf("res_%d", d.w.resultIDs)

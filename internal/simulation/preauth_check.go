@@ -74,6 +74,17 @@ func (l *ledger) hold(pre string) (authorized, captured int64, captures, voids i
 	return authorized, captured, captures, voids
 }
 
+// voided reports whether the hold of pre has an approved VOID on the card
+// (not reversed).
+func (l *ledger) voided(pre string) bool {
+	for _, op := range l.holdOps[pre] {
+		if op.kind == instore.TypeVoid && !op.reversed {
+			return true
+		}
+	}
+	return false
+}
+
 // holdMoney: what is refunded on a pre-auth never exceeds what was
 // captured of it.
 func (l *ledger) holdMoney(pre string) {
