@@ -26,6 +26,7 @@ import (
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/admin"
 	"github.com/instore-dev/instore/internal/logging"
+	"github.com/instore-dev/instore/internal/sim"
 	"github.com/instore-dev/instore/internal/server"
 )
 
@@ -54,6 +55,8 @@ type env struct {
 	// webhooks scenario, started before the server (which trusts its
 	// certificate).
 	rcv *receiver
+	// fleet is the virtual terminals of startFleet, by device.
+	fleet []*sim.Terminal
 }
 
 type device struct {

@@ -61,7 +61,7 @@ func runFailover(ctx context.Context, o *Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.srv = &serverProc{kind: "target", online: nodes[1].online}
+	e.srv = &serverProc{kind: "target", online: nodes[1].online, ops: nodes[1].ops}
 	if err := e.getToken(ctx); err != nil {
 		return nil, err
 	}
@@ -95,7 +95,15 @@ func runFailover(ctx context.Context, o *Options) (*Result, error) {
 	if err := nodes[0].c.cmd.Process.Kill(); err != nil {
 		return nil, err
 	}
-	s := e.purchaseAgain(ctx, victims, []string{nodes[1].online, nodes[2].online}, killed)
+	back := e.watchReconnects(ctx, victims, killed)
+	profiled := e.profileCPU(ctx, 10) // node 2's, with --profile
+	if e.o.ProfileDir != "" {
+		// What node 2's goroutines wait on in the storm.
+		go func() { time.Sleep(time.Second); e.saveProfile(ctx, "goroutine", 0) }()
+	}
+	s, tries := e.purchaseAgain(ctx, victims, []string{nodes[1].online, nodes[2].online}, killed)
+	r.Notes = append(r.Notes, back(), tries)
+	profiled()
 	c1, _ := readProc(0)
 	s.ClientCPU = 100 * (c1.CPU - c0.CPU).Seconds() / s.Seconds
 	r.Ours = s
@@ -125,6 +133,9 @@ func (e *env) startNodes(ctx context.Context, n int) ([]clusterNode, error) {
 			"--listen-online", a[0], "--listen-access", a[1], "--listen-terminal", a[2], "--listen-ops", a[3],
 			"--log-format", "json", "--log-level", "warn", "--rate-limit", "0", "--node-id", fmt.Sprintf("node%d", i+1),
 			"--database-max-conns", "20")
+		if e.o.ProfileDir != "" {
+			args = append(args, "--pprof")
+		}
 		args = append(args, e.o.ServerArgs...)
 		c, err := startChild(e.o.Exe, args, []string{"INSTORE_DATABASE_URL=" + e.dbURL}, filepath.Join(e.dir, fmt.Sprintf("node%d.log", i+1)))
 		if err != nil {
@@ -184,6 +195,7 @@ func (e *env) startFleet(ctx context.Context, urls func(i int) []string, bmin, b
 		time.Sleep(10 * time.Millisecond)
 	}
 	e.logf("fleet: %d virtual terminals online and linked in %s", len(vts), time.Since(start).Round(time.Millisecond))
+	e.fleet = vts
 	return stop, nil
 }
 
@@ -202,7 +214,7 @@ func countOnline(vts []*sim.Terminal) int {
 // the nodes onlines (in turn) until one is acknowledged, and returns the
 // times from killed to those answers. A terminal not purchasing within
 // failoverBound counts as an error.
-func (e *env) purchaseAgain(ctx context.Context, victims []int, onlines []string, killed time.Time) Side {
+func (e *env) purchaseAgain(ctx context.Context, victims []int, onlines []string, killed time.Time) (Side, string) {
 	tr := &http.Transport{MaxIdleConnsPerHost: len(victims), MaxIdleConns: 2 * len(victims)}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
@@ -211,6 +223,7 @@ func (e *env) purchaseAgain(ctx context.Context, victims []int, onlines []string
 	var h hist
 	var failed int64
 	var firstErr string
+	answers := newAnswerTally()
 	var wg sync.WaitGroup
 	for k, i := range victims {
 		wg.Add(1)
@@ -221,7 +234,10 @@ func (e *env) purchaseAgain(ctx context.Context, victims []int, onlines []string
 			var last error
 			for try := 0; time.Since(killed) < failoverBound && ctx.Err() == nil; try++ {
 				u := onlines[(k+try)%len(onlines)] + "/in-store/api/v1/purchase"
-				if _, err := c.call(ctx, "POST", u, body, 201); err == nil {
+				t0 := time.Now()
+				_, err := c.call(ctx, "POST", u, body, 201)
+				answers.add(err, time.Since(t0))
+				if err == nil {
 					d := time.Since(killed)
 					mu.Lock()
 					h.record(d)
@@ -248,5 +264,5 @@ func (e *env) purchaseAgain(ctx context.Context, victims []int, onlines []string
 	o := openFigures{ok: int64(h.n), failed: failed, firstErr: firstErr, elapsed: elapsed, h: h}
 	s := o.side("failover: kill to purchasing", 0)
 	s.Unit = "terminals/s"
-	return s
+	return s, answers.String()
 }

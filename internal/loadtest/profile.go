@@ -12,15 +12,19 @@ import (
 )
 
 // saveProfile saves a profile of the server from its ops listener
-// (started with --pprof): "cpu" over seconds, or "heap" (after a GC), as
+// (started with --pprof): "cpu" over seconds, "heap" (after a GC) or
+// "goroutine" (what every goroutine waits on now, as text), as
 // ProfileDir/SCENARIO-BACKEND-KIND.pprof.
 func (e *env) saveProfile(ctx context.Context, kind string, seconds int) {
 	if e.o.ProfileDir == "" || e.srv == nil || e.srv.ops == "" {
 		return
 	}
 	path := "/debug/pprof/heap?gc=1"
-	if kind == "cpu" {
+	switch kind {
+	case "cpu":
 		path = fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(seconds, 1))
+	case "goroutine":
+		path = "/debug/pprof/goroutine?debug=1" // text: the stacks by count
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(seconds)*time.Second+30*time.Second)
 	defer cancel()
