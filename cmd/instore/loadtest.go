@@ -183,6 +183,7 @@ Linux only: it reads /proc.`,
 	fs.StringSliceVar(&targets, "target", nil, "run against a running server: online=URL,terminal=URL,ops=URL (loopback only)")
 	fs.StringVar(&o.DataDir, "data", "", "the SQLite data directory of the --target server")
 	fs.StringArrayVar(&o.ServerArgs, "server-arg", nil, "an extra flag for the server child, e.g. --server-arg=--log-level=warn (repeatable; for experiments)")
+	fs.IntVar(&o.ClusterConns, "cluster-conns", 0, "cluster: the PostgreSQL connections of a phase's nodes together, each node taking its share (at least 5), so that one node and three hold the same; 0: 20 a node")
 	fs.BoolVar(&o.InProcess, "in-process", false, "run the server in this process instead of a child (its figures then include the load generator)")
 	fs.StringVar(&o.ProfileDir, "profile", "", "start the server with --pprof and save CPU and heap profiles of each measured window in this directory (metadata, purchase, mixed: the CPU profile runs from the start of instore's first window to the end of its last; failover: node 2's CPU over the 10 s after the kill, and its goroutines 1 s after it)")
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore/deploy/haproxy"
+	"github.com/instore-dev/instore/internal/sqlstore"
 )
 
 // ClusterScenario is `instore loadtest cluster` (PostgreSQL and HAProxy
@@ -89,6 +90,16 @@ func mergeSides(name string, rs []*Result) Side {
 	return s
 }
 
+// nodeConns is each node's --database-max-conns in a phase of n nodes
+// (Options.ClusterConns): three nodes and the load tool's own stay within
+// max_connections (100) either way.
+func nodeConns(total, n int) int {
+	if total <= 0 {
+		return 20
+	}
+	return max(total/n, sqlstore.MinMaxConns)
+}
+
 // clusterPhase starts n nodes on a fresh schema and HAProxy in front of
 // them, runs the purchase scenario through it, and stops them.
 func clusterPhase(ctx context.Context, o *Options, hp string, n int) (*Result, error) {
@@ -116,8 +127,7 @@ func clusterPhase(ctx context.Context, o *Options, hp string, n int) (*Result, e
 		args := append(append([]string{}, o.ServeArgs...),
 			"--listen-online", addr(0), "--listen-access", addr(1), "--listen-terminal", addr(2), "--listen-ops", addr(3),
 			"--log-format", "json", "--rate-limit", "0", "--node-id", fmt.Sprintf("node%d", i+1),
-			// Three nodes and the load tool's own within max_connections (100).
-			"--database-max-conns", "20")
+			"--database-max-conns", strconv.Itoa(nodeConns(o.ClusterConns, n)))
 		args = append(args, o.ServerArgs...)
 		c, err := startChild(o.Exe, args, []string{"INSTORE_DATABASE_URL=" + e.dbURL}, filepath.Join(e.dir, fmt.Sprintf("node%d.log", i+1)))
 		if err != nil {

@@ -26,8 +26,8 @@ import (
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/admin"
 	"github.com/instore-dev/instore/internal/logging"
-	"github.com/instore-dev/instore/internal/sim"
 	"github.com/instore-dev/instore/internal/server"
+	"github.com/instore-dev/instore/internal/sim"
 )
 
 // env is one scenario's world: a store (a temporary SQLite directory or a

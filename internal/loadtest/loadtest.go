@@ -147,6 +147,13 @@ type Options struct {
 	// profile of each measured window and a heap profile after it there.
 	ProfileDir string
 
+	// ClusterConns, for the cluster scenario, are the PostgreSQL
+	// connections a phase's nodes hold together (--database-max-conns of
+	// each node: ClusterConns / nodes, at least sqlstore.MinMaxConns), so
+	// that one node and three compare at the database's same connections;
+	// 0 gives every node 20 instead.
+	ClusterConns int
+
 	// ServerArgs are extra flags for the server child (`instore serve`),
 	// for experiments such as --log-level warn.
 	ServerArgs []string
