@@ -212,10 +212,7 @@ func (s *Service) recoverPreAuths(ctx context.Context) error {
 // timer lost, or a void that could not start.
 func (s *Service) sweepPreAuths(ctx context.Context) {
 	due, err := s.Store.OpenPreAuths(ctx, s.now())
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log().Error("sweep: open pre-auths", "error", err)
-		}
+	if s.sweepFailed(ctx, "sweep: open pre-auths", err) {
 		return
 	}
 	for _, t := range due {

@@ -3,6 +3,8 @@ package service
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -133,6 +135,15 @@ func (s *Service) random(b []byte) {
 	if _, err := io.ReadFull(r, b); err != nil {
 		panic("service: random: " + err.Error()) // crypto/rand never fails
 	}
+}
+
+// newID is an id created at: prefix and 32 hex digits, the first 12 the
+// time in milliseconds, so ids sort by creation, the rest from random.
+func (s *Service) newID(prefix string, at time.Time) string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(at.UnixMilli())<<16)
+	s.random(b[6:])
+	return prefix + hex.EncodeToString(b[:])
 }
 
 // spawn runs f in its own goroutine (Go).
