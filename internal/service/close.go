@@ -36,10 +36,8 @@ func (s *Service) batchErrorIDs() map[string]int {
 // its batch: no command starts then.
 func (s *Service) closing(ctx context.Context, terminalID string) error {
 	b, err := s.Store.PendingBatch(ctx, terminalID)
-	if errors.Is(err, instore.ErrNotFound) {
-		return nil
-	} else if err != nil {
-		return fmt.Errorf("pending close: %w", err)
+	if ok, err := found(err, "pending close"); !ok {
+		return err
 	}
 	e := instore.Errorf(instore.WP09, "The terminal is closing its batch; retry once the close (batchId %s) ended.", b.ID)
 	e.Reason = instore.ReasonBatchClose

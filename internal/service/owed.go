@@ -190,10 +190,8 @@ func (s *Service) TerminalConfirmed(ctx context.Context, serial, messageID strin
 		return nil // a message nothing is owed for (linked, a command...)
 	}
 	err := s.Store.EndEffect(ctx, messageID, serial, instore.EffectConfirmed, s.now())
-	if errors.Is(err, instore.ErrNotFound) {
-		return nil
-	} else if err != nil {
-		return fmt.Errorf("end effect: %w", err)
+	if ok, err := found(err, "end effect"); !ok {
+		return err
 	}
 	s.log().Debug("owed message confirmed", "effectId", messageID, "serialNumber", serial)
 	return nil

@@ -238,6 +238,19 @@ func ownedBy(p *instore.Principal, t *instore.Terminal, err error) (*instore.Ter
 		instore.WP16, "The terminal ID is not one of this merchant's.", "terminal")
 }
 
+// found says whether a store read that failed with err (nil: none) found
+// its row: false and no error when there is none (ErrNotFound), false and
+// err wrapped as what when the read failed otherwise.
+func found(err error, what string) (bool, error) {
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, instore.ErrNotFound):
+		return false, nil
+	}
+	return false, fmt.Errorf("%s: %w", what, err)
+}
+
 // merchants is v, read with err, if it is the principal's merchant's
 // (merchantOf says whose it is); the problem code with detail if there is
 // none or it is another's, so that a merchant learns nothing of another's;

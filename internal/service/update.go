@@ -38,10 +38,8 @@ func (s *Service) newUpdateID(now time.Time) string { return s.newID("upd_", now
 // transaction (ready) call it.
 func (s *Service) installing(ctx context.Context, terminalID string) error {
 	u, err := s.Store.OpenUpdate(ctx, terminalID)
-	if errors.Is(err, instore.ErrNotFound) {
-		return nil
-	} else if err != nil {
-		return fmt.Errorf("open update: %w", err)
+	if ok, err := found(err, "open update"); !ok {
+		return err
 	}
 	return s.installingWith(terminalID, u)
 }
