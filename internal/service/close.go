@@ -56,13 +56,7 @@ func (s *Service) CloseBatch(ctx context.Context, p *instore.Principal, terminal
 	if claim != nil && claim.Resume != "" {
 		return s.resumeClose(ctx, p, claim.Resume)
 	}
-	if !instore.ValidTerminalID(terminalID) {
-		return nil, &instore.Error{Code: instore.EValidation, Detail: "The request is not valid; see errors.", Fields: []instore.FieldError{{Field: "terminalId", Message: "must be 8 digits"}}}
-	}
-	if _, err := s.merchant(ctx, p); err != nil {
-		return nil, err
-	}
-	term, err := s.ownTerminal(ctx, p, terminalID)
+	term, err := s.terminalOp(ctx, p, terminalIDRequest(terminalID), terminalID)
 	if err != nil {
 		return nil, err
 	}
