@@ -56,7 +56,6 @@ func TestNextForwarding(t *testing.T) {
 // result is dropped and queues nothing.
 func TestOfflineResult(t *testing.T) {
 	r := testRules()
-	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	at := t0.Add(time.Minute)
 	pending := func(typ instore.TransactionType) instore.Transaction {
 		return instore.Transaction{ID: "txn_1", Type: typ, Amount: 1000, Currency: "EUR", StatusID: instore.StatusPending,
@@ -106,7 +105,6 @@ func TestOfflineResult(t *testing.T) {
 // report is refused.
 func TestForwarded(t *testing.T) {
 	r := testRules()
-	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	fwdAt := t0.Add(time.Hour)
 	approved := instore.Transaction{ID: "txn_1", Type: instore.TypePurchase, Amount: 1000, Currency: "EUR", StatusID: instore.StatusApproved,
 		Progress: instore.ProgressFinal, Version: 4, CreatedAt: t0, Result: &instore.Result{}}
