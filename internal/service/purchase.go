@@ -138,12 +138,12 @@ func (s *Service) admit(ctx context.Context, p *instore.Principal, req interface
 }
 
 // admitOn is admit for a request on one of the merchant's transactions,
-// ref (WP04 otherwise): it returns that transaction as orig when the
-// request is not done yet.
+// ref (WP04 otherwise): done says the request is answered with t and err;
+// otherwise orig is that transaction.
 func (s *Service) admitOn(ctx context.Context, p *instore.Principal, req interface{ Validate() error }, claim *instore.IdempotencyClaim,
 	ref string) (orig, t *instore.Transaction, done bool, err error) {
-	if t, done, err := s.admit(ctx, p, req, claim); done {
-		return nil, t, true, err
+	if resumed, answered, err := s.admit(ctx, p, req, claim); answered {
+		return nil, resumed, true, err
 	}
 	orig, err = s.ownTransaction(ctx, p, ref)
 	return orig, nil, err != nil, err
