@@ -1,7 +1,6 @@
 package lifecycle_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -22,7 +21,6 @@ func TestNextAuthorization(t *testing.T) {
 		state                instore.AuthorizationState
 		authorized, captured int64
 	}
-	unchanged := want{}
 	wants := map[instore.AuthorizationState]map[lifecycle.AuthEvent]want{
 		"": {lifecycle.AuthApproved: {instore.AuthOpen, 500, 0}},
 		instore.AuthOpen: {
@@ -32,38 +30,25 @@ func TestNextAuthorization(t *testing.T) {
 			lifecycle.AuthExpiryVoid: {instore.AuthExpired, 10000, 0},
 		},
 	}
-	for _, state := range append([]instore.AuthorizationState{""}, instore.AuthorizationStates...) {
-		for _, ev := range lifecycle.AuthEvents {
-			t.Run(fmt.Sprintf("%s by %s", state, ev), func(t *testing.T) {
-				var a *instore.Authorization
-				if state != "" {
-					a = in(state)
-				}
-				var before instore.Authorization
-				if a != nil {
-					before = *a
-				}
-				next, ok := lifecycle.NextAuthorization(a, ev, 500, t0, validity)
-				if a != nil && *a != before {
-					t.Fatalf("the authorisation given was changed: %+v", *a)
-				}
-				w := wants[state][ev]
-				if w == unchanged {
-					if ok || next != a {
-						t.Fatalf("NextAuthorization = %+v, %v; want unchanged", next, ok)
-					}
-					return
-				}
-				wantExpiry := expires
-				if state == "" {
-					wantExpiry = t0.Add(validity)
-				}
-				if !ok || next.State != w.state || next.AuthorizedAmount != w.authorized || next.CapturedAmount != w.captured || !next.ExpiresAt.Equal(wantExpiry) {
-					t.Fatalf("NextAuthorization = %+v, %v; want %+v, expires %s", next, ok, w, wantExpiry)
-				}
-			})
+	of := func(state instore.AuthorizationState) *instore.Authorization {
+		if state == "" {
+			return nil
 		}
+		return in(state)
 	}
+	next := func(a *instore.Authorization, ev lifecycle.AuthEvent) (*instore.Authorization, bool) {
+		return lifecycle.NextAuthorization(a, ev, 500, t0, validity)
+	}
+	everyRecordPair(t, append([]instore.AuthorizationState{""}, instore.AuthorizationStates...), lifecycle.AuthEvents, wants, of, next,
+		func(t *testing.T, state instore.AuthorizationState, next *instore.Authorization, ok bool, w want) {
+			wantExpiry := expires
+			if state == "" {
+				wantExpiry = t0.Add(validity)
+			}
+			if !ok || next.State != w.state || next.AuthorizedAmount != w.authorized || next.CapturedAmount != w.captured || !next.ExpiresAt.Equal(wantExpiry) {
+				t.Fatalf("NextAuthorization = %+v, %v; want %+v, expires %s", next, ok, w, wantExpiry)
+			}
+		})
 }
 
 // TestNextOnPreAuth: an approved INCREMENT, CAPTURE or VOID in time moves

@@ -16,12 +16,12 @@ func TestNextBatch(t *testing.T) {
 	sale := instore.BatchItem{Ref: "txn_1", Type: instore.TypePurchase, StatusID: instore.StatusApproved, Amount: 1000, Currency: "SEK"}
 	extra := instore.BatchItem{Ref: "T-9", Type: instore.TypePurchase, StatusID: instore.StatusApproved, Amount: 500, Currency: "SEK"}
 	report := instore.BatchReport{MessageID: "m-7", BatchID: "bat_1", Number: 7, Items: []instore.BatchItem{sale, extra}}
-	events := map[lifecycle.BatchEventKind]lifecycle.BatchEvent{
-		lifecycle.BatchRequested:  {Kind: lifecycle.BatchRequested, At: t0},
-		lifecycle.BatchReported:   {Kind: lifecycle.BatchReported, At: t0.Add(time.Second), Report: report, Service: []instore.BatchItem{sale}},
-		lifecycle.BatchTimedOut:   {Kind: lifecycle.BatchTimedOut, At: t0.Add(10 * time.Second)},
-		lifecycle.BatchSendFailed: {Kind: lifecycle.BatchSendFailed, At: t0},
-		"BOGUS":                   {Kind: "BOGUS", At: t0},
+	events := map[string]lifecycle.BatchEvent{
+		string(lifecycle.BatchRequested):  {Kind: lifecycle.BatchRequested, At: t0},
+		string(lifecycle.BatchReported):   {Kind: lifecycle.BatchReported, At: t0.Add(time.Second), Report: report, Service: []instore.BatchItem{sale}},
+		string(lifecycle.BatchTimedOut):   {Kind: lifecycle.BatchTimedOut, At: t0.Add(10 * time.Second)},
+		string(lifecycle.BatchSendFailed): {Kind: lifecycle.BatchSendFailed, At: t0},
+		"BOGUS":                           {Kind: "BOGUS", At: t0},
 	}
 	wp25 := 25
 	states := map[string]instore.Batch{
@@ -36,43 +36,42 @@ func TestNextBatch(t *testing.T) {
 		refused                      bool
 		errorID                      int // 0: none
 	}
-	tests := []struct {
-		state string
-		event lifecycle.BatchEventKind
-		want  want
-	}{
-		{"new", lifecycle.BatchRequested, want{state: instore.BatchPending, changed: true, send: true}},
-		{"new", lifecycle.BatchReported, want{state: lifecycle.BatchNew, refused: true}},
-		{"new", lifecycle.BatchTimedOut, want{state: lifecycle.BatchNew, refused: true}},
-		{"new", lifecycle.BatchSendFailed, want{state: lifecycle.BatchNew, refused: true}},
-		{"new", "BOGUS", want{state: lifecycle.BatchNew, refused: true}},
-		{"pending", lifecycle.BatchRequested, want{state: instore.BatchPending, refused: true}},
-		{"pending", lifecycle.BatchReported, want{state: instore.BatchClosed, changed: true, closed: true, ended: true}},
-		{"pending", lifecycle.BatchTimedOut, want{state: instore.BatchFailed, changed: true, ended: true, errorID: 25}},
-		{"pending", lifecycle.BatchSendFailed, want{state: instore.BatchFailed, changed: true, ended: true, errorID: 23}},
-		{"pending", "BOGUS", want{state: instore.BatchPending, refused: true}},
-		{"failed", lifecycle.BatchRequested, want{state: instore.BatchFailed, refused: true, errorID: 25}},
-		{"failed", lifecycle.BatchReported, want{state: instore.BatchClosed, changed: true, closed: true, errorID: 25}},
-		{"failed", lifecycle.BatchTimedOut, want{state: instore.BatchFailed, errorID: 25}},
-		{"failed", lifecycle.BatchSendFailed, want{state: instore.BatchFailed, errorID: 25}},
-		{"failed", "BOGUS", want{state: instore.BatchFailed, errorID: 25}},
-		{"closed", lifecycle.BatchRequested, want{state: instore.BatchClosed, refused: true}},
-		{"closed", lifecycle.BatchReported, want{state: instore.BatchClosed}},
-		{"closed", lifecycle.BatchTimedOut, want{state: instore.BatchClosed}},
-		{"closed", lifecycle.BatchSendFailed, want{state: instore.BatchClosed}},
-		{"closed", "BOGUS", want{state: instore.BatchClosed}},
+	requested, reported := string(lifecycle.BatchRequested), string(lifecycle.BatchReported)
+	timedOut, sendFailed := string(lifecycle.BatchTimedOut), string(lifecycle.BatchSendFailed)
+	refusedNew := want{state: lifecycle.BatchNew, refused: true}
+	failed25 := want{state: instore.BatchFailed, errorID: 25}
+	closed := want{state: instore.BatchClosed}
+	table := map[string]map[string]want{
+		"new": {
+			requested: {state: instore.BatchPending, changed: true, send: true},
+			reported:  refusedNew, timedOut: refusedNew, sendFailed: refusedNew, "BOGUS": refusedNew,
+		},
+		"pending": {
+			requested:  {state: instore.BatchPending, refused: true},
+			reported:   {state: instore.BatchClosed, changed: true, closed: true, ended: true},
+			timedOut:   {state: instore.BatchFailed, changed: true, ended: true, errorID: 25},
+			sendFailed: {state: instore.BatchFailed, changed: true, ended: true, errorID: 23},
+			"BOGUS":    {state: instore.BatchPending, refused: true},
+		},
+		"failed": {
+			requested: {state: instore.BatchFailed, refused: true, errorID: 25},
+			reported:  {state: instore.BatchClosed, changed: true, closed: true, errorID: 25},
+			timedOut:  failed25, sendFailed: failed25, "BOGUS": failed25,
+		},
+		"closed": {
+			requested: {state: instore.BatchClosed, refused: true},
+			reported:  closed, timedOut: closed, sendFailed: closed, "BOGUS": closed,
+		},
 	}
-	seen := map[string]bool{}
-	for _, tt := range tests {
-		seen[tt.state+"/"+string(tt.event)] = true
-		b, st := lifecycle.NextBatch(states[tt.state], events[tt.event], batchErrorIDs)
-		name := tt.state + " " + string(tt.event)
+	everyPair(t, states, events, table, func(t *testing.T, sname string, batch instore.Batch, ev lifecycle.BatchEvent, w want) {
+		b, st := lifecycle.NextBatch(batch, ev, batchErrorIDs)
+		name := sname + " " + string(ev.Kind)
 		got := want{state: b.State, changed: st.Changed, send: st.Send, closed: st.Closed, ended: st.Ended, refused: st.Refused != nil}
 		if b.ErrorID != nil {
 			got.errorID = *b.ErrorID
 		}
-		if got != tt.want {
-			t.Errorf("NextBatch(%s) = %+v, want %+v", name, got, tt.want)
+		if got != w {
+			t.Errorf("NextBatch(%s) = %+v, want %+v", name, got, w)
 		}
 		if st.Closed {
 			if b.Number != 7 || b.MessageID != "m-7" || b.ReportedAt == nil || len(b.TerminalItems) != 2 {
@@ -85,17 +84,10 @@ func TestNextBatch(t *testing.T) {
 				t.Errorf("NextBatch(%s) totals = %+v / %+v", name, b.TerminalTotals, b.ServiceTotals)
 			}
 		}
-		if tt.state == "closed" && (b.Number != 6 || b.MessageID != "m-6") {
+		if sname == "closed" && (b.Number != 6 || b.MessageID != "m-6") {
 			t.Errorf("NextBatch(%s) changed a closed batch: number %d, message %q", name, b.Number, b.MessageID)
 		}
-	}
-	for s := range states {
-		for e := range events {
-			if !seen[s+"/"+string(e)] {
-				t.Errorf("pair (%s, %s) not in the table", s, e)
-			}
-		}
-	}
+	})
 }
 
 func TestBatchDue(t *testing.T) {

@@ -1,7 +1,6 @@
 package lifecycle_test
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +12,7 @@ import (
 // TestNextForwarding runs every (state, event) pair of an offline
 // approval's forwarding: none (not offline) and each state, by each event.
 func TestNextForwarding(t *testing.T) {
-	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	at := t0
 	earlier := at.Add(-time.Hour)
 	// want: the state after ("": unchanged).
 	wants := map[instore.ForwardingState]map[lifecycle.ForwardEvent]instore.ForwardingState{
@@ -23,41 +22,31 @@ func TestNextForwarding(t *testing.T) {
 			lifecycle.ForwardDeclined:  instore.ForwardDeclined,
 		},
 	}
-	for _, state := range append([]instore.ForwardingState{""}, instore.ForwardingStates...) {
-		for _, ev := range lifecycle.ForwardEvents {
-			t.Run(fmt.Sprintf("%s by %s", state, ev), func(t *testing.T) {
-				var f *instore.Forwarding
-				var before instore.Forwarding
-				if state != "" {
-					f = &instore.Forwarding{State: state}
-					if state != instore.ForwardQueued {
-						f.ForwardedAt = &earlier
-					}
-					before = *f
-				}
-				next, ok := lifecycle.NextForwarding(f, ev, at)
-				if f != nil && *f != before {
-					t.Fatalf("the forwarding given was changed: %+v", *f)
-				}
-				want := wants[state][ev]
-				if want == "" {
-					if ok || next != f {
-						t.Fatalf("NextForwarding = %+v, %v; want unchanged", next, ok)
-					}
-					return
-				}
-				if !ok || next == nil || next.State != want {
-					t.Fatalf("NextForwarding = %+v, %v; want %s", next, ok, want)
-				}
-				switch {
-				case want == instore.ForwardQueued && next.ForwardedAt != nil:
-					t.Errorf("QUEUED with forwardedAt %v", next.ForwardedAt)
-				case want != instore.ForwardQueued && (next.ForwardedAt == nil || !next.ForwardedAt.Equal(at)):
-					t.Errorf("forwardedAt %v, want %v", next.ForwardedAt, at)
-				}
-			})
+	of := func(state instore.ForwardingState) *instore.Forwarding {
+		if state == "" {
+			return nil
 		}
+		f := &instore.Forwarding{State: state}
+		if state != instore.ForwardQueued {
+			f.ForwardedAt = &earlier
+		}
+		return f
 	}
+	next := func(f *instore.Forwarding, ev lifecycle.ForwardEvent) (*instore.Forwarding, bool) {
+		return lifecycle.NextForwarding(f, ev, at)
+	}
+	everyRecordPair(t, append([]instore.ForwardingState{""}, instore.ForwardingStates...), lifecycle.ForwardEvents, wants, of, next,
+		func(t *testing.T, _ instore.ForwardingState, next *instore.Forwarding, ok bool, want instore.ForwardingState) {
+			if !ok || next == nil || next.State != want {
+				t.Fatalf("NextForwarding = %+v, %v; want %s", next, ok, want)
+			}
+			switch {
+			case want == instore.ForwardQueued && next.ForwardedAt != nil:
+				t.Errorf("QUEUED with forwardedAt %v", next.ForwardedAt)
+			case want != instore.ForwardQueued && (next.ForwardedAt == nil || !next.ForwardedAt.Equal(at)):
+				t.Errorf("forwardedAt %v, want %v", next.ForwardedAt, at)
+			}
+		})
 }
 
 // TestOfflineResult: an APPROVED purchase result with offline: true is
@@ -67,7 +56,6 @@ func TestNextForwarding(t *testing.T) {
 // result is dropped and queues nothing.
 func TestOfflineResult(t *testing.T) {
 	r := testRules()
-	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	at := t0.Add(time.Minute)
 	pending := func(typ instore.TransactionType) instore.Transaction {
 		return instore.Transaction{ID: "txn_1", Type: typ, Amount: 1000, Currency: "EUR", StatusID: instore.StatusPending,
@@ -117,7 +105,6 @@ func TestOfflineResult(t *testing.T) {
 // report is refused.
 func TestForwarded(t *testing.T) {
 	r := testRules()
-	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	fwdAt := t0.Add(time.Hour)
 	approved := instore.Transaction{ID: "txn_1", Type: instore.TypePurchase, Amount: 1000, Currency: "EUR", StatusID: instore.StatusApproved,
 		Progress: instore.ProgressFinal, Version: 4, CreatedAt: t0, Result: &instore.Result{}}

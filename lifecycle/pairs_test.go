@@ -32,3 +32,51 @@ func everyPair[S comparable, X, E, W any](t *testing.T, states map[S]X, events m
 		}
 	}
 }
+
+// everyRecordPair runs everyPair over a machine of a record that may be
+// absent (nil, the state ""), over the machine's own lists of states and
+// events, so that a state or event added to them is run with no change to
+// the test: of(state) is the record in that state, next the machine's
+// step. A pair wants does not name wants the zero W: the record unchanged
+// (next returns it, not ok). The record given must never be changed;
+// check checks every other pair's step.
+func everyRecordPair[S, E ~string, R, W comparable](t *testing.T, states []S, events []E, wants map[S]map[E]W,
+	of func(S) *R, next func(*R, E) (*R, bool), check func(t *testing.T, state S, next *R, ok bool, w W)) {
+	t.Helper()
+	byName := map[string]E{}
+	for _, ev := range events {
+		byName[string(ev)] = ev
+	}
+	named := map[S]S{}
+	table := map[S]map[string]W{}
+	for _, s := range states {
+		named[s], table[s] = s, map[string]W{}
+		for _, ev := range events {
+			table[s][string(ev)] = wants[s][ev]
+		}
+	}
+	for s := range wants {
+		if _, ok := named[s]; !ok {
+			t.Errorf("wanted state %v is no state", s)
+		}
+	}
+	everyPair(t, named, byName, table, func(t *testing.T, state S, _ S, ev E, w W) {
+		r := of(state)
+		var before R
+		if r != nil {
+			before = *r
+		}
+		n, ok := next(r, ev)
+		if r != nil && *r != before {
+			t.Fatalf("the record given was changed: %+v", *r)
+		}
+		var unchanged W
+		if w == unchanged {
+			if ok || n != r {
+				t.Fatalf("next = %+v, %v; want unchanged", n, ok)
+			}
+			return
+		}
+		check(t, state, n, ok, w)
+	})
+}

@@ -320,40 +320,36 @@ func TestNextConfirmation(t *testing.T) {
 		rearm   bool
 		problem string // the refusal's detail, in part
 	}
+	confirmAt := func(at time.Time) lifecycle.Event { return lifecycle.Event{Kind: instore.EventConfirmed, At: at} }
+	timerAt := func(at time.Time) lifecycle.Event {
+		return lifecycle.Event{Kind: lifecycle.EventConfirmDeadline, At: at}
+	}
+	autoReversal := want{kind: instore.EventAutoReversed, status: instore.StatusReversed, state: instore.ConfirmAutoReversed, reverse: true}
+	refusal := func(problem string) want { return want{kind: "refused", problem: problem} }
+	// stays: unchanged, the sale's status and confirmation as they were.
+	stays := func(status instore.TransactionStatus, state instore.ConfirmState) want {
+		return want{status: status, state: state}
+	}
 	for _, tc := range []struct {
 		name  string
 		state instore.Transaction
 		ev    lifecycle.Event
 		want  want
 	}{
-		{"confirm in time", approved, lifecycle.Event{Kind: instore.EventConfirmed, At: before},
-			want{kind: instore.EventConfirmed, status: instore.StatusApproved, state: instore.ConfirmConfirmed}},
-		{"confirm at the deadline", approved, lifecycle.Event{Kind: instore.EventConfirmed, At: at},
-			want{kind: instore.EventAutoReversed, status: instore.StatusReversed, state: instore.ConfirmAutoReversed, reverse: true}},
-		{"confirm after the deadline", approved, lifecycle.Event{Kind: instore.EventConfirmed, At: after},
-			want{kind: instore.EventAutoReversed, status: instore.StatusReversed, state: instore.ConfirmAutoReversed, reverse: true}},
-		{"timer at the deadline", approved, lifecycle.Event{Kind: lifecycle.EventConfirmDeadline, At: at},
-			want{kind: instore.EventAutoReversed, status: instore.StatusReversed, state: instore.ConfirmAutoReversed, reverse: true}},
-		{"timer early", approved, lifecycle.Event{Kind: lifecycle.EventConfirmDeadline, At: before},
-			want{status: instore.StatusApproved, state: instore.ConfirmPending, rearm: true}},
-		{"confirm again", confirmed, lifecycle.Event{Kind: instore.EventConfirmed, At: after},
-			want{status: instore.StatusApproved, state: instore.ConfirmConfirmed}},
-		{"timer of a confirmed sale", confirmed, lifecycle.Event{Kind: lifecycle.EventConfirmDeadline, At: after},
-			want{status: instore.StatusApproved, state: instore.ConfirmConfirmed}},
-		{"confirm a reversed sale", autoReversed, lifecycle.Event{Kind: instore.EventConfirmed, At: before},
-			want{kind: "refused", problem: "has been reversed"}},
-		{"confirm a sale confirmed and then reversed", reversedAfter, lifecycle.Event{Kind: instore.EventConfirmed, At: before},
-			want{kind: "refused", problem: "confirmed and has since been reversed"}},
-		{"timer of a sale confirmed and then reversed", reversedAfter, lifecycle.Event{Kind: lifecycle.EventConfirmDeadline, At: after},
-			want{status: instore.StatusReversed, state: instore.ConfirmConfirmed}},
-		{"timer of a reversed sale", autoReversed, lifecycle.Event{Kind: lifecycle.EventConfirmDeadline, At: after},
-			want{status: instore.StatusReversed, state: instore.ConfirmAutoReversed}},
-		{"confirm a PENDING sale", pending, lifecycle.Event{Kind: instore.EventConfirmed, At: before},
-			want{kind: "refused", problem: "no result yet"}},
-		{"confirm a declined sale", declined, lifecycle.Event{Kind: instore.EventConfirmed, At: before},
-			want{kind: "refused", problem: "ended in status"}},
-		{"timer of a declined sale", declined, lifecycle.Event{Kind: lifecycle.EventConfirmDeadline, At: after},
-			want{status: instore.StatusTransactionDeclined, state: instore.ConfirmPending}},
+		{"confirm in time", approved, confirmAt(before), want{kind: instore.EventConfirmed, status: instore.StatusApproved, state: instore.ConfirmConfirmed}},
+		{"confirm at the deadline", approved, confirmAt(at), autoReversal},
+		{"confirm after the deadline", approved, confirmAt(after), autoReversal},
+		{"timer at the deadline", approved, timerAt(at), autoReversal},
+		{"timer early", approved, timerAt(before), want{status: instore.StatusApproved, state: instore.ConfirmPending, rearm: true}},
+		{"confirm again", confirmed, confirmAt(after), stays(instore.StatusApproved, instore.ConfirmConfirmed)},
+		{"timer of a confirmed sale", confirmed, timerAt(after), stays(instore.StatusApproved, instore.ConfirmConfirmed)},
+		{"confirm a reversed sale", autoReversed, confirmAt(before), refusal("has been reversed")},
+		{"confirm a sale confirmed and then reversed", reversedAfter, confirmAt(before), refusal("confirmed and has since been reversed")},
+		{"timer of a sale confirmed and then reversed", reversedAfter, timerAt(after), stays(instore.StatusReversed, instore.ConfirmConfirmed)},
+		{"timer of a reversed sale", autoReversed, timerAt(after), stays(instore.StatusReversed, instore.ConfirmAutoReversed)},
+		{"confirm a PENDING sale", pending, confirmAt(before), refusal("no result yet")},
+		{"confirm a declined sale", declined, confirmAt(before), refusal("ended in status")},
+		{"timer of a declined sale", declined, timerAt(after), stays(instore.StatusTransactionDeclined, instore.ConfirmPending)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			next, st := lifecycle.Next(tc.state, tc.ev, rules)

@@ -206,19 +206,35 @@ func Decode(frame []byte) (*Envelope, error) {
 	return &env, nil
 }
 
-// envelopeError words a strictjson error of a frame.
-func envelopeError(err error) error {
+// strictError words the strictjson errors a frame and its data object
+// share, naming the member below prefix ("" for the frame, "data"): a
+// second value (said as trailing), a field named twice, an unknown field.
+// Any other error is nil, for the caller to word. (A field named twice is
+// a syntactic error, an unknown one a semantic error: dataError's case of
+// any other syntactic error never takes one of these.)
+func strictError(err error, prefix, trailing string) error {
 	var (
 		syn *jsontext.SyntacticError
 		sem *jsonv2.SemanticError
 	)
 	switch {
 	case errors.Is(err, strictjson.ErrTrailingData):
-		return errorf("", "more than one JSON value in the frame")
+		return errorf(prefix, "%s", trailing)
 	case errors.As(err, &syn) && errors.Is(err, jsontext.ErrDuplicateName):
-		return errorf(fieldOf("", syn.JSONPointer), "duplicate field")
+		return errorf(fieldOf(prefix, syn.JSONPointer), "duplicate field")
 	case errors.As(err, &sem) && errors.Is(err, jsonv2.ErrUnknownName):
-		return errorf(unknownField("", sem.JSONPointer), "unknown field")
+		return errorf(unknownField(prefix, sem.JSONPointer), "unknown field")
+	}
+	return nil
+}
+
+// envelopeError words a strictjson error of a frame.
+func envelopeError(err error) error {
+	if e := strictError(err, "", "more than one JSON value in the frame"); e != nil {
+		return e
+	}
+	var sem *jsonv2.SemanticError
+	switch {
 	case errors.As(err, &sem) && sem.JSONPointer == "":
 		return errorf("", "not a JSON object")
 	case errors.As(err, &sem):
@@ -367,19 +383,16 @@ func DecodeData(env *Envelope, dst any) error {
 
 // dataError words a strictjson error of a data object, naming the field.
 func dataError(err error) error {
+	if e := strictError(err, "data", "more than one JSON value"); e != nil {
+		return e
+	}
 	var (
 		syn *jsontext.SyntacticError
 		sem *jsonv2.SemanticError
 	)
 	switch {
-	case errors.Is(err, strictjson.ErrTrailingData):
-		return errorf("data", "more than one JSON value")
-	case errors.As(err, &syn) && errors.Is(err, jsontext.ErrDuplicateName):
-		return errorf(fieldOf("data", syn.JSONPointer), "duplicate field")
 	case errors.As(err, &syn):
 		return errorf("data", "not valid JSON")
-	case errors.As(err, &sem) && errors.Is(err, jsonv2.ErrUnknownName):
-		return errorf(unknownField("data", sem.JSONPointer), "unknown field")
 	case errors.As(err, &sem) && sem.GoType == reflect.TypeFor[time.Time]() && sem.JSONKind == '"':
 		return errorf("data", "a time is not in RFC 3339 format")
 	case errors.As(err, &sem) && sem.GoType != nil:

@@ -69,9 +69,7 @@ func RegisterConsole(cfg ConsoleConfig) *Console {
 		if err != nil {
 			return err
 		}
-		h := w.Header()
-		h.Set("Content-Type", "text/html; charset=utf-8")
-		h.Set("Cache-Control", "no-store")
+		h := noStore(w, "text/html; charset=utf-8")
 		h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; connect-src 'self'; img-src 'self' data:")
 		h.Set("X-Content-Type-Options", "nosniff")
 		w.Write(b)
@@ -79,7 +77,7 @@ func RegisterConsole(cfg ConsoleConfig) *Console {
 	})
 	cfg.API.Mux.Handle("GET /console/static/", http.StripPrefix("/console/static/", files))
 	cfg.API.Handle("GET /console/defaults", func(w http.ResponseWriter, r *http.Request) error {
-		w.Header().Set("Cache-Control", "no-store")
+		noStore(w, "")
 		if !fromLoopback(r) {
 			return instore.Errorf(instore.EForbidden, "The demo's credentials are offered only to a browser on the machine that runs it; enter your subscription key and access token.")
 		}
@@ -96,6 +94,18 @@ func RegisterConsole(cfg ConsoleConfig) *Console {
 
 	cfg.Fleet.OnChange(func(t *sim.Terminal) { c.hub.publish(c.device(t)) })
 	return c
+}
+
+// noStore forbids caching the response (Cache-Control: no-store) and sets
+// its Content-Type to contentType unless it is "" (set later); it returns
+// the header for the rest.
+func noStore(w http.ResponseWriter, contentType string) http.Header {
+	h := w.Header()
+	if contentType != "" {
+		h.Set("Content-Type", contentType)
+	}
+	h.Set("Cache-Control", "no-store")
+	return h
 }
 
 // consoleDevice is a virtual device as the console shows it: the sandbox's
@@ -157,10 +167,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, p *instore.Prin
 	if err != nil {
 		return err
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
+	noStore(w, "text/event-stream").Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	visible := map[string]bool{}
 	for _, d := range devices {

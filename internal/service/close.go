@@ -2,8 +2,6 @@ package service
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -20,14 +18,8 @@ import (
 // Recover, ended by the sweep, and a PENDING close is sent again after
 // every hello of its device (closeOnHello).
 
-// newBatchID is a new batchId: "bat_" and 32 hex digits, the first 12 the
-// time in milliseconds, so ids sort by creation.
-func (s *Service) newBatchID() string {
-	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], uint64(s.now().UnixMilli())<<16)
-	s.random(b[6:])
-	return "bat_" + hex.EncodeToString(b[:])
-}
+// newBatchID is a new batchId: "bat_" and 32 hex digits (newID).
+func (s *Service) newBatchID() string { return s.newID("bat_", s.now()) }
 
 // batchErrorIDs maps the codes a close fails with to their errorCodes ids.
 func (s *Service) batchErrorIDs() map[string]int {
@@ -44,10 +36,8 @@ func (s *Service) batchErrorIDs() map[string]int {
 // its batch: no command starts then.
 func (s *Service) closing(ctx context.Context, terminalID string) error {
 	b, err := s.Store.PendingBatch(ctx, terminalID)
-	if errors.Is(err, instore.ErrNotFound) {
-		return nil
-	} else if err != nil {
-		return fmt.Errorf("pending close: %w", err)
+	if ok, err := found(err, "pending close"); !ok {
+		return err
 	}
 	e := instore.Errorf(instore.WP09, "The terminal is closing its batch; retry once the close (batchId %s) ended.", b.ID)
 	e.Reason = instore.ReasonBatchClose
@@ -66,13 +56,7 @@ func (s *Service) CloseBatch(ctx context.Context, p *instore.Principal, terminal
 	if claim != nil && claim.Resume != "" {
 		return s.resumeClose(ctx, p, claim.Resume)
 	}
-	if !instore.ValidTerminalID(terminalID) {
-		return nil, &instore.Error{Code: instore.EValidation, Detail: "The request is not valid; see errors.", Fields: []instore.FieldError{{Field: "terminalId", Message: "must be 8 digits"}}}
-	}
-	if _, err := s.merchant(ctx, p); err != nil {
-		return nil, err
-	}
-	term, err := s.ownTerminal(ctx, p, terminalID)
+	term, err := s.terminalOp(ctx, p, terminalIDRequest(terminalID), terminalID)
 	if err != nil {
 		return nil, err
 	}
@@ -288,10 +272,7 @@ func (s *Service) recoverBatches(ctx context.Context) error {
 // a timer lost in a crash or on a dead node.
 func (s *Service) sweepBatches(ctx context.Context) {
 	bs, err := s.Store.PendingBatches(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log().Error("sweep: pending batches", "error", err)
-		}
+	if s.sweepFailed(ctx, "sweep: pending batches", err) {
 		return
 	}
 	now := s.now()

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -32,17 +31,6 @@ func (s *Service) Batches(ctx context.Context, p *instore.Principal, q instore.B
 
 // Batch returns one of the merchant's batches (not-found otherwise).
 func (s *Service) Batch(ctx context.Context, p *instore.Principal, id string) (*instore.Batch, error) {
-	if _, err := s.merchant(ctx, p); err != nil {
-		return nil, err
-	}
-	if !instore.ValidRef(id) {
-		return nil, instore.Errorf(instore.ENotFound, "No batch with this batchId.")
-	}
-	b, err := s.Store.Batch(ctx, id)
-	if errors.Is(err, instore.ErrNotFound) || err == nil && b.MerchantID != p.MerchantID {
-		return nil, instore.Errorf(instore.ENotFound, "No batch with this batchId.")
-	} else if err != nil {
-		return nil, fmt.Errorf("batch: %w", err)
-	}
-	return b, nil
+	return merchantsByRef(ctx, s, p, id, s.Store.Batch, func(b *instore.Batch) string { return b.MerchantID },
+		"No batch with this batchId.", "batch")
 }

@@ -153,6 +153,19 @@ func (s *Service) transactionOf(ctx context.Context, serial, ref string) (*insto
 	return t, nil
 }
 
+// reportedOn is transactionOf for a report the terminal resends until it
+// is confirmed: a report on a transaction the device does not have is
+// logged (what says which) and answers nil, no transaction and no error,
+// so that it is confirmed and ignored.
+func (s *Service) reportedOn(ctx context.Context, serial, ref, what string) (*instore.Transaction, error) {
+	t, err := s.transactionOf(ctx, serial, ref)
+	if errors.Is(err, instore.ErrNotFound) {
+		s.log().Warn(what, "ref", ref, "serialNumber", serial)
+		return nil, nil
+	}
+	return t, err
+}
+
 // terminalOf loads the terminal ID of what (a print job, an update) a
 // device reports on; a report on what was sent to another device is
 // refused.
@@ -202,13 +215,9 @@ func (s *Service) TerminalResult(ctx context.Context, serial string, r instore.T
 	if r.StatusID < 0 || r.StatusID > instore.StatusWrongPIN {
 		return fmt.Errorf("result with status %d is not a terminal outcome", r.StatusID)
 	}
-	t, err := s.transactionOf(ctx, serial, r.Ref)
-	if errors.Is(err, instore.ErrNotFound) {
-		// Nothing to apply it to: confirm, so the terminal stops resending.
-		s.log().Warn("result for an unknown transaction", "ref", r.Ref, "serialNumber", serial)
-		return nil
-	} else if err != nil {
-		return err
+	t, err := s.reportedOn(ctx, serial, r.Ref, "result for an unknown transaction")
+	if t == nil {
+		return err // nil: nothing to apply it to; confirmed, so the terminal stops resending
 	}
 	if t.ResultMessageID == r.MessageID {
 		return nil // a resent result, already applied

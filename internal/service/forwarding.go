@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"errors"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/lifecycle"
@@ -19,11 +18,7 @@ import (
 // and returns nil (logged), so that it never blocks the terminal; only a
 // failure to store it returns an error (no confirm: the terminal resends).
 func (s *Service) TerminalForwarded(ctx context.Context, serial string, r instore.ForwardReport) error {
-	_, err := s.transactionOf(ctx, serial, r.Ref)
-	if errors.Is(err, instore.ErrNotFound) {
-		s.log().Warn("forwarding report for an unknown transaction; confirmed and ignored", "ref", r.Ref, "serialNumber", serial)
-		return nil
-	} else if err != nil {
+	if t, err := s.reportedOn(ctx, serial, r.Ref, "forwarding report for an unknown transaction; confirmed and ignored"); t == nil {
 		return err
 	}
 	// From the store, not the state this node last knew (known nil): a

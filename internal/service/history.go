@@ -102,12 +102,9 @@ func (s *Service) ownTransaction(ctx context.Context, p *instore.Principal, ref 
 // Errors, in order: validation, WP03, WP04, not-reversible, WP01, WP30,
 // WP23, WP09.
 func (s *Service) Reversal(ctx context.Context, p *instore.Principal, req *instore.ReversalRequest, claim *instore.IdempotencyClaim) (*instore.Transaction, error) {
-	if t, done, err := s.admit(ctx, p, req, claim); done {
-		return t, err
-	}
-	orig, err := s.ownTransaction(ctx, p, req.OnlineAPIRefID)
-	if err != nil {
-		return nil, err
+	orig, resumed, done, err := s.admitOn(ctx, p, req, claim, req.OnlineAPIRefID)
+	if done {
+		return resumed, err
 	}
 	// The original's own state, in the contract's order; the whole rule
 	// (its refunds included) is decided again with the creation.

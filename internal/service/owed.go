@@ -2,8 +2,6 @@ package service
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -22,10 +20,7 @@ const effectIDPrefix = "eff_"
 // newEffect returns a new effect of kind for ref, owed to serial.
 func (s *Service) newEffect(kind instore.EffectKind, serial, ref, reason string) *instore.Effect {
 	now := s.now()
-	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], uint64(now.UnixMilli())<<16)
-	s.random(b[6:])
-	return &instore.Effect{ID: effectIDPrefix + hex.EncodeToString(b[:]), Kind: kind, SerialNumber: serial, Ref: ref, Reason: reason, CreatedAt: now}
+	return &instore.Effect{ID: s.newID(effectIDPrefix, now), Kind: kind, SerialNumber: serial, Ref: ref, Reason: reason, CreatedAt: now}
 }
 
 func (s *Service) effectTTL() time.Duration {
@@ -195,10 +190,8 @@ func (s *Service) TerminalConfirmed(ctx context.Context, serial, messageID strin
 		return nil // a message nothing is owed for (linked, a command...)
 	}
 	err := s.Store.EndEffect(ctx, messageID, serial, instore.EffectConfirmed, s.now())
-	if errors.Is(err, instore.ErrNotFound) {
-		return nil
-	} else if err != nil {
-		return fmt.Errorf("end effect: %w", err)
+	if ok, err := found(err, "end effect"); !ok {
+		return err
 	}
 	s.log().Debug("owed message confirmed", "effectId", messageID, "serialNumber", serial)
 	return nil
@@ -215,10 +208,7 @@ func (s *Service) Sweep(ctx context.Context) {
 	// PENDING transactions past their ack time or deadline: a timer lost,
 	// or an expiry whose write failed.
 	pending, err := s.Store.PendingTransactions(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log().Error("sweep: pending transactions", "error", err)
-		}
+	if s.sweepFailed(ctx, "sweep: pending transactions", err) {
 		return
 	}
 	// Each as its timer would (lifecycle.Due).
@@ -233,10 +223,7 @@ func (s *Service) Sweep(ctx context.Context) {
 	// Unconfirmed sales past their confirmation deadline: a timer lost
 	// (armed on a node that died), or a reversal whose write failed.
 	unconfirmed, err := s.Store.UnconfirmedTransactions(ctx, now)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log().Error("sweep: unconfirmed transactions", "error", err)
-		}
+	if s.sweepFailed(ctx, "sweep: unconfirmed transactions", err) {
 		return
 	}
 	if !mutant.On(mutant.UnconfirmedNotRecovered) {
@@ -247,10 +234,7 @@ func (s *Service) Sweep(ctx context.Context) {
 	}
 	s.sweepBatches(ctx)
 	jobs, err := s.Store.RunningPrintJobs(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log().Error("sweep: running print jobs", "error", err)
-		}
+	if s.sweepFailed(ctx, "sweep: running print jobs", err) {
 		return
 	}
 	for _, j := range jobs {
@@ -259,16 +243,23 @@ func (s *Service) Sweep(ctx context.Context) {
 		}
 	}
 	dropped, err := s.Store.ExpireEffects(ctx, now.Add(-s.effectTTL()), now)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log().Error("sweep: expire owed messages", "error", err)
-		}
+	if s.sweepFailed(ctx, "sweep: expire owed messages", err) {
 		return
 	}
 	for _, e := range dropped {
 		s.log().Warn("owed message dropped: not confirmed within its bound", "kind", e.Kind, "ref", e.Ref, "reason", e.Reason,
 			"serialNumber", e.SerialNumber, "effectId", e.ID, "createdAt", e.CreatedAt, "bound", s.effectTTL().String())
 	}
+}
+
+// sweepFailed says whether a sweep's read failed (err is not nil), and
+// logs the failure as what unless ctx ended: a sweep cut short by a
+// shutdown is no failure.
+func (s *Service) sweepFailed(ctx context.Context, what string, err error) bool {
+	if err != nil && ctx.Err() == nil {
+		s.log().Error(what, "error", err)
+	}
+	return err != nil
 }
 
 // RunSweep runs Sweep every interval (DefaultSweep when 0) until ctx ends.

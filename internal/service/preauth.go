@@ -33,12 +33,9 @@ func (s *Service) Preauthorize(ctx context.Context, p *instore.Principal, req *i
 // void of it in flight), validation (a capture past the tolerance), WP16,
 // WP01, WP30, WP23, WP09.
 func (s *Service) PreAuthOp(ctx context.Context, p *instore.Principal, req *instore.PreAuthOpRequest, claim *instore.IdempotencyClaim) (*instore.Transaction, error) {
-	if t, done, err := s.admit(ctx, p, req, claim); done {
-		return t, err
-	}
-	pre, err := s.ownTransaction(ctx, p, req.OnlineAPIRefID)
-	if err != nil {
-		return nil, err
+	pre, resumed, done, err := s.admitOn(ctx, p, req, claim, req.OnlineAPIRefID)
+	if done {
+		return resumed, err
 	}
 	t := &instore.Transaction{Type: req.Op, ECRReference: req.ECRReference}
 	switch req.Op {
@@ -212,10 +209,7 @@ func (s *Service) recoverPreAuths(ctx context.Context) error {
 // timer lost, or a void that could not start.
 func (s *Service) sweepPreAuths(ctx context.Context) {
 	due, err := s.Store.OpenPreAuths(ctx, s.now())
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log().Error("sweep: open pre-auths", "error", err)
-		}
+	if s.sweepFailed(ctx, "sweep: open pre-auths", err) {
 		return
 	}
 	for _, t := range due {

@@ -155,15 +155,8 @@ func (s *Service) receiptJob(t *instore.Transaction, serial string, lines []stri
 
 // PrintJob returns one of the merchant's print jobs (not-found otherwise).
 func (s *Service) PrintJob(ctx context.Context, p *instore.Principal, id string) (*instore.PrintJob, error) {
-	if _, err := s.merchant(ctx, p); err != nil {
-		return nil, err
-	}
-	if !instore.ValidRef(id) {
-		return nil, instore.Errorf(instore.ENotFound, "No print job with this printId.")
-	}
-	j, err := s.Store.PrintJob(ctx, id)
-	return merchants(p, j, err, func(j *instore.PrintJob) string { return j.MerchantID },
-		instore.ENotFound, "No print job with this printId.", "print job")
+	return merchantsByRef(ctx, s, p, id, s.Store.PrintJob, func(j *instore.PrintJob) string { return j.MerchantID },
+		"No print job with this printId.", "print job")
 }
 
 // TerminalPrintResult records the final status a terminal reported for a

@@ -137,6 +137,18 @@ func (s *Service) admit(ctx context.Context, p *instore.Principal, req interface
 	return nil, false, nil
 }
 
+// admitOn is admit for a request on one of the merchant's transactions,
+// ref (WP04 otherwise): done says the request is answered with t and err;
+// otherwise orig is that transaction.
+func (s *Service) admitOn(ctx context.Context, p *instore.Principal, req interface{ Validate() error }, claim *instore.IdempotencyClaim,
+	ref string) (orig, t *instore.Transaction, done bool, err error) {
+	if resumed, answered, err := s.admit(ctx, p, req, claim); answered {
+		return nil, resumed, true, err
+	}
+	orig, err = s.ownTransaction(ctx, p, ref)
+	return orig, nil, err != nil, err
+}
+
 // resume answers a retry of a request that created the transaction ref
 // (its idempotency record is tied to it), after a crash or while the first
 // still runs, as the first answered or would have: once the terminal

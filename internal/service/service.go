@@ -3,6 +3,8 @@ package service
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -135,6 +137,15 @@ func (s *Service) random(b []byte) {
 	}
 }
 
+// newID is an id created at: prefix and 32 hex digits, the first 12 the
+// time in milliseconds, so ids sort by creation, the rest from random.
+func (s *Service) newID(prefix string, at time.Time) string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(at.UnixMilli())<<16)
+	s.random(b[6:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
 // spawn runs f in its own goroutine (Go).
 func (s *Service) spawn(f func()) {
 	if s.Go != nil {
@@ -198,6 +209,18 @@ func (s *Service) terminalOp(ctx context.Context, p *instore.Principal, req inte
 	return s.ownTerminal(ctx, p, terminalID)
 }
 
+// terminalIDRequest is the request of an operation that names only a
+// terminal ID (CloseBatch, Terminal), for terminalOp: valid when it is 8
+// digits.
+type terminalIDRequest string
+
+func (id terminalIDRequest) Validate() error {
+	if !instore.ValidTerminalID(string(id)) {
+		return &instore.Error{Code: instore.EValidation, Detail: "The request is not valid; see errors.", Fields: []instore.FieldError{{Field: "terminalId", Message: "must be 8 digits"}}}
+	}
+	return nil
+}
+
 // ActiveMerchant returns the principal's merchant; WP03 when inactive.
 func (s *Service) ActiveMerchant(ctx context.Context, p *instore.Principal) (*instore.Merchant, error) {
 	return s.merchant(ctx, p)
@@ -227,6 +250,19 @@ func ownedBy(p *instore.Principal, t *instore.Terminal, err error) (*instore.Ter
 		instore.WP16, "The terminal ID is not one of this merchant's.", "terminal")
 }
 
+// found says whether a store read that failed with err (nil: none) found
+// its row: false and no error when there is none (ErrNotFound), false and
+// err wrapped as what when the read failed otherwise.
+func found(err error, what string) (bool, error) {
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, instore.ErrNotFound):
+		return false, nil
+	}
+	return false, fmt.Errorf("%s: %w", what, err)
+}
+
 // merchants is v, read with err, if it is the principal's merchant's
 // (merchantOf says whose it is); the problem code with detail if there is
 // none or it is another's, so that a merchant learns nothing of another's;
@@ -238,4 +274,43 @@ func merchants[T any](p *instore.Principal, v *T, err error, merchantOf func(*T)
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return v, nil
+}
+
+// merchantsByRef reads (read) the record with the reference id for the
+// principal's active merchant (WP03 otherwise): not-found with detail when
+// id is no reference, there is none or it is another merchant's
+// (merchants).
+func merchantsByRef[T any](ctx context.Context, s *Service, p *instore.Principal, id string, read func(context.Context, string) (*T, error),
+	merchantOf func(*T) string, detail, what string) (*T, error) {
+	if _, err := s.merchant(ctx, p); err != nil {
+		return nil, err
+	}
+	if !instore.ValidRef(id) {
+		return nil, &instore.Error{Code: instore.ENotFound, Detail: detail}
+	}
+	v, err := read(ctx, id)
+	return merchants(p, v, err, merchantOf, instore.ENotFound, detail, what)
+}
+
+// merchantsAll lists (list) the records of the principal's active merchant
+// (WP03 otherwise), each as view shows it; what names the read in its
+// error.
+func merchantsAll[T, V any](ctx context.Context, s *Service, p *instore.Principal, what string, list func(context.Context, string) ([]T, error),
+	view func(T) (V, error)) ([]V, error) {
+	if _, err := s.merchant(ctx, p); err != nil {
+		return nil, err
+	}
+	xs, err := list(ctx, p.MerchantID)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	out := make([]V, 0, len(xs))
+	for _, x := range xs {
+		v, err := view(x)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }

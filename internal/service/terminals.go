@@ -89,33 +89,14 @@ func (s *Service) viewOf(t *instore.Terminal, d *instore.Device, activeID string
 
 // Terminals lists the merchant's terminal IDs.
 func (s *Service) Terminals(ctx context.Context, p *instore.Principal) ([]*instore.TerminalView, error) {
-	if _, err := s.merchant(ctx, p); err != nil {
-		return nil, err
-	}
-	ts, err := s.Store.Terminals(ctx, p.MerchantID)
-	if err != nil {
-		return nil, fmt.Errorf("terminals: %w", err)
-	}
-	out := make([]*instore.TerminalView, 0, len(ts))
-	for _, t := range ts {
-		v, err := s.view(ctx, t)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, nil
+	return merchantsAll(ctx, s, p, "terminals", s.Store.Terminals, func(t *instore.Terminal) (*instore.TerminalView, error) {
+		return s.view(ctx, t)
+	})
 }
 
 // Terminal shows one of the merchant's terminal IDs. Errors: WP03, WP16.
 func (s *Service) Terminal(ctx context.Context, p *instore.Principal, terminalID string) (*instore.TerminalView, error) {
-	if !instore.ValidTerminalID(terminalID) {
-		return nil, &instore.Error{Code: instore.EValidation, Detail: "The request is not valid; see errors.", Fields: []instore.FieldError{{Field: "terminalId", Message: "must be 8 digits"}}}
-	}
-	if _, err := s.merchant(ctx, p); err != nil {
-		return nil, err
-	}
-	t, err := s.ownTerminal(ctx, p, terminalID)
+	t, err := s.terminalOp(ctx, p, terminalIDRequest(terminalID), terminalID)
 	if err != nil {
 		return nil, err
 	}

@@ -2,8 +2,6 @@ package service
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -30,14 +28,9 @@ const DefaultInstallTimeout = 15 * time.Minute
 // DefaultUpdateSweep is how often RunUpdates looks for work.
 const DefaultUpdateSweep = 30 * time.Second
 
-// newUpdateID returns an updateId: "upd_" and 32 hex digits, the first 12
-// the creation time in milliseconds, so ids sort by creation.
-func (s *Service) newUpdateID(now time.Time) string {
-	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], uint64(now.UnixMilli())<<16)
-	s.random(b[6:])
-	return "upd_" + hex.EncodeToString(b[:])
-}
+// newUpdateID returns an updateId created at now: "upd_" and 32 hex
+// digits (newID).
+func (s *Service) newUpdateID(now time.Time) string { return s.newID("upd_", now) }
 
 // installing answers WP09 while the terminal installs a software update:
 // the update is DOWNLOADING, or was just handed to the device (within the
@@ -45,10 +38,8 @@ func (s *Service) newUpdateID(now time.Time) string {
 // transaction (ready) call it.
 func (s *Service) installing(ctx context.Context, terminalID string) error {
 	u, err := s.Store.OpenUpdate(ctx, terminalID)
-	if errors.Is(err, instore.ErrNotFound) {
-		return nil
-	} else if err != nil {
-		return fmt.Errorf("open update: %w", err)
+	if ok, err := found(err, "open update"); !ok {
+		return err
 	}
 	return s.installingWith(terminalID, u)
 }
@@ -299,10 +290,7 @@ func (s *Service) RunUpdates(ctx context.Context, interval, installTimeout time.
 // sweepUpdates is one pass of RunUpdates over the unfinished updates.
 func (s *Service) sweepUpdates(ctx context.Context, installTimeout time.Duration) {
 	us, err := s.Store.OpenUpdates(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log().Error("update sweep", "error", err)
-		}
+	if s.sweepFailed(ctx, "update sweep", err) {
 		return
 	}
 	now := s.now()

@@ -144,18 +144,9 @@ func (s *Service) webhook(ctx context.Context, p *instore.Principal, id string) 
 
 // Webhooks lists the merchant's endpoints.
 func (s *Service) Webhooks(ctx context.Context, p *instore.Principal) ([]*instore.WebhookWire, error) {
-	if _, err := s.merchant(ctx, p); err != nil {
-		return nil, err
-	}
-	ws, err := s.Store.Webhooks(ctx, p.MerchantID)
-	if err != nil {
-		return nil, fmt.Errorf("webhooks: %w", err)
-	}
-	out := make([]*instore.WebhookWire, len(ws))
-	for i, w := range ws {
-		out[i] = w.Wire(false)
-	}
-	return out, nil
+	return merchantsAll(ctx, s, p, "webhooks", s.Store.Webhooks, func(w *instore.Webhook) (*instore.WebhookWire, error) {
+		return w.Wire(false), nil
+	})
 }
 
 // Webhook returns one endpoint (without its secret).
