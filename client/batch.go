@@ -76,8 +76,8 @@ func (c *Client) AllBatches(ctx context.Context, p BatchListParams, opts ...Call
 	return listAll(ctx, c.Batches, p, opts)
 }
 
-// listing is the parameters of a listing (ListParams, BatchListParams,
-// DeliveryQuery): at is them continued at a cursor.
+// listing is what selects a listing (ListParams, BatchListParams,
+// DeliveryQuery); at returns it continued at a cursor.
 type listing[P any] interface{ at(cursor string) P }
 
 // listPage is one page of a listing of T: its items and the cursor of the
