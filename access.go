@@ -147,23 +147,35 @@ type AllocatedTerminal struct {
 	Model string
 }
 
+// TerminalIDWire is the members the Access API's answers about a terminal
+// ID begin with (api/access-api.yaml, schemas AllocatedTerminal and
+// TerminalInfo): the terminal ID, its customer and merchant, and the serial
+// number and model of its device; null when there is none.
+type TerminalIDWire struct {
+	TerminalID   string  `json:"terminalId"`
+	CustomerID   string  `json:"customerId"`
+	MerchantID   *string `json:"merchantId"`
+	SerialNumber *string `json:"serialNumber"`
+	Model        *string `json:"model"`
+}
+
+// terminalIDWire renders t, with serialNumber and model, as the Access API
+// shows it.
+func terminalIDWire(t *Terminal, serialNumber, model string) TerminalIDWire {
+	return TerminalIDWire{TerminalID: t.TerminalID, CustomerID: t.CustomerID, MerchantID: optional(t.MerchantID),
+		SerialNumber: optional(serialNumber), Model: optional(model)}
+}
+
 // AllocatedTerminalWire is a terminal ID as POST /getTerminalId shows it
 // (api/access-api.yaml, schema AllocatedTerminal).
 type AllocatedTerminalWire struct {
-	TerminalID   string    `json:"terminalId"`
-	CustomerID   string    `json:"customerId"`
-	MerchantID   *string   `json:"merchantId"`
-	SerialNumber *string   `json:"serialNumber"`
-	Model        *string   `json:"model"`
-	CreatedAt    time.Time `json:"createdAt"`
+	TerminalIDWire
+	CreatedAt time.Time `json:"createdAt"`
 }
 
 // Wire renders a as POST /getTerminalId shows it.
 func (a *AllocatedTerminal) Wire() *AllocatedTerminalWire {
-	return &AllocatedTerminalWire{
-		TerminalID: a.TerminalID, CustomerID: a.CustomerID, MerchantID: optional(a.MerchantID),
-		SerialNumber: optional(a.SerialNumber), Model: optional(a.Model), CreatedAt: a.CreatedAt,
-	}
+	return &AllocatedTerminalWire{TerminalIDWire: terminalIDWire(a.Terminal, a.SerialNumber, a.Model), CreatedAt: a.CreatedAt}
 }
 
 // TerminalInfo is a terminal ID as POST /getTerminalInfo answers it.
@@ -186,11 +198,8 @@ type TerminalInfo struct {
 // TerminalInfoWire is a terminal ID as POST /getTerminalInfo shows it
 // (api/access-api.yaml, schema TerminalInfo).
 type TerminalInfoWire struct {
-	TerminalID         string      `json:"terminalId"`
-	CustomerID         string      `json:"customerId"`
-	MerchantID         *string     `json:"merchantId"`
-	SerialNumber       *string     `json:"serialNumber"`
-	Model              *string     `json:"model"`
+	// TerminalIDWire's SerialNumber is the linked device's.
+	TerminalIDWire
 	SoftwareVersion    *string     `json:"softwareVersion"`
 	MinSoftwareVersion *string     `json:"minSoftwareVersion"`
 	Linked             bool        `json:"linked"`
@@ -202,11 +211,9 @@ type TerminalInfoWire struct {
 
 // Wire renders info as POST /getTerminalInfo shows it.
 func (info *TerminalInfo) Wire() *TerminalInfoWire {
-	t := info.Terminal
 	out := &TerminalInfoWire{
-		TerminalID: t.TerminalID, CustomerID: t.CustomerID, MerchantID: optional(t.MerchantID),
-		Model: optional(info.Model), MinSoftwareVersion: optional(info.MinSoftwareVersion),
-		Linked: t.Linked(), Online: info.Online,
+		TerminalIDWire: terminalIDWire(info.Terminal, "", info.Model), MinSoftwareVersion: optional(info.MinSoftwareVersion),
+		Linked: info.Terminal.Linked(), Online: info.Online,
 		PendingUpdate: info.PendingUpdate.Wire(), LastUpdate: info.LastUpdate.Wire(),
 	}
 	if d := info.Device; d != nil {

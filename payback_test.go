@@ -32,6 +32,14 @@ func TestCheckOnOriginal(t *testing.T) {
 	other := func(id string, typ instore.TransactionType, status instore.TransactionStatus, amount int64, message string) *instore.Transaction {
 		return &instore.Transaction{ID: id, Type: typ, OriginalID: "txn_o", StatusID: status, Amount: amount, ResultMessageID: message}
 	}
+	// priorReversal and priorRefund are an earlier reversal (txn_v, of the
+	// whole amount) or refund (txn_r, of 1) of the original, the only one.
+	priorReversal := func(status instore.TransactionStatus, message string) []*instore.Transaction {
+		return []*instore.Transaction{other("txn_v", instore.TypeReversal, status, 1000, message)}
+	}
+	priorRefund := func(status instore.TransactionStatus, message string) []*instore.Transaction {
+		return []*instore.Transaction{other("txn_r", instore.TypeRefund, status, 1, message)}
+	}
 	refund := func(amount int64) *instore.Transaction {
 		return &instore.Transaction{Type: instore.TypeRefund, Amount: amount}
 	}
@@ -52,16 +60,11 @@ func TestCheckOnOriginal(t *testing.T) {
 		{"refund of a refund", aRefund, nil, refund(1), instore.EConflict, "the original is a REFUND", ""},
 		{"refund of an unconfirmed sale", unconfirmed, nil, refund(1), instore.EConflict, "awaits confirmation", ""},
 		{"refund of a confirmed sale", confirmed, nil, refund(1000), "", "", ""},
-		{"refund while a reversal is pending", approved, []*instore.Transaction{other("txn_v", instore.TypeReversal, instore.StatusPending, 1000, "")},
-			refund(1), instore.EConflict, "being reversed (reversal txn_v)", "txn_v"},
-		{"refund after an approved reversal", approved, []*instore.Transaction{other("txn_v", instore.TypeReversal, instore.StatusApproved, 1000, "m")},
-			refund(1), instore.EConflict, "being reversed", "txn_v"},
-		{"refund after a reversal ended without a result", approved, []*instore.Transaction{other("txn_v", instore.TypeReversal, instore.StatusTechnicalError, 1000, "")},
-			refund(1), instore.EConflict, "being reversed", "txn_v"},
-		{"refund after a reversal that failed with a result", approved, []*instore.Transaction{other("txn_v", instore.TypeReversal, instore.StatusTechnicalError, 1000, "m")},
-			refund(1000), "", "", ""},
-		{"refund after a declined reversal", approved, []*instore.Transaction{other("txn_v", instore.TypeReversal, instore.StatusTransactionDeclined, 1000, "m")},
-			refund(1000), "", "", ""},
+		{"refund while a reversal is pending", approved, priorReversal(instore.StatusPending, ""), refund(1), instore.EConflict, "being reversed (reversal txn_v)", "txn_v"},
+		{"refund after an approved reversal", approved, priorReversal(instore.StatusApproved, "m"), refund(1), instore.EConflict, "being reversed", "txn_v"},
+		{"refund after a reversal ended without a result", approved, priorReversal(instore.StatusTechnicalError, ""), refund(1), instore.EConflict, "being reversed", "txn_v"},
+		{"refund after a reversal that failed with a result", approved, priorReversal(instore.StatusTechnicalError, "m"), refund(1000), "", "", ""},
+		{"refund after a declined reversal", approved, priorReversal(instore.StatusTransactionDeclined, "m"), refund(1000), "", "", ""},
 		{"refund of what is left", approved, []*instore.Transaction{other("txn_r1", instore.TypeRefund, instore.StatusApproved, 600, "m"),
 			other("txn_r2", instore.TypeRefund, instore.StatusPending, 300, "")}, refund(100), "", "", ""},
 		{"refund past what is left", approved, []*instore.Transaction{other("txn_r1", instore.TypeRefund, instore.StatusApproved, 600, "m"),
@@ -87,22 +90,14 @@ func TestCheckOnOriginal(t *testing.T) {
 		{"reversal of a confirmed sale", confirmed, nil, reversal, "", "", ""},
 		{"reversal of a sale with cashback", withCashback, nil, reversal, "", "", ""},
 		{"reversal of a sale with a tip", withTip, nil, reversal, "", "", ""},
-		{"reversal after an approved refund", approved, []*instore.Transaction{other("txn_r", instore.TypeRefund, instore.StatusApproved, 1, "m")},
-			reversal, instore.ENotReversible, "has a refund that is approved or pending (txn_r)", "txn_r"},
-		{"reversal after a pending refund", approved, []*instore.Transaction{other("txn_r", instore.TypeRefund, instore.StatusPending, 1, "")},
-			reversal, instore.ENotReversible, "has a refund", "txn_r"},
-		{"reversal after a declined refund", approved, []*instore.Transaction{other("txn_r", instore.TypeRefund, instore.StatusTransactionDeclined, 1, "m")},
-			reversal, "", "", ""},
-		{"reversal after a refund ended without a result", approved, []*instore.Transaction{other("txn_r", instore.TypeRefund, instore.StatusTechnicalError, 1, "")},
-			reversal, "", "", ""},
-		{"reversal while another is pending", approved, []*instore.Transaction{other("txn_v", instore.TypeReversal, instore.StatusPending, 1000, "")},
-			reversal, instore.ENotReversible, "being reversed already (reversal txn_v)", "txn_v"},
-		{"reversal after an approved one", approved, []*instore.Transaction{other("txn_v", instore.TypeReversal, instore.StatusApproved, 1000, "m")},
-			reversal, instore.ENotReversible, "being reversed already", "txn_v"},
-		{"reversal after one ended without a result", approved, []*instore.Transaction{other("txn_v", instore.TypeReversal, instore.StatusTechnicalError, 1000, "")},
-			reversal, "", "", ""},
-		{"reversal after a declined one", approved, []*instore.Transaction{other("txn_v", instore.TypeReversal, instore.StatusTransactionDeclined, 1000, "m")},
-			reversal, "", "", ""},
+		{"reversal after an approved refund", approved, priorRefund(instore.StatusApproved, "m"), reversal, instore.ENotReversible, "has a refund that is approved or pending (txn_r)", "txn_r"},
+		{"reversal after a pending refund", approved, priorRefund(instore.StatusPending, ""), reversal, instore.ENotReversible, "has a refund", "txn_r"},
+		{"reversal after a declined refund", approved, priorRefund(instore.StatusTransactionDeclined, "m"), reversal, "", "", ""},
+		{"reversal after a refund ended without a result", approved, priorRefund(instore.StatusTechnicalError, ""), reversal, "", "", ""},
+		{"reversal while another is pending", approved, priorReversal(instore.StatusPending, ""), reversal, instore.ENotReversible, "being reversed already (reversal txn_v)", "txn_v"},
+		{"reversal after an approved one", approved, priorReversal(instore.StatusApproved, "m"), reversal, instore.ENotReversible, "being reversed already", "txn_v"},
+		{"reversal after one ended without a result", approved, priorReversal(instore.StatusTechnicalError, ""), reversal, "", "", ""},
+		{"reversal after a declined one", approved, priorReversal(instore.StatusTransactionDeclined, "m"), reversal, "", "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := instore.CheckOnOriginal(tc.orig, tc.others, tc.t)

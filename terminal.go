@@ -1,6 +1,9 @@
 package instore
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Device models. Real models differ, and so do the virtual ones: the
 // countertop model has a printer, the mobile model a printer and a battery
@@ -19,14 +22,7 @@ var Models = []string{ModelCountertop, ModelMobile, ModelPINPad}
 func ModelHasPrinter(m string) bool { return m != ModelPINPad }
 
 // ValidModel reports whether m is a known device model.
-func ValidModel(m string) bool {
-	for _, x := range Models {
-		if x == m {
-			return true
-		}
-	}
-	return false
-}
+func ValidModel(m string) bool { return slices.Contains(Models, m) }
 
 // Device is a physical or virtual payment terminal, known by its serial
 // number and authenticated on the gateway by a device secret (stored as a

@@ -112,16 +112,7 @@ func (s NullString) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON decodes null as "".
-func (s *NullString) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		*s = ""
-		return nil
-	}
-	var v string
-	err := json.Unmarshal(b, &v)
-	*s = NullString(v)
-	return err
-}
+func (s *NullString) UnmarshalJSON(b []byte) error { return unmarshalNullable(b, (*string)(s)) }
 
 // NullInt is an int member the wire shows as null when it is 0 (a member
 // for which 0 is no valid value, such as errorId).
@@ -136,14 +127,15 @@ func (n NullInt) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON decodes null as 0.
-func (n *NullInt) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		*n = 0
-		return nil
-	}
-	var v int
-	err := json.Unmarshal(b, &v)
-	*n = NullInt(v)
+func (n *NullInt) UnmarshalJSON(b []byte) error { return unmarshalNullable(b, (*int)(n)) }
+
+// unmarshalNullable decodes b into *v, null as T's zero value (which
+// json.Unmarshal leaves as it is), and sets *v to that zero value too when
+// b is not a T (the NullString and NullInt members).
+func unmarshalNullable[T any](b []byte, v *T) error {
+	var x T
+	err := json.Unmarshal(b, &x)
+	*v = x
 	return err
 }
 

@@ -33,6 +33,8 @@ type BatchListParams struct {
 	Cursor string
 }
 
+func (p BatchListParams) at(cursor string) BatchListParams { p.Cursor = cursor; return p }
+
 func (p BatchListParams) query() url.Values {
 	return ListParams{From: p.From, To: p.To, TerminalID: p.TerminalID, Limit: p.Limit, Cursor: p.Cursor}.query()
 }
@@ -43,6 +45,8 @@ type BatchPage struct {
 	// NextCursor continues the listing; "" on the last page.
 	NextCursor string `json:"nextCursor"`
 }
+
+func (p *BatchPage) items() ([]*Batch, string) { return p.Batches, p.NextCursor }
 
 // CloseBatch closes the terminal's batch (the day close) and returns it
 // once the terminal answered: CLOSED, with the comparison. The terminal is
@@ -69,29 +73,31 @@ func (c *Client) Batches(ctx context.Context, p BatchListParams, opts ...CallOpt
 // AllBatches iterates over every batch p selects, newest first, fetching
 // pages as it goes; it stops after the first error, which it yields.
 func (c *Client) AllBatches(ctx context.Context, p BatchListParams, opts ...CallOption) iter.Seq2[*Batch, error] {
-	return pages(p.Cursor, func(cursor string) ([]*Batch, string, error) {
-		p.Cursor = cursor
-		page, err := c.Batches(ctx, p, opts...)
-		if err != nil {
-			return nil, "", err
-		}
-		return page.Batches, page.NextCursor, nil
-	})
+	return listAll(ctx, c.Batches, p, opts)
 }
 
-// pages iterates over a listing from cursor on ("" : its first page),
-// one page a call of page (its items and the cursor of the next, "" on
-// the last); it stops after the first error, which it yields.
-func pages[T any](cursor string, page func(cursor string) ([]T, string, error)) iter.Seq2[T, error] {
+// listing is what selects a listing (ListParams, BatchListParams,
+// DeliveryQuery); at returns it continued at a cursor.
+type listing[P any] interface{ at(cursor string) P }
+
+// listPage is one page of a listing of T: its items and the cursor of the
+// next page ("" on the last).
+type listPage[T any] interface{ items() ([]T, string) }
+
+// listAll iterates over every item of the listing p selects, from p's
+// cursor on ("": its first page), one page a call of list; it stops after
+// the first error, which it yields.
+func listAll[P listing[P], L listPage[T], T any](ctx context.Context, list func(context.Context, P, ...CallOption) (L, error), p P, opts []CallOption) iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {
-		at := cursor // each range starts over
+		at := p // each range starts over
 		for {
-			items, next, err := page(at)
+			page, err := list(ctx, at, opts...)
 			if err != nil {
 				var zero T
 				yield(zero, err)
 				return
 			}
+			items, next := page.items()
 			for _, it := range items {
 				if !yield(it, nil) {
 					return
@@ -100,7 +106,7 @@ func pages[T any](cursor string, page func(cursor string) ([]T, string, error)) 
 			if next == "" {
 				return
 			}
-			at = next
+			at = p.at(next)
 		}
 	}
 }

@@ -224,6 +224,8 @@ type ListParams struct {
 	Cursor string
 }
 
+func (p ListParams) at(cursor string) ListParams { p.Cursor = cursor; return p }
+
 func (p ListParams) query() url.Values {
 	q := url.Values{}
 	if !p.From.IsZero() {
@@ -268,6 +270,8 @@ type TransactionPage struct {
 	// NextCursor continues the listing; "" on the last page.
 	NextCursor string `json:"nextCursor"`
 }
+
+func (p *TransactionPage) items() ([]*Transaction, string) { return p.Transactions, p.NextCursor }
 
 func (c *Client) get(ctx context.Context, path, route string, q url.Values, out any, opts []CallOption) error {
 	_, err := c.do(ctx, call{s: c.online, method: http.MethodGet, path: path, route: route, query: q, opts: opts}, out)
@@ -515,14 +519,7 @@ func (c *Client) Transactions(ctx context.Context, p ListParams, opts ...CallOpt
 // first, fetching pages as it goes; it stops after the first error, which
 // it yields.
 func (c *Client) AllTransactions(ctx context.Context, p ListParams, opts ...CallOption) iter.Seq2[*Transaction, error] {
-	return pages(p.Cursor, func(cursor string) ([]*Transaction, string, error) {
-		p.Cursor = cursor
-		page, err := c.Transactions(ctx, p, opts...)
-		if err != nil {
-			return nil, "", err
-		}
-		return page.Transactions, page.NextCursor, nil
-	})
+	return listAll(ctx, c.Transactions, p, opts)
 }
 
 // Print prints lines, or a stored transaction's receipt, on a terminal and

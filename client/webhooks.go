@@ -133,12 +133,16 @@ type DeliveryQuery struct {
 	Limit int
 }
 
+func (q DeliveryQuery) at(cursor string) DeliveryQuery { q.Cursor = cursor; return q }
+
 // DeliveryPage is one page of an endpoint's deliveries, newest first.
 type DeliveryPage struct {
 	Deliveries []*WebhookDelivery `json:"deliveries"`
 	// NextCursor continues the listing; "" on the last page.
 	NextCursor string `json:"nextCursor"`
 }
+
+func (p *DeliveryPage) items() ([]*WebhookDelivery, string) { return p.Deliveries, p.NextCursor }
 
 func webhookPath(id string) string { return Prefix + "/webhooks/" + url.PathEscape(id) }
 
@@ -224,14 +228,9 @@ func (c *Client) WebhookDeliveries(ctx context.Context, webhookID string, q Deli
 // q.Cursor on, newest first, fetching pages as it goes; it stops after
 // the first error, which it yields.
 func (c *Client) AllWebhookDeliveries(ctx context.Context, webhookID string, q DeliveryQuery, opts ...CallOption) iter.Seq2[*WebhookDelivery, error] {
-	return pages(q.Cursor, func(cursor string) ([]*WebhookDelivery, string, error) {
-		q.Cursor = cursor
-		page, err := c.WebhookDeliveries(ctx, webhookID, q, opts...)
-		if err != nil {
-			return nil, "", err
-		}
-		return page.Deliveries, page.NextCursor, nil
-	})
+	return listAll(ctx, func(ctx context.Context, q DeliveryQuery, opts ...CallOption) (*DeliveryPage, error) {
+		return c.WebhookDeliveries(ctx, webhookID, q, opts...)
+	}, q, opts)
 }
 
 // RetryWebhookDelivery makes a delivery due now (a failed one, or a

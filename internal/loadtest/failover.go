@@ -42,16 +42,12 @@ func runFailover(ctx context.Context, o *Options) (*Result, error) {
 	if o.DatabaseURL == "" || o.Target != nil || o.InProcess {
 		return nil, errors.New("failover starts its own nodes on PostgreSQL: give --database-url, and no --target or --in-process")
 	}
-	e, err := newEnv(ctx, o)
+	e, r, err := seededEnv(ctx, o, FailoverScenario, o.Sessions)
 	if err != nil {
 		return nil, err
 	}
 	defer e.close()
-	r := e.newResult(FailoverScenario)
 	r.Terminals = o.Sessions
-	if err := e.seed(ctx, o.Sessions); err != nil {
-		return nil, err
-	}
 	nodes, err := e.startNodes(ctx, failoverNodes)
 	defer func() {
 		for _, n := range nodes {

@@ -15,16 +15,12 @@ const metadataPath = "/in-store/api/v1/metadata"
 const requestTimeout = 30 * time.Second
 
 func runMetadata(ctx context.Context, o *Options) (*Result, error) {
-	e, err := newEnv(ctx, o)
+	e, r, err := seededEnv(ctx, o, "metadata", 0)
 	if err != nil {
 		return nil, err
 	}
 	defer e.close()
-	r := e.newResult("metadata")
 	r.Clients = o.Clients
-	if err := e.seed(ctx, 0); err != nil {
-		return nil, err
-	}
 	if err := e.startServer(ctx); err != nil {
 		return nil, err
 	}
@@ -115,6 +111,22 @@ func (e *env) fetchMetadata(ctx context.Context) ([]byte, error) {
 	}
 	e.authorize(req.Header)
 	return roundTrip(http.DefaultClient, req, 200)
+}
+
+// seededEnv is the environment of scenario with n devices provisioned
+// (seed) and the scenario's result, started before they are; the caller
+// closes the environment.
+func seededEnv(ctx context.Context, o *Options, scenario string, n int) (*env, *Result, error) {
+	e, err := newEnv(ctx, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	r := e.newResult(scenario)
+	if err := e.seed(ctx, n); err != nil {
+		e.close()
+		return nil, nil, err
+	}
+	return e, r, nil
 }
 
 func (e *env) newResult(scenario string) *Result {

@@ -18,17 +18,13 @@ import (
 const dialers = 32
 
 func runSessions(ctx context.Context, o *Options) (*Result, error) {
-	e, err := newEnv(ctx, o)
+	e, r, err := seededEnv(ctx, o, "sessions", o.Sessions)
 	if err != nil {
 		return nil, err
 	}
 	defer e.close()
-	r := e.newResult("sessions")
 	r.Sessions = o.Sessions
 	r.HoldSeconds = o.Duration.Seconds()
-	if err := e.seed(ctx, o.Sessions); err != nil {
-		return nil, err
-	}
 
 	b, err := e.startBaseline("ws")
 	if err != nil {

@@ -401,7 +401,7 @@ func TestGetTerminalInfo(t *testing.T) {
 
 	a := s.allocate(t, map[string]any{"model": "pinpad"})
 	in = s.info(t, a.TerminalID)
-	want := instore.TerminalInfoWire{TerminalID: a.TerminalID, CustomerID: s.customer.ID, Model: a.Model}
+	want := instore.TerminalInfoWire{TerminalIDWire: instore.TerminalIDWire{TerminalID: a.TerminalID, CustomerID: s.customer.ID, Model: a.Model}}
 	if diff := cmp.Diff(want, in); diff != "" {
 		t.Errorf("info of an unbound terminal ID (-want +got):\n%s", diff)
 	}
