@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +17,6 @@ import (
 	"github.com/instore-dev/instore/internal/admin"
 	"github.com/instore-dev/instore/internal/apitest"
 	"github.com/instore-dev/instore/internal/auth"
-	"github.com/instore-dev/instore/internal/sqlstore"
 )
 
 // authFixture is a store with one merchant's Online API client and key,
@@ -35,28 +33,16 @@ type authFixture struct {
 
 func newAuthFixture(t testing.TB) *authFixture {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "httpapi.db"), sqlstore.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := apitest.SQLite(t, "NORMAL")
 	ad := admin.New(st)
-	cus, err := ad.CreateCustomer(ctx, "c")
-	must(t, err)
-	mer, err := ad.CreateMerchant(ctx, cus.ID, "m", true)
-	must(t, err)
-	client, secret, err := ad.CreateClient(ctx, instore.SurfaceOnline, mer.ID, "")
-	must(t, err)
-	keyRec, key, err := ad.CreateKey(ctx, instore.SurfaceOnline, mer.ID)
-	must(t, err)
+	online := apitest.NewShop(t, ad, "c", "m", "").Online
 	counting := &apitest.AuthReads{Store: st}
 	a, err := auth.New(auth.Config{Store: counting, SigningKey: []byte(strings.Repeat("s", 32)), CacheTTL: time.Minute})
 	must(t, err)
-	tok, _, err := a.Mint(client, time.Hour)
+	tok, _, err := a.Mint(online.Client, time.Hour)
 	must(t, err)
-	return &authFixture{ad: ad, auth: a, store: counting, keyID: keyRec.ID, clientID: client.ID, secret: secret,
-		header: http.Header{"Authorization": {"Bearer " + tok}, "Ocp-Apim-Subscription-Key": {key}}}
+	return &authFixture{ad: ad, auth: a, store: counting, keyID: online.KeyRec.ID, clientID: online.Client.ID, secret: online.Secret,
+		header: http.Header{"Authorization": {"Bearer " + tok}, "Ocp-Apim-Subscription-Key": {online.Key}}}
 }
 
 func must(t testing.TB, err error) {

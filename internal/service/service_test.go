@@ -3,7 +3,6 @@ package service_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/admin"
+	"github.com/instore-dev/instore/internal/apitest"
 	"github.com/instore-dev/instore/internal/gateway"
 	"github.com/instore-dev/instore/internal/ids"
 	"github.com/instore-dev/instore/internal/service"
@@ -43,11 +43,7 @@ func (f *fixture) wantTechnicalError(t *testing.T, ref, code, when string) {
 func newFixture(tb testing.TB, synchronous, serial string) *fixture {
 	tb.Helper()
 	ctx := context.Background()
-	st, err := sqlstore.Open(ctx, filepath.Join(tb.TempDir(), "svc.db"), sqlstore.Options{Synchronous: synchronous})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { st.Close() })
+	st := apitest.SQLite(tb, synchronous)
 	ad := admin.New(st)
 	cus, _ := ad.CreateCustomer(ctx, "c")
 	mer, _ := ad.CreateMerchant(ctx, cus.ID, "m", true)
