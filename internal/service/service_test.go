@@ -125,17 +125,6 @@ func TestRunningRefusesLatePut(t *testing.T) {
 	}
 }
 
-// countingStore counts the reads of a terminal's open update.
-type countingStore struct {
-	instore.Store
-	openUpdates atomic.Int64
-}
-
-func (c *countingStore) OpenUpdate(ctx context.Context, terminalID string) (*instore.Update, error) {
-	c.openUpdates.Add(1)
-	return c.Store.OpenUpdate(ctx, terminalID)
-}
-
 // TestTransactionEndWithoutWaitingUpdate: the end of a transaction looks
 // for an update to deliver only when this node saw one waiting for it
 // (TestUpdateWaitsForTransactionAndOfflineTerminal in internal/server has
@@ -147,7 +136,7 @@ func TestTransactionEndWithoutWaitingUpdate(t *testing.T) {
 func testTransactionEndWithoutWaitingUpdate(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, "NORMAL", "S-1")
-	cs := &countingStore{Store: f.st}
+	cs := &apitest.CountingStore{Store: f.st}
 	f.svc.Store = cs
 	tx := &instore.Transaction{ID: f.svc.NewRef(), MerchantID: f.merchant, TerminalID: f.terminal, SerialNumber: "S-1",
 		Type: instore.TypePurchase, Amount: 1250, Currency: "SEK", StatusID: instore.StatusPending,
@@ -169,7 +158,7 @@ func testTransactionEndWithoutWaitingUpdate(t *testing.T) {
 	// A delivery would run on a goroutine of its own, at once: wait
 	// until every goroutine of the test is done or blocked.
 	synctest.Wait()
-	if n := cs.openUpdates.Load(); n != 0 {
+	if n := cs.OpenUpdateReads.Load(); n != 0 {
 		t.Fatalf("the transaction's end read the open update %d times, want none", n)
 	}
 }
