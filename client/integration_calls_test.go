@@ -31,6 +31,13 @@ func TestIntegrationErrors(t *testing.T) {
 	mustOK[*client.Transaction](t, "WaitForFinal")(c.WaitForFinal(ctx, approved.OnlineAPIRefID, nil))
 
 	var busyRef string
+	// purchase is the call of a case that is only a purchase.
+	purchase := func(p client.PurchaseParams, opts ...client.CallOption) func() error {
+		return func() error {
+			_, err := c.Purchase(ctx, p, opts...)
+			return err
+		}
+	}
 	cases := []struct {
 		name       string
 		call       func() error
@@ -40,16 +47,11 @@ func TestIntegrationErrors(t *testing.T) {
 		wantField  string // first field error, if any
 	}{
 		{"unauthorized", func() error { _, err := badToken.Terminals(ctx); return err }, 401, instore.EUnauthorized, 0, ""},
-		{"validation", func() error {
-			_, err := c.Purchase(ctx, client.PurchaseParams{TerminalID: t0, Currency: "SEK"})
-			return err
-		}, 400, instore.EValidation, 0, "/amount"},
+		{"validation", purchase(client.PurchaseParams{TerminalID: t0, Currency: "SEK"}), 400, instore.EValidation, 0, "/amount"},
 		{"WP16 terminal of another merchant", func() error { _, err := c.Terminal(ctx, "99999999"); return err }, 403, instore.WP16, 16, ""},
 		{"WP04 unknown transaction", func() error { _, err := c.Transaction(ctx, "txn_unknown", 0); return err }, 404, instore.WP04, 4, ""},
-		{"WP22 unknown payment method", func() error {
-			_, err := c.Purchase(ctx, client.PurchaseParams{TerminalID: t0, Amount: 100, Currency: "SEK", PaymentMethodID: client.Int(9)})
-			return err
-		}, 400, instore.WP22, 22, ""},
+		{"WP22 unknown payment method", purchase(client.PurchaseParams{TerminalID: t0, Amount: 100, Currency: "SEK", PaymentMethodID: client.Int(9)}),
+			400, instore.WP22, 22, ""},
 		{"WP18 nothing to cancel", func() error { _, err := c.Cancel(ctx, t0); return err }, 409, instore.WP18, 18, ""},
 		{"WP26 range over 30 days", func() error {
 			now := time.Now()
@@ -65,10 +67,8 @@ func TestIntegrationErrors(t *testing.T) {
 			_, err := c.Reversal(ctx, client.ReversalParams{OnlineAPIRefID: approved.OnlineAPIRefID})
 			return err
 		}, 409, instore.ENotReversible, 0, ""},
-		{"idempotency-conflict", func() error {
-			_, err := c.Purchase(ctx, client.PurchaseParams{TerminalID: t0, Amount: 200, Currency: "SEK"}, conflictKey)
-			return err
-		}, 422, instore.EIdempotencyConflict, 0, ""},
+		{"idempotency-conflict", purchase(client.PurchaseParams{TerminalID: t0, Amount: 200, Currency: "SEK"}, conflictKey),
+			422, instore.EIdempotencyConflict, 0, ""},
 		{"link-code-invalid", func() error { _, err := c.LinkTerminal(ctx, t0, "000000"); return err }, 400, instore.ELinkCodeInvalid, 0, ""},
 		{"not-found print job", func() error { _, err := c.PrintJob(ctx, "prt_unknown"); return err }, 404, instore.ENotFound, 0, ""},
 		{"WP09 terminal busy", func() error {
@@ -90,19 +90,13 @@ func TestIntegrationErrors(t *testing.T) {
 			mustOK[*client.Transaction](t, "WaitForFinal")(c.WaitForFinal(ctx, busyRef, nil))
 			return err
 		}, 409, instore.WP30, 30, ""},
-		{"WP25 no acknowledgement", func() error {
-			_, err := c.Purchase(ctx, client.PurchaseParams{TerminalID: t0, Amount: 1091, Currency: "SEK"})
-			return err
-		}, 504, instore.WP25, 25, ""},
+		{"WP25 no acknowledgement", purchase(client.PurchaseParams{TerminalID: t0, Amount: 1091, Currency: "SEK"}), 504, instore.WP25, 25, ""},
 		{"WP02 unlink of an unlinked terminal", func() error {
 			mustOK[*client.Terminal](t, "UnlinkTerminal")(c.UnlinkTerminal(ctx, t2))
 			_, err := c.UnlinkTerminal(ctx, t2)
 			return err
 		}, 409, instore.WP02, 2, ""},
-		{"WP01 purchase on an unlinked terminal", func() error {
-			_, err := c.Purchase(ctx, client.PurchaseParams{TerminalID: t2, Amount: 100, Currency: "SEK"})
-			return err
-		}, 409, instore.WP01, 1, ""},
+		{"WP01 purchase on an unlinked terminal", purchase(client.PurchaseParams{TerminalID: t2, Amount: 100, Currency: "SEK"}), 409, instore.WP01, 1, ""},
 		{"WP03 merchant inactive", func() error {
 			if err := admin.New(e.d.Server.Store).SetMerchantActive(ctx, e.info.MerchantID, false); err != nil {
 				t.Fatal(err)
@@ -151,14 +145,7 @@ func TestIntegrationIdempotentRetry(t *testing.T) {
 	e := startDemo(t, nil)
 	ctx := t.Context()
 	t0 := e.terms[0]
-	dropped := false
-	e.rec.drop = func(r *http.Request, _ int) bool {
-		if r.Method == http.MethodPost && r.URL.Path == client.Prefix+"/purchase" && !dropped {
-			dropped = true
-			return true
-		}
-		return false
-	}
+	e.rec.dropFirst(http.MethodPost, client.Prefix+"/purchase")
 	tx, err := e.c.Purchase(ctx, client.PurchaseParams{TerminalID: t0, Amount: 4200, Currency: "SEK"})
 	if err != nil {
 		t.Fatalf("Purchase with its first answer lost: %v", err)
@@ -257,14 +244,7 @@ func TestIntegrationCallOptions(t *testing.T) {
 	}
 
 	// A lost answer: two attempts, the second a replay of the first.
-	dropped := false
-	e.rec.drop = func(r *http.Request, _ int) bool {
-		if r.Method == http.MethodPost && r.URL.Path == client.Prefix+"/purchase" && !dropped {
-			dropped = true
-			return true
-		}
-		return false
-	}
+	e.rec.dropFirst(http.MethodPost, client.Prefix+"/purchase")
 	var retried client.Response
 	tx5 := mustOK[*client.Transaction](t, "Purchase with its answer lost")(c.Purchase(ctx, client.PurchaseParams{TerminalID: t0, Amount: 2400, Currency: "SEK"}, client.SaveResponse(&retried)))
 	mustOK[*client.Transaction](t, "WaitForFinal")(c.WaitForFinal(ctx, tx5.OnlineAPIRefID, nil))

@@ -74,6 +74,18 @@ func (rec *recorder) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
+// dropFirst loses the answer to the next request of method to path, once.
+func (rec *recorder) dropFirst(method, path string) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	dropped := false
+	rec.drop = func(r *http.Request, _ int) bool {
+		first := !dropped && r.Method == method && r.URL.Path == path
+		dropped = dropped || first
+		return first
+	}
+}
+
 func (rec *recorder) exchanges(method, path string) []exchange {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()

@@ -244,14 +244,7 @@ func exerciseWebhooks(t *testing.T, e *itEnv) {
 	// means the first attempt deleted it: success.
 	gone := mustOK[*client.Webhook](t, "CreateWebhook")(c.CreateWebhook(ctx, client.WebhookParams{URL: rcv.URL + "/gone"}))
 	path := client.Prefix + "/webhooks/" + gone.WebhookID
-	e.rec.mu.Lock()
-	dropped := false
-	e.rec.drop = func(r *http.Request, _ int) bool {
-		first := !dropped && r.Method == http.MethodDelete && r.URL.Path == path
-		dropped = dropped || first
-		return first
-	}
-	e.rec.mu.Unlock()
+	e.rec.dropFirst(http.MethodDelete, path)
 	var r client.Response
 	err := c.DeleteWebhook(ctx, gone.WebhookID, client.SaveResponse(&r))
 	e.rec.mu.Lock()

@@ -21,6 +21,7 @@ import (
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/client"
 	"github.com/instore-dev/instore/internal/admin"
+	"github.com/instore-dev/instore/internal/apitest"
 	"github.com/instore-dev/instore/internal/server"
 	"github.com/instore-dev/instore/internal/testlog"
 	"github.com/instore-dev/instore/internal/testwait"
@@ -127,17 +128,11 @@ func TestServeTLS(t *testing.T) {
 	st, err := server.OpenStore(ctx, server.Config{DataDir: dir, SQLiteSynchronous: "NORMAL"})
 	must(t, err)
 	ad := admin.New(st)
-	cust, err := ad.CreateCustomer(ctx, "TLS shop")
-	must(t, err)
-	merch, err := ad.CreateMerchant(ctx, cust.ID, "TLS shop 1", true)
-	must(t, err)
-	cli, secret, err := ad.CreateClient(ctx, instore.SurfaceOnline, merch.ID, "ecr")
-	must(t, err)
-	_, key, err := ad.CreateKey(ctx, instore.SurfaceOnline, merch.ID)
-	must(t, err)
+	shop := apitest.NewShop(t, ad, "TLS shop", "TLS shop 1", "ecr")
+	cli, secret, key := shop.Online.Client, shop.Online.Secret, shop.Online.Key
 	_, devSecret, err := ad.CreateDevice(ctx, "TLS-1", instore.ModelCountertop, "")
 	must(t, err)
-	terms, err := ad.AllocateTerminals(ctx, merch.ID, 1)
+	terms, err := ad.AllocateTerminals(ctx, shop.Merchant.ID, 1)
 	must(t, err)
 	must(t, st.Close())
 

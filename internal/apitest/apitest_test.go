@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -20,23 +19,15 @@ import (
 // recorder is a testing.TB that records Errorf calls instead of failing.
 type recorder struct {
 	testing.TB
-	mu   sync.Mutex
-	errs []string
+	errs apitest.Notes
 }
 
 func (r *recorder) Helper() {}
 
-func (r *recorder) Errorf(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.errs = append(r.errs, fmt.Sprintf(format, args...))
-}
+func (r *recorder) Errorf(format string, args ...any) { r.errs.Addf(format, args...) }
 
-func (r *recorder) errors() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.errs...)
-}
+// errors returns the errors recorded since the last call.
+func (r *recorder) errors() []string { return r.errs.Take() }
 
 const reqID = "req-1"
 

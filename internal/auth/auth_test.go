@@ -3,56 +3,41 @@ package auth_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/admin"
+	"github.com/instore-dev/instore/internal/apitest"
 	"github.com/instore-dev/instore/internal/auth"
 	"github.com/instore-dev/instore/internal/clocktest"
 	"github.com/instore-dev/instore/internal/sqlstore"
 	"github.com/instore-dev/instore/internal/wallclock"
 )
 
+// fixture is a store with a customer, its merchant with Online API
+// credentials, another merchant, and the customer's Access API
+// credentials.
 type fixture struct {
 	store         *sqlstore.DB
 	ad            *admin.Admin
-	client        *instore.APIClient
-	secret        string
-	keyRec        *instore.SubscriptionKey
-	key           string
-	accessClient  *instore.APIClient
-	accessSecret  string
-	accessKey     string
+	online        apitest.Credentials // the merchant's
+	access        apitest.Credentials // the customer's
 	merchant      *instore.Merchant
 	otherMerchant *instore.Merchant
 }
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "auth.db"), sqlstore.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := apitest.SQLite(t, "NORMAL")
 	f := &fixture{store: st, ad: admin.New(st)}
-	cus, err := f.ad.CreateCustomer(ctx, "c")
+	shop := apitest.NewShop(t, f.ad, "c", "m", "")
+	f.merchant, f.online = shop.Merchant, shop.Online
+	var err error
+	f.otherMerchant, err = f.ad.CreateMerchant(context.Background(), shop.Customer.ID, "m2", true)
 	check(t, err)
-	f.merchant, err = f.ad.CreateMerchant(ctx, cus.ID, "m", true)
-	check(t, err)
-	f.otherMerchant, err = f.ad.CreateMerchant(ctx, cus.ID, "m2", true)
-	check(t, err)
-	f.client, f.secret, err = f.ad.CreateClient(ctx, instore.SurfaceOnline, f.merchant.ID, "")
-	check(t, err)
-	f.keyRec, f.key, err = f.ad.CreateKey(ctx, instore.SurfaceOnline, f.merchant.ID)
-	check(t, err)
-	f.accessClient, f.accessSecret, err = f.ad.CreateClient(ctx, instore.SurfaceAccess, cus.ID, "")
-	check(t, err)
-	_, f.accessKey, err = f.ad.CreateKey(ctx, instore.SurfaceAccess, cus.ID)
-	check(t, err)
+	f.access = apitest.NewCredentials(t, f.ad, instore.SurfaceAccess, shop.Customer.ID, "")
 	return f
 }
 
@@ -114,32 +99,30 @@ func TestIssueAndAuthenticate(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	a := f.authn(t, 0, nil)
-	tok, exp, err := a.IssueToken(ctx, instore.SurfaceOnline, f.client.ID, f.secret)
+	tok, exp, err := a.IssueToken(ctx, instore.SurfaceOnline, f.online.Client.ID, f.online.Secret)
 	check(t, err)
 	if d := time.Until(exp); d < 59*time.Minute || d > time.Hour {
 		t.Errorf("token expires in %s, want 1 h", d)
 	}
-	p, err := a.Authenticate(ctx, instore.SurfaceOnline, "Bearer "+tok, f.key)
+	p, err := a.Authenticate(ctx, instore.SurfaceOnline, "Bearer "+tok, f.online.Key)
 	check(t, err)
-	if p.MerchantID != f.merchant.ID || p.ClientID != f.client.ID || p.KeyID != f.keyRec.ID || p.Surface != instore.SurfaceOnline {
+	if p.MerchantID != f.merchant.ID || p.ClientID != f.online.Client.ID || p.KeyID != f.online.KeyRec.ID || p.Surface != instore.SurfaceOnline {
 		t.Errorf("Authenticate = %+v", p)
 	}
+	issue := func(surface instore.Surface, clientID, secret string) func() error {
+		return func() error { _, _, err := a.IssueToken(ctx, surface, clientID, secret); return err }
+	}
+	authenticate := func(surface instore.Surface, key string) func() error {
+		return func() error { _, err := a.Authenticate(ctx, surface, "Bearer "+tok, key); return err }
+	}
+	clientID, secret := f.online.Client.ID, f.online.Secret
 	for name, fn := range map[string]func() error{
-		"wrong secret": func() error {
-			_, _, err := a.IssueToken(ctx, instore.SurfaceOnline, f.client.ID, f.secret+"x")
-			return err
-		},
-		"unknown client": func() error { _, _, err := a.IssueToken(ctx, instore.SurfaceOnline, "cli_none", f.secret); return err },
-		"other surface":  func() error { _, _, err := a.IssueToken(ctx, instore.SurfaceAccess, f.client.ID, f.secret); return err },
-		"empty secret":   func() error { _, _, err := a.IssueToken(ctx, instore.SurfaceOnline, f.client.ID, ""); return err },
-		"token on access": func() error {
-			_, err := a.Authenticate(ctx, instore.SurfaceAccess, "Bearer "+tok, f.accessKey)
-			return err
-		},
-		"online key access": func() error {
-			_, err := a.Authenticate(ctx, instore.SurfaceOnline, "Bearer "+tok, f.accessKey)
-			return err
-		},
+		"wrong secret":      issue(instore.SurfaceOnline, clientID, secret+"x"),
+		"unknown client":    issue(instore.SurfaceOnline, "cli_none", secret),
+		"other surface":     issue(instore.SurfaceAccess, clientID, secret),
+		"empty secret":      issue(instore.SurfaceOnline, clientID, ""),
+		"token on access":   authenticate(instore.SurfaceAccess, f.access.Key),
+		"online key access": authenticate(instore.SurfaceOnline, f.access.Key),
 	} {
 		if err := fn(); !isUnauthorized(err) {
 			t.Errorf("%s: err = %v, want unauthorized", name, err)
@@ -148,13 +131,13 @@ func TestIssueAndAuthenticate(t *testing.T) {
 	// A token signed by another key is refused.
 	b, err := auth.New(auth.Config{Store: f.store, SigningKey: []byte(strings.Repeat("o", 32))})
 	check(t, err)
-	other, _, err := b.Mint(f.client, time.Hour)
+	other, _, err := b.Mint(f.online.Client, time.Hour)
 	check(t, err)
-	if _, err := a.Authenticate(ctx, instore.SurfaceOnline, "Bearer "+other, f.key); !isUnauthorized(err) {
+	if _, err := a.Authenticate(ctx, instore.SurfaceOnline, "Bearer "+other, f.online.Key); !isUnauthorized(err) {
 		t.Errorf("token of another signing key: err = %v, want unauthorized", err)
 	}
 	// The unauthorized error never says which credential failed.
-	_, err1 := a.Authenticate(ctx, instore.SurfaceOnline, "Bearer "+other, f.key)
+	_, err1 := a.Authenticate(ctx, instore.SurfaceOnline, "Bearer "+other, f.online.Key)
 	_, err2 := a.Authenticate(ctx, instore.SurfaceOnline, "Bearer "+tok, "isk_nope")
 	var e1, e2 *instore.Error
 	errors.As(err1, &e1)
@@ -170,23 +153,23 @@ func TestCacheAndRevocation(t *testing.T) {
 	clk := clocktest.New(time.Now())
 	cached := f.authn(t, time.Minute, clk)
 	uncached := f.authn(t, 0, clk)
-	tok, _, err := cached.Mint(f.client, 2*time.Minute)
+	tok, _, err := cached.Mint(f.online.Client, 2*time.Minute)
 	check(t, err)
 	hdr := "Bearer " + tok
 	for _, a := range []*auth.Authenticator{cached, uncached} {
-		if _, err := a.Authenticate(ctx, instore.SurfaceOnline, hdr, f.key); err != nil {
+		if _, err := a.Authenticate(ctx, instore.SurfaceOnline, hdr, f.online.Key); err != nil {
 			t.Fatalf("Authenticate: %v", err)
 		}
 	}
-	check(t, f.ad.RevokeKey(ctx, f.keyRec.ID))
-	if _, err := uncached.Authenticate(ctx, instore.SurfaceOnline, hdr, f.key); !isUnauthorized(err) {
+	check(t, f.ad.RevokeKey(ctx, f.online.KeyRec.ID))
+	if _, err := uncached.Authenticate(ctx, instore.SurfaceOnline, hdr, f.online.Key); !isUnauthorized(err) {
 		t.Errorf("uncached after revocation: err = %v, want unauthorized", err)
 	}
-	if _, err := cached.Authenticate(ctx, instore.SurfaceOnline, hdr, f.key); err != nil {
+	if _, err := cached.Authenticate(ctx, instore.SurfaceOnline, hdr, f.online.Key); err != nil {
 		t.Errorf("within the cache TTL the verified pair is trusted: err = %v", err)
 	}
 	clk.Advance(61 * time.Second)
-	if _, err := cached.Authenticate(ctx, instore.SurfaceOnline, hdr, f.key); !isUnauthorized(err) {
+	if _, err := cached.Authenticate(ctx, instore.SurfaceOnline, hdr, f.online.Key); !isUnauthorized(err) {
 		t.Errorf("after the cache TTL a revoked key is refused: err = %v", err)
 	}
 }
@@ -196,13 +179,13 @@ func TestCacheNeverOutlivesToken(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktest.New(time.Now())
 	a := f.authn(t, time.Hour, clk)
-	tok, _, err := a.Mint(f.client, 2*time.Minute)
+	tok, _, err := a.Mint(f.online.Client, 2*time.Minute)
 	check(t, err)
-	if _, err := a.Authenticate(ctx, instore.SurfaceOnline, "Bearer "+tok, f.key); err != nil {
+	if _, err := a.Authenticate(ctx, instore.SurfaceOnline, "Bearer "+tok, f.online.Key); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(3 * time.Minute)
-	if _, err := a.Authenticate(ctx, instore.SurfaceOnline, "Bearer "+tok, f.key); !isUnauthorized(err) {
+	if _, err := a.Authenticate(ctx, instore.SurfaceOnline, "Bearer "+tok, f.online.Key); !isUnauthorized(err) {
 		t.Errorf("expired token served from the cache: err = %v", err)
 	}
 }
@@ -218,32 +201,32 @@ func TestAuthenticateAt(t *testing.T) {
 	systems := []*auth.Authenticator{f.authn(t, time.Minute, nil), f.authn(t, time.Minute, wallclock.Clock{})}
 	clk := clocktest.New(time.Now())
 	own := f.authn(t, time.Minute, clk)
-	tok, _, err := systems[0].Mint(f.client, time.Hour)
+	tok, _, err := systems[0].Mint(f.online.Client, time.Hour)
 	check(t, err)
 	hdr := "Bearer " + tok
 	for _, a := range append(systems, own) {
-		if _, err := a.AuthenticateAt(ctx, instore.SurfaceOnline, hdr, f.key, time.Now()); err != nil {
+		if _, err := a.AuthenticateAt(ctx, instore.SurfaceOnline, hdr, f.online.Key, time.Now()); err != nil {
 			t.Fatalf("AuthenticateAt: %v", err)
 		}
 	}
-	check(t, f.ad.RevokeKey(ctx, f.keyRec.ID))
+	check(t, f.ad.RevokeKey(ctx, f.online.KeyRec.ID))
 	for _, system := range systems {
-		if _, err := system.AuthenticateAt(ctx, instore.SurfaceOnline, hdr, f.key, time.Now()); err != nil {
+		if _, err := system.AuthenticateAt(ctx, instore.SurfaceOnline, hdr, f.online.Key, time.Now()); err != nil {
 			t.Errorf("within the cache TTL: err = %v, want the cached pair", err)
 		}
-		if _, err := system.AuthenticateAt(ctx, instore.SurfaceOnline, hdr, f.key, time.Time{}); err != nil {
+		if _, err := system.AuthenticateAt(ctx, instore.SurfaceOnline, hdr, f.online.Key, time.Time{}); err != nil {
 			t.Errorf("zero time, within the cache TTL: err = %v, want the cached pair", err)
 		}
-		if _, err := system.AuthenticateAt(ctx, instore.SurfaceOnline, hdr, f.key, time.Now().Add(61*time.Second)); !isUnauthorized(err) {
+		if _, err := system.AuthenticateAt(ctx, instore.SurfaceOnline, hdr, f.online.Key, time.Now().Add(61*time.Second)); !isUnauthorized(err) {
 			t.Errorf("at a time past the cache TTL: err = %v, want the revoked key refused", err)
 		}
 	}
 	// Its own clock has not moved: the far time is not its time.
-	if _, err := own.AuthenticateAt(ctx, instore.SurfaceOnline, hdr, f.key, time.Now().Add(time.Hour)); err != nil {
+	if _, err := own.AuthenticateAt(ctx, instore.SurfaceOnline, hdr, f.online.Key, time.Now().Add(time.Hour)); err != nil {
 		t.Errorf("own clock within the cache TTL, a later time passed: err = %v, want the cached pair", err)
 	}
 	clk.Advance(61 * time.Second)
-	if _, err := own.AuthenticateAt(ctx, instore.SurfaceOnline, hdr, f.key, time.Now()); !isUnauthorized(err) {
+	if _, err := own.AuthenticateAt(ctx, instore.SurfaceOnline, hdr, f.online.Key, time.Now()); !isUnauthorized(err) {
 		t.Errorf("own clock past the cache TTL, an earlier time passed: err = %v, want the revoked key refused", err)
 	}
 }
@@ -280,13 +263,13 @@ func BenchmarkAuthenticate(b *testing.B) {
 	}{{"cached", time.Minute}, {"uncached", 0}} {
 		b.Run(bc.name, func(b *testing.B) {
 			a := f.authn(b, bc.ttl, nil)
-			tok, _, err := a.Mint(f.client, time.Hour)
+			tok, _, err := a.Mint(f.online.Client, time.Hour)
 			check(b, err)
 			hdr := "Bearer " + tok
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if _, err := a.Authenticate(ctx, instore.SurfaceOnline, hdr, f.key); err != nil {
+					if _, err := a.Authenticate(ctx, instore.SurfaceOnline, hdr, f.online.Key); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -241,7 +241,7 @@ type ledger struct {
 	keys       map[string]*keyLog
 	refs       map[string]string // transaction -> the key whose answers named it
 	stuckKeys  []string
-	violations []string
+	violations apitest.Notes
 }
 
 type keyLog struct {
@@ -266,9 +266,9 @@ func (l *ledger) answer(key string, term int, a answer) {
 		l.keys[key] = k
 	}
 	if k.ref != "" && k.ref != a.ref {
-		l.violations = append(l.violations, fmt.Sprintf("key %s has two transactions: its answers named %s, then %s (%s)", key, k.ref, a.ref, a))
+		l.violations.Addf("key %s has two transactions: its answers named %s, then %s (%s)", key, k.ref, a.ref, a)
 	} else if other, ok := l.refs[a.ref]; ok && other != key {
-		l.violations = append(l.violations, fmt.Sprintf("transaction %s was named by two keys, %s and %s", a.ref, other, key))
+		l.violations.Addf("transaction %s was named by two keys, %s and %s", a.ref, other, key)
 	}
 	if k.ref == "" {
 		k.ref = a.ref
@@ -286,20 +286,10 @@ func (l *ledger) stuck(key string) {
 	l.stuckKeys = append(l.stuckKeys, key)
 }
 
-func (l *ledger) violation(format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.violations = append(l.violations, fmt.Sprintf(format, args...))
-}
+func (l *ledger) violation(format string, args ...any) { l.violations.Addf(format, args...) }
 
 // takeViolations returns the violations found since the last call.
-func (l *ledger) takeViolations() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	v := l.violations
-	l.violations = nil
-	return v
-}
+func (l *ledger) takeViolations() []string { return l.violations.Take() }
 
 // known returns the transactions the answers named, and those of them a 201
 // acknowledged.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +17,6 @@ import (
 	"github.com/instore-dev/instore/internal/admin"
 	"github.com/instore-dev/instore/internal/apitest"
 	"github.com/instore-dev/instore/internal/auth"
-	"github.com/instore-dev/instore/internal/sqlstore"
 )
 
 // authFixture is a store with one merchant's Online API client and key,
@@ -26,7 +24,7 @@ import (
 type authFixture struct {
 	ad       *admin.Admin
 	auth     *auth.Authenticator
-	store    *apitest.AuthReads
+	store    *apitest.CountingStore
 	keyID    string
 	clientID string
 	secret   string
@@ -35,28 +33,16 @@ type authFixture struct {
 
 func newAuthFixture(t testing.TB) *authFixture {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "httpapi.db"), sqlstore.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := apitest.SQLite(t, "NORMAL")
 	ad := admin.New(st)
-	cus, err := ad.CreateCustomer(ctx, "c")
-	must(t, err)
-	mer, err := ad.CreateMerchant(ctx, cus.ID, "m", true)
-	must(t, err)
-	client, secret, err := ad.CreateClient(ctx, instore.SurfaceOnline, mer.ID, "")
-	must(t, err)
-	keyRec, key, err := ad.CreateKey(ctx, instore.SurfaceOnline, mer.ID)
-	must(t, err)
-	counting := &apitest.AuthReads{Store: st}
+	online := apitest.NewShop(t, ad, "c", "m", "").Online
+	counting := &apitest.CountingStore{Store: st}
 	a, err := auth.New(auth.Config{Store: counting, SigningKey: []byte(strings.Repeat("s", 32)), CacheTTL: time.Minute})
 	must(t, err)
-	tok, _, err := a.Mint(client, time.Hour)
+	tok, _, err := a.Mint(online.Client, time.Hour)
 	must(t, err)
-	return &authFixture{ad: ad, auth: a, store: counting, keyID: keyRec.ID, clientID: client.ID, secret: secret,
-		header: http.Header{"Authorization": {"Bearer " + tok}, "Ocp-Apim-Subscription-Key": {key}}}
+	return &authFixture{ad: ad, auth: a, store: counting, keyID: online.KeyRec.ID, clientID: online.Client.ID, secret: online.Secret,
+		header: http.Header{"Authorization": {"Bearer " + tok}, "Ocp-Apim-Subscription-Key": {online.Key}}}
 }
 
 func must(t testing.TB, err error) {
@@ -160,7 +146,7 @@ func TestGuardRepeatedHeaders(t *testing.T) {
 			}
 		})
 	}
-	if n := f.store.Reads.Load(); n != 0 {
+	if n := f.store.AuthReads.Load(); n != 0 {
 		t.Errorf("store reads = %d, want 0", n)
 	}
 	if code, err := f.serveAt(h, time.Now()); code != http.StatusNoContent {
@@ -186,7 +172,7 @@ func TestGuardLimitsBeforeTheStore(t *testing.T) {
 			t.Fatalf("random key %d within the burst = %d %s, want unauthorized", i, code, err)
 		}
 	}
-	within := f.store.Reads.Load()
+	within := f.store.AuthReads.Load()
 	if within == 0 {
 		t.Fatal("no store read within the burst: the test counts nothing")
 	}
@@ -195,7 +181,7 @@ func TestGuardLimitsBeforeTheStore(t *testing.T) {
 			t.Fatalf("random key %d over the limit = %d %s, want rate limited", i, code, err)
 		}
 	}
-	if n := f.store.Reads.Load(); n != within {
+	if n := f.store.AuthReads.Load(); n != within {
 		t.Errorf("store reads over the limit = %d, want 0", n-within)
 	}
 	// The valid pair is over its client's limit too; a second later it
@@ -207,14 +193,14 @@ func TestGuardLimitsBeforeTheStore(t *testing.T) {
 		t.Errorf("valid credentials a second later = %d %s, want 204", code, err)
 	}
 	// Made-up tokens never reach the store nor the limiter.
-	before := f.store.Reads.Load()
+	before := f.store.AuthReads.Load()
 	for i := range 50 {
 		hdr := http.Header{"Authorization": {fmt.Sprintf("Bearer e30.e30.%d", i)}, "Ocp-Apim-Subscription-Key": {"isk_x"}}
 		if code, err := f.serveWith(h, now, hdr); code != 0 || !strings.Contains(err, "access token or the subscription key") {
 			t.Fatalf("made-up token = %d %s, want unauthorized", code, err)
 		}
 	}
-	if n := f.store.Reads.Load(); n != before {
+	if n := f.store.AuthReads.Load(); n != before {
 		t.Errorf("store reads for made-up tokens = %d, want 0", n-before)
 	}
 }
@@ -267,7 +253,7 @@ func TestTokenHandlerRefusesBeforeTheStore(t *testing.T) {
 			}
 		})
 	}
-	if n := f.store.Reads.Load(); n != 0 {
+	if n := f.store.AuthReads.Load(); n != 0 {
 		t.Errorf("store reads = %d, want 0", n)
 	}
 }

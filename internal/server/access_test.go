@@ -15,6 +15,7 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/api"
+	"github.com/instore-dev/instore/internal/apitest"
 	sandboxapi "github.com/instore-dev/instore/internal/sandbox"
 	"github.com/instore-dev/instore/internal/server"
 	"github.com/instore-dev/instore/internal/testwait"
@@ -154,13 +155,10 @@ func (e *env) secondCustomer(t *testing.T) (customerID, terminalID, merchantID s
 	must(t, err)
 	ts, err := e.ad.AllocateTerminals(ctx, m.ID, 1)
 	must(t, err)
-	cl, secret, err := e.ad.CreateClient(ctx, instore.SurfaceAccess, c.ID, "other ops")
-	must(t, err)
-	_, key, err := e.ad.CreateKey(ctx, instore.SurfaceAccess, c.ID)
-	must(t, err)
-	token := e.getToken(t, e.access, cl.ID, secret)
-	e.secrets = append(e.secrets, c.ID, m.ID, ts[0].TerminalID, secret, key, token)
-	return c.ID, ts[0].TerminalID, m.ID, map[string]string{"Authorization": "Bearer " + token, "Ocp-Apim-Subscription-Key": key}
+	cr := apitest.NewCredentials(t, e.ad, instore.SurfaceAccess, c.ID, "other ops")
+	token := e.getToken(t, e.access, cr.Client.ID, cr.Secret)
+	e.secrets = append(e.secrets, c.ID, m.ID, ts[0].TerminalID, cr.Secret, cr.Key, token)
+	return c.ID, ts[0].TerminalID, m.ID, map[string]string{"Authorization": "Bearer " + token, "Ocp-Apim-Subscription-Key": cr.Key}
 }
 
 // TestAccessSurface: its own listener, credentials and document; Online

@@ -208,8 +208,7 @@ func TestUpdateGoesWhenReversalEnds(t *testing.T) {
 	term, d := e.rawTerminal(t, "SN-RAW-REV")
 
 	cmd := e.ackedPurchase(t, d, term, 5000)
-	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: instore.StatusApproved})
-	d.expect(protocol.TypeConfirm)
+	d.result(cmd.Ref, instore.StatusApproved, protocol.TypeConfirm)
 
 	rev, rc := e.startReversal(t, d, cmd.Ref)
 	d.send(protocol.TypeAck, "", rev.ID, rev.Ref, nil)

@@ -177,8 +177,7 @@ func batchOf(t *testing.T, r reply, status int) instore.BatchWire {
 func (s *sandbox) approvedOn(t *testing.T, d *rawDevice, term string, amount int64) protocol.Envelope {
 	t.Helper()
 	cmd := s.ackedPurchase(t, d, term, amount)
-	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: instore.StatusApproved})
-	d.expect(protocol.TypeConfirm)
+	d.result(cmd.Ref, instore.StatusApproved, protocol.TypeConfirm)
 	return cmd
 }
 

@@ -212,8 +212,7 @@ func BenchmarkGatewayLatency(b *testing.B) {
 		}
 		dispatch = append(dispatch, received.Sub(at))
 		d.send(protocol.TypeAck, "", cmd.ID, cmd.Ref, nil)
-		d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: 0})
-		d.expect(protocol.TypeConfirm)
+		d.result(cmd.Ref, 0, protocol.TypeConfirm)
 		<-done
 	}
 	b.StopTimer()

@@ -112,6 +112,15 @@ func (d *rawDevice) expect(typ string) protocol.Envelope {
 	}
 }
 
+// result sends the terminal's result statusID for the transaction ref and
+// reads frames until the server's answer of type reply arrives (a confirm;
+// a reversal or a void of an approval the service will not keep).
+func (d *rawDevice) result(ref string, statusID instore.TransactionStatus, reply string) protocol.Envelope {
+	d.t.Helper()
+	d.send(protocol.TypeResult, "", "", ref, protocol.Result{StatusID: statusID})
+	return d.expect(reply)
+}
+
 func rawEnv(t *testing.T, mutate ...func(*server.Config)) *sandbox {
 	e := start(t, func(c *server.Config) {
 		c.AckTimeout = time.Second
@@ -179,8 +188,7 @@ func TestLateApprovalAfterAckTimeoutIsReversed(t *testing.T) {
 	if c.Reason != instore.CancelAckTimeout {
 		t.Errorf("cancel reason %q, want ACK_TIMEOUT", c.Reason)
 	}
-	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: 0})
-	d.expect(protocol.TypeReversal)
+	d.result(cmd.Ref, 0, protocol.TypeReversal)
 	wantStatus(t, s.transaction(t, cmd.Ref), instore.StatusReversed, "WP25", "late approval after WP25")
 }
 
@@ -192,8 +200,7 @@ func TestCancelRacesResult(t *testing.T) {
 	cmd := s.ackedPurchase(t, d, term, 5000)
 	s.post(t, "/in-store/api/v1/cancel", map[string]any{"terminalId": term}, nil).tx(t, 202)
 	d.expect(protocol.TypeCancel)
-	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: 0})
-	d.expect(protocol.TypeConfirm)
+	d.result(cmd.Ref, 0, protocol.TypeConfirm)
 	wantStatus(t, s.transaction(t, cmd.Ref), instore.StatusApproved, "", "cancel racing an approval")
 }
 
@@ -221,8 +228,7 @@ func TestCancelDuringAckWait(t *testing.T) {
 	if got := d.expect(protocol.TypeCancel); got.Ref != cmd.Ref {
 		t.Errorf("cancel for %q, want %q", got.Ref, cmd.Ref)
 	}
-	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: instore.StatusAbortedByCashier})
-	d.expect(protocol.TypeConfirm)
+	d.result(cmd.Ref, instore.StatusAbortedByCashier, protocol.TypeConfirm)
 	tx := (<-done).tx(t, 201)
 	wantStatus(t, tx, instore.StatusAbortedByCashier, "WP37", "purchase")
 }
@@ -270,8 +276,7 @@ func TestLateReversalStillReversesTheOriginal(t *testing.T) {
 	s := rawEnv(t, clock, func(c *server.Config) { c.TransactionDeadline = 10 * time.Second })
 	term, d := s.rawTerminal(t, "RAW-5")
 	cmd := s.ackedPurchase(t, d, term, 5000)
-	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: 0})
-	d.expect(protocol.TypeConfirm)
+	d.result(cmd.Ref, 0, protocol.TypeConfirm)
 
 	rev, pc := s.startReversal(t, d, cmd.Ref)
 	advance(t, ck, time.Second) // the ack time-out
@@ -279,8 +284,7 @@ func TestLateReversalStillReversesTheOriginal(t *testing.T) {
 	if p.OnlineAPIRefID != rev.Ref {
 		t.Fatalf("WP25 names %q, the reversal command was %q", p.OnlineAPIRefID, rev.Ref)
 	}
-	d.send(protocol.TypeResult, "", "", rev.Ref, protocol.Result{StatusID: 0})
-	d.expect(protocol.TypeConfirm)
+	d.result(rev.Ref, 0, protocol.TypeConfirm)
 	var orig, r txFull
 	must(t, json.Unmarshal(s.get(t, "/in-store/api/v1/transaction/"+cmd.Ref).body, &orig))
 	must(t, json.Unmarshal(s.get(t, "/in-store/api/v1/transaction/"+rev.Ref).body, &r))

@@ -450,8 +450,7 @@ func TestFailedReversalLeavesAWayOut(t *testing.T) {
 			d := dialDevice(t, s.srv.URL("terminal"), serialA, secretA)
 			db := dialDevice(t, s.srv.URL("terminal"), serialB, secretB)
 			cmd := s.ackedPurchase(t, d, termA, 5000)
-			d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: 0})
-			d.expect(protocol.TypeConfirm)
+			d.result(cmd.Ref, 0, protocol.TypeConfirm)
 
 			done := make(chan reply, 1)
 			go func() {
@@ -472,8 +471,7 @@ func TestFailedReversalLeavesAWayOut(t *testing.T) {
 				rev2 := d.expect(protocol.TypeReversal)
 				d.send(protocol.TypeAck, "", rev2.ID, rev2.Ref, nil)
 				(<-done).tx(t, 201)
-				d.send(protocol.TypeResult, "", "", rev2.Ref, protocol.Result{StatusID: 0})
-				d.expect(protocol.TypeConfirm)
+				d.result(rev2.Ref, 0, protocol.TypeConfirm)
 				testwait.For(t, "the purchase REVERSED", func() bool {
 					return s.transaction(t, cmd.Ref).StatusID == instore.StatusReversed
 				})
@@ -483,8 +481,7 @@ func TestFailedReversalLeavesAWayOut(t *testing.T) {
 			(<-done).tx(t, 201)
 			advance(t, ck, time.Second)              // the deadline
 			d.confirm(d.expect(protocol.TypeCancel)) // DEADLINE
-			d.send(protocol.TypeResult, "", "", rev.Ref, protocol.Result{StatusID: instore.StatusTechnicalError})
-			d.expect(protocol.TypeConfirm)
+			d.result(rev.Ref, instore.StatusTechnicalError, protocol.TypeConfirm)
 			got := s.transaction(t, rev.Ref)
 			if got.StatusID != instore.StatusTechnicalError || got.ErrorCode != instore.WP36 || got.Result == nil {
 				t.Errorf("reversal after its TECHNICAL_ERROR report = status %d, error %v, result %v; want TECHNICAL_ERROR, WP36 kept, the report kept", got.StatusID, got.ErrorCode, got.Result != nil)

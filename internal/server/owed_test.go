@@ -528,8 +528,7 @@ func TestUnacknowledgedCommandResentAfterReconnect(t *testing.T) {
 	cmd, done := s.startPurchase(t, d, term, 5000)
 	d.send(protocol.TypeAck, "", "", cmd.Ref, nil)
 	(<-done).tx(t, 201)
-	d.send(protocol.TypeResult, "", "", cmd.Ref, protocol.Result{StatusID: instore.StatusApproved})
-	d.expect(protocol.TypeConfirm)
+	d.result(cmd.Ref, instore.StatusApproved, protocol.TypeConfirm)
 
 	rev, revDone := s.startReversal(t, d, cmd.Ref)
 	d.conn.Close()
@@ -542,8 +541,7 @@ func TestUnacknowledgedCommandResentAfterReconnect(t *testing.T) {
 	}
 	d.send(protocol.TypeAck, "", "", again.Ref, nil)
 	(<-revDone).tx(t, 201)
-	d.send(protocol.TypeResult, "", "", again.Ref, protocol.Result{StatusID: instore.StatusApproved})
-	d.expect(protocol.TypeConfirm)
+	d.result(again.Ref, instore.StatusApproved, protocol.TypeConfirm)
 	if got := s.transaction(t, cmd.Ref); got.StatusID != instore.StatusReversed {
 		t.Errorf("purchase after its reversal = %d, want REVERSED", got.StatusID)
 	}

@@ -123,8 +123,7 @@ func TestExpiryWaitsForBusyTerminal(t *testing.T) {
 	sale := s.ackedPurchase(t, d, term, 1200) // the terminal is busy with it
 	advance(t, ck, testValidity)
 	// The expiry found the terminal busy; the sale ends now.
-	d.send(protocol.TypeResult, "", "", sale.Ref, protocol.Result{StatusID: instore.StatusApproved})
-	void := d.expect(protocol.TypeVoid)
+	void := d.result(sale.Ref, instore.StatusApproved, protocol.TypeVoid)
 	var p protocol.Payment
 	must(t, json.Unmarshal(void.Data, &p))
 	if p.OriginalRef != cmd.Ref {

@@ -118,20 +118,11 @@ func startFull(t testing.TB, mutate func(*server.Config), wrap func(instore.Stor
 	}
 	e := &env{srv: srv, cfg: cfg, online: srv.URL("online"), access: srv.URL("access"), logs: logs, v: validator, client: validator.Client(t), ad: admin.New(srv.Store),
 		accessV: accessValidator, accessClient: accessValidator.Client(t)}
-	e.customer, err = e.ad.CreateCustomer(ctx, "Shop AB")
-	must(t, err)
-	e.merchantRec, err = e.ad.CreateMerchant(ctx, e.customer.ID, "Shop AB Kungsgatan", true)
-	must(t, err)
-	c, secret, err := e.ad.CreateClient(ctx, instore.SurfaceOnline, e.merchantRec.ID, "ecr")
-	must(t, err)
-	_, key, err := e.ad.CreateKey(ctx, instore.SurfaceOnline, e.merchantRec.ID)
-	must(t, err)
-	e.clientID, e.clientSecret, e.key = c.ID, secret, key
-	ac, asecret, err := e.ad.CreateClient(ctx, instore.SurfaceAccess, e.customer.ID, "ops")
-	must(t, err)
-	_, akey, err := e.ad.CreateKey(ctx, instore.SurfaceAccess, e.customer.ID)
-	must(t, err)
-	e.accessClientID, e.accessSecret, e.accessKey = ac.ID, asecret, akey
+	shop := apitest.NewShop(t, e.ad, "Shop AB", "Shop AB Kungsgatan", "ecr")
+	ops := apitest.NewCredentials(t, e.ad, instore.SurfaceAccess, shop.Customer.ID, "ops")
+	e.customer, e.merchantRec = shop.Customer, shop.Merchant
+	e.clientID, e.clientSecret, e.key = shop.Online.Client.ID, shop.Online.Secret, shop.Online.Key
+	e.accessClientID, e.accessSecret, e.accessKey = ops.Client.ID, ops.Secret, ops.Key
 	e.token = e.getToken(t, e.online, e.clientID, e.clientSecret)
 	e.accessToken = e.getToken(t, e.access, e.accessClientID, e.accessSecret)
 	e.secrets = []string{e.customer.ID, e.merchantRec.ID, e.clientID, e.clientSecret, e.key, e.token,
@@ -153,11 +144,8 @@ func (e *env) otherMerchant(t testing.TB) (token, key string) {
 	ctx := context.Background()
 	m, err := e.ad.CreateMerchant(ctx, e.customer.ID, "Other shop", true)
 	must(t, err)
-	c, secret, err := e.ad.CreateClient(ctx, instore.SurfaceOnline, m.ID, "")
-	must(t, err)
-	_, key, err = e.ad.CreateKey(ctx, instore.SurfaceOnline, m.ID)
-	must(t, err)
-	return e.getToken(t, e.online, c.ID, secret), key
+	cr := apitest.NewCredentials(t, e.ad, instore.SurfaceOnline, m.ID, "")
+	return e.getToken(t, e.online, cr.Client.ID, cr.Secret), cr.Key
 }
 
 func (e *env) getToken(t testing.TB, base, id, secret string) string {

@@ -368,7 +368,7 @@ func TestStrictCursor(t *testing.T) {
 // limited and each cost store reads (about 12,000 a second).
 func TestRateLimitBeforeTheStore(t *testing.T) {
 	eachBackend(t, func(t *testing.T, mutate func(*server.Config)) {
-		counter := &apitest.AuthReads{}
+		counter := &apitest.CountingStore{}
 		const burst = 5
 		e := startWrapped(t, func(c *server.Config) {
 			mutate(c)
@@ -391,7 +391,7 @@ func TestRateLimitBeforeTheStore(t *testing.T) {
 					t.Errorf("429 without Retry-After")
 				}
 				if readsAtLimit < 0 {
-					readsAtLimit = counter.Reads.Load()
+					readsAtLimit = counter.AuthReads.Load()
 				}
 				limited++
 			default:
@@ -401,7 +401,7 @@ func TestRateLimitBeforeTheStore(t *testing.T) {
 		if limited != 100-burst {
 			t.Fatalf("limited = %d of 100, want %d", limited, 100-burst)
 		}
-		if n := counter.Reads.Load(); n != readsAtLimit {
+		if n := counter.AuthReads.Load(); n != readsAtLimit {
 			t.Errorf("store reads of the %d limited requests = %d, want 0", limited, n-readsAtLimit)
 		}
 	})
@@ -411,7 +411,7 @@ func TestRateLimitBeforeTheStore(t *testing.T) {
 // any well-formed client_id before it knows the client, so it is limited
 // per peer address, before that read.
 func TestTokenEndpointLimitedPerPeer(t *testing.T) {
-	counter := &apitest.AuthReads{}
+	counter := &apitest.CountingStore{}
 	const burst = 5
 	e := startWrapped(t, func(c *server.Config) {
 		c.RateLimit, c.RateBurst = 0.001, burst
@@ -433,7 +433,7 @@ func TestTokenEndpointLimitedPerPeer(t *testing.T) {
 				t.Errorf("429 without Retry-After")
 			}
 			if readsAtLimit < 0 {
-				readsAtLimit = counter.Reads.Load()
+				readsAtLimit = counter.AuthReads.Load()
 			}
 			limited++
 		default:
@@ -443,7 +443,7 @@ func TestTokenEndpointLimitedPerPeer(t *testing.T) {
 	if want := 20 - (burst - 2); limited != want {
 		t.Errorf("limited = %d of 20, want %d", limited, want)
 	}
-	if n := counter.Reads.Load(); n != readsAtLimit {
+	if n := counter.AuthReads.Load(); n != readsAtLimit {
 		t.Errorf("store reads of the %d limited token requests = %d, want 0", limited, n-readsAtLimit)
 	}
 }

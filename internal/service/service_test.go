@@ -3,7 +3,6 @@ package service_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/admin"
+	"github.com/instore-dev/instore/internal/apitest"
 	"github.com/instore-dev/instore/internal/gateway"
 	"github.com/instore-dev/instore/internal/ids"
 	"github.com/instore-dev/instore/internal/service"
@@ -43,11 +43,7 @@ func (f *fixture) wantTechnicalError(t *testing.T, ref, code, when string) {
 func newFixture(tb testing.TB, synchronous, serial string) *fixture {
 	tb.Helper()
 	ctx := context.Background()
-	st, err := sqlstore.Open(ctx, filepath.Join(tb.TempDir(), "svc.db"), sqlstore.Options{Synchronous: synchronous})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { st.Close() })
+	st := apitest.SQLite(tb, synchronous)
 	ad := admin.New(st)
 	cus, _ := ad.CreateCustomer(ctx, "c")
 	mer, _ := ad.CreateMerchant(ctx, cus.ID, "m", true)
@@ -129,17 +125,6 @@ func TestRunningRefusesLatePut(t *testing.T) {
 	}
 }
 
-// countingStore counts the reads of a terminal's open update.
-type countingStore struct {
-	instore.Store
-	openUpdates atomic.Int64
-}
-
-func (c *countingStore) OpenUpdate(ctx context.Context, terminalID string) (*instore.Update, error) {
-	c.openUpdates.Add(1)
-	return c.Store.OpenUpdate(ctx, terminalID)
-}
-
 // TestTransactionEndWithoutWaitingUpdate: the end of a transaction looks
 // for an update to deliver only when this node saw one waiting for it
 // (TestUpdateWaitsForTransactionAndOfflineTerminal in internal/server has
@@ -151,7 +136,7 @@ func TestTransactionEndWithoutWaitingUpdate(t *testing.T) {
 func testTransactionEndWithoutWaitingUpdate(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, "NORMAL", "S-1")
-	cs := &countingStore{Store: f.st}
+	cs := &apitest.CountingStore{Store: f.st}
 	f.svc.Store = cs
 	tx := &instore.Transaction{ID: f.svc.NewRef(), MerchantID: f.merchant, TerminalID: f.terminal, SerialNumber: "S-1",
 		Type: instore.TypePurchase, Amount: 1250, Currency: "SEK", StatusID: instore.StatusPending,
@@ -173,7 +158,7 @@ func testTransactionEndWithoutWaitingUpdate(t *testing.T) {
 	// A delivery would run on a goroutine of its own, at once: wait
 	// until every goroutine of the test is done or blocked.
 	synctest.Wait()
-	if n := cs.openUpdates.Load(); n != 0 {
+	if n := cs.OpenUpdateReads.Load(); n != 0 {
 		t.Fatalf("the transaction's end read the open update %d times, want none", n)
 	}
 }
