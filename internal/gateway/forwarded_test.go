@@ -6,11 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/instore-dev/instore"
-	"github.com/instore-dev/instore/internal/protocol"
-	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // TerminalForwarded records a forwarding report.
@@ -32,20 +28,7 @@ func TestForwardedConfirmedOnlyWhenApplied(t *testing.T) {
 	h := newHarness(t, Config{})
 	const serial = "SN-FORWARD"
 	const report = `{"type":"forwarded","id":"t-43","ref":"txn_8","data":{"declined":false,"forwardedAt":"2026-03-02T10:00:00Z"}}`
-	h.ev.set(func(r *recorder) { r.failForwards = 1 })
-
-	c := h.connect(serial)
-	c.send(report)
-	if got := c.expectClose(websocket.CloseInternalServerErr); len(got) != 0 {
-		t.Errorf("messages before the close = %+v, want none (no confirm)", got)
-	}
-	testwait.For(t, "DeviceDisconnected", func() bool { return h.ev.count("disconnected "+serial) == 1 })
-
-	c = h.connect(serial)
-	c.send(report)
-	if confirm := c.next(); confirm.Type != protocol.TypeConfirm || confirm.Re != "t-43" {
-		t.Errorf("confirm = %+v, want confirm re t-43", confirm)
-	}
+	h.resendAfterFailure(t, serial, report, "t-43", func(r *recorder) { r.failForwards = 1 })
 	if got := h.ev.count("forwarded " + serial + " txn_8 false 2026-03-02T10:00:00Z"); got != 2 {
 		t.Errorf("forwarded reports applied = %d, want 2 (failed, then resent)", got)
 	}

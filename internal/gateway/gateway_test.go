@@ -450,27 +450,33 @@ func TestResultConfirmedOnlyWhenApplied(t *testing.T) {
 	h := newHarness(t, Config{})
 	const serial = "SN-RESULT"
 	const result = `{"type":"result","id":"t-42","ref":"txn_7","data":{"statusId":11,"customerReceipt":["DECLINED"]}}`
-	h.ev.set(func(r *recorder) { r.failResults = 1 })
-
-	c := h.connect(serial)
-	c.send(result)
-	if got := c.expectClose(websocket.CloseInternalServerErr); len(got) != 0 {
-		t.Errorf("messages before the close = %+v, want none (no confirm)", got)
-	}
-	testwait.For(t, "DeviceDisconnected", func() bool { return h.ev.count("disconnected "+serial) == 1 })
-
-	// The terminal reconnects and resends the same result, same id.
-	c = h.connect(serial)
-	c.send(result)
-	confirm := c.next()
-	if confirm.Type != protocol.TypeConfirm || confirm.Re != "t-42" {
-		t.Errorf("confirm = %+v, want confirm re t-42", confirm)
-	}
+	h.resendAfterFailure(t, serial, result, "t-42", func(r *recorder) { r.failResults = 1 })
 	if got := h.ev.Events("result "); !cmp.Equal(got, []string{"result SN-RESULT t-42 txn_7 11", "result SN-RESULT t-42 txn_7 11"}) {
 		t.Errorf("results = %q, want the same result twice", got)
 	}
 	if got := h.ev.Results()[1].Result.Receipt; !cmp.Equal(got, instore.Receipt{Customer: []string{"DECLINED"}, Merchant: []string{}}) {
 		t.Errorf("receipt = %+v", got)
+	}
+}
+
+// resendAfterFailure sends msg (of id) as serial while fail, set on the
+// recorder, makes the service fail to store it: the session closes (1011)
+// with no confirm; the terminal reconnects and resends the same message,
+// same id, which is confirmed.
+func (h *harness) resendAfterFailure(t *testing.T, serial, msg, id string, fail func(*recorder)) {
+	t.Helper()
+	h.ev.set(fail)
+	c := h.connect(serial)
+	c.send(msg)
+	if got := c.expectClose(websocket.CloseInternalServerErr); len(got) != 0 {
+		t.Errorf("messages before the close = %+v, want none (no confirm)", got)
+	}
+	testwait.For(t, "DeviceDisconnected", func() bool { return h.ev.count("disconnected "+serial) == 1 })
+
+	c = h.connect(serial)
+	c.send(msg)
+	if confirm := c.next(); confirm.Type != protocol.TypeConfirm || confirm.Re != id {
+		t.Errorf("confirm = %+v, want confirm re %s", confirm, id)
 	}
 }
 

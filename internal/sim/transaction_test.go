@@ -121,45 +121,49 @@ func TestNeverAcknowledge91(t *testing.T) {
 	}
 }
 
-// cancelOutcomes is the status a cancelled purchase ends in, by the
-// cancel's reason (ACK_TIMEOUT: the purchase was acknowledged, so the
-// terminal reports it).
-var cancelOutcomes = []struct {
-	reason string
-	want   instore.TransactionStatus
-}{
-	{instore.CancelByECR, instore.StatusAbortedByCashier},
-	{instore.CancelDeadline, instore.StatusTechnicalError},
-	{instore.CancelAckTimeout, instore.StatusTechnicalError},
+// forEachCancel runs test as a parallel subtest for each reason of a
+// cancel, with the status a cancelled purchase ends in (ACK_TIMEOUT: the
+// purchase was acknowledged, so the terminal reports it).
+func forEachCancel(t *testing.T, test func(t *testing.T, reason string, want instore.TransactionStatus)) {
+	for _, tc := range []struct {
+		reason string
+		want   instore.TransactionStatus
+	}{
+		{instore.CancelByECR, instore.StatusAbortedByCashier},
+		{instore.CancelDeadline, instore.StatusTechnicalError},
+		{instore.CancelAckTimeout, instore.StatusTechnicalError},
+	} {
+		t.Run(tc.reason, func(t *testing.T) {
+			t.Parallel()
+			test(t, tc.reason, tc.want)
+		})
+	}
 }
 
 func TestNeverAnswer92(t *testing.T) {
 	t.Parallel()
-	for _, tc := range cancelOutcomes {
-		t.Run(tc.reason, func(t *testing.T) {
-			t.Parallel()
-			_, _, c := linked(t, nil)
-			id := c.purchase("ref-92", payment(1292))
-			c.expectAck(id, "ref-92")
-			if p := c.expect(protocol.TypeProgress); p.Ref != "ref-92" {
-				t.Fatalf("progress for %q", p.Ref)
-			}
-			// While it waits, it is busy: a second command is acknowledged
-			// and answered TERMINAL_IS_BUSY, and ref-92 still has no result.
-			id2 := c.purchase("ref-other", payment(1000))
-			c.expectAck(id2, "ref-other")
-			env, res, _ := c.result("ref-other")
-			if res.StatusID != instore.StatusTerminalIsBusy {
-				t.Fatalf("second command: statusId = %d, want 3", res.StatusID)
-			}
-			c.confirm(env.ID)
+	forEachCancel(t, func(t *testing.T, reason string, want instore.TransactionStatus) {
+		_, _, c := linked(t, nil)
+		id := c.purchase("ref-92", payment(1292))
+		c.expectAck(id, "ref-92")
+		if p := c.expect(protocol.TypeProgress); p.Ref != "ref-92" {
+			t.Fatalf("progress for %q", p.Ref)
+		}
+		// While it waits, it is busy: a second command is acknowledged
+		// and answered TERMINAL_IS_BUSY, and ref-92 still has no result.
+		id2 := c.purchase("ref-other", payment(1000))
+		c.expectAck(id2, "ref-other")
+		env, res, _ := c.result("ref-other")
+		if res.StatusID != instore.StatusTerminalIsBusy {
+			t.Fatalf("second command: statusId = %d, want 3", res.StatusID)
+		}
+		c.confirm(env.ID)
 
-			c.cancel("ref-92", tc.reason)
-			if _, res, _ := c.result("ref-92"); res.StatusID != tc.want {
-				t.Errorf("after cancel %s: statusId = %d, want %d", tc.reason, res.StatusID, tc.want)
-			}
-		})
-	}
+		c.cancel("ref-92", reason)
+		if _, res, _ := c.result("ref-92"); res.StatusID != want {
+			t.Errorf("after cancel %s: statusId = %d, want %d", reason, res.StatusID, want)
+		}
+	})
 }
 
 func TestDropSession93(t *testing.T) {
@@ -255,31 +259,28 @@ func TestSetNextOutcome(t *testing.T) {
 
 func TestCancelReasons(t *testing.T) {
 	t.Parallel()
-	for _, tc := range cancelOutcomes {
-		t.Run(tc.reason, func(t *testing.T) {
-			t.Parallel()
-			_, r, c := linked(t, cardWaits)
-			c.expectAck(c.purchase("ref-1", payment(1000)), "ref-1")
-			c.expect(protocol.TypeProgress)
-			c.cancel("ref-1", tc.reason)
-			env, res, _ := c.result("ref-1")
-			if res.StatusID != tc.want {
-				t.Errorf("statusId = %d, want %d", res.StatusID, tc.want)
-			}
-			if res.MaskedPAN != "" || res.AuthorizationCode != "" {
-				t.Errorf("card data in an aborted result: %+v", res)
-			}
-			c.confirm(env.ID)
-			// Free again.
-			if err := r.SetNextOutcome(instore.StatusApproved); err != nil {
-				t.Fatal(err)
-			}
-			c.expectAck(c.purchase("ref-2", payment(1000)), "ref-2")
-			c.expect(protocol.TypeProgress)
-			c.cancel("ref-2", instore.CancelByECR)
-			c.result("ref-2")
-		})
-	}
+	forEachCancel(t, func(t *testing.T, reason string, want instore.TransactionStatus) {
+		_, r, c := linked(t, cardWaits)
+		c.expectAck(c.purchase("ref-1", payment(1000)), "ref-1")
+		c.expect(protocol.TypeProgress)
+		c.cancel("ref-1", reason)
+		env, res, _ := c.result("ref-1")
+		if res.StatusID != want {
+			t.Errorf("statusId = %d, want %d", res.StatusID, want)
+		}
+		if res.MaskedPAN != "" || res.AuthorizationCode != "" {
+			t.Errorf("card data in an aborted result: %+v", res)
+		}
+		c.confirm(env.ID)
+		// Free again.
+		if err := r.SetNextOutcome(instore.StatusApproved); err != nil {
+			t.Fatal(err)
+		}
+		c.expectAck(c.purchase("ref-2", payment(1000)), "ref-2")
+		c.expect(protocol.TypeProgress)
+		c.cancel("ref-2", instore.CancelByECR)
+		c.result("ref-2")
+	})
 	t.Run("after the result", func(t *testing.T) {
 		t.Parallel()
 		_, _, c := linked(t, nil)

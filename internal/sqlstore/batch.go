@@ -180,14 +180,7 @@ func (db *DB) UpdateBatch(ctx context.Context, b *instore.Batch, from instore.Ba
 		if n > 0 {
 			return nil
 		}
-		var exists int
-		if err := c.queryRow(ctx, `SELECT COUNT(*) FROM batches WHERE id = ?`, b.ID).Scan(&exists); err != nil {
-			return fmt.Errorf("update batch: %w", err)
-		}
-		if exists == 0 {
-			return fmt.Errorf("batch %w", instore.ErrNotFound)
-		}
-		return fmt.Errorf("update batch: %w (state moved on)", instore.ErrConflict)
+		return notUpdated(ctx, c, "batches", "batch", b.ID, "update batch", "state moved on")
 	})
 }
 

@@ -147,33 +147,28 @@ func BenchmarkBooks(b *testing.B) {
 // index search, on PostgreSQL an Index Only Scan (with statistics and the
 // visibility map, as autovacuum keeps them).
 func TestTotalsPlan(t *testing.T) {
-	for _, be := range backends(t) {
-		t.Run(be.name, func(t *testing.T) {
-			dsn := be.dsn(t)
-			db := mustOpen(t, dsn, sqlstore.Options{})
-			fx := seedBench(t, db, be.driver, dsn, 5000)
-			for _, terminal := range []string{"", fx.Terminals[2]} {
-				f := instore.TotalsFilter{MerchantID: "mer_bench", From: benchEnd.Add(-24 * time.Hour), To: benchEnd, TerminalID: terminal}
-				plan, err := db.ExplainTotals(t.Context(), f)
-				if err != nil {
-					t.Fatal(err)
-				}
-				text := strings.Join(plan, "\n")
-				want := "USING COVERING INDEX transactions_merchant_totals"
-				if be.name == "postgres" {
-					want = "Index Only Scan using transactions_merchant_totals"
-				}
-				// One terminal's day is a few rows: PostgreSQL may as well
-				// read them by the (merchant, terminal, created) index and
-				// their rows; never a sequential scan.
-				alt := "\x00"
-				if be.name == "postgres" && terminal != "" {
-					alt = "Index Scan using transactions_merchant_terminal_created"
-				}
-				if !strings.Contains(text, want) && !strings.Contains(text, alt) || strings.Contains(text, "Seq Scan") {
-					t.Errorf("terminal %q: plan\n%s\nlacks %q", terminal, text, want)
-				}
+	forEachSeeded(t, 5000, func(t *testing.T, be backend, db *sqlstore.DB, fx *benchFixture) {
+		for _, terminal := range []string{"", fx.Terminals[2]} {
+			f := instore.TotalsFilter{MerchantID: "mer_bench", From: benchEnd.Add(-24 * time.Hour), To: benchEnd, TerminalID: terminal}
+			plan, err := db.ExplainTotals(t.Context(), f)
+			if err != nil {
+				t.Fatal(err)
 			}
-		})
-	}
+			text := strings.Join(plan, "\n")
+			want := "USING COVERING INDEX transactions_merchant_totals"
+			if be.name == "postgres" {
+				want = "Index Only Scan using transactions_merchant_totals"
+			}
+			// One terminal's day is a few rows: PostgreSQL may as well
+			// read them by the (merchant, terminal, created) index and
+			// their rows; never a sequential scan.
+			alt := "\x00"
+			if be.name == "postgres" && terminal != "" {
+				alt = "Index Scan using transactions_merchant_terminal_created"
+			}
+			if !strings.Contains(text, want) && !strings.Contains(text, alt) || strings.Contains(text, "Seq Scan") {
+				t.Errorf("terminal %q: plan\n%s\nlacks %q", terminal, text, want)
+			}
+		}
+	})
 }

@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
@@ -116,20 +115,8 @@ func (r credential) insert(ctx context.Context, c conn, table, columns string) e
 
 // scan reads a row of the credential columns into r.
 func (r credential) scan(s scanner) error {
-	var (
-		surface  string
-		merchant sql.NullString
-		created  int64
-		revoked  sql.NullInt64
-	)
-	if err := s.Scan(r.id, &surface, r.customerID, &merchant, r.name, r.secret, &created, &revoked); err != nil {
-		return err
-	}
-	*r.surface = instore.Surface(surface)
-	*r.merchantID = merchant.String
-	*r.created = fromMicros(created)
-	*r.revoked = fromNullMicros(revoked)
-	return nil
+	return s.Scan(r.id, r.surface, r.customerID, intoString(r.merchantID), r.name, r.secret,
+		intoTime(r.created), intoNullTime(r.revoked))
 }
 
 // scanCredential returns the scan function of rows of T, into which row

@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
@@ -64,20 +63,11 @@ func (db *DB) SetLinkCode(ctx context.Context, serial, code string) error {
 const deviceColumns = `serial_number, model, customer_id, secret_hash, software_version, link_code, last_seen_at, created_at`
 
 func scanDevice(s scanner) (*instore.Device, error) {
-	var (
-		d                  instore.Device
-		customer, linkCode sql.NullString
-		lastSeen           sql.NullInt64
-		created            int64
-	)
-	if err := s.Scan(&d.SerialNumber, &d.Model, &customer, &d.SecretHash, &d.SoftwareVersion,
-		&linkCode, &lastSeen, &created); err != nil {
+	var d instore.Device
+	if err := s.Scan(&d.SerialNumber, &d.Model, intoString(&d.CustomerID), &d.SecretHash, &d.SoftwareVersion,
+		intoString(&d.LinkCode), intoNullTime(&d.LastSeenAt), intoTime(&d.CreatedAt)); err != nil {
 		return nil, err
 	}
-	d.CustomerID = customer.String
-	d.LinkCode = linkCode.String
-	d.LastSeenAt = fromNullMicros(lastSeen)
-	d.CreatedAt = fromMicros(created)
 	return &d, nil
 }
 

@@ -90,35 +90,36 @@ func BenchmarkListTransactions(b *testing.B) {
 			// The lookups of one transaction: by id, cycling through ids
 			// spread over the whole range, and a terminal ID's PENDING
 			// transaction (none here: ErrNotFound is the usual answer).
-			b.Run("status-by-id", func(b *testing.B) {
-				ctx := context.Background()
-				i := 0
-				for b.Loop() {
-					id := fx.IDs[i%len(fx.IDs)]
-					i++
-					t, err := db.Transaction(ctx, id)
-					if err != nil {
-						b.Fatalf("Transaction(%s) = %v", id, err)
-					}
-					if t.ID != id {
-						b.Fatalf("Transaction(%s) returned %s", id, t.ID)
-					}
+			benchCycle(b, "status-by-id", fx.IDs, func(b *testing.B, ctx context.Context, id string) {
+				t, err := db.Transaction(ctx, id)
+				if err != nil {
+					b.Fatalf("Transaction(%s) = %v", id, err)
+				}
+				if t.ID != id {
+					b.Fatalf("Transaction(%s) returned %s", id, t.ID)
 				}
 			})
 			benchEvents(b, db, fx)
-			b.Run("active-by-terminal", func(b *testing.B) {
-				ctx := context.Background()
-				i := 0
-				for b.Loop() {
-					term := fx.Terminals[i%len(fx.Terminals)]
-					i++
-					if _, err := db.ActiveTransaction(ctx, term); err != nil && !errors.Is(err, instore.ErrNotFound) {
-						b.Fatalf("ActiveTransaction(%s) = %v", term, err)
-					}
+			benchCycle(b, "active-by-terminal", fx.Terminals, func(b *testing.B, ctx context.Context, term string) {
+				if _, err := db.ActiveTransaction(ctx, term); err != nil && !errors.Is(err, instore.ErrNotFound) {
+					b.Fatalf("ActiveTransaction(%s) = %v", term, err)
 				}
 			})
 		})
 	}
+}
+
+// benchCycle runs the sub-benchmark name of one lookup: each iteration
+// calls lookup with the next of keys, round and round.
+func benchCycle(b *testing.B, name string, keys []string, lookup func(b *testing.B, ctx context.Context, key string)) {
+	b.Run(name, func(b *testing.B) {
+		ctx := context.Background()
+		i := 0
+		for b.Loop() {
+			lookup(b, ctx, keys[i%len(keys)])
+			i++
+		}
+	})
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -297,55 +298,67 @@ func seedBench(b testing.TB, db *sqlstore.DB, driver, dsn string, n int) *benchF
 // on SQLite the index listIndex names; on PostgreSQL (with statistics, over
 // a few thousand transactions) an Index Scan Backward.
 func TestListTransactionsPlan(t *testing.T) {
-	for _, be := range backends(t) {
-		t.Run(be.name, func(t *testing.T) {
-			dsn := be.dsn(t)
-			db := mustOpen(t, dsn, sqlstore.Options{})
-			fx := seedBench(t, db, be.driver, dsn, 5000)
-			month := benchEnd.Add(-instore.MaxListRange)
-			for i := range 16 {
-				f := instore.TransactionFilter{MerchantID: "mer_bench", From: month, To: benchEnd, Limit: instore.DefaultListLimit}
-				var want []string
-				if i&1 != 0 {
-					f.TerminalID = fx.Terminals[3]
-					want = append(want, "terminal_id=?")
+	forEachSeeded(t, 5000, func(t *testing.T, be backend, db *sqlstore.DB, fx *benchFixture) {
+		month := benchEnd.Add(-instore.MaxListRange)
+		for i := range 16 {
+			f := instore.TransactionFilter{MerchantID: "mer_bench", From: month, To: benchEnd, Limit: instore.DefaultListLimit}
+			var want []string
+			if i&1 != 0 {
+				f.TerminalID = fx.Terminals[3]
+				want = append(want, "terminal_id=?")
+			}
+			if i&2 != 0 {
+				f.StatusID = ptr(instore.StatusTransactionDeclined)
+				want = append(want, "status_id=?")
+			}
+			if i&4 != 0 {
+				f.ECRReference = fx.ECRReference
+				want = []string{"ecr_reference=?"}
+			}
+			if i&8 != 0 {
+				f.After = &fx.Deep
+			}
+			plan, text := explainList(t, db, f)
+			name := fmt.Sprintf("terminal %v, status %v, ECR reference %v, cursor %v", i&1 != 0, i&2 != 0, i&4 != 0, i&8 != 0)
+			switch be.name {
+			case "sqlite":
+				// One step, a search of the index by merchant, the
+				// filtered columns and created_at, walked backwards
+				// (Prev) and never sorted.
+				prefix := "SEARCH transactions USING INDEX transactions_merchant_"
+				cols := "(merchant_id=? AND " + strings.Join(append(want, "created_at>? AND created_at<?)"), " AND ")
+				if len(plan) != 2 || !strings.HasPrefix(plan[0], prefix) || !strings.HasSuffix(plan[0], cols) ||
+					!strings.Contains(plan[1], "Prev") || strings.Contains(plan[1], "Next") ||
+					strings.Contains(plan[1], "Sorter") || strings.Contains(plan[1], "OpenEphemeral") {
+					t.Errorf("%s: plan\n%s\nwant one backward search %s... %s and no sort", name, text, prefix, cols)
 				}
-				if i&2 != 0 {
-					f.StatusID = ptr(instore.StatusTransactionDeclined)
-					want = append(want, "status_id=?")
-				}
-				if i&4 != 0 {
-					f.ECRReference = fx.ECRReference
-					want = []string{"ecr_reference=?"}
-				}
-				if i&8 != 0 {
-					f.After = &fx.Deep
-				}
-				plan, err := db.ExplainListTransactions(t.Context(), f)
-				if err != nil {
-					t.Fatalf("explain: %v", err)
-				}
-				text := strings.Join(plan, "\n")
-				name := fmt.Sprintf("terminal %v, status %v, ECR reference %v, cursor %v", i&1 != 0, i&2 != 0, i&4 != 0, i&8 != 0)
-				switch be.name {
-				case "sqlite":
-					// One step, a search of the index by merchant, the
-					// filtered columns and created_at, walked backwards
-					// (Prev) and never sorted.
-					prefix := "SEARCH transactions USING INDEX transactions_merchant_"
-					cols := "(merchant_id=? AND " + strings.Join(append(want, "created_at>? AND created_at<?)"), " AND ")
-					if len(plan) != 2 || !strings.HasPrefix(plan[0], prefix) || !strings.HasSuffix(plan[0], cols) ||
-						!strings.Contains(plan[1], "Prev") || strings.Contains(plan[1], "Next") ||
-						strings.Contains(plan[1], "Sorter") || strings.Contains(plan[1], "OpenEphemeral") {
-						t.Errorf("%s: plan\n%s\nwant one backward search %s... %s and no sort", name, text, prefix, cols)
-					}
-				default:
-					if !strings.Contains(text, "Index Scan Backward using transactions_merchant_") ||
-						strings.Contains(text, "Sort") || strings.Contains(text, "Seq Scan") || strings.Contains(text, "Bitmap") {
-						t.Errorf("%s: plan\n%s\nwant an Index Scan Backward and no sort", name, text)
-					}
+			default:
+				if !strings.Contains(text, "Index Scan Backward using transactions_merchant_") ||
+					strings.Contains(text, "Sort") || strings.Contains(text, "Seq Scan") || strings.Contains(text, "Bitmap") {
+					t.Errorf("%s: plan\n%s\nwant an Index Scan Backward and no sort", name, text)
 				}
 			}
-		})
+		}
+	})
+}
+
+// forEachSeeded runs test on each backend (backends) over a fresh store
+// that seedBench filled with n transactions: the tests of a query's plan.
+func forEachSeeded(t *testing.T, n int, test func(t *testing.T, be backend, db *sqlstore.DB, fx *benchFixture)) {
+	forEachBackend(t, func(t *testing.T, be backend) {
+		dsn := be.dsn(t)
+		db := mustOpen(t, dsn, sqlstore.Options{})
+		test(t, be, db, seedBench(t, db, be.driver, dsn, n))
+	})
+}
+
+// explainList returns the plan of ListTransactions(f)
+// (ExplainListTransactions), and its lines joined for a message.
+func explainList(t *testing.T, db *sqlstore.DB, f instore.TransactionFilter) (plan []string, text string) {
+	t.Helper()
+	plan, err := db.ExplainListTransactions(t.Context(), f)
+	if err != nil {
+		t.Fatalf("explain: %v", err)
 	}
+	return plan, strings.Join(plan, "\n")
 }

@@ -93,13 +93,6 @@ func (db *DB) CompletePrintJob(ctx context.Context, id string, statusID instore.
 			_, err := endEffectsOf(ctx, c, id, instore.EffectPrint, instore.EffectMoot, at)
 			return err
 		}
-		var exists int
-		if err := c.queryRow(ctx, `SELECT COUNT(*) FROM print_jobs WHERE id = ?`, id).Scan(&exists); err != nil {
-			return fmt.Errorf("complete print job: %w", err)
-		}
-		if exists == 0 {
-			return fmt.Errorf("print job %w", instore.ErrNotFound)
-		}
-		return fmt.Errorf("complete print job: %w (it has a status already)", instore.ErrConflict)
+		return notUpdated(ctx, c, "print_jobs", "print job", id, "complete print job", "it has a status already")
 	})
 }

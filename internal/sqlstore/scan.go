@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 )
 
 // scanner is a *sql.Row or *sql.Rows.
@@ -56,4 +57,47 @@ func ofCustomer(query, customerID, order string) (string, []any) {
 		return query + ` ORDER BY ` + order, nil
 	}
 	return query + ` WHERE customer_id = ? ORDER BY ` + order, []any{customerID}
+}
+
+// scanInto is a destination of Scan that converts the column's value as it
+// scans it.
+type scanInto func(src any) error
+
+func (f scanInto) Scan(src any) error { return f(src) }
+
+// intoString scans a nullable text column into *p, NULL as "" (the
+// reverse of nullString).
+func intoString[S ~string](p *S) scanInto {
+	return func(src any) error {
+		var v sql.NullString
+		err := v.Scan(src)
+		*p = S(v.String)
+		return err
+	}
+}
+
+// intoTime scans a time stored as microseconds (micros) into *p; NULL is
+// an error.
+func intoTime(p *time.Time) scanInto {
+	return func(src any) error {
+		var v sql.NullInt64
+		if err := v.Scan(src); err != nil {
+			return err
+		}
+		if !v.Valid {
+			return fmt.Errorf("converting NULL to %T is unsupported", *p)
+		}
+		*p = fromMicros(v.Int64)
+		return nil
+	}
+}
+
+// intoNullTime scans a nullable time (nullMicros) into *p, NULL as nil.
+func intoNullTime(p **time.Time) scanInto {
+	return func(src any) error {
+		var v sql.NullInt64
+		err := v.Scan(src)
+		*p = fromNullMicros(v)
+		return err
+	}
 }

@@ -359,6 +359,21 @@ func mustAffect(res sql.Result, what string) error {
 	return nil
 }
 
+// notUpdated explains why a compare-and-set update of row id of table, op
+// in errors, changed no row: a missing row is instore.ErrNotFound naming
+// what, one that is there instore.ErrConflict for the reason given (its
+// state moved on). table is one of the package's constants, never input.
+func notUpdated(ctx context.Context, c conn, table, what, id, op, reason string) error {
+	var exists int
+	if err := c.queryRow(ctx, `SELECT COUNT(*) FROM `+table+` WHERE id = ?`, id).Scan(&exists); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if exists == 0 {
+		return fmt.Errorf("%s %w", what, instore.ErrNotFound)
+	}
+	return fmt.Errorf("%s: %w (%s)", op, instore.ErrConflict, reason)
+}
+
 // notFound maps sql.ErrNoRows to a wrapped instore.ErrNotFound naming what;
 // the id is never part of the message (ids are sensitive and errors reach
 // logs).

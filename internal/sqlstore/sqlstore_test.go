@@ -93,58 +93,54 @@ func TestSQLiteReopen(t *testing.T) {
 }
 
 func TestNewerSchemaRefused(t *testing.T) {
-	for _, b := range backends(t) {
-		t.Run(b.name, func(t *testing.T) {
-			dsn, raw := b.migrated(t)
-			if _, err := raw.Exec(`INSERT INTO schema_migrations (version, applied_at) VALUES (9999, 0)`); err != nil {
-				t.Fatal(err)
-			}
-			db, err := sqlstore.Open(t.Context(), dsn, sqlstore.Options{})
-			if err == nil {
-				db.Close()
-				t.Fatal("Open() of a database migrated by a newer binary = nil error, want an error")
-			}
-			if !strings.Contains(err.Error(), "newer") {
-				t.Errorf("Open() = %q, want an error that says the schema is newer", err)
-			}
-		})
-	}
+	forEachBackend(t, func(t *testing.T, b backend) {
+		dsn, raw := b.migrated(t)
+		if _, err := raw.Exec(`INSERT INTO schema_migrations (version, applied_at) VALUES (9999, 0)`); err != nil {
+			t.Fatal(err)
+		}
+		db, err := sqlstore.Open(t.Context(), dsn, sqlstore.Options{})
+		if err == nil {
+			db.Close()
+			t.Fatal("Open() of a database migrated by a newer binary = nil error, want an error")
+		}
+		if !strings.Contains(err.Error(), "newer") {
+			t.Errorf("Open() = %q, want an error that says the schema is newer", err)
+		}
+	})
 }
 
 func TestConcurrentOpen(t *testing.T) {
-	for _, b := range backends(t) {
-		t.Run(b.name, func(t *testing.T) {
-			dsn := b.dsn(t)
-			const n = 4
-			var (
-				wg   sync.WaitGroup
-				errs [n]error
-			)
-			for i := range n {
-				wg.Go(func() {
-					db, err := sqlstore.Open(t.Context(), dsn, sqlstore.Options{})
-					if err == nil {
-						err = db.Close()
-					}
-					errs[i] = err
-				})
-			}
-			wg.Wait()
-			for i, err := range errs {
-				if err != nil {
-					t.Errorf("Open() #%d = %v", i, err)
+	forEachBackend(t, func(t *testing.T, b backend) {
+		dsn := b.dsn(t)
+		const n = 4
+		var (
+			wg   sync.WaitGroup
+			errs [n]error
+		)
+		for i := range n {
+			wg.Go(func() {
+				db, err := sqlstore.Open(t.Context(), dsn, sqlstore.Options{})
+				if err == nil {
+					err = db.Close()
 				}
+				errs[i] = err
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("Open() #%d = %v", i, err)
 			}
-			applied := appliedMigrations(t, b.driver, dsn)
-			files, err := filepath.Glob(filepath.Join("migrations", b.name, "*.sql"))
-			if err != nil || len(files) == 0 {
-				t.Fatalf("no migrations in migrations/%s: %v", b.name, err)
-			}
-			if len(applied) != len(files) {
-				t.Errorf("schema_migrations = %v, want each of the %d migrations applied once", applied, len(files))
-			}
-		})
-	}
+		}
+		applied := appliedMigrations(t, b.driver, dsn)
+		files, err := filepath.Glob(filepath.Join("migrations", b.name, "*.sql"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("no migrations in migrations/%s: %v", b.name, err)
+		}
+		if len(applied) != len(files) {
+			t.Errorf("schema_migrations = %v, want each of the %d migrations applied once", applied, len(files))
+		}
+	})
 }
 
 func TestOpenErrors(t *testing.T) {
@@ -198,6 +194,13 @@ func backends(t testing.TB) []backend {
 		bs = append(bs, backend{name: "postgres", driver: "pgx", dsn: freshPostgres})
 	}
 	return bs
+}
+
+// forEachBackend runs test as a subtest on each of backends.
+func forEachBackend(t *testing.T, test func(t *testing.T, be backend)) {
+	for _, be := range backends(t) {
+		t.Run(be.name, func(t *testing.T) { test(t, be) })
+	}
 }
 
 func sqlitePath(t testing.TB) string {

@@ -130,19 +130,11 @@ func insertTerminalIfFree(ctx context.Context, c conn, t *instore.Terminal) (boo
 const terminalColumns = `terminal_id, customer_id, merchant_id, serial_number, linked_at, created_at`
 
 func scanTerminal(s scanner) (*instore.Terminal, error) {
-	var (
-		t                instore.Terminal
-		merchant, serial sql.NullString
-		linked           sql.NullInt64
-		created          int64
-	)
-	if err := s.Scan(&t.TerminalID, &t.CustomerID, &merchant, &serial, &linked, &created); err != nil {
+	var t instore.Terminal
+	if err := s.Scan(&t.TerminalID, &t.CustomerID, intoString(&t.MerchantID), intoString(&t.SerialNumber),
+		intoNullTime(&t.LinkedAt), intoTime(&t.CreatedAt)); err != nil {
 		return nil, err
 	}
-	t.MerchantID = merchant.String
-	t.SerialNumber = serial.String
-	t.LinkedAt = fromNullMicros(linked)
-	t.CreatedAt = fromMicros(created)
 	return &t, nil
 }
 

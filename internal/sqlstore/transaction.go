@@ -359,14 +359,7 @@ func writeUpdate(ctx context.Context, c conn, ch *instore.Change, q string, args
 		}
 		return insertEvents(ctx, c, t.ID, ch.Events)
 	}
-	var exists int
-	if err := c.queryRow(ctx, `SELECT COUNT(*) FROM transactions WHERE id = ?`, t.ID).Scan(&exists); err != nil {
-		return fmt.Errorf("update transaction: %w", err)
-	}
-	if exists == 0 {
-		return fmt.Errorf("transaction %w", instore.ErrNotFound)
-	}
-	return fmt.Errorf("update transaction: %w (version moved on)", instore.ErrConflict)
+	return notUpdated(ctx, c, "transactions", "transaction", t.ID, "update transaction", "version moved on")
 }
 
 func scanTransaction(s scanner) (*instore.Transaction, error) {

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -35,18 +36,10 @@ func newUpdate(id, terminalID, packageID string, created time.Time) *instore.Upd
 		CreatedAt: created, UpdatedAt: created}
 }
 
-func mustCreateUpdate(t *testing.T, s instore.Store, u *instore.Update) *instore.Update {
-	t.Helper()
-	if err := s.CreateUpdate(t.Context(), u); err != nil {
-		t.Fatalf("CreateUpdate(%q) = %v", u.ID, err)
-	}
-	return u
-}
-
-func mustUpdate(t *testing.T, s instore.Store, id string) *instore.Update {
-	t.Helper()
-	return mustGet(t, "Update", s.Update, id)
-}
+// updates are the updates of terminals' software, by id.
+var updates = kind[instore.Update]{"Update",
+	func(s instore.Store, ctx context.Context, u *instore.Update) error { return s.CreateUpdate(ctx, u) },
+	instore.Store.Update, func(u *instore.Update) string { return u.ID }}
 
 // updateFixture is seed plus package pkg-1 of the countertop model.
 func updateFixture(t *testing.T, s instore.Store) string {
@@ -79,7 +72,7 @@ var accessTests = []test{
 		mustCreateMerchant(t, s, "mer_1", "cus_1", at(0))
 		d := newDevice("SN-1", "", at(0))
 		d.LinkCode = "123456"
-		mustCreateDevice(t, s, d)
+		devices.mustCreate(t, s, d)
 		linked := at(2)
 		term := &instore.Terminal{CustomerID: "cus_1", MerchantID: "mer_1", SerialNumber: "SN-1", LinkedAt: &linked, CreatedAt: at(2)}
 		if err := s.AllocateTerminal(t.Context(), term, instore.ModelCountertop); err != nil {
@@ -89,7 +82,7 @@ var accessTests = []test{
 			t.Errorf("Terminal() mismatch (-want +got):\n%s", d)
 		}
 		checkBound(t, s, "SN-1", term.TerminalID)
-		got := mustDevice(t, s, "SN-1")
+		got := devices.mustGet(t, s, "SN-1")
 		if got.LinkCode != "" || got.CustomerID != "cus_1" {
 			t.Errorf("bound device: link code %q, customer %q; want none and cus_1", got.LinkCode, got.CustomerID)
 		}
@@ -97,8 +90,8 @@ var accessTests = []test{
 	{"AllocateConflict", func(t *testing.T, s instore.Store) {
 		mustCreateCustomer(t, s, "cus_1", at(0))
 		mustCreateCustomer(t, s, "cus_2", at(0))
-		mustCreateDevice(t, s, newDevice("SN-1", "cus_1", at(0)))
-		mustCreateDevice(t, s, newDevice("SN-2", "cus_2", at(0)))
+		devices.mustCreate(t, s, newDevice("SN-1", "cus_1", at(0)))
+		devices.mustCreate(t, s, newDevice("SN-2", "cus_2", at(0)))
 		mustLink(t, s, mustAllocateTerminal(t, s, "cus_1", "", at(0)).TerminalID, "SN-1", at(1), "", "")
 		for _, tc := range []struct {
 			name string
@@ -116,7 +109,7 @@ var accessTests = []test{
 			}
 		}
 		checkBound(t, s, "SN-2", "")
-		if got := mustDevice(t, s, "SN-2"); got.CustomerID != "cus_2" {
+		if got := devices.mustGet(t, s, "SN-2"); got.CustomerID != "cus_2" {
 			t.Errorf("refused binding changed the device's customer to %q", got.CustomerID)
 		}
 	}},
@@ -125,7 +118,7 @@ var accessTests = []test{
 		// to bind one device: no ID twice, exactly one binding.
 		mustCreateCustomer(t, s, "cus_1", at(0))
 		mustCreateMerchant(t, s, "mer_1", "cus_1", at(0))
-		mustCreateDevice(t, s, newDevice("SN-RACE", "", at(0)))
+		devices.mustCreate(t, s, newDevice("SN-RACE", "", at(0)))
 		const workers, each, binders = 24, 6, 8
 		var (
 			start       = make(chan struct{})
@@ -275,8 +268,8 @@ var accessTests = []test{
 		notBefore := at(30)
 		u := newUpdate("upd_1", term, "pkg-1", at(2))
 		u.NotBefore = &notBefore
-		mustCreateUpdate(t, s, u)
-		if d := diff(asStored(u), mustUpdate(t, s, "upd_1")); d != "" {
+		updates.mustCreate(t, s, u)
+		if d := diff(asStored(u), updates.mustGet(t, s, "upd_1")); d != "" {
 			t.Errorf("Update() mismatch (-want +got):\n%s", d)
 		}
 		open, err := s.OpenUpdate(t.Context(), term)
@@ -301,10 +294,10 @@ var accessTests = []test{
 		if err := s.SetUpdateStatus(t.Context(), &done, nil, instore.UpdateScheduled, instore.UpdateDownloading); err != nil {
 			t.Fatalf("SetUpdateStatus(INSTALLED) = %v", err)
 		}
-		if d := diff(&done, mustUpdate(t, s, "upd_1")); d != "" {
+		if d := diff(&done, updates.mustGet(t, s, "upd_1")); d != "" {
 			t.Errorf("installed update mismatch (-want +got):\n%s", d)
 		}
-		if v := mustDevice(t, s, "SN-1").SoftwareVersion; v != "2.0.0" {
+		if v := devices.mustGet(t, s, "SN-1").SoftwareVersion; v != "2.0.0" {
 			t.Errorf("device version after INSTALLED = %q, want 2.0.0", v)
 		}
 		checkConflict(t, "SetUpdateStatus(after the end)", s.SetUpdateStatus(t.Context(), &done, nil, instore.UpdateScheduled, instore.UpdateDownloading))
@@ -312,7 +305,7 @@ var accessTests = []test{
 		checkWithOpenUpdate(t, s, term, nil)
 
 		// A new update may follow; it is the latest, and it fails.
-		mustCreateUpdate(t, s, newUpdate("upd_2", term, "pkg-1", at(6)))
+		updates.mustCreate(t, s, newUpdate("upd_2", term, "pkg-1", at(6)))
 		failed := asStored(newUpdate("upd_2", term, "pkg-1", at(6)))
 		failed.Status, failed.Reason, failed.UpdatedAt = instore.UpdateFailed, "disk full", stored(at(7))
 		if err := s.SetUpdateStatus(t.Context(), failed, nil, instore.UpdateScheduled, instore.UpdateDownloading); err != nil {
@@ -322,7 +315,7 @@ var accessTests = []test{
 		if err != nil || diff(failed, latest) != "" {
 			t.Errorf("LatestUpdate() = %+v, %v, want %+v", latest, err, failed)
 		}
-		if v := mustDevice(t, s, "SN-1").SoftwareVersion; v != "2.0.0" {
+		if v := devices.mustGet(t, s, "SN-1").SoftwareVersion; v != "2.0.0" {
 			t.Errorf("device version after FAILED = %q, want it unchanged (2.0.0)", v)
 		}
 		checkMissing(t, "LatestUpdate(no updates)", s.LatestUpdate, "99999999", "")
@@ -332,10 +325,10 @@ var accessTests = []test{
 		a := updateFixture(t, s)
 		b := seedTerminal(t, s, "SN-2")
 		c := seedTerminal(t, s, "SN-3")
-		mustCreateUpdate(t, s, newUpdate("upd_b", b, "pkg-1", at(2)))
-		mustCreateUpdate(t, s, newUpdate("upd_a", a, "pkg-1", at(1)))
+		updates.mustCreate(t, s, newUpdate("upd_b", b, "pkg-1", at(2)))
+		updates.mustCreate(t, s, newUpdate("upd_a", a, "pkg-1", at(1)))
 		ended := newUpdate("upd_c", c, "pkg-1", at(0))
-		mustCreateUpdate(t, s, ended)
+		updates.mustCreate(t, s, ended)
 		ended.Status = instore.UpdateFailed
 		ended.Reason = "x"
 		if err := s.SetUpdateStatus(t.Context(), ended, nil, instore.UpdateScheduled); err != nil {
@@ -355,7 +348,7 @@ var accessTests = []test{
 	}},
 	{"Delivery", func(t *testing.T, s instore.Store) {
 		term := updateFixture(t, s)
-		mustCreateUpdate(t, s, newUpdate("upd_1", term, "pkg-1", at(1)))
+		updates.mustCreate(t, s, newUpdate("upd_1", term, "pkg-1", at(1)))
 		ctx := t.Context()
 
 		// A PENDING transaction keeps the update back.
@@ -367,7 +360,7 @@ var accessTests = []test{
 		if err := s.MarkUpdateDelivered(ctx, "upd_1", at(4), at(3)); err != nil {
 			t.Fatalf("MarkUpdateDelivered() = %v", err)
 		}
-		if got := mustUpdate(t, s, "upd_1").DeliveredAt; diff(storedPtr(ptr(at(4))), got) != "" {
+		if got := updates.mustGet(t, s, "upd_1").DeliveredAt; diff(storedPtr(ptr(at(4))), got) != "" {
 			t.Errorf("DeliveredAt = %v, want %v", got, at(4))
 		}
 		// Delivered recently: not again; delivered before staleBefore: again.
@@ -378,7 +371,7 @@ var accessTests = []test{
 		if err := s.ClearUpdateDelivered(ctx, "upd_1"); err != nil {
 			t.Fatalf("ClearUpdateDelivered() = %v", err)
 		}
-		if got := mustUpdate(t, s, "upd_1").DeliveredAt; got != nil {
+		if got := updates.mustGet(t, s, "upd_1").DeliveredAt; got != nil {
 			t.Errorf("DeliveredAt after clearing = %v, want nil", got)
 		}
 		checkNotFound(t, "ClearUpdateDelivered(unknown)", s.ClearUpdateDelivered(ctx, "upd_none"), "")
@@ -388,12 +381,12 @@ var accessTests = []test{
 		if err := s.MarkUpdateDelivered(ctx, "upd_1", at(7), at(6)); err != nil {
 			t.Fatal(err)
 		}
-		u := mustUpdate(t, s, "upd_1")
+		u := updates.mustGet(t, s, "upd_1")
 		u.Status = instore.UpdateDownloading
 		if err := s.SetUpdateStatus(ctx, u, nil, instore.UpdateScheduled); err != nil {
 			t.Fatal(err)
 		}
-		if got := mustUpdate(t, s, "upd_1").DeliveredAt; got != nil {
+		if got := updates.mustGet(t, s, "upd_1").DeliveredAt; got != nil {
 			t.Errorf("DeliveredAt after DOWNLOADING = %v, want nil", got)
 		}
 		checkConflict(t, "MarkUpdateDelivered(DOWNLOADING)", s.MarkUpdateDelivered(ctx, "upd_1", at(8), at(8)))

@@ -25,30 +25,14 @@ func newAPIClient(id string, surface instore.Surface, customerID, merchantID str
 	}
 }
 
-func mustCreateAPIClient(t *testing.T, s instore.Store, c *instore.APIClient) *instore.APIClient {
-	t.Helper()
-	return mustCreateWith(t, "CreateAPIClient", s.CreateAPIClient, c, c.ID)
-}
-
 var apiClientTests = []test{
-	{"RoundTrip", func(t *testing.T, s instore.Store) {
-		credentialFixture(t, s)
-		revoked := at(5)
-		for _, c := range []*instore.APIClient{
-			newAPIClient("cli_online", instore.SurfaceOnline, "cus_a", "mer_a", base),
-			newAPIClient("cli_access", instore.SurfaceAccess, "cus_a", "", at(1)),
-			{ID: "cli_revoked", Surface: instore.SurfaceAccess, CustomerID: "cus_b", Name: "",
-				SecretHash: hash("s"), CreatedAt: at(2), RevokedAt: &revoked},
-		} {
-			checkRoundTrip(t, "APIClient", s.CreateAPIClient, s.APIClient, c, c.ID)
-		}
-	}},
+	{"RoundTrip", apiClients.roundTripTest},
 	{"NotFound", func(t *testing.T, s instore.Store) {
 		checkMissing(t, "APIClient(missing)", s.APIClient, "cli_missing_93d1", "cli_missing_93d1")
 	}},
 	{"Conflict", func(t *testing.T, s instore.Store) {
 		credentialFixture(t, s)
-		mustCreateAPIClient(t, s, newAPIClient("cli_1", instore.SurfaceAccess, "cus_a", "", at(0)))
+		apiClients.mustCreate(t, s, newAPIClient("cli_1", instore.SurfaceAccess, "cus_a", "", at(0)))
 		for _, tc := range []struct {
 			name string
 			c    *instore.APIClient
@@ -75,33 +59,11 @@ func newSubscriptionKey(id string, surface instore.Surface, customerID, merchant
 	}
 }
 
-func mustCreateSubscriptionKey(t *testing.T, s instore.Store, k *instore.SubscriptionKey) *instore.SubscriptionKey {
-	t.Helper()
-	return mustCreateWith(t, "CreateSubscriptionKey", s.CreateSubscriptionKey, k, k.ID)
-}
-
 var subscriptionKeyTests = []test{
-	{"RoundTrip", func(t *testing.T, s instore.Store) {
-		credentialFixture(t, s)
-		revoked := at(5)
-		keys := []*instore.SubscriptionKey{
-			newSubscriptionKey("key_online", instore.SurfaceOnline, "cus_a", "mer_a", base),
-			newSubscriptionKey("key_access", instore.SurfaceAccess, "cus_a", "", at(1)),
-			{ID: "key_revoked", Surface: instore.SurfaceAccess, CustomerID: "cus_b", Prefix: "",
-				Hash: hash("revoked"), CreatedAt: at(2), RevokedAt: &revoked},
-		}
-		for _, k := range keys {
-			mustCreateSubscriptionKey(t, s, k)
-		}
-		for _, k := range keys {
-			if d := diff(asStored(k), subscriptionKeys.read(t, s, k)); d != "" {
-				t.Errorf("SubscriptionKeyByHash(%q's hash) mismatch (-want +got):\n%s", k.ID, d)
-			}
-		}
-	}},
+	{"RoundTrip", subscriptionKeys.roundTripTest},
 	{"NotFound", func(t *testing.T, s instore.Store) {
 		credentialFixture(t, s)
-		k := mustCreateSubscriptionKey(t, s, newSubscriptionKey("key_1", instore.SurfaceAccess, "cus_a", "", at(0)))
+		k := subscriptionKeys.mustCreate(t, s, newSubscriptionKey("key_1", instore.SurfaceAccess, "cus_a", "", at(0)))
 		// A prefix of a stored hash is not the hash.
 		for _, h := range [][]byte{hash("unknown"), k.Hash[:16]} {
 			checkMissing(t, "SubscriptionKeyByHash(unknown)", s.SubscriptionKeyByHash, h, "")
@@ -109,7 +71,7 @@ var subscriptionKeyTests = []test{
 	}},
 	{"Conflict", func(t *testing.T, s instore.Store) {
 		credentialFixture(t, s)
-		k := mustCreateSubscriptionKey(t, s, newSubscriptionKey("key_1", instore.SurfaceAccess, "cus_a", "", at(0)))
+		k := subscriptionKeys.mustCreate(t, s, newSubscriptionKey("key_1", instore.SurfaceAccess, "cus_a", "", at(0)))
 		sameHash := newSubscriptionKey("key_2", instore.SurfaceAccess, "cus_b", "", at(1))
 		sameHash.Hash = k.Hash
 		for _, tc := range []struct {
@@ -138,30 +100,34 @@ var subscriptionKeyTests = []test{
 // credentialKind is a kind of credential (API clients, subscription keys)
 // as the List and Revoke tests, the same for both, use it.
 type credentialKind[C any] struct {
-	name    string // in method names: "APIClient" for APIClients, RevokeAPIClient
+	kind[C]        // its name in method names: "APIClient" for APIClients, RevokeAPIClient
 	prefix  string // of its ids
 	newCred func(id string, surface instore.Surface, customerID, merchantID string, created time.Time) *C
-	create  func(*testing.T, instore.Store, *C) *C
 	read    func(*testing.T, instore.Store, *C) *C // reads one back as stored
 	list    func(instore.Store) func(context.Context, string) ([]*C, error)
 	revoke  func(instore.Store) func(context.Context, string, time.Time) error
-	id      func(*C) string
-	revoked func(*C) *time.Time
+	revoked func(*C) **time.Time
+	// unnamed removes the name (a key's prefix) of a credential.
+	unnamed func(*C)
 }
 
 var apiClients = credentialKind[instore.APIClient]{
-	name: "APIClient", prefix: "cli_", newCred: newAPIClient, create: mustCreateAPIClient,
+	kind: kind[instore.APIClient]{"APIClient", instore.Store.CreateAPIClient, instore.Store.APIClient,
+		func(c *instore.APIClient) string { return c.ID }},
+	prefix: "cli_", newCred: newAPIClient,
 	read: func(t *testing.T, s instore.Store, c *instore.APIClient) *instore.APIClient {
 		return mustGet(t, "APIClient", s.APIClient, c.ID)
 	},
 	list:    func(s instore.Store) func(context.Context, string) ([]*instore.APIClient, error) { return s.APIClients },
 	revoke:  func(s instore.Store) func(context.Context, string, time.Time) error { return s.RevokeAPIClient },
-	id:      func(c *instore.APIClient) string { return c.ID },
-	revoked: func(c *instore.APIClient) *time.Time { return c.RevokedAt },
+	revoked: func(c *instore.APIClient) **time.Time { return &c.RevokedAt },
+	unnamed: func(c *instore.APIClient) { c.Name = "" },
 }
 
 var subscriptionKeys = credentialKind[instore.SubscriptionKey]{
-	name: "SubscriptionKey", prefix: "key_", newCred: newSubscriptionKey, create: mustCreateSubscriptionKey,
+	kind: kind[instore.SubscriptionKey]{name: "SubscriptionKey", create: instore.Store.CreateSubscriptionKey,
+		key: func(k *instore.SubscriptionKey) string { return k.ID }},
+	prefix: "key_", newCred: newSubscriptionKey,
 	read: func(t *testing.T, s instore.Store, k *instore.SubscriptionKey) *instore.SubscriptionKey {
 		t.Helper()
 		got, err := s.SubscriptionKeyByHash(t.Context(), k.Hash)
@@ -174,18 +140,38 @@ var subscriptionKeys = credentialKind[instore.SubscriptionKey]{
 		return s.SubscriptionKeys
 	},
 	revoke:  func(s instore.Store) func(context.Context, string, time.Time) error { return s.RevokeSubscriptionKey },
-	id:      func(k *instore.SubscriptionKey) string { return k.ID },
-	revoked: func(k *instore.SubscriptionKey) *time.Time { return k.RevokedAt },
+	revoked: func(k *instore.SubscriptionKey) **time.Time { return &k.RevokedAt },
+	unnamed: func(k *instore.SubscriptionKey) { k.Prefix = "" },
+}
+
+// roundTripTest: a credential of each surface, with a merchant and
+// without, and a revoked one without a name (a key's prefix) of another
+// customer, read back as stored.
+func (k credentialKind[C]) roundTripTest(t *testing.T, s instore.Store) {
+	credentialFixture(t, s)
+	revoked := k.newCred(k.prefix+"revoked", instore.SurfaceAccess, "cus_b", "", at(2))
+	k.unnamed(revoked)
+	*k.revoked(revoked) = ptr(at(5))
+	for _, c := range []*C{
+		k.newCred(k.prefix+"online", instore.SurfaceOnline, "cus_a", "mer_a", base),
+		k.newCred(k.prefix+"access", instore.SurfaceAccess, "cus_a", "", at(1)),
+		revoked,
+	} {
+		k.mustCreate(t, s, c)
+		if d := diff(asStored(c), k.read(t, s, c)); d != "" {
+			t.Errorf("%s %q read back mismatch (-want +got):\n%s", k.name, k.key(c), d)
+		}
+	}
 }
 
 // listTest: the listing of a customer's credentials (every customer's for
 // ""), oldest first, equal times ordered by id.
 func (k credentialKind[C]) listTest(t *testing.T, s instore.Store) {
 	credentialFixture(t, s)
-	a2 := k.create(t, s, k.newCred(k.prefix+"a2", instore.SurfaceOnline, "cus_a", "mer_a", at(2)))
-	b1 := k.create(t, s, k.newCred(k.prefix+"b1", instore.SurfaceAccess, "cus_b", "", at(1)))
-	a3 := k.create(t, s, k.newCred(k.prefix+"a3", instore.SurfaceAccess, "cus_a", "", at(0)))
-	a1 := k.create(t, s, k.newCred(k.prefix+"a1", instore.SurfaceOnline, "cus_a", "mer_a", at(0)))
+	a2 := k.mustCreate(t, s, k.newCred(k.prefix+"a2", instore.SurfaceOnline, "cus_a", "mer_a", at(2)))
+	b1 := k.mustCreate(t, s, k.newCred(k.prefix+"b1", instore.SurfaceAccess, "cus_b", "", at(1)))
+	a3 := k.mustCreate(t, s, k.newCred(k.prefix+"a3", instore.SurfaceAccess, "cus_a", "", at(0)))
+	a1 := k.mustCreate(t, s, k.newCred(k.prefix+"a1", instore.SurfaceOnline, "cus_a", "mer_a", at(0)))
 	checkLists(t, k.name+"s", k.list(s), asStored[C], []listCase[*C]{
 		{"cus_a", []*C{a1, a3, a2}},
 		{"cus_b", []*C{b1}},
@@ -198,18 +184,18 @@ func (k credentialKind[C]) listTest(t *testing.T, s instore.Store) {
 // credential of the customer stays as it was.
 func (k credentialKind[C]) revokeTest(t *testing.T, s instore.Store) {
 	credentialFixture(t, s)
-	c := k.create(t, s, k.newCred(k.prefix+"1", instore.SurfaceAccess, "cus_a", "", at(0)))
-	other := k.create(t, s, k.newCred(k.prefix+"2", instore.SurfaceAccess, "cus_a", "", at(0)))
+	c := k.mustCreate(t, s, k.newCred(k.prefix+"1", instore.SurfaceAccess, "cus_a", "", at(0)))
+	other := k.mustCreate(t, s, k.newCred(k.prefix+"2", instore.SurfaceAccess, "cus_a", "", at(0)))
 	first, second := at(10), at(20)
 	for _, when := range []time.Time{first, second} {
-		if err := k.revoke(s)(t.Context(), k.id(c), when); err != nil {
+		if err := k.revoke(s)(t.Context(), k.key(c), when); err != nil {
 			t.Fatalf("Revoke%s(%v) = %v", k.name, when, err)
 		}
-		if d := diff(storedPtr(&first), k.revoked(k.read(t, s, c))); d != "" {
+		if d := diff(storedPtr(&first), *k.revoked(k.read(t, s, c))); d != "" {
 			t.Errorf("RevokedAt after Revoke%s(%v) mismatch, want the first time (-want +got):\n%s", k.name, when, d)
 		}
 	}
-	if got := k.revoked(k.read(t, s, other)); got != nil {
+	if got := *k.revoked(k.read(t, s, other)); got != nil {
 		t.Errorf("another %s's RevokedAt = %v, want nil: revoke changed another credential", k.name, *got)
 	}
 }

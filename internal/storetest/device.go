@@ -16,16 +16,9 @@ func newDevice(serial, customerID string, created time.Time) *instore.Device {
 	}
 }
 
-func mustCreateDevice(t *testing.T, s instore.Store, d *instore.Device) *instore.Device {
-	t.Helper()
-	return mustCreateWith(t, "CreateDevice", s.CreateDevice, d, d.SerialNumber)
-}
-
-// mustDevice reads a device that must exist.
-func mustDevice(t *testing.T, s instore.Store, serial string) *instore.Device {
-	t.Helper()
-	return mustGet(t, "Device", s.Device, serial)
-}
+// devices are the devices, by serial number.
+var devices = kind[instore.Device]{"Device", instore.Store.CreateDevice, instore.Store.Device,
+	func(d *instore.Device) string { return d.SerialNumber }}
 
 var deviceTests = []test{
 	{"RoundTrip", func(t *testing.T, s instore.Store) {
@@ -47,7 +40,7 @@ var deviceTests = []test{
 		}
 	}},
 	{"NotFound", func(t *testing.T, s instore.Store) {
-		mustCreateDevice(t, s, newDevice("SN-1", "", at(0))) // shows no code
+		devices.mustCreate(t, s, newDevice("SN-1", "", at(0))) // shows no code
 		checkMissing(t, "Device(missing)", s.Device, "SN-MISSING-3f1c", "SN-MISSING-3f1c")
 		checkMissing(t, "DeviceByLinkCode(missing)", s.DeviceByLinkCode, "CODE-MISSING-8e2d", "CODE-MISSING-8e2d")
 		checkMissing(t, `DeviceByLinkCode("")`, s.DeviceByLinkCode, "", "")
@@ -60,7 +53,7 @@ var deviceTests = []test{
 		mustCreateCustomer(t, s, "cus_1", at(0))
 		d := newDevice("SN-1", "cus_1", at(0))
 		d.LinkCode = "CODE-1"
-		mustCreateDevice(t, s, d)
+		devices.mustCreate(t, s, d)
 		for _, tc := range []struct {
 			name string
 			d    *instore.Device
@@ -72,7 +65,7 @@ var deviceTests = []test{
 		} {
 			checkConflict(t, "CreateDevice("+tc.name+")", s.CreateDevice(t.Context(), tc.d))
 		}
-		if d := diff(asStored(d), mustDevice(t, s, "SN-1")); d != "" {
+		if d := diff(asStored(d), devices.mustGet(t, s, "SN-1")); d != "" {
 			t.Errorf("Device() after refused creates mismatch (-want +got):\n%s", d)
 		}
 		for _, serial := range []string{"SN-2", "SN-3"} {
@@ -83,10 +76,10 @@ var deviceTests = []test{
 		mustCreateCustomer(t, s, "cus_a", at(0))
 		mustCreateCustomer(t, s, "cus_b", at(0))
 		// Created out of order: the list is ordered by serial number.
-		a2 := mustCreateDevice(t, s, newDevice("SN-A2", "cus_a", at(0)))
-		none := mustCreateDevice(t, s, newDevice("SN-0", "", at(1)))
-		b1 := mustCreateDevice(t, s, newDevice("SN-B1", "cus_b", at(2)))
-		a1 := mustCreateDevice(t, s, newDevice("SN-A1", "cus_a", at(3)))
+		a2 := devices.mustCreate(t, s, newDevice("SN-A2", "cus_a", at(0)))
+		none := devices.mustCreate(t, s, newDevice("SN-0", "", at(1)))
+		b1 := devices.mustCreate(t, s, newDevice("SN-B1", "cus_b", at(2)))
+		a1 := devices.mustCreate(t, s, newDevice("SN-A1", "cus_a", at(3)))
 		checkLists(t, "Devices", s.Devices, asStored[instore.Device], []listCase[*instore.Device]{
 			{"cus_a", []*instore.Device{a1, a2}},
 			{"cus_b", []*instore.Device{b1}},
@@ -95,8 +88,8 @@ var deviceTests = []test{
 		})
 	}},
 	{"Seen", func(t *testing.T, s instore.Store) {
-		d := mustCreateDevice(t, s, newDevice("SN-1", "", at(0)))
-		other := mustCreateDevice(t, s, newDevice("SN-2", "", at(0)))
+		d := devices.mustCreate(t, s, newDevice("SN-1", "", at(0)))
+		other := devices.mustCreate(t, s, newDevice("SN-2", "", at(0)))
 		for i, version := range []string{"1.0.1", "1.1.0"} {
 			when := at(10 + i)
 			if err := s.DeviceSeen(t.Context(), d.SerialNumber, version, when); err != nil {
@@ -105,17 +98,17 @@ var deviceTests = []test{
 			want := asStored(d)
 			want.SoftwareVersion = version
 			want.LastSeenAt = storedPtr(&when)
-			if d := diff(want, mustDevice(t, s, d.SerialNumber)); d != "" {
+			if d := diff(want, devices.mustGet(t, s, d.SerialNumber)); d != "" {
 				t.Errorf("Device() after DeviceSeen(%q) mismatch (-want +got):\n%s", version, d)
 			}
 		}
-		if d := diff(asStored(other), mustDevice(t, s, other.SerialNumber)); d != "" {
+		if d := diff(asStored(other), devices.mustGet(t, s, other.SerialNumber)); d != "" {
 			t.Errorf("DeviceSeen changed another device (-want +got):\n%s", d)
 		}
 	}},
 	{"LinkCode", func(t *testing.T, s instore.Store) {
-		d1 := mustCreateDevice(t, s, newDevice("SN-1", "", at(0)))
-		d2 := mustCreateDevice(t, s, newDevice("SN-2", "", at(0)))
+		d1 := devices.mustCreate(t, s, newDevice("SN-1", "", at(0)))
+		d2 := devices.mustCreate(t, s, newDevice("SN-2", "", at(0)))
 		byCode := func(code, want string) {
 			t.Helper()
 			got, err := s.DeviceByLinkCode(t.Context(), code)
@@ -132,7 +125,7 @@ var deviceTests = []test{
 		byCode("CODE-A", "SN-1")
 		checkConflict(t, "SetLinkCode(code shown by another device)", s.SetLinkCode(t.Context(), d2.SerialNumber, "CODE-A"))
 		byCode("CODE-A", "SN-1")
-		if got := mustDevice(t, s, d2.SerialNumber).LinkCode; got != "" {
+		if got := devices.mustGet(t, s, d2.SerialNumber).LinkCode; got != "" {
 			t.Errorf("Device(SN-2).LinkCode = %q after a refused SetLinkCode, want empty", got)
 		}
 		// Setting the code a device shows already is not a conflict.
@@ -150,7 +143,7 @@ var deviceTests = []test{
 			if err := s.SetLinkCode(t.Context(), serial, ""); err != nil {
 				t.Fatalf("SetLinkCode(%q, \"\") = %v", serial, err)
 			}
-			if got := mustDevice(t, s, serial).LinkCode; got != "" {
+			if got := devices.mustGet(t, s, serial).LinkCode; got != "" {
 				t.Errorf("Device(%q).LinkCode = %q after clearing, want empty", serial, got)
 			}
 		}

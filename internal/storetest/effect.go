@@ -105,7 +105,7 @@ var effectTests = []test{
 		if err := s.Commit(t.Context(), &instore.Change{T: &next, From: tx.Version, Job: job, Effects: []*instore.Effect{print}}); err != nil {
 			t.Fatalf("CommitEffects(job) = %v", err)
 		}
-		if d := diff(asStored(job), mustPrintJob(t, s, job.ID)); d != "" {
+		if d := diff(asStored(job), printJobs.mustGet(t, s, job.ID)); d != "" {
 			t.Errorf("PrintJob(prt_1) mismatch (-want +got):\n%s", d)
 		}
 		if d := diff(asStored(print), mustEffect(t, s, "eff_p")); d != "" {
@@ -162,7 +162,7 @@ var effectTests = []test{
 		if err := s.CreatePrintJobEffect(t.Context(), job, e); err != nil {
 			t.Fatalf("CreatePrintJobEffect() = %v", err)
 		}
-		if d := diff(asStored(job), mustPrintJob(t, s, job.ID)); d != "" {
+		if d := diff(asStored(job), printJobs.mustGet(t, s, job.ID)); d != "" {
 			t.Errorf("PrintJob(prt_1) mismatch (-want +got):\n%s", d)
 		}
 		if d := diff(asStored(e), mustEffect(t, s, "eff_1")); d != "" {
@@ -340,12 +340,12 @@ var effectTests = []test{
 		terminalID := seed(t, s)
 		var want []*instore.PrintJob
 		for i, c := range []int{3, 1, 2, 1} {
-			p := mustCreatePrintJob(t, s, newPrintJob(fmt.Sprintf("prt_%d", i), terminalID, at(c), "line"))
+			p := printJobs.mustCreate(t, s, newPrintJob(fmt.Sprintf("prt_%d", i), terminalID, at(c), "line"))
 			if i != 2 {
 				want = append(want, asStored(p))
 			}
 		}
-		mustCreatePrintJob(t, s, func() *instore.PrintJob {
+		printJobs.mustCreate(t, s, func() *instore.PrintJob {
 			p := newPrintJob("prt_busy", terminalID, at(0), "line")
 			p.StatusID, p.CompletedAt = ptr(instore.PrintBusy), ptr(at(0))
 			return p

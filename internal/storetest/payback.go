@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/instore-dev/instore"
 )
@@ -52,7 +53,23 @@ func paybackCase(t *testing.T, s instore.Store, i string) (a, b string, orig *in
 	return a, b, purchase(t, s, "txn_orig"+i, a, "SN-A"+i, 1000, at(1))
 }
 
-// priorPayback is a case of checkAfterPayback: the payback already on the
+// payback makes the refund or reversal of origID with status of case i of
+// an afterPayback (paybackCase: terminal IDs a and b).
+type payback func(i, a, b, origID string, status instore.TransactionStatus) *instore.Transaction
+
+// refundOf is the payback of a refund of amount on b, created at created.
+func refundOf(amount int64, created time.Time) payback {
+	return func(i, a, b, origID string, status instore.TransactionStatus) *instore.Transaction {
+		return newRefund("txn_refund"+i, b, "SN-B"+i, origID, amount, status, created)
+	}
+}
+
+// reversal is the payback of a reversal of the whole original on a.
+func reversal(i, a, b, origID string, status instore.TransactionStatus) *instore.Transaction {
+	return newReversal("txn_rev"+i, a, "SN-A"+i, origID, 1000, status)
+}
+
+// priorPayback is a case of an afterPayback: the payback already on the
 // original, and whether it refuses the next.
 type priorPayback struct {
 	name    string
@@ -61,65 +78,61 @@ type priorPayback struct {
 	refused bool
 }
 
-// checkAfterPayback seeds cus_1 and mer_1 and runs each case on a fresh
-// original (paybackCase i, terminal IDs a and b): it stores the prior
-// payback pair returns, with the case's status and result message, and
-// then creates the next, a what, which must be refused with code and not
-// stored, or be created, as the case says.
-func checkAfterPayback(t *testing.T, s instore.Store, what, code string, cases []priorPayback,
-	pair func(i, a, b, origID string, status instore.TransactionStatus) (prior, next *instore.Transaction)) {
-	t.Helper()
+// afterPayback is a table test of a payback created (next, a what) after
+// another (prior) on the same original.
+type afterPayback struct {
+	what, code  string
+	prior, next payback
+	cases       []priorPayback
+}
+
+// test seeds cus_1 and mer_1 and runs each case on a fresh original
+// (paybackCase i): it stores the prior payback with the case's status and
+// result message, and then creates the next, PENDING, which must be
+// refused with code and not stored, or be created, as the case says.
+func (p afterPayback) test(t *testing.T, s instore.Store) {
 	mustCreateCustomer(t, s, "cus_1", at(0))
 	mustCreateMerchant(t, s, "mer_1", "cus_1", at(0))
-	for n, tc := range cases {
+	for n, tc := range p.cases {
 		i := fmt.Sprint(n)
 		t.Run(tc.name, func(t *testing.T) {
 			a, b, orig := paybackCase(t, s, i)
-			prior, next := pair(i, a, b, orig.ID, tc.status)
+			prior := p.prior(i, a, b, orig.ID, tc.status)
+			next := p.next(i, a, b, orig.ID, instore.StatusPending)
 			prior.ResultMessageID = tc.message
 			mustCreateRefund(t, s, prior)
 			err := s.CreateOnOriginal(t.Context(), &instore.Change{T: next})
 			if !tc.refused {
 				if err != nil {
-					t.Fatalf("CreateOnOriginal(%s after a %s) = %v, want nil", what, tc.name, err)
+					t.Fatalf("CreateOnOriginal(%s after a %s) = %v, want nil", p.what, tc.name, err)
 				}
 				return
 			}
-			checkCode(t, "CreateOnOriginal("+what+" after a "+tc.name+")", err, code)
-			checkMissing(t, "Transaction(refused "+what+")", s.Transaction, next.ID, "")
+			checkCode(t, "CreateOnOriginal("+p.what+" after a "+tc.name+")", err, p.code)
+			checkMissing(t, "Transaction(refused "+p.what+")", s.Transaction, next.ID, "")
 		})
 	}
 }
 
 var paybackTests = []test{
-	{"ReversalAfterRefund", func(t *testing.T, s instore.Store) {
-		// A refund approved or pending refuses a reversal; a failed one
-		// does not.
-		checkAfterPayback(t, s, "reversal", instore.ENotReversible, []priorPayback{
-			{"approved refund", instore.StatusApproved, "msg-1", true},
-			{"pending refund", instore.StatusPending, "", true},
-			{"declined refund", instore.StatusTransactionDeclined, "msg-1", false},
-			{"refund ended without a result", instore.StatusTechnicalError, "", false},
-		}, func(i, a, b, origID string, status instore.TransactionStatus) (prior, next *instore.Transaction) {
-			return newRefund("txn_refund"+i, b, "SN-B"+i, origID, 1000, status, at(2)),
-				newReversal("txn_rev"+i, a, "SN-A"+i, origID, 1000, instore.StatusPending)
-		})
-	}},
-	{"RefundAfterReversal", func(t *testing.T, s instore.Store) {
-		// A reversal pending, approved, or ended without a result (the
-		// terminal may still report it approved) refuses a refund; one
-		// that failed with a result does not.
-		checkAfterPayback(t, s, "refund", instore.EConflict, []priorPayback{
-			{"pending reversal", instore.StatusPending, "", true},
-			{"approved reversal", instore.StatusApproved, "msg-1", true},
-			{"reversal ended without a result", instore.StatusTechnicalError, "", true},
-			{"reversal that failed", instore.StatusTechnicalError, "msg-1", false},
-			{"declined reversal", instore.StatusTransactionDeclined, "msg-1", false},
-		}, func(i, a, b, origID string, status instore.TransactionStatus) (prior, next *instore.Transaction) {
-			return newReversal("txn_rev"+i, a, "SN-A"+i, origID, 1000, status),
-				newRefund("txn_refund"+i, b, "SN-B"+i, origID, 100, instore.StatusPending, at(4))
-		})
-	}},
+	// A refund approved or pending refuses a reversal; a failed one does
+	// not.
+	{"ReversalAfterRefund", afterPayback{"reversal", instore.ENotReversible, refundOf(1000, at(2)), reversal, []priorPayback{
+		{"approved refund", instore.StatusApproved, "msg-1", true},
+		{"pending refund", instore.StatusPending, "", true},
+		{"declined refund", instore.StatusTransactionDeclined, "msg-1", false},
+		{"refund ended without a result", instore.StatusTechnicalError, "", false},
+	}}.test},
+	// A reversal pending, approved, or ended without a result (the
+	// terminal may still report it approved) refuses a refund; one that
+	// failed with a result does not.
+	{"RefundAfterReversal", afterPayback{"refund", instore.EConflict, reversal, refundOf(100, at(4)), []priorPayback{
+		{"pending reversal", instore.StatusPending, "", true},
+		{"approved reversal", instore.StatusApproved, "msg-1", true},
+		{"reversal ended without a result", instore.StatusTechnicalError, "", true},
+		{"reversal that failed", instore.StatusTechnicalError, "msg-1", false},
+		{"declined reversal", instore.StatusTransactionDeclined, "msg-1", false},
+	}}.test},
 	{"Original", func(t *testing.T, s instore.Store) {
 		// Only an APPROVED purchase takes a refund or a reversal; the
 		// original's state is read in the creation's database transaction.

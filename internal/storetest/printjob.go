@@ -12,15 +12,9 @@ func newPrintJob(id, terminalID string, created time.Time, lines ...string) *ins
 	return &instore.PrintJob{ID: id, MerchantID: "mer_1", TerminalID: terminalID, Lines: lines, CreatedAt: created}
 }
 
-func mustCreatePrintJob(t *testing.T, s instore.Store, p *instore.PrintJob) *instore.PrintJob {
-	t.Helper()
-	return mustCreateWith(t, "CreatePrintJob", s.CreatePrintJob, p, p.ID)
-}
-
-func mustPrintJob(t *testing.T, s instore.Store, id string) *instore.PrintJob {
-	t.Helper()
-	return mustGet(t, "PrintJob", s.PrintJob, id)
-}
+// printJobs are the print jobs, by id.
+var printJobs = kind[instore.PrintJob]{"PrintJob", instore.Store.CreatePrintJob, instore.Store.PrintJob,
+	func(p *instore.PrintJob) string { return p.ID }}
 
 var printJobTests = []test{
 	{"RoundTrip", func(t *testing.T, s instore.Store) {
@@ -38,8 +32,8 @@ var printJobTests = []test{
 				return p
 			}(),
 		} {
-			mustCreatePrintJob(t, s, p)
-			got := mustPrintJob(t, s, p.ID)
+			printJobs.mustCreate(t, s, p)
+			got := printJobs.mustGet(t, s, p.ID)
 			if d := diff(asStored(p), got); d != "" {
 				t.Errorf("PrintJob(%q) mismatch (-want +got):\n%s", p.ID, d)
 			}
@@ -50,17 +44,17 @@ var printJobTests = []test{
 	}},
 	{"NotFound", func(t *testing.T, s instore.Store) {
 		terminalID := seed(t, s)
-		mustCreatePrintJob(t, s, newPrintJob("prt_1", terminalID, at(1), "x"))
+		printJobs.mustCreate(t, s, newPrintJob("prt_1", terminalID, at(1), "x"))
 		checkMissing(t, "PrintJob(missing)", s.PrintJob, "prt_missing_81aa", "prt_missing_81aa")
 		err := s.CompletePrintJob(t.Context(), "prt_missing_81aa", instore.PrintSuccess, at(2))
 		checkNotFound(t, "CompletePrintJob(missing)", err, "prt_missing_81aa")
-		if got := mustPrintJob(t, s, "prt_1"); got.StatusID != nil {
+		if got := printJobs.mustGet(t, s, "prt_1"); got.StatusID != nil {
 			t.Errorf("CompletePrintJob(missing) completed another job: %+v", got)
 		}
 	}},
 	{"CreateConflict", func(t *testing.T, s instore.Store) {
 		terminalID := seed(t, s)
-		first := mustCreatePrintJob(t, s, newPrintJob("prt_1", terminalID, at(1), "first"))
+		first := printJobs.mustCreate(t, s, newPrintJob("prt_1", terminalID, at(1), "first"))
 		for _, tc := range []struct {
 			name string
 			p    *instore.PrintJob
@@ -72,7 +66,7 @@ var printJobTests = []test{
 		} {
 			checkConflict(t, "CreatePrintJob("+tc.name+")", s.CreatePrintJob(t.Context(), tc.p))
 		}
-		if d := diff(asStored(first), mustPrintJob(t, s, "prt_1")); d != "" {
+		if d := diff(asStored(first), printJobs.mustGet(t, s, "prt_1")); d != "" {
 			t.Errorf("PrintJob(prt_1) after refused creates mismatch (-want +got):\n%s", d)
 		}
 		for _, id := range []string{"prt_2", "prt_3", "prt_4"} {
@@ -82,29 +76,29 @@ var printJobTests = []test{
 	{"Complete", func(t *testing.T, s instore.Store) {
 		terminalID := seed(t, s)
 		for _, status := range []instore.PrintStatus{instore.PrintSuccess, instore.PrintOutOfPaper} {
-			p := mustCreatePrintJob(t, s, newPrintJob("prt_"+string(rune('a'+status)), terminalID, at(1), "line"))
-			other := mustCreatePrintJob(t, s, newPrintJob(p.ID+"_other", terminalID, at(1), "line"))
+			p := printJobs.mustCreate(t, s, newPrintJob("prt_"+string(rune('a'+status)), terminalID, at(1), "line"))
+			other := printJobs.mustCreate(t, s, newPrintJob(p.ID+"_other", terminalID, at(1), "line"))
 			if err := s.CompletePrintJob(t.Context(), p.ID, status, at(3)); err != nil {
 				t.Fatalf("CompletePrintJob(%q, %d) = %v", p.ID, status, err)
 			}
 			want := asStored(p)
 			want.StatusID, want.CompletedAt = ptr(status), ptr(stored(at(3)))
-			if d := diff(want, mustPrintJob(t, s, p.ID)); d != "" {
+			if d := diff(want, printJobs.mustGet(t, s, p.ID)); d != "" {
 				t.Errorf("PrintJob(%q) after CompletePrintJob mismatch (-want +got):\n%s", p.ID, d)
 			}
 			// The status is set once.
 			checkConflict(t, "CompletePrintJob(completed)", s.CompletePrintJob(t.Context(), p.ID, instore.PrintError, at(4)))
-			if d := diff(want, mustPrintJob(t, s, p.ID)); d != "" {
+			if d := diff(want, printJobs.mustGet(t, s, p.ID)); d != "" {
 				t.Errorf("PrintJob(%q) after a refused CompletePrintJob mismatch (-want +got):\n%s", p.ID, d)
 			}
-			if d := diff(asStored(other), mustPrintJob(t, s, other.ID)); d != "" {
+			if d := diff(asStored(other), printJobs.mustGet(t, s, other.ID)); d != "" {
 				t.Errorf("CompletePrintJob(%q) changed %q (-want +got):\n%s", p.ID, other.ID, d)
 			}
 		}
 	}},
 	{"ConcurrentComplete", func(t *testing.T, s instore.Store) {
 		terminalID := seed(t, s)
-		p := mustCreatePrintJob(t, s, newPrintJob("prt_1", terminalID, at(1), "line"))
+		p := printJobs.mustCreate(t, s, newPrintJob("prt_1", terminalID, at(1), "line"))
 		statuses := []instore.PrintStatus{
 			instore.PrintSuccess, instore.PrintBusy, instore.PrintOutOfPaper, instore.PrintLowBattery,
 			instore.PrintError, instore.PrintCancelled, instore.PrintTimeout, instore.PrintSuccess,
@@ -118,7 +112,7 @@ var printJobTests = []test{
 		}
 		want := asStored(p)
 		want.StatusID, want.CompletedAt = ptr(statuses[w]), ptr(stored(at(10+w)))
-		if d := diff(want, mustPrintJob(t, s, p.ID)); d != "" {
+		if d := diff(want, printJobs.mustGet(t, s, p.ID)); d != "" {
 			t.Errorf("PrintJob() is not the winner's (-want +got):\n%s", d)
 		}
 	}},

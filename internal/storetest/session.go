@@ -31,7 +31,7 @@ func checkSessions(t *testing.T, s instore.Store, name string, serials []string,
 // its terminal ID and device rows as the store returns them.
 func bareSession(t *testing.T, s instore.Store, terminalID, serial string) *instore.DeviceSession {
 	t.Helper()
-	return &instore.DeviceSession{Terminal: mustTerminal(t, s, terminalID), Device: mustDevice(t, s, serial)}
+	return &instore.DeviceSession{Terminal: mustTerminal(t, s, terminalID), Device: devices.mustGet(t, s, serial)}
 }
 
 var sessionTests = []test{
@@ -40,7 +40,7 @@ var sessionTests = []test{
 		// no device at all.
 		a := updateFixture(t, s)
 		b := seedTerminal(t, s, "SN-2")
-		mustCreateDevice(t, s, newDevice("SN-3", "cus_1", at(0)))
+		devices.mustCreate(t, s, newDevice("SN-3", "cus_1", at(0)))
 		all := []string{"SN-1", "SN-2", "SN-3", "SN-X"}
 		checkSessions(t, s, "nothing busy", all, bareSession(t, s, a, "SN-1"), bareSession(t, s, b, "SN-2"))
 		checkSessions(t, s, "none", nil)
@@ -53,12 +53,12 @@ var sessionTests = []test{
 		cancel := newEffect("eff_1", instore.EffectCancel, "SN-1", tx.ID, instore.CancelDeadline, at(2))
 		mustOwe(t, s, tx, cancel)
 		tx = mustGet(t, "Transaction", s.Transaction, tx.ID)
-		mustCreateUpdate(t, s, newUpdate("upd_1", a, "pkg-1", at(2)))
+		updates.mustCreate(t, s, newUpdate("upd_1", a, "pkg-1", at(2)))
 		nb := newBatch("bat_1", b, at(0), at(3))
 		nb.SerialNumber = "SN-2"
 		batch := mustCreateBatch(t, s, nb)
 		busy := bareSession(t, s, a, "SN-1")
-		busy.ActiveID, busy.Update, busy.Owed = "txn_1", mustUpdate(t, s, "upd_1"), true
+		busy.ActiveID, busy.Update, busy.Owed = "txn_1", updates.mustGet(t, s, "upd_1"), true
 		closing := bareSession(t, s, b, "SN-2")
 		closing.BatchID, closing.BatchSerial = "bat_1", "SN-2"
 		checkSessions(t, s, "busy", all, busy, closing)
@@ -84,13 +84,13 @@ var sessionTests = []test{
 		mustEndEffect(t, s, "eff_1", "SN-1", instore.EffectConfirmed, at(4))
 		busy.Owed = false
 		checkSessions(t, s, "effect done", []string{"SN-1"}, busy)
-		u := mustUpdate(t, s, "upd_1")
+		u := updates.mustGet(t, s, "upd_1")
 		installed := *u
 		installed.Status, installed.SoftwareVersion, installed.UpdatedAt = instore.UpdateInstalled, "2.0.0", stored(at(5))
 		if err := s.SetUpdateStatus(t.Context(), &installed, nil, u.Status); err != nil {
 			t.Fatalf("SetUpdateStatus(INSTALLED) = %v", err)
 		}
-		busy.Update, busy.Device = nil, mustDevice(t, s, "SN-1")
+		busy.Update, busy.Device = nil, devices.mustGet(t, s, "SN-1")
 		checkSessions(t, s, "update installed", []string{"SN-1"}, busy)
 		checkSessions(t, s, "close pending", []string{"SN-2"}, closing)
 		if err := s.UpdateBatch(t.Context(), closedBatch(batch, at(6)), instore.BatchPending); err != nil {

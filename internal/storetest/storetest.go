@@ -192,6 +192,28 @@ func mustCreateWith[T any](t *testing.T, name string, create func(context.Contex
 	return v
 }
 
+// kind is a stored type as the tests create it and read it back: its name
+// in the store's methods (CreateDevice, Device), those methods, and its
+// key.
+type kind[T any] struct {
+	name   string
+	create func(instore.Store, context.Context, *T) error
+	get    func(instore.Store, context.Context, string) (*T, error)
+	key    func(*T) string
+}
+
+// mustCreate stores v, which must succeed, and returns v.
+func (k kind[T]) mustCreate(t *testing.T, s instore.Store, v *T) *T {
+	t.Helper()
+	return mustCreateWith(t, "Create"+k.name, func(ctx context.Context, v *T) error { return k.create(s, ctx, v) }, v, k.key(v))
+}
+
+// mustGet reads the one with key, which must exist.
+func (k kind[T]) mustGet(t *testing.T, s instore.Store, key string) *T {
+	t.Helper()
+	return mustGet(t, k.name, func(ctx context.Context, key string) (*T, error) { return k.get(s, ctx, key) }, key)
+}
+
 // checkRoundTrip stores v with create and compares what get returns for
 // id with v as stored; name is the type in the method names.
 func checkRoundTrip[T any](t *testing.T, name string, create func(context.Context, *T) error, get func(context.Context, string) (*T, error), v *T, id string) {

@@ -86,7 +86,7 @@ func linkFixture(t *testing.T, s instore.Store) (a, b string) {
 	for _, serial := range []string{"SN-1", "SN-2"} {
 		d := newDevice(serial, "", at(0))
 		d.LinkCode = "CODE-" + serial[len(serial)-1:]
-		mustCreateDevice(t, s, d)
+		devices.mustCreate(t, s, d)
 	}
 	a = mustAllocateTerminal(t, s, "cus_1", "mer_1", at(1)).TerminalID
 	b = mustAllocateTerminal(t, s, "cus_1", "mer_1", at(2)).TerminalID
@@ -97,7 +97,7 @@ var terminalTests = []test{
 	{"Allocate", func(t *testing.T, s instore.Store) {
 		mustCreateCustomer(t, s, "cus_1", at(0))
 		mustCreateMerchant(t, s, "mer_1", "cus_1", at(0))
-		mustCreateDevice(t, s, newDevice("SN-1", "cus_1", at(0)))
+		devices.mustCreate(t, s, newDevice("SN-1", "cus_1", at(0)))
 		linked := at(4)
 		for i, term := range []*instore.Terminal{
 			{CustomerID: "cus_1", MerchantID: "mer_1", CreatedAt: base},
@@ -118,7 +118,7 @@ var terminalTests = []test{
 	}},
 	{"AllocateConflict", func(t *testing.T, s instore.Store) {
 		mustCreateCustomer(t, s, "cus_1", at(0))
-		mustCreateDevice(t, s, newDevice("SN-1", "cus_1", at(0)))
+		devices.mustCreate(t, s, newDevice("SN-1", "cus_1", at(0)))
 		linked := mustAllocateTerminal(t, s, "cus_1", "", at(0))
 		mustLink(t, s, linked.TerminalID, "SN-1", at(1), "", "")
 		for _, tc := range []struct {
@@ -203,7 +203,7 @@ var terminalTests = []test{
 		}
 	}},
 	{"NotFound", func(t *testing.T, s instore.Store) {
-		mustCreateDevice(t, s, newDevice("SN-UNLINKED", "", at(0)))
+		devices.mustCreate(t, s, newDevice("SN-UNLINKED", "", at(0)))
 		checkMissing(t, "Terminal(missing)", s.Terminal, "99999998", "99999998")
 		checkMissing(t, "TerminalBySerial(missing device)", s.TerminalBySerial, "SN-MISSING-2b7d", "SN-MISSING-2b7d")
 		checkMissing(t, "TerminalBySerial(unlinked device)", s.TerminalBySerial, "SN-UNLINKED", "SN-UNLINKED")
@@ -233,7 +233,7 @@ var terminalTests = []test{
 		mustLink(t, s, a, "SN-1", at(10), "", "")
 		checkLinked(t, s, a, "SN-1", at(10))
 		checkBound(t, s, "SN-1", a)
-		d := mustDevice(t, s, "SN-1")
+		d := devices.mustGet(t, s, "SN-1")
 		if d.LinkCode != "" || d.CustomerID != "cus_1" {
 			t.Errorf("Device(SN-1) after linking: link code %q, customer %q; want none and cus_1", d.LinkCode, d.CustomerID)
 		}
@@ -254,7 +254,7 @@ var terminalTests = []test{
 		checkLinked(t, s, b, "SN-2", at(13))
 		checkBound(t, s, "SN-2", b)
 		checkBound(t, s, "SN-1", "")
-		if got := mustDevice(t, s, "SN-2").LinkCode; got != "" {
+		if got := devices.mustGet(t, s, "SN-2").LinkCode; got != "" {
 			t.Errorf("Device(SN-2).LinkCode = %q after linking, want empty", got)
 		}
 
@@ -267,7 +267,7 @@ var terminalTests = []test{
 
 		// A device moves to another customer's terminal ID.
 		mustLink(t, s, other, "SN-2", at(16), "", a)
-		if got := mustDevice(t, s, "SN-2").CustomerID; got != "cus_2" {
+		if got := devices.mustGet(t, s, "SN-2").CustomerID; got != "cus_2" {
 			t.Errorf("Device(SN-2).CustomerID = %q after linking to a terminal ID of cus_2, want cus_2", got)
 		}
 	}},
@@ -279,7 +279,7 @@ var terminalTests = []test{
 		_, _, err = s.LinkTerminal(t.Context(), a, "SN-MISSING-77a1", at(11))
 		checkNotFound(t, "LinkTerminal(missing device)", err, "SN-MISSING-77a1")
 		checkLinked(t, s, a, "SN-1", at(10))
-		if got := mustDevice(t, s, "SN-2").LinkCode; got != "CODE-2" {
+		if got := devices.mustGet(t, s, "SN-2").LinkCode; got != "CODE-2" {
 			t.Errorf("Device(SN-2).LinkCode = %q after a refused link, want CODE-2", got)
 		}
 	}},
@@ -316,7 +316,7 @@ var terminalTests = []test{
 		for i := range 4 {
 			terms[i] = mustAllocateTerminal(t, s, "cus_1", "", at(0)).TerminalID
 			serials[i] = fmt.Sprintf("SN-%d", i)
-			mustCreateDevice(t, s, newDevice(serials[i], "", at(0)))
+			devices.mustCreate(t, s, newDevice(serials[i], "", at(0)))
 		}
 		const n = 32
 		errs := atOnce(n, func(i int) error {
@@ -357,7 +357,7 @@ var terminalTests = []test{
 		checkConflict(t, "UnlinkTerminal(PENDING transaction)", err)
 		checkLinked(t, s, a, "SN-1", at(10))
 		checkLinked(t, s, b, "", time.Time{})
-		if got := mustDevice(t, s, "SN-2").LinkCode; got != "CODE-2" {
+		if got := devices.mustGet(t, s, "SN-2").LinkCode; got != "CODE-2" {
 			t.Errorf("Device(SN-2).LinkCode = %q after a refused link, want CODE-2", got)
 		}
 

@@ -25,7 +25,7 @@ func seed(t *testing.T, s instore.Store) string {
 // cus_1 and mer_1 (see seed), and returns that terminal ID.
 func seedTerminal(t *testing.T, s instore.Store, serial string) string {
 	t.Helper()
-	mustCreateDevice(t, s, newDevice(serial, "cus_1", at(0)))
+	devices.mustCreate(t, s, newDevice(serial, "cus_1", at(0)))
 	id := mustAllocateTerminal(t, s, "cus_1", "mer_1", at(0)).TerminalID
 	mustLink(t, s, id, serial, at(0), "", "")
 	return id
