@@ -13,6 +13,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/keysetting"
 	"github.com/instore-dev/instore/internal/wallclock"
 )
 
@@ -128,19 +129,11 @@ func LoadSigningKey(ctx context.Context, store instore.Store, configured []byte)
 		}
 		return configured, nil
 	}
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return nil, err
-	}
-	v, err := store.InitSetting(ctx, signingKeySetting, base64.StdEncoding.EncodeToString(b[:]))
-	if err != nil {
-		return nil, fmt.Errorf("token signing key: %w", err)
-	}
-	key, err := base64.StdEncoding.DecodeString(v)
-	if err != nil || len(key) < MinSigningKeyBytes {
-		return nil, errors.New("token signing key in the store is invalid")
-	}
-	return key, nil
+	return keysetting.Key{
+		Setting: signingKeySetting, Name: "token signing key", MinBytes: MinSigningKeyBytes,
+		Invalid: "token signing key in the store is invalid",
+		Random:  keysetting.CryptoRandom,
+	}.Init(ctx, store)
 }
 
 // MaxClientIDLen bounds a client id.

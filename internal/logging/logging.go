@@ -11,8 +11,6 @@ package logging
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +21,8 @@ import (
 	"time"
 
 	"golang.org/x/term"
+
+	"github.com/instore-dev/instore/internal/keysetting"
 )
 
 // Log formats accepted by [Options] and [ParseFormat].
@@ -206,11 +206,7 @@ const FingerprintKeySetting = "log_fingerprint_key"
 
 // SettingStore is the part of the store that keeps the fingerprint key
 // (instore.Store has it).
-type SettingStore interface {
-	// InitSetting stores value under name unless a value is already
-	// there, and returns the value that is.
-	InitSetting(ctx context.Context, name, value string) (string, error)
-}
+type SettingStore = keysetting.Store
 
 // LoadFingerprintKey returns configured if it is set, and otherwise the
 // fingerprint key kept in the store, generated at first start (the first
@@ -221,15 +217,9 @@ func LoadFingerprintKey(ctx context.Context, st SettingStore, configured []byte)
 	if len(configured) > 0 {
 		return configured, nil
 	}
-	var b [32]byte
-	rand.Read(b[:]) // never fails since Go 1.24
-	v, err := st.InitSetting(ctx, FingerprintKeySetting, base64.StdEncoding.EncodeToString(b[:]))
-	if err != nil {
-		return nil, fmt.Errorf("log fingerprint key: %w", err)
-	}
-	key, err := base64.StdEncoding.DecodeString(v)
-	if err != nil || len(key) < 16 {
-		return nil, errors.New("log fingerprint key in the store is invalid")
-	}
-	return key, nil
+	return keysetting.Key{
+		Setting: FingerprintKeySetting, Name: "log fingerprint key", MinBytes: 16,
+		Invalid: "log fingerprint key in the store is invalid",
+		Random:  keysetting.CryptoRandom, // never fails since Go 1.24
+	}.Init(ctx, st)
 }

@@ -7,13 +7,13 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/keysetting"
 )
 
 // Transactions lists the merchant's transactions, newest first, a page at
@@ -56,20 +56,11 @@ const cursorKeySetting = "cursor_signing_key"
 // from the store when a listing has a cursor or returns one (one read by
 // primary key: the Service keeps no state of its own for it).
 func (s *Service) cursorKey(ctx context.Context) ([]byte, error) {
-	v, err := s.Store.Setting(ctx, cursorKeySetting)
-	if errors.Is(err, instore.ErrNotFound) {
-		var b [32]byte
-		s.random(b[:])
-		v, err = s.Store.InitSetting(ctx, cursorKeySetting, base64.StdEncoding.EncodeToString(b[:]))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("cursor key: %w", err)
-	}
-	key, err := base64.StdEncoding.DecodeString(v)
-	if err != nil || len(key) < 32 {
-		return nil, errors.New("cursor key: the setting in the store is damaged")
-	}
-	return key, nil
+	return keysetting.Key{
+		Setting: cursorKeySetting, Name: "cursor key", MinBytes: 32,
+		Invalid: "cursor key: the setting in the store is damaged",
+		Random:  func(b []byte) error { s.random(b); return nil },
+	}.Load(ctx, s.Store)
 }
 
 // listCursor is what a cursor holds: the position of the last row of the
