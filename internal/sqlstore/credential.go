@@ -115,7 +115,7 @@ func (r credential) insert(ctx context.Context, c conn, table, columns string) e
 
 // scan reads a row of the credential columns into r.
 func (r credential) scan(s scanner) error {
-	return s.Scan(r.id, r.surface, r.customerID, intoString(r.merchantID), r.name, r.secret,
+	return s.Scan(r.id, intoString(r.surface), r.customerID, intoString(r.merchantID), r.name, r.secret,
 		intoTime(r.created), intoNullTime(r.revoked))
 }
 

@@ -59,45 +59,76 @@ func ofCustomer(query, customerID, order string) (string, []any) {
 	return query + ` WHERE customer_id = ? ORDER BY ` + order, []any{customerID}
 }
 
-// scanInto is a destination of Scan that converts the column's value as it
-// scans it.
-type scanInto func(src any) error
+// The destinations below convert a column's value as it scans. Each is
+// one pointer, so passing it to Scan as an interface allocates nothing;
+// the drivers' usual values (nil, string, []byte, int64) are converted
+// here, anything else through database/sql's own conversion.
 
-func (f scanInto) Scan(src any) error { return f(src) }
-
-// intoString scans a nullable text column into *p, NULL as "" (the
+// stringInto scans a nullable text column into *p, NULL as "" (the
 // reverse of nullString).
-func intoString[S ~string](p *S) scanInto {
-	return func(src any) error {
-		var v sql.NullString
-		err := v.Scan(src)
-		*p = S(v.String)
-		return err
-	}
-}
+type stringInto[S ~string] struct{ p *S }
 
-// intoTime scans a time stored as microseconds (micros) into *p; NULL is
-// an error.
-func intoTime(p *time.Time) scanInto {
-	return func(src any) error {
-		var v sql.NullInt64
-		if err := v.Scan(src); err != nil {
+func intoString[S ~string](p *S) stringInto[S] { return stringInto[S]{p} }
+
+func (d stringInto[S]) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		*d.p = ""
+	case string:
+		*d.p = S(v)
+	case []byte:
+		*d.p = S(v)
+	default:
+		var ns sql.NullString
+		if err := ns.Scan(src); err != nil {
 			return err
 		}
-		if !v.Valid {
-			return fmt.Errorf("converting NULL to %T is unsupported", *p)
-		}
-		*p = fromMicros(v.Int64)
-		return nil
+		*d.p = S(ns.String)
 	}
+	return nil
 }
 
-// intoNullTime scans a nullable time (nullMicros) into *p, NULL as nil.
-func intoNullTime(p **time.Time) scanInto {
-	return func(src any) error {
-		var v sql.NullInt64
-		err := v.Scan(src)
-		*p = fromNullMicros(v)
+// scannedMicros returns a scanned time's microseconds (false: NULL).
+func scannedMicros(src any) (int64, bool, error) {
+	switch v := src.(type) {
+	case nil:
+		return 0, false, nil
+	case int64:
+		return v, true, nil
+	}
+	var n sql.NullInt64
+	err := n.Scan(src)
+	return n.Int64, n.Valid, err
+}
+
+// timeInto scans a time stored as microseconds (micros) into *p; NULL is
+// an error.
+type timeInto struct{ p *time.Time }
+
+func intoTime(p *time.Time) timeInto { return timeInto{p} }
+
+func (d timeInto) Scan(src any) error {
+	us, ok, err := scannedMicros(src)
+	if err != nil {
 		return err
 	}
+	if !ok {
+		return fmt.Errorf("converting NULL to %T is unsupported", *d.p)
+	}
+	*d.p = fromMicros(us)
+	return nil
+}
+
+// nullTimeInto scans a nullable time (nullMicros) into *p, NULL as nil.
+type nullTimeInto struct{ p **time.Time }
+
+func intoNullTime(p **time.Time) nullTimeInto { return nullTimeInto{p} }
+
+func (d nullTimeInto) Scan(src any) error {
+	us, ok, err := scannedMicros(src)
+	if err != nil {
+		return err
+	}
+	*d.p = fromNullMicros(sql.NullInt64{Int64: us, Valid: ok})
+	return nil
 }

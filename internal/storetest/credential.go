@@ -146,18 +146,23 @@ var subscriptionKeys = credentialKind[instore.SubscriptionKey]{
 
 // roundTripTest: a credential of each surface, with a merchant and
 // without, and a revoked one without a name (a key's prefix) of another
-// customer, read back as stored.
+// customer, all stored, then each read back as stored.
 func (k credentialKind[C]) roundTripTest(t *testing.T, s instore.Store) {
 	credentialFixture(t, s)
 	revoked := k.newCred(k.prefix+"revoked", instore.SurfaceAccess, "cus_b", "", at(2))
 	k.unnamed(revoked)
 	*k.revoked(revoked) = ptr(at(5))
-	for _, c := range []*C{
+	all := []*C{
 		k.newCred(k.prefix+"online", instore.SurfaceOnline, "cus_a", "mer_a", base),
 		k.newCred(k.prefix+"access", instore.SurfaceAccess, "cus_a", "", at(1)),
 		revoked,
-	} {
+	}
+	// Every one stored before any is read: a later insert must change no
+	// earlier credential, and a lookup must find its own among several.
+	for _, c := range all {
 		k.mustCreate(t, s, c)
+	}
+	for _, c := range all {
 		if d := diff(asStored(c), k.read(t, s, c)); d != "" {
 			t.Errorf("%s %q read back mismatch (-want +got):\n%s", k.name, k.key(c), d)
 		}
