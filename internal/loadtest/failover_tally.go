@@ -2,11 +2,12 @@ package loadtest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
-	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -28,26 +29,26 @@ type answerKind struct {
 
 func newAnswerTally() *answerTally { return &answerTally{kinds: map[string]*answerKind{}} }
 
-// problemCode finds the errorCode of a problem body in roundTrip's error.
-var problemCode = regexp.MustCompile(`HTTP (\d+) .*"errorCode":"([^"]+)"`)
-
 func (a *answerTally) add(err error, took time.Duration) {
 	kind := "201"
 	var ne net.Error
+	var se *statusError
 	switch {
 	case err == nil:
 	case errors.As(err, &ne) && ne.Timeout():
 		kind = "time-out"
 	case strings.Contains(err.Error(), "connection refused"):
 		kind = "refused"
-	default:
-		if m := problemCode.FindStringSubmatch(err.Error()); m != nil {
-			kind = m[1] + " " + m[2]
-		} else if _, after, ok := strings.Cut(err.Error(), "HTTP "); ok && len(after) >= 3 {
-			kind = after[:3]
-		} else {
-			kind = "other"
+	case errors.As(err, &se):
+		kind = strconv.Itoa(se.status)
+		var p struct {
+			ErrorCode string `json:"errorCode"`
 		}
+		if json.Unmarshal(se.body, &p) == nil && p.ErrorCode != "" {
+			kind += " " + p.ErrorCode
+		}
+	default:
+		kind = "other"
 	}
 	a.mu.Lock()
 	k := a.kinds[kind]

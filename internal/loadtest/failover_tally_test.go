@@ -10,8 +10,9 @@ import (
 )
 
 // TestAnswerTally: the failover's tries are told apart by what answered
-// them: a 201, a problem's status and errorCode, a bare status, a
-// client time-out and a refused connection, most frequent first.
+// them: a 201, a problem's status and errorCode (read from the whole
+// body), a bare status, a client time-out and a refused connection, most
+// frequent first.
 func TestAnswerTally(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -20,7 +21,8 @@ func TestAnswerTally(t *testing.T) {
 			w.Write([]byte(`{}`))
 		case "/wp25":
 			w.WriteHeader(504)
-			w.Write([]byte(`{"type":"about:blank","status":504,"errorCode":"WP25"}`))
+			// The errorCode after a detail longer than the error's excerpt.
+			w.Write([]byte(`{"type":"about:blank","status":504,"detail":"` + strings.Repeat("d", 300) + `","errorCode":"WP25"}`))
 		case "/bare":
 			w.WriteHeader(409)
 		case "/slow":

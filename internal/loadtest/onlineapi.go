@@ -33,9 +33,21 @@ func roundTrip(client *http.Client, req *http.Request, want int) ([]byte, error)
 		return nil, err
 	}
 	if resp.StatusCode != want {
-		return nil, fmt.Errorf("%s %s: HTTP %d %s", req.Method, req.URL.RequestURI(), resp.StatusCode, truncate(b, 200))
+		return nil, &statusError{method: req.Method, uri: req.URL.RequestURI(), status: resp.StatusCode, body: b}
 	}
 	return b, nil
+}
+
+// statusError is an answer of another status than the one wanted, with
+// its body (a problem's errorCode is read from it whole).
+type statusError struct {
+	method, uri string
+	status      int
+	body        []byte
+}
+
+func (e *statusError) Error() string {
+	return fmt.Sprintf("%s %s: HTTP %d %s", e.method, e.uri, e.status, truncate(e.body, 200))
 }
 
 // api sends a request of the Online API with the run's credentials and
