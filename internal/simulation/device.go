@@ -388,10 +388,12 @@ func (d *device) finish(t *dtx, status instore.TransactionStatus) {
 		t.tipped = d.chooseTip(t)
 	}
 	status = d.offline(t, status)
-	if status == instore.StatusApproved && t.kind == instore.TypeVoid && d.w.ledger.voided(t.original) {
-		// The issuer declines a void of an authorisation voided already:
-		// the service retried its expiry's VOID after one that ended
-		// without an answer, which the terminal then approved late.
+	if status == instore.StatusApproved && isHoldOp(t.kind) && d.w.ledger.voided(t.original) {
+		// The issuer declines a void, a capture or an increment of an
+		// authorisation voided already: the service retried its expiry's
+		// VOID after one that ended without an answer, or took a capture
+		// after a VOID whose acknowledgement a crash lost (it ended
+		// WP25), either of which the terminal approved late.
 		d.w.note("%s declined: %s is voided already on the card", t.ref, t.original)
 		status = instore.StatusTransactionDeclined
 	}

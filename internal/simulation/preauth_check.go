@@ -363,3 +363,12 @@ func (w *world) lateVoid(k *instore.Transaction) bool {
 	return k.Type == instore.TypeVoid && k.StatusID == instore.StatusTechnicalError && k.ResultMessageID != "" &&
 		w.hasEntry(k.ID, instore.EventLateApproval)
 }
+
+// isHoldOp reports whether kind acts on a pre-auth's hold on the card.
+func isHoldOp(kind instore.TransactionType) bool {
+	switch kind {
+	case instore.TypeIncrement, instore.TypeCapture, instore.TypeVoid:
+		return true
+	}
+	return false
+}
