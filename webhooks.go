@@ -16,6 +16,9 @@ const (
 	MaxWebhooks           = 16   // endpoints per merchant
 	MaxWebhookURL         = 2048 // bytes
 	MaxWebhookDescription = 200  // characters
+	// MaxWebhookConcurrency bounds an endpoint's Concurrency: how many of
+	// its deliveries one sender has in flight at once.
+	MaxWebhookConcurrency = 16
 	// SecretOverlap is how long a rotated secret keeps signing beside the
 	// new one.
 	SecretOverlap = 24 * time.Hour
@@ -62,7 +65,24 @@ type Webhook struct {
 	PreviousUntil  *time.Time
 	FailingSince   *time.Time
 	CreatedAt      time.Time
+	// Concurrency is how many deliveries of the endpoint may be in flight
+	// at once (1 to MaxWebhookConcurrency): 1, one at a time in the
+	// events' order (in order per endpoint); more, the order is kept per
+	// terminal (DeliveryOrderKey), docs/events.md.
+	Concurrency int
 }
+
+// InFlight is how many of w's deliveries may be in flight at once: its
+// Concurrency, at least 1.
+func (w *Webhook) InFlight() int { return max(1, w.Concurrency) }
+
+// DeliveryOrderKey is what orders an endpoint's deliveries when several
+// may be in flight (Webhook.Concurrency above 1): the deliveries of one
+// key go one after another in the events' order, those of different keys
+// at once. It is the event's terminal: a terminal runs one transaction at
+// a time, and its events (transactions, session, print jobs, updates,
+// batches) keep their order; events of no terminal share the key "".
+func DeliveryOrderKey(e *StoredEvent) string { return e.TerminalID }
 
 // Secrets returns the secrets that sign a delivery at now: the current
 // one, and the previous one during its overlap.
@@ -84,6 +104,7 @@ type WebhookWire struct {
 	Status         WebhookStatus `json:"status"`
 	DisabledReason *string       `json:"disabledReason"`
 	CreatedAt      string        `json:"createdAt"`
+	Concurrency    int           `json:"concurrency"`
 	Secret         string        `json:"secret,omitempty"`
 }
 
@@ -91,7 +112,7 @@ type WebhookWire struct {
 // (shown when it is created or rotated).
 func (w *Webhook) Wire(withSecret bool) *WebhookWire {
 	v := &WebhookWire{WebhookID: w.ID, URL: w.URL, EventTypes: nonNil(w.EventTypes), Description: w.Description,
-		Status: w.Status, CreatedAt: w.CreatedAt.UTC().Format(MicroRFC3339)}
+		Status: w.Status, CreatedAt: w.CreatedAt.UTC().Format(MicroRFC3339), Concurrency: w.InFlight()}
 	if w.DisabledReason != "" {
 		r := w.DisabledReason
 		v.DisabledReason = &r
@@ -247,4 +268,5 @@ type WebhookRequest struct {
 	EventTypes  *[]EventType   `json:"eventTypes"`
 	Description *string        `json:"description"`
 	Status      *WebhookStatus `json:"status"`
+	Concurrency *int           `json:"concurrency"`
 }

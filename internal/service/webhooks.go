@@ -47,6 +47,9 @@ func (s *Service) validateWebhook(r *instore.WebhookRequest, create bool) []inst
 			errs = append(errs, instore.FieldError{Field: "/description", Message: fmt.Sprintf("must be at most %d characters, without control characters", instore.MaxWebhookDescription)})
 		}
 	}
+	if r.Concurrency != nil && (*r.Concurrency < 1 || *r.Concurrency > instore.MaxWebhookConcurrency) {
+		errs = append(errs, instore.FieldError{Field: "/concurrency", Message: fmt.Sprintf("must be an integer from 1 to %d", instore.MaxWebhookConcurrency)})
+	}
 	if r.Status != nil {
 		if create {
 			errs = append(errs, instore.FieldError{Field: "/status", Message: "is set by PATCH only (a new endpoint is enabled)"})
@@ -114,7 +117,10 @@ func (s *Service) CreateWebhook(ctx context.Context, p *instore.Principal, r *in
 		return nil, instore.FieldErrors(errs).Err()
 	}
 	w := &instore.Webhook{ID: newWebhookID(), MerchantID: p.MerchantID, URL: *r.URL, Status: instore.WebhookEnabled,
-		Secret: NewWebhookSecret(), CreatedAt: s.now()}
+		Secret: NewWebhookSecret(), CreatedAt: s.now(), Concurrency: 1}
+	if r.Concurrency != nil {
+		w.Concurrency = *r.Concurrency
+	}
 	if r.EventTypes != nil {
 		w.EventTypes = *r.EventTypes
 	}
@@ -176,6 +182,9 @@ func (s *Service) UpdateWebhook(ctx context.Context, p *instore.Principal, id st
 	}
 	if r.Description != nil {
 		w.Description = *r.Description
+	}
+	if r.Concurrency != nil {
+		w.Concurrency = *r.Concurrency
 	}
 	if r.Status != nil {
 		if *r.Status == instore.WebhookEnabled && w.Status != instore.WebhookEnabled {

@@ -14,7 +14,7 @@ import (
 // 0011).
 
 const webhookColumns = `id, merchant_id, url, event_types, description, status, disabled_reason,
-	secret, previous_secret, previous_until, failing_since, created_at`
+	secret, previous_secret, previous_until, failing_since, created_at, concurrency`
 
 // typesColumn is how event types are stored: ",a,b," (so that a LIKE finds
 // one), "" for all.
@@ -35,7 +35,7 @@ func scanWebhook(s scanner) (*instore.Webhook, error) {
 	var prevUntil, failing sql.NullInt64
 	var created int64
 	if err := s.Scan(&w.ID, &w.MerchantID, &w.URL, &types, &w.Description, &w.Status, &w.DisabledReason,
-		&w.Secret, &w.PreviousSecret, &prevUntil, &failing, &created); err != nil {
+		&w.Secret, &w.PreviousSecret, &prevUntil, &failing, &created, &w.Concurrency); err != nil {
 		return nil, err
 	}
 	if t := strings.Trim(types, ","); t != "" {
@@ -78,10 +78,10 @@ func (db *DB) CreateWebhook(ctx context.Context, w *instore.Webhook, max int) er
 		}
 		// A new endpoint gets the events told from now on (horizon.go).
 		_, err := c.exec(ctx, `INSERT INTO webhooks (`+webhookColumns+`, fanned_seq)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			w.ID, w.MerchantID, w.URL, typesColumn(w.EventTypes), w.Description, w.Status, w.DisabledReason,
 			w.Secret, w.PreviousSecret, nullMicros(w.PreviousUntil), nullMicros(w.FailingSince), micros(w.CreatedAt),
-			db.told.Load())
+			w.InFlight(), db.told.Load())
 		if err != nil {
 			return c.conflictErr("create webhook", err)
 		}
@@ -113,10 +113,10 @@ func (db *DB) Webhooks(ctx context.Context, merchantID string) ([]*instore.Webho
 func (db *DB) UpdateWebhook(ctx context.Context, w *instore.Webhook) error {
 	return db.update(ctx, func(c conn) error {
 		res, err := c.exec(ctx, `UPDATE webhooks SET url = ?, event_types = ?, description = ?, status = ?,
-			disabled_reason = ?, secret = ?, previous_secret = ?, previous_until = ?, failing_since = ?
+			disabled_reason = ?, secret = ?, previous_secret = ?, previous_until = ?, failing_since = ?, concurrency = ?
 			WHERE id = ? AND merchant_id = ? AND deleted_at IS NULL`,
 			w.URL, typesColumn(w.EventTypes), w.Description, w.Status, w.DisabledReason, w.Secret, w.PreviousSecret,
-			nullMicros(w.PreviousUntil), nullMicros(w.FailingSince), w.ID, w.MerchantID)
+			nullMicros(w.PreviousUntil), nullMicros(w.FailingSince), w.InFlight(), w.ID, w.MerchantID)
 		if err != nil {
 			return fmt.Errorf("update webhook: %w", err)
 		}

@@ -152,5 +152,70 @@ var deliveryRunTests = []test{
 		if d := diff(want(4, 8), seqs(due, "whk_1")); d != "" {
 			t.Fatalf("whk_1 after its run was given back (-want +got):\n%s", d)
 		}
+	}},	// An endpoint's concurrency is stored (1 when unset) and changed,
+	// and comes with its claimed runs; a run of lanes (several in flight)
+	// may record a later delivery succeeded behind an earlier one to be
+	// retried: the later one is done, the earlier one heads the queue
+	// until its retry is due, and then its run starts at it, without the
+	// one done.
+	{"ConcurrencyAndLanes", func(t *testing.T, s instore.Store) {
+		ctx := t.Context()
+		mustCreateCustomer(t, s, "cus_1", at(0))
+		mustCreateMerchant(t, s, "mer_1", "cus_1", at(0))
+		must(t, s.CreateWebhook(ctx, &instore.Webhook{ID: "whk_0", MerchantID: "mer_1", URL: "https://example.com/0",
+			Status: instore.WebhookEnabled, Secret: "whsec_x", CreatedAt: at(0)}, 16))
+		must(t, s.CreateWebhook(ctx, &instore.Webhook{ID: "whk_4", MerchantID: "mer_1", URL: "https://example.com/4",
+			Status: instore.WebhookEnabled, Secret: "whsec_x", CreatedAt: at(0), Concurrency: 4}, 16))
+		for id, want := range map[string]int{"whk_0": 1, "whk_4": 4} {
+			w, err := s.Webhook(ctx, "mer_1", id)
+			must(t, err)
+			if w.Concurrency != want {
+				t.Fatalf("%s: concurrency %d, want %d", id, w.Concurrency, want)
+			}
+		}
+		w0, err := s.Webhook(ctx, "mer_1", "whk_0")
+		must(t, err)
+		w0.Concurrency, w0.Status = 16, instore.WebhookDisabled
+		must(t, s.UpdateWebhook(ctx, w0))
+		if w, err := s.Webhook(ctx, "mer_1", "whk_0"); err != nil || w.Concurrency != 16 {
+			t.Fatalf("whk_0 after its update: %+v, %v; want concurrency 16", w, err)
+		}
+		var evs []instore.OutboxEvent
+		for i := range 4 {
+			evs = append(evs, instore.OutboxEvent{MerchantID: "mer_1", Type: instore.EventTerminalOnline, At: at(1),
+				TerminalID: []string{"T1", "T2"}[i%2], Data: []byte(`{}`)})
+		}
+		must(t, s.AppendEvents(ctx, evs))
+		if _, err := s.SequenceEvents(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+		now := at(10)
+		q := instore.ClaimQuota{Limit: 10, Run: 8}
+		due, err := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), q)
+		must(t, err)
+		if len(due) != 4 || due[0].Webhook.Concurrency != 4 || due[0].Event.TerminalID != "T1" || due[1].Event.TerminalID != "T2" {
+			t.Fatalf("claimed %d deliveries (first %+v), want whk_4's four with its concurrency and terminals", len(due), due[0])
+		}
+		// T1's first fails, T2's first succeeds meanwhile; the rest unsent.
+		retry := instore.AttemptRecord{Delivery: due[0], Outcome: &instore.AttemptOutcome{NextAt: at(20),
+			DisableBefore: at(-1), DisableReason: "failing", Attempt: instore.WebhookAttempt{N: 1, At: now, StatusCode: 500}}}
+		okT2 := instore.AttemptRecord{Delivery: due[1], Outcome: &instore.AttemptOutcome{Succeeded: true,
+			Attempt: instore.WebhookAttempt{N: 1, At: now, StatusCode: 204}}}
+		must(t, s.RecordAttempts(ctx, []instore.AttemptRecord{retry, okT2, {Delivery: due[2]}, {Delivery: due[3]}}))
+		if again, err := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), q); err != nil || len(again) != 0 {
+			t.Fatalf("claimed %d before the head's retry is due (%v)", len(again), err)
+		}
+		due2, err := s.ClaimDeliveries(ctx, at(20), at(20).Add(time.Minute), q)
+		must(t, err)
+		var got []int64
+		for _, d := range due2 {
+			got = append(got, d.Event.Seq)
+		}
+		if d := diff([]int64{due[0].Event.Seq, due[2].Event.Seq, due[3].Event.Seq}, got); d != "" {
+			t.Fatalf("the run at the retry (-want +got):\n%s", d)
+		}
+		if due2[0].Attempts != 1 {
+			t.Fatalf("the retried delivery has %d attempts, want 1", due2[0].Attempts)
+		}
 	}},
 }

@@ -1,13 +1,15 @@
 // Package webhook sends the events of merchants to their webhook endpoints
 // (docs/events.md): signed per the Standard Webhooks specification with
 // its reference library, at least once, in order per endpoint, retried
-// with backoff and jitter (instore.RetrySchedule), each attempt recorded.
+// with backoff and jitter (instore.RetrySchedule), each attempt recorded;
+// with an endpoint's Concurrency above 1, in order per terminal, several
+// at once.
 // Deliveries are rows of the store, claimed with a lease (exactly one node
 // sends each at a time; a node that dies mid-send leaves it to the lease's
 // end), so an undelivered event survives any crash and is sent by
 // whichever node is alive. An endpoint's deliveries are claimed in runs
-// (its head and up to Run-1 behind it), sent one after another and
-// recorded together. Sending never holds a payment: it runs on its own
+// (its head and up to Run-1 behind it), sent one after another (or in
+// lanes per terminal) and recorded together. Sending never holds a payment: it runs on its own
 // goroutines and touches only the deliveries' rows.
 package webhook
 
@@ -285,34 +287,116 @@ func (d *Dispatcher) sent(m string) {
 	}
 }
 
-// sendRun sends a run of an endpoint's deliveries one after the other, in
-// order (its connection kept alive between them), and records them in one
-// transaction. The run stops at a delivery to be retried later (the next
-// waits for it: in order per endpoint) or, after its first, when an
-// attempt begun now could outlast the lease (leaseUntil less
-// leaseMargin): the deliveries not attempted are given back. A delivery
-// given up lets the next go, as it does alone. Recording the run once
-// sends nothing twice unless the node dies before (the lease ends and
-// another node sends the run again: at least once).
+// sendRun sends a run of an endpoint's deliveries and records them in one
+// transaction. With the endpoint's Concurrency at 1 they go one after the
+// other, in order (its connection kept alive between them); above 1, in
+// lanes (lanes): the deliveries of one terminal one after the other, in
+// order, up to Concurrency lanes at once. The run stops starting attempts
+// at a delivery to be retried later (the next wait for it: the endpoint's
+// head) or, after its first attempt, when an attempt begun now could
+// outlast the lease (leaseUntil less leaseMargin); attempts in flight
+// then finish, and the deliveries not attempted are given back. A
+// delivery given up lets the next of its lane go, as it does alone.
+// Recording the run once sends nothing twice unless the node dies before
+// (the lease ends and another node sends the run again: at least once).
 func (d *Dispatcher) sendRun(ctx context.Context, run []*instore.DueDelivery, leaseUntil time.Time) {
-	recs := make([]instore.AttemptRecord, 0, len(run))
-	stop := false
+	recs := make([]instore.AttemptRecord, len(run))
 	for i, dd := range run {
-		if !stop && i > 0 && d.cfg.Clock.Now().Add(d.cfg.Timeout+leaseMargin).After(leaseUntil) {
+		recs[i].Delivery = dd
+	}
+	var mu sync.Mutex
+	started, stop := 0, false
+	// next tells whether the lane may attempt its next delivery now, and
+	// counts the attempt.
+	next := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if !stop && started > 0 && d.cfg.Clock.Now().Add(d.cfg.Timeout+leaseMargin).After(leaseUntil) {
 			stop = true
 		}
-		if stop {
-			recs = append(recs, instore.AttemptRecord{Delivery: dd})
-			continue
+		if !stop {
+			started++
 		}
-		o := d.attempt(ctx, dd)
-		recs = append(recs, instore.AttemptRecord{Delivery: dd, Outcome: &o})
-		stop = !o.Succeeded && !o.GiveUp
+		return !stop
+	}
+	// try attempts delivery i and tells whether its lane goes on.
+	try := func(i int) bool {
+		o := d.attempt(ctx, run[i])
+		recs[i].Outcome = &o
+		if o.Succeeded || o.GiveUp {
+			return true
+		}
+		mu.Lock()
+		stop = true
+		mu.Unlock()
+		return false
+	}
+	inFlight := run[0].Webhook.InFlight()
+	ls := lanes(run, inFlight)
+	if d.cfg.Synchronous {
+		// One attempt at a time, the lanes in flight taken in turns: the
+		// order a concurrent run may take, made deterministic for the
+		// simulation.
+		active := [][]int{}
+		for len(ls) > 0 || len(active) > 0 {
+			for len(active) < inFlight && len(ls) > 0 {
+				active, ls = append(active, ls[0]), ls[1:]
+			}
+			kept := active[:0]
+			for _, l := range active {
+				if !next() || !try(l[0]) {
+					ls, kept = nil, nil
+					break
+				}
+				if len(l) > 1 {
+					kept = append(kept, l[1:])
+				}
+			}
+			active = kept
+		}
+	} else {
+		slots := make(chan struct{}, inFlight)
+		var lanesDone sync.WaitGroup
+		for _, l := range ls {
+			slots <- struct{}{}
+			lanesDone.Go(func() {
+				defer func() { <-slots }()
+				for _, i := range l {
+					if !next() || !try(i) {
+						return
+					}
+				}
+			})
+		}
+		lanesDone.Wait()
 	}
 	if err := d.cfg.Store.RecordAttempts(ctx, recs); err != nil {
 		// The lease runs out and the deliveries are sent again: at least once.
 		d.cfg.Logger.Warn("webhook: record attempts", "webhookId", run[0].Webhook.ID, "error", err)
 	}
+}
+
+// lanes splits a run into the indexes of its lanes, each in the run's
+// order, the lanes in the order of their first delivery: one lane if one
+// delivery may be in flight at once (in order per endpoint), else a lane
+// per instore.DeliveryOrderKey (in order per terminal).
+func lanes(run []*instore.DueDelivery, inFlight int) [][]int {
+	var out [][]int
+	at := map[string]int{}
+	for i, dd := range run {
+		key := ""
+		if inFlight > 1 {
+			key = instore.DeliveryOrderKey(&dd.Event)
+		}
+		n, ok := at[key]
+		if !ok {
+			n = len(out)
+			at[key] = n
+			out = append(out, nil)
+		}
+		out[n] = append(out[n], i)
+	}
+	return out
 }
 
 // attempt makes one attempt of a claimed delivery and returns what
