@@ -41,6 +41,12 @@ type Webhook struct {
 	// empty: every type.
 	EventTypes  []instore.EventType `json:"eventTypes"`
 	Description string              `json:"description"`
+	// Concurrency is how many deliveries of the endpoint may be in flight
+	// at once, 1 to 16: 1 (the default, and every endpoint made before
+	// the setting) sends one at a time, in order per endpoint; 2 to 16
+	// keep the order per terminal (the events of one terminal one after
+	// another, different terminals' in any order relative to each other).
+	Concurrency int `json:"concurrency"`
 	// Status is WebhookEnabled or WebhookDisabled: by the merchant
 	// (UpdateWebhook), or by the service after 5 days of failed
 	// deliveries, with DisabledReason saying why.
@@ -58,8 +64,8 @@ func (w Webhook) String() string {
 	if w.Secret != "" {
 		secret = "set"
 	}
-	return fmt.Sprintf("Webhook{WebhookID:%s URL:%s EventTypes:%v Description:%q Status:%s DisabledReason:%q CreatedAt:%s Secret:%s}",
-		w.WebhookID, w.URL, w.EventTypes, w.Description, w.Status, w.DisabledReason, w.CreatedAt.Format(time.RFC3339Nano), secret)
+	return fmt.Sprintf("Webhook{WebhookID:%s URL:%s EventTypes:%v Description:%q Concurrency:%d Status:%s DisabledReason:%q CreatedAt:%s Secret:%s}",
+		w.WebhookID, w.URL, w.EventTypes, w.Description, w.Concurrency, w.Status, w.DisabledReason, w.CreatedAt.Format(time.RFC3339Nano), secret)
 }
 
 // GoString is String, for %#v.
@@ -81,6 +87,16 @@ type WebhookParams struct {
 	EventTypes []instore.EventType `json:"eventTypes,omitempty"`
 	// Description is free text, at most 200 characters.
 	Description string `json:"description,omitempty"`
+	// Concurrency is how many deliveries may be in flight at once, 1 to
+	// 16; 0 is not sent: the service's default, 1. With 1 deliveries go
+	// one at a time, in order per endpoint. With 2 to 16 up to that many
+	// go at once and the order is kept per terminal: the events of one
+	// terminalId one after another (each once the one before succeeded or
+	// was given up), different terminals' in any order relative to each
+	// other, events without a terminal in order among themselves. A failed
+	// delivery still holds every later one until it succeeds or is given
+	// up. Outside 1-16: a validation error naming /concurrency.
+	Concurrency int `json:"concurrency,omitempty"`
 }
 
 // WebhookUpdate is the body of PATCH /in-store/api/v1/webhooks/{webhookId}:
@@ -91,9 +107,14 @@ type WebhookUpdate struct {
 	// type.
 	EventTypes  *[]instore.EventType `json:"eventTypes,omitempty"`
 	Description *string              `json:"description,omitempty"`
+	// Concurrency sets how many deliveries may be in flight at once, 1 to
+	// 16 (Int(4)): 1 in order per endpoint, 2 to 16 in order per terminal
+	// (WebhookParams.Concurrency).
+	Concurrency *int `json:"concurrency,omitempty"`
 	// Status is WebhookEnabled or WebhookDisabled. Enabling an endpoint
 	// the service disabled clears DisabledReason, and what it is owed is
-	// sent again, in order.
+	// sent again, in order (per endpoint, or per terminal with a
+	// Concurrency above 1).
 	Status instore.WebhookStatus `json:"status,omitempty"`
 }
 
@@ -151,8 +172,9 @@ const webhookRoute = Prefix + "/webhooks/{webhookId}"
 // CreateWebhook registers an endpoint that gets the merchant's events and
 // returns it with its signing Secret, shown here and by
 // RotateWebhookSecret only. Deliveries come at least once (deduplicate by
-// the event id), in order per endpoint, retried for about 28 hours.
-// Errors: validation (URL, event types, description), WP03, conflict (16
+// the event id), in order per endpoint (or per terminal with a
+// Concurrency above 1), retried for about 28 hours. Errors: validation
+// (URL, event types, description, concurrency), WP03, conflict (16
 // endpoints already).
 func (c *Client) CreateWebhook(ctx context.Context, p WebhookParams, opts ...CallOption) (*Webhook, error) {
 	return postAs[Webhook](ctx, c, Prefix+"/webhooks", p, opts)
@@ -170,8 +192,8 @@ func (c *Client) Webhook(ctx context.Context, webhookID string, opts ...CallOpti
 	return getAs[Webhook](ctx, c, webhookPath(webhookID), webhookRoute, nil, opts)
 }
 
-// UpdateWebhook changes an endpoint's URL, event types, description or
-// status, and returns it. Errors: validation, WP03, not-found.
+// UpdateWebhook changes an endpoint's URL, event types, description,
+// concurrency or status, and returns it. Errors: validation, WP03, not-found.
 func (c *Client) UpdateWebhook(ctx context.Context, webhookID string, u WebhookUpdate, opts ...CallOption) (*Webhook, error) {
 	return callAs[Webhook](ctx, c, call{s: c.online, method: http.MethodPatch, path: webhookPath(webhookID), route: webhookRoute, body: u, opts: opts})
 }
@@ -236,7 +258,7 @@ func (c *Client) AllWebhookDeliveries(ctx context.Context, webhookID string, q D
 // RetryWebhookDelivery makes a delivery due now (a failed one, or a
 // pending one sooner than its next attempt) and returns it, pending; the
 // service sends it within about a second, then the endpoint's later
-// deliveries in order. Errors: WP03, not-found.
+// deliveries in their order. Errors: WP03, not-found.
 func (c *Client) RetryWebhookDelivery(ctx context.Context, webhookID, deliveryID string, opts ...CallOption) (*WebhookDelivery, error) {
 	if deliveryID == "" {
 		return nil, errors.New("client: retry webhook delivery: no delivery id")

@@ -30,6 +30,7 @@ deliveries, retry one), and run a local receiver for the sandbox (listen) that
 verifies and prints every delivery.`,
 		Example: `  instore ecr webhook listen --register
   instore ecr webhook create https://example.com/hook --types transaction.final
+  instore ecr webhook create https://example.com/hook --concurrency 8
   instore ecr webhook deliveries wh_...
   instore ecr webhook retry wh_... dlv_42`,
 	}
@@ -221,24 +222,35 @@ func ecrWebhookCreateCmd(f *ecrFlags) *cobra.Command {
 	var (
 		types       []string
 		description string
+		concurrency int
 	)
 	cmd := &cobra.Command{
 		Use:   "create URL",
 		Short: "Register a webhook endpoint; prints its secret, shown this once",
-		Args:  args(1, 1, "the endpoint's URL"),
+		Long: `Register a webhook endpoint and print it with its secret, shown this once.
+
+--concurrency is how many deliveries of the endpoint may be in flight at once,
+1 to 16 (the service checks; not given: the service's default, 1). With 1 they
+go one at a time, in order per endpoint. With 2 to 16 up to that many go at
+once and the order is kept per terminal: the events of one terminal one after
+another, different terminals' in any order relative to each other, events
+without a terminal in order among themselves. A failed delivery still holds
+the endpoint's later deliveries until it succeeds or is given up.`,
+		Args: args(1, 1, "the endpoint's URL"),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			q, err := (&eventFlags{types: types}).query()
 			if err != nil {
 				return err
 			}
 			return f.call("webhook create", func(ctx context.Context, a []string, c *client.Client) (any, func(io.Writer), error) {
-				w, err := c.CreateWebhook(ctx, client.WebhookParams{URL: a[0], EventTypes: q.Types, Description: description})
+				w, err := c.CreateWebhook(ctx, client.WebhookParams{URL: a[0], EventTypes: q.Types, Description: description, Concurrency: concurrency})
 				return w, withSecret(w), err
 			})(cmd, a)
 		},
 	}
 	cmd.Flags().StringSliceVar(&types, "types", nil, "only these event types, comma-separated (default: all)")
 	cmd.Flags().StringVar(&description, "description", "", "free text, at most 200 characters")
+	cmd.Flags().IntVar(&concurrency, "concurrency", 0, "deliveries in flight at once, 1-16: 1 in order per endpoint, 2-16 in order per terminal (0: not sent, the service's default 1)")
 	return cmd
 }
 
@@ -292,7 +304,7 @@ func withSecret(wh *client.Webhook) func(io.Writer) {
 
 func printWebhooks(w io.Writer, ws []*client.Webhook) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "WEBHOOK ID\tSTATUS\tURL\tEVENT TYPES\tDESCRIPTION")
+	fmt.Fprintln(tw, "WEBHOOK ID\tSTATUS\tURL\tEVENT TYPES\tCONCURRENCY\tDESCRIPTION")
 	for _, wh := range ws {
 		types := instore.JoinEventTypes(wh.EventTypes, ",")
 		if types == "" {
@@ -302,7 +314,7 @@ func printWebhooks(w io.Writer, ws []*client.Webhook) {
 		if wh.DisabledReason != "" {
 			status += " (" + wh.DisabledReason + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", wh.WebhookID, status, wh.URL, types, wh.Description)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", wh.WebhookID, status, wh.URL, types, wh.Concurrency, wh.Description)
 	}
 	tw.Flush()
 	if len(ws) == 0 {
