@@ -174,6 +174,7 @@ Linux only: it reads /proc.`,
 	fs.BoolVar(&o.Progress, "progress", false, "purchase, preauth, mixed: the ECRs follow every change of a purchase (afterVersion), as a till showing the terminal's progress does, instead of only its final status")
 	fs.IntVar(&o.ECRs, "ecrs", 0, "concurrent ECR clients, each driving its share of the terminals (default: one per terminal)")
 	fs.IntVar(&o.Webhooks, "webhooks", 0, "purchase: webhook endpoints at a verifying receiver in this process, compared with the lives without them; webhooks: the endpoints (default 8)")
+	fs.IntVar(&o.WebhookConcurrency, "webhook-concurrency", 0, "with --webhooks N or the webhooks scenario: the endpoints' concurrency, 1 to 16 (0: the service's default, 1): above 1, that many deliveries of an endpoint in flight at once, in order per terminal (the receiver checks that order)")
 	fs.StringSliceVar(&o.WebhookTypes, "webhook-types", nil, "purchase --webhooks N: the event types (comma-separated, e.g. transaction.final) of the first half of the endpoints, rounded up; the others want every event; the deliveries' lags behind their events are reported per half")
 	fs.IntVar(&o.Streams, "streams", 0, "purchase: followers of the event stream, compared with the lives without them")
 	fs.IntVar(&o.Readers, "readers", 8, "concurrent status readers (mixed)")

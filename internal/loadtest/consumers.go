@@ -19,7 +19,7 @@ import (
 // and returns their ids and the receiver's indexes of them: the first
 // half (rounded up) subscribe to types if any are given, the others (and
 // all without types) to every event type.
-func (e *env) webhooks(ctx context.Context, rcv *receiver, n int, types []string) ([]string, []int, error) {
+func (e *env) webhooks(ctx context.Context, rcv *receiver, n int, types []string, concurrency int) ([]string, []int, error) {
 	var ids []string
 	var ks []int
 	for i := range n {
@@ -28,6 +28,9 @@ func (e *env) webhooks(ctx context.Context, rcv *receiver, n int, types []string
 		k := len(rcv.secrets) // the index the receiver gives it next
 		rcv.mu.Unlock()
 		body := map[string]any{"url": fmt.Sprintf("%s/hook/%d", rcv.url, k), "description": "loadtest"}
+		if concurrency > 0 {
+			body["concurrency"] = concurrency
+		}
 		class := lagAll
 		if len(types) > 0 && i < (n+1)/2 {
 			body["eventTypes"], class = types, lagTyped
@@ -35,7 +38,7 @@ func (e *env) webhooks(ctx context.Context, rcv *receiver, n int, types []string
 		if err := e.api(ctx, "POST", "/in-store/api/v1/webhooks", body, http.StatusCreated, &wh); err != nil {
 			return nil, nil, err
 		}
-		if got, err := rcv.endpoint(wh.Secret, class); err != nil || got != k {
+		if got, err := rcv.endpoint(wh.Secret, class, wh.Concurrency); err != nil || got != k {
 			return nil, nil, fmt.Errorf("receiver endpoint %d, want %d: %v", got, k, err)
 		}
 		ids, ks = append(ids, wh.WebhookID), append(ks, k)
@@ -119,7 +122,7 @@ func (e *env) purchaseWithConsumers(ctx context.Context, r *Result, client *http
 	}
 	enter := func(ctx context.Context) {
 		var err error
-		if ids, ks, err = e.webhooks(ctx, rcv, o.Webhooks, o.WebhookTypes); err != nil {
+		if ids, ks, err = e.webhooks(ctx, rcv, o.Webhooks, o.WebhookTypes, o.WebhookConcurrency); err != nil {
 			problem(fmt.Errorf("register the webhook endpoints: %w", err))
 		}
 		rcv.lags.start()

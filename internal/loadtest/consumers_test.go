@@ -3,6 +3,7 @@ package loadtest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -112,22 +113,28 @@ func TestReceiver(t *testing.T) {
 	}
 	defer rcv.close()
 	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-	if k, err := rcv.endpoint(secret, lagAll); err != nil || k != 0 {
+	if k, err := rcv.endpoint(secret, lagAll, 1); err != nil || k != 0 {
 		t.Fatalf("endpoint %d, %v", k, err)
 	}
+	// Endpoint 1 has several deliveries in flight: in order per terminal.
+	if k, err := rcv.endpoint(secret, lagAll, 3); err != nil || k != 1 {
+		t.Fatalf("endpoint %d, %v", k, err)
+	}
+	var sendTo func(endpoint int, terminal, secret string, seq int64) int
 	client, err := rcv.trustingClient(2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	send := func(secret string, seq int64) int {
+	send := func(secret string, seq int64) int { return sendTo(0, "", secret, seq) }
+	sendTo = func(endpoint int, terminal, secret string, seq int64) int {
 		t.Helper()
 		wh, err := standardwebhooks.NewWebhook(secret)
 		if err != nil {
 			t.Fatal(err)
 		}
 		id := instore.EventID(seq)
-		body := []byte(`{"id":"` + id + `","type":"transaction.final","createdAt":"2026-11-26T08:00:00.000000Z","data":{}}`)
-		req, err := signedDelivery(context.Background(), wh, rcv.url+"/hook/0", id, time.Now(), body)
+		body := []byte(`{"id":"` + id + `","type":"transaction.final","createdAt":"2026-11-26T08:00:00.000000Z","data":{"terminalId":"` + terminal + `"}}`)
+		req, err := signedDelivery(context.Background(), wh, fmt.Sprintf("%s/hook/%d", rcv.url, endpoint), id, time.Now(), body)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,6 +156,19 @@ func TestReceiver(t *testing.T) {
 	}
 	if d, rep, ooo, bad := rcv.deliveries.Load(), rcv.repeats.Load(), rcv.outOfOrder.Load(), rcv.badSignatures.Load(); d != 4 || rep != 1 || ooo != 1 || bad != 1 {
 		t.Errorf("deliveries %d, repeats %d, out of order %d, bad %d; want 4, 1, 1, 1", d, rep, ooo, bad)
+	}
+	// Per terminal: T2's 6 after T1's 7 is in order, T1's 5 after its 7 is
+	// not.
+	for _, c := range []struct {
+		terminal string
+		seq      int64
+	}{{"T1", 7}, {"T2", 6}, {"T1", 5}} {
+		if got := sendTo(1, c.terminal, secret, c.seq); got != 204 {
+			t.Errorf("delivery of %s %d: %d", c.terminal, c.seq, got)
+		}
+	}
+	if d, ooo := rcv.deliveries.Load(), rcv.outOfOrder.Load(); d != 7 || ooo != 2 {
+		t.Errorf("per terminal: deliveries %d, out of order %d; want 7, 2", d, ooo)
 	}
 	rcv.holdAll()
 	done := make(chan int)

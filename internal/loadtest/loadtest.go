@@ -50,6 +50,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/instore-dev/instore"
 )
 
 // Scenarios are the scenario names, in the order "all" runs them.
@@ -116,6 +118,10 @@ type Options struct {
 	// purchase's Webhooks endpoints; the others (and all without it) want
 	// every event. The lags are reported per half.
 	WebhookTypes []string
+	// WebhookConcurrency is the endpoints' concurrency (0: the service's
+	// default, 1): above 1, that many deliveries of an endpoint in flight
+	// at once, in order per terminal, which the receiver checks.
+	WebhookConcurrency int
 	// Readers is the number of status readers in mixed (default 8).
 	Readers int
 	// Sessions is the number of idle terminal sessions (default 10,000, the
@@ -342,6 +348,10 @@ func (o *Options) defaults(scenario string) error {
 		return errors.New("webhooks and streams must not be negative")
 	case o.Webhooks > 16:
 		return errors.New("webhooks: at most 16 (the endpoints of a merchant)")
+	case o.WebhookConcurrency < 0 || o.WebhookConcurrency > instore.MaxWebhookConcurrency:
+		return fmt.Errorf("webhook concurrency: 1 to %d (0: the service's default)", instore.MaxWebhookConcurrency)
+	case o.WebhookConcurrency > 0 && o.Webhooks == 0 && scenario != WebhooksScenario:
+		return errors.New("--webhook-concurrency goes with --webhooks N or the webhooks scenario")
 	case len(o.WebhookTypes) > 0 && (o.Webhooks == 0 || scenario != "purchase"):
 		return errors.New("--webhook-types goes with purchase --webhooks N")
 	case o.Streams > MaxClients:

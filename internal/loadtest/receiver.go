@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -38,7 +39,10 @@ type receiver struct {
 
 	mu      sync.Mutex
 	secrets []*standardwebhooks.Webhook
-	last    []string // per endpoint: the last event id delivered
+	// last is per endpoint the last event id delivered, per terminal when
+	// its concurrency is above 1 (in order per terminal only).
+	last    []map[string]string
+	perTerm []bool
 	hold    chan struct{}
 	// lags measures the deliveries' lag behind their events (lag.go).
 	lags lags
@@ -128,8 +132,10 @@ func (r *receiver) close() {
 }
 
 // endpoint adds an endpoint's secret and returns its index; its lags
-// count in class (lagAll: every event type; lagTyped: some).
-func (r *receiver) endpoint(secret string, class int) (int, error) {
+// count in class (lagAll: every event type; lagTyped: some); its
+// deliveries are checked in order per endpoint, or per terminal if its
+// concurrency is above 1.
+func (r *receiver) endpoint(secret string, class, concurrency int) (int, error) {
 	wh, err := standardwebhooks.NewWebhook(secret)
 	if err != nil {
 		return 0, err
@@ -137,9 +143,22 @@ func (r *receiver) endpoint(secret string, class int) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.secrets = append(r.secrets, wh)
-	r.last = append(r.last, "")
+	r.last = append(r.last, map[string]string{})
+	r.perTerm = append(r.perTerm, concurrency > 1)
 	r.lags.add(class)
 	return len(r.secrets) - 1, nil
+}
+
+// terminalOf is the terminal of an event's body ("" for none): the key
+// of its order when an endpoint has several deliveries in flight.
+func terminalOf(body []byte) string {
+	var e struct {
+		Data struct {
+			TerminalID string `json:"terminalId"`
+		} `json:"data"`
+	}
+	json.Unmarshal(body, &e)
+	return e.Data.TerminalID
 }
 
 // holdAll makes the deliveries wait until release.
@@ -196,13 +215,17 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	}
 	id := req.Header.Get("webhook-id")
 	r.mu.Lock()
-	switch last := r.last[i]; {
+	key := ""
+	if r.perTerm[i] {
+		key = terminalOf(body)
+	}
+	switch last := r.last[i][key]; {
 	case id == last:
 		r.repeats.Add(1) // at least once: a delivery sent again
 	case id < last:
 		r.outOfOrder.Add(1)
 	default:
-		r.last[i] = id
+		r.last[i][key] = id
 	}
 	r.mu.Unlock()
 	now := time.Now().UnixNano()

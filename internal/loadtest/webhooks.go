@@ -62,7 +62,7 @@ func runWebhooks(ctx context.Context, o *Options) (*Result, error) {
 	}
 
 	rcv.holdAll()
-	ids, _, err := e.webhooks(ctx, rcv, o.Webhooks, nil)
+	ids, _, err := e.webhooks(ctx, rcv, o.Webhooks, nil, o.WebhookConcurrency)
 	if err != nil {
 		return nil, fmt.Errorf("register the webhook endpoints: %w", err)
 	}
@@ -176,7 +176,7 @@ func (e *env) countEvents(ctx context.Context, after string) (int64, string, err
 // rate the receiver and the signing allow on this machine.
 func bareSender(ctx context.Context, rcv *receiver, n int64) (Side, error) {
 	secret := "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-	k, err := rcv.endpoint(secret, lagAll)
+	k, err := rcv.endpoint(secret, lagAll, 1)
 	if err != nil {
 		return Side{}, err
 	}
