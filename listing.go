@@ -16,25 +16,37 @@ const (
 
 // TransactionFilter selects a merchant's transactions, newest first.
 type TransactionFilter struct {
-	MerchantID   string
-	From, To     time.Time // created in [From, To)
-	TerminalID   string
-	StatusID     *TransactionStatus
+	MerchantID string
+	From, To   time.Time // created in [From, To)
+	TransactionSelection
+	Limit int
+	// After continues a listing after this position (exclusive).
+	After *TransactionCursor
+}
+
+// TransactionSelection is what a listing of transactions selects by
+// besides the merchant and the time range: what GET /transactions asks
+// (ListQuery) and what the store lists by (TransactionFilter). A zero
+// field selects any transaction.
+type TransactionSelection struct {
+	// TerminalID: ?terminalId=.
+	TerminalID string
+	// StatusID: ?statusId=.
+	StatusID *TransactionStatus
+	// ECRReference: ?ecrReference=.
 	ECRReference string
 	// Unconfirmed selects the APPROVED sales still awaiting the ECR's
 	// confirmation (Transaction.Unconfirmed).
 	Unconfirmed bool
-	// Types selects transactions of these types (empty: every type).
+	// Types selects transactions of these types (empty: every type);
+	// ?type= (comma-separated).
 	Types []TransactionType
 	// AuthorizationState selects the pre-auths whose authorisation is in
-	// this state ("": any transaction).
+	// this state; ?authorizationState=.
 	AuthorizationState AuthorizationState
-	// Forwarding selects the offline approvals in this forwarding state
-	// ("": any transaction).
+	// Forwarding selects the offline approvals in this forwarding state;
+	// ?forwarding=.
 	Forwarding ForwardingState
-	Limit      int
-	// After continues a listing after this position (exclusive).
-	After *TransactionCursor
 }
 
 // TransactionCursor is a position in a newest-first listing.
@@ -45,17 +57,8 @@ type TransactionCursor struct {
 
 // ListQuery is what GET /transactions asks, parsed.
 type ListQuery struct {
-	From, To     *time.Time
-	TerminalID   string
-	StatusID     *TransactionStatus
-	ECRReference string
-	Unconfirmed  bool
-	// Types and AuthorizationState: ?type= (comma-separated) and
-	// ?authorizationState=.
-	Types              []TransactionType
-	AuthorizationState AuthorizationState
-	// Forwarding: ?forwarding=.
-	Forwarding ForwardingState
-	Limit      int
-	Cursor     string
+	From, To *time.Time
+	TransactionSelection
+	Limit  int
+	Cursor string
 }

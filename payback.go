@@ -132,8 +132,8 @@ func CheckReversalLatest(orig *Transaction, newer []*Transaction) error {
 // reads for orig: its merchant's on its terminal, from its creation on,
 // newest first, at most MaxNewerChecked.
 func NewerOnTerminal(orig *Transaction, until time.Time) TransactionFilter {
-	return TransactionFilter{MerchantID: orig.MerchantID, TerminalID: orig.TerminalID,
-		From: orig.CreatedAt, To: until, Limit: MaxNewerChecked}
+	return TransactionFilter{MerchantID: orig.MerchantID, From: orig.CreatedAt, To: until,
+		TransactionSelection: TransactionSelection{TerminalID: orig.TerminalID}, Limit: MaxNewerChecked}
 }
 
 // Refunded sums the refunds among others that take from their original's

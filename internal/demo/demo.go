@@ -289,41 +289,19 @@ func linkTerminals(ctx context.Context, st instore.Store, merchantID string, dev
 
 func create(ctx context.Context, st instore.Store) (*Credentials, error) {
 	ad := admin.New(st)
-	cus, err := ad.CreateCustomer(ctx, "Demo Customer")
+	shop, err := ad.CreateShop(ctx, "Demo Customer", "Demo Merchant", "demo ECR")
 	if err != nil {
 		return nil, err
 	}
-	mer, err := ad.CreateMerchant(ctx, cus.ID, "Demo Merchant", true)
-	if err != nil {
-		return nil, err
-	}
-	oc, osec, okey, err := clientAndKey(ctx, ad, instore.SurfaceOnline, mer.ID, "demo ECR")
-	if err != nil {
-		return nil, err
-	}
-	ac, asec, akey, err := clientAndKey(ctx, ad, instore.SurfaceAccess, cus.ID, "demo terminal management")
+	access, err := ad.CreateCredentials(ctx, instore.SurfaceAccess, shop.Customer.ID, "demo terminal management")
 	if err != nil {
 		return nil, err
 	}
 	return &Credentials{
-		CustomerID: cus.ID, MerchantID: mer.ID,
-		ClientID: oc, ClientSecret: osec, SubscriptionKey: okey,
-		AccessClientID: ac, AccessClientSecret: asec, AccessSubscriptionKey: akey,
+		CustomerID: shop.Customer.ID, MerchantID: shop.Merchant.ID,
+		ClientID: shop.Online.Client.ID, ClientSecret: shop.Online.Secret, SubscriptionKey: shop.Online.Key,
+		AccessClientID: access.Client.ID, AccessClientSecret: access.Secret, AccessSubscriptionKey: access.Key,
 	}, nil
-}
-
-// clientAndKey creates an API client named name and a subscription key
-// for owner (a merchant on the Online API, a customer on the Access API).
-func clientAndKey(ctx context.Context, ad *admin.Admin, surface instore.Surface, owner, name string) (clientID, secret, key string, err error) {
-	c, secret, err := ad.CreateClient(ctx, surface, owner, name)
-	if err != nil {
-		return "", "", "", err
-	}
-	_, key, err = ad.CreateKey(ctx, surface, owner)
-	if err != nil {
-		return "", "", "", err
-	}
-	return c.ID, secret, key, nil
 }
 
 // readCredentials reads the credentials of an earlier start: from

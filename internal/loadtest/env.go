@@ -156,23 +156,12 @@ func (e *env) seed(ctx context.Context, n int) error {
 	}
 	defer st.Close()
 	ad := admin.New(st)
-	cus, err := ad.CreateCustomer(ctx, "Load test "+e.runID)
+	shop, err := ad.CreateShop(ctx, "Load test "+e.runID, "Load test "+e.runID, "loadtest")
 	if err != nil {
 		return err
 	}
-	mer, err := ad.CreateMerchant(ctx, cus.ID, "Load test "+e.runID, true)
-	if err != nil {
-		return err
-	}
-	cl, secret, err := ad.CreateClient(ctx, instore.SurfaceOnline, mer.ID, "loadtest")
-	if err != nil {
-		return err
-	}
-	_, key, err := ad.CreateKey(ctx, instore.SurfaceOnline, mer.ID)
-	if err != nil {
-		return err
-	}
-	e.customerID, e.merchantID, e.clientID, e.clientSecret, e.key = cus.ID, mer.ID, cl.ID, secret, key
+	cus, mer := shop.Customer, shop.Merchant
+	e.customerID, e.merchantID, e.clientID, e.clientSecret, e.key = cus.ID, mer.ID, shop.Online.Client.ID, shop.Online.Secret, shop.Online.Key
 	if n == 0 {
 		return nil
 	}

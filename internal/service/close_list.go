@@ -17,7 +17,7 @@ func (s *Service) Batches(ctx context.Context, p *instore.Principal, q instore.B
 	// The transactions listing's rules and cursor over a query of its
 	// shape; the cursor is signed for "batches:" and the merchant, which
 	// no transactions cursor is.
-	lq := instore.ListQuery{From: q.From, To: q.To, TerminalID: q.TerminalID, Limit: q.Limit, Cursor: q.Cursor}
+	lq := instore.ListQuery{From: q.From, To: q.To, TransactionSelection: instore.TransactionSelection{TerminalID: q.TerminalID}, Limit: q.Limit, Cursor: q.Cursor}
 	w, err := s.openListing(ctx, p, "batches:"+p.MerchantID, &lq, nil)
 	if err != nil {
 		return nil, "", err

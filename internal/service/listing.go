@@ -37,9 +37,8 @@ func (s *Service) Transactions(ctx context.Context, p *instore.Principal, q inst
 		return nil, "", err
 	}
 	ts, err := s.Store.ListTransactions(ctx, instore.TransactionFilter{
-		MerchantID: p.MerchantID, From: w.from, To: w.to, TerminalID: q.TerminalID, StatusID: q.StatusID,
-		ECRReference: q.ECRReference, Unconfirmed: q.Unconfirmed, Limit: w.limit + 1, After: w.after,
-		Types: q.Types, AuthorizationState: q.AuthorizationState, Forwarding: q.Forwarding,
+		MerchantID: p.MerchantID, From: w.from, To: w.to, TransactionSelection: q.TransactionSelection,
+		Limit: w.limit + 1, After: w.after,
 	})
 	if err != nil {
 		return nil, "", fmt.Errorf("list transactions: %w", err)

@@ -72,7 +72,7 @@ func (f *listFixture) page(t *testing.T, svc *service.Service, merchantID string
 
 func TestTransactionsCursor(t *testing.T) {
 	f := newListFixture(t)
-	first, cursor, err := f.page(t, f.svc, f.merchant, instore.ListQuery{Limit: 2, ECRReference: "shift-1"})
+	first, cursor, err := f.page(t, f.svc, f.merchant, instore.ListQuery{Limit: 2, TransactionSelection: instore.TransactionSelection{ECRReference: "shift-1"}})
 	if err != nil || cursor == "" {
 		t.Fatalf("first page = %v, cursor %q, %v; want a cursor", first, cursor, err)
 	}
@@ -81,7 +81,7 @@ func TestTransactionsCursor(t *testing.T) {
 	}
 	// The next page, on another node (or after a restart), with another
 	// page size: the cursor is bound to the query, not to the limit.
-	second, _, err := f.page(t, f.node2, f.merchant, instore.ListQuery{Limit: 3, ECRReference: "shift-1", Cursor: cursor})
+	second, _, err := f.page(t, f.node2, f.merchant, instore.ListQuery{Limit: 3, TransactionSelection: instore.TransactionSelection{ECRReference: "shift-1"}, Cursor: cursor})
 	if err != nil {
 		t.Fatalf("second page: %v", err)
 	}
@@ -100,17 +100,17 @@ func TestTransactionsCursor(t *testing.T) {
 	}{
 		// What the service issued before cursors were signed, and still
 		// took: base64url JSON with a ref-shaped id.
-		{"unsigned", f.merchant, instore.ListQuery{ECRReference: "shift-1", Cursor: forged(`{"t":1,"i":"txn_04"}`)}},
-		{"payload alone", f.merchant, instore.ListQuery{ECRReference: "shift-1", Cursor: payload}},
-		{"payload changed", f.merchant, instore.ListQuery{ECRReference: "shift-1", Cursor: forged(`{"t":1,"i":"txn_04","f":0,"u":1}`) + cursor[len(payload):]}},
-		{"signature changed", f.merchant, instore.ListQuery{ECRReference: "shift-1", Cursor: cursor[:len(cursor)-2] + "AA"}},
-		{"garbage", f.merchant, instore.ListQuery{ECRReference: "shift-1", Cursor: "!!.!!"}},
-		{"another merchant", f.other, instore.ListQuery{ECRReference: "shift-1", Cursor: cursor}},
-		{"another ecrReference", f.merchant, instore.ListQuery{ECRReference: "shift-2", Cursor: cursor}},
+		{"unsigned", f.merchant, instore.ListQuery{TransactionSelection: instore.TransactionSelection{ECRReference: "shift-1"}, Cursor: forged(`{"t":1,"i":"txn_04"}`)}},
+		{"payload alone", f.merchant, instore.ListQuery{TransactionSelection: instore.TransactionSelection{ECRReference: "shift-1"}, Cursor: payload}},
+		{"payload changed", f.merchant, instore.ListQuery{TransactionSelection: instore.TransactionSelection{ECRReference: "shift-1"}, Cursor: forged(`{"t":1,"i":"txn_04","f":0,"u":1}`) + cursor[len(payload):]}},
+		{"signature changed", f.merchant, instore.ListQuery{TransactionSelection: instore.TransactionSelection{ECRReference: "shift-1"}, Cursor: cursor[:len(cursor)-2] + "AA"}},
+		{"garbage", f.merchant, instore.ListQuery{TransactionSelection: instore.TransactionSelection{ECRReference: "shift-1"}, Cursor: "!!.!!"}},
+		{"another merchant", f.other, instore.ListQuery{TransactionSelection: instore.TransactionSelection{ECRReference: "shift-1"}, Cursor: cursor}},
+		{"another ecrReference", f.merchant, instore.ListQuery{TransactionSelection: instore.TransactionSelection{ECRReference: "shift-2"}, Cursor: cursor}},
 		{"ecrReference dropped", f.merchant, instore.ListQuery{Cursor: cursor}},
-		{"terminalId added", f.merchant, instore.ListQuery{ECRReference: "shift-1", TerminalID: f.terminal, Cursor: cursor}},
-		{"statusId added", f.merchant, instore.ListQuery{ECRReference: "shift-1", StatusID: &status, Cursor: cursor}},
-		{"from added", f.merchant, instore.ListQuery{ECRReference: "shift-1", From: &from, Cursor: cursor}},
+		{"terminalId added", f.merchant, instore.ListQuery{TransactionSelection: instore.TransactionSelection{ECRReference: "shift-1", TerminalID: f.terminal}, Cursor: cursor}},
+		{"statusId added", f.merchant, instore.ListQuery{TransactionSelection: instore.TransactionSelection{ECRReference: "shift-1", StatusID: &status}, Cursor: cursor}},
+		{"from added", f.merchant, instore.ListQuery{TransactionSelection: instore.TransactionSelection{ECRReference: "shift-1"}, From: &from, Cursor: cursor}},
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {

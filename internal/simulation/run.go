@@ -273,23 +273,12 @@ func Prepare(dir string) (*Template, error) {
 	// What the admin stamps (the terminal IDs' creation: their first
 	// batch's window opens there) is before the world's epoch.
 	ad.Clock = beforeEpoch{wallclock.Clock{}}
-	cus, err := ad.CreateCustomer(ctx, "sim")
+	shop, err := ad.CreateShop(ctx, "sim", "shop", "ecr")
 	if err != nil {
 		return nil, err
 	}
-	mer, err := ad.CreateMerchant(ctx, cus.ID, "shop", true)
-	if err != nil {
-		return nil, err
-	}
-	cli, _, err := ad.CreateClient(ctx, instore.SurfaceOnline, mer.ID, "ecr")
-	if err != nil {
-		return nil, err
-	}
-	_, key, err := ad.CreateKey(ctx, instore.SurfaceOnline, mer.ID)
-	if err != nil {
-		return nil, err
-	}
-	tpl := &Template{path: path, merchantID: mer.ID, client: cli, subscriptionKey: key}
+	cus, mer := shop.Customer, shop.Merchant
+	tpl := &Template{path: path, merchantID: mer.ID, client: shop.Online.Client, subscriptionKey: shop.Online.Key}
 	ts, err := ad.AllocateTerminals(ctx, mer.ID, 3)
 	if err != nil {
 		return nil, err

@@ -11,59 +11,99 @@ import (
 // CreateAPIClient stores a new OAuth client; a taken id or a missing
 // customer or merchant is instore.ErrConflict.
 func (db *DB) CreateAPIClient(ctx context.Context, ac *instore.APIClient) error {
-	return db.create(ctx, "create api client", func(c conn) error {
-		return apiClientRow(ac).insert(ctx, c, "api_clients", apiClientColumns)
-	})
+	return apiClients.create(ctx, db, ac)
 }
 
 // APIClient returns the OAuth client with id, revoked or not.
 func (db *DB) APIClient(ctx context.Context, id string) (*instore.APIClient, error) {
-	return getOne(ctx, db.read(), scanAPIClient, "api client", `SELECT `+apiClientColumns+` FROM api_clients WHERE id = ?`, id)
+	return apiClients.get(ctx, db, "id", id)
 }
 
 // APIClients lists the OAuth clients of a customer (both surfaces), or all
 // when customerID is empty, oldest first.
 func (db *DB) APIClients(ctx context.Context, customerID string) ([]*instore.APIClient, error) {
-	query, args := ofCustomer(`SELECT `+apiClientColumns+` FROM api_clients`, customerID, `created_at, id`)
-	return getAll(ctx, db.read(), scanAPIClient, "list api clients", query, args...)
+	return apiClients.list(ctx, db, customerID)
 }
 
 // RevokeAPIClient marks a client revoked at t; revoking it again keeps the
 // first time.
 func (db *DB) RevokeAPIClient(ctx context.Context, id string, t time.Time) error {
-	return db.update(ctx, func(c conn) error {
-		return revoke(ctx, c, "api_clients", "api client", id, t)
-	})
+	return apiClients.revoke(ctx, db, id, t)
 }
 
 // CreateSubscriptionKey stores a new subscription key; a taken id or key
 // hash, or a missing customer or merchant, is instore.ErrConflict.
 func (db *DB) CreateSubscriptionKey(ctx context.Context, k *instore.SubscriptionKey) error {
-	return db.create(ctx, "create subscription key", func(c conn) error {
-		return subscriptionKeyRow(k).insert(ctx, c, "subscription_keys", subscriptionKeyColumns)
-	})
+	return subscriptionKeys.create(ctx, db, k)
 }
 
 // SubscriptionKeyByHash finds a key, revoked or not, by the SHA-256 digest of
 // its value.
 func (db *DB) SubscriptionKeyByHash(ctx context.Context, hash []byte) (*instore.SubscriptionKey, error) {
-	return getOne(ctx, db.read(), scanSubscriptionKey, "subscription key",
-		`SELECT `+subscriptionKeyColumns+` FROM subscription_keys WHERE key_hash = ?`, hash)
+	return subscriptionKeys.get(ctx, db, "key_hash", hash)
 }
 
 // SubscriptionKeys lists the keys of a customer (both surfaces), or all when
 // customerID is empty, oldest first.
 func (db *DB) SubscriptionKeys(ctx context.Context, customerID string) ([]*instore.SubscriptionKey, error) {
-	query, args := ofCustomer(`SELECT `+subscriptionKeyColumns+` FROM subscription_keys`, customerID, `created_at, id`)
-	return getAll(ctx, db.read(), scanSubscriptionKey, "list subscription keys", query, args...)
+	return subscriptionKeys.list(ctx, db, customerID)
 }
 
 // RevokeSubscriptionKey marks a key revoked at t; revoking it again keeps the
 // first time.
 func (db *DB) RevokeSubscriptionKey(ctx context.Context, id string, t time.Time) error {
-	return db.update(ctx, func(c conn) error {
-		return revoke(ctx, c, "subscription_keys", "subscription key", id, t)
+	return subscriptionKeys.revoke(ctx, db, id, t)
+}
+
+// credentialTable is a table of credentials, api_clients or
+// subscription_keys, and what is written and read the same for both: its
+// columns, what messages call a row, and the credential a T's row is.
+type credentialTable[T any] struct {
+	table, columns, what string
+	row                  func(*T) credential
+}
+
+var (
+	apiClients       = credentialTable[instore.APIClient]{"api_clients", apiClientColumns, "api client", apiClientRow}
+	subscriptionKeys = credentialTable[instore.SubscriptionKey]{"subscription_keys", subscriptionKeyColumns, "subscription key", subscriptionKeyRow}
+)
+
+// create stores v; a taken unique column or a missing customer or
+// merchant is instore.ErrConflict.
+func (k credentialTable[T]) create(ctx context.Context, db *DB, v *T) error {
+	return db.create(ctx, "create "+k.what, func(c conn) error {
+		return k.row(v).insert(ctx, c, k.table, k.columns)
 	})
+}
+
+// get returns the credential whose column (one of the package's
+// constants, never input) is value, revoked or not.
+func (k credentialTable[T]) get(ctx context.Context, db *DB, column string, value any) (*T, error) {
+	return getOne(ctx, db.read(), k.scan, k.what, `SELECT `+k.columns+` FROM `+k.table+` WHERE `+column+` = ?`, value)
+}
+
+// list returns the credentials of a customer, or all when customerID is
+// empty, oldest first.
+func (k credentialTable[T]) list(ctx context.Context, db *DB, customerID string) ([]*T, error) {
+	query, args := ofCustomer(`SELECT `+k.columns+` FROM `+k.table, customerID, `created_at, id`)
+	return getAll(ctx, db.read(), k.scan, "list "+k.what+"s", query, args...)
+}
+
+// revoke marks credential id revoked at t; revoking it again keeps the
+// first time.
+func (k credentialTable[T]) revoke(ctx context.Context, db *DB, id string, t time.Time) error {
+	return db.update(ctx, func(c conn) error {
+		return revoke(ctx, c, k.table, k.what, id, t)
+	})
+}
+
+// scan reads a row of the table's columns into a new T.
+func (k credentialTable[T]) scan(s scanner) (*T, error) {
+	var v T
+	if err := k.row(&v).scan(s); err != nil {
+		return nil, err
+	}
+	return &v, nil
 }
 
 // revoke sets revoked_at of row id in table unless it is already set. table
@@ -118,20 +158,3 @@ func (r credential) scan(s scanner) error {
 	return s.Scan(r.id, intoString(r.surface), r.customerID, intoString(r.merchantID), r.name, r.secret,
 		intoTime(r.created), intoNullTime(r.revoked))
 }
-
-// scanCredential returns the scan function of rows of T, into which row
-// points a credential.
-func scanCredential[T any](row func(*T) credential) func(scanner) (*T, error) {
-	return func(s scanner) (*T, error) {
-		var v T
-		if err := row(&v).scan(s); err != nil {
-			return nil, err
-		}
-		return &v, nil
-	}
-}
-
-var (
-	scanAPIClient       = scanCredential(apiClientRow)
-	scanSubscriptionKey = scanCredential(subscriptionKeyRow)
-)

@@ -16,7 +16,7 @@ func TestListForwardingPlan(t *testing.T) {
 		month := benchEnd.Add(-instore.MaxListRange)
 		for i := range 4 {
 			f := instore.TransactionFilter{MerchantID: "mer_bench", From: month, To: benchEnd, Limit: instore.DefaultListLimit,
-				Forwarding: instore.ForwardQueued}
+				TransactionSelection: instore.TransactionSelection{Forwarding: instore.ForwardQueued}}
 			if i&1 != 0 {
 				f.TerminalID = fx.Terminals[3]
 			}

@@ -57,10 +57,10 @@ func BenchmarkListTransactions(b *testing.B) {
 			}{
 				{"first-page-24h", instore.TransactionFilter{From: benchEnd.Add(-24 * time.Hour), To: benchEnd}},
 				{"deep-page-cursor", instore.TransactionFilter{From: month, To: benchEnd, After: &fx.Deep}},
-				{"terminal", instore.TransactionFilter{From: month, To: benchEnd, TerminalID: fx.Terminals[3]}},
-				{"status", instore.TransactionFilter{From: month, To: benchEnd, StatusID: ptr(instore.StatusTransactionDeclined)}},
-				{"ecr-reference", instore.TransactionFilter{From: month, To: benchEnd, ECRReference: fx.ECRReference}},
-				{"terminal-status", instore.TransactionFilter{From: month, To: benchEnd, TerminalID: fx.Terminals[3], StatusID: ptr(instore.StatusTransactionDeclined)}},
+				{"terminal", instore.TransactionFilter{From: month, To: benchEnd, TransactionSelection: instore.TransactionSelection{TerminalID: fx.Terminals[3]}}},
+				{"status", instore.TransactionFilter{From: month, To: benchEnd, TransactionSelection: instore.TransactionSelection{StatusID: ptr(instore.StatusTransactionDeclined)}}},
+				{"ecr-reference", instore.TransactionFilter{From: month, To: benchEnd, TransactionSelection: instore.TransactionSelection{ECRReference: fx.ECRReference}}},
+				{"terminal-status", instore.TransactionFilter{From: month, To: benchEnd, TransactionSelection: instore.TransactionSelection{TerminalID: fx.Terminals[3], StatusID: ptr(instore.StatusTransactionDeclined)}}},
 			} {
 				q.f.MerchantID, q.f.Limit = "mer_bench", instore.DefaultListLimit
 				b.Run(q.name, func(b *testing.B) {

@@ -47,7 +47,7 @@ var forwardingTests = []test{
 			state instore.ForwardingState
 			want  []string
 		}{{instore.ForwardQueued, []string{"txn_q2"}}, {instore.ForwardDeclined, []string{"txn_q1"}}, {instore.ForwardForwarded, nil}} {
-			got := mustList(t, s, instore.TransactionFilter{MerchantID: "mer_1", From: at(0), To: at(10), Forwarding: tc.state})
+			got := mustList(t, s, instore.TransactionFilter{MerchantID: "mer_1", From: at(0), To: at(10), TransactionSelection: instore.TransactionSelection{Forwarding: tc.state}})
 			var ids []string
 			for _, tx := range got {
 				ids = append(ids, tx.ID)
@@ -56,7 +56,7 @@ var forwardingTests = []test{
 				t.Errorf("ListTransactions(forwarding %s) (-want +got):\n%s", tc.state, d)
 			}
 		}
-		got := mustList(t, s, instore.TransactionFilter{MerchantID: "mer_1", From: at(0), To: at(10), TerminalID: a, Forwarding: instore.ForwardQueued})
+		got := mustList(t, s, instore.TransactionFilter{MerchantID: "mer_1", From: at(0), To: at(10), TransactionSelection: instore.TransactionSelection{TerminalID: a, Forwarding: instore.ForwardQueued}})
 		if len(got) != 1 || got[0].ID != q2.ID {
 			t.Errorf("ListTransactions(terminal, QUEUED) = %d transactions, want txn_q2", len(got))
 		}

@@ -131,7 +131,7 @@ func listFilters(f *listFixture) []instore.TransactionFilter {
 				for _, ecr := range []string{"", "ECR-1"} {
 					out = append(out, instore.TransactionFilter{
 						MerchantID: "mer_1", From: r.from, To: r.to,
-						TerminalID: terminal, StatusID: status, ECRReference: ecr,
+						TransactionSelection: instore.TransactionSelection{TerminalID: terminal, StatusID: status, ECRReference: ecr},
 					})
 				}
 			}
@@ -171,8 +171,8 @@ var listingTests = []test{
 			t.Fatalf("fixture: %d transactions of mer_1, want 50", len(all))
 		}
 		for _, filter := range []instore.TransactionFilter{
-			{MerchantID: "mer_1", From: at(-60), To: at(60), TerminalID: f.terminals[1], StatusID: ptr(instore.StatusApproved), ECRReference: "ECR-1"},
-			{MerchantID: "mer_1", From: at(5), To: at(20), StatusID: ptr(instore.StatusPending)},
+			{MerchantID: "mer_1", From: at(-60), To: at(60), TransactionSelection: instore.TransactionSelection{TerminalID: f.terminals[1], StatusID: ptr(instore.StatusApproved), ECRReference: "ECR-1"}},
+			{MerchantID: "mer_1", From: at(5), To: at(20), TransactionSelection: instore.TransactionSelection{StatusID: ptr(instore.StatusPending)}},
 		} {
 			if len(listWant(f.txs, filter)) == 0 {
 				t.Errorf("fixture: nothing matches %s", describeFilter(filter))
@@ -270,9 +270,9 @@ var listingTests = []test{
 		f := seedListing(t, s)
 		for _, filter := range []instore.TransactionFilter{
 			{MerchantID: "mer_1", From: at(-60), To: at(1000), Limit: 6},
-			{MerchantID: "mer_1", From: at(-60), To: at(1000), Limit: 2, TerminalID: f.terminals[2]},
-			{MerchantID: "mer_1", From: at(-60), To: at(1000), Limit: 3, StatusID: ptr(instore.StatusApproved)},
-			{MerchantID: "mer_1", From: at(-60), To: at(1000), Limit: 1, ECRReference: "ECR-1"},
+			{MerchantID: "mer_1", From: at(-60), To: at(1000), Limit: 2, TransactionSelection: instore.TransactionSelection{TerminalID: f.terminals[2]}},
+			{MerchantID: "mer_1", From: at(-60), To: at(1000), Limit: 3, TransactionSelection: instore.TransactionSelection{StatusID: ptr(instore.StatusApproved)}},
+			{MerchantID: "mer_1", From: at(-60), To: at(1000), Limit: 1, TransactionSelection: instore.TransactionSelection{ECRReference: "ECR-1"}},
 		} {
 			want := listWant(f.txs, filter)
 			name := describeFilter(filter)

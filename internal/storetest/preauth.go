@@ -82,9 +82,9 @@ var preAuthTests = []test{
 		}
 		purchase(t, s, "txn_sale", a, "SN-1", 500, at(1))
 		for _, f := range []instore.TransactionFilter{
-			{Types: []instore.TransactionType{instore.TypePreAuth}},
-			{Types: []instore.TransactionType{instore.TypePreAuth, instore.TypeCapture}},
-			{AuthorizationState: instore.AuthOpen},
+			{TransactionSelection: instore.TransactionSelection{Types: []instore.TransactionType{instore.TypePreAuth}}},
+			{TransactionSelection: instore.TransactionSelection{Types: []instore.TransactionType{instore.TypePreAuth, instore.TypeCapture}}},
+			{TransactionSelection: instore.TransactionSelection{AuthorizationState: instore.AuthOpen}},
 		} {
 			f.MerchantID, f.From, f.To = "mer_1", at(0), at(10)
 			if got := mustList(t, s, f); len(got) != 1 || got[0].ID != pre.ID {

@@ -195,7 +195,7 @@ var transactionTests = []test{
 		if got := list(instore.TransactionFilter{}); got != "txn_early,txn_late" {
 			t.Errorf("ListTransactions(unconfirmed) = %s, want newest first txn_early,txn_late", got)
 		}
-		if got := list(instore.TransactionFilter{TerminalID: other}); got != "txn_early" {
+		if got := list(instore.TransactionFilter{TransactionSelection: instore.TransactionSelection{TerminalID: other}}); got != "txn_early" {
 			t.Errorf("ListTransactions(unconfirmed, terminal) = %s, want txn_early", got)
 		}
 		// Reversed at its deadline: no longer awaiting confirmation.
