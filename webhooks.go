@@ -270,3 +270,20 @@ type WebhookRequest struct {
 	Status      *WebhookStatus `json:"status"`
 	Concurrency *int           `json:"concurrency"`
 }
+
+// Apply sets on w the fields r gives (a creation's or a PATCH's; Status
+// apart, whose change has its own rules): an absent field leaves w's.
+func (r *WebhookRequest) Apply(w *Webhook) {
+	if r.URL != nil {
+		w.URL = *r.URL
+	}
+	if r.EventTypes != nil {
+		w.EventTypes = *r.EventTypes
+	}
+	if r.Description != nil {
+		w.Description = *r.Description
+	}
+	if r.Concurrency != nil {
+		w.Concurrency = *r.Concurrency
+	}
+}

@@ -517,3 +517,61 @@ func TestImportsOnlyTheRootPackage(t *testing.T) {
 		}
 	}
 }
+
+// TestWebhookConcurrencyJSON checks the concurrency member on the wire:
+// sent when set (creation, update), left out when zero (creation: the
+// service's default) or nil (update: unchanged), and read from answers.
+func TestWebhookConcurrencyJSON(t *testing.T) {
+	const answer = `{"webhookId":"wh_1","url":"https://example.com/hook","eventTypes":[],"description":"","concurrency":%d,"status":"enabled","disabledReason":null,"createdAt":"2026-01-02T03:04:05Z"}`
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		call func(*client.Client) (*client.Webhook, error)
+		want any // the body's concurrency member; nil: absent
+	}{
+		{"create with 4", func(c *client.Client) (*client.Webhook, error) {
+			return c.CreateWebhook(ctx, client.WebhookParams{URL: "https://example.com/hook", Concurrency: 4})
+		}, float64(4)},
+		{"create with the default", func(c *client.Client) (*client.Webhook, error) {
+			return c.CreateWebhook(ctx, client.WebhookParams{URL: "https://example.com/hook"})
+		}, nil},
+		{"update to 16", func(c *client.Client) (*client.Webhook, error) {
+			return c.UpdateWebhook(ctx, "wh_1", client.WebhookUpdate{Concurrency: client.Int(16)})
+		}, float64(16)},
+		{"update back to 1", func(c *client.Client) (*client.Webhook, error) {
+			return c.UpdateWebhook(ctx, "wh_1", client.WebhookUpdate{Concurrency: client.Int(1)})
+		}, float64(1)},
+		{"update without it", func(c *client.Client) (*client.Webhook, error) {
+			return c.UpdateWebhook(ctx, "wh_1", client.WebhookUpdate{Description: client.String("till 2")})
+		}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			answered := 1
+			if n, ok := tc.want.(float64); ok {
+				answered = int(n)
+			}
+			c, s := newScripted(t, client.Config{}, reply{200, nil, fmt.Sprintf(answer, answered)})
+			wh, err := tc.call(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var body map[string]any
+			if err := json.Unmarshal([]byte(s.bodies[0]), &body); err != nil {
+				t.Fatalf("body %q: %v", s.bodies[0], err)
+			}
+			got, present := body["concurrency"]
+			if tc.want == nil && present {
+				t.Errorf("body %s sends concurrency %v, want it left out", s.bodies[0], got)
+			}
+			if tc.want != nil && got != tc.want {
+				t.Errorf("body %s: concurrency %v, want %v", s.bodies[0], got, tc.want)
+			}
+			if wh.Concurrency != answered {
+				t.Errorf("Concurrency = %d, want %d from the answer", wh.Concurrency, answered)
+			}
+			if str, want := wh.String(), fmt.Sprintf("Concurrency:%d ", answered); !strings.Contains(str, want) {
+				t.Errorf("String() = %q, want it to show %q", str, want)
+			}
+		})
+	}
+}

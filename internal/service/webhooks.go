@@ -116,17 +116,9 @@ func (s *Service) CreateWebhook(ctx context.Context, p *instore.Principal, r *in
 	if errs := s.validateWebhook(r, true); errs != nil {
 		return nil, instore.FieldErrors(errs).Err()
 	}
-	w := &instore.Webhook{ID: newWebhookID(), MerchantID: p.MerchantID, URL: *r.URL, Status: instore.WebhookEnabled,
+	w := &instore.Webhook{ID: newWebhookID(), MerchantID: p.MerchantID, Status: instore.WebhookEnabled,
 		Secret: NewWebhookSecret(), CreatedAt: s.now(), Concurrency: 1}
-	if r.Concurrency != nil {
-		w.Concurrency = *r.Concurrency
-	}
-	if r.EventTypes != nil {
-		w.EventTypes = *r.EventTypes
-	}
-	if r.Description != nil {
-		w.Description = *r.Description
-	}
+	r.Apply(w)
 	if err := s.Store.CreateWebhook(ctx, w, instore.MaxWebhooks); errors.Is(err, instore.ErrConflict) {
 		return nil, instore.Errorf(instore.EConflict, "A merchant has at most %d webhook endpoints; delete one first.", instore.MaxWebhooks)
 	} else if err != nil {
@@ -174,18 +166,7 @@ func (s *Service) UpdateWebhook(ctx context.Context, p *instore.Principal, id st
 	if err != nil {
 		return nil, err
 	}
-	if r.URL != nil {
-		w.URL = *r.URL
-	}
-	if r.EventTypes != nil {
-		w.EventTypes = *r.EventTypes
-	}
-	if r.Description != nil {
-		w.Description = *r.Description
-	}
-	if r.Concurrency != nil {
-		w.Concurrency = *r.Concurrency
-	}
+	r.Apply(w)
 	if r.Status != nil {
 		if *r.Status == instore.WebhookEnabled && w.Status != instore.WebhookEnabled {
 			w.DisabledReason, w.FailingSince = "", nil
