@@ -120,9 +120,9 @@ type world struct {
 	nextDue      time.Time // the earliest time a check must run even without a write
 
 	merchantID      string
-	webhookID       string
-	eventsBefore    int64 // the template's last event: those after it are owed to the endpoint
-	receiver        *receiver
+	eventsBefore    int64 // the template's last event: those after it are owed to the endpoints
+	receivers       receivers
+	concurrency     int // the lanes endpoint's (drawn per seed)
 	client          *instore.APIClient
 	token           string
 	subscriptionKey string
@@ -241,16 +241,18 @@ func (w *world) calm() {
 }
 
 // Template is a migrated database with one merchant, its terminals, an
-// API client and a webhook endpoint, copied for each history.
+// API client and two webhook endpoints, copied for each history.
 type Template struct {
 	path            string
 	merchantID      string
 	client          *instore.APIClient
 	subscriptionKey string
 	terminals       []string // terminal ID and serial number pairs
-	webhookID       string
+	webhookID       string   // the endpoint in order per endpoint
 	webhookSecret   string
-	eventsBefore    int64 // the last event before the endpoint: those after it are owed to it
+	lanesID         string // the endpoint in lanes, in order per terminal
+	lanesSecret     string
+	eventsBefore    int64 // the last event before the endpoints: those after it are owed to them
 }
 
 var prepareMu sync.Mutex
@@ -303,7 +305,7 @@ func Prepare(dir string) (*Template, error) {
 	if len(evs) > 0 {
 		tpl.eventsBefore = evs[len(evs)-1].Seq
 	}
-	if err := registerWebhook(ctx, db, tpl); err != nil {
+	if err := registerWebhooks(ctx, db, tpl); err != nil {
 		return nil, err
 	}
 	return tpl, nil
@@ -335,11 +337,16 @@ func newWorld(cfg Config, tpl *Template) (*world, error) {
 		ids: &ids{rng: rand.New(rand.NewChaCha8(seedBytes(cfg.Seed, "ids")))}, db: db, nodes: f.nodes,
 		current: map[string]*session{}, keyRef: map[string]string{}, confirmed: map[string]bool{}, sales: map[string]*sale{}, versions: map[string]int64{},
 		toldFwd:    map[string]instore.ForwardingState{},
-		merchantID: tpl.merchantID, webhookID: tpl.webhookID, eventsBefore: tpl.eventsBefore,
+		merchantID: tpl.merchantID, eventsBefore: tpl.eventsBefore,
 		client: tpl.client, subscriptionKey: tpl.subscriptionKey, hash: sha256.New(),
 	}
 	w.closes = newCloses(cfg.Seed)
-	w.receiver = &receiver{w: w, secret: tpl.webhookSecret, accepted: map[int64]int{}}
+	w.receivers = receivers{newReceiver(w, receiverURL, tpl.webhookID, tpl.webhookSecret, false),
+		newReceiver(w, lanesURL, tpl.lanesID, tpl.lanesSecret, true)}
+	if w.concurrency, err = setConcurrency(context.Background(), db, tpl, cfg.Seed); err != nil {
+		db.Close()
+		return nil, err
+	}
 	w.ledger = &ledger{w: w, auths: map[string]int{}, amount: map[string]int64{}, cashback: map[string]int64{}, byKey: map[string]string{}, refunded: map[string]int64{},
 		refunds: map[string]bool{}, refundOf: map[string]refund{}, reversed: map[string]bool{},
 		preauths: map[string]bool{}, ops: map[string]*cardOp{}, holdOps: map[string][]*cardOp{}, offline: map[string]instore.ForwardingState{}}
@@ -353,7 +360,7 @@ func newWorld(cfg Config, tpl *Template) (*world, error) {
 	}
 	w.payback = 0.3 + 0.5*w.ecrRng.Float64()
 	w.validity = time.Duration(30+w.ecrRng.IntN(70)) * time.Second
-	w.note("seed %d nodes %d faults %s payback %.2f validity %v %s", cfg.Seed, w.nodes, f, w.payback, w.validity, w.closes)
+	w.note("seed %d nodes %d faults %s payback %.2f validity %v %s lanes %d", cfg.Seed, w.nodes, f, w.payback, w.validity, w.closes, w.concurrency)
 	return w, nil
 }
 

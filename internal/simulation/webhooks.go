@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -25,69 +26,210 @@ import (
 	"github.com/instore-dev/instore/internal/webhook"
 )
 
-// Webhooks: the merchant has one endpoint, registered through the real
-// Online API in the template; each node runs the real dispatcher
+// Webhooks: the merchant has two endpoints, registered through the real
+// Online API in the template: the first (receiverURL) takes one delivery
+// at a time, in order per endpoint; the second (lanesURL) has a
+// concurrency of 2 to 4, drawn per seed, and takes its deliveries in
+// lanes, in order per terminal. Each node runs the real dispatcher
 // (internal/webhook) as a periodic task whose transport is the simulated
-// receiver, which fails, times out or accepts as the seed says.
+// receivers, which fail, time out or accept as the seed says.
 
 const (
 	// dispatchEvery is how often a node's dispatcher claims due deliveries.
 	dispatchEvery = time.Second
 	receiverURL   = "http://receiver.sim/hooks"
+	lanesURL      = "http://receiver.sim/lanes"
 	// maxRetryWait bounds how far the world's clock jumps, after its quiet
 	// period, to the next attempt of a delivery (RetrySchedule's longest
 	// wait and its jitter).
 	maxRetryWait = 13 * time.Hour
 )
 
-// registerWebhook registers the merchant's endpoint through the Online API
-// on the template's store, before any event of a history is numbered:
-// every event of a history is owed to it.
-func registerWebhook(ctx context.Context, db *sqlstore.DB, tpl *Template) error {
+// registerWebhooks registers the merchant's endpoints through the Online
+// API on the template's store, before any event of a history is
+// numbered: every event of a history is owed to each. The store fills and
+// claims the endpoints' deliveries in the order of their ids, which are
+// random: so that a seed runs the same from any template (TestReplay
+// prepares its own), the lanes endpoint is registered again (the other
+// deleted) until its id sorts after the first's.
+func registerWebhooks(ctx context.Context, db *sqlstore.DB, tpl *Template) error {
+	call, err := onlineCaller(ctx, db, tpl)
+	if err != nil {
+		return err
+	}
+	register := func(body string) (*instore.WebhookWire, error) {
+		code, b := call(http.MethodPost, "/webhooks", body)
+		var v instore.WebhookWire
+		if code != http.StatusCreated || json.Unmarshal(b, &v) != nil || v.Secret == "" {
+			return nil, fmt.Errorf("register a webhook endpoint: %d %s", code, b)
+		}
+		return &v, nil
+	}
+	hooks, err := register(`{"url": "` + receiverURL + `", "description": "the simulation's receiver"}`)
+	if err != nil {
+		return err
+	}
+	tpl.webhookID, tpl.webhookSecret = hooks.WebhookID, hooks.Secret
+	for range 64 {
+		lanes, err := register(`{"url": "` + lanesURL + `", "description": "the simulation's receiver in lanes", "concurrency": 2}`)
+		if err != nil {
+			return err
+		}
+		if lanes.WebhookID > hooks.WebhookID {
+			tpl.lanesID, tpl.lanesSecret = lanes.WebhookID, lanes.Secret
+			return nil
+		}
+		if code, b := call(http.MethodDelete, "/webhooks/"+lanes.WebhookID, ""); code != http.StatusNoContent {
+			return fmt.Errorf("delete a webhook endpoint: %d %s", code, b)
+		}
+	}
+	return errors.New("register the lanes endpoint: its id never sorted after the first's")
+}
+
+// setConcurrency sets the lanes endpoint's concurrency in a history's
+// store, through the Online API, to 2 to 4 as the seed says.
+func setConcurrency(ctx context.Context, db *sqlstore.DB, tpl *Template, seed uint64) (int, error) {
+	call, err := onlineCaller(ctx, db, tpl)
+	if err != nil {
+		return 0, err
+	}
+	n := 2 + rand.New(rand.NewChaCha8(seedBytes(seed, "lanes"))).IntN(3)
+	code, b := call(http.MethodPatch, "/webhooks/"+tpl.lanesID, fmt.Sprintf(`{"concurrency": %d}`, n))
+	var v instore.WebhookWire
+	if code != http.StatusOK || json.Unmarshal(b, &v) != nil || v.Concurrency != n {
+		return 0, fmt.Errorf("set the lanes endpoint's concurrency to %d: %d %s", n, code, b)
+	}
+	return n, nil
+}
+
+// onlineCaller calls the Online API, as the merchant's client, on db
+// outside any history (no node runs).
+func onlineCaller(ctx context.Context, db *sqlstore.DB, tpl *Template) (func(method, path, body string) (int, []byte), error) {
 	meta := instore.DefaultMetadata()
 	svc := &service.Service{Store: db, Metadata: &meta, Logger: slog.New(slog.DiscardHandler), SecretMatches: auth.Matches,
 		Clock: clocktest.New(epoch), WebhookAllowHTTP: true, WebhookAllowPrivate: true}
 	h, authn := onlineHandler(svc, nil)
 	token, _, err := authn.Mint(tpl.client, time.Hour)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "http://instore"+onlineapi.Prefix+"/webhooks",
-		strings.NewReader(`{"url": "`+receiverURL+`", "description": "the simulation's receiver"}`))
-	r.Header.Set("Authorization", "Bearer "+token)
-	r.Header.Set("Ocp-Apim-Subscription-Key", tpl.subscriptionKey)
-	r.Header.Set("Content-Type", "application/json")
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, r)
-	var v instore.WebhookWire
-	if rec.Code != http.StatusCreated || json.Unmarshal(rec.Body.Bytes(), &v) != nil || v.Secret == "" {
-		return fmt.Errorf("register the webhook endpoint: %d %s", rec.Code, rec.Body.String())
-	}
-	tpl.webhookID, tpl.webhookSecret = v.WebhookID, v.Secret
-	return nil
+	return func(method, path, body string) (int, []byte) {
+		r := httptest.NewRequestWithContext(ctx, method, "http://instore"+onlineapi.Prefix+path, strings.NewReader(body))
+		r.Header.Set("Authorization", "Bearer "+token)
+		r.Header.Set("Ocp-Apim-Subscription-Key", tpl.subscriptionKey)
+		if body != "" {
+			r.Header.Set("Content-Type", "application/json")
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec.Code, rec.Body.Bytes()
+	}, nil
 }
 
 // dispatcher is the node's webhook dispatcher: synchronous (its rounds are
-// the node's tasks), its jitter from the seed, its transport the receiver.
+// the node's tasks), its jitter from the seed, its transport the
+// receivers.
 func (n *node) dispatcher() *webhook.Dispatcher {
 	return webhook.New(webhook.Config{Store: n.svc.Store, Logger: n.logger(), Clock: n.svc.Clock,
-		Transport: n.w.receiver, Rand: n.w.ids.rng.Float64, Synchronous: true})
+		Transport: n.w.receivers, Rand: n.w.ids.rng.Float64, Synchronous: true})
 }
 
-// receiver is the merchant's webhook endpoint: it verifies each delivery's
-// signature, then fails (500), times out or accepts as the seed's storm
-// level says (always accepts once the world is calm), and records the
-// events it accepted.
+// receivers are the merchant's webhook endpoints' servers, by URL path.
+type receivers []*receiver
+
+func (rs receivers) RoundTrip(req *http.Request) (*http.Response, error) {
+	for _, r := range rs {
+		if r.path == req.URL.Path {
+			return r.RoundTrip(req)
+		}
+	}
+	return nil, fmt.Errorf("simulation: no receiver at %s", req.URL)
+}
+
+// receiver is one of the merchant's webhook endpoints: it verifies each
+// delivery's signature, then fails (500), times out or accepts as the
+// seed's storm level says (always accepts once the world is calm), and
+// records the events it accepted. It checks that its deliveries come in
+// order per order key: the endpoint (one key, "") or, for the lanes
+// endpoint (perTerminal), the event's terminal (its terminalId, "" for
+// none: docs/events.md).
 type receiver struct {
-	w      *world
-	secret string
+	w                 *world
+	path              string // its URL's path
+	webhookID, secret string
+	perTerminal       bool
+	invariant         string
+	// learns: the ECRs learn from what it accepted (the first endpoint is
+	// their back office's; the lanes endpoint another system's).
+	learns bool
 	// accepted counts the 2xx answers by event number.
 	accepted map[int64]int
-	// latest is the highest event accepted; failing the event whose
-	// attempts failed since the last acceptance (0: none), failingSince
-	// when the first of them was made.
-	latest, failing int64
-	failingSince    time.Time
+	// latest is the highest event accepted, by order key; failing the
+	// event whose attempts failed since the key's last acceptance (0:
+	// none), by order key.
+	latest, failing map[string]int64
+	// failingNow: an attempt failed since the last one accepted, the
+	// first of them at failingSince (the endpoint's health, as the store
+	// keeps it).
+	failingNow   bool
+	failingSince time.Time
+	// terminal is each event's terminal (read from the store as they
+	// come), known up to the event known.
+	terminal map[int64]string
+	known    int64
+}
+
+func newReceiver(w *world, url, webhookID, secret string, perTerminal bool) *receiver {
+	r := &receiver{w: w, path: strings.TrimPrefix(url, "http://receiver.sim"), webhookID: webhookID, secret: secret,
+		perTerminal: perTerminal, invariant: "webhooks in order per endpoint", learns: !perTerminal,
+		accepted: map[int64]int{}, latest: map[string]int64{}, failing: map[string]int64{}, terminal: map[int64]string{}}
+	if perTerminal {
+		r.invariant = "webhooks in order per terminal"
+	}
+	return r
+}
+
+// orderKey is what orders event seq's deliveries to r: "" for the
+// endpoint, the event's terminal for the lanes endpoint. It reads the
+// store directly, as the world's checks do: the receiver runs in the
+// dispatcher's task, which holds the baton (nothing else runs), and the
+// read is the world's, not a node's.
+func (r *receiver) orderKey(seq int64) string {
+	if !r.perTerminal {
+		return ""
+	}
+	if seq > r.known {
+		evs, err := r.w.db.ListEvents(context.Background(), instore.EventFilter{MerchantID: r.w.merchantID, After: r.known, Limit: 1 << 20})
+		if err != nil {
+			r.w.fail("store readable", "%v", err)
+		}
+		for _, e := range evs {
+			r.terminal[e.Seq] = e.TerminalID
+			r.known = max(r.known, e.Seq)
+		}
+	}
+	t, ok := r.terminal[seq]
+	if !ok {
+		r.w.fail("store readable", "event %d delivered to %s is not in the store", seq, r.path)
+	}
+	return t
+}
+
+// keyName names an order key in a failure (a terminal by its device's
+// serial number, never its id).
+func (r *receiver) keyName(key string) string {
+	if !r.perTerminal {
+		return "the endpoint"
+	}
+	if key == "" {
+		return "no terminal"
+	}
+	for _, d := range r.w.devices {
+		if d.terminalID == key {
+			return "the terminal of " + d.serial
+		}
+	}
+	return "another terminal"
 }
 
 var errTimedOut = errors.New("simulation: the receiver did not answer in time")
@@ -106,20 +248,31 @@ func (r *receiver) RoundTrip(req *http.Request) (*http.Response, error) {
 		err = wh.VerifyIgnoringTimestamp(body, req.Header)
 	}
 	if err != nil || !ok {
-		w.fail("webhook signatures verify", "delivery %q: %v", id, err)
+		w.fail("webhook signatures verify", "delivery %q to %s: %v", id, r.path, err)
 		return r.answer(req, http.StatusBadRequest), nil
 	}
 	if ts := req.Header.Get("webhook-timestamp"); ts != strconv.FormatInt(w.sched.now.Unix(), 10) {
-		w.fail("webhook signatures verify", "delivery %s signed at %s, the world's time is %d", id, ts, w.sched.now.Unix())
+		w.fail("webhook signatures verify", "delivery %s to %s signed at %s, the world's time is %d", id, r.path, ts, w.sched.now.Unix())
 	}
-	if r.accepted[seq] == 0 && (seq < r.latest || r.failing != 0 && seq != r.failing) {
-		w.fail("webhooks in order per endpoint", "%s sent after %d was accepted, while %d was owed", id, r.latest, r.failing)
+	// In order per key: an event not accepted yet comes after none of its
+	// key's later events was accepted, and while one of its key's is owed
+	// (its attempts failed), only that one is sent.
+	key := r.orderKey(seq)
+	if latest, failing := r.latest[key], r.failing[key]; r.accepted[seq] == 0 && (seq < latest || failing != 0 && seq != failing) {
+		w.fail(r.invariant, "%s sent to %s after %d of %s was accepted, while %d was owed", id, r.path, latest, r.keyName(key), failing)
 	}
 	code, timedOut := w.faults.hookAnswer()
-	w.note("webhook %s %d timedOut=%v", id, code, timedOut)
+	if r.perTerminal {
+		w.note("webhook %s %s %d timedOut=%v", r.path, id, code, timedOut)
+	} else {
+		w.note("webhook %s %d timedOut=%v", id, code, timedOut)
+	}
 	if timedOut || code >= 300 {
-		if r.failing == 0 {
-			r.failing, r.failingSince = seq, w.sched.now
+		if r.failing[key] == 0 {
+			r.failing[key] = seq
+		}
+		if !r.failingNow {
+			r.failingNow, r.failingSince = true, w.sched.now
 		}
 		if timedOut {
 			return nil, errTimedOut
@@ -127,8 +280,10 @@ func (r *receiver) RoundTrip(req *http.Request) (*http.Response, error) {
 		return r.answer(req, code), nil
 	}
 	r.accepted[seq]++
-	r.latest, r.failing = max(r.latest, seq), 0
-	w.learn(body)
+	r.latest[key], r.failing[key], r.failingNow = max(r.latest[key], seq), 0, false
+	if r.learns {
+		w.learn(body)
+	}
 	return r.answer(req, code), nil
 }
 
@@ -138,10 +293,10 @@ func (r *receiver) answer(req *http.Request, code int) *http.Response {
 }
 
 // awaitDeliveries runs the calm world on, past its quiet period, until
-// the receiver has every event: while the head of the endpoint's queue
-// waits for its next attempt (RetrySchedule's waits reach hours), the
-// clock jumps to it, and the world runs on a while after each jump (what
-// the time that passed brings is numbered and owed too).
+// the receivers have every event: while the heads of the endpoints'
+// queues wait for their next attempt (RetrySchedule's waits reach hours),
+// the clock jumps to the earliest, and the world runs on a while after
+// each jump (what the time that passed brings is numbered and owed too).
 func (w *world) awaitDeliveries() {
 	for range 20 {
 		if w.failure != nil || w.missingEvents() == 0 {
@@ -158,8 +313,20 @@ func (w *world) awaitDeliveries() {
 	}
 }
 
+// enabled tells whether r's endpoint is enabled (a disabled one is owed
+// nothing more: checkWebhooks checks why it was disabled).
+func (w *world) enabled(r *receiver) bool {
+	wh, err := w.db.Webhook(context.Background(), w.merchantID, r.webhookID)
+	if err != nil {
+		w.fail("store readable", "%v", err)
+		return false
+	}
+	return wh.Status == instore.WebhookEnabled
+}
+
 // missingEvents numbers the events committed (as checkEvents does) and
-// counts the merchant's numbered events the receiver never accepted.
+// counts, over the enabled endpoints, the merchant's numbered events
+// their receivers never accepted.
 func (w *world) missingEvents() int {
 	ctx := context.Background()
 	if _, err := w.db.SequenceEvents(ctx, 1<<20); err != nil {
@@ -172,18 +339,46 @@ func (w *world) missingEvents() int {
 		return 0
 	}
 	n := 0
+	for _, r := range w.receivers {
+		if w.enabled(r) {
+			n += r.missing(evs)
+		}
+	}
+	return n
+}
+
+// missing counts the events of evs owed to r that it never accepted.
+func (r *receiver) missing(evs []instore.StoredEvent) int {
+	n := 0
 	for _, e := range evs {
-		if e.Seq > w.eventsBefore && w.receiver.accepted[e.Seq] == 0 {
+		if e.Seq > r.w.eventsBefore && r.accepted[e.Seq] == 0 {
 			n++
 		}
 	}
 	return n
 }
 
-// nextAttempt is when the head of the endpoint's queue, its pending
-// delivery of the earliest event, is due (those behind it wait for it).
+// nextAttempt is the earliest of the enabled endpoints' next attempts:
+// when the head of an endpoint's queue, its pending delivery of the
+// earliest event, is due (those behind it wait for it; in lanes, those of
+// later events).
 func (w *world) nextAttempt() (time.Time, bool) {
-	ds, err := w.db.WebhookDeliveries(context.Background(), w.webhookID, 0, 1<<20)
+	var next time.Time
+	found := false
+	for _, r := range w.receivers {
+		if !w.enabled(r) {
+			continue
+		}
+		if at, ok := w.headDue(r.webhookID); ok && (!found || at.Before(next)) {
+			next, found = at, true
+		}
+	}
+	return next, found
+}
+
+// headDue is when the head of an endpoint's queue is due.
+func (w *world) headDue(webhookID string) (time.Time, bool) {
+	ds, err := w.db.WebhookDeliveries(context.Background(), webhookID, 0, 1<<20)
 	if err != nil {
 		w.fail("store readable", "%v", err)
 		return time.Time{}, false
@@ -200,25 +395,35 @@ func (w *world) nextAttempt() (time.Time, bool) {
 	return head.NextAt, true
 }
 
-// checkWebhooks: every numbered event of the merchant was accepted by its
-// endpoint at least once, unless the endpoint was disabled, which it may
-// be only after failing for instore.WebhookDisableAfter.
+// checkWebhooks: every numbered event of the merchant was accepted by
+// each endpoint at least once, unless the endpoint was disabled, which it
+// may be only after failing for instore.WebhookDisableAfter.
 func (w *world) checkWebhooks(ctx context.Context) {
-	wh, err := w.db.Webhook(ctx, w.merchantID, w.webhookID)
+	if _, err := w.db.SequenceEvents(ctx, 1<<20); err != nil {
+		w.fail("store readable", "%v", err)
+		return
+	}
+	evs, err := w.db.ListEvents(ctx, instore.EventFilter{MerchantID: w.merchantID, Limit: 1 << 20})
 	if err != nil {
 		w.fail("store readable", "%v", err)
 		return
 	}
-	r := w.receiver
-	if wh.Status != instore.WebhookEnabled {
-		if r.failing == 0 || w.sched.now.Sub(r.failingSince) < instore.WebhookDisableAfter {
-			w.fail("an endpoint disabled only when failing", "disabled (%s), failing since %v", wh.DisabledReason, r.failingSince)
+	for _, r := range w.receivers {
+		wh, err := w.db.Webhook(ctx, w.merchantID, r.webhookID)
+		if err != nil {
+			w.fail("store readable", "%v", err)
+			return
 		}
-		w.note("the endpoint was disabled (%s): its events are not checked", wh.DisabledReason)
-		return
-	}
-	if n := w.missingEvents(); n > 0 {
-		next, _ := w.nextAttempt()
-		w.fail("every event delivered with a 2xx", "%d events never accepted; the next attempt is due at %v", n, next)
+		if wh.Status != instore.WebhookEnabled {
+			if !r.failingNow || w.sched.now.Sub(r.failingSince) < instore.WebhookDisableAfter {
+				w.fail("an endpoint disabled only when failing", "%s disabled (%s), failing since %v", r.path, wh.DisabledReason, r.failingSince)
+			}
+			w.note("the endpoint %s was disabled (%s): its events are not checked", r.path, wh.DisabledReason)
+			continue
+		}
+		if n := r.missing(evs); n > 0 {
+			next, _ := w.headDue(r.webhookID)
+			w.fail("every event delivered with a 2xx", "%d events never accepted by %s; the next attempt is due at %v", n, r.path, next)
+		}
 	}
 }
