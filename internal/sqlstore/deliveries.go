@@ -39,7 +39,6 @@ func (db *DB) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, q 
 	}
 	// The leases of every run in one write (one wait for the group
 	// committer on SQLite, not one per endpoint).
-	run := max(1, q.Run)
 	var won []head
 	err = db.relaxedWrite(ctx, func(c conn) error {
 		won = won[:0]
@@ -51,7 +50,7 @@ func (db *DB) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, q 
 			if q.Room(h.merchant, taken[h.merchant]) <= 0 {
 				continue
 			}
-			ok, err := leaseRun(ctx, c, h, now, leaseUntil, run)
+			ok, err := leaseRun(ctx, c, h, now, leaseUntil, q.RunOf(h.inFlight))
 			if err != nil {
 				return err
 			}
@@ -69,7 +68,7 @@ func (db *DB) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, q 
 	}
 	var out []*instore.DueDelivery
 	for _, h := range won {
-		r, err := db.readRun(ctx, h, now, leaseUntil, run)
+		r, err := db.readRun(ctx, h, now, leaseUntil, q.RunOf(h.inFlight))
 		if err != nil {
 			return out, err
 		}
@@ -82,6 +81,7 @@ func (db *DB) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, q 
 type head struct {
 	id, seq           int64
 	webhook, merchant string
+	inFlight          int // the endpoint's concurrency
 }
 
 // dueHeads returns the due, unleased heads of the enabled endpoints' queues
@@ -108,8 +108,8 @@ func (db *DB) dueHeads(ctx context.Context, now time.Time, q instore.ClaimQuota)
 	// leased: the work is the number of endpoints, not of the deliveries
 	// waiting behind their heads (a backlog of thousands).
 	args := append(append([]any{micros(now), micros(now)}, full...), turns, rows)
-	rs, err := db.read().query(ctx, `SELECT id, event_seq, webhook_id, merchant_id FROM (
-		SELECT d.id, d.event_seq, d.webhook_id, w.merchant_id, d.next_at,
+	rs, err := db.read().query(ctx, `SELECT id, event_seq, webhook_id, merchant_id, concurrency FROM (
+		SELECT d.id, d.event_seq, d.webhook_id, w.merchant_id, w.concurrency, d.next_at,
 			ROW_NUMBER() OVER (PARTITION BY w.merchant_id ORDER BY d.next_at, d.id) AS turn
 		FROM webhooks w
 		JOIN webhook_deliveries d ON d.id = (SELECT d2.id FROM webhook_deliveries d2
@@ -121,7 +121,7 @@ func (db *DB) dueHeads(ctx context.Context, now time.Time, q instore.ClaimQuota)
 	}
 	return collect(rs, func(s scanner) (head, error) {
 		var h head
-		return h, s.Scan(&h.id, &h.seq, &h.webhook, &h.merchant)
+		return h, s.Scan(&h.id, &h.seq, &h.webhook, &h.merchant, &h.inFlight)
 	}, "due deliveries")
 }
 

@@ -152,7 +152,8 @@ var deliveryRunTests = []test{
 		if d := diff(want(4, 8), seqs(due, "whk_1")); d != "" {
 			t.Fatalf("whk_1 after its run was given back (-want +got):\n%s", d)
 		}
-	}},	// An endpoint's concurrency is stored (1 when unset) and changed,
+	}},
+	// An endpoint's concurrency is stored (1 when unset) and changed,
 	// and comes with its claimed runs; a run of lanes (several in flight)
 	// may record a later delivery succeeded behind an earlier one to be
 	// retried: the later one is done, the earlier one heads the queue
@@ -190,7 +191,8 @@ var deliveryRunTests = []test{
 			t.Fatal(err)
 		}
 		now := at(10)
-		q := instore.ClaimQuota{Limit: 10, Run: 8}
+		// Run 1, concurrency 4: a run of 4 (ClaimQuota.RunOf).
+		q := instore.ClaimQuota{Limit: 10, Run: 1}
 		due, err := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), q)
 		must(t, err)
 		if len(due) != 4 || due[0].Webhook.Concurrency != 4 || due[0].Event.TerminalID != "T1" || due[1].Event.TerminalID != "T2" {

@@ -58,7 +58,9 @@ const (
 	// Run is how many consecutive deliveries of an endpoint a sender
 	// claims at once and sends one after another, in order, recording them
 	// together: an endpoint's pace is a run per claim and commit, not a
-	// delivery (docs/events.md).
+	// delivery (docs/events.md). An endpoint with several deliveries in
+	// flight gets a run up to instore.RunScale times longer
+	// (instore.ClaimQuota.RunOf).
 	Run = 128
 	// PerMerchant is how many senders one merchant's endpoints may hold:
 	// fewer than Workers, so that a merchant whose endpoints hang (each
