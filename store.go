@@ -73,6 +73,10 @@ type DeviceStore interface {
 	// CreateDevice adds a device (ErrConflict if the serial number exists).
 	CreateDevice(ctx context.Context, d *Device) error
 	Device(ctx context.Context, serial string) (*Device, error)
+	// DevicesBySerial returns the devices of serials that exist, in one
+	// read (a few for thousands), in no order: the devices of many
+	// hellos at once (a node's fleet reconnecting) authenticated together.
+	DevicesBySerial(ctx context.Context, serials []string) ([]*Device, error)
 	// Devices lists the devices of a customer, or all when customerID is
 	// empty, ordered by serial number.
 	Devices(ctx context.Context, customerID string) ([]*Device, error)

@@ -24,7 +24,7 @@ func (s *Service) AuthenticateDevice(ctx context.Context, serial, secret string)
 	if d := s.creds.passed(serial, secret); d != nil {
 		return d, nil
 	}
-	d, err := s.Store.Device(ctx, serial)
+	d, err := s.device(ctx, serial)
 	if errors.Is(err, instore.ErrNotFound) {
 		return nil, unauthorized
 	} else if err != nil {
@@ -35,6 +35,39 @@ func (s *Service) AuthenticateDevice(ctx context.Context, serial, secret string)
 	}
 	s.creds.pass(d, secret)
 	return d, nil
+}
+
+// maxDeviceBatch bounds the devices of one batch of authentications.
+const maxDeviceBatch = 512
+
+// device reads the device of an authentication. The devices of hellos
+// that miss the credentials cache at once (a dead node's fleet coming
+// back on this one, the cache cold) are read together: one read per
+// batch (a batcher) instead of one each, each waiting for a connection
+// of the store. The simulation's tasks cannot wait for one another's
+// batch: each reads its own.
+func (s *Service) device(ctx context.Context, serial string) (*instore.Device, error) {
+	if s.Go != nil {
+		return s.Store.Device(ctx, serial)
+	}
+	d, err := s.devices.do(serial, maxDeviceBatch, func(serials []string) (map[string]*instore.Device, error) {
+		// The batch is every caller's: it is not cut short by the end of
+		// the one that runs it.
+		ds, err := s.Store.DevicesBySerial(context.WithoutCancel(ctx), serials)
+		m := make(map[string]*instore.Device, len(ds))
+		for _, d := range ds {
+			m[d.SerialNumber] = d
+		}
+		return m, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if d == nil {
+		return nil, fmt.Errorf("device: %w", instore.ErrNotFound)
+	}
+	own := *d // two hellos of one device may share a batch
+	return &own, nil
 }
 
 // DeviceWoken sends a device that is online on this node what the store

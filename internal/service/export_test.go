@@ -16,3 +16,11 @@ func SetFeedSize(n int) func() {
 	feedSize = n
 	return func() { feedSize = old }
 }
+
+// QueuedAuthentications is how many device reads of authentications wait
+// for the batch being read.
+func (s *Service) QueuedAuthentications() int {
+	s.devices.mu.Lock()
+	defer s.devices.mu.Unlock()
+	return len(s.devices.queue)
+}

@@ -2,6 +2,8 @@ package service_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/admin"
 	"github.com/instore-dev/instore/internal/auth"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // readCounter counts the store reads a hello makes, by method.
@@ -16,6 +19,8 @@ type readCounter struct {
 	instore.Store
 	mu sync.Mutex
 	n  map[string]int
+	// hold, if set, holds the next DevicesBySerial until it is closed.
+	hold chan struct{}
 }
 
 func (c *readCounter) count(name string) {
@@ -45,6 +50,16 @@ func counted[T any](c *readCounter, name string, read func() (T, error)) (T, err
 
 func (c *readCounter) Device(ctx context.Context, serial string) (*instore.Device, error) {
 	return counted(c, "Device", func() (*instore.Device, error) { return c.Store.Device(ctx, serial) })
+}
+func (c *readCounter) DevicesBySerial(ctx context.Context, serials []string) ([]*instore.Device, error) {
+	c.mu.Lock()
+	hold := c.hold
+	c.hold = nil
+	c.mu.Unlock()
+	if hold != nil {
+		<-hold // the test holds this read while others queue behind it
+	}
+	return counted(c, "Device", func() ([]*instore.Device, error) { return c.Store.DevicesBySerial(ctx, serials) })
 }
 func (c *readCounter) TerminalBySerial(ctx context.Context, serial string) (*instore.Terminal, error) {
 	return counted(c, "TerminalBySerial", func() (*instore.Terminal, error) { return c.Store.TerminalBySerial(ctx, serial) })
@@ -111,6 +126,80 @@ func TestAuthenticateDeviceCachesPassedCredentials(t *testing.T) {
 	}
 	if n := rc.counts()["Device"]; n != 4 {
 		t.Errorf("the refused ones read the device %d times in all, want 4 (each checked against the store)", n-1)
+	}
+}
+
+// TestAuthenticationsReadTogether: devices that authenticate while the
+// read of another is under way (a fleet reconnecting to a node whose
+// cache is cold) are read together, in one read, each with its own
+// answer: the right secrets pass, a wrong one and an unknown device fail.
+func TestAuthenticationsReadTogether(t *testing.T) {
+	f := newFixture(t, "FULL", "SN-AUTH-0001")
+	ctx := context.Background()
+	secrets := map[string]string{}
+	for i := range 20 {
+		serial := fmt.Sprintf("SN-TOGETHER-%02d", i)
+		_, secret, err := admin.New(f.st).CreateDevice(ctx, serial, instore.ModelCountertop, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets[serial] = secret
+	}
+	hold := make(chan struct{})
+	rc := &readCounter{Store: f.st, hold: hold}
+	f.svc.Store, f.svc.SecretMatches = rc, auth.Matches
+	first := make(chan error, 1)
+	go func() {
+		_, err := f.svc.AuthenticateDevice(ctx, "SN-TOGETHER-00", secrets["SN-TOGETHER-00"])
+		first <- err
+	}()
+	testwait.ForNil(t, "the first read to be held", func() error {
+		rc.mu.Lock()
+		defer rc.mu.Unlock()
+		if rc.hold != nil {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	type answer struct {
+		serial string
+		err    error
+	}
+	answers := make(chan answer, 21)
+	for i := 1; i < 20; i++ {
+		serial := fmt.Sprintf("SN-TOGETHER-%02d", i)
+		secret := secrets[serial]
+		if i == 7 {
+			secret = "wrong"
+		}
+		go func() {
+			_, err := f.svc.AuthenticateDevice(ctx, serial, secret)
+			answers <- answer{serial, err}
+		}()
+	}
+	go func() {
+		_, err := f.svc.AuthenticateDevice(ctx, "SN-TOGETHER-99", "unknown")
+		answers <- answer{"SN-TOGETHER-99", err}
+	}()
+	testwait.ForNil(t, "the others to queue behind the held read", func() error {
+		if n := f.svc.QueuedAuthentications(); n != 20 {
+			return fmt.Errorf("%d queued", n)
+		}
+		return nil
+	})
+	close(hold)
+	if err := <-first; err != nil {
+		t.Fatalf("the first: %v", err)
+	}
+	for range 20 {
+		a := <-answers
+		wantOK := a.serial != "SN-TOGETHER-07" && a.serial != "SN-TOGETHER-99"
+		if (a.err == nil) != wantOK || a.err != nil && instore.ErrorCode(a.err) != instore.EUnauthorized {
+			t.Errorf("%s: %v (want passed: %v)", a.serial, a.err, wantOK)
+		}
+	}
+	if n := rc.counts()["Device"]; n != 2 {
+		t.Errorf("21 authentications read the devices %d times, want 2 (the held one, then the rest together)", n)
 	}
 }
 

@@ -90,8 +90,10 @@ type Service struct {
 	feed    feed
 	// creds holds the device credentials that passed (credentials.go).
 	creds credentials
-	// offline gathers the ends of sessions into batches (sessions.go).
-	offline offlineBatch
+	// offline gathers the ends of sessions into batches (sessions.go);
+	// devices the reads of devices that authenticate (devices.go).
+	offline batcher[struct{}]
+	devices batcher[*instore.Device]
 	// minVersions caches the minimum software versions (minversion.go).
 	minVersions minVersions
 	// updateWaits holds the terminal IDs whose SCHEDULED update this node

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/instore-dev/instore"
@@ -14,7 +13,7 @@ import (
 // (DeviceConnected) and the end (DeviceDisconnected). Both read the
 // device's rows with one statement (Store.DeviceSessions); the ends of
 // many sessions (a node's fleet reconnecting at once) are written
-// together (offlineBatch).
+// together (a batcher).
 
 // DeviceConnected records the device's hello and tells it what to show: its
 // terminal ID, or a link code while unlinked. Then it resumes what the
@@ -114,7 +113,15 @@ func (s *Service) DeviceDisconnected(serial string) {
 		s.writeOffline([]string{serial})
 		return
 	}
-	s.offline.end(serial, s.writeOffline)
+	// The ends of many sessions (a node's fleet reconnecting at once) are
+	// written together; every end returns once the batch holding it
+	// committed (or failed), so that no end is acknowledged to the gateway
+	// before it is stored: a storm's ends cost a read and a commit per
+	// batch instead of five reads and a commit each.
+	s.offline.do(serial, maxOfflineBatch, func(serials []string) (map[string]struct{}, error) {
+		s.writeOffline(serials)
+		return nil, nil
+	})
 }
 
 // writeOffline reads the device sessions of serials (one statement per
@@ -149,60 +156,3 @@ func (s *Service) writeOffline(serials []string) {
 
 // maxOfflineBatch bounds the session ends written in one transaction.
 const maxOfflineBatch = 512
-
-// offlineBatch gathers the ends of sessions: an end that finds no batch
-// being written writes its own and every end queued meanwhile, up to
-// maxOfflineBatch, in one read and one write transaction (writeOffline);
-// then the oldest end still queued, if any, writes the next batch. Every
-// end returns once the batch that holds it committed (or failed), so that
-// no end is acknowledged to the gateway before it is stored. A reconnect
-// storm's ends then cost a read and a commit per batch instead of five
-// reads and a commit each.
-type offlineBatch struct {
-	mu      sync.Mutex
-	writing bool
-	// queue holds the ends not written yet, oldest first; it is empty
-	// whenever writing is false.
-	queue []offlineEnd
-}
-
-// offlineEnd is one queued end: the device, and where it is told that its
-// batch was written (false) or that it writes the next batch (true).
-type offlineEnd struct {
-	serial string
-	done   chan bool
-}
-
-// end queues serial's end and returns once write wrote the batch holding
-// it.
-func (b *offlineBatch) end(serial string, write func(serials []string)) {
-	e := offlineEnd{serial, make(chan bool, 1)}
-	b.mu.Lock()
-	b.queue = append(b.queue, e)
-	lead := !b.writing
-	b.writing = true
-	b.mu.Unlock()
-	if !lead && !<-e.done {
-		return // written in another end's batch
-	}
-	// e is the oldest end queued: the batch is it and those behind it.
-	b.mu.Lock()
-	batch := b.queue[:min(len(b.queue), maxOfflineBatch)]
-	b.queue = b.queue[len(batch):]
-	b.mu.Unlock()
-	serials := make([]string, len(batch))
-	for i, x := range batch {
-		serials[i] = x.serial
-	}
-	write(serials)
-	b.mu.Lock()
-	if len(b.queue) > 0 {
-		b.queue[0].done <- true
-	} else {
-		b.writing, b.queue = false, nil
-	}
-	b.mu.Unlock()
-	for _, x := range batch[1:] {
-		x.done <- false
-	}
-}

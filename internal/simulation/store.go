@@ -91,6 +91,10 @@ func (s *store) Device(ctx context.Context, serial string) (*instore.Device, err
 	return read(s, ctx, func(ctx context.Context) (*instore.Device, error) { return s.Store.Device(ctx, serial) })
 }
 
+func (s *store) DevicesBySerial(ctx context.Context, serials []string) ([]*instore.Device, error) {
+	return read(s, ctx, func(ctx context.Context) ([]*instore.Device, error) { return s.Store.DevicesBySerial(ctx, serials) })
+}
+
 func (s *store) TransactionEvents(ctx context.Context, ref string) ([]instore.TransactionEvent, error) {
 	return read(s, ctx, func(ctx context.Context) ([]instore.TransactionEvent, error) {
 		return s.Store.TransactionEvents(ctx, ref)

@@ -9,8 +9,8 @@ import (
 	"github.com/instore-dev/instore"
 )
 
-// maxSessionRead bounds the serial numbers of one DeviceSessions
-// statement; more are read in several.
+// maxSessionRead bounds the serial numbers of one DeviceSessions (or
+// DevicesBySerial) statement; more are read in several.
 const maxSessionRead = 512
 
 // sessionReadSizes are the lengths the IN list of a DeviceSessions
@@ -43,10 +43,25 @@ func qualified(table, columns string) string {
 // each linked device of serials, one statement per 512; see
 // instore.TerminalStore.
 func (db *DB) DeviceSessions(ctx context.Context, serials []string) ([]*instore.DeviceSession, error) {
-	out := make([]*instore.DeviceSession, 0, len(serials))
-	for len(serials) > 0 {
-		chunk := serials[:min(len(serials), maxSessionRead)]
-		serials = serials[len(chunk):]
+	return readIn(ctx, db, serials, deviceSessionsQuery, scanDeviceSession, "device sessions")
+}
+
+// DevicesBySerial returns the devices of serials (those that exist, in no
+// order), one statement per 512; see instore.DeviceStore.
+func (db *DB) DevicesBySerial(ctx context.Context, serials []string) ([]*instore.Device, error) {
+	return readIn(ctx, db, serials, func(n int) string {
+		return `SELECT ` + deviceColumns + ` FROM devices WHERE serial_number IN (?` + strings.Repeat(", ?", n-1) + `)`
+	}, scanDevice, "devices")
+}
+
+// readIn reads the rows of keys with query(n), a statement of an IN list
+// of n keys, one statement per maxSessionRead keys; the list is padded to
+// the next of sessionReadSizes with its last key again.
+func readIn[T any](ctx context.Context, db *DB, keys []string, query func(n int) string, scan func(scanner) (T, error), op string) ([]T, error) {
+	out := make([]T, 0, len(keys))
+	for len(keys) > 0 {
+		chunk := keys[:min(len(keys), maxSessionRead)]
+		keys = keys[len(chunk):]
 		n := sessionReadSizes[len(sessionReadSizes)-1]
 		for _, size := range sessionReadSizes {
 			if size >= len(chunk) {
@@ -58,11 +73,11 @@ func (db *DB) DeviceSessions(ctx context.Context, serials []string) ([]*instore.
 		for i := range args {
 			args[i] = chunk[min(i, len(chunk)-1)]
 		}
-		rows, err := db.read().query(ctx, deviceSessionsQuery(n), args...)
+		rows, err := db.read().query(ctx, query(n), args...)
 		if err != nil {
-			return nil, fmt.Errorf("device sessions: %w", err)
+			return nil, fmt.Errorf("%s: %w", op, err)
 		}
-		got, err := collect(rows, scanDeviceSession, "device sessions")
+		got, err := collect(rows, scan, op)
 		if err != nil {
 			return nil, err
 		}
