@@ -47,19 +47,25 @@ const maxDeviceBatch = 512
 // of the store. The simulation's tasks cannot wait for one another's
 // batch: each reads its own.
 func (s *Service) device(ctx context.Context, serial string) (*instore.Device, error) {
-	if s.Go != nil {
-		return s.Store.Device(ctx, serial)
-	}
-	d, err := s.devices.do(serial, maxDeviceBatch, func(serials []string) (map[string]*instore.Device, error) {
-		// The batch is every caller's: it is not cut short by the end of
-		// the one that runs it.
+	read := func(serials []string) (map[string]*instore.Device, error) {
+		// A batch is every caller's: it is not cut short by the end of
+		// the one that reads it.
 		ds, err := s.Store.DevicesBySerial(context.WithoutCancel(ctx), serials)
 		m := make(map[string]*instore.Device, len(ds))
 		for _, d := range ds {
 			m[d.SerialNumber] = d
 		}
 		return m, err
-	})
+	}
+	var d *instore.Device
+	var err error
+	if s.Go != nil {
+		var m map[string]*instore.Device
+		m, err = read([]string{serial})
+		d = m[serial]
+	} else {
+		d, err = s.devices.do(serial, maxDeviceBatch, read)
+	}
 	if err != nil {
 		return nil, err
 	}
