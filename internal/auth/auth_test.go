@@ -3,7 +3,11 @@ package auth_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +17,7 @@ import (
 	"github.com/instore-dev/instore/internal/auth"
 	"github.com/instore-dev/instore/internal/clocktest"
 	"github.com/instore-dev/instore/internal/sqlstore"
+	"github.com/instore-dev/instore/internal/testwait"
 	"github.com/instore-dev/instore/internal/wallclock"
 )
 
@@ -277,3 +282,76 @@ func BenchmarkAuthenticate(b *testing.B) {
 		})
 	}
 }
+
+// heldStore holds the first APIClient read until released and counts the
+// reads.
+type heldStore struct {
+	instore.Store
+	mu      sync.Mutex
+	reads   int
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *heldStore) APIClient(ctx context.Context, id string) (*instore.APIClient, error) {
+	s.mu.Lock()
+	s.reads++
+	first := s.reads == 1
+	s.mu.Unlock()
+	if first {
+		close(s.entered)
+		<-s.release
+	}
+	return s.Store.APIClient(ctx, id)
+}
+
+// TestConcurrentMissesReadOnce: requests that miss the cache with the
+// same credentials while their read is under way (a node's ECRs coming
+// back after a failover) share it: one read of the client for eleven
+// requests, each authenticated, each counted by the rate limit; a
+// revoked key still fails every request that shares its read.
+func TestConcurrentMissesReadOnce(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	hs := &heldStore{Store: f.store, entered: make(chan struct{}), release: make(chan struct{})}
+	a, err := auth.New(auth.Config{Store: hs, SigningKey: []byte(strings.Repeat("s", 32))}) // no cache
+	check(t, err)
+	tok, _, err := a.Mint(f.online.Client, time.Minute)
+	check(t, err)
+	var limited atomic.Int32
+	limit := limiterFunc(func(string, time.Time) error { limited.Add(1); return nil })
+	errs := make(chan error, 11)
+	auth1 := func() {
+		_, err := a.AuthenticateLimited(ctx, instore.SurfaceOnline, "Bearer "+tok, f.online.Key, time.Time{}, limit)
+		errs <- err
+	}
+	go auth1()
+	<-hs.entered
+	for range 10 {
+		go auth1()
+	}
+	testwait.ForNil(t, "ten requests waiting for the read under way", func() error {
+		buf := make([]byte, 1<<20)
+		if n := strings.Count(string(buf[:runtime.Stack(buf, true)]), "singleflight.(*Group).Do"); n < 11 {
+			return fmt.Errorf("%d in it", n)
+		}
+		return nil
+	})
+	close(hs.release)
+	for range 11 {
+		if err := <-errs; err != nil {
+			t.Errorf("a request: %v", err)
+		}
+	}
+	if hs.reads != 1 || limited.Load() != 11 {
+		t.Errorf("%d reads of the client and %d requests limited, want 1 and 11", hs.reads, limited.Load())
+	}
+	check(t, f.ad.RevokeKey(ctx, f.online.KeyRec.ID))
+	if _, err := a.Authenticate(ctx, instore.SurfaceOnline, "Bearer "+tok, f.online.Key); !isUnauthorized(err) {
+		t.Errorf("after the revocation: %v, want unauthorized", err)
+	}
+}
+
+type limiterFunc func(string, time.Time) error
+
+func (f limiterFunc) Limit(id string, at time.Time) error { return f(id, at) }

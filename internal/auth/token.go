@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/keysetting"
@@ -70,6 +71,8 @@ type Authenticator struct {
 
 	mu    sync.RWMutex
 	cache map[credPair]cacheEntry
+	// loads shares the credentials' reads of concurrent misses (verify).
+	loads singleflight.Group
 }
 
 type credPair struct{ token, key string }
@@ -324,36 +327,54 @@ func (a *Authenticator) verify(ctx context.Context, surface instore.Surface, tok
 			return nil, time.Time{}, err
 		}
 	}
-	client, err := a.store.APIClient(ctx, claims.Subject)
+	// The reads of the credentials are shared by the requests that miss
+	// the cache with the same ones at once (a node's ECRs coming back after
+	// a failover, the cache cold): one set of reads, not one each waiting
+	// for a connection of the store. The limit above stays per request.
+	v, err, _ := a.loads.Do(string(surface)+"\x00"+claims.Subject+"\x00"+subscriptionKey, func() (any, error) {
+		// Every waiting request's: not cut short by the end of the first.
+		return a.load(context.WithoutCancel(ctx), surface, claims.Subject, subscriptionKey)
+	})
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	return v.(*instore.Principal), claims.ExpiresAt.Time, nil
+}
+
+// load reads the client subject's and the subscription key's rows (and
+// the merchant's) and returns the principal they make, or why they do
+// not authenticate.
+func (a *Authenticator) load(ctx context.Context, surface instore.Surface, subject, subscriptionKey string) (*instore.Principal, error) {
+	client, err := a.store.APIClient(ctx, subject)
 	if errors.Is(err, instore.ErrNotFound) {
-		return nil, time.Time{}, errUnauthorized("token of an unknown client")
+		return nil, errUnauthorized("token of an unknown client")
 	} else if err != nil {
-		return nil, time.Time{}, fmt.Errorf("authenticate: %w", err)
+		return nil, fmt.Errorf("authenticate: %w", err)
 	}
 	if client.RevokedAt != nil {
-		return nil, time.Time{}, errUnauthorized("token of a revoked client")
+		return nil, errUnauthorized("token of a revoked client")
 	}
 	if client.Surface != surface {
-		return nil, time.Time{}, errUnauthorized("token of another surface")
+		return nil, errUnauthorized("token of another surface")
 	}
 	digest := Digest(subscriptionKey)
 	key, err := a.store.SubscriptionKeyByHash(ctx, digest)
 	if errors.Is(err, instore.ErrNotFound) {
-		return nil, time.Time{}, errUnauthorized("unknown subscription key")
+		return nil, errUnauthorized("unknown subscription key")
 	} else if err != nil {
-		return nil, time.Time{}, fmt.Errorf("authenticate: %w", err)
+		return nil, fmt.Errorf("authenticate: %w", err)
 	}
 	if !Equal(digest, key.Hash) {
-		return nil, time.Time{}, errUnauthorized("unknown subscription key")
+		return nil, errUnauthorized("unknown subscription key")
 	}
 	if key.RevokedAt != nil {
-		return nil, time.Time{}, errUnauthorized("subscription key revoked")
+		return nil, errUnauthorized("subscription key revoked")
 	}
 	if key.Surface != surface {
-		return nil, time.Time{}, errUnauthorized("subscription key of another surface")
+		return nil, errUnauthorized("subscription key of another surface")
 	}
 	if key.CustomerID != client.CustomerID || key.MerchantID != client.MerchantID {
-		return nil, time.Time{}, errUnauthorized("token and subscription key of different accounts")
+		return nil, errUnauthorized("token and subscription key of different accounts")
 	}
 	p := &instore.Principal{
 		Surface:    surface,
@@ -367,11 +388,11 @@ func (a *Authenticator) verify(ctx context.Context, surface instore.Surface, tok
 		// check that the merchant is active (WP03) without a read of their own.
 		m, err := a.store.Merchant(ctx, client.MerchantID)
 		if errors.Is(err, instore.ErrNotFound) {
-			return nil, time.Time{}, errUnauthorized("client of an unknown merchant")
+			return nil, errUnauthorized("client of an unknown merchant")
 		} else if err != nil {
-			return nil, time.Time{}, fmt.Errorf("authenticate: %w", err)
+			return nil, fmt.Errorf("authenticate: %w", err)
 		}
 		p.Merchant = m
 	}
-	return p, claims.ExpiresAt.Time, nil
+	return p, nil
 }
