@@ -55,6 +55,11 @@ type Config struct {
 	// Clock is the time of day tokens are issued and checked at, and the
 	// cache's entries expire at (nil: the wall clock, wallclock.Clock).
 	Clock instore.Clock
+	// SeparateReads makes each request read its credentials itself instead
+	// of sharing the read of a concurrent one with the same (the
+	// simulation: its tasks run one at a time and cannot wait for one
+	// another).
+	SeparateReads bool
 }
 
 // Authenticator issues access tokens and authenticates requests.
@@ -71,8 +76,10 @@ type Authenticator struct {
 
 	mu    sync.RWMutex
 	cache map[credPair]cacheEntry
-	// loads shares the credentials' reads of concurrent misses (verify).
-	loads singleflight.Group
+	// loads shares the credentials' reads of concurrent misses (verify),
+	// unless separate.
+	loads    singleflight.Group
+	separate bool
 }
 
 type credPair struct{ token, key string }
@@ -104,6 +111,7 @@ func New(cfg Config) (*Authenticator, error) {
 		cacheTTL:    cfg.CacheTTL,
 		now:         cfg.Clock.Now,
 		systemClock: systemClock,
+		separate:    cfg.SeparateReads,
 		parser:      map[instore.Surface]*jwt.Parser{},
 		cache:       map[credPair]cacheEntry{},
 	}
@@ -331,6 +339,10 @@ func (a *Authenticator) verify(ctx context.Context, surface instore.Surface, tok
 	// the cache with the same ones at once (a node's ECRs coming back after
 	// a failover, the cache cold): one set of reads, not one each waiting
 	// for a connection of the store. The limit above stays per request.
+	if a.separate {
+		p, err := a.load(ctx, surface, claims.Subject, subscriptionKey)
+		return p, claims.ExpiresAt.Time, err
+	}
 	v, err, _ := a.loads.Do(string(surface)+"\x00"+claims.Subject+"\x00"+subscriptionKey, func() (any, error) {
 		// Every waiting request's: not cut short by the end of the first.
 		return a.load(context.WithoutCancel(ctx), surface, claims.Subject, subscriptionKey)

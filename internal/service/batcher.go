@@ -1,6 +1,9 @@
 package service
 
-import "sync"
+import (
+	"fmt"
+	"sync"
+)
 
 // batcher gathers the concurrent calls of one operation on keys into
 // batches: a call that finds no batch being run runs its own with every
@@ -49,7 +52,7 @@ func (b *batcher[V]) do(key string, most int, run func(keys []string) (map[strin
 	for i, x := range batch {
 		keys[i] = x.key
 	}
-	got, err := run(keys)
+	got, err, panicked := b.runSafely(run, keys)
 	for _, x := range batch {
 		x.v, x.err = got[x.key], err
 	}
@@ -63,5 +66,20 @@ func (b *batcher[V]) do(key string, most int, run func(keys []string) (map[strin
 	for _, x := range batch[1:] {
 		x.done <- false
 	}
+	if panicked != nil {
+		panic(panicked) // the batch's other calls got an error and go on
+	}
 	return c.v, c.err
+}
+
+// runSafely runs run; a panic is returned (with an error for every call
+// of the batch) instead of leaving the batcher running for ever.
+func (b *batcher[V]) runSafely(run func(keys []string) (map[string]V, error), keys []string) (got map[string]V, err error, panicked any) {
+	defer func() {
+		if r := recover(); r != nil {
+			got, err, panicked = nil, fmt.Errorf("batch: panic: %v", r), r
+		}
+	}()
+	got, err = run(keys)
+	return got, err, nil
 }

@@ -84,3 +84,64 @@ func TestBatcherGathersWhatQueuedMeanwhile(t *testing.T) {
 		}
 	})
 }
+
+// TestBatcherPanic: a run that panics panics the call that ran it, gives
+// the other calls of its batch an error, hands on to the calls queued
+// behind, and leaves the batcher usable.
+func TestBatcherPanic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var b batcher[int]
+		release := make(chan struct{})
+		run := func(keys []string) (map[string]int, error) {
+			switch {
+			case keys[0] == "a":
+				<-release // held while b and c queue: their batch is next
+			case keys[0] == "b":
+				panic("boom")
+			}
+			out := map[string]int{}
+			for _, k := range keys {
+				out[k] = len(k)
+			}
+			return out, nil
+		}
+		type res struct {
+			v   int
+			err error
+			r   any
+		}
+		results := map[string]chan res{}
+		call := func(key string) {
+			ch := make(chan res, 1)
+			results[key] = ch
+			go func() {
+				var v int
+				var err error
+				defer func() { ch <- res{v, err, recover()} }()
+				v, err = b.do(key, 2, run)
+			}()
+			synctest.Wait()
+		}
+		call("a")
+		call("b")
+		call("c")
+		call("dd") // beyond most (2): the batch after b's
+		close(release)
+		a, bb, c, d := <-results["a"], <-results["b"], <-results["c"], <-results["dd"]
+		if a.v != 1 || a.err != nil || a.r != nil {
+			t.Errorf("a: %+v", a)
+		}
+		if bb.r != "boom" {
+			t.Errorf("b, whose batch panicked: %+v, want the panic", bb)
+		}
+		if c.err == nil || c.r != nil {
+			t.Errorf("c, in b's batch: %+v, want an error", c)
+		}
+		if d.v != 2 || d.err != nil || d.r != nil {
+			t.Errorf("dd, the next batch: %+v", d)
+		}
+		if v, err := b.do("eee", 2, run); v != 3 || err != nil {
+			t.Fatalf("after: %d, %v", v, err)
+		}
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/mutant"
@@ -40,6 +41,9 @@ func (s *Service) AuthenticateDevice(ctx context.Context, serial, secret string)
 // maxDeviceBatch bounds the devices of one batch of authentications.
 const maxDeviceBatch = 512
 
+// deviceReadTimeout bounds a batch's read of devices.
+const deviceReadTimeout = 10 * time.Second
+
 // device reads the device of an authentication. The devices of hellos
 // that miss the credentials cache at once (a dead node's fleet coming
 // back on this one, the cache cold) are read together: one read per
@@ -49,8 +53,12 @@ const maxDeviceBatch = 512
 func (s *Service) device(ctx context.Context, serial string) (*instore.Device, error) {
 	read := func(serials []string) (map[string]*instore.Device, error) {
 		// A batch is every caller's: it is not cut short by the end of
-		// the one that reads it.
-		ds, err := s.Store.DevicesBySerial(context.WithoutCancel(ctx), serials)
+		// the one that reads it, but bounded in time, so that a stalled
+		// read holds the node's authentications for deviceReadTimeout at
+		// most.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deviceReadTimeout)
+		defer cancel()
+		ds, err := s.Store.DevicesBySerial(ctx, serials)
 		m := make(map[string]*instore.Device, len(ds))
 		for _, d := range ds {
 			m[d.SerialNumber] = d

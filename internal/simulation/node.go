@@ -67,7 +67,7 @@ func (w *world) start(slot int) *node {
 // onlineHandler is the real Online API handler over svc, and its
 // authenticator.
 func onlineHandler(svc *service.Service, h httpapi.Holders) (http.Handler, *auth.Authenticator) {
-	authn, err := auth.New(auth.Config{Store: svc.Store, SigningKey: signingKey, TokenTTL: 24 * time.Hour, Clock: svc.Clock})
+	authn, err := auth.New(auth.Config{Store: svc.Store, SigningKey: signingKey, TokenTTL: 24 * time.Hour, Clock: svc.Clock, SeparateReads: true})
 	if err != nil {
 		panic(err)
 	}

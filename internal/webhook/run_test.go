@@ -285,4 +285,56 @@ func TestSynchronousLanesTakeTurns(t *testing.T) {
 	if o := outcomes(s.calls[0]); !slices.Equal(o, []string{"ok", "unsent", "retry", "unsent", "unsent", "unsent", "unsent"}) {
 		t.Fatalf("with B's first failing: recorded %v", o)
 	}
+	// A's first fails: B's first, in flight in the same turn, ends and is
+	// recorded; nothing starts after.
+	got, s.calls, fail = nil, nil, instore.EventID(1)
+	d.sendRun(t.Context(), r, time.Now().Add(Lease))
+	if o := outcomes(s.calls[0]); !slices.Equal(o, []string{"retry", "unsent", "ok", "unsent", "unsent", "unsent", "unsent"}) {
+		t.Fatalf("with A's first failing: recorded %v", o)
+	}
+}
+
+// TestRetriedHeadGoesAlone: with several in flight, a run whose head
+// failed before sends the head alone first: failing again, nothing else
+// is sent (one request per retry, not one per lane); succeeding, the
+// lanes open behind it.
+func TestRetriedHeadGoesAlone(t *testing.T) {
+	for _, synchronous := range []bool{false, true} {
+		down := true
+		rcv, received := failingReceiver(t, func(int, string) bool { return down })
+		s := &runRecorder{}
+		d := New(Config{Store: s, AllowPrivate: true, Synchronous: synchronous})
+		r := laneRun(rcv.URL, 6, 4, "T1", "T2", "T3")
+		r[0].Attempts = 2
+		d.sendRun(t.Context(), r, time.Now().Add(Lease))
+		if o := outcomes(s.calls[0]); len(received()) != 1 || !slices.Equal(o, []string{"retry", "unsent", "unsent", "unsent", "unsent", "unsent"}) {
+			t.Fatalf("synchronous %v, endpoint down: received %v, recorded %v; want the head alone", synchronous, received(), o)
+		}
+		down, s.calls = false, nil
+		d.sendRun(t.Context(), r, time.Now().Add(Lease))
+		if o := outcomes(s.calls[0]); slices.ContainsFunc(o, func(o string) bool { return o != "ok" }) || received()[1] != instore.EventID(1) {
+			t.Fatalf("synchronous %v, endpoint back: received %v, recorded %v; want the head first, then all", synchronous, received(), o)
+		}
+	}
+}
+
+// TestRetriesAligned: the deliveries of a run left to be retried get the
+// earliest of their retry times; successes, give-ups and unsent ones keep
+// theirs.
+func TestRetriesAligned(t *testing.T) {
+	at := func(h int) time.Time { return time.Date(2026, 3, 1, h, 0, 0, 0, time.UTC) }
+	recs := []instore.AttemptRecord{
+		{Outcome: &instore.AttemptOutcome{NextAt: at(12)}},
+		{Outcome: &instore.AttemptOutcome{Succeeded: true}},
+		{Outcome: &instore.AttemptOutcome{NextAt: at(9)}},
+		{Outcome: &instore.AttemptOutcome{GiveUp: true, NextAt: at(3)}},
+		{},
+		{Outcome: &instore.AttemptOutcome{NextAt: at(11)}},
+	}
+	alignRetries(recs)
+	for i, want := range []time.Time{at(9), {}, at(9), at(3), {}, at(9)} {
+		if o := recs[i].Outcome; o != nil && !o.NextAt.Equal(want) {
+			t.Errorf("record %d: next at %v, want %v", i, o.NextAt, want)
+		}
+	}
 }

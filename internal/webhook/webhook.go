@@ -153,7 +153,7 @@ func guardedTransport(cfg Config) *http.Transport {
 		d.Control = refusePrivate
 	}
 	return &http.Transport{DialContext: d.DialContext, TLSHandshakeTimeout: cfg.Timeout, ResponseHeaderTimeout: cfg.Timeout,
-		MaxIdleConnsPerHost: Workers, IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: true, Proxy: nil}
+		MaxIdleConnsPerHost: Workers * instore.MaxWebhookConcurrency, IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: true, Proxy: nil}
 }
 
 // refusePrivate refuses a connection to an address that is not globally
@@ -334,27 +334,52 @@ func (d *Dispatcher) sendRun(ctx context.Context, run []*instore.DueDelivery, le
 		return false
 	}
 	inFlight := run[0].Webhook.InFlight()
-	ls := lanes(run, inFlight)
+	rest := run
+	if inFlight > 1 && run[0].Attempts > 0 {
+		// The head failed before: it is sent alone first, and the lanes
+		// open only if it succeeds, so a failing endpoint is sent one
+		// request per retry, not one per lane.
+		if !next() || !try(0) {
+			rest = nil
+		} else {
+			rest = run[1:]
+		}
+	}
+	ls := lanes(rest, inFlight)
+	for _, l := range ls {
+		for j := range l {
+			l[j] += len(run) - len(rest) // indexes of run
+		}
+	}
 	if d.cfg.Synchronous {
-		// One attempt at a time, the lanes in flight taken in turns: the
-		// order a concurrent run may take, made deterministic for the
-		// simulation.
+		// One attempt at a time, the lanes in flight taken in turns, a
+		// turn being what a concurrent run would have in flight at once: a
+		// failure ends the run after its turn. The order a concurrent run
+		// may take, made deterministic for the simulation.
 		active := [][]int{}
 		for len(ls) > 0 || len(active) > 0 {
 			for len(active) < inFlight && len(ls) > 0 {
 				active, ls = append(active, ls[0]), ls[1:]
 			}
-			kept := active[:0]
+			// The turn starts its attempts before any ends.
+			var turn, kept [][]int
 			for _, l := range active {
-				if !next() || !try(l[0]) {
-					ls, kept = nil, nil
+				if !next() {
 					break
 				}
-				if len(l) > 1 {
+				turn = append(turn, l)
+			}
+			for _, l := range turn {
+				if try(l[0]) && len(l) > 1 {
 					kept = append(kept, l[1:])
 				}
 			}
 			active = kept
+			mu.Lock()
+			if stop {
+				ls, active = nil, nil
+			}
+			mu.Unlock()
 		}
 	} else {
 		slots := make(chan struct{}, inFlight)
@@ -372,9 +397,31 @@ func (d *Dispatcher) sendRun(ctx context.Context, run []*instore.DueDelivery, le
 		}
 		lanesDone.Wait()
 	}
+	alignRetries(recs)
 	if err := d.cfg.Store.RecordAttempts(ctx, recs); err != nil {
 		// The lease runs out and the deliveries are sent again: at least once.
 		d.cfg.Logger.Warn("webhook: record attempts", "webhookId", run[0].Webhook.ID, "error", err)
+	}
+}
+
+// alignRetries gives the deliveries of a run to be retried the earliest
+// of their retry times: with several in flight, a failure may leave
+// several deliveries to be retried, each with its own time (its attempts,
+// its jitter); the endpoint's next run starts at its head when that is
+// due and sends it alone first (sendRun), and once it succeeds the others
+// are due with it, instead of each holding the endpoint's queue until its
+// own time (hours apart at the schedule's later steps).
+func alignRetries(recs []instore.AttemptRecord) {
+	var first time.Time
+	for _, r := range recs {
+		if o := r.Outcome; o != nil && !o.Succeeded && !o.GiveUp && (first.IsZero() || o.NextAt.Before(first)) {
+			first = o.NextAt
+		}
+	}
+	for _, r := range recs {
+		if o := r.Outcome; o != nil && !o.Succeeded && !o.GiveUp {
+			o.NextAt = first
+		}
 	}
 }
 
