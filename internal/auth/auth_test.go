@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -287,18 +286,13 @@ func BenchmarkAuthenticate(b *testing.B) {
 // reads.
 type heldStore struct {
 	instore.Store
-	mu      sync.Mutex
-	reads   int
+	reads   atomic.Int32
 	entered chan struct{}
 	release chan struct{}
 }
 
 func (s *heldStore) APIClient(ctx context.Context, id string) (*instore.APIClient, error) {
-	s.mu.Lock()
-	s.reads++
-	first := s.reads == 1
-	s.mu.Unlock()
-	if first {
+	if s.reads.Add(1) == 1 {
 		close(s.entered)
 		<-s.release
 	}
@@ -343,8 +337,8 @@ func TestConcurrentMissesReadOnce(t *testing.T) {
 			t.Errorf("a request: %v", err)
 		}
 	}
-	if hs.reads != 1 || limited.Load() != 11 {
-		t.Errorf("%d reads of the client and %d requests limited, want 1 and 11", hs.reads, limited.Load())
+	if hs.reads.Load() != 1 || limited.Load() != 11 {
+		t.Errorf("%d reads of the client and %d requests limited, want 1 and 11", hs.reads.Load(), limited.Load())
 	}
 	check(t, f.ad.RevokeKey(ctx, f.online.KeyRec.ID))
 	if _, err := a.Authenticate(ctx, instore.SurfaceOnline, "Bearer "+tok, f.online.Key); !isUnauthorized(err) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/mutant"
@@ -36,52 +35,6 @@ func (s *Service) AuthenticateDevice(ctx context.Context, serial, secret string)
 	}
 	s.creds.pass(d, secret)
 	return d, nil
-}
-
-// maxDeviceBatch bounds the devices of one batch of authentications.
-const maxDeviceBatch = 512
-
-// deviceReadTimeout bounds a batch's read of devices.
-const deviceReadTimeout = 10 * time.Second
-
-// device reads the device of an authentication. The devices of hellos
-// that miss the credentials cache at once (a dead node's fleet coming
-// back on this one, the cache cold) are read together: one read per
-// batch (a batcher) instead of one each, each waiting for a connection
-// of the store. The simulation's tasks cannot wait for one another's
-// batch: each reads its own.
-func (s *Service) device(ctx context.Context, serial string) (*instore.Device, error) {
-	read := func(serials []string) (map[string]*instore.Device, error) {
-		// A batch is every caller's: it is not cut short by the end of
-		// the one that reads it, but bounded in time, so that a stalled
-		// read holds the node's authentications for deviceReadTimeout at
-		// most.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deviceReadTimeout)
-		defer cancel()
-		ds, err := s.Store.DevicesBySerial(ctx, serials)
-		m := make(map[string]*instore.Device, len(ds))
-		for _, d := range ds {
-			m[d.SerialNumber] = d
-		}
-		return m, err
-	}
-	var d *instore.Device
-	var err error
-	if s.Go != nil {
-		var m map[string]*instore.Device
-		m, err = read([]string{serial})
-		d = m[serial]
-	} else {
-		d, err = s.devices.do(serial, maxDeviceBatch, read)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if d == nil {
-		return nil, fmt.Errorf("device: %w", instore.ErrNotFound)
-	}
-	own := *d // two hellos of one device may share a batch
-	return &own, nil
 }
 
 // DeviceWoken sends a device that is online on this node what the store

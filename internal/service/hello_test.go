@@ -3,7 +3,7 @@ package service_test
 import (
 	"context"
 	"errors"
-	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -138,7 +138,7 @@ func TestAuthenticationsReadTogether(t *testing.T) {
 	ctx := context.Background()
 	secrets := map[string]string{}
 	for i := range 20 {
-		serial := fmt.Sprintf("SN-TOGETHER-%02d", i)
+		serial := "SN-TOGETHER-" + strconv.Itoa(100+i)
 		_, secret, err := admin.New(f.st).CreateDevice(ctx, serial, instore.ModelCountertop, "")
 		if err != nil {
 			t.Fatal(err)
@@ -150,7 +150,7 @@ func TestAuthenticationsReadTogether(t *testing.T) {
 	f.svc.Store, f.svc.SecretMatches = rc, auth.Matches
 	first := make(chan error, 1)
 	go func() {
-		_, err := f.svc.AuthenticateDevice(ctx, "SN-TOGETHER-00", secrets["SN-TOGETHER-00"])
+		_, err := f.svc.AuthenticateDevice(ctx, "SN-TOGETHER-100", secrets["SN-TOGETHER-100"])
 		first <- err
 	}()
 	testwait.ForNil(t, "the first read to be held", func() error {
@@ -167,7 +167,7 @@ func TestAuthenticationsReadTogether(t *testing.T) {
 	}
 	answers := make(chan answer, 21)
 	for i := 1; i < 20; i++ {
-		serial := fmt.Sprintf("SN-TOGETHER-%02d", i)
+		serial := "SN-TOGETHER-" + strconv.Itoa(100+i)
 		secret := secrets[serial]
 		if i == 7 {
 			secret = "wrong"
@@ -178,12 +178,12 @@ func TestAuthenticationsReadTogether(t *testing.T) {
 		}()
 	}
 	go func() {
-		_, err := f.svc.AuthenticateDevice(ctx, "SN-TOGETHER-99", "unknown")
-		answers <- answer{"SN-TOGETHER-99", err}
+		_, err := f.svc.AuthenticateDevice(ctx, "SN-TOGETHER-999", "unknown")
+		answers <- answer{"SN-TOGETHER-999", err}
 	}()
 	testwait.ForNil(t, "the others to queue behind the held read", func() error {
 		if n := f.svc.QueuedAuthentications(); n != 20 {
-			return fmt.Errorf("%d queued", n)
+			return errors.New(strconv.Itoa(n) + " queued")
 		}
 		return nil
 	})
@@ -193,7 +193,7 @@ func TestAuthenticationsReadTogether(t *testing.T) {
 	}
 	for range 20 {
 		a := <-answers
-		wantOK := a.serial != "SN-TOGETHER-07" && a.serial != "SN-TOGETHER-99"
+		wantOK := a.serial != "SN-TOGETHER-107" && a.serial != "SN-TOGETHER-999"
 		if (a.err == nil) != wantOK || a.err != nil && instore.ErrorCode(a.err) != instore.EUnauthorized {
 			t.Errorf("%s: %v (want passed: %v)", a.serial, a.err, wantOK)
 		}

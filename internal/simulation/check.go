@@ -271,6 +271,22 @@ func (w *world) agree(t *instore.Transaction) {
 	}
 }
 
+// merchantEvents numbers the events committed and returns the merchant's
+// numbered events, in order; false (a failure noted) if the store could
+// not be read.
+func (w *world) merchantEvents(ctx context.Context) ([]instore.StoredEvent, bool) {
+	if _, err := w.db.SequenceEvents(ctx, 1<<20); err != nil {
+		w.fail("store readable", "%v", err)
+		return nil, false
+	}
+	evs, err := w.db.ListEvents(ctx, instore.EventFilter{MerchantID: w.merchantID, Limit: 1 << 20})
+	if err != nil {
+		w.fail("store readable", "%v", err)
+		return nil, false
+	}
+	return evs, true
+}
+
 // checkEvents: every event numbered once, in number order (numbers have
 // gaps: a timeline entry integrators are not told of takes one); and
 // each transaction's timeline whole (versions 1 to its version, each
@@ -279,13 +295,8 @@ func (w *world) agree(t *instore.Transaction) {
 // each at its entry's version and status, and a sale never both confirmed
 // and auto-reversed.
 func (w *world) checkEvents(ctx context.Context) {
-	if _, err := w.db.SequenceEvents(ctx, 1<<20); err != nil {
-		w.fail("store readable", "%v", err)
-		return
-	}
-	evs, err := w.db.ListEvents(ctx, instore.EventFilter{MerchantID: w.merchantID, Limit: 1 << 20})
-	if err != nil {
-		w.fail("store readable", "%v", err)
+	evs, ok := w.merchantEvents(ctx)
+	if !ok {
 		return
 	}
 	told := map[string][]string{} // ref → "version type status" of its events, in order

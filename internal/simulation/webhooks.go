@@ -328,14 +328,8 @@ func (w *world) enabled(r *receiver) bool {
 // counts, over the enabled endpoints, the merchant's numbered events
 // their receivers never accepted.
 func (w *world) missingEvents() int {
-	ctx := context.Background()
-	if _, err := w.db.SequenceEvents(ctx, 1<<20); err != nil {
-		w.fail("store readable", "%v", err)
-		return 0
-	}
-	evs, err := w.db.ListEvents(ctx, instore.EventFilter{MerchantID: w.merchantID, Limit: 1 << 20})
-	if err != nil {
-		w.fail("store readable", "%v", err)
+	evs, ok := w.merchantEvents(context.Background())
+	if !ok {
 		return 0
 	}
 	n := 0
@@ -399,13 +393,8 @@ func (w *world) headDue(webhookID string) (time.Time, bool) {
 // each endpoint at least once, unless the endpoint was disabled, which it
 // may be only after failing for instore.WebhookDisableAfter.
 func (w *world) checkWebhooks(ctx context.Context) {
-	if _, err := w.db.SequenceEvents(ctx, 1<<20); err != nil {
-		w.fail("store readable", "%v", err)
-		return
-	}
-	evs, err := w.db.ListEvents(ctx, instore.EventFilter{MerchantID: w.merchantID, Limit: 1 << 20})
-	if err != nil {
-		w.fail("store readable", "%v", err)
+	evs, ok := w.merchantEvents(ctx)
+	if !ok {
 		return
 	}
 	for _, r := range w.receivers {

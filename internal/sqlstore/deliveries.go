@@ -1,11 +1,9 @@
 package sqlstore
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -288,18 +286,6 @@ func (db *DB) RecordAttempts(ctx context.Context, rs []instore.AttemptRecord) er
 	if len(rs) == 0 {
 		return nil
 	}
-	// In the order the attempts began: with several in flight, a run's
-	// records are in its order, not in time's (the endpoint's failing
-	// time follows the attempts).
-	rs = slices.Clone(rs)
-	slices.SortStableFunc(rs, func(a, b instore.AttemptRecord) int {
-		switch {
-		case a.Outcome == nil || b.Outcome == nil: // not attempted: last
-			return cmp.Compare(boolInt(a.Outcome == nil), boolInt(b.Outcome == nil))
-		default:
-			return a.Outcome.Attempt.At.Compare(b.Outcome.Attempt.At)
-		}
-	})
 	return db.relaxedUpdate(ctx, func(c conn) error {
 		var attempts, succeeded [][]any
 		var release []any
@@ -568,12 +554,4 @@ func (db *DB) fillDeliveries(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// boolInt is 1 for true, 0 for false.
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }

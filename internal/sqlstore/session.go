@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/instore-dev/instore"
@@ -54,10 +55,18 @@ func (db *DB) DevicesBySerial(ctx context.Context, serials []string) ([]*instore
 	}, scanDevice, "devices")
 }
 
-// readIn reads the rows of keys with query(n), a statement of an IN list
-// of n keys, one statement per maxSessionRead keys; the list is padded to
-// the next of sessionReadSizes with its last key again.
+// readIn reads the rows of keys (each key once) with query(n), a
+// statement of an IN list of n keys, one statement per maxSessionRead
+// keys; the list is padded to the next of sessionReadSizes with its last
+// key again.
 func readIn[T any](ctx context.Context, db *DB, keys []string, query func(n int) string, scan func(scanner) (T, error), op string) ([]T, error) {
+	// Each key once: a row is read once whatever its key's repeats.
+	seen := make(map[string]bool, len(keys))
+	keys = slices.DeleteFunc(slices.Clone(keys), func(k string) bool {
+		dup := seen[k]
+		seen[k] = true
+		return dup
+	})
 	out := make([]T, 0, len(keys))
 	for len(keys) > 0 {
 		chunk := keys[:min(len(keys), maxSessionRead)]

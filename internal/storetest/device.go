@@ -1,10 +1,6 @@
 package storetest
 
 import (
-	"fmt"
-	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -41,33 +37,6 @@ var deviceTests = []test{
 		}
 		if got.SerialNumber != "SN-FULL" {
 			t.Errorf("DeviceByLinkCode() = %q, want SN-FULL", got.SerialNumber)
-		}
-	}},
-	// DevicesBySerial reads the devices of many serial numbers at once:
-	// those that exist, each once whatever its repeats, across the
-	// statements of more than 512.
-	{"BySerial", func(t *testing.T, s instore.Store) {
-		var want []*instore.Device
-		for i := range 600 {
-			d := newDevice(fmt.Sprintf("SN-%04d", i), "", at(0))
-			devices.mustCreate(t, s, d)
-			want = append(want, asStored(d))
-		}
-		var ask []string
-		for i := 599; i >= 0; i-- {
-			ask = append(ask, want[i].SerialNumber, "SN-MISSING-"+strconv.Itoa(i))
-		}
-		ask = append(ask, want[0].SerialNumber)
-		got, err := s.DevicesBySerial(t.Context(), ask)
-		if err != nil {
-			t.Fatal(err)
-		}
-		slices.SortFunc(got, func(a, b *instore.Device) int { return strings.Compare(a.SerialNumber, b.SerialNumber) })
-		if d := diff(want, got); d != "" {
-			t.Fatalf("DevicesBySerial (-want +got):\n%s", d)
-		}
-		if got, err := s.DevicesBySerial(t.Context(), []string{"SN-MISSING"}); err != nil || len(got) != 0 {
-			t.Fatalf("DevicesBySerial(missing) = %v, %v", got, err)
 		}
 	}},
 	{"NotFound", func(t *testing.T, s instore.Store) {

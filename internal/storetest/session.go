@@ -35,6 +35,34 @@ func bareSession(t *testing.T, s instore.Store, terminalID, serial string) *inst
 }
 
 var sessionTests = []test{
+	// DevicesBySerial reads the devices of many serial numbers at once:
+	// those that exist, each once whatever its repeats, across the
+	// statements of more than 512.
+	{"BySerial", func(t *testing.T, s instore.Store) {
+		want := map[string]*instore.Device{}
+		var ask []string
+		for i := range 600 {
+			d := newDevice(fmt.Sprintf("SN-%04d", i), "", at(0))
+			devices.mustCreate(t, s, d)
+			want[d.SerialNumber] = asStored(d)
+			ask = append(ask, fmt.Sprintf("SN-MISSING-%d", i), d.SerialNumber)
+		}
+		ask = append(ask, ask[1])
+		got, err := s.DevicesBySerial(t.Context(), ask)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bySerial := map[string]*instore.Device{}
+		for _, d := range got {
+			bySerial[d.SerialNumber] = d
+		}
+		if d := diff(want, bySerial); d != "" || len(got) != len(want) {
+			t.Fatalf("DevicesBySerial: %d devices (-want +got):\n%s", len(got), d)
+		}
+		if got, err := s.DevicesBySerial(t.Context(), []string{"SN-MISSING"}); err != nil || len(got) != 0 {
+			t.Fatalf("DevicesBySerial(missing) = %v, %v", got, err)
+		}
+	}},
 	{"DeviceSessions", func(t *testing.T, s instore.Store) {
 		// SN-1 and SN-2 linked to a and b, SN-3 a device not linked, SN-X
 		// no device at all.

@@ -64,9 +64,12 @@ func failingReceiver(t *testing.T, fail func(n int, id string) bool) (rcv *httpt
 	}
 }
 
-// outcomes is what each record says: "ok", "retry", "gave up" or
+// outcomes is what each record says, by delivery: "ok", "retry", "gave up" or
 // "unsent".
 func outcomes(rs []instore.AttemptRecord) []string {
+	// By delivery: the record takes them in the order the attempts began.
+	rs = slices.Clone(rs)
+	slices.SortFunc(rs, func(a, b instore.AttemptRecord) int { return int(a.Delivery.ID - b.Delivery.ID) })
 	var out []string
 	for _, r := range rs {
 		switch o := r.Outcome; {
@@ -241,6 +244,14 @@ func TestLaneFailureHoldsItsTerminal(t *testing.T) {
 	for i := 1; i < 6; i += 2 {
 		if o[i] != "ok" && o[i] != "unsent" || o[i] == "ok" && i > 1 && o[i-2] != "ok" {
 			t.Fatalf("recorded %v: T2's deliveries must succeed in order or be given back", o)
+		}
+	}
+	// Recorded in the order the attempts began, the unsent last.
+	rec := s.calls[0]
+	for i := 1; i < len(rec); i++ {
+		a, b := rec[i-1].Outcome, rec[i].Outcome
+		if a == nil && b != nil || a != nil && b != nil && b.Attempt.At.Before(a.Attempt.At) {
+			t.Fatalf("record %d out of the attempts' order: %+v after %+v", i, b, a)
 		}
 	}
 	for _, id := range received() {
