@@ -13,7 +13,6 @@ import (
 // (which it would resend after every reconnect), and goes on selling; a
 // close of a batch that fits is answered.
 func TestBatchTooLargeNotReported(t *testing.T) {
-	t.Parallel()
 	_, r, c := linked(t, nil)
 	for range protocol.MaxBatchTransactions + 1 {
 		r.AddBatchExtra(instore.TypePurchase, 100, "SEK")

@@ -449,8 +449,16 @@ func waitState(t *testing.T, term *Terminal, what string, ok func(State) bool) S
 // decides it.
 func cardWaits(c *Config) { c.Delay = time.Hour }
 
-// linked starts a terminal, accepts its session and links it.
+// linked marks t parallel (every test of a linked terminal runs beside
+// the others: each has its own gateway) and links a terminal (link).
 func linked(t *testing.T, mod func(*Config)) (*gateway, *running, *gwConn) {
+	t.Helper()
+	t.Parallel()
+	return link(t, mod)
+}
+
+// link starts a terminal, accepts its session and links it.
+func link(t *testing.T, mod func(*Config)) (*gateway, *running, *gwConn) {
 	t.Helper()
 	g := newGateway(t)
 	r := startTerminal(t, g, mod)

@@ -15,7 +15,6 @@ import (
 // declined as set, and each report is resent after a reconnect until
 // confirmed.
 func TestCardNetworkDown(t *testing.T) {
-	t.Parallel()
 	g, r, c := linked(t, nil)
 	if err := r.SetCardNetwork(false, 5000, 2); err != nil {
 		t.Fatal(err)

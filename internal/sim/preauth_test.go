@@ -21,7 +21,6 @@ func onPreAuth(amount int64, pre string) protocol.Payment {
 // pre-auth asks for the card as a purchase does; an increment, capture or
 // void says it needs no card and reports AUTHORIZING only.
 func TestPreAuthScreens(t *testing.T) {
-	t.Parallel()
 	_, r, c := linked(t, cardWaits)
 	for _, tc := range []struct {
 		kind   string
@@ -51,7 +50,6 @@ func TestPreAuthScreens(t *testing.T) {
 // void, with no cardholder to act, plays by its amount (and the next
 // outcome set) without waiting.
 func TestPreAuthInteractive(t *testing.T) {
-	t.Parallel()
 	_, r, c := linked(t, nil)
 	r.Terminal.SetInteractive(true)
 	c.expectAck(c.send(protocol.TypePreAuth, "", "ref-pre", payment(2000)), "ref-pre")

@@ -333,7 +333,6 @@ func TestDefaultsAndWrongSecretRetries(t *testing.T) {
 }
 
 func TestUnknownMessagesIgnored(t *testing.T) {
-	t.Parallel()
 	_, _, c := linked(t, nil)
 	c.send("firmware-party", "", "x", map[string]int{"n": 1})
 	c.send(protocol.TypeConfirm, "no-such-id", "", nil)
@@ -382,7 +381,6 @@ func TestRunTwice(t *testing.T) {
 }
 
 func TestLogsKeepSecretsOut(t *testing.T) {
-	t.Parallel()
 	g, r, c := linked(t, nil)
 	c.send(protocol.TypeLinkCode, "", "", protocol.LinkCode{Code: "123456"})
 	c.link("10000001")
@@ -477,7 +475,6 @@ func TestNewValidates(t *testing.T) {
 // section 7): a cancel, whether it knows the ref or not, a reversal of a
 // late approval, a print; and a print sent again is not printed twice.
 func TestConfirmsOwedMessages(t *testing.T) {
-	t.Parallel()
 	g, r, c := linked(t, cardWaits)
 
 	c.expectAck(c.purchase("ref-1", payment(1000)), "ref-1")
@@ -517,7 +514,6 @@ func TestConfirmsOwedMessages(t *testing.T) {
 }
 
 func TestResendUntilConfirmed(t *testing.T) {
-	t.Parallel()
 	g, _, c := linked(t, nil)
 	c.expectAck(c.purchase("ref-1", payment(1000)), "ref-1")
 	first, res1, _ := c.result("ref-1")

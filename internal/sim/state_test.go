@@ -17,7 +17,6 @@ import (
 // and the next print status show in the state until a transaction or a
 // print job takes them; SetOffline(true) shows offline at once.
 func TestStateVersionAndNextOutcome(t *testing.T) {
-	t.Parallel()
 	_, r, c := linked(t, nil)
 	before := r.State()
 	if before.NextOutcome != nil || before.NextPrint != nil || before.Interactive {
@@ -63,7 +62,6 @@ func TestStateVersionAndNextOutcome(t *testing.T) {
 // TestAwait: Await returns once the state satisfies the condition, and
 // with the current state and false when its context ends first.
 func TestAwait(t *testing.T) {
-	t.Parallel()
 	g, r, _ := linked(t, nil)
 	r.SetOffline(true)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -117,7 +115,6 @@ func TestOnChange(t *testing.T) {
 }
 
 func TestSetOffline(t *testing.T) {
-	t.Parallel()
 	g, r, c := linked(t, nil)
 
 	r.SetOffline(true)
@@ -151,7 +148,6 @@ func TestSetOffline(t *testing.T) {
 }
 
 func TestOfflineDuringTransaction(t *testing.T) {
-	t.Parallel()
 	g, r, c := linked(t, func(c *Config) { c.Delay = 300 * time.Millisecond })
 	c.expectAck(c.purchase("ref-1", payment(1000)), "ref-1")
 	r.SetOffline(true)
@@ -198,7 +194,6 @@ func TestPrintScreens(t *testing.T) {
 }
 
 func TestInteractiveWaitsForAPerson(t *testing.T) {
-	t.Parallel()
 	_, r, c := linked(t, nil)
 	if err := r.Terminal.Decide(0); !errors.Is(err, ErrNothingToDecide) {
 		t.Fatalf("Decide with nothing running = %v, want ErrNothingToDecide", err)

@@ -18,7 +18,6 @@ func tipped(amount int64, tip instore.Tip) protocol.Payment {
 // TestTips: each mode's tip with and without SetNextTip, a tip above the
 // amount refused, the tip only on an approval, and the receipt's lines.
 func TestTips(t *testing.T) {
-	t.Parallel()
 	_, r, c := linked(t, nil)
 	fixed := int64(150)
 	prompt := instore.Tip{Mode: instore.TipPrompt, Suggestions: []int{15, 20}}
@@ -72,7 +71,6 @@ func TestTips(t *testing.T) {
 // TestTipPromptWaitsForAPerson: an interactive terminal shows the tip
 // prompt, with the tip of each suggestion, until a person answers it.
 func TestTipPromptWaitsForAPerson(t *testing.T) {
-	t.Parallel()
 	_, r, c := linked(t, nil)
 	r.Terminal.SetInteractive(true)
 	c.expectAck(c.purchase("ref-tp", tipped(2000, instore.Tip{Mode: instore.TipPrompt, Suggestions: []int{10, 15}})), "ref-tp")
@@ -109,7 +107,6 @@ func TestTipPromptWaitsForAPerson(t *testing.T) {
 // second answer, one after the sale ended, or one naming another sale is
 // refused and leaves nothing for the next transaction.
 func TestAnswerTipOnlyItsPrompt(t *testing.T) {
-	t.Parallel()
 	_, r, c := linked(t, nil)
 	r.Terminal.SetInteractive(true)
 	prompt := instore.Tip{Mode: instore.TipPrompt, Suggestions: []int{10, 15}}

@@ -15,7 +15,6 @@ import (
 var maskedPAN = regexp.MustCompile(`^[0-9]{6}\*{6}[0-9]{4}$`)
 
 func TestAmountRules(t *testing.T) {
-	t.Parallel()
 	_, _, c := linked(t, nil)
 	tests := []struct {
 		amount int64
@@ -82,7 +81,6 @@ func TestAmountRules(t *testing.T) {
 }
 
 func TestScreensDuringTransaction(t *testing.T) {
-	t.Parallel()
 	_, r, c := linked(t, cardWaits)
 	c.purchase("ref-1", payment(1250))
 	c.expect(protocol.TypeAck)
@@ -92,7 +90,7 @@ func TestScreensDuringTransaction(t *testing.T) {
 	c.result("ref-1")
 	waitState(t, r.Terminal, "showing the outcome", func(s State) bool { return s.Screen == "ABORTED BY CASHIER" })
 
-	_, r2, c2 := linked(t, nil)
+	_, r2, c2 := link(t, nil)
 	_ = r2.SetNextOutcome(instore.StatusWrongPIN)
 	c2.purchase("ref-2", payment(1000))
 	c2.expect(protocol.TypeAck)
@@ -105,7 +103,6 @@ func TestScreensDuringTransaction(t *testing.T) {
 }
 
 func TestNeverAcknowledge91(t *testing.T) {
-	t.Parallel()
 	_, r, c := linked(t, nil)
 	c.purchase("ref-91", payment(1291))
 	c.cancel("ref-91", instore.CancelAckTimeout)
@@ -143,7 +140,7 @@ func forEachCancel(t *testing.T, test func(t *testing.T, reason string, want ins
 func TestNeverAnswer92(t *testing.T) {
 	t.Parallel()
 	forEachCancel(t, func(t *testing.T, reason string, want instore.TransactionStatus) {
-		_, _, c := linked(t, nil)
+		_, _, c := link(t, nil)
 		id := c.purchase("ref-92", payment(1292))
 		c.expectAck(id, "ref-92")
 		if p := c.expect(protocol.TypeProgress); p.Ref != "ref-92" {
@@ -167,7 +164,6 @@ func TestNeverAnswer92(t *testing.T) {
 }
 
 func TestDropSession93(t *testing.T) {
-	t.Parallel()
 	g, r, c := linked(t, nil)
 	p := payment(1293)
 	p.Deadline = time.Now().Add(800 * time.Millisecond) // the session stays down ~200 ms
@@ -199,7 +195,6 @@ func TestDropSession93(t *testing.T) {
 func TestLateApproval94(t *testing.T) {
 	t.Parallel()
 	t.Run("cancel before half the deadline", func(t *testing.T) {
-		t.Parallel()
 		_, _, c := linked(t, nil)
 		id := c.purchase("ref-94", payment(1294)) // approves after a minute
 		c.expectAck(id, "ref-94")
@@ -210,7 +205,6 @@ func TestLateApproval94(t *testing.T) {
 		}
 	})
 	t.Run("approved after half the deadline", func(t *testing.T) {
-		t.Parallel()
 		_, _, c := linked(t, nil)
 		p := payment(1294)
 		p.Deadline = time.Now().Add(400 * time.Millisecond)
@@ -223,7 +217,6 @@ func TestLateApproval94(t *testing.T) {
 }
 
 func TestSetNextOutcome(t *testing.T) {
-	t.Parallel()
 	_, r, c := linked(t, nil)
 	for _, bad := range []instore.TransactionStatus{-1, 13, 14} {
 		if err := r.SetNextOutcome(bad); err == nil {
@@ -260,7 +253,7 @@ func TestSetNextOutcome(t *testing.T) {
 func TestCancelReasons(t *testing.T) {
 	t.Parallel()
 	forEachCancel(t, func(t *testing.T, reason string, want instore.TransactionStatus) {
-		_, r, c := linked(t, cardWaits)
+		_, r, c := link(t, cardWaits)
 		c.expectAck(c.purchase("ref-1", payment(1000)), "ref-1")
 		c.expect(protocol.TypeProgress)
 		c.cancel("ref-1", reason)
@@ -282,7 +275,6 @@ func TestCancelReasons(t *testing.T) {
 		c.result("ref-2")
 	})
 	t.Run("after the result", func(t *testing.T) {
-		t.Parallel()
 		_, _, c := linked(t, nil)
 		c.expectAck(c.purchase("ref-1", payment(1000)), "ref-1")
 		first, _, _ := c.result("ref-1")
@@ -298,7 +290,6 @@ func TestCancelReasons(t *testing.T) {
 }
 
 func TestBusy(t *testing.T) {
-	t.Parallel()
 	_, r, c := linked(t, cardWaits)
 	c.expectAck(c.purchase("ref-1", payment(1000)), "ref-1")
 	c.expect(protocol.TypeProgress)
@@ -321,7 +312,6 @@ func TestBusy(t *testing.T) {
 }
 
 func TestPaymentMethod(t *testing.T) {
-	t.Parallel()
 	_, _, c := linked(t, nil)
 	p := payment(1000)
 	method := 1
@@ -341,7 +331,6 @@ func TestPaymentMethod(t *testing.T) {
 }
 
 func TestRefund(t *testing.T) {
-	t.Parallel()
 	_, r, c := linked(t, cardWaits)
 	p := payment(2500)
 	p.OriginalRef = "ref-0"
@@ -353,7 +342,6 @@ func TestRefund(t *testing.T) {
 }
 
 func TestReceiptsOverTheProtocol(t *testing.T) {
-	t.Parallel()
 	_, _, c := linked(t, nil)
 	p := payment(1250)
 	vat := int64(250)
@@ -369,7 +357,6 @@ func TestReceiptsOverTheProtocol(t *testing.T) {
 }
 
 func TestReversal(t *testing.T) {
-	t.Parallel()
 	_, r, c := linked(t, nil)
 	c.expectAck(c.purchase("ref-1", payment(1000)), "ref-1")
 	env, _, _ := c.result("ref-1")
@@ -409,7 +396,6 @@ func TestCommandRightAfterCancel(t *testing.T) {
 	t.Parallel()
 	for _, reason := range []string{instore.CancelDeadline, instore.CancelAckTimeout, instore.CancelByECR} {
 		t.Run(reason, func(t *testing.T) {
-			t.Parallel()
 			_, _, c := linked(t, cardWaits)
 			ref := "ref-0"
 			c.expectAck(c.purchase(ref, payment(1000)), ref)
@@ -440,7 +426,6 @@ func TestCommandRightAfterCancel(t *testing.T) {
 // resend after a reconnect that crossed the service's end of it) is
 // dropped, not started: the next command finds the terminal free.
 func TestCommandAfterItsCancel(t *testing.T) {
-	t.Parallel()
 	_, _, c := linked(t, cardWaits)
 	c.expectConfirm(c.cancel("ref-ended", instore.CancelAckTimeout), "ref-ended")
 	c.purchase("ref-ended", payment(1000))

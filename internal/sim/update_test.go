@@ -31,7 +31,6 @@ func (c *gwConn) expectUpdateStatus(ref string) protocol.UpdateStatus {
 }
 
 func TestInstallUpdate(t *testing.T) {
-	t.Parallel()
 	g, r, c := linked(t, func(c *Config) { c.InstallDelay = 200 * time.Millisecond })
 	c.send(protocol.TypeUpdate, "", "upd_1", updateCommand("1.5.0"))
 	if st := c.expectUpdateStatus("upd_1"); st.Status != protocol.UpdateDownloading {
@@ -66,7 +65,6 @@ func TestInstallUpdate(t *testing.T) {
 }
 
 func TestInstallFails(t *testing.T) {
-	t.Parallel()
 	_, r, c := linked(t, func(c *Config) { c.InstallDelay = time.Millisecond })
 	r.SetNextInstallFail(true, "")
 	if !r.NextInstallFails() {
@@ -94,7 +92,6 @@ func TestInstallFails(t *testing.T) {
 }
 
 func TestUpdateRefusedDuringTransaction(t *testing.T) {
-	t.Parallel()
 	_, _, c := linked(t, cardWaits)
 	c.expectAck(c.purchase("ref-1", payment(1000)), "ref-1")
 	c.expect(protocol.TypeProgress)
@@ -105,7 +102,6 @@ func TestUpdateRefusedDuringTransaction(t *testing.T) {
 }
 
 func TestMustUpdate(t *testing.T) {
-	t.Parallel()
 	_, r, c := linked(t, func(c *Config) { c.SoftwareVersion = "1.9.9"; c.InstallDelay = time.Millisecond })
 	c.send(protocol.TypeLinked, "", "", protocol.Linked{TerminalID: "10000001", MinSoftwareVersion: "1.10.0"})
 	waitState(t, r.Terminal, "must update", func(s State) bool { return s.Screen == "Update required" })

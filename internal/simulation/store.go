@@ -65,6 +65,11 @@ func read[T any](s *store, ctx context.Context, f func(context.Context) (T, erro
 	return f(ctx)
 }
 
+// readBy is read of a one-argument read.
+func readBy[A, T any](s *store, ctx context.Context, f func(context.Context, A) (T, error), a A) (T, error) {
+	return read(s, ctx, func(ctx context.Context) (T, error) { return f(ctx, a) })
+}
+
 func written[T any](s *store, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
 	var v T
 	err := s.write(ctx, func(ctx context.Context) (err error) { v, err = f(ctx); return err })
@@ -74,7 +79,7 @@ func written[T any](s *store, ctx context.Context, f func(context.Context) (T, e
 // Reads.
 
 func (s *store) APIClient(ctx context.Context, id string) (*instore.APIClient, error) {
-	return read(s, ctx, func(ctx context.Context) (*instore.APIClient, error) { return s.Store.APIClient(ctx, id) })
+	return readBy(s, ctx, s.Store.APIClient, id)
 }
 
 func (s *store) SubscriptionKeyByHash(ctx context.Context, hash []byte) (*instore.SubscriptionKey, error) {
@@ -84,15 +89,15 @@ func (s *store) SubscriptionKeyByHash(ctx context.Context, hash []byte) (*instor
 }
 
 func (s *store) Customer(ctx context.Context, id string) (*instore.Customer, error) {
-	return read(s, ctx, func(ctx context.Context) (*instore.Customer, error) { return s.Store.Customer(ctx, id) })
+	return readBy(s, ctx, s.Store.Customer, id)
 }
 
 func (s *store) Device(ctx context.Context, serial string) (*instore.Device, error) {
-	return read(s, ctx, func(ctx context.Context) (*instore.Device, error) { return s.Store.Device(ctx, serial) })
+	return readBy(s, ctx, s.Store.Device, serial)
 }
 
 func (s *store) DevicesBySerial(ctx context.Context, serials []string) ([]*instore.Device, error) {
-	return read(s, ctx, func(ctx context.Context) ([]*instore.Device, error) { return s.Store.DevicesBySerial(ctx, serials) })
+	return readBy(s, ctx, s.Store.DevicesBySerial, serials)
 }
 
 func (s *store) TransactionEvents(ctx context.Context, ref string) ([]instore.TransactionEvent, error) {
@@ -102,15 +107,15 @@ func (s *store) TransactionEvents(ctx context.Context, ref string) ([]instore.Tr
 }
 
 func (s *store) Setting(ctx context.Context, name string) (string, error) {
-	return read(s, ctx, func(ctx context.Context) (string, error) { return s.Store.Setting(ctx, name) })
+	return readBy(s, ctx, s.Store.Setting, name)
 }
 
 func (s *store) Merchant(ctx context.Context, id string) (*instore.Merchant, error) {
-	return read(s, ctx, func(ctx context.Context) (*instore.Merchant, error) { return s.Store.Merchant(ctx, id) })
+	return readBy(s, ctx, s.Store.Merchant, id)
 }
 
 func (s *store) TerminalBySerial(ctx context.Context, serial string) (*instore.Terminal, error) {
-	return read(s, ctx, func(ctx context.Context) (*instore.Terminal, error) { return s.Store.TerminalBySerial(ctx, serial) })
+	return readBy(s, ctx, s.Store.TerminalBySerial, serial)
 }
 
 func (s *store) DeviceSessions(ctx context.Context, serials []string) ([]*instore.DeviceSession, error) {
@@ -120,7 +125,7 @@ func (s *store) DeviceSessions(ctx context.Context, serials []string) ([]*instor
 }
 
 func (s *store) Terminal(ctx context.Context, id string) (*instore.Terminal, error) {
-	return read(s, ctx, func(ctx context.Context) (*instore.Terminal, error) { return s.Store.Terminal(ctx, id) })
+	return readBy(s, ctx, s.Store.Terminal, id)
 }
 
 func (s *store) TerminalWithOpenUpdate(ctx context.Context, id string) (*instore.Terminal, *instore.Update, error) {
@@ -133,7 +138,7 @@ func (s *store) TerminalWithOpenUpdate(ctx context.Context, id string) (*instore
 }
 
 func (s *store) Transaction(ctx context.Context, id string) (*instore.Transaction, error) {
-	return read(s, ctx, func(ctx context.Context) (*instore.Transaction, error) { return s.Store.Transaction(ctx, id) })
+	return readBy(s, ctx, s.Store.Transaction, id)
 }
 
 func (s *store) ActiveTransaction(ctx context.Context, terminalID string) (*instore.Transaction, error) {
@@ -153,15 +158,15 @@ func (s *store) UnconfirmedTransactions(ctx context.Context, dueBy time.Time) ([
 }
 
 func (s *store) OpenPreAuths(ctx context.Context, dueBy time.Time) ([]*instore.Transaction, error) {
-	return read(s, ctx, func(ctx context.Context) ([]*instore.Transaction, error) { return s.Store.OpenPreAuths(ctx, dueBy) })
+	return readBy(s, ctx, s.Store.OpenPreAuths, dueBy)
 }
 
 func (s *store) OnOriginal(ctx context.Context, id string) ([]*instore.Transaction, error) {
-	return read(s, ctx, func(ctx context.Context) ([]*instore.Transaction, error) { return s.Store.OnOriginal(ctx, id) })
+	return readBy(s, ctx, s.Store.OnOriginal, id)
 }
 
 func (s *store) ListTransactions(ctx context.Context, f instore.TransactionFilter) ([]*instore.Transaction, error) {
-	return read(s, ctx, func(ctx context.Context) ([]*instore.Transaction, error) { return s.Store.ListTransactions(ctx, f) })
+	return readBy(s, ctx, s.Store.ListTransactions, f)
 }
 
 func (s *store) IdempotencyRecord(ctx context.Context, merchantID, key string) (*instore.IdempotencyRecord, error) {
@@ -171,15 +176,15 @@ func (s *store) IdempotencyRecord(ctx context.Context, merchantID, key string) (
 }
 
 func (s *store) OpenEffects(ctx context.Context, serial string) ([]*instore.Effect, error) {
-	return read(s, ctx, func(ctx context.Context) ([]*instore.Effect, error) { return s.Store.OpenEffects(ctx, serial) })
+	return readBy(s, ctx, s.Store.OpenEffects, serial)
 }
 
 func (s *store) Effect(ctx context.Context, id string) (*instore.Effect, error) {
-	return read(s, ctx, func(ctx context.Context) (*instore.Effect, error) { return s.Store.Effect(ctx, id) })
+	return readBy(s, ctx, s.Store.Effect, id)
 }
 
 func (s *store) PrintJob(ctx context.Context, id string) (*instore.PrintJob, error) {
-	return read(s, ctx, func(ctx context.Context) (*instore.PrintJob, error) { return s.Store.PrintJob(ctx, id) })
+	return readBy(s, ctx, s.Store.PrintJob, id)
 }
 
 func (s *store) RunningPrintJobs(ctx context.Context) ([]*instore.PrintJob, error) {
@@ -187,15 +192,15 @@ func (s *store) RunningPrintJobs(ctx context.Context) ([]*instore.PrintJob, erro
 }
 
 func (s *store) OpenUpdate(ctx context.Context, terminalID string) (*instore.Update, error) {
-	return read(s, ctx, func(ctx context.Context) (*instore.Update, error) { return s.Store.OpenUpdate(ctx, terminalID) })
+	return readBy(s, ctx, s.Store.OpenUpdate, terminalID)
 }
 
 func (s *store) LatestUpdate(ctx context.Context, terminalID string) (*instore.Update, error) {
-	return read(s, ctx, func(ctx context.Context) (*instore.Update, error) { return s.Store.LatestUpdate(ctx, terminalID) })
+	return readBy(s, ctx, s.Store.LatestUpdate, terminalID)
 }
 
 func (s *store) Terminals(ctx context.Context, merchantID string) ([]*instore.Terminal, error) {
-	return read(s, ctx, func(ctx context.Context) ([]*instore.Terminal, error) { return s.Store.Terminals(ctx, merchantID) })
+	return readBy(s, ctx, s.Store.Terminals, merchantID)
 }
 
 // Writes.
@@ -278,11 +283,11 @@ func (s *store) SequenceEvents(ctx context.Context, limit int) (int, error) {
 // nothing.
 
 func (s *store) ListEvents(ctx context.Context, f instore.EventFilter) ([]instore.StoredEvent, error) {
-	return read(s, ctx, func(ctx context.Context) ([]instore.StoredEvent, error) { return s.Store.ListEvents(ctx, f) })
+	return readBy(s, ctx, s.Store.ListEvents, f)
 }
 
 func (s *store) LastEventSeq(ctx context.Context, merchantID string) (int64, error) {
-	return read(s, ctx, func(ctx context.Context) (int64, error) { return s.Store.LastEventSeq(ctx, merchantID) })
+	return readBy(s, ctx, s.Store.LastEventSeq, merchantID)
 }
 
 func (s *store) OwedDevices(ctx context.Context) (map[string]time.Time, error) {
@@ -347,15 +352,15 @@ func (s *store) UpdateBatch(ctx context.Context, b *instore.Batch, from instore.
 }
 
 func (s *store) Batch(ctx context.Context, id string) (*instore.Batch, error) {
-	return read(s, ctx, func(ctx context.Context) (*instore.Batch, error) { return s.Store.Batch(ctx, id) })
+	return readBy(s, ctx, s.Store.Batch, id)
 }
 
 func (s *store) PendingBatch(ctx context.Context, terminalID string) (*instore.Batch, error) {
-	return read(s, ctx, func(ctx context.Context) (*instore.Batch, error) { return s.Store.PendingBatch(ctx, terminalID) })
+	return readBy(s, ctx, s.Store.PendingBatch, terminalID)
 }
 
 func (s *store) LastClosedBatch(ctx context.Context, terminalID string) (*instore.Batch, error) {
-	return read(s, ctx, func(ctx context.Context) (*instore.Batch, error) { return s.Store.LastClosedBatch(ctx, terminalID) })
+	return readBy(s, ctx, s.Store.LastClosedBatch, terminalID)
 }
 
 func (s *store) PendingBatches(ctx context.Context) ([]*instore.Batch, error) {
