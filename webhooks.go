@@ -253,9 +253,17 @@ type WebhookStore interface {
 	// Webhook returns a merchant's endpoint (ErrNotFound: none, or deleted).
 	Webhook(ctx context.Context, merchantID, id string) (*Webhook, error)
 	Webhooks(ctx context.Context, merchantID string) ([]*Webhook, error)
-	// UpdateWebhook writes url, types, description, status, reason and
-	// secrets.
-	UpdateWebhook(ctx context.Context, w *Webhook) error
+	// ChangeWebhook changes a merchant's endpoint in one write
+	// transaction: it reads the endpoint as last committed (locked until
+	// the transaction ends), calls change with it, and writes what change
+	// leaves in its url, types, description, status, reason, secrets,
+	// failing time and concurrency, so that no change committed meanwhile
+	// (another PATCH, a rotation, the dispatcher's disabling) is undone. It
+	// returns the endpoint written; ErrNotFound when there is none (or it
+	// is deleted), change's error (nothing written) when it fails. change
+	// runs inside the transaction: it decides and calls nothing (no store
+	// call, no I/O), so that the row is locked only for as long as that.
+	ChangeWebhook(ctx context.Context, merchantID, id string, change func(*Webhook) error) (*Webhook, error)
 	// DeleteWebhook deletes an endpoint; its pending deliveries end.
 	DeleteWebhook(ctx context.Context, merchantID, id string, at time.Time) error
 	// WebhookDeliveries lists an endpoint's deliveries newest first, with
@@ -287,7 +295,8 @@ type WebhookRequest struct {
 }
 
 // Apply sets on w the fields r gives (a creation's or a PATCH's; Status
-// apart, whose change has its own rules): an absent field leaves w's.
+// apart, whose change has its own rules, lifecycle.NextWebhook): an absent
+// field leaves w's.
 func (r *WebhookRequest) Apply(w *Webhook) {
 	if r.URL != nil {
 		w.URL = *r.URL

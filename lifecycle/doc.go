@@ -1,9 +1,10 @@
 // Package lifecycle holds the lives of the resources, each as a pure
 // function of (state, event): transactions (transaction.go: Create, Next,
 // NextReversalPair, Pairs, Due), print jobs (print.go: NextPrint,
-// PrintDue), software updates (update.go: NextUpdate, UpdateBusy) and
+// PrintDue), software updates (update.go: NextUpdate, UpdateBusy),
 // webhook deliveries (webhook.go: NextDelivery, RetryWait,
-// DisabledReason). They do no I/O and read no clock: the
+// DisabledReason) and the merchant's changes of a webhook endpoint
+// (webhook.go: NextWebhook). They do no I/O and read no clock: the
 // caller (internal/service, internal/webhook, internal/sqlstore) reads the
 // state, calls the function, writes what it returns and carries out the
 // effects. Each has a table test over every (state, event) pair.

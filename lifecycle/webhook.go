@@ -154,3 +154,61 @@ func NextDelivery(from DeliveryState, e DeliveryEvent) DeliveryStep {
 	}
 	return st
 }
+
+// The merchant's changes of an endpoint: a PATCH /webhooks/{id} and a
+// rotation of its secret. The store applies them to the endpoint as last
+// committed, in the transaction that writes them (ChangeWebhook), so that
+// a change committed meanwhile (another PATCH, a rotation, the
+// dispatcher's failing time or disabling) is kept, not written over.
+//
+//	any       --PATCHED-------------------------->  the fields the request gives, others as they are
+//	enabled   --PATCHED status disabled---------->  disabled, reason MerchantDisabledReason
+//	disabled  --PATCHED status enabled----------->  enabled, reason and failing time cleared
+//	any       --PATCHED its own status----------->  status, reason and failing time as they are
+//	any       --ROTATED-------------------------->  the new secret; the current one signs beside it until At + SecretOverlap
+
+// WebhookEventKind is what the merchant does to an endpoint.
+type WebhookEventKind string
+
+// Endpoint events.
+const (
+	WebhookPatched WebhookEventKind = "PATCHED" // a PATCH (Request)
+	WebhookRotated WebhookEventKind = "ROTATED" // a rotation of the secret (Secret, At)
+)
+
+// WebhookEvent is a change the merchant makes to an endpoint.
+type WebhookEvent struct {
+	Kind WebhookEventKind
+	// Request is a PATCH's body, validated.
+	Request *instore.WebhookRequest
+	// Secret is a rotation's new secret (the caller draws it: the
+	// function stays pure), At when the rotation is made.
+	Secret string
+	At     time.Time
+}
+
+// MerchantDisabledReason is the reason of an endpoint the merchant
+// disabled.
+const MerchantDisabledReason = "disabled by the merchant"
+
+// NextWebhook applies e to the endpoint w.
+func NextWebhook(w instore.Webhook, e WebhookEvent) instore.Webhook {
+	switch e.Kind {
+	case WebhookPatched:
+		r := e.Request
+		r.Apply(&w)
+		if r.Status == nil || *r.Status == w.Status {
+			break
+		}
+		if *r.Status == instore.WebhookEnabled {
+			w.DisabledReason, w.FailingSince = "", nil
+		} else {
+			w.DisabledReason = MerchantDisabledReason
+		}
+		w.Status = *r.Status
+	case WebhookRotated:
+		until := e.At.Add(instore.SecretOverlap)
+		w.PreviousSecret, w.PreviousUntil, w.Secret = w.Secret, &until, e.Secret
+	}
+	return w
+}

@@ -2,6 +2,7 @@ package lifecycle_test
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -120,4 +121,100 @@ func TestDisabledReason(t *testing.T) {
 			t.Errorf("Span(%v) = %q, want %q", d, got, want)
 		}
 	}
+}
+
+// TestNextWebhookEveryStateAndEvent runs the merchant's changes of an
+// endpoint over every pair of an endpoint's state and a change: its
+// status, disabled reason and failing time after, its secrets after a
+// rotation, and the fields a PATCH gives; anything else stays as it was.
+func TestNextWebhookEveryStateAndEvent(t *testing.T) {
+	failing, until := t0.Add(-time.Hour), t0.Add(-time.Minute)
+	base := instore.Webhook{ID: "wh_1", MerchantID: "mer_1", URL: "https://example.com/h", Description: "d",
+		Status: instore.WebhookEnabled, Secret: "whsec_cur", CreatedAt: t0.Add(-48 * time.Hour), Concurrency: 1}
+	with := func(f func(w *instore.Webhook)) instore.Webhook {
+		w := base
+		f(&w)
+		return w
+	}
+	states := map[string]instore.Webhook{
+		"enabled":          base,
+		"enabled, failing": with(func(w *instore.Webhook) { w.FailingSince = &failing }),
+		"enabled, rotated": with(func(w *instore.Webhook) { w.PreviousSecret, w.PreviousUntil = "whsec_old", &until }),
+		"disabled for failing": with(func(w *instore.Webhook) {
+			w.Status, w.DisabledReason, w.FailingSince = instore.WebhookDisabled, lifecycle.DisabledReason(), &failing
+		}),
+		"disabled by merchant": with(func(w *instore.Webhook) {
+			w.Status, w.DisabledReason = instore.WebhookDisabled, lifecycle.MerchantDisabledReason
+		}),
+	}
+	patch := func(r instore.WebhookRequest) lifecycle.WebhookEvent {
+		return lifecycle.WebhookEvent{Kind: lifecycle.WebhookPatched, Request: &r}
+	}
+	enabled, disabled := instore.WebhookEnabled, instore.WebhookDisabled
+	url, desc, conc, types := "https://example.com/new", "new", 4, []instore.EventType{instore.EventTerminalOnline}
+	events := map[string]lifecycle.WebhookEvent{
+		"patch nothing":  patch(instore.WebhookRequest{}),
+		"patch fields":   patch(instore.WebhookRequest{URL: &url, EventTypes: &types, Description: &desc, Concurrency: &conc}),
+		"patch enabled":  patch(instore.WebhookRequest{Status: &enabled}),
+		"patch disabled": patch(instore.WebhookRequest{Status: &disabled, Description: &desc}),
+		"rotate":         {Kind: lifecycle.WebhookRotated, Secret: "whsec_new", At: t0},
+	}
+	type want struct {
+		status  instore.WebhookStatus
+		reason  string // the disabled reason after
+		cleared bool   // the failing time cleared
+		fields  bool   // the request's url, types and concurrency
+		desc    bool   // the request's description
+		rotated bool   // the new secret, the one before signing beside it for SecretOverlap
+	}
+	same := func(w instore.Webhook) want { return want{status: w.Status, reason: w.DisabledReason} }
+	byMerchant := want{status: disabled, reason: lifecycle.MerchantDisabledReason, desc: true}
+	table := map[string]map[string]want{}
+	for name, w := range states {
+		row := map[string]want{
+			"patch nothing":  same(w),
+			"patch fields":   same(w),
+			"patch enabled":  same(w),
+			"patch disabled": byMerchant,
+			"rotate":         same(w),
+		}
+		f := row["patch fields"]
+		f.fields, f.desc = true, true
+		row["patch fields"] = f
+		r := row["rotate"]
+		r.rotated = true
+		row["rotate"] = r
+		if w.Status == disabled {
+			row["patch enabled"] = want{status: enabled, cleared: true}
+			d := same(w) // already disabled: its reason (failing) stays
+			d.desc = true
+			row["patch disabled"] = d
+		}
+		table[name] = row
+	}
+	everyPair(t, states, events, table, func(t *testing.T, _ string, from instore.Webhook, e lifecycle.WebhookEvent, w want) {
+		before := from
+		got := lifecycle.NextWebhook(from, e)
+		if !reflect.DeepEqual(from, before) {
+			t.Fatalf("the endpoint given was changed: %+v", from)
+		}
+		exp := from
+		exp.Status, exp.DisabledReason = w.status, w.reason
+		if w.cleared {
+			exp.FailingSince = nil
+		}
+		if w.fields {
+			exp.URL, exp.EventTypes, exp.Concurrency = url, types, conc
+		}
+		if w.desc {
+			exp.Description = desc
+		}
+		if w.rotated {
+			over := t0.Add(instore.SecretOverlap)
+			exp.Secret, exp.PreviousSecret, exp.PreviousUntil = "whsec_new", from.Secret, &over
+		}
+		if !reflect.DeepEqual(got, exp) {
+			t.Errorf("got  %+v\nwant %+v", got, exp)
+		}
+	})
 }

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/lifecycle"
 )
 
 func parseDeliveryID(s string) (int64, bool) {
@@ -132,12 +133,19 @@ func (s *Service) webhook(ctx context.Context, p *instore.Principal, id string) 
 		return nil, err
 	}
 	w, err := s.Store.Webhook(ctx, p.MerchantID, id)
-	if errors.Is(err, instore.ErrNotFound) {
-		return nil, instore.Errorf(instore.ENotFound, "No webhook endpoint with this webhookId.")
-	} else if err != nil {
-		return nil, fmt.Errorf("webhook: %w", err)
+	if err != nil {
+		return nil, webhookErr("webhook", err)
 	}
 	return w, nil
+}
+
+// webhookErr is the answer to a store error of the operation op on an
+// endpoint: ErrNotFound is the contract's 404.
+func webhookErr(op string, err error) error {
+	if errors.Is(err, instore.ErrNotFound) {
+		return instore.Errorf(instore.ENotFound, "No webhook endpoint with this webhookId.")
+	}
+	return fmt.Errorf("%s: %w", op, err)
 }
 
 // Webhooks lists the merchant's endpoints.
@@ -156,44 +164,37 @@ func (s *Service) Webhook(ctx context.Context, p *instore.Principal, id string) 
 	return w.Wire(false), nil
 }
 
-// UpdateWebhook changes an endpoint (PATCH): enabling it clears the reason
-// it was disabled and its failing streak.
+// UpdateWebhook changes an endpoint (PATCH) by lifecycle.NextWebhook:
+// enabling it clears the reason it was disabled and its failing streak.
 func (s *Service) UpdateWebhook(ctx context.Context, p *instore.Principal, id string, r *instore.WebhookRequest) (*instore.WebhookWire, error) {
 	if errs := s.validateWebhook(r, false); errs != nil {
 		return nil, instore.FieldErrors(errs).Err()
 	}
-	w, err := s.webhook(ctx, p, id)
-	if err != nil {
-		return nil, err
-	}
-	r.Apply(w)
-	if r.Status != nil {
-		if *r.Status == instore.WebhookEnabled && w.Status != instore.WebhookEnabled {
-			w.DisabledReason, w.FailingSince = "", nil
-		} else if *r.Status == instore.WebhookDisabled && w.Status != instore.WebhookDisabled {
-			w.DisabledReason = "disabled by the merchant"
-		}
-		w.Status = *r.Status
-	}
-	if err := s.Store.UpdateWebhook(ctx, w); err != nil {
-		return nil, fmt.Errorf("update webhook: %w", err)
-	}
-	return w.Wire(false), nil
+	return s.changeWebhook(ctx, p, id, lifecycle.WebhookEvent{Kind: lifecycle.WebhookPatched, Request: r})
 }
 
 // RotateWebhookSecret gives an endpoint a new secret; the old one signs
 // beside it for SecretOverlap.
 func (s *Service) RotateWebhookSecret(ctx context.Context, p *instore.Principal, id string) (*instore.WebhookWire, error) {
-	w, err := s.webhook(ctx, p, id)
-	if err != nil {
+	return s.changeWebhook(ctx, p, id, lifecycle.WebhookEvent{Kind: lifecycle.WebhookRotated, Secret: NewWebhookSecret(), At: s.now()})
+}
+
+// changeWebhook applies e to an endpoint of the principal's merchant as
+// the store last committed it (Store.ChangeWebhook), so that a change made
+// meanwhile by another request or the dispatcher is kept, and answers the
+// endpoint written, with its secret after a rotation.
+func (s *Service) changeWebhook(ctx context.Context, p *instore.Principal, id string, e lifecycle.WebhookEvent) (*instore.WebhookWire, error) {
+	if _, err := s.merchant(ctx, p); err != nil {
 		return nil, err
 	}
-	until := s.now().Add(instore.SecretOverlap)
-	w.PreviousSecret, w.PreviousUntil, w.Secret = w.Secret, &until, NewWebhookSecret()
-	if err := s.Store.UpdateWebhook(ctx, w); err != nil {
-		return nil, fmt.Errorf("rotate webhook secret: %w", err)
+	w, err := s.Store.ChangeWebhook(ctx, p.MerchantID, id, func(w *instore.Webhook) error {
+		*w = lifecycle.NextWebhook(*w, e)
+		return nil
+	})
+	if err != nil {
+		return nil, webhookErr("change webhook", err)
 	}
-	return w.Wire(true), nil
+	return w.Wire(e.Kind == lifecycle.WebhookRotated), nil
 }
 
 // DeleteWebhook deletes an endpoint; what it was still owed is not sent.

@@ -1,11 +1,14 @@
 package service_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/lifecycle"
 )
 
 // TestWebhookRegistrationRefusesSpecialAddresses: a URL whose host is a
@@ -42,5 +45,117 @@ func TestWebhookRegistrationRefusesSpecialAddresses(t *testing.T) {
 	f.svc.WebhookAllowPrivate = true
 	if err := create("https://127.0.0.1/hook"); err != nil {
 		t.Errorf("with WebhookAllowPrivate: %v, want it registered", err)
+	}
+}
+
+// racingStore runs race once, as another request or node would commit it
+// while a change of an endpoint is under way: after the change read the
+// endpoint (Webhook), or as the change reaches the store (ChangeWebhook,
+// before its transaction).
+type racingStore struct {
+	instore.Store
+	race func()
+}
+
+func (s *racingStore) raced() {
+	if r := s.race; r != nil {
+		s.race = nil
+		r()
+	}
+}
+
+func (s *racingStore) Webhook(ctx context.Context, merchantID, id string) (*instore.Webhook, error) {
+	w, err := s.Store.Webhook(ctx, merchantID, id)
+	s.raced()
+	return w, err
+}
+
+func (s *racingStore) ChangeWebhook(ctx context.Context, merchantID, id string, change func(*instore.Webhook) error) (*instore.Webhook, error) {
+	s.raced()
+	return s.Store.ChangeWebhook(ctx, merchantID, id, change)
+}
+
+// TestWebhookPatchKeepsRacingChanges: a PATCH of an endpoint's description
+// committed after a rotation, or after the dispatcher disabled the
+// endpoint, both made while the PATCH was under way, keeps them: the
+// secret the rotation answered signs, and the endpoint stays disabled
+// with its reason and failing time.
+func TestWebhookPatchKeepsRacingChanges(t *testing.T) {
+	ctx := t.Context()
+	f := newFixture(t, "NORMAL", "S-1")
+	p := &instore.Principal{MerchantID: f.merchant}
+	rs := &racingStore{Store: f.st}
+	f.svc.Store = rs
+	register := func() string {
+		t.Helper()
+		u := "https://example.com/hook"
+		w, err := f.svc.CreateWebhook(ctx, p, &instore.WebhookRequest{URL: &u})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w.WebhookID
+	}
+	patch := func(id, desc string) *instore.Webhook {
+		t.Helper()
+		if _, err := f.svc.UpdateWebhook(ctx, p, id, &instore.WebhookRequest{Description: &desc}); err != nil {
+			t.Fatal(err)
+		}
+		if rs.race != nil {
+			t.Fatal("the PATCH made no call the change could race")
+		}
+		w, err := f.st.Webhook(ctx, f.merchant, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Description != desc {
+			t.Errorf("description %q, want the PATCH's %q", w.Description, desc)
+		}
+		return w
+	}
+
+	// A rotation.
+	id := register()
+	var rotated *instore.WebhookWire
+	rs.race = func() {
+		var err error
+		if rotated, err = f.svc.RotateWebhookSecret(ctx, p, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w := patch(id, "after a rotation"); w.Secret != rotated.Secret || w.PreviousSecret == "" {
+		t.Errorf("after a PATCH racing a rotation: secret %q (previous %q), want the rotation's %q beside the one before",
+			w.Secret, w.PreviousSecret, rotated.Secret)
+	}
+
+	// The dispatcher's failing attempt, which disables the endpoint
+	// (failing since before DisableBefore); the endpoint before is gone,
+	// so that the event is owed to this one only.
+	if err := f.svc.DeleteWebhook(ctx, p, id); err != nil {
+		t.Fatal(err)
+	}
+	id = register()
+	rs.race = func() {
+		now := time.Now()
+		ev := instore.OutboxEvent{MerchantID: f.merchant, Type: instore.EventTerminalOnline, At: now, Data: []byte(`{}`)}
+		if err := f.st.AppendEvents(ctx, []instore.OutboxEvent{ev}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.st.SequenceEvents(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		due, err := f.st.ClaimDeliveries(ctx, now.Add(time.Second), now.Add(time.Minute), instore.ClaimQuota{Limit: 10})
+		if err != nil || len(due) != 1 || due[0].Webhook.ID != id {
+			t.Fatalf("claimed %d deliveries (%v), want the endpoint's one", len(due), err)
+		}
+		err = f.st.RecordAttempts(ctx, []instore.AttemptRecord{{Delivery: due[0], Outcome: &instore.AttemptOutcome{
+			Attempt: instore.WebhookAttempt{N: 1, At: now, StatusCode: 500}, NextAt: now.Add(time.Minute),
+			DisableBefore: now.Add(time.Hour), DisableReason: lifecycle.DisabledReason()}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w := patch(id, "after a failure"); w.Status != instore.WebhookDisabled || w.DisabledReason != lifecycle.DisabledReason() || w.FailingSince == nil {
+		t.Errorf("after a PATCH racing the disabling: status %s (%q), failing since %v; want disabled for failing",
+			w.Status, w.DisabledReason, w.FailingSince)
 	}
 }

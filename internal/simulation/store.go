@@ -278,9 +278,9 @@ func (s *store) SequenceEvents(ctx context.Context, limit int) (int, error) {
 }
 
 // Calls the simulated flows reach only now and then (a listing of
-// events, the expiry of idempotency records, links, updates), wrapped all
-// the same so that none runs without its yield and a crashed node writes
-// nothing.
+// events, the expiry of idempotency records, links, updates, a change of
+// a webhook endpoint), wrapped all the same so that none runs without its
+// yield and a crashed node writes nothing.
 
 func (s *store) ListEvents(ctx context.Context, f instore.EventFilter) ([]instore.StoredEvent, error) {
 	return readBy(s, ctx, s.Store.ListEvents, f)
@@ -339,6 +339,12 @@ func (s *store) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, 
 
 func (s *store) RecordAttempts(ctx context.Context, rs []instore.AttemptRecord) error {
 	return s.write(ctx, func(ctx context.Context) error { return s.Store.RecordAttempts(ctx, rs) })
+}
+
+func (s *store) ChangeWebhook(ctx context.Context, merchantID, id string, change func(*instore.Webhook) error) (*instore.Webhook, error) {
+	return written(s, ctx, func(ctx context.Context) (*instore.Webhook, error) {
+		return s.Store.ChangeWebhook(ctx, merchantID, id, change)
+	})
 }
 
 // Closes (close.go).

@@ -109,18 +109,35 @@ func (db *DB) Webhooks(ctx context.Context, merchantID string) ([]*instore.Webho
 	return collect(rows, scanWebhook, "webhooks")
 }
 
-// UpdateWebhook writes w's mutable fields.
-func (db *DB) UpdateWebhook(ctx context.Context, w *instore.Webhook) error {
-	return db.update(ctx, func(c conn) error {
-		res, err := c.exec(ctx, `UPDATE webhooks SET url = ?, event_types = ?, description = ?, status = ?,
-			disabled_reason = ?, secret = ?, previous_secret = ?, previous_until = ?, failing_since = ?, concurrency = ?
-			WHERE id = ? AND merchant_id = ? AND deleted_at IS NULL`,
-			w.URL, typesColumn(w.EventTypes), w.Description, w.Status, w.DisabledReason, w.Secret, w.PreviousSecret,
-			nullMicros(w.PreviousUntil), nullMicros(w.FailingSince), w.InFlight(), w.ID, w.MerchantID)
+// ChangeWebhook changes a merchant's endpoint by change, decided on the
+// endpoint as last committed: the read, change and the write are one
+// transaction that first locks the endpoint's row (SELECT ... FOR NO KEY
+// UPDATE on PostgreSQL, which leaves the inserts of its deliveries, whose
+// rows reference it, unblocked; SQLite's one writer holds the write lock
+// already). The changes of one endpoint (PATCHes, rotations, and the
+// dispatcher's failing time and disabling in RecordAttempts, whose UPDATEs
+// wait for that lock and then see the row written) are so made one after
+// the other, and none writes back a value another changed meanwhile. It
+// returns the endpoint as stored.
+func (db *DB) ChangeWebhook(ctx context.Context, merchantID, id string, change func(*instore.Webhook) error) (*instore.Webhook, error) {
+	return updateValue(ctx, db, nil, func(c conn) (*instore.Webhook, error) {
+		w, err := scanWebhook(c.queryRow(ctx, `SELECT `+webhookColumns+` FROM webhooks
+			WHERE merchant_id = ? AND id = ? AND deleted_at IS NULL`+c.d.forNoKeyUpdate, merchantID, id))
 		if err != nil {
-			return fmt.Errorf("update webhook: %w", err)
+			return nil, notFound(err, "webhook")
 		}
-		return mustAffect(res, "webhook")
+		if err := change(w); err != nil {
+			return nil, err
+		}
+		w, err = scanWebhook(c.queryRow(ctx, `UPDATE webhooks SET url = ?, event_types = ?, description = ?, status = ?,
+			disabled_reason = ?, secret = ?, previous_secret = ?, previous_until = ?, failing_since = ?, concurrency = ?
+			WHERE id = ? RETURNING `+webhookColumns,
+			w.URL, typesColumn(w.EventTypes), w.Description, w.Status, w.DisabledReason, w.Secret, w.PreviousSecret,
+			nullMicros(w.PreviousUntil), nullMicros(w.FailingSince), w.InFlight(), id))
+		if err != nil {
+			return nil, fmt.Errorf("change webhook: %w", err)
+		}
+		return w, nil
 	})
 }
 

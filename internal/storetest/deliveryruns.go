@@ -174,10 +174,11 @@ var deliveryRunTests = []test{
 				t.Fatalf("%s: concurrency %d, want %d", id, w.Concurrency, want)
 			}
 		}
-		w0, err := s.Webhook(ctx, "mer_1", "whk_0")
+		_, err := s.ChangeWebhook(ctx, "mer_1", "whk_0", func(w *instore.Webhook) error {
+			w.Concurrency, w.Status = 16, instore.WebhookDisabled
+			return nil
+		})
 		must(t, err)
-		w0.Concurrency, w0.Status = 16, instore.WebhookDisabled
-		must(t, s.UpdateWebhook(ctx, w0))
 		if w, err := s.Webhook(ctx, "mer_1", "whk_0"); err != nil || w.Concurrency != 16 {
 			t.Fatalf("whk_0 after its update: %+v, %v; want concurrency 16", w, err)
 		}

@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -198,12 +199,15 @@ var deliveryTests = []test{
 		}
 		// Disabled: given nothing; the events meanwhile are not held for
 		// it; enabled again, it resumes with what is kept.
-		w, err := s.Webhook(ctx, "mer_1", "whk_1")
-		if err != nil {
-			t.Fatal(err)
+		setStatus := func(status instore.WebhookStatus) {
+			t.Helper()
+			_, err := s.ChangeWebhook(ctx, "mer_1", "whk_1", func(w *instore.Webhook) error {
+				w.Status = status
+				return nil
+			})
+			must(t, err)
 		}
-		w.Status = instore.WebhookDisabled
-		must(t, s.UpdateWebhook(ctx, w))
+		setStatus(instore.WebhookDisabled)
 		must(t, s.AppendEvents(ctx, []instore.OutboxEvent{ev("mer_1", instore.EventTerminalOffline, 3)}))
 		if _, err := s.SequenceEvents(ctx, 100); err != nil {
 			t.Fatal(err)
@@ -211,8 +215,7 @@ var deliveryTests = []test{
 		if due, _ := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), instore.ClaimQuota{Limit: 10}); len(due) != 0 {
 			t.Fatalf("a disabled endpoint was given %d deliveries", len(due))
 		}
-		w.Status = instore.WebhookEnabled
-		must(t, s.UpdateWebhook(ctx, w))
+		setStatus(instore.WebhookEnabled)
 		due, err := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), instore.ClaimQuota{Limit: 10})
 		if err != nil || len(due) != 1 || due[0].Event.Type != instore.EventTerminalOffline || due[0].Event.Seq <= sent[len(sent)-1] {
 			t.Fatalf("enabled again: %+v, %v; want the event numbered while it was disabled", due, err)
@@ -320,6 +323,122 @@ var deliveryTests = []test{
 		checkConflict(t, "CreateWebhook beyond the limit", s.CreateWebhook(ctx, &instore.Webhook{ID: "whk_over",
 			MerchantID: "mer_1", URL: "https://example.com/h", Status: instore.WebhookEnabled, Secret: "whsec_x", CreatedAt: at(52)}, max))
 	}},
+}
+
+// webhookTests: an endpoint is changed (ChangeWebhook) as last committed,
+// so that no change undoes another made meanwhile.
+var webhookTests = []test{
+	{"ChangeSeesTheLatest", func(t *testing.T, s instore.Store) {
+		// A change is decided on the endpoint as stored, not on a copy a
+		// caller read before: a PATCH begun before a rotation cannot write
+		// the old secret back, nor clear a failing time it never saw.
+		ctx := t.Context()
+		mer1Endpoints(t, s, "whk_1")
+		stale, err := s.Webhook(ctx, "mer_1", "whk_1")
+		must(t, err)
+		until, failing := at(60), at(30)
+		rotated, err := s.ChangeWebhook(ctx, "mer_1", "whk_1", func(w *instore.Webhook) error {
+			w.PreviousSecret, w.PreviousUntil, w.Secret, w.FailingSince = w.Secret, &until, "whsec_b", &failing
+			return nil
+		})
+		must(t, err)
+		if got, err := s.Webhook(ctx, "mer_1", "whk_1"); err != nil || diff(got, rotated) != "" {
+			t.Fatalf("ChangeWebhook returned %+v, stored %+v (%v); want what is stored", rotated, got, err)
+		}
+		var seen instore.Webhook
+		patched, err := s.ChangeWebhook(ctx, "mer_1", "whk_1", func(w *instore.Webhook) error {
+			seen = *w
+			w.Description = stale.Description + " (edited)"
+			return nil
+		})
+		must(t, err)
+		if diff(&seen, rotated) != "" {
+			t.Fatalf("the change was given %+v, want the endpoint as last committed %+v", &seen, rotated)
+		}
+		if patched.Secret != "whsec_b" || patched.PreviousSecret != "whsec_a" || !patched.PreviousUntil.Equal(stored(until)) ||
+			!patched.FailingSince.Equal(stored(failing)) || patched.Description != "d (edited)" {
+			t.Fatalf("after the rotation and a change of the description: %+v", patched)
+		}
+	}},
+	{"ChangeNotFound", func(t *testing.T, s instore.Store) {
+		// No endpoint, another merchant's, a deleted one: ErrNotFound and
+		// the change is not called; a change's error is returned and
+		// nothing is written.
+		ctx := t.Context()
+		mer1Endpoints(t, s, "whk_1", "whk_gone")
+		mustCreateMerchant(t, s, "mer_2", "cus_1", at(0))
+		must(t, s.DeleteWebhook(ctx, "mer_1", "whk_gone", at(1)))
+		called := func(*instore.Webhook) error {
+			t.Error("the change was called")
+			return nil
+		}
+		for _, c := range []struct{ merchant, id string }{{"mer_1", "whk_none"}, {"mer_2", "whk_1"}, {"mer_1", "whk_gone"}} {
+			_, err := s.ChangeWebhook(ctx, c.merchant, c.id, called)
+			checkNotFound(t, fmt.Sprintf("ChangeWebhook(%s, %s)", c.merchant, c.id), err, c.id)
+		}
+		refused := errors.New("refused")
+		_, err := s.ChangeWebhook(ctx, "mer_1", "whk_1", func(w *instore.Webhook) error {
+			w.Secret = "whsec_b"
+			return refused
+		})
+		if !errors.Is(err, refused) {
+			t.Fatalf("ChangeWebhook with a failing change = %v, want its error", err)
+		}
+		if w, err := s.Webhook(ctx, "mer_1", "whk_1"); err != nil || w.Secret != "whsec_a" {
+			t.Fatalf("after a failed change: %+v, %v; want it unchanged", w, err)
+		}
+	}},
+	{"ConcurrentChanges", func(t *testing.T, s instore.Store) {
+		// Racing changes of one endpoint are made one after the other,
+		// each on the one before: every change to the description is
+		// kept, and the rotations form one chain of secrets.
+		ctx := t.Context()
+		mer1Endpoints(t, s, "whk_1")
+		const n = 12
+		next := map[string]string{} // a rotation's secret before → after
+		var got [n]*instore.Webhook
+		errs := atOnce(n, func(i int) (err error) {
+			got[i], err = s.ChangeWebhook(ctx, "mer_1", "whk_1", func(w *instore.Webhook) error {
+				w.Description += string(rune('A' + i))
+				w.PreviousSecret, w.Secret = w.Secret, fmt.Sprintf("whsec_%d", i)
+				return nil
+			})
+			return err
+		})
+		if err := errors.Join(errs...); err != nil {
+			t.Fatalf("concurrent ChangeWebhook: %v", err)
+		}
+		for _, w := range got {
+			next[w.PreviousSecret] = w.Secret
+		}
+		w, err := s.Webhook(ctx, "mer_1", "whk_1")
+		must(t, err)
+		for i := range n {
+			if c := strings.Count(w.Description, string(rune('A'+i))); c != 1 {
+				t.Errorf("description %q holds change %d %d times, want once", w.Description, i, c)
+			}
+		}
+		chain, secret := 0, "whsec_a"
+		for ; next[secret] != "" && chain <= n; secret = next[secret] {
+			chain++
+		}
+		if chain != n || secret != w.Secret {
+			t.Errorf("the rotations chain %d secrets to %q (stored %q), want all %d to the stored one: a change was decided on a stale endpoint",
+				chain, secret, w.Secret, n)
+		}
+	}},
+}
+
+// mer1Endpoints creates the customer cus_1, its merchant mer_1, and
+// mer_1's endpoints ids, enabled, described "d", with the secret whsec_a.
+func mer1Endpoints(t *testing.T, s instore.Store, ids ...string) {
+	t.Helper()
+	mustCreateCustomer(t, s, "cus_1", at(0))
+	mustCreateMerchant(t, s, "mer_1", "cus_1", at(0))
+	for _, id := range ids {
+		must(t, s.CreateWebhook(t.Context(), &instore.Webhook{ID: id, MerchantID: "mer_1", URL: "https://example.com/" + id,
+			Description: "d", Status: instore.WebhookEnabled, Secret: "whsec_a", CreatedAt: at(0)}, 16))
+	}
 }
 
 func must(t *testing.T, err error) {

@@ -59,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) instore.Store) {
 		{"Timeline", timelineTests},
 		{"Access", accessTests},
 		{"Events", eventTests},
+		{"Webhook", webhookTests},
 		{"Deliveries", deliveryTests},
 		{"DeliveryRuns", deliveryRunTests},
 		{"Batch", batchTests},
