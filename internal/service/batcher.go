@@ -1,7 +1,9 @@
 package service
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -33,17 +35,74 @@ type batchCall[V any] struct {
 // do queues key and returns its result once run ran the batch holding
 // it. run gets the batch's keys (a key twice if two calls asked for it)
 // and returns the results by key; a key it leaves out gets V's zero value.
-func (b *batcher[V]) do(key string, most int, run func(keys []string) (map[string]V, error)) (V, error) {
+//
+// A call whose ctx ends while it is still queued leaves the queue and
+// returns ctx.Err(). Once taken into a batch it waits for that batch (a
+// run that may stall bounds itself in time, as the read of devices does),
+// and once told to run the next batch it runs it whatever its ctx: the
+// calls queued behind it wait for it. run gets no ctx of its own: a batch
+// serves every call in it, so it must not end with the one that happens
+// to run it.
+func (b *batcher[V]) do(ctx context.Context, key string, most int, run func(keys []string) (map[string]V, error)) (V, error) {
+	c, lead := b.join(key)
+	if !lead {
+		lead, err := b.wait(ctx, c)
+		if err != nil {
+			return c.v, err // left the queue: c.v is V's zero value
+		}
+		if !lead {
+			return c.v, c.err // run in another call's batch
+		}
+	}
+	return b.lead(c, most, run)
+}
+
+// join queues a call of key, and reports whether it is to run the batch
+// at once (no batch is being run).
+func (b *batcher[V]) join(key string) (*batchCall[V], bool) {
 	c := &batchCall[V]{key: key, done: make(chan bool, 1)}
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.queue = append(b.queue, c)
 	lead := !b.running
 	b.running = true
-	b.mu.Unlock()
-	if !lead && !<-c.done {
-		return c.v, c.err // run in another call's batch
+	return c, lead
+}
+
+// wait waits, for a queued call c, until its batch ran (false) or it is
+// told to run the next batch (true); if ctx ends first while c is still
+// queued, c leaves the queue and wait returns ctx.Err().
+func (b *batcher[V]) wait(ctx context.Context, c *batchCall[V]) (bool, error) {
+	select {
+	case lead := <-c.done:
+		return lead, nil
+	case <-ctx.Done():
 	}
-	// c is the oldest call queued: the batch is it and those behind it.
+	if b.leave(c) {
+		return false, ctx.Err()
+	}
+	// Taken into the batch being run, or told to run the next one.
+	return <-c.done, nil
+}
+
+// leave takes c out of the queue if it is still there and not told to
+// run the next batch (both change only under mu): no batch holds it then,
+// and none will.
+func (b *batcher[V]) leave(c *batchCall[V]) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	i := slices.Index(b.queue, c)
+	if i < 0 || len(c.done) > 0 {
+		return false
+	}
+	b.queue = slices.Delete(b.queue, i, i+1)
+	return true
+}
+
+// lead runs the batch of c, the oldest call queued, and those behind it
+// (up to most), gives each its result and hands on to the oldest call
+// still queued.
+func (b *batcher[V]) lead(c *batchCall[V], most int, run func(keys []string) (map[string]V, error)) (V, error) {
 	b.mu.Lock()
 	batch := b.queue[:min(len(b.queue), max(1, most))]
 	b.queue = b.queue[len(batch):]

@@ -116,9 +116,10 @@ func (s *Service) DeviceDisconnected(serial string) {
 	// The ends of many sessions (a node's fleet reconnecting at once) are
 	// written together; every end returns once the batch holding it
 	// committed (or failed), so that no end is acknowledged to the gateway
-	// before it is stored: a storm's ends cost a read and a commit per
-	// batch instead of five reads and a commit each.
-	s.offline.do(serial, maxOfflineBatch, func(serials []string) (map[string]struct{}, error) {
+	// before it is stored (its wait has no context that could end it): a
+	// storm's ends cost a read and a commit per batch instead of five
+	// reads and a commit each.
+	s.offline.do(context.Background(), serial, maxOfflineBatch, func(serials []string) (map[string]struct{}, error) {
 		s.writeOffline(serials)
 		return nil, nil
 	})
@@ -191,7 +192,7 @@ func (s *Service) device(ctx context.Context, serial string) (*instore.Device, e
 		m, err = read([]string{serial})
 		d = m[serial]
 	} else {
-		d, err = s.devices.do(serial, maxDeviceBatch, read)
+		d, err = s.devices.do(ctx, serial, maxDeviceBatch, read)
 	}
 	if err != nil {
 		return nil, err
