@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/admin"
@@ -88,11 +87,16 @@ func (c *readCounter) AppendEvents(ctx context.Context, evs []instore.OutboxEven
 	return c.Store.AppendEvents(ctx, evs)
 }
 
-func (c *readCounter) DeviceSeen(ctx context.Context, serial, version string, at time.Time, evs ...instore.OutboxEvent) error {
-	for _, ev := range evs {
-		c.count("DeviceSeen " + string(ev.Type))
+// DevicesSeen counts its write transactions (DevicesSeen) and the events
+// they hold, by type.
+func (c *readCounter) DevicesSeen(ctx context.Context, seen []instore.DeviceSeen) error {
+	c.count("DevicesSeen")
+	for _, r := range seen {
+		for _, ev := range r.Events {
+			c.count("DevicesSeen " + string(ev.Type))
+		}
 	}
-	return c.Store.DeviceSeen(ctx, serial, version, at, evs...)
+	return c.Store.DevicesSeen(ctx, seen)
 }
 
 // TestAuthenticateDeviceCachesPassedCredentials: a serial number and
@@ -227,7 +231,7 @@ func TestHelloReadsEachRowOnce(t *testing.T) {
 		}
 	}
 	got := rc.counts()
-	want := map[string]int{"DeviceSessions": 2, "Packages": 1, "DeviceSeen " + string(instore.EventTerminalOnline): 2}
+	want := map[string]int{"DeviceSessions": 2, "Packages": 1, "DevicesSeen": 2, "DevicesSeen " + string(instore.EventTerminalOnline): 2}
 	if len(got) != len(want) {
 		t.Errorf("two hellos made %v, want %v", got, want)
 	}

@@ -47,7 +47,7 @@ func (s *Service) DeviceConnected(ctx context.Context, serial string, h instore.
 		// customer's and model's: read here (minimumFor).
 		ctx = context.WithValue(ctx, helloDeviceKey{}, ds.Device)
 	}
-	if err := s.Store.DeviceSeen(ctx, serial, h.SoftwareVersion, at, evs...); err != nil {
+	if err := s.Store.DevicesSeen(ctx, []instore.DeviceSeen{{SerialNumber: serial, SoftwareVersion: h.SoftwareVersion, At: at, Events: evs}}); err != nil {
 		return fmt.Errorf("device seen: %w", err)
 	}
 	if len(evs) > 0 {
