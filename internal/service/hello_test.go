@@ -18,8 +18,24 @@ type readCounter struct {
 	instore.Store
 	mu sync.Mutex
 	n  map[string]int
-	// hold, if set, holds the next DevicesBySerial until it is closed.
-	hold chan struct{}
+	// hold, if set, holds the next DevicesBySerial until it is closed;
+	// holdSessions the next DeviceSessions.
+	hold, holdSessions chan struct{}
+	// refuseSeen, if set, is a serial number whose hello DevicesSeen
+	// refuses (an error of the store), and with it the whole call.
+	refuseSeen string
+}
+
+// wait waits until *hold, if set, is closed, and clears it: the test
+// holds this read while others queue behind it.
+func (c *readCounter) wait(hold *chan struct{}) {
+	c.mu.Lock()
+	h := *hold
+	*hold = nil
+	c.mu.Unlock()
+	if h != nil {
+		<-h
+	}
 }
 
 func (c *readCounter) count(name string) {
@@ -41,6 +57,19 @@ func (c *readCounter) counts() map[string]int {
 	return out
 }
 
+// waitHeld waits until the read that *hold holds is held.
+func (c *readCounter) waitHeld(t *testing.T, hold *chan struct{}) {
+	t.Helper()
+	testwait.ForNil(t, "the first read to be held", func() error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if *hold != nil {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+}
+
 // counted counts a read of name and makes it.
 func counted[T any](c *readCounter, name string, read func() (T, error)) (T, error) {
 	c.count(name)
@@ -51,13 +80,7 @@ func (c *readCounter) Device(ctx context.Context, serial string) (*instore.Devic
 	return counted(c, "Device", func() (*instore.Device, error) { return c.Store.Device(ctx, serial) })
 }
 func (c *readCounter) DevicesBySerial(ctx context.Context, serials []string) ([]*instore.Device, error) {
-	c.mu.Lock()
-	hold := c.hold
-	c.hold = nil
-	c.mu.Unlock()
-	if hold != nil {
-		<-hold // the test holds this read while others queue behind it
-	}
+	c.wait(&c.hold)
 	return counted(c, "Device", func() ([]*instore.Device, error) { return c.Store.DevicesBySerial(ctx, serials) })
 }
 func (c *readCounter) TerminalBySerial(ctx context.Context, serial string) (*instore.Terminal, error) {
@@ -74,6 +97,7 @@ func (c *readCounter) PendingBatch(ctx context.Context, id string) (*instore.Bat
 }
 
 func (c *readCounter) DeviceSessions(ctx context.Context, serials []string) ([]*instore.DeviceSession, error) {
+	c.wait(&c.holdSessions)
 	return counted(c, "DeviceSessions", func() ([]*instore.DeviceSession, error) { return c.Store.DeviceSessions(ctx, serials) })
 }
 func (c *readCounter) OpenEffects(ctx context.Context, serial string) ([]*instore.Effect, error) {
@@ -91,6 +115,11 @@ func (c *readCounter) AppendEvents(ctx context.Context, evs []instore.OutboxEven
 // they hold, by type.
 func (c *readCounter) DevicesSeen(ctx context.Context, seen []instore.DeviceSeen) error {
 	c.count("DevicesSeen")
+	for _, r := range seen {
+		if r.SerialNumber == c.refuseSeen {
+			return errors.New("the store refuses this hello")
+		}
+	}
 	for _, r := range seen {
 		for _, ev := range r.Events {
 			c.count("DevicesSeen " + string(ev.Type))
@@ -157,14 +186,7 @@ func TestAuthenticationsReadTogether(t *testing.T) {
 		_, err := f.svc.AuthenticateDevice(ctx, "SN-TOGETHER-100", secrets["SN-TOGETHER-100"])
 		first <- err
 	}()
-	testwait.ForNil(t, "the first read to be held", func() error {
-		rc.mu.Lock()
-		defer rc.mu.Unlock()
-		if rc.hold != nil {
-			return errors.New("not yet")
-		}
-		return nil
-	})
+	rc.waitHeld(t, &rc.hold)
 	type answer struct {
 		serial string
 		err    error
