@@ -8,7 +8,7 @@ import (
 // Store keeps everything the service must not lose. The integrator events
 // of a change (events.go) are written in its database transaction and
 // passed with it: a transaction's in its Change (change.go), the others'
-// as the evs of the write (DeviceSeen, LinkTerminal, UnlinkTerminal,
+// as the evs of the write (DevicesSeen, LinkTerminal, UnlinkTerminal,
 // CompletePrintJob, CreateUpdate, SetUpdateStatus). Two implementations
 // (SQLite and PostgreSQL, internal/sqlstore) pass one conformance suite
 // (internal/storetest). Methods return ErrNotFound for a missing row and
@@ -82,11 +82,27 @@ type DeviceStore interface {
 	Devices(ctx context.Context, customerID string) ([]*Device, error)
 	// DeviceByLinkCode finds the device showing code (ErrNotFound if none).
 	DeviceByLinkCode(ctx context.Context, code string) (*Device, error)
-	// DeviceSeen records a device's hello: its software version and time.
-	DeviceSeen(ctx context.Context, serial, softwareVersion string, at time.Time, evs ...OutboxEvent) error
+	// DevicesSeen records devices' hellos (DeviceSeen) in one database
+	// transaction, as if one after another in the order given: each
+	// device's software version and time, and every record's events in
+	// order. A serial number of no device is ErrNotFound, and then nothing
+	// is written. The hellos of a node's fleet reconnecting at once are
+	// recorded together: one durable commit for many.
+	DevicesSeen(ctx context.Context, seen []DeviceSeen) error
 	// SetLinkCode sets (or with "" clears) the code a device shows;
 	// ErrConflict when another device shows the same code.
 	SetLinkCode(ctx context.Context, serial, code string) error
+}
+
+// DeviceSeen is a device's hello as DeviceStore.DevicesSeen records it:
+// the software version the device runs and when it said hello (or
+// reported the version an update installed), and the events written with
+// it (its terminal.online).
+type DeviceSeen struct {
+	SerialNumber    string
+	SoftwareVersion string
+	At              time.Time
+	Events          []OutboxEvent
 }
 
 // TerminalStore keeps terminal IDs and their binding to devices.

@@ -14,19 +14,21 @@ import (
 // the batch holding it ran, with its key's result and the batch's error.
 // A storm's calls (a node's fleet reconnecting at once) then cost one
 // statement per batch instead of one each, and no timer delays a lone
-// call: a batch is what queued while the one before it ran.
-type batcher[V any] struct {
+// call: a batch is what queued while the one before it ran. A key is what
+// a call asks for (a serial number), or the call's own request (a
+// pointer) when each call brings data of its own (a hello).
+type batcher[K comparable, V any] struct {
 	mu sync.Mutex
 	// running: a batch is being run; queue holds the calls not run yet,
 	// oldest first (empty whenever running is false).
 	running bool
-	queue   []*batchCall[V]
+	queue   []*batchCall[K, V]
 }
 
 // batchCall is one queued call: its key, where it is told that its batch
 // ran (false) or that it runs the next batch (true), and its result.
-type batchCall[V any] struct {
-	key  string
+type batchCall[K comparable, V any] struct {
+	key  K
 	done chan bool
 	v    V
 	err  error
@@ -43,7 +45,7 @@ type batchCall[V any] struct {
 // calls queued behind it wait for it. run gets no ctx of its own: a batch
 // serves every call in it, so it must not end with the one that happens
 // to run it.
-func (b *batcher[V]) do(ctx context.Context, key string, most int, run func(keys []string) (map[string]V, error)) (V, error) {
+func (b *batcher[K, V]) do(ctx context.Context, key K, most int, run func(keys []K) (map[K]V, error)) (V, error) {
 	c, lead := b.join(key)
 	if !lead {
 		lead, err := b.wait(ctx, c)
@@ -59,8 +61,8 @@ func (b *batcher[V]) do(ctx context.Context, key string, most int, run func(keys
 
 // join queues a call of key, and reports whether it is to run the batch
 // at once (no batch is being run).
-func (b *batcher[V]) join(key string) (*batchCall[V], bool) {
-	c := &batchCall[V]{key: key, done: make(chan bool, 1)}
+func (b *batcher[K, V]) join(key K) (*batchCall[K, V], bool) {
+	c := &batchCall[K, V]{key: key, done: make(chan bool, 1)}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.queue = append(b.queue, c)
@@ -72,7 +74,7 @@ func (b *batcher[V]) join(key string) (*batchCall[V], bool) {
 // wait waits, for a queued call c, until its batch ran (false) or it is
 // told to run the next batch (true); if ctx ends first while c is still
 // queued, c leaves the queue and wait returns ctx.Err().
-func (b *batcher[V]) wait(ctx context.Context, c *batchCall[V]) (bool, error) {
+func (b *batcher[K, V]) wait(ctx context.Context, c *batchCall[K, V]) (bool, error) {
 	select {
 	case lead := <-c.done:
 		return lead, nil
@@ -88,7 +90,7 @@ func (b *batcher[V]) wait(ctx context.Context, c *batchCall[V]) (bool, error) {
 // leave takes c out of the queue if it is still there and not told to
 // run the next batch (both change only under mu): no batch holds it then,
 // and none will.
-func (b *batcher[V]) leave(c *batchCall[V]) bool {
+func (b *batcher[K, V]) leave(c *batchCall[K, V]) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	i := slices.Index(b.queue, c)
@@ -102,12 +104,12 @@ func (b *batcher[V]) leave(c *batchCall[V]) bool {
 // lead runs the batch of c, the oldest call queued, and those behind it
 // (up to most), gives each its result and hands on to the oldest call
 // still queued.
-func (b *batcher[V]) lead(c *batchCall[V], most int, run func(keys []string) (map[string]V, error)) (V, error) {
+func (b *batcher[K, V]) lead(c *batchCall[K, V], most int, run func(keys []K) (map[K]V, error)) (V, error) {
 	b.mu.Lock()
 	batch := b.queue[:min(len(b.queue), max(1, most))]
 	b.queue = b.queue[len(batch):]
 	b.mu.Unlock()
-	keys := make([]string, len(batch))
+	keys := make([]K, len(batch))
 	for i, x := range batch {
 		keys[i] = x.key
 	}
@@ -133,7 +135,7 @@ func (b *batcher[V]) lead(c *batchCall[V], most int, run func(keys []string) (ma
 
 // runSafely runs run; a panic is returned (with an error for every call
 // of the batch) instead of leaving the batcher running for ever.
-func (b *batcher[V]) runSafely(run func(keys []string) (map[string]V, error), keys []string) (got map[string]V, err error, panicked any) {
+func (b *batcher[K, V]) runSafely(run func(keys []K) (map[K]V, error), keys []K) (got map[K]V, err error, panicked any) {
 	defer func() {
 		if r := recover(); r != nil {
 			got, err, panicked = nil, fmt.Errorf("batch: panic: %v", r), r

@@ -16,7 +16,7 @@ import (
 // error, and no call returns before its batch ran.
 func TestBatcherGathersWhatQueuedMeanwhile(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var b batcher[string]
+		var b batcher[string, string]
 		var mu sync.Mutex
 		var batches [][]string
 		release := make(chan struct{})
@@ -91,7 +91,7 @@ func TestBatcherGathersWhatQueuedMeanwhile(t *testing.T) {
 // behind, and leaves the batcher usable.
 func TestBatcherPanic(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var b batcher[int]
+		var b batcher[string, int]
 		release := make(chan struct{})
 		run := func(keys []string) (map[string]int, error) {
 			switch {
@@ -179,7 +179,7 @@ type result struct {
 
 // start calls b.do(ctx, key) on a goroutine of its own and returns where
 // its result comes, once every goroutine of the bubble waits.
-func start(b *batcher[string], h *heldRun, ctx context.Context, key string) chan result {
+func start(b *batcher[string, string], h *heldRun, ctx context.Context, key string) chan result {
 	ch := make(chan result, 1)
 	go func() {
 		v, err := b.do(ctx, key, 4, h.run)
@@ -195,7 +195,7 @@ func start(b *batcher[string], h *heldRun, ctx context.Context, key string) chan
 // context ends waits for that batch and gets its result.
 func TestBatcherQueuedCallCancelled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var b batcher[string]
+		var b batcher[string, string]
 		h := &heldRun{hold: map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}}
 		ctxB, cancelB := context.WithCancel(t.Context())
 		ctxC, cancelC := context.WithCancel(t.Context())
@@ -243,7 +243,7 @@ func TestBatcherQueuedCallCancelled(t *testing.T) {
 func TestBatcherCancelledAfterHandedTheLead(t *testing.T) {
 	for range 20 { // either case of wait's first select may be taken
 		synctest.Test(t, func(t *testing.T) {
-			var b batcher[string]
+			var b batcher[string, string]
 			h := &heldRun{hold: map[string]chan struct{}{"a": make(chan struct{})}}
 			a := start(&b, h, t.Context(), "a")
 			c, lead := b.join("b")

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/admin"
@@ -19,8 +18,24 @@ type readCounter struct {
 	instore.Store
 	mu sync.Mutex
 	n  map[string]int
-	// hold, if set, holds the next DevicesBySerial until it is closed.
-	hold chan struct{}
+	// hold, if set, holds the next DevicesBySerial until it is closed;
+	// holdSessions the next DeviceSessions.
+	hold, holdSessions chan struct{}
+	// refuseSeen, if set, is a serial number whose hello DevicesSeen
+	// refuses (an error of the store), and with it the whole call.
+	refuseSeen string
+}
+
+// wait waits until *hold, if set, is closed, and clears it: the test
+// holds this read while others queue behind it.
+func (c *readCounter) wait(hold *chan struct{}) {
+	c.mu.Lock()
+	h := *hold
+	*hold = nil
+	c.mu.Unlock()
+	if h != nil {
+		<-h
+	}
 }
 
 func (c *readCounter) count(name string) {
@@ -42,6 +57,19 @@ func (c *readCounter) counts() map[string]int {
 	return out
 }
 
+// waitHeld waits until the read that *hold holds is held.
+func (c *readCounter) waitHeld(t *testing.T, hold *chan struct{}) {
+	t.Helper()
+	testwait.ForNil(t, "the first read to be held", func() error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if *hold != nil {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+}
+
 // counted counts a read of name and makes it.
 func counted[T any](c *readCounter, name string, read func() (T, error)) (T, error) {
 	c.count(name)
@@ -52,13 +80,7 @@ func (c *readCounter) Device(ctx context.Context, serial string) (*instore.Devic
 	return counted(c, "Device", func() (*instore.Device, error) { return c.Store.Device(ctx, serial) })
 }
 func (c *readCounter) DevicesBySerial(ctx context.Context, serials []string) ([]*instore.Device, error) {
-	c.mu.Lock()
-	hold := c.hold
-	c.hold = nil
-	c.mu.Unlock()
-	if hold != nil {
-		<-hold // the test holds this read while others queue behind it
-	}
+	c.wait(&c.hold)
 	return counted(c, "Device", func() ([]*instore.Device, error) { return c.Store.DevicesBySerial(ctx, serials) })
 }
 func (c *readCounter) TerminalBySerial(ctx context.Context, serial string) (*instore.Terminal, error) {
@@ -75,6 +97,7 @@ func (c *readCounter) PendingBatch(ctx context.Context, id string) (*instore.Bat
 }
 
 func (c *readCounter) DeviceSessions(ctx context.Context, serials []string) ([]*instore.DeviceSession, error) {
+	c.wait(&c.holdSessions)
 	return counted(c, "DeviceSessions", func() ([]*instore.DeviceSession, error) { return c.Store.DeviceSessions(ctx, serials) })
 }
 func (c *readCounter) OpenEffects(ctx context.Context, serial string) ([]*instore.Effect, error) {
@@ -88,11 +111,21 @@ func (c *readCounter) AppendEvents(ctx context.Context, evs []instore.OutboxEven
 	return c.Store.AppendEvents(ctx, evs)
 }
 
-func (c *readCounter) DeviceSeen(ctx context.Context, serial, version string, at time.Time, evs ...instore.OutboxEvent) error {
-	for _, ev := range evs {
-		c.count("DeviceSeen " + string(ev.Type))
+// DevicesSeen counts its write transactions (DevicesSeen) and the events
+// they hold, by type.
+func (c *readCounter) DevicesSeen(ctx context.Context, seen []instore.DeviceSeen) error {
+	c.count("DevicesSeen")
+	for _, r := range seen {
+		if r.SerialNumber == c.refuseSeen {
+			return errors.New("the store refuses this hello")
+		}
 	}
-	return c.Store.DeviceSeen(ctx, serial, version, at, evs...)
+	for _, r := range seen {
+		for _, ev := range r.Events {
+			c.count("DevicesSeen " + string(ev.Type))
+		}
+	}
+	return c.Store.DevicesSeen(ctx, seen)
 }
 
 // TestAuthenticateDeviceCachesPassedCredentials: a serial number and
@@ -153,14 +186,7 @@ func TestAuthenticationsReadTogether(t *testing.T) {
 		_, err := f.svc.AuthenticateDevice(ctx, "SN-TOGETHER-100", secrets["SN-TOGETHER-100"])
 		first <- err
 	}()
-	testwait.ForNil(t, "the first read to be held", func() error {
-		rc.mu.Lock()
-		defer rc.mu.Unlock()
-		if rc.hold != nil {
-			return errors.New("not yet")
-		}
-		return nil
-	})
+	rc.waitHeld(t, &rc.hold)
 	type answer struct {
 		serial string
 		err    error
@@ -227,7 +253,7 @@ func TestHelloReadsEachRowOnce(t *testing.T) {
 		}
 	}
 	got := rc.counts()
-	want := map[string]int{"DeviceSessions": 2, "Packages": 1, "DeviceSeen " + string(instore.EventTerminalOnline): 2}
+	want := map[string]int{"DeviceSessions": 2, "Packages": 1, "DevicesSeen": 2, "DevicesSeen " + string(instore.EventTerminalOnline): 2}
 	if len(got) != len(want) {
 		t.Errorf("two hellos made %v, want %v", got, want)
 	}

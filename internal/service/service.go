@@ -91,9 +91,11 @@ type Service struct {
 	// creds holds the device credentials that passed (credentials.go).
 	creds credentials
 	// offline gathers the ends of sessions into batches (sessions.go);
-	// devices the reads of devices that authenticate (devices.go).
-	offline batcher[struct{}]
-	devices batcher[*instore.Device]
+	// hellos the hellos' reads and writes (sessions.go); devices the
+	// reads of devices that authenticate (devices.go).
+	offline batcher[string, struct{}]
+	hellos  batcher[*helloCall, helloSeen]
+	devices batcher[string, *instore.Device]
 	// minVersions caches the minimum software versions (minversion.go).
 	minVersions minVersions
 	// updateWaits holds the terminal IDs whose SCHEDULED update this node

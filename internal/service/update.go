@@ -241,7 +241,7 @@ func (s *Service) TerminalUpdateStatus(ctx context.Context, serial, updateID str
 		// The device runs the new version from now on: record it before the
 		// update reads INSTALLED, so terminal info never shows the one
 		// without the other.
-		if err := s.Store.DeviceSeen(ctx, serial, st.DeviceVersion, s.now()); err != nil {
+		if err := s.Store.DevicesSeen(ctx, []instore.DeviceSeen{{SerialNumber: serial, SoftwareVersion: st.DeviceVersion, At: s.now()}}); err != nil {
 			return fmt.Errorf("device seen: %w", err)
 		}
 	}

@@ -257,8 +257,8 @@ func (s *store) ExpireEffects(ctx context.Context, before, at time.Time) ([]*ins
 	return written(s, ctx, func(ctx context.Context) ([]*instore.Effect, error) { return s.Store.ExpireEffects(ctx, before, at) })
 }
 
-func (s *store) DeviceSeen(ctx context.Context, serial, version string, at time.Time, evs ...instore.OutboxEvent) error {
-	return s.write(ctx, func(ctx context.Context) error { return s.Store.DeviceSeen(ctx, serial, version, at, evs...) })
+func (s *store) DevicesSeen(ctx context.Context, seen []instore.DeviceSeen) error {
+	return s.write(ctx, func(ctx context.Context) error { return s.Store.DevicesSeen(ctx, seen) })
 }
 
 func (s *store) SetLinkCode(ctx context.Context, serial, code string) error {

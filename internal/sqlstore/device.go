@@ -3,7 +3,8 @@ package sqlstore
 import (
 	"context"
 	"fmt"
-	"time"
+	"maps"
+	"slices"
 
 	"github.com/instore-dev/instore"
 )
@@ -36,16 +37,64 @@ func (db *DB) DeviceByLinkCode(ctx context.Context, code string) (*instore.Devic
 	return getOne(ctx, db.read(), scanDevice, "device", `SELECT `+deviceColumns+` FROM devices WHERE link_code = ?`, code)
 }
 
-// DeviceSeen records a device's hello: its software version and time.
-func (db *DB) DeviceSeen(ctx context.Context, serial, softwareVersion string, at time.Time, evs ...instore.OutboxEvent) error {
+// DevicesSeen records the hellos of seen in one write transaction: each
+// device's software version and time, then every record's events in
+// order; see instore.DeviceStore. On PostgreSQL the devices are one
+// statement (one array per column), each device once with its last
+// record, in the order of their serial numbers (so that two batches lock
+// their common rows in the same order); on SQLite one statement each, in
+// the order given (its group commit shares the transaction's cost
+// already).
+func (db *DB) DevicesSeen(ctx context.Context, seen []instore.DeviceSeen) error {
+	if len(seen) == 0 {
+		return nil
+	}
+	var evs []instore.OutboxEvent
+	for _, r := range seen {
+		evs = append(evs, r.Events...)
+	}
 	return db.updateOutbox(ctx, evs, func(c conn) error {
-		res, err := c.exec(ctx, `UPDATE devices SET software_version = ?, last_seen_at = ? WHERE serial_number = ?`,
-			softwareVersion, micros(at), serial)
-		if err != nil {
-			return fmt.Errorf("device seen: %w", err)
+		if db.d.name == "postgres" {
+			return devicesSeenAtOnce(ctx, c, seen)
 		}
-		return mustAffect(res, "device")
+		for _, r := range seen {
+			res, err := c.exec(ctx, `UPDATE devices SET software_version = ?, last_seen_at = ? WHERE serial_number = ?`,
+				r.SoftwareVersion, micros(r.At), r.SerialNumber)
+			if err != nil {
+				return fmt.Errorf("devices seen: %w", err)
+			}
+			if err := mustAffect(res, "device"); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
+}
+
+// devicesSeenAtOnce updates the devices of seen in one PostgreSQL
+// statement: the last record of each serial number wins, as if the
+// records were written one after another.
+func devicesSeenAtOnce(ctx context.Context, c conn, seen []instore.DeviceSeen) error {
+	last := make(map[string]instore.DeviceSeen, len(seen))
+	for _, r := range seen {
+		last[r.SerialNumber] = r
+	}
+	serials := slices.Sorted(maps.Keys(last))
+	versions := make([]string, len(serials))
+	ats := make([]int64, len(serials))
+	for i, serial := range serials {
+		versions[i], ats[i] = last[serial].SoftwareVersion, micros(last[serial].At)
+	}
+	n, err := c.execAffected(ctx, `UPDATE devices SET software_version = v.version, last_seen_at = v.seen_at
+		FROM unnest(?::text[], ?::text[], ?::bigint[]) AS v(serial, version, seen_at)
+		WHERE devices.serial_number = v.serial`, serials, versions, ats)
+	if err != nil {
+		return fmt.Errorf("devices seen: %w", err)
+	}
+	if n != int64(len(serials)) {
+		return fmt.Errorf("devices seen: device %w", instore.ErrNotFound)
+	}
+	return nil
 }
 
 // SetLinkCode sets (or with "" clears) the code a device shows; another

@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -44,8 +46,8 @@ var deviceTests = []test{
 		checkMissing(t, "Device(missing)", s.Device, "SN-MISSING-3f1c", "SN-MISSING-3f1c")
 		checkMissing(t, "DeviceByLinkCode(missing)", s.DeviceByLinkCode, "CODE-MISSING-8e2d", "CODE-MISSING-8e2d")
 		checkMissing(t, `DeviceByLinkCode("")`, s.DeviceByLinkCode, "", "")
-		err := s.DeviceSeen(t.Context(), "SN-MISSING-3f1c", "1.0.1", at(1))
-		checkNotFound(t, "DeviceSeen(missing)", err, "SN-MISSING-3f1c")
+		err := s.DevicesSeen(t.Context(), seenOne("SN-MISSING-3f1c", "1.0.1", at(1)))
+		checkNotFound(t, "DevicesSeen(missing)", err, "SN-MISSING-3f1c")
 		err = s.SetLinkCode(t.Context(), "SN-MISSING-3f1c", "CODE-1")
 		checkNotFound(t, "SetLinkCode(missing)", err, "SN-MISSING-3f1c")
 	}},
@@ -92,18 +94,64 @@ var deviceTests = []test{
 		other := devices.mustCreate(t, s, newDevice("SN-2", "", at(0)))
 		for i, version := range []string{"1.0.1", "1.1.0"} {
 			when := at(10 + i)
-			if err := s.DeviceSeen(t.Context(), d.SerialNumber, version, when); err != nil {
-				t.Fatalf("DeviceSeen(%q) = %v", version, err)
+			if err := s.DevicesSeen(t.Context(), seenOne(d.SerialNumber, version, when)); err != nil {
+				t.Fatalf("DevicesSeen(%q) = %v", version, err)
 			}
-			want := asStored(d)
-			want.SoftwareVersion = version
-			want.LastSeenAt = storedPtr(&when)
-			if d := diff(want, devices.mustGet(t, s, d.SerialNumber)); d != "" {
-				t.Errorf("Device() after DeviceSeen(%q) mismatch (-want +got):\n%s", version, d)
-			}
+			checkSeen(t, s, d, version, when)
 		}
 		if d := diff(asStored(other), devices.mustGet(t, s, other.SerialNumber)); d != "" {
-			t.Errorf("DeviceSeen changed another device (-want +got):\n%s", d)
+			t.Errorf("DevicesSeen changed another device (-want +got):\n%s", d)
+		}
+		if err := s.DevicesSeen(t.Context(), nil); err != nil {
+			t.Errorf("DevicesSeen(none) = %v", err)
+		}
+	}},
+	{"SeenTogether", func(t *testing.T, s instore.Store) {
+		// The hellos of many devices in one call: each device gets its
+		// last record's version and time, every event is stored in the
+		// order given; with a serial number of no device, nothing is.
+		ctx := t.Context()
+		var ds []*instore.Device
+		for _, serial := range []string{"SN-1", "SN-2", "SN-3", "SN-4"} {
+			ds = append(ds, devices.mustCreate(t, s, newDevice(serial, "", at(0))))
+		}
+		ev := func(terminal string, i int) []instore.OutboxEvent {
+			return []instore.OutboxEvent{{MerchantID: "mer_1", Type: instore.EventTerminalOnline, TerminalID: terminal,
+				At: at(i), Data: []byte(`{}`)}}
+		}
+		must(t, s.DevicesSeen(ctx, []instore.DeviceSeen{
+			{SerialNumber: "SN-2", SoftwareVersion: "2.0.0", At: at(10), Events: ev("10000002", 10)},
+			{SerialNumber: "SN-1", SoftwareVersion: "1.1.0", At: at(11), Events: ev("10000001", 11)},
+			{SerialNumber: "SN-2", SoftwareVersion: "2.0.1", At: at(12), Events: ev("10000002", 12)},
+			{SerialNumber: "SN-3", SoftwareVersion: "3.0.0", At: at(13)},
+		}))
+		checkSeen(t, s, ds[0], "1.1.0", at(11))
+		checkSeen(t, s, ds[1], "2.0.1", at(12))
+		checkSeen(t, s, ds[2], "3.0.0", at(13))
+		if d := diff(asStored(ds[3]), devices.mustGet(t, s, "SN-4")); d != "" {
+			t.Errorf("DevicesSeen changed a device not in it (-want +got):\n%s", d)
+		}
+		err := s.DevicesSeen(ctx, []instore.DeviceSeen{
+			{SerialNumber: "SN-4", SoftwareVersion: "4.0.0", At: at(20), Events: ev("10000004", 20)},
+			{SerialNumber: "SN-MISSING-3f1c", SoftwareVersion: "1.0.0", At: at(21)},
+		})
+		checkNotFound(t, "DevicesSeen(one missing)", err, "SN-MISSING-3f1c")
+		if d := diff(asStored(ds[3]), devices.mustGet(t, s, "SN-4")); d != "" {
+			t.Errorf("a refused DevicesSeen changed a device (-want +got):\n%s", d)
+		}
+		if _, err := s.SequenceEvents(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+		l, err := s.ListEvents(ctx, instore.EventFilter{MerchantID: "mer_1", Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range l {
+			got = append(got, fmt.Sprintf("%s@%d", e.TerminalID, e.At.Sub(stored(base))/time.Minute))
+		}
+		if want := []string{"10000002@10", "10000001@11", "10000002@12"}; !slices.Equal(got, want) {
+			t.Errorf("events after DevicesSeen = %v, want %v (in the order given, none of the refused call)", got, want)
 		}
 	}},
 	{"LinkCode", func(t *testing.T, s instore.Store) {
@@ -154,4 +202,21 @@ var deviceTests = []test{
 		}
 		byCode("CODE-B", "SN-2")
 	}},
+}
+
+// seenOne is the hello of one device, with its events, for DevicesSeen.
+func seenOne(serial, version string, when time.Time, evs ...instore.OutboxEvent) []instore.DeviceSeen {
+	return []instore.DeviceSeen{{SerialNumber: serial, SoftwareVersion: version, At: when, Events: evs}}
+}
+
+// checkSeen checks that d is stored as it was created but for the
+// software version and time of a hello.
+func checkSeen(t *testing.T, s instore.Store, d *instore.Device, version string, when time.Time) {
+	t.Helper()
+	want := asStored(d)
+	want.SoftwareVersion = version
+	want.LastSeenAt = storedPtr(&when)
+	if diff := diff(want, devices.mustGet(t, s, d.SerialNumber)); diff != "" {
+		t.Errorf("Device(%s) after DevicesSeen(%q) mismatch (-want +got):\n%s", d.SerialNumber, version, diff)
+	}
 }

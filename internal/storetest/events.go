@@ -19,7 +19,7 @@ var eventTests = []test{
 		ev := func(typ instore.EventType, i int) instore.OutboxEvent {
 			return instore.OutboxEvent{MerchantID: "mer_1", Type: typ, TerminalID: a, At: at(i), Data: []byte(`{}`)}
 		}
-		must(t, s.DeviceSeen(ctx, "SN-1", "1.0.0", at(1), ev(instore.EventTerminalOnline, 1)))
+		must(t, s.DevicesSeen(ctx, seenOne("SN-1", "1.0.0", at(1), ev(instore.EventTerminalOnline, 1))))
 		mustCreateTransaction(t, s, newTransaction("txn_1", "mer_1", a, "SN-1", instore.StatusPending, at(2)))
 		if _, err := s.UnlinkTerminal(ctx, a, ev(instore.EventTerminalUnlinked, 3)); !errors.Is(err, instore.ErrConflict) {
 			t.Fatalf("UnlinkTerminal(a PENDING transaction) = %v, want ErrConflict", err)
