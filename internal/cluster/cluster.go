@@ -48,6 +48,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/batch"
 	"github.com/instore-dev/instore/internal/service"
 )
 
@@ -113,6 +114,11 @@ type Node struct {
 	// only for what was committed after.
 	since map[string]time.Time
 
+	// claims gathers the session claims of concurrent hellos (a dead
+	// node's fleet reconnecting here): one statement and one commit per
+	// batch (claimAll).
+	claims batch.Batcher[string, int64]
+
 	outbox   chan string
 	draining atomic.Bool
 	// peers is how many other live nodes the last heartbeat saw: alone,
@@ -169,10 +175,9 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	// would drop every session it holds, which makes the next storm.
 	bc := pc.Copy()
 	bc.MaxConns = 1
-	// Sessions (a claim per hello, a release per end, the epoch and
-	// owner reads) and wake-ups: each a short statement, a claim and a
-	// release a commit of their own, so a storm's rate is about
-	// sessionConns commits at a time.
+	// Sessions (the claims of hellos, one statement per batch; a release
+	// per end; the epoch and owner reads) and wake-ups: each a short
+	// statement, a batch of claims and a release a commit of their own.
 	pc.MaxConns = sessionConns
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -20,15 +21,11 @@ var ErrStaleSession = errors.New("cluster: the device has a newer session; repor
 
 // claim records a new session of serial on this node: its epoch grows
 // past every earlier one, so an older session anywhere is stale from now.
+// The claims of hellos that come at once are made together (claimAll).
 func (n *Node) claim(ctx context.Context, serial string) (int64, error) {
-	var epoch int64
-	err := n.pool.QueryRow(ctx, `INSERT INTO terminal_sessions (serial_number, node_id, epoch, connected_at)
-		VALUES ($1, $2, 1, now())
-		ON CONFLICT (serial_number) DO UPDATE SET node_id = EXCLUDED.node_id,
-			epoch = terminal_sessions.epoch + 1, connected_at = now()
-		RETURNING epoch`, serial, n.id).Scan(&epoch)
+	epoch, err := n.claims.Do(ctx, serial, maxClaims, n.claimAll)
 	if err != nil {
-		return 0, fmt.Errorf("cluster: claim session: %w", err)
+		return 0, err
 	}
 	n.mu.Lock()
 	n.epochs[serial] = epoch
@@ -36,6 +33,55 @@ func (n *Node) claim(ctx context.Context, serial string) (int64, error) {
 	n.mu.Unlock()
 	n.send("s", serial+":"+strconv.FormatInt(epoch, 10))
 	return epoch, nil
+}
+
+// maxClaims bounds the sessions of one claimAll.
+const maxClaims = 512
+
+// claimAll claims the sessions of serials on this node in one statement,
+// and returns their new epochs. A serial twice in the batch (two hellos of
+// one device at once, which the gateway resolves: the later session
+// drops the earlier) is claimed once, and both get that epoch: an epoch
+// tells one node's session from another's. A batch serves every hello in
+// it, so it is not cut short by the end of the one that runs it, only
+// bounded in time.
+func (n *Node) claimAll(serials []string) (map[string]int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
+	defer cancel()
+	rows, err := n.pool.Query(ctx, `INSERT INTO terminal_sessions (serial_number, node_id, epoch, connected_at)
+		SELECT s, $2, 1, now() FROM unnest($1::text[]) AS s
+		ON CONFLICT (serial_number) DO UPDATE SET node_id = EXCLUDED.node_id,
+			epoch = terminal_sessions.epoch + 1, connected_at = now()
+		RETURNING serial_number, epoch`, distinctSorted(serials), n.id)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: claim sessions: %w", err)
+	}
+	epochs := make(map[string]int64, len(serials))
+	for rows.Next() {
+		var serial string
+		var epoch int64
+		if err := rows.Scan(&serial, &epoch); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("cluster: claim sessions: %w", err)
+		}
+		epochs[serial] = epoch
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("cluster: claim sessions: %w", err)
+	}
+	return epochs, nil
+}
+
+// claimTimeout bounds a batch of claims.
+const claimTimeout = 10 * time.Second
+
+// distinctSorted returns each of ss once, in order: an upsert may not
+// change one row twice, and two nodes' batches then take the rows' locks
+// in the same order.
+func distinctSorted(ss []string) []string {
+	out := slices.Clone(ss)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // release ends this node's session of serial, if it is still the current

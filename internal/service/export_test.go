@@ -19,14 +19,7 @@ func SetFeedSize(n int) func() {
 
 // QueuedAuthentications is how many device reads of authentications wait
 // for the batch being read.
-func (s *Service) QueuedAuthentications() int { return queued(&s.devices) }
+func (s *Service) QueuedAuthentications() int { return s.devices.Queued() }
 
 // QueuedHellos is how many hellos wait for the batch being run.
-func (s *Service) QueuedHellos() int { return queued(&s.hellos) }
-
-// queued is how many calls of b wait for the batch being run.
-func queued[K comparable, V any](b *batcher[K, V]) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.queue)
-}
+func (s *Service) QueuedHellos() int { return s.hellos.Queued() }

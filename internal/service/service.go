@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/batch"
 	"github.com/instore-dev/instore/lifecycle"
 )
 
@@ -93,9 +94,9 @@ type Service struct {
 	// offline gathers the ends of sessions into batches (sessions.go);
 	// hellos the hellos' reads and writes (sessions.go); devices the
 	// reads of devices that authenticate (devices.go).
-	offline batcher[string, struct{}]
-	hellos  batcher[*helloCall, helloSeen]
-	devices batcher[string, *instore.Device]
+	offline batch.Batcher[string, struct{}]
+	hellos  batch.Batcher[*helloCall, helloSeen]
+	devices batch.Batcher[string, *instore.Device]
 	// minVersions caches the minimum software versions (minversion.go).
 	minVersions minVersions
 	// updateWaits holds the terminal IDs whose SCHEDULED update this node

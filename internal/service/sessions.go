@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/batch"
 )
 
 // A device's session, as the gateway reports it: the hello
@@ -241,12 +242,12 @@ const batchTimeout = 10 * time.Second
 // simulation (s.Go set) alone: the simulation runs every task on its
 // scheduler, where one task cannot wait for another's batch, so each call
 // is a batch of its own there.
-func batched[K comparable, V any](s *Service, b *batcher[K, V], ctx context.Context, key K, most int, run func(keys []K) (map[K]V, error)) (V, error) {
+func batched[K comparable, V any](s *Service, b *batch.Batcher[K, V], ctx context.Context, key K, most int, run func(keys []K) (map[K]V, error)) (V, error) {
 	if s.Go != nil {
 		got, err := run([]K{key})
 		return got[key], err
 	}
-	return b.do(ctx, key, most, run)
+	return b.Do(ctx, key, most, run)
 }
 
 // device reads the device of an authentication. The devices of hellos

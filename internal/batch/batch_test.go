@@ -1,4 +1,4 @@
-package service
+package batch
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // error, and no call returns before its batch ran.
 func TestBatcherGathersWhatQueuedMeanwhile(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var b batcher[string, string]
+		var b Batcher[string, string]
 		var mu sync.Mutex
 		var batches [][]string
 		release := make(chan struct{})
@@ -43,7 +43,7 @@ func TestBatcherGathersWhatQueuedMeanwhile(t *testing.T) {
 		errs := make([]error, 12)
 		var wg sync.WaitGroup
 		call := func(i int, key string) {
-			wg.Go(func() { got[i], errs[i] = b.do(t.Context(), key, 4, run) })
+			wg.Go(func() { got[i], errs[i] = b.Do(t.Context(), key, 4, run) })
 		}
 		call(0, "0")
 		synctest.Wait() // the lone call runs its batch, held
@@ -80,7 +80,7 @@ func TestBatcherGathersWhatQueuedMeanwhile(t *testing.T) {
 			t.Errorf("the failed batch's call: %q, %v; want its result and the error", got[9], errs[9])
 		}
 		// Idle again: a lone call runs at once.
-		if v, err := b.do(t.Context(), "x", 4, run); v != "vx" || err != nil || len(batches) != 5 {
+		if v, err := b.Do(t.Context(), "x", 4, run); v != "vx" || err != nil || len(batches) != 5 {
 			t.Fatalf("a lone call after: %q, %v, %d batches", v, err, len(batches))
 		}
 	})
@@ -91,7 +91,7 @@ func TestBatcherGathersWhatQueuedMeanwhile(t *testing.T) {
 // behind, and leaves the batcher usable.
 func TestBatcherPanic(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var b batcher[string, int]
+		var b Batcher[string, int]
 		release := make(chan struct{})
 		run := func(keys []string) (map[string]int, error) {
 			switch {
@@ -119,7 +119,7 @@ func TestBatcherPanic(t *testing.T) {
 				var v int
 				var err error
 				defer func() { ch <- res{v, err, recover()} }()
-				v, err = b.do(t.Context(), key, 2, run)
+				v, err = b.Do(t.Context(), key, 2, run)
 			}()
 			synctest.Wait()
 		}
@@ -141,7 +141,7 @@ func TestBatcherPanic(t *testing.T) {
 		if d.v != 2 || d.err != nil || d.r != nil {
 			t.Errorf("dd, the next batch: %+v", d)
 		}
-		if v, err := b.do(t.Context(), "eee", 2, run); v != 3 || err != nil {
+		if v, err := b.Do(t.Context(), "eee", 2, run); v != 3 || err != nil {
 			t.Fatalf("after: %d, %v", v, err)
 		}
 	})
@@ -177,12 +177,12 @@ type result struct {
 	err error
 }
 
-// start calls b.do(ctx, key) on a goroutine of its own and returns where
+// start calls b.Do(ctx, key) on a goroutine of its own and returns where
 // its result comes, once every goroutine of the bubble waits.
-func start(b *batcher[string, string], h *heldRun, ctx context.Context, key string) chan result {
+func start(b *Batcher[string, string], h *heldRun, ctx context.Context, key string) chan result {
 	ch := make(chan result, 1)
 	go func() {
-		v, err := b.do(ctx, key, 4, h.run)
+		v, err := b.Do(ctx, key, 4, h.run)
 		ch <- result{v, err}
 	}()
 	synctest.Wait()
@@ -195,7 +195,7 @@ func start(b *batcher[string, string], h *heldRun, ctx context.Context, key stri
 // context ends waits for that batch and gets its result.
 func TestBatcherQueuedCallCancelled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var b batcher[string, string]
+		var b Batcher[string, string]
 		h := &heldRun{hold: map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}}
 		ctxB, cancelB := context.WithCancel(t.Context())
 		ctxC, cancelC := context.WithCancel(t.Context())
@@ -243,7 +243,7 @@ func TestBatcherQueuedCallCancelled(t *testing.T) {
 func TestBatcherCancelledAfterHandedTheLead(t *testing.T) {
 	for range 20 { // either case of wait's first select may be taken
 		synctest.Test(t, func(t *testing.T) {
-			var b batcher[string, string]
+			var b Batcher[string, string]
 			h := &heldRun{hold: map[string]chan struct{}{"a": make(chan struct{})}}
 			a := start(&b, h, t.Context(), "a")
 			c, lead := b.join("b")

@@ -1,4 +1,8 @@
-package service
+// Package batch gathers concurrent calls of one operation into batches
+// (Batcher): what a storm of callers asks for at once (a dead node's fleet
+// reconnecting elsewhere) costs one statement per batch instead of one
+// per call.
+package batch
 
 import (
 	"context"
@@ -7,7 +11,7 @@ import (
 	"sync"
 )
 
-// batcher gathers the concurrent calls of one operation on keys into
+// Batcher gathers the concurrent calls of one operation on keys into
 // batches: a call that finds no batch being run runs its own with every
 // call queued meanwhile, up to most, in one call of run; then the oldest
 // call still queued, if any, runs the next batch. Every call returns once
@@ -17,7 +21,7 @@ import (
 // call: a batch is what queued while the one before it ran. A key is what
 // a call asks for (a serial number), or the call's own request (a
 // pointer) when each call brings data of its own (a hello).
-type batcher[K comparable, V any] struct {
+type Batcher[K comparable, V any] struct {
 	mu sync.Mutex
 	// running: a batch is being run; queue holds the calls not run yet,
 	// oldest first (empty whenever running is false).
@@ -34,7 +38,7 @@ type batchCall[K comparable, V any] struct {
 	err  error
 }
 
-// do queues key and returns its result once run ran the batch holding
+// Do queues key and returns its result once run ran the batch holding
 // it. run gets the batch's keys (a key twice if two calls asked for it)
 // and returns the results by key; a key it leaves out gets V's zero value.
 //
@@ -45,7 +49,7 @@ type batchCall[K comparable, V any] struct {
 // calls queued behind it wait for it. run gets no ctx of its own: a batch
 // serves every call in it, so it must not end with the one that happens
 // to run it.
-func (b *batcher[K, V]) do(ctx context.Context, key K, most int, run func(keys []K) (map[K]V, error)) (V, error) {
+func (b *Batcher[K, V]) Do(ctx context.Context, key K, most int, run func(keys []K) (map[K]V, error)) (V, error) {
 	c, lead := b.join(key)
 	if !lead {
 		lead, err := b.wait(ctx, c)
@@ -61,7 +65,7 @@ func (b *batcher[K, V]) do(ctx context.Context, key K, most int, run func(keys [
 
 // join queues a call of key, and reports whether it is to run the batch
 // at once (no batch is being run).
-func (b *batcher[K, V]) join(key K) (*batchCall[K, V], bool) {
+func (b *Batcher[K, V]) join(key K) (*batchCall[K, V], bool) {
 	c := &batchCall[K, V]{key: key, done: make(chan bool, 1)}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -74,7 +78,7 @@ func (b *batcher[K, V]) join(key K) (*batchCall[K, V], bool) {
 // wait waits, for a queued call c, until its batch ran (false) or it is
 // told to run the next batch (true); if ctx ends first while c is still
 // queued, c leaves the queue and wait returns ctx.Err().
-func (b *batcher[K, V]) wait(ctx context.Context, c *batchCall[K, V]) (bool, error) {
+func (b *Batcher[K, V]) wait(ctx context.Context, c *batchCall[K, V]) (bool, error) {
 	select {
 	case lead := <-c.done:
 		return lead, nil
@@ -90,7 +94,7 @@ func (b *batcher[K, V]) wait(ctx context.Context, c *batchCall[K, V]) (bool, err
 // leave takes c out of the queue if it is still there and not told to
 // run the next batch (both change only under mu): no batch holds it then,
 // and none will.
-func (b *batcher[K, V]) leave(c *batchCall[K, V]) bool {
+func (b *Batcher[K, V]) leave(c *batchCall[K, V]) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	i := slices.Index(b.queue, c)
@@ -104,7 +108,7 @@ func (b *batcher[K, V]) leave(c *batchCall[K, V]) bool {
 // lead runs the batch of c, the oldest call queued, and those behind it
 // (up to most), gives each its result and hands on to the oldest call
 // still queued.
-func (b *batcher[K, V]) lead(c *batchCall[K, V], most int, run func(keys []K) (map[K]V, error)) (V, error) {
+func (b *Batcher[K, V]) lead(c *batchCall[K, V], most int, run func(keys []K) (map[K]V, error)) (V, error) {
 	b.mu.Lock()
 	batch := b.queue[:min(len(b.queue), max(1, most))]
 	b.queue = b.queue[len(batch):]
@@ -134,8 +138,8 @@ func (b *batcher[K, V]) lead(c *batchCall[K, V], most int, run func(keys []K) (m
 }
 
 // runSafely runs run; a panic is returned (with an error for every call
-// of the batch) instead of leaving the batcher running for ever.
-func (b *batcher[K, V]) runSafely(run func(keys []K) (map[K]V, error), keys []K) (got map[K]V, err error, panicked any) {
+// of the batch) instead of leaving the Batcher running for ever.
+func (b *Batcher[K, V]) runSafely(run func(keys []K) (map[K]V, error), keys []K) (got map[K]V, err error, panicked any) {
 	defer func() {
 		if r := recover(); r != nil {
 			got, err, panicked = nil, fmt.Errorf("batch: panic: %v", r), r
@@ -143,4 +147,11 @@ func (b *batcher[K, V]) runSafely(run func(keys []K) (map[K]V, error), keys []K)
 	}()
 	got, err = run(keys)
 	return got, err, nil
+}
+
+// Queued is how many calls wait for the batch being run.
+func (b *Batcher[K, V]) Queued() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue)
 }
