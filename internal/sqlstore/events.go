@@ -31,16 +31,36 @@ func toldArgs(o *instore.OutboxEvent) []any {
 }
 
 // insertOutbox inserts events of no transaction in the database
-// transaction of the write they describe.
+// transaction of the write they describe, in the order of evs: a
+// statement of several rows (their numbers are taken row after row,
+// migration 0018), so that a batch of many (a storm's hellos or session
+// ends) is a few statements, not one each. The statements have the row
+// counts of outboxRows, so that few shapes are prepared.
 func insertOutbox(ctx context.Context, c conn, evs []instore.OutboxEvent) error {
-	for i := range evs {
-		if _, err := c.exec(ctx, `INSERT INTO events (created_at, `+toldColumns+`) VALUES (?, ?, ?, ?, ?)`,
-			append([]any{micros(evs[i].At)}, toldArgs(&evs[i])...)...); err != nil {
+	for len(evs) > 0 {
+		n := outboxRows[len(outboxRows)-1]
+		for _, size := range outboxRows {
+			if size <= len(evs) {
+				n = size
+				break
+			}
+		}
+		args := make([]any, 0, n*5)
+		for i := range evs[:n] {
+			args = append(append(args, micros(evs[i].At)), toldArgs(&evs[i])...)
+		}
+		if _, err := c.exec(ctx, `INSERT INTO events (created_at, `+toldColumns+`) VALUES (?, ?, ?, ?, ?)`+
+			strings.Repeat(", (?, ?, ?, ?, ?)", n-1), args...); err != nil {
 			return fmt.Errorf("insert event: %w", err)
 		}
+		evs = evs[n:]
 	}
 	return nil
 }
+
+// outboxRows are the row counts of insertOutbox's statements, largest
+// first (5 values a row: 1,280 at the most, within both dialects' bounds).
+var outboxRows = []int{256, 64, 16, 4, 1}
 
 // AppendEvents writes events of no stored change.
 func (db *DB) AppendEvents(ctx context.Context, evs []instore.OutboxEvent) error {

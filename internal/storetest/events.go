@@ -32,6 +32,29 @@ var eventTests = []test{
 			t.Errorf("ListEvents = %+v, %v; want the hello's terminal.online only", l, err)
 		}
 	}},
+	{"ManyInOneWrite", func(t *testing.T, s instore.Store) {
+		// A write of many events (a batch of hellos) keeps their order:
+		// 341 of them, more than one statement's worth of every size.
+		ctx := t.Context()
+		var evs []instore.OutboxEvent
+		for i := range 341 {
+			evs = append(evs, instore.OutboxEvent{MerchantID: "mer_1", Type: instore.EventTerminalOnline,
+				TerminalID: fmt.Sprintf("1%07d", i), At: at(1), Data: []byte(`{}`)})
+		}
+		must(t, s.AppendEvents(ctx, evs))
+		if _, err := s.SequenceEvents(ctx, 1000); err != nil {
+			t.Fatal(err)
+		}
+		all, err := s.ListEvents(ctx, instore.EventFilter{MerchantID: "mer_1", Limit: 500})
+		if err != nil || len(all) != len(evs) {
+			t.Fatalf("ListEvents = %d events, %v; want %d", len(all), err, len(evs))
+		}
+		for i, e := range all {
+			if e.TerminalID != evs[i].TerminalID {
+				t.Fatalf("event %d is of terminal %s, want %s: out of the order written", i, e.TerminalID, evs[i].TerminalID)
+			}
+		}
+	}},
 	{"SequenceAndList", func(t *testing.T, s instore.Store) {
 		// Appended events are numbered in order, listed oldest first per
 		// merchant after a number, filtered by type and terminal ID.
