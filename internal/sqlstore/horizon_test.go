@@ -119,3 +119,47 @@ func TestHorizonCountsEventWriters(t *testing.T) {
 		t.Errorf("after the slow writer committed, the stream shows %q, want [c a b]", got)
 	}
 }
+
+// TestEventsNumberedInTheirTransactionsOrder: on PostgreSQL an event's
+// number is its transaction's id and then its place among that
+// transaction's events, counted from 1 in each transaction, so that the
+// events of one write are told in the order written (a sequence shared by
+// all transactions, cut to its low 20 bits, told two events of one
+// transaction in the wrong order whenever it passed a multiple of 2^20
+// between them).
+func TestEventsNumberedInTheirTransactionsOrder(t *testing.T) {
+	skipWithoutPostgres(t)
+	dsn := freshPostgres(t)
+	db := mustOpen(t, dsn, sqlstore.Options{})
+	ctx := t.Context()
+	raw := rawOpen(t, "pgx", dsn)
+	for write := range 3 {
+		var evs []instore.OutboxEvent
+		for i := range 3 {
+			evs = append(evs, instore.OutboxEvent{MerchantID: "mer_o", TerminalID: string(rune('a'+write)) + string(rune('0'+i)),
+				Type: instore.EventTerminalOnline, At: time.Unix(1_800_000_000, 0).UTC(), Data: []byte(`{}`)})
+		}
+		if err := db.AppendEvents(ctx, evs); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := raw.QueryContext(ctx, `SELECT seq & 1048575, terminal_id FROM events WHERE terminal_id LIKE $1 ORDER BY seq`,
+			string(rune('a'+write))+"%")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for rows.Next() {
+			var place int64
+			var terminal string
+			if err := rows.Scan(&place, &terminal); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, string(rune('0'+place))+terminal)
+		}
+		rows.Close()
+		want := []string{"1" + evs[0].TerminalID, "2" + evs[1].TerminalID, "3" + evs[2].TerminalID}
+		if !slices.Equal(got, want) {
+			t.Errorf("write %d: places and events %q, want %q", write, got, want)
+		}
+	}
+}
