@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
-	"github.com/instore-dev/instore/internal/sqlstore"
 )
 
 // TestHorizonCountsEventWriters: on PostgreSQL the told horizon is held
@@ -17,11 +16,8 @@ import (
 // later events committed holds them back (even before it inserted its
 // event) until it commits, and the stream then shows every event in order.
 func TestHorizonCountsEventWriters(t *testing.T) {
-	skipWithoutPostgres(t)
-	dsn := freshPostgres(t)
-	db := mustOpen(t, dsn, sqlstore.Options{})
 	ctx := t.Context()
-	raw := rawOpen(t, "pgx", dsn)
+	db, raw := eventsOnPostgres(t)
 	if _, err := raw.ExecContext(ctx, `CREATE TABLE foreign_load (n INT)`); err != nil {
 		t.Fatal(err)
 	}
@@ -128,11 +124,8 @@ func TestHorizonCountsEventWriters(t *testing.T) {
 // transaction in the wrong order whenever it passed a multiple of 2^20
 // between them).
 func TestEventsNumberedInTheirTransactionsOrder(t *testing.T) {
-	skipWithoutPostgres(t)
-	dsn := freshPostgres(t)
-	db := mustOpen(t, dsn, sqlstore.Options{})
 	ctx := t.Context()
-	raw := rawOpen(t, "pgx", dsn)
+	db, raw := eventsOnPostgres(t)
 	for write := range 3 {
 		var evs []instore.OutboxEvent
 		for i := range 3 {

@@ -265,3 +265,12 @@ func freshPostgres(t testing.TB) string {
 	skipWithoutPostgres(t)
 	return pgtest.Schema(t, "storetest")
 }
+
+// eventsOnPostgres is a store on a fresh PostgreSQL schema and a plain
+// connection to that schema, to look at the events' rows (the test is
+// skipped without PostgreSQL).
+func eventsOnPostgres(t *testing.T) (*sqlstore.DB, *sql.DB) {
+	skipWithoutPostgres(t)
+	dsn := freshPostgres(t)
+	return mustOpen(t, dsn, sqlstore.Options{}), rawOpen(t, "pgx", dsn)
+}
