@@ -28,7 +28,9 @@ func (n *Node) claim(ctx context.Context, serial string) (int64, error) {
 		return 0, err
 	}
 	n.mu.Lock()
-	n.epochs[serial] = epoch
+	// Two hellos of one device in consecutive batches may come back in
+	// either order: the session is the newer claim's.
+	n.epochs[serial] = max(n.epochs[serial], epoch)
 	n.since[serial] = time.Now() // the hello sends what is owed until now
 	n.mu.Unlock()
 	n.send("s", serial+":"+strconv.FormatInt(epoch, 10))

@@ -39,12 +39,16 @@ func (db *DB) DeviceByLinkCode(ctx context.Context, code string) (*instore.Devic
 
 // DevicesSeen records the hellos of seen in one write transaction: each
 // device's software version and time, then every record's events in
-// order; see instore.DeviceStore. On PostgreSQL the devices are one
-// statement (one array per column), each device once with its last
-// record, in the order of their serial numbers (so that two batches lock
-// their common rows in the same order); on SQLite one statement each, in
-// the order given (its group commit shares the transaction's cost
-// already).
+// order; see instore.DeviceStore. On PostgreSQL the devices' rows are
+// locked first, in the order of their serial numbers, so that two nodes'
+// batches take their common rows in the same order whatever plan the
+// update gets, and waiting for a lock ends after seenLockTimeout (a row
+// held by a stalled transaction elsewhere then fails the batch, whose
+// hellos the caller writes one by one, instead of holding them all); then
+// one statement writes them (one array per column), each device once with
+// its last record. On SQLite one statement each, in the order given (its
+// one writer takes no row locks; its group commit shares the
+// transaction's cost already).
 func (db *DB) DevicesSeen(ctx context.Context, seen []instore.DeviceSeen) error {
 	if len(seen) == 0 {
 		return nil
@@ -71,6 +75,10 @@ func (db *DB) DevicesSeen(ctx context.Context, seen []instore.DeviceSeen) error 
 	})
 }
 
+// seenLockTimeout bounds how long a batch of hellos waits for a device's
+// row that another transaction holds (PostgreSQL lock_timeout).
+const seenLockTimeout = "2s"
+
 // devicesSeenAtOnce updates the devices of seen in one PostgreSQL
 // statement: the last record of each serial number wins, as if the
 // records were written one after another.
@@ -84,6 +92,13 @@ func devicesSeenAtOnce(ctx context.Context, c conn, seen []instore.DeviceSeen) e
 	ats := make([]int64, len(serials))
 	for i, serial := range serials {
 		versions[i], ats[i] = last[serial].SoftwareVersion, micros(last[serial].At)
+	}
+	if _, err := c.exec(ctx, `SET LOCAL lock_timeout = '`+seenLockTimeout+`'`); err != nil {
+		return fmt.Errorf("devices seen: %w", err)
+	}
+	if _, err := c.exec(ctx, `SELECT 1 FROM devices WHERE serial_number = ANY(?::text[])
+		ORDER BY serial_number FOR NO KEY UPDATE`, serials); err != nil {
+		return fmt.Errorf("devices seen: lock: %w", err)
 	}
 	n, err := c.execAffected(ctx, `UPDATE devices SET software_version = v.version, last_seen_at = v.seen_at
 		FROM unnest(?::text[], ?::text[], ?::bigint[]) AS v(serial, version, seen_at)

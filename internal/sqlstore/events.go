@@ -32,8 +32,8 @@ func toldArgs(o *instore.OutboxEvent) []any {
 
 // insertOutbox inserts events of no transaction in the database
 // transaction of the write they describe, in the order of evs: a
-// statement of several rows (their numbers are taken row after row,
-// migration 0018), so that a batch of many (a storm's hellos or session
+// statement of several rows (their numbers are taken row after row:
+// migration 0021 on PostgreSQL, the row id on SQLite), so that a batch of many (a storm's hellos or session
 // ends) is a few statements, not one each. The statements have the row
 // counts of outboxRows, so that few shapes are prepared.
 func insertOutbox(ctx context.Context, c conn, evs []instore.OutboxEvent) error {

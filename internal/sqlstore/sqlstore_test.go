@@ -1,6 +1,7 @@
 package sqlstore_test
 
 import (
+	"context"
 	"database/sql"
 	"os"
 	"path/filepath"
@@ -273,4 +274,44 @@ func eventsOnPostgres(t *testing.T) (*sqlstore.DB, *sql.DB) {
 	skipWithoutPostgres(t)
 	dsn := freshPostgres(t)
 	return mustOpen(t, dsn, sqlstore.Options{}), rawOpen(t, "pgx", dsn)
+}
+
+// TestHellosWaitBoundedForALockedDevice: on PostgreSQL a batch of hellos
+// whose device row another transaction holds (a node stalled in its own
+// write) fails after the batch's lock wait, not when the caller gives up,
+// so that the service writes the batch's other hellos one by one; the
+// batch writes nothing, and the others alone go through.
+func TestHellosWaitBoundedForALockedDevice(t *testing.T) {
+	ctx := t.Context()
+	db, raw := eventsOnPostgres(t)
+	for _, serial := range []string{"SN-held", "SN-free"} {
+		if err := db.CreateDevice(ctx, &instore.Device{SerialNumber: serial, Model: instore.ModelCountertop, SecretHash: []byte("x"),
+			CreatedAt: time.Unix(1_800_000_000, 0).UTC()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held, err := raw.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Rollback()
+	if _, err := held.ExecContext(ctx, `SELECT 1 FROM devices WHERE serial_number = 'SN-held' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	seen := func(serial string) instore.DeviceSeen {
+		return instore.DeviceSeen{SerialNumber: serial, SoftwareVersion: "9.9.9", At: time.Unix(1_800_000_100, 0).UTC()}
+	}
+	// Far longer than the lock wait: only the lock wait ends this call.
+	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err = db.DevicesSeen(waitCtx, []instore.DeviceSeen{seen("SN-free"), seen("SN-held")})
+	if err == nil || waitCtx.Err() != nil || !strings.Contains(err.Error(), "lock") {
+		t.Fatalf("DevicesSeen with a held row = %v (caller's context: %v), want the lock wait's error", err, waitCtx.Err())
+	}
+	if d, err := db.Device(ctx, "SN-free"); err != nil || d.SoftwareVersion == "9.9.9" {
+		t.Fatalf("the failed batch wrote SN-free: %+v, %v", d, err)
+	}
+	if err := db.DevicesSeen(ctx, []instore.DeviceSeen{seen("SN-free")}); err != nil {
+		t.Fatalf("SN-free alone: %v", err)
+	}
 }

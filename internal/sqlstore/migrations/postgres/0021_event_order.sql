@@ -8,6 +8,11 @@
 -- setting local to the transaction (set_config(..., true): it starts again
 -- at 1 in the next transaction, and a rolled-back savepoint takes back
 -- what it counted, with its rows).
+-- The ALTER waits for every transaction on events (each store write locks
+-- it first), and every write would queue behind the ALTER meanwhile: a
+-- node that cannot take the lock soon fails to start and is started
+-- again, instead of stalling the other nodes' writes.
+SET LOCAL lock_timeout = '10s';
 CREATE FUNCTION events_order_in_xact() RETURNS bigint LANGUAGE sql VOLATILE AS $$
     SELECT set_config('instore.events_order',
         (COALESCE(NULLIF(current_setting('instore.events_order', true), ''), '0')::bigint + 1)::text, true)::bigint
