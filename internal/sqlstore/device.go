@@ -96,9 +96,11 @@ func devicesSeenAtOnce(ctx context.Context, c conn, seen []instore.DeviceSeen) e
 	if _, err := c.exec(ctx, `SET LOCAL lock_timeout = '`+seenLockTimeout+`'`); err != nil {
 		return fmt.Errorf("devices seen: %w", err)
 	}
-	if _, err := c.exec(ctx, `SELECT 1 FROM devices WHERE serial_number = ANY(?::text[])
-		ORDER BY serial_number FOR NO KEY UPDATE`, serials); err != nil {
-		return fmt.Errorf("devices seen: lock: %w", err)
+	if len(serials) > 1 { // one row has no order to keep
+		if _, err := c.exec(ctx, `SELECT 1 FROM devices WHERE serial_number = ANY(?::text[])
+			ORDER BY serial_number FOR NO KEY UPDATE`, serials); err != nil {
+			return fmt.Errorf("devices seen: lock: %w", err)
+		}
 	}
 	n, err := c.execAffected(ctx, `UPDATE devices SET software_version = v.version, last_seen_at = v.seen_at
 		FROM unnest(?::text[], ?::text[], ?::bigint[]) AS v(serial, version, seen_at)
