@@ -328,6 +328,50 @@ func TestCommandAfterCancelOfAnotherNode(t *testing.T) {
 	wantCancelFirst(t, d, first.Ref, done, "the WP25")
 }
 
+// TestCloseAfterCancelOfAnotherNode: a close goes like a command. Node A
+// ends a purchase its terminal (on node B) never acknowledged (WP25) and
+// owes the cancel, which B is to send when A's wake-up reaches it; the
+// ECR's close lands on B before that wake-up ran. B sends the owed cancel
+// before the close: a terminal still running the purchase ends it first,
+// so that it is in the batch the close asks for, not the next one
+// (found by the simulation's soak as a MISSING_ON_TERMINAL difference).
+func TestCloseAfterCancelOfAnotherNode(t *testing.T) {
+	a, b, gate, advanceBy := twoNodes(t)
+	const serial = "RAW-ORDER-3"
+	term, secret := a.provision(t, serial)
+	d := dialDevice(t, b.URL("terminal"), serial, secret)
+
+	done := make(chan reply, 1)
+	go func() { done <- a.purchase(t, term, 5000) }()
+	first := d.expect(protocol.TypePurchase) // through B, woken by A
+	gate.holdWake.Store(true)
+	advanceBy(5 * time.Second) // A's ack time-out
+	(<-done).problem(t, 504, "WP25")
+
+	viaB := &sandbox{env: func() *env { e := *a.env; e.online = b.URL("online"); return &e }()}
+	go func() { done <- viaB.post(t, "/in-store/api/v1/terminal/"+term+"/close", nil, nil) }()
+	cancelled := false
+	for {
+		env := d.next()
+		if env.Type == protocol.TypeCancel && env.Ref == first.Ref {
+			cancelled = true
+		}
+		if env.Type != protocol.TypeClose {
+			continue
+		}
+		if !cancelled {
+			t.Errorf("the close %s came before the owed cancel of %s", env.Ref, first.Ref)
+		}
+		// The terminal dropped the purchase it never acknowledged: an
+		// empty batch, which the service's side matches.
+		d.send(protocol.TypeBatch, "", "", env.Ref, protocol.Batch{Number: 1, Transactions: []protocol.BatchTransaction{}})
+		if got := batchOf(t, <-done, 201); got.BatchID != env.Ref || got.State != instore.BatchClosed || !got.Matched {
+			t.Errorf("close = %+v, want %s CLOSED and matched", got, env.Ref)
+		}
+		return
+	}
+}
+
 // TestReconnectCancelBeforeCommandOfAnotherNode: a terminal reconnects to
 // node B owing the cancel of a purchase that ended while it was away
 // (WP36); node A takes the ECR's next purchase as soon as B holds the

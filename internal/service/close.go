@@ -93,7 +93,15 @@ func (s *Service) CloseBatch(ctx context.Context, p *instore.Principal, terminal
 	until := lifecycle.BatchDue(&b, s.ackTimeout())
 	s.arm(b.ID, until, s.closeExpired)
 	s.log().Info("batch close sent", "batchId", b.ID)
-	if err := bg.SendClose(ctx, serial, b.ID); err != nil {
+	// A close goes like a command (owed.go): after the cancels the
+	// terminal is owed, so that a transaction the service ended but the
+	// terminal still runs ends there first and is in this batch, not
+	// the next (docs/terminal-protocol.md section 14).
+	err = s.cancelsBefore(ctx, serial, "")
+	if err == nil {
+		err = bg.SendClose(ctx, serial, b.ID)
+	}
+	if err != nil {
 		s.completeBatch(context.WithoutCancel(ctx), b.ID, lifecycle.BatchEvent{Kind: lifecycle.BatchSendFailed})
 		return nil, instore.Errorf(instore.WP23, "The terminal is offline.")
 	}

@@ -127,6 +127,11 @@ func (d *device) close(batchID string) {
 	}
 	b := &d.book
 	a := b.answered[batchID]
+	if a == nil && d.cur != nil {
+		// The service sends a close only to a terminal it counts idle,
+		// after the cancels it owes it (internal/service/close.go).
+		w.fail("a terminal is never sent a command while it runs one the service ended", "%s runs %s, sent the close %s", d.serial, d.cur.ref, batchID)
+	}
 	if a == nil {
 		// Closed at once: what it ends from now on goes into the next
 		// batch; the answer may take a while to go out.
