@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/instore-dev/instore/client"
 	"github.com/instore-dev/instore/internal/server"
 	"github.com/instore-dev/instore/internal/sqlstore"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // acked is a purchase whose final status the ECR was told, and when.
@@ -68,11 +70,7 @@ func TestAdminBackupUnderPurchaseLoad(t *testing.T) {
 	}
 	waitFor := func(n int) {
 		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); count() < n; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d purchases in 30 s, want %d", count(), n)
-			}
-		}
+		testwait.For(t, fmt.Sprintf("%d purchases", n), func() bool { return count() >= n })
 	}
 	waitFor(200)
 

@@ -7,7 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"testing"
-	"time"
+
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // TestSessionSetStorm: a storm drops every session of a set at once and
@@ -23,13 +24,13 @@ func TestSessionSetStorm(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	go ServeBaselineWS(ctx, addr, slog.New(slog.DiscardHandler))
-	for range 100 { // until it listens
-		if c, err := net.Dial("tcp", addr); err == nil {
+	testwait.ForNil(t, "the bare server listening", func() error {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
 			c.Close()
-			break
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err
+	})
 	e := &env{o: &Options{Log: io.Discard}}
 	const n = 50
 	e.devices = make([]device, n)

@@ -16,6 +16,7 @@ import (
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/pgtest"
 	"github.com/instore-dev/instore/internal/sqlstore"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // TestUnavailableClassifies: the errors of a database with no primary are
@@ -112,10 +113,11 @@ func TestUnavailableWhenThePrimaryStops(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	var ro string
-	for deadline := time.Now().Add(10 * time.Second); ro != "on" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	testwait.For(t, "the server read-only", func() bool {
+		var ro string
 		admin.QueryRowContext(ctx, "SHOW default_transaction_read_only").Scan(&ro)
-	}
+		return ro == "on"
+	})
 	_, err = db.BeginIdempotency(ctx, rec("ro"))
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.Code != "25006" || !sqlstore.Unavailable(err) {
