@@ -466,14 +466,19 @@ func NextReversalPair(rev, orig instore.Transaction, e Event, r Rules) (newRev, 
 	revBefore, origBefore := rev, orig
 	st.EndCancels = rev.CancelRequested || rev.Final()
 	result := res.Result
+	kind := instore.EventResult
 	if !rev.Final() {
 		rev.StatusID, rev.CompletedAt = instore.StatusApproved, ptr(e.At)
+	} else {
+		// The service had ended it (WP25, WP36): its status stands, the
+		// terminal's outcome is kept beside it, as for any late result.
+		kind = instore.EventLateResult
 	}
 	rev.Result, rev.ResultMessageID, rev.Progress = &result, res.MessageID, instore.ProgressFinal
 	if rev.AcknowledgedAt == nil {
 		rev.AcknowledgedAt = ptr(e.At)
 	}
-	rev, st = changed(revBefore, rev, e, r, st, instore.EventResult)
+	rev, st = changed(revBefore, rev, e, r, st, kind)
 	orig.StatusID, orig.ReversedBy = instore.StatusReversed, rev.ID
 	orig, ost := changed(origBefore, orig, e, r, Step{}, instore.EventReversed)
 	ost.Event.Detail = "by REVERSAL " + rev.ID

@@ -243,8 +243,9 @@ func kindOf(code string) instore.TimelineKind {
 
 // TestNextReversalPair: an approved result of a REVERSAL ends it APPROVED
 // and turns its original REVERSED in one step, each with its timeline
-// event; a REVERSAL the service ended keeps its status and still reverses
-// the original; a result applied before changes nothing.
+// event; a REVERSAL the service ended keeps its status (a LATE_RESULT)
+// and still reverses the original; a result applied before changes
+// nothing.
 func TestNextReversalPair(t *testing.T) {
 	rules := testRules()
 	now := t0
@@ -269,6 +270,11 @@ func TestNextReversalPair(t *testing.T) {
 	r3, o3, st, ok := lifecycle.NextReversalPair(ended, orig, ev, rules)
 	if !ok || r3.StatusID != instore.StatusTechnicalError || r3.ResultMessageID != "m1" || o3.StatusID != instore.StatusReversed || st.Ended {
 		t.Errorf("late approved reversal: %v %d %q %d ended %v", ok, r3.StatusID, r3.ResultMessageID, o3.StatusID, st.Ended)
+	}
+	// Its status stands: a LATE_RESULT, as for any transaction the
+	// service had ended (told as transaction.final with the result).
+	if st.Event == nil || st.Event.Kind != instore.EventLateResult || st.PairEvent == nil || st.PairEvent.Kind != instore.EventReversed {
+		t.Errorf("late approved reversal's events: reversal %+v, original %+v", st.Event, st.PairEvent)
 	}
 	declined := rev
 	declined.StatusID = instore.StatusTransactionDeclined
