@@ -66,4 +66,10 @@ var caughtBy = map[mutant.Name][]uint64{
 	mutant.CaptureToleranceSkipped:  {6},
 	mutant.VoidAfterCapture:         {154},
 	mutant.ExpiryNotRecovered:       {24},
+	mutant.ReversalBesideRefund:     {310},
+	mutant.QueuedRefundable:         {27},
+	mutant.ForwardAppliedTwice:      {7},
+	mutant.BatchAppliedTwice:        {3},
+	mutant.CloseWindowNotMoved:      {1},
+	mutant.CloseBesideTransaction:   {12},
 }
