@@ -307,25 +307,32 @@ func sendWhen(t *testing.T, ready func() bool, send func() (reply, bool)) <-chan
 // send when A's wake-up reaches it; the ECR's next purchase lands on B
 // before that wake-up ran. B sends the owed cancel before the new command.
 func TestCommandAfterCancelOfAnotherNode(t *testing.T) {
-	a, b, gate, advanceBy := twoNodes(t)
-	const serial = "RAW-ORDER-1"
-	term, secret := a.provision(t, serial)
-	d := dialDevice(t, b.URL("terminal"), serial, secret)
+	viaB, term, d, first := cancelHeldOnAnotherNode(t, "RAW-ORDER-1")
+	// The ECR's next purchase, through B.
+	done := make(chan reply, 1)
+	go func() { done <- viaB.purchase(t, term, 6000) }()
+	wantCancelFirst(t, d, first.Ref, done, "the WP25")
+}
 
+// cancelHeldOnAnotherNode: node A ends WP25 a purchase its terminal serial
+// (on node B) never acknowledged, and B's wake-ups are held, so the cancel
+// A owes reaches B only after. It returns the ECR's sandbox through B, the
+// terminal ID, the device and the purchase it got.
+func cancelHeldOnAnotherNode(t *testing.T, serial string) (viaB *sandbox, term string, d *rawDevice, first protocol.Envelope) {
+	a, b, gate, advanceBy := twoNodes(t)
+	term, secret := a.provision(t, serial)
+	d = dialDevice(t, b.URL("terminal"), serial, secret)
 	done := make(chan reply, 1)
 	go func() { done <- a.purchase(t, term, 5000) }()
-	first := d.expect(protocol.TypePurchase) // through B, woken by A
+	first = d.expect(protocol.TypePurchase) // through B, woken by A
 	// The terminal starts it; its ack is lost with a node. B's wake-ups
 	// are held from now on: the cancel A owes reaches B only after.
 	gate.holdWake.Store(true)
 	advanceBy(5 * time.Second) // A's ack time-out
 	(<-done).problem(t, 504, "WP25")
-
-	// The ECR's next purchase, through B.
-	viaB := *a.env
-	viaB.online = b.URL("online")
-	go func() { done <- (&sandbox{env: &viaB}).purchase(t, term, 6000) }()
-	wantCancelFirst(t, d, first.Ref, done, "the WP25")
+	e := *a.env
+	e.online = b.URL("online")
+	return &sandbox{env: &e}, term, d, first
 }
 
 // TestCloseAfterCancelOfAnotherNode: a close goes like a command. Node A
@@ -336,19 +343,8 @@ func TestCommandAfterCancelOfAnotherNode(t *testing.T) {
 // so that it is in the batch the close asks for, not the next one
 // (found by the simulation's soak as a MISSING_ON_TERMINAL difference).
 func TestCloseAfterCancelOfAnotherNode(t *testing.T) {
-	a, b, gate, advanceBy := twoNodes(t)
-	const serial = "RAW-ORDER-3"
-	term, secret := a.provision(t, serial)
-	d := dialDevice(t, b.URL("terminal"), serial, secret)
-
+	viaB, term, d, first := cancelHeldOnAnotherNode(t, "RAW-ORDER-3")
 	done := make(chan reply, 1)
-	go func() { done <- a.purchase(t, term, 5000) }()
-	first := d.expect(protocol.TypePurchase) // through B, woken by A
-	gate.holdWake.Store(true)
-	advanceBy(5 * time.Second) // A's ack time-out
-	(<-done).problem(t, 504, "WP25")
-
-	viaB := &sandbox{env: func() *env { e := *a.env; e.online = b.URL("online"); return &e }()}
 	go func() { done <- viaB.post(t, "/in-store/api/v1/terminal/"+term+"/close", nil, nil) }()
 	cancelled := false
 	for {
