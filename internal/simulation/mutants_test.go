@@ -17,7 +17,7 @@ import (
 // INSTORE_SIM_MUTANT_FROM (1) follows when none of them catches it.
 func TestMutants(t *testing.T) {
 	if os.Getenv("INSTORE_SIM_MUTANTS") == "" {
-		t.Skip("set INSTORE_SIM_MUTANTS=1 to run every mutant (.ci/run does; a few minutes)")
+		t.Skip("set INSTORE_SIM_MUTANTS=1 to run every mutant (.ci/run does; seconds with the pinned seeds)")
 	}
 	tpl, err := Prepare(t.TempDir())
 	if err != nil {
