@@ -133,11 +133,13 @@ func TestClusterWebhooks(t *testing.T) {
 	// while it sends a slow one; the receiver down for a moment between.
 	killed := map[*server]bool{}
 	kill := func(victim *server, why string) {
-		cut := rcv.cutBy(victim.p.cmd.Process.Pid)
+		ports, inFlight := rcv.inFlightOf(victim.p.cmd.Process.Pid)
 		victim.kill9()
 		c.kills++
-		t.Logf("SIGKILL %s (%s) at %s; its deliveries: %s", filepath.Base(victim.dir), why,
-			time.Since(start).Round(time.Millisecond), cut)
+		at := time.Since(start).Round(time.Millisecond)
+		lost := rcv.unrecorded(ports, e.succeeded(ctx, hooks))
+		t.Logf("SIGKILL %s (%s) at %s; its deliveries: in flight %v, answered and not recorded %v", filepath.Base(victim.dir), why,
+			at, inFlight, lost)
 		sleep(ctx, 300*time.Millisecond)
 		if err := victim.start(ctx); err != nil {
 			stopSales()
@@ -273,7 +275,7 @@ func (e *crashEnv) listEvents(ctx context.Context, after string) []instore.Event
 
 // eachDelivery calls f with each of an endpoint's deliveries, page by
 // page through the API, until the last page or a failed read.
-func (e *crashEnv) eachDelivery(ctx context.Context, webhookID string, f func(instore.DeliveryWire)) {
+func (e *crashEnv) eachDelivery(ctx context.Context, webhookID string, f func(instore.DeliveryWire)) (complete bool) {
 	cursor := ""
 	for {
 		q := "/in-store/api/v1/webhooks/" + webhookID + "/deliveries?limit=100"
@@ -286,16 +288,36 @@ func (e *crashEnv) eachDelivery(ctx context.Context, webhookID string, f func(in
 			NextCursor *string                `json:"nextCursor"`
 		}
 		if a.err != nil || a.status != http.StatusOK || json.Unmarshal(a.body, &page) != nil {
-			return
+			return false
 		}
 		for _, d := range page.Deliveries {
 			f(d)
 		}
 		if page.NextCursor == nil {
-			return
+			return true
 		}
 		cursor = *page.NextCursor
 	}
+}
+
+// succeeded reads the events each endpoint (by name) has recorded
+// delivered, retrying while a request fails (a node just killed).
+func (e *crashEnv) succeeded(ctx context.Context, hooks map[string]string) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for name, id := range hooks {
+		var got map[string]bool
+		testwait.Until(20*time.Second, func() bool {
+			got = map[string]bool{}
+			complete := e.eachDelivery(ctx, id, func(d instore.DeliveryWire) {
+				if d.Status == instore.DeliverySucceeded {
+					got[d.EventID] = true
+				}
+			})
+			return complete || ctx.Err() != nil
+		})
+		out[name] = got
+	}
+	return out
 }
 
 // retryLate retries, through the API, an endpoint's pending deliveries
