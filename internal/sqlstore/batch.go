@@ -208,13 +208,21 @@ func (db *DB) ListBatches(ctx context.Context, f instore.BatchFilter) ([]*instor
 
 // TerminalTransactions lists the final transactions of a terminal ID
 // completed in (from, to] and created within instore.BatchLookback before
-// from (the index transactions_terminal_created bounds the read), oldest
-// first.
+// from (the index of the merchant's transactions by terminal ID,
+// transactions_merchant_terminal_created, bounds the read: the terminal
+// ID's merchant is read with it), oldest first.
 func (db *DB) TerminalTransactions(ctx context.Context, terminalID string, from, to time.Time) ([]*instore.Transaction, error) {
-	return getAll(ctx, db.read(), scanTransaction, "list terminal transactions", `SELECT `+transactionColumns+` FROM transactions
-		WHERE terminal_id = ? AND created_at > ? AND created_at <= ? AND status_id <> ? AND completed_at > ? AND completed_at <= ?
+	q, args := terminalTransactionsQuery(terminalID, from, to)
+	return getAll(ctx, db.read(), scanTransaction, "list terminal transactions", q, args...)
+}
+
+// terminalTransactionsQuery is the query of TerminalTransactions.
+func terminalTransactionsQuery(terminalID string, from, to time.Time) (string, []any) {
+	return `SELECT ` + transactionColumns + ` FROM transactions
+		WHERE merchant_id = (SELECT merchant_id FROM terminals WHERE terminal_id = ?) AND terminal_id = ?
+		AND created_at > ? AND created_at <= ? AND status_id <> ? AND completed_at > ? AND completed_at <= ?
 		ORDER BY completed_at, id`,
-		terminalID, micros(from.Add(-instore.BatchLookback)), micros(to), instore.StatusPending, micros(from), micros(to))
+		[]any{terminalID, terminalID, micros(from.Add(-instore.BatchLookback)), micros(to), instore.StatusPending, micros(from), micros(to)}
 }
 
 func scanBatch(s scanner) (*instore.Batch, error) {

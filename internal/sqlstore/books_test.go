@@ -172,3 +172,25 @@ func TestTotalsPlan(t *testing.T) {
 		}
 	})
 }
+
+// TestTerminalTransactionsPlan checks that a day close's read of a
+// terminal ID's transactions (TerminalTransactions) searches the index of
+// the merchant's transactions by terminal ID and creation, the merchant
+// read from the terminal's row: never a scan of the table or of the
+// merchant's other terminals.
+func TestTerminalTransactionsPlan(t *testing.T) {
+	forEachSeeded(t, 5000, func(t *testing.T, be backend, db *sqlstore.DB, fx *benchFixture) {
+		plan, err := db.ExplainTerminalTransactions(t.Context(), fx.Terminals[2], benchEnd.Add(-24*time.Hour), benchEnd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.Join(plan, "\n")
+		want := "SEARCH transactions USING INDEX transactions_merchant_terminal_created (merchant_id=? AND terminal_id=? AND created_at>? AND created_at<?)"
+		if be.name == "postgres" {
+			want = "using transactions_merchant_terminal_created"
+		}
+		if !strings.Contains(text, want) || strings.Contains(text, "Seq Scan") || strings.Contains(text, "SCAN transactions") {
+			t.Errorf("plan\n%s\nlacks %q", text, want)
+		}
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/instore-dev/instore"
 )
@@ -21,6 +22,13 @@ func (db *DB) ExplainListTransactions(ctx context.Context, f instore.Transaction
 // ExplainTotals is ExplainListTransactions for Totals(f).
 func (db *DB) ExplainTotals(ctx context.Context, f instore.TotalsFilter) ([]string, error) {
 	query, args := totalsQuery(db.d, f)
+	return db.explain(ctx, query, args)
+}
+
+// ExplainTerminalTransactions is ExplainListTransactions for
+// TerminalTransactions.
+func (db *DB) ExplainTerminalTransactions(ctx context.Context, terminalID string, from, to time.Time) ([]string, error) {
+	query, args := terminalTransactionsQuery(terminalID, from, to)
 	return db.explain(ctx, query, args)
 }
 

@@ -7,8 +7,9 @@ import (
 )
 
 // TestSchemaGuards proves, on every backend, the guarantees the schema
-// gives the code that comes next: one PENDING transaction per terminal, one
-// unfinished update per terminal, one terminal ID per device.
+// gives the code that comes next: one PENDING transaction per terminal, a
+// transaction's merchant its terminal ID's, one unfinished update per
+// terminal, one terminal ID per device.
 func TestSchemaGuards(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		_, db := b.migrated(t)
@@ -43,7 +44,10 @@ func TestSchemaGuards(t *testing.T) {
 		mustExec(`INSERT INTO merchants (id, customer_id, name, active, created_at) VALUES ('mer_1', 'cus_1', 'm', ?, 1)`, true)
 		mustExec(`INSERT INTO devices (serial_number, model, secret_hash, created_at) VALUES ('S1', 'countertop', ?, 1)`, []byte{1})
 		mustExec(`INSERT INTO terminals (terminal_id, customer_id, merchant_id, serial_number, created_at) VALUES ('10000001', 'cus_1', 'mer_1', 'S1', 1)`)
-		mustExec(`INSERT INTO terminals (terminal_id, customer_id, created_at) VALUES ('10000002', 'cus_1', 1)`)
+		mustExec(`INSERT INTO terminals (terminal_id, customer_id, merchant_id, created_at) VALUES ('10000002', 'cus_1', 'mer_1', 1)`)
+		mustExec(`INSERT INTO merchants (id, customer_id, name, active, created_at) VALUES ('mer_2', 'cus_1', 'n', ?, 1)`, true)
+		mustExec(`INSERT INTO terminals (terminal_id, customer_id, merchant_id, created_at) VALUES ('10000004', 'cus_1', 'mer_2', 1)`)
+		mustExec(`INSERT INTO terminals (terminal_id, customer_id, created_at) VALUES ('10000005', 'cus_1', 1)`)
 
 		tx := `INSERT INTO transactions (id, merchant_id, terminal_id, type, amount, currency, status_id, progress, created_at)
 		       VALUES (?, 'mer_1', ?, 'PURCHASE', 100, 'SEK', ?, 'SENT', 1)`
@@ -55,6 +59,13 @@ func TestSchemaGuards(t *testing.T) {
 		mustExec(tx, "t4", "10000001", 0)  // a final one beside the pending one
 		mustExec(`UPDATE transactions SET status_id = 0 WHERE id = 't1'`)
 		mustExec(tx, "t5", "10000001", 14) // pending again once the first ended
+		// A transaction's merchant is its terminal ID's: not another
+		// merchant's terminal, nor one allocated to no merchant.
+		for _, id := range []string{"10000004", "10000005", "99999999"} {
+			if err := exec(tx, "t-"+id, id, 0); err == nil {
+				t.Errorf("a transaction of mer_1 on terminal ID %s (not mer_1's) was accepted", id)
+			}
+		}
 
 		if err := exec(`INSERT INTO terminals (terminal_id, customer_id, serial_number, created_at) VALUES ('10000003', 'cus_1', 'S1', 1)`); err == nil {
 			t.Errorf("one device linked to two terminal IDs was accepted")
