@@ -1,5 +1,7 @@
 package instore
 
+import "time"
+
 // Change is everything one change of a transaction writes, in one database
 // transaction, passed to the store as one value (TransactionStore.Commit,
 // CreateTransaction, HistoryStore.CreateOnOriginal): nothing a write
@@ -20,7 +22,9 @@ package instore
 //   - Pair is another transaction's change written with this one, both or
 //     neither: an approved REVERSAL turns its original REVERSED.
 //   - CaptureTolerance is the setting the rule of a new CAPTURE applies
-//     inside the store's database transaction (CheckOnPreAuth).
+//     inside the store's database transaction (CheckOnPreAuth), and
+//     PreAuthValidity the one the retry schedule of an expiry VOID does
+//     (lifecycle.CheckExpiryVoid).
 //   - Relaxed marks a change of the progress stage only, which need not
 //     wait for the disk: a crash may lose the last such changes (the
 //     transaction then shows an earlier stage and version), never any
@@ -38,6 +42,9 @@ type Change struct {
 	// CaptureTolerance is the capture tolerance CheckOnPreAuth applies to
 	// the creation of a CAPTURE (HistoryStore.CreateOnOriginal).
 	CaptureTolerance float64
+	// PreAuthValidity is the pre-auth validity lifecycle.CheckExpiryVoid
+	// applies to the creation of an expiry VOID (CreateOnOriginal).
+	PreAuthValidity time.Duration
 }
 
 // Transactions returns the transactions c writes: T, then its pair's.

@@ -203,6 +203,32 @@ func ExpiryDue(t instore.Transaction, others []*instore.Transaction, r Rules) (a
 	return at, true
 }
 
+// CheckExpiryVoid refuses the expiry VOID t of the pre-auth pre before its
+// time (ExpiryDue, on pre and others as the store's database transaction
+// that creates t reads them, the pre-auth's row locked): a decision to
+// void taken on an older read (the last VOID still in flight then, since
+// ended without an approval) would otherwise send the retry at once, not
+// ExpiryRetryFirst after that VOID ended. A VOID not by the timer is not
+// its business.
+func CheckExpiryVoid(pre instore.Transaction, others []*instore.Transaction, t *instore.Transaction, r Rules) error {
+	if t.Type != instore.TypeVoid || !t.ByTimer {
+		return nil
+	}
+	at, ok := ExpiryDue(pre, others, r)
+	if ok && t.CreatedAt.Before(at) {
+		return &ExpiryNotDue{At: at}
+	}
+	return nil
+}
+
+// ExpiryNotDue is CheckExpiryVoid's refusal: the expiry VOID is due at At.
+// Only the service's timer creates one, so it never reaches an API client.
+type ExpiryNotDue struct{ At time.Time }
+
+func (e *ExpiryNotDue) Error() string {
+	return "the pre-authorisation's expiry void is not due before " + e.At.UTC().Format(time.RFC3339Nano)
+}
+
 // later is the later of a and b.
 func later(a, b time.Time) time.Time {
 	if b.After(a) {

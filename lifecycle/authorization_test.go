@@ -1,6 +1,7 @@
 package lifecycle_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -193,6 +194,38 @@ func TestNextOnPreAuth(t *testing.T) {
 	short.PreAuthValidity = 4 * time.Second
 	if at, _ := lifecycle.ExpiryDue(pre, []*instore.Transaction{declined(0), declined(time.Minute)}, short); !at.Equal(exp.Add(time.Minute + 8*time.Second)) {
 		t.Errorf("ExpiryDue(two declined, validity 4 s) = %s, want 1m8s", at.Sub(exp))
+	}
+	// The store's check of an expiry VOID, inside the database
+	// transaction that creates it: refused before ExpiryDue, with its
+	// time; a VOID asked for by the ECR, or of a pre-auth no longer OPEN,
+	// is not its business.
+	void := func(byTimer bool, at time.Time) *instore.Transaction {
+		return &instore.Transaction{Type: instore.TypeVoid, ByTimer: byTimer, CreatedAt: at}
+	}
+	for _, tc := range []struct {
+		name   string
+		pre    instore.Transaction
+		others []*instore.Transaction
+		t      *instore.Transaction
+		notDue time.Time // zero: allowed
+	}{
+		{"first, at the expiry", pre, nil, void(true, exp), time.Time{}},
+		{"first, before the expiry", pre, nil, void(true, exp.Add(-time.Second)), exp},
+		{"retry at once after a declined one", pre, []*instore.Transaction{declined(0)}, void(true, exp), exp.Add(time.Minute)},
+		{"retry a second early", pre, []*instore.Transaction{declined(0)}, void(true, exp.Add(time.Minute-time.Second)), exp.Add(time.Minute)},
+		{"retry at its time", pre, []*instore.Transaction{declined(0)}, void(true, exp.Add(time.Minute)), time.Time{}},
+		{"the ECR's void", pre, []*instore.Transaction{declined(0)}, void(false, exp), time.Time{}},
+		{"a capture", pre, nil, &instore.Transaction{Type: instore.TypeCapture, ByTimer: true, CreatedAt: exp.Add(-time.Hour)}, time.Time{}},
+		{"not OPEN", voided, []*instore.Transaction{declined(0)}, void(true, exp), time.Time{}},
+	} {
+		err := lifecycle.CheckExpiryVoid(tc.pre, tc.others, tc.t, r)
+		var nd *lifecycle.ExpiryNotDue
+		switch {
+		case tc.notDue.IsZero() && err != nil:
+			t.Errorf("CheckExpiryVoid(%s) = %v, want nil", tc.name, err)
+		case !tc.notDue.IsZero() && (!errors.As(err, &nd) || !nd.At.Equal(tc.notDue)):
+			t.Errorf("CheckExpiryVoid(%s) = %v, want not due before %s", tc.name, err, tc.notDue.Sub(exp))
+		}
 	}
 	timerVoid, st := lifecycle.Create(byTimer, r)
 	if st.Event.Actor != instore.ActorTimer || timerVoid.StatusID != instore.StatusPending {

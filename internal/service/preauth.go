@@ -79,7 +79,7 @@ func (s *Service) onPreAuth(ctx context.Context, pre, t *instore.Transaction, cl
 	t.Currency, t.OriginalID, t.CreatedAt = pre.Currency, pre.ID, s.now()
 	t.StatusID, t.Progress = instore.StatusPending, instore.ProgressSent
 	create := func(ctx context.Context, ch *instore.Change) error {
-		ch.CaptureTolerance = s.captureTolerance()
+		ch.CaptureTolerance, ch.PreAuthValidity = s.captureTolerance(), s.rules().PreAuthValidity
 		return s.Store.CreateOnOriginal(ctx, ch)
 	}
 	return s.start(ctx, t, claim, create, func(ctx context.Context) error { return s.Gateway.SendPayment(ctx, serial, t) })
@@ -135,9 +135,15 @@ func (s *Service) preAuthExpired(ref string) {
 		void := &instore.Transaction{Type: instore.TypeVoid, Amount: amount, ByTimer: true}
 		_, err = s.onPreAuth(ctx, pre, void, nil)
 		var e *instore.Error
+		var notDue *lifecycle.ExpiryNotDue
 		switch {
 		case err == nil:
 			s.log().Info("pre-auth expired: void sent", "ref", ref, "void", void.ID)
+		case errors.As(err, &notDue):
+			// Decided on an older read: a VOID of it ended meanwhile
+			// without an approval, and the store, reading it under the
+			// pre-auth's lock, refused the retry before its time.
+			s.arm(ref, notDue.At, s.preAuthExpired)
 		case errors.As(err, &e) && e.Code == instore.EConflict:
 			// A capture or void of it is in flight: its outcome decides.
 		case errors.As(err, &e) && e.Code == instore.WP09:

@@ -155,6 +155,9 @@ func (w *world) checkPreAuth(p *instore.Transaction, kids []*instore.Transaction
 	if (a != nil) != (p.StatusID == instore.StatusApproved) {
 		w.fail(invAuthChange, "%s is in status %d with the authorisation %+v", p.ID, p.StatusID, a)
 	}
+	if a != nil {
+		w.checkExpiryRetries(p, kids)
+	}
 	if a == nil {
 		if len(ends) > 0 || incremented > 0 || refunded > 0 {
 			w.fail(invAuthChange, "%s holds nothing, yet has approved operations or refunds", p.ID)
@@ -193,6 +196,30 @@ func (w *world) checkPreAuth(p *instore.Transaction, kids []*instore.Transaction
 	if a.State != state || a.CapturedAmount != captured || a.AuthorizedAmount != p.TotalAmount()+incremented {
 		w.fail(invAuthChange, "%s is %s, authorised %d, captured %d; its approved operations make it %s, %d, %d",
 			p.ID, a.State, a.AuthorizedAmount, a.CapturedAmount, state, p.TotalAmount()+incremented, captured)
+	}
+}
+
+// checkExpiryRetries: every expiry VOID of the pre-auth p was created no
+// earlier than the service's schedule allowed, given the expiry VOIDs of
+// it that had ended before (lifecycle.ExpiryDue): never a retry at once
+// after one declined, however stale the read that decided it.
+func (w *world) checkExpiryRetries(p *instore.Transaction, kids []*instore.Transaction) {
+	open, auth := *p, *p.Authorization
+	auth.State = instore.AuthOpen
+	open.Authorization = &auth
+	for _, k := range kids {
+		if k.Type != instore.TypeVoid || !k.ByTimer {
+			continue
+		}
+		var before []*instore.Transaction
+		for _, o := range kids {
+			if o != k && o.Final() && o.CompletedAt != nil && !o.CompletedAt.After(k.CreatedAt) {
+				before = append(before, o)
+			}
+		}
+		if at, _ := lifecycle.ExpiryDue(open, before, lifecycle.Rules{PreAuthValidity: w.validity}); k.CreatedAt.Before(at) {
+			w.fail(invExpired, "%s: the expiry's void %s created at %v, before its retry's time %v", p.ID, k.ID, k.CreatedAt.Sub(epoch), at.Sub(epoch))
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/mutant"
+	"github.com/instore-dev/instore/lifecycle"
 )
 
 // ListTransactions lists a merchant's transactions created in [f.From, f.To),
@@ -160,6 +161,9 @@ func (db *DB) CreateOnOriginal(ctx context.Context, ch *instore.Change) error {
 		if instore.OnPreAuth(t.Type) {
 			mutatePreAuth(orig, t)
 			if err := instore.CheckOnPreAuth(orig, others, t, ch.CaptureTolerance); err != nil {
+				return err
+			}
+			if err := lifecycle.CheckExpiryVoid(*orig, others, t, lifecycle.Rules{PreAuthValidity: ch.PreAuthValidity}); err != nil {
 				return err
 			}
 

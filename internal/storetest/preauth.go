@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/lifecycle"
 )
 
 // preAuth stores an APPROVED PRE_AUTH of amount whose authorisation is
@@ -139,6 +140,51 @@ var preAuthTests = []test{
 		checkMissing(t, "Transaction(refused capture)", s.Transaction, over.ID, "")
 		checkCode(t, "reversal of a pre-auth", s.CreateOnOriginal(t.Context(), &instore.Change{T: newReversal("txn_rev", ts[3], "SN-p3", pre.ID, 10000, instore.StatusPending)}),
 			instore.ENotReversible)
+	}},
+	{"ExpiryVoidRetry", func(t *testing.T, s instore.Store) {
+		// The retry of an expiry VOID is decided in the creation's
+		// database transaction: after a VOID of the timer ended declined,
+		// another one created before its time (a decision taken on a read
+		// from before that VOID ended) is refused, with the time it is due
+		// (lifecycle.ExpiryNotDue), and nothing is stored; at its time it
+		// is created. The ECR's own VOID is not held back.
+		a := seed(t, s)
+		ts := terminals(t, s, 3)
+		pre := preAuth(t, s, "txn_pre", a, "SN-1", 10000, instore.AuthOpen, 0)
+		first := onPreAuth("txn_v1", instore.TypeVoid, a, "SN-1", pre.ID, 10000)
+		first.ByTimer, first.CreatedAt = true, at(60)
+		create := func(tx *instore.Transaction) error {
+			return s.CreateOnOriginal(t.Context(), &instore.Change{T: tx, CaptureTolerance: instore.DefaultCaptureTolerance,
+				PreAuthValidity: 24 * time.Hour})
+		}
+		if err := create(first); err != nil {
+			t.Fatalf("CreateOnOriginal(the expiry's void) = %v", err)
+		}
+		first.StatusID, first.Progress, first.CompletedAt = instore.StatusTransactionDeclined, instore.ProgressFinal, ptr(at(61))
+		if err := s.Commit(t.Context(), &instore.Change{T: first, From: 1}); err != nil {
+			t.Fatalf("Commit(declined void) = %v", err)
+		}
+		early := onPreAuth("txn_v2", instore.TypeVoid, ts[0], "SN-p0", pre.ID, 10000)
+		early.ByTimer, early.CreatedAt = true, at(61)
+		var notDue *lifecycle.ExpiryNotDue
+		if err := create(early); !errors.As(err, &notDue) || !notDue.At.Equal(stored(at(62))) {
+			t.Errorf("CreateOnOriginal(expiry void at once after a declined one) = %v, want not due before %s", err, at(62))
+		}
+		checkMissing(t, "Transaction(early expiry void)", s.Transaction, early.ID, "")
+		ecr := onPreAuth("txn_v3", instore.TypeVoid, ts[1], "SN-p1", pre.ID, 10000)
+		ecr.CreatedAt = at(61)
+		if err := create(ecr); err != nil {
+			t.Errorf("CreateOnOriginal(the ECR's void after a declined expiry void) = %v", err)
+		}
+		ecr.StatusID, ecr.Progress, ecr.CompletedAt = instore.StatusTransactionDeclined, instore.ProgressFinal, ptr(at(61))
+		if err := s.Commit(t.Context(), &instore.Change{T: ecr, From: 1}); err != nil {
+			t.Fatalf("Commit(declined ECR void) = %v", err)
+		}
+		due := onPreAuth("txn_v4", instore.TypeVoid, ts[2], "SN-p2", pre.ID, 10000)
+		due.ByTimer, due.CreatedAt = true, at(62)
+		if err := create(due); err != nil {
+			t.Errorf("CreateOnOriginal(expiry void at its time) = %v", err)
+		}
 	}},
 	{"RaceCaptureVoidIncrement", func(t *testing.T, s instore.Store) {
 		// Captures, voids and increments racing on one OPEN pre-auth: one
