@@ -151,38 +151,36 @@ var preAuthTests = []test{
 		a := seed(t, s)
 		ts := terminals(t, s, 3)
 		pre := preAuth(t, s, "txn_pre", a, "SN-1", 10000, instore.AuthOpen, 0)
-		first := onPreAuth("txn_v1", instore.TypeVoid, a, "SN-1", pre.ID, 10000)
-		first.ByTimer, first.CreatedAt = true, at(60)
+		void := func(id, terminalID, serial string, byTimer bool, created int) *instore.Transaction {
+			v := onPreAuth(id, instore.TypeVoid, terminalID, serial, pre.ID, 10000)
+			v.ByTimer, v.CreatedAt = byTimer, at(created)
+			return v
+		}
 		create := func(tx *instore.Transaction) error {
 			return s.CreateOnOriginal(t.Context(), &instore.Change{T: tx, CaptureTolerance: instore.DefaultCaptureTolerance,
 				PreAuthValidity: 24 * time.Hour})
 		}
-		if err := create(first); err != nil {
-			t.Fatalf("CreateOnOriginal(the expiry's void) = %v", err)
+		// createDeclined creates the VOID tx, which must be allowed, and
+		// ends it declined a minute after it was created.
+		createDeclined := func(tx *instore.Transaction) {
+			t.Helper()
+			if err := create(tx); err != nil {
+				t.Fatalf("CreateOnOriginal(void %s, by the timer %v) = %v", tx.ID, tx.ByTimer, err)
+			}
+			tx.StatusID, tx.Progress, tx.CompletedAt = instore.StatusTransactionDeclined, instore.ProgressFinal, ptr(tx.CreatedAt.Add(time.Minute))
+			if err := s.Commit(t.Context(), &instore.Change{T: tx, From: 1}); err != nil {
+				t.Fatalf("Commit(declined void %s) = %v", tx.ID, err)
+			}
 		}
-		first.StatusID, first.Progress, first.CompletedAt = instore.StatusTransactionDeclined, instore.ProgressFinal, ptr(at(61))
-		if err := s.Commit(t.Context(), &instore.Change{T: first, From: 1}); err != nil {
-			t.Fatalf("Commit(declined void) = %v", err)
-		}
-		early := onPreAuth("txn_v2", instore.TypeVoid, ts[0], "SN-p0", pre.ID, 10000)
-		early.ByTimer, early.CreatedAt = true, at(61)
+		createDeclined(void("txn_v1", a, "SN-1", true, 60)) // the expiry's, ended at 61
+		early := void("txn_v2", ts[0], "SN-p0", true, 61)
 		var notDue *lifecycle.ExpiryNotDue
 		if err := create(early); !errors.As(err, &notDue) || !notDue.At.Equal(stored(at(62))) {
 			t.Errorf("CreateOnOriginal(expiry void at once after a declined one) = %v, want not due before %s", err, at(62))
 		}
 		checkMissing(t, "Transaction(early expiry void)", s.Transaction, early.ID, "")
-		ecr := onPreAuth("txn_v3", instore.TypeVoid, ts[1], "SN-p1", pre.ID, 10000)
-		ecr.CreatedAt = at(61)
-		if err := create(ecr); err != nil {
-			t.Errorf("CreateOnOriginal(the ECR's void after a declined expiry void) = %v", err)
-		}
-		ecr.StatusID, ecr.Progress, ecr.CompletedAt = instore.StatusTransactionDeclined, instore.ProgressFinal, ptr(at(61))
-		if err := s.Commit(t.Context(), &instore.Change{T: ecr, From: 1}); err != nil {
-			t.Fatalf("Commit(declined ECR void) = %v", err)
-		}
-		due := onPreAuth("txn_v4", instore.TypeVoid, ts[2], "SN-p2", pre.ID, 10000)
-		due.ByTimer, due.CreatedAt = true, at(62)
-		if err := create(due); err != nil {
+		createDeclined(void("txn_v3", ts[1], "SN-p1", false, 61)) // the ECR's, ended at 62: not the timer's
+		if err := create(void("txn_v4", ts[2], "SN-p2", true, 62)); err != nil {
 			t.Errorf("CreateOnOriginal(expiry void at its time) = %v", err)
 		}
 	}},
