@@ -150,11 +150,7 @@ func TestTotalsPlan(t *testing.T) {
 	forEachSeeded(t, 5000, func(t *testing.T, be backend, db *sqlstore.DB, fx *benchFixture) {
 		for _, terminal := range []string{"", fx.Terminals[2]} {
 			f := instore.TotalsFilter{MerchantID: "mer_bench", From: benchEnd.Add(-24 * time.Hour), To: benchEnd, TerminalID: terminal}
-			plan, err := db.ExplainTotals(t.Context(), f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			text := strings.Join(plan, "\n")
+			text := explained(t)(db.ExplainTotals(t.Context(), f))
 			want := "USING COVERING INDEX transactions_merchant_totals"
 			if be.name == "postgres" {
 				want = "Index Only Scan using transactions_merchant_totals"
@@ -180,11 +176,7 @@ func TestTotalsPlan(t *testing.T) {
 // merchant's other terminals.
 func TestTerminalTransactionsPlan(t *testing.T) {
 	forEachSeeded(t, 5000, func(t *testing.T, be backend, db *sqlstore.DB, fx *benchFixture) {
-		plan, err := db.ExplainTerminalTransactions(t.Context(), fx.Terminals[2], benchEnd.Add(-24*time.Hour), benchEnd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		text := strings.Join(plan, "\n")
+		text := explained(t)(db.ExplainTerminalTransactions(t.Context(), fx.Terminals[2], benchEnd.Add(-24*time.Hour), benchEnd))
 		want := "SEARCH transactions USING INDEX transactions_merchant_terminal_created (merchant_id=? AND terminal_id=? AND created_at>? AND created_at<?)"
 		if be.name == "postgres" {
 			want = "using transactions_merchant_terminal_created"

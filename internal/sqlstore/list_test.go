@@ -357,8 +357,17 @@ func forEachSeeded(t *testing.T, n int, test func(t *testing.T, be backend, db *
 func explainList(t *testing.T, db *sqlstore.DB, f instore.TransactionFilter) (plan []string, text string) {
 	t.Helper()
 	plan, err := db.ExplainListTransactions(t.Context(), f)
-	if err != nil {
-		t.Fatalf("explain: %v", err)
+	return plan, explained(t)(plan, err)
+}
+
+// explained returns the function that joins the lines of a plan (one of
+// the store's Explain...) for a message, failing t if the EXPLAIN failed.
+func explained(t *testing.T) func(plan []string, err error) string {
+	return func(plan []string, err error) string {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("explain: %v", err)
+		}
+		return strings.Join(plan, "\n")
 	}
-	return plan, strings.Join(plan, "\n")
 }

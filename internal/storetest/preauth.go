@@ -63,6 +63,20 @@ func race(t *testing.T, s instore.Store, n int, create func(i int) *instore.Tran
 	return created
 }
 
+// raceOnPreAuth seeds twelve terminal IDs and a pre-auth of amount on the
+// first, its authorisation in state with captured, and races the creation
+// of create(i, ...) on each terminal ID (race); it returns the pre-auth and
+// the transactions created.
+func raceOnPreAuth(t *testing.T, s instore.Store, amount int64, state instore.AuthorizationState, captured int64,
+	create func(i int, terminalID, serial, preID string) *instore.Transaction, refused func(error) bool) (*instore.Transaction, []*instore.Transaction) {
+	t.Helper()
+	seed(t, s)
+	const n = 12
+	ts := terminals(t, s, n)
+	pre := preAuth(t, s, "txn_pre", ts[0], "SN-p0", amount, state, captured)
+	return pre, race(t, s, n, func(i int) *instore.Transaction { return create(i, ts[i], fmt.Sprintf("SN-p%d", i), pre.ID) }, refused)
+}
+
 // isProblem is a refused of race: err is an *instore.Error of code.
 func isProblem(code string) func(error) bool {
 	return func(err error) bool {
@@ -188,13 +202,9 @@ var preAuthTests = []test{
 		// Captures, voids and increments racing on one OPEN pre-auth: one
 		// capture or void at most is created; the others are refused
 		// (conflict), whatever the order.
-		seed(t, s)
-		const n = 12
-		ts := terminals(t, s, n)
-		pre := preAuth(t, s, "txn_pre", ts[0], "SN-p0", 10000, instore.AuthOpen, 0)
 		types := []instore.TransactionType{instore.TypeCapture, instore.TypeVoid, instore.TypeIncrement}
-		created := race(t, s, n, func(i int) *instore.Transaction {
-			return onPreAuth(fmt.Sprintf("txn_%02d", i), types[i%3], ts[i], fmt.Sprintf("SN-p%d", i), pre.ID, 1000)
+		_, created := raceOnPreAuth(t, s, 10000, instore.AuthOpen, 0, func(i int, terminalID, serial, preID string) *instore.Transaction {
+			return onPreAuth(fmt.Sprintf("txn_%02d", i), types[i%3], terminalID, serial, preID, 1000)
 		}, isProblem(instore.EConflict))
 		final := 0
 		for _, tx := range created {
@@ -209,12 +219,8 @@ var preAuthTests = []test{
 	{"RaceRefunds", func(t *testing.T, s instore.Store) {
 		// Refunds racing on a captured pre-auth never exceed its captured
 		// amount (of 900, nine refunds of 100 out of twelve).
-		seed(t, s)
-		const n = 12
-		ts := terminals(t, s, n)
-		pre := preAuth(t, s, "txn_pre", ts[0], "SN-p0", 1000, instore.AuthCaptured, 900)
-		created := race(t, s, n, func(i int) *instore.Transaction {
-			return newRefund(fmt.Sprintf("txn_r%02d", i), ts[i], fmt.Sprintf("SN-p%d", i), pre.ID, 100, instore.StatusPending, at(2))
+		pre, created := raceOnPreAuth(t, s, 1000, instore.AuthCaptured, 900, func(i int, terminalID, serial, preID string) *instore.Transaction {
+			return newRefund(fmt.Sprintf("txn_r%02d", i), terminalID, serial, preID, 100, instore.StatusPending, at(2))
 		}, func(err error) bool { return errors.Is(err, instore.ErrRefundExceeded) })
 		if len(created) != 9 {
 			t.Errorf("%d refunds created, want 9", len(created))
