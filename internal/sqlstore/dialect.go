@@ -283,6 +283,14 @@ func (d *dialect) conflict(err error) (string, bool) {
 	return "", false
 }
 
+// deadlock reports whether err is PostgreSQL's deadlock_detected: the
+// database transaction was rolled back whole, and may be run again.
+// SQLite's one writer never deadlocks.
+func (d *dialect) deadlock(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "40P01"
+}
+
 // lockMigrations keeps other nodes from migrating until unlock is called.
 // SQLite needs no lock: its migrations run in BEGIN IMMEDIATE transactions
 // that re-check what is applied.

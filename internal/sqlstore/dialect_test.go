@@ -214,3 +214,43 @@ func TestPoolSizes(t *testing.T) {
 		}
 	}
 }
+
+// TestDeadlockDetected: a real deadlock on PostgreSQL (two database
+// transactions taking two advisory locks in opposite orders) is what
+// dialect.deadlock recognises, wrapped as the store wraps errors; another
+// error, and none, are not.
+func TestDeadlockDetected(t *testing.T) {
+	db := openPostgresTest(t)
+	ctx := t.Context()
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range 2 {
+		wg.Go(func() {
+			errs[i] = db.writeTx(ctx, db.writer, func(c conn) error {
+				if _, err := c.exec(ctx, `SELECT pg_advisory_xact_lock(?)`, 7700+i); err != nil {
+					return err
+				}
+				<-start
+				_, err := c.exec(ctx, `SELECT pg_advisory_xact_lock(?)`, 7701-i)
+				return fmt.Errorf("second lock: %w", err)
+			})
+		})
+	}
+	held := testwait.Until(10*time.Second, func() bool {
+		var n int
+		err := db.reader.QueryRowContext(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objid IN (7700, 7701)`).Scan(&n)
+		return err == nil && n == 2
+	})
+	close(start)
+	if !held {
+		t.Fatal("the two transactions did not both take their first lock within 10 s")
+	}
+	wg.Wait()
+	if db.d.deadlock(errs[0]) == db.d.deadlock(errs[1]) {
+		t.Errorf("deadlock(%v), deadlock(%v): want exactly one victim", errs[0], errs[1])
+	}
+	if db.d.deadlock(nil) || db.d.deadlock(fmt.Errorf("link: %w", instore.ErrConflict)) {
+		t.Errorf("deadlock() of no error or a conflict = true")
+	}
+}

@@ -76,17 +76,32 @@ func (db *DB) Terminals(ctx context.Context, merchantID string) ([]*instore.Term
 // LinkTerminal binds terminalID to the device serial; see
 // instore.TerminalStore. Linking a terminal ID to the device it is already
 // bound to changes nothing and returns (serial, terminalID).
+//
+// Links racing on PostgreSQL can still deadlock although each locks its
+// rows in terminal ID order: a link's rows are those its snapshot shows
+// bound, and the unique check of serial_number waits for another link's
+// uncommitted binding. PostgreSQL then aborts one of them whole, which is
+// tried again (at most linkAttempts times in all), as its documentation
+// advises; a link never answers a deadlock to its caller.
 func (db *DB) LinkTerminal(ctx context.Context, terminalID, serial string, at time.Time, evs ...instore.OutboxEvent) (prevSerial, prevTerminalID string, err error) {
-	err = db.updateOutbox(ctx, evs, func(c conn) error {
-		var err error
-		prevSerial, prevTerminalID, err = linkTerminal(ctx, c, terminalID, serial, at)
-		return err
-	})
+	for range linkAttempts {
+		err = db.updateOutbox(ctx, evs, func(c conn) error {
+			var err error
+			prevSerial, prevTerminalID, err = linkTerminal(ctx, c, terminalID, serial, at)
+			return err
+		})
+		if !db.d.deadlock(err) {
+			break
+		}
+	}
 	if err != nil {
 		return "", "", err
 	}
 	return prevSerial, prevTerminalID, nil
 }
+
+// linkAttempts bounds LinkTerminal's tries after deadlocks.
+const linkAttempts = 5
 
 // UnlinkTerminal unbinds terminalID and returns the device it was bound to.
 func (db *DB) UnlinkTerminal(ctx context.Context, terminalID string, evs ...instore.OutboxEvent) (serial string, err error) {
