@@ -77,10 +77,11 @@ func (db *DB) Terminals(ctx context.Context, merchantID string) ([]*instore.Term
 // instore.TerminalStore. Linking a terminal ID to the device it is already
 // bound to changes nothing and returns (serial, terminalID).
 //
-// Links racing on PostgreSQL can still deadlock although each locks its
-// rows in terminal ID order: a link's rows are those its snapshot shows
-// bound, and the unique check of serial_number waits for another link's
-// uncommitted binding. PostgreSQL then aborts one of them whole, which is
+// Links racing on PostgreSQL have deadlocked although each locks its rows
+// in terminal ID order (the store suite's LinkConcurrent, once in CI; the
+// likely cycle: a link locks only the rows its snapshot shows bound, and
+// its unique check of serial_number then waits for another link's
+// uncommitted binding). PostgreSQL aborts one of them whole, which is
 // tried again (at most linkAttempts times in all), as its documentation
 // advises; a link never answers a deadlock to its caller.
 func (db *DB) LinkTerminal(ctx context.Context, terminalID, serial string, at time.Time, evs ...instore.OutboxEvent) (prevSerial, prevTerminalID string, err error) {
