@@ -65,25 +65,31 @@ func registerWebhooks(ctx context.Context, db *sqlstore.DB, tpl *Template) error
 		}
 		return &v, nil
 	}
-	hooks, err := register(`{"url": "` + receiverURL + `", "description": "the simulation's receiver"}`)
+	const (
+		first = `{"url": "` + receiverURL + `", "description": "the simulation's receiver", "concurrency": 1}`
+		lanes = `{"url": "` + lanesURL + `", "description": "the simulation's receiver in lanes", "concurrency": 2}`
+	)
+	a, err := register(first)
 	if err != nil {
 		return err
 	}
-	tpl.webhookID, tpl.webhookSecret = hooks.WebhookID, hooks.Secret
-	for range 64 {
-		lanes, err := register(`{"url": "` + lanesURL + `", "description": "the simulation's receiver in lanes", "concurrency": 2}`)
-		if err != nil {
-			return err
-		}
-		if lanes.WebhookID > hooks.WebhookID {
-			tpl.lanesID, tpl.lanesSecret = lanes.WebhookID, lanes.Secret
-			return nil
-		}
-		if code, b := call(http.MethodDelete, "/webhooks/"+lanes.WebhookID, ""); code != http.StatusNoContent {
-			return fmt.Errorf("delete a webhook endpoint: %d %s", code, b)
-		}
+	b, err := register(lanes)
+	if err != nil {
+		return err
 	}
-	return errors.New("register the lanes endpoint: its id never sorted after the first's")
+	if b.WebhookID < a.WebhookID {
+		// Ids are random: the lanes endpoint must be the one whose id
+		// sorts after, so the two swap what they are.
+		for _, x := range []struct{ id, body string }{{a.WebhookID, lanes}, {b.WebhookID, first}} {
+			if code, body := call(http.MethodPatch, "/webhooks/"+x.id, x.body); code != http.StatusOK {
+				return fmt.Errorf("swap the webhook endpoints: %d %s", code, body)
+			}
+		}
+		a, b = b, a
+	}
+	tpl.webhookID, tpl.webhookSecret = a.WebhookID, a.Secret
+	tpl.lanesID, tpl.lanesSecret = b.WebhookID, b.Secret
+	return nil
 }
 
 // setConcurrency sets the lanes endpoint's concurrency in a history's

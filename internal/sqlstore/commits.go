@@ -31,3 +31,18 @@ func (db *DB) counted(relaxed bool, err error) error {
 func (db *DB) Commits() (durable, relaxed int64) {
 	return db.commits.durable.Load(), db.commits.relaxed.Load()
 }
+
+// Pipelined returns how many groups of more than one single-statement
+// write PostgreSQL's pipelines sent as one transaction, the statements
+// they held, and the groups whose statements then ran alone (a statement
+// refused, or a connection found dead): pipeline. All 0 on SQLite.
+func (db *DB) Pipelined() (groups, statements, fallbacks int64) {
+	for _, p := range []*pipeline{db.pipe, db.relaxedPipe} {
+		if p != nil {
+			groups += p.groups.Load()
+			statements += p.grouped.Load()
+			fallbacks += p.fallbacks.Load()
+		}
+	}
+	return groups, statements, fallbacks
+}

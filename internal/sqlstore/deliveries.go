@@ -247,7 +247,7 @@ func (db *DB) relaxedWrite(ctx context.Context, fn func(c conn) error) error {
 	case db.group != nil:
 		return db.counted(true, db.group.doRelaxed(ctx, fn))
 	case db.relaxed != nil:
-		return db.counted(true, fn(conn{d: db.d, q: db.relaxed}))
+		return db.counted(true, fn(conn{d: db.d, q: pipelined{db.relaxedPipe}}))
 	}
 	return db.update(ctx, fn)
 }

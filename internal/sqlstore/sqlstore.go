@@ -72,6 +72,9 @@ type DB struct {
 	// relaxed is the PostgreSQL pool for a relaxed Commit (instore.Change.Relaxed): its sessions have
 	// synchronous_commit off.
 	relaxed *sql.DB
+	// pipe and relaxedPipe group the single-statement writes of the writer
+	// and relaxed pools (PostgreSQL only, see pipeline).
+	pipe, relaxedPipe *pipeline
 	// told is the highest event number readers may show, pending a
 	// PostgreSQL bound waiting for the WAL flush (horizon.go).
 	// reported is how far SequenceEvents has reported (it wakes readers).
@@ -114,6 +117,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 			return nil, err
 		}
 		db.d, db.writer, db.reader, db.relaxed = newPostgres(), writer, reader, relaxed
+		db.pipe, db.relaxedPipe = newPipeline(writer), newPipeline(relaxed)
 	} else {
 		writer, reader, err := openSQLite(ctx, dsn, synchronous)
 		if err != nil {
@@ -151,6 +155,10 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 func (db *DB) Close() error {
 	if db.group != nil {
 		db.group.close()
+	}
+	if db.pipe != nil {
+		db.pipe.close()
+		db.relaxedPipe.close()
 	}
 	if db.writerStmts != nil {
 		db.writerStmts.close()
@@ -311,14 +319,16 @@ func updateValue[T any](ctx context.Context, db *DB, evs []instore.OutboxEvent, 
 
 // single runs fn, which makes exactly one write statement (and reads only
 // after it, to explain a failure), as update does. On PostgreSQL the
-// statement runs on its own (autocommit): a single statement is atomic and
-// durable by itself, and it costs one round trip instead of three (BEGIN,
-// the statement, COMMIT). On SQLite it joins a group commit like any write.
+// statement needs no transaction of its own: a single statement is atomic
+// and durable by itself, and it costs one round trip instead of three
+// (BEGIN, the statement, COMMIT); it goes through the writer's pipeline,
+// which sends the statements made at once together. On SQLite it joins a
+// group commit like any write.
 func (db *DB) single(ctx context.Context, fn func(c conn) error) error {
 	if db.group != nil {
 		return db.update(ctx, fn)
 	}
-	return db.counted(false, fn(conn{d: db.d, q: db.writer}))
+	return db.counted(false, fn(conn{d: db.d, q: pipelined{db.pipe}}))
 }
 
 // conflictErr turns a unique or foreign-key violation of op into a wrapped

@@ -1,0 +1,320 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// maxPipe bounds the statements one pipelined transaction holds.
+const maxPipe = 64
+
+// pipeWorkers is how many pipelined transactions of one pool may be in
+// flight at once: one fills while another runs.
+const pipeWorkers = 2
+
+// maxRegroup bounds how many times a group is sent again without a
+// statement the server refused; then its statements run alone.
+const maxRegroup = 3
+
+// pipeLockTimeout is the longest a group waits for a row lock (see
+// together).
+const pipeLockTimeout = "100ms"
+
+// pipeTimeout bounds one pipelined transaction, so that a connection that
+// stops answering holds up its statements no longer than that (their
+// callers stop waiting at their own contexts' end).
+const pipeTimeout = 30 * time.Second
+
+// pipeline is PostgreSQL's group commit for the writes that are one
+// statement on their own (DB.single, a relaxed Commit, relaxedWrite): the
+// statements that callers make at once go to the database together, in
+// one round trip, as one transaction (BEGIN, the events' mark of
+// beginWriter, the statements in the order they came, COMMIT). On a
+// loaded server most of what such a statement costs PostgreSQL is not the
+// statement but its round trip and its own transaction (pgbench,
+// docs/benchmarks.md "Writes in one round trip"); this shares them. A
+// statement that comes alone runs at once, as before, without waiting for
+// company.
+//
+// Each caller's outcome is its own, exactly as if its statement had run
+// alone:
+//   - The group commits: every statement is answered with its own rows
+//     affected, once the commit is made (durable on the writer pool;
+//     without waiting for the disk on the relaxed one).
+//   - The server refuses one statement (a constraint, a row lock waited
+//     for too long, ...): PostgreSQL rolls back the whole group, so nothing
+//     of it was written; that statement runs again alone and is answered
+//     with its own outcome, and the others are sent again together
+//     (TestPipelineFailureIsolated).
+//   - The connection fails or the server goes away: what was written is
+//     not known, as for a statement that ran alone; every caller gets the
+//     error (a 503 where Unavailable says so).
+//
+// A statement of the group sees the writes of the statements before it,
+// which are committed with it or not at all: nothing any caller could
+// tell apart from statements run one after the other. Reads (the
+// explanations a single write reads after its statement) are not grouped.
+type pipeline struct {
+	pool *sql.DB
+	jobs chan *pipeJob
+	mu   sync.RWMutex // held (read) while sending to jobs; close takes it
+	shut bool
+	wg   sync.WaitGroup
+	// groups counts the transactions of more than one statement, grouped
+	// the statements they held, fallbacks the groups run again alone.
+	groups, grouped, fallbacks atomic.Int64
+}
+
+type pipeJob struct {
+	ctx   context.Context
+	query string // rebound ($n placeholders)
+	args  []any
+	done  chan pipeResult
+}
+
+type pipeResult struct {
+	n   int64
+	err error
+}
+
+func newPipeline(pool *sql.DB) *pipeline {
+	p := &pipeline{pool: pool, jobs: make(chan *pipeJob, maxPipe)}
+	p.wg.Add(pipeWorkers)
+	for range pipeWorkers {
+		go p.run()
+	}
+	return p
+}
+
+// close runs what is queued and stops.
+func (p *pipeline) close() {
+	p.mu.Lock()
+	if !p.shut {
+		p.shut = true
+		close(p.jobs)
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// exec runs the write statement query in the next group and returns its
+// rows affected. A caller whose ctx ends stops waiting (its statement's
+// outcome is then unknown, as for a statement cancelled mid-way).
+func (p *pipeline) exec(ctx context.Context, query string, args []any) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	j := &pipeJob{ctx: ctx, query: query, args: args, done: make(chan pipeResult, 1)}
+	p.mu.RLock()
+	if p.shut {
+		p.mu.RUnlock()
+		return 0, errClosed
+	}
+	select {
+	case p.jobs <- j:
+	case <-ctx.Done():
+		p.mu.RUnlock()
+		return 0, ctx.Err()
+	}
+	p.mu.RUnlock()
+	select {
+	case r := <-j.done:
+		return r.n, r.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+func (p *pipeline) run() {
+	defer p.wg.Done()
+	group := make([]*pipeJob, 0, maxPipe)
+	for j := range p.jobs {
+		group = append(group[:0], j)
+	gather:
+		for len(group) < maxPipe {
+			select {
+			case j, ok := <-p.jobs:
+				if !ok {
+					break gather
+				}
+				group = append(group, j)
+			default:
+				break gather
+			}
+		}
+		p.send(group)
+	}
+}
+
+// send runs a group: alone if it is one statement (or one is left whose
+// caller still waits), else in one pipelined transaction.
+func (p *pipeline) send(group []*pipeJob) {
+	live := make([]*pipeJob, 0, len(group))
+	for _, j := range group {
+		if err := j.ctx.Err(); err != nil {
+			j.done <- pipeResult{err: err} // never sent: nothing written
+			continue
+		}
+		live = append(live, j)
+	}
+	for range maxRegroup + 1 {
+		switch len(live) {
+		case 0:
+			return
+		case 1:
+			p.alone(live[0])
+			return
+		}
+		p.groups.Add(1)
+		p.grouped.Add(int64(len(live)))
+		ns := make([]int64, len(live))
+		ctx, cancel := context.WithTimeout(context.Background(), pipeTimeout)
+		failed, err := p.together(ctx, live, ns)
+		cancel()
+		switch {
+		case err == nil:
+			for i, j := range live {
+				j.done <- pipeResult{n: ns[i]}
+			}
+			return
+		case refused(err) && failed >= 0:
+			// Rolled back whole because of one statement: that one
+			// runs alone (where it may well succeed: it may have
+			// waited for a lock, or seen a write of the group), the
+			// others go again together. A purchase on a busy terminal
+			// (its insert refused) thus costs the others one round.
+			p.fallbacks.Add(1)
+			go p.alone(live[failed])
+			live = append(live[:failed:failed], live[failed+1:]...)
+			continue
+		case refused(err) || pgconn.SafeToRetry(err):
+			// Rolled back whole (by its start or its commit), or never
+			// sent (a connection found dead): each statement alone.
+			p.fallbacks.Add(1)
+		default:
+			for _, j := range live {
+				j.done <- pipeResult{err: err}
+			}
+			return
+		}
+		break
+	}
+	// Refused too often, or not by one statement: each alone, at once.
+	for _, j := range live {
+		go p.alone(j)
+	}
+}
+
+// refused reports whether err is the server's refusal of a statement
+// (PostgreSQL then rolls the transaction back), not a lost connection or
+// a server going away, after which what was written is not known.
+func refused(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && !Unavailable(err)
+}
+
+// alone runs j's statement on its own (autocommit), with its caller's
+// context.
+func (p *pipeline) alone(j *pipeJob) {
+	res, err := p.pool.ExecContext(j.ctx, j.query, j.args...)
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
+	}
+	j.done <- pipeResult{n: n, err: err}
+}
+
+// together runs the group's statements in one transaction, sent in one
+// round trip, and sets ns to their rows affected. When the server refused
+// one of the statements, failed is its index (else -1).
+func (p *pipeline) together(ctx context.Context, group []*pipeJob, ns []int64) (failed int, err error) {
+	sc, err := p.pool.Conn(ctx)
+	if err != nil {
+		return -1, fmt.Errorf("begin: %w", err)
+	}
+	defer sc.Close()
+	// pre counts the statements of the group's start that ran, ran the
+	// group's own: the first error is the statement after the last run.
+	var pre, ran int
+	started := func(pgconn.CommandTag) error { pre++; return nil }
+	err = sc.Raw(func(dc any) error {
+		b := &pgx.Batch{}
+		b.Queue(`BEGIN`).Exec(started)
+		// beginWriter's mark: the told horizon counts this transaction
+		// before any of its statements gives it an id (horizon.go).
+		b.Queue(`LOCK TABLE events IN ROW EXCLUSIVE MODE`).Exec(started)
+		// A group holds the row locks of its first statements while a
+		// later one waits: it gives up long before a deadlock could be
+		// detected (deadlock_timeout, 1 s by default), so that it never
+		// makes another transaction a deadlock's victim; its statements
+		// then run as after a refusal.
+		b.Queue(`SET LOCAL lock_timeout = '` + pipeLockTimeout + `'`).Exec(started)
+		for i, j := range group {
+			b.Queue(j.query, j.args...).Exec(func(ct pgconn.CommandTag) error {
+				ns[i] = ct.RowsAffected()
+				ran++
+				return nil
+			})
+		}
+		b.Queue(`COMMIT`).Exec(func(ct pgconn.CommandTag) error {
+			if ct.String() != "COMMIT" {
+				return errRolledBack
+			}
+			return nil
+		})
+		c := dc.(*stdlib.Conn).Conn()
+		err := c.SendBatch(ctx, b).Close()
+		if err != nil && c.IsClosed() {
+			// Not to be used again (database/sql then discards it).
+			err = errors.Join(err, driver.ErrBadConn)
+		}
+		return err
+	})
+	if err != nil {
+		rollback(sc)
+		if pre == 3 && ran < len(group) {
+			return ran, err
+		}
+		return -1, err
+	}
+	return -1, nil
+}
+
+// pipelined is the querier of a conn whose write statements go through a
+// pipeline (exec) and whose reads run on the pipeline's pool.
+type pipelined struct{ p *pipeline }
+
+func (q pipelined) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	n, err := q.p.exec(ctx, query, args)
+	if err != nil {
+		return nil, err
+	}
+	return rowsAffected(n), nil
+}
+
+func (q pipelined) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return q.p.pool.QueryContext(ctx, query, args...)
+}
+
+func (q pipelined) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return q.p.pool.QueryRowContext(ctx, query, args...)
+}
+
+// rowsAffected is the sql.Result of a pipelined statement.
+type rowsAffected int64
+
+func (n rowsAffected) LastInsertId() (int64, error) {
+	return 0, errors.New("sqlstore: no LastInsertId on PostgreSQL")
+}
+
+func (n rowsAffected) RowsAffected() (int64, error) { return int64(n), nil }
