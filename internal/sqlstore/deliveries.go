@@ -235,7 +235,8 @@ func placeholders(n int) string {
 
 // relaxedWrite runs the write fn without waiting for the disk, as a
 // relaxed Commit does (PostgreSQL: the pool with synchronous_commit off,
-// each statement of fn its own transaction; SQLite: a relaxed write of the
+// each statement of fn committed before the next runs, through the relaxed
+// pipeline, which may send it with other callers' statements; SQLite: a relaxed write of the
 // group committer). Each statement is atomic and isolated like any write,
 // and visible to every node once it returns; a crash of the database may
 // lose it. A delivery's lease is such a write: a lost lease lets another

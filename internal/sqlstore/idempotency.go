@@ -16,8 +16,9 @@ import (
 // transaction and the insert does nothing on a taken key, so of concurrent
 // first requests exactly one stores its record and the others read it.
 //
-// On PostgreSQL the insert runs on its own (autocommit: one round trip for a
-// first request) and a taken key is read after it; a record deleted between
+// On PostgreSQL the insert is one statement (no transaction of its own; the
+// relaxed pipeline may send it with other callers' statements) and a taken
+// key is read after it; a record deleted between
 // the two (expired) is inserted again.
 //
 // The claim is a relaxed write (relaxedWrite: it does not wait for the

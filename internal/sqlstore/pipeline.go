@@ -51,14 +51,24 @@ const pipeTimeout = 30 * time.Second
 //   - The group commits: every statement is answered with its own rows
 //     affected, once the commit is made (durable on the writer pool;
 //     without waiting for the disk on the relaxed one).
-//   - The server refuses one statement (a constraint, a row lock waited
-//     for too long, ...): PostgreSQL rolls back the whole group, so nothing
-//     of it was written; that statement runs again alone and is answered
-//     with its own outcome, and the others are sent again together
-//     (TestPipelineFailureIsolated).
-//   - The connection fails or the server goes away: what was written is
-//     not known, as for a statement that ran alone; every caller gets the
-//     error (a 503 where Unavailable says so).
+//   - The server refuses one statement (an ERROR: a constraint, a row lock
+//     waited for too long, ...): PostgreSQL rolls back the whole group, so
+//     nothing of it was written; that statement runs again alone and is
+//     answered with its own outcome, and the others are sent again
+//     together (TestPipelineFailureIsolated). Nothing of the group reached
+//     the server (a connection found dead, an argument pgx cannot encode):
+//     each runs alone (TestPipelineEncodeErrorIsolated).
+//   - The connection fails, the server goes away, a FATAL or PANIC error,
+//     or no answer within pipeTimeout: what was written is not known, as
+//     for a statement that ran alone; every caller gets the error (a 503:
+//     Unavailable).
+//   - A caller that gives up before its group is sent (its context ended,
+//     while the group waited for a connection too) is answered so and its
+//     statement is not sent (TestPipelineGoneWhileAwaitingConnection).
+//
+// A statement run alone runs on a goroutine of its own with its caller's
+// context, so one that waits for a row holds up nobody else's write
+// (TestPipelineLoneWaitHoldsNoOne).
 //
 // A statement of the group sees the writes of the statements before it,
 // which are committed with it or not at all: nothing any caller could
@@ -157,35 +167,35 @@ func (p *pipeline) run() {
 }
 
 // send runs a group: alone if it is one statement (or one is left whose
-// caller still waits), else in one pipelined transaction.
+// caller still waits), else in one pipelined transaction. Every statement
+// run alone runs on a goroutine of its own, so that one waiting for a row
+// (with its caller's context) holds up no other write.
 func (p *pipeline) send(group []*pipeJob) {
-	live := make([]*pipeJob, 0, len(group))
-	for _, j := range group {
-		if err := j.ctx.Err(); err != nil {
-			j.done <- pipeResult{err: err} // never sent: nothing written
-			continue
-		}
-		live = append(live, j)
-	}
+	live := waiting(group)
 	for range maxRegroup + 1 {
 		switch len(live) {
 		case 0:
 			return
 		case 1:
-			p.alone(live[0])
+			p.goAlone(live[0])
 			return
 		}
-		p.groups.Add(1)
-		p.grouped.Add(int64(len(live)))
-		ns := make([]int64, len(live))
 		ctx, cancel := context.WithTimeout(context.Background(), pipeTimeout)
-		failed, err := p.together(ctx, live, ns)
+		sent, failed, err := p.together(ctx, live)
+		timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
 		cancel()
+		if errors.Is(err, errRegroup) {
+			live = sent
+			continue
+		}
+		if timedOut && err != nil {
+			// The group's own bound, not a caller's: the database did
+			// not answer (a 503, as for a lost connection).
+			err = errGroupTimeout
+		}
+		live = sent
 		switch {
 		case err == nil:
-			for i, j := range live {
-				j.done <- pipeResult{n: ns[i]}
-			}
 			return
 		case refused(err) && failed >= 0:
 			// Rolled back whole because of one statement: that one
@@ -194,12 +204,12 @@ func (p *pipeline) send(group []*pipeJob) {
 			// others go again together. A purchase on a busy terminal
 			// (its insert refused) thus costs the others one round.
 			p.fallbacks.Add(1)
-			go p.alone(live[failed])
-			live = append(live[:failed:failed], live[failed+1:]...)
+			p.goAlone(live[failed])
+			live = waiting(append(live[:failed:failed], live[failed+1:]...))
 			continue
-		case refused(err) || pgconn.SafeToRetry(err):
+		case refused(err) || notSent(err):
 			// Rolled back whole (by its start or its commit), or never
-			// sent (a connection found dead): each statement alone.
+			// sent: each statement alone.
 			p.fallbacks.Add(1)
 		default:
 			for _, j := range live {
@@ -209,18 +219,68 @@ func (p *pipeline) send(group []*pipeJob) {
 		}
 		break
 	}
-	// Refused too often, or not by one statement: each alone, at once.
+	// Refused too often, or not by one statement: each alone.
 	for _, j := range live {
-		go p.alone(j)
+		p.goAlone(j)
 	}
 }
 
-// refused reports whether err is the server's refusal of a statement
-// (PostgreSQL then rolls the transaction back), not a lost connection or
-// a server going away, after which what was written is not known.
+// errGroupTimeout answers the statements of a group that the database did
+// not answer within pipeTimeout: what was written is not known, and the
+// database is taken to be unavailable (Unavailable).
+var errGroupTimeout = errors.New("sqlstore: the database did not answer a group of writes within " + pipeTimeout.String())
+
+// errRegroup: fewer than two statements were left to send once the
+// connection came (their callers gone), so none was.
+var errRegroup = errors.New("sqlstore: regroup")
+
+// waiting answers the jobs of group whose callers have gone (their
+// statements never sent: nothing written) and returns the others.
+func waiting(group []*pipeJob) []*pipeJob {
+	live := make([]*pipeJob, 0, len(group))
+	for _, j := range group {
+		if err := j.ctx.Err(); err != nil {
+			j.done <- pipeResult{err: err}
+			continue
+		}
+		live = append(live, j)
+	}
+	return live
+}
+
+// refused reports whether err is the server's refusal of a statement, after
+// which PostgreSQL has rolled the transaction back: an error of severity
+// ERROR, not a lost connection, a server going away or a FATAL or PANIC
+// error (a failure of the commit itself, say), after which what was written
+// is not known.
 func refused(err error) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && !Unavailable(err)
+	if !errors.As(err, &pe) || Unavailable(err) {
+		return false
+	}
+	sev := pe.SeverityUnlocalized
+	if sev == "" {
+		sev = pe.Severity
+	}
+	return sev == "ERROR"
+}
+
+// notSent reports whether err says that nothing of the group reached the
+// server: a connection found dead before anything was written to it, or
+// an argument pgx could not encode (one caller's bad value must not fail
+// the others).
+func notSent(err error) bool {
+	var pre pgx.ErrPreprocessingBatch
+	return pgconn.SafeToRetry(err) || errors.As(err, &pre)
+}
+
+// goAlone runs j's statement alone on a goroutine of its own.
+func (p *pipeline) goAlone(j *pipeJob) {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		p.alone(j)
+	}()
 }
 
 // alone runs j's statement on its own (autocommit), with its caller's
@@ -234,15 +294,27 @@ func (p *pipeline) alone(j *pipeJob) {
 	j.done <- pipeResult{n: n, err: err}
 }
 
-// together runs the group's statements in one transaction, sent in one
-// round trip, and sets ns to their rows affected. When the server refused
-// one of the statements, failed is its index (else -1).
-func (p *pipeline) together(ctx context.Context, group []*pipeJob, ns []int64) (failed int, err error) {
+// together runs the statements of group whose callers still wait, once it
+// has a connection, in one transaction sent in one round trip, and answers
+// them if it commits. It returns the statements it sent (the others were
+// answered as gone) and, when the server refused one of them, its index
+// in sent (else -1).
+func (p *pipeline) together(ctx context.Context, group []*pipeJob) (sent []*pipeJob, failed int, err error) {
 	sc, err := p.pool.Conn(ctx)
 	if err != nil {
-		return -1, fmt.Errorf("begin: %w", err)
+		return group, -1, fmt.Errorf("begin: %w", err)
 	}
 	defer sc.Close()
+	// A caller that gave up while the connection was awaited is answered
+	// now, and its statement is not sent: it would be written after its
+	// caller heard that it was not.
+	sent = waiting(group)
+	if len(sent) < 2 {
+		return sent, -1, errRegroup
+	}
+	p.groups.Add(1)
+	p.grouped.Add(int64(len(sent)))
+	ns := make([]int64, len(sent))
 	// pre counts the statements of the group's start that ran, ran the
 	// group's own: the first error is the statement after the last run.
 	var pre, ran int
@@ -250,16 +322,17 @@ func (p *pipeline) together(ctx context.Context, group []*pipeJob, ns []int64) (
 	err = sc.Raw(func(dc any) error {
 		b := &pgx.Batch{}
 		b.Queue(`BEGIN`).Exec(started)
-		// beginWriter's mark: the told horizon counts this transaction
-		// before any of its statements gives it an id (horizon.go).
-		b.Queue(`LOCK TABLE events IN ROW EXCLUSIVE MODE`).Exec(started)
 		// A group holds the row locks of its first statements while a
 		// later one waits: it gives up long before a deadlock could be
 		// detected (deadlock_timeout, 1 s by default), so that it never
 		// makes another transaction a deadlock's victim; its statements
-		// then run as after a refusal.
+		// then run as after a refusal. The events' mark below waits no
+		// longer either (a CREATE INDEX on events, say).
 		b.Queue(`SET LOCAL lock_timeout = '` + pipeLockTimeout + `'`).Exec(started)
-		for i, j := range group {
+		// beginWriter's mark: the told horizon counts this transaction
+		// before any of its statements gives it an id (horizon.go).
+		b.Queue(`LOCK TABLE events IN ROW EXCLUSIVE MODE`).Exec(started)
+		for i, j := range sent {
 			b.Queue(j.query, j.args...).Exec(func(ct pgconn.CommandTag) error {
 				ns[i] = ct.RowsAffected()
 				ran++
@@ -282,12 +355,15 @@ func (p *pipeline) together(ctx context.Context, group []*pipeJob, ns []int64) (
 	})
 	if err != nil {
 		rollback(sc)
-		if pre == 3 && ran < len(group) {
-			return ran, err
+		if pre == 3 && ran < len(sent) {
+			return sent, ran, err
 		}
-		return -1, err
+		return sent, -1, err
 	}
-	return -1, nil
+	for i, j := range sent {
+		j.done <- pipeResult{n: ns[i]}
+	}
+	return sent, -1, nil
 }
 
 // pipelined is the querier of a conn whose write statements go through a

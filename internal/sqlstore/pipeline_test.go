@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // pipeTable makes a table of rows 1..n with v = 0 (v may not be negative).
@@ -244,5 +246,132 @@ func TestPipelineWaitsAreBounded(t *testing.T) {
 	}
 	if _, err := db.pipe.exec(gone, `UPDATE pipe_t SET v = 7 WHERE id = 1`, nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("exec with an ended context: %v", err)
+	}
+}
+
+// TestPipelineGoneWhileAwaitingConnection: callers that give up while
+// their group waits for a connection are answered so, and their
+// statements are never sent (they would be written after their callers
+// heard they were not).
+func TestPipelineGoneWhileAwaitingConnection(t *testing.T) {
+	db := openPostgresTest(t)
+	ctx := t.Context()
+	pipeTable(t, db, 2)
+	db.writer.SetMaxOpenConns(1)
+	held, err := db.writer.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pipeline{pool: db.writer}
+	c1, cancel1 := context.WithCancel(ctx)
+	c2, cancel2 := context.WithCancel(ctx)
+	group := []*pipeJob{
+		pipeJobOf(c1, db, `UPDATE pipe_t SET v = 5 WHERE id = 1`),
+		pipeJobOf(c2, db, `UPDATE pipe_t SET v = 5 WHERE id = 2`),
+	}
+	go p.send(group)
+	testwait.For(t, "the group waiting for the pool's connection", func() bool { return db.writer.Stats().WaitCount > 0 })
+	cancel1()
+	cancel2()
+	held.Close()
+	for i, j := range group {
+		if r := <-j.done; !errors.Is(r.err, context.Canceled) {
+			t.Errorf("statement %d: %d rows, %v; want context.Canceled", i, r.n, r.err)
+		}
+	}
+	p.wg.Wait()
+	if v1, v2 := pipeValue(t, db, 1), pipeValue(t, db, 2); v1 != 0 || v2 != 0 {
+		t.Errorf("rows: %d, %d; want 0, 0 (never sent)", v1, v2)
+	}
+}
+
+// TestPipelineLoneWaitHoldsNoOne: a statement run alone that waits for a
+// row holds up no other write: the worker goes on at once.
+func TestPipelineLoneWaitHoldsNoOne(t *testing.T) {
+	db := openPostgresTest(t)
+	ctx := t.Context()
+	pipeTable(t, db, 2)
+	holder, err := db.reader.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback()
+	if _, err := holder.ExecContext(ctx, `SELECT 1 FROM pipe_t WHERE id = 1 FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	blocked := pipeJobOf(ctx, db, `UPDATE pipe_t SET v = 1 WHERE id = 1`)
+	free := pipeJobOf(ctx, db, `UPDATE pipe_t SET v = 2 WHERE id = 2`)
+	db.pipe.send([]*pipeJob{blocked})
+	db.pipe.send([]*pipeJob{free})
+	if r := <-free.done; r.err != nil || r.n != 1 {
+		t.Fatalf("the free row's statement: %d rows, %v", r.n, r.err)
+	}
+	select {
+	case r := <-blocked.done:
+		t.Fatalf("the blocked statement was answered while its row was held: %d rows, %v", r.n, r.err)
+	default:
+	}
+	if err := holder.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-blocked.done; r.err != nil || r.n != 1 {
+		t.Errorf("the blocked statement: %d rows, %v", r.n, r.err)
+	}
+}
+
+// TestPipelineEncodeErrorIsolated: an argument pgx cannot encode fails its
+// own statement only; the others of its group are written, and nobody is
+// told the database is unavailable.
+func TestPipelineEncodeErrorIsolated(t *testing.T) {
+	db := openPostgresTest(t)
+	ctx := t.Context()
+	pipeTable(t, db, 3)
+	group := []*pipeJob{
+		pipeJobOf(ctx, db, `UPDATE pipe_t SET v = 1 WHERE id = ?`, 1),
+		pipeJobOf(ctx, db, `UPDATE pipe_t SET v = ? WHERE id = ?`, int64(3_000_000_000), 2),
+		pipeJobOf(ctx, db, `UPDATE pipe_t SET v = 3 WHERE id = ?`, 3),
+	}
+	db.pipe.send(group)
+	results := make([]pipeResult, len(group))
+	for i, j := range group {
+		results[i] = <-j.done
+	}
+	if results[1].err == nil || Unavailable(results[1].err) {
+		t.Errorf("the unencodable statement: %v, want its own error, not unavailable", results[1].err)
+	}
+	for _, i := range []int{0, 2} {
+		if r := results[i]; r.err != nil || r.n != 1 {
+			t.Errorf("statement %d: %d rows, %v; want 1 row", i, r.n, r.err)
+		}
+	}
+	if v1, v2, v3 := pipeValue(t, db, 1), pipeValue(t, db, 2), pipeValue(t, db, 3); v1 != 1 || v2 != 0 || v3 != 3 {
+		t.Errorf("rows: %d, %d, %d; want 1, 0, 3", v1, v2, v3)
+	}
+}
+
+// TestPipelineRefused: only an ERROR of the server is a refusal (the
+// group rolled back, its statements safe to run again); a FATAL or PANIC
+// (a failed commit, say), or a server going away, leaves what was written
+// unknown.
+func TestPipelineRefused(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&pgconn.PgError{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: "23505"}, true},
+		{fmt.Errorf("update: %w", &pgconn.PgError{Severity: "FEHLER", SeverityUnlocalized: "ERROR", Code: "55P03"}), true},
+		{&pgconn.PgError{Severity: "PANIC", SeverityUnlocalized: "PANIC", Code: "XX000"}, false},
+		{&pgconn.PgError{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "XX000"}, false},
+		{&pgconn.PgError{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "57P01"}, false},
+		{&pgconn.PgError{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: "25006"}, false},
+		{errors.New("connection reset"), false},
+		{errGroupTimeout, false},
+	} {
+		if got := refused(tc.err); got != tc.want {
+			t.Errorf("refused(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+	if !Unavailable(fmt.Errorf("update: %w", errGroupTimeout)) {
+		t.Error("a group the database did not answer is not unavailable")
 	}
 }

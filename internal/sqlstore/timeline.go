@@ -12,7 +12,7 @@ import (
 // Events in the database transaction of the write, each one row of events
 // that is both the timeline entry and the event integrators are told of it
 // (its Outbox; migration 0018). On PostgreSQL a write that is one statement
-// (autocommit) stays one statement: the insert of its one entry joins it as
+// (single, or a relaxed one: pipeline.go) stays one statement: the insert of its one entry joins it as
 // a data-modifying WITH, atomic with it (withEvent).
 
 // eventColumns are the columns of a timeline entry's row after

@@ -248,8 +248,9 @@ func authArgs(t *instore.Transaction) []any {
 }
 
 // createTied is, on PostgreSQL, the creation of t with its one event and
-// the tie of its Idempotency-Key record in one statement (one round trip,
-// autocommit, atomic): the record is tied first, and the transaction and
+// the tie of its Idempotency-Key record in one statement (atomic, needing
+// no transaction of its own; the writer's pipeline may send it with other
+// callers' statements, as one transaction): the record is tied first, and the transaction and
 // its event are inserted for each record tied, so a record no longer the
 // attempt's (or already tied) inserts nothing: instore.ErrIdempotencyLost,
 // nothing written. A conflict of the insert fails the whole statement, tie

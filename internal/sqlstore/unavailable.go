@@ -49,6 +49,8 @@ func Unavailable(err error) bool {
 	var ce *pgconn.ConnectError
 	var ne net.Error
 	switch {
+	case errors.Is(err, errGroupTimeout):
+		return true
 	case errors.As(err, &ce):
 		return true
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
