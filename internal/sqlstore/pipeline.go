@@ -30,6 +30,10 @@ const maxRegroup = 3
 // together).
 const pipeLockTimeout = "100ms"
 
+// loneHold is the longest a worker waits for a statement it runs alone
+// (holdAlone).
+const loneHold = 50 * time.Millisecond
+
 // pipeTimeout bounds one pipelined transaction, so that a connection that
 // stops answering holds up its statements no longer than that (their
 // callers stop waiting at their own contexts' end).
@@ -67,7 +71,8 @@ const pipeTimeout = 30 * time.Second
 //     statement is not sent (TestPipelineGoneWhileAwaitingConnection).
 //
 // A statement run alone runs on a goroutine of its own with its caller's
-// context, so one that waits for a row holds up nobody else's write
+// context; a worker waits for it at most loneHold, so one that waits for a
+// row holds up the others' writes no longer than that
 // (TestPipelineLoneWaitHoldsNoOne).
 //
 // A statement of the group sees the writes of the statements before it,
@@ -177,7 +182,7 @@ func (p *pipeline) send(group []*pipeJob) {
 		case 0:
 			return
 		case 1:
-			p.goAlone(live[0])
+			p.holdAlone(live[0])
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), pipeTimeout)
@@ -272,6 +277,26 @@ func refused(err error) bool {
 func notSent(err error) bool {
 	var pre pgx.ErrPreprocessingBatch
 	return pgconn.SafeToRetry(err) || errors.As(err, &pre)
+}
+
+// holdAlone runs j's statement alone and waits for it up to loneHold: the
+// writes that come meanwhile queue, and go together next (a worker that
+// went on at once would send every statement alone), but a statement that
+// waits for a row holds up the others no longer than that.
+func (p *pipeline) holdAlone(j *pipeJob) {
+	done := make(chan struct{})
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		p.alone(j)
+		close(done)
+	}()
+	t := time.NewTimer(loneHold)
+	select {
+	case <-done:
+	case <-t.C:
+	}
+	t.Stop()
 }
 
 // goAlone runs j's statement alone on a goroutine of its own.
