@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/pgtest"
 	"github.com/instore-dev/instore/internal/testwait"
@@ -254,5 +256,37 @@ func TestDeadlockDetected(t *testing.T) {
 	}
 	if db.d.deadlock(nil) || db.d.deadlock(fmt.Errorf("link: %w", instore.ErrConflict)) {
 		t.Errorf("deadlock() of no error or a conflict = true")
+	}
+}
+
+// TestUntilNoDeadlock: a write PostgreSQL aborts as a deadlock's victim is
+// run again, at most deadlockAttempts times in all; any other outcome is
+// answered at once.
+func TestUntilNoDeadlock(t *testing.T) {
+	db := &DB{d: newPostgres()}
+	victim := fmt.Errorf("delete webhook: %w", &pgconn.PgError{Code: "40P01", Message: "deadlock detected"})
+	for _, tc := range []struct {
+		victimFor int // runs that are victims before one that ends
+		last      error
+		wantRuns  int
+		wantErr   bool
+	}{
+		{0, nil, 1, false},
+		{2, nil, 3, false},
+		{0, instore.ErrConflict, 1, true},
+		{2, instore.ErrConflict, 3, true},
+		{deadlockAttempts + 3, nil, deadlockAttempts, true},
+	} {
+		runs := 0
+		err := db.untilNoDeadlock(func() error {
+			runs++
+			if runs <= tc.victimFor {
+				return victim
+			}
+			return tc.last
+		})
+		if runs != tc.wantRuns || (err != nil) != tc.wantErr {
+			t.Errorf("%d victims then %v: %d runs, %v; want %d runs", tc.victimFor, tc.last, runs, err, tc.wantRuns)
+		}
 	}
 }

@@ -81,28 +81,38 @@ func (db *DB) Terminals(ctx context.Context, merchantID string) ([]*instore.Term
 // in terminal ID order (the store suite's LinkConcurrent, once in CI; the
 // likely cycle: a link locks only the rows its snapshot shows bound, and
 // its unique check of serial_number then waits for another link's
-// uncommitted binding). PostgreSQL aborts one of them whole, which is
-// tried again (at most linkAttempts times in all), as its documentation
-// advises; a link never answers a deadlock to its caller.
+// uncommitted binding): untilNoDeadlock.
 func (db *DB) LinkTerminal(ctx context.Context, terminalID, serial string, at time.Time, evs ...instore.OutboxEvent) (prevSerial, prevTerminalID string, err error) {
-	for range linkAttempts {
-		err = db.updateOutbox(ctx, evs, func(c conn) error {
+	err = db.untilNoDeadlock(func() error {
+		return db.updateOutbox(ctx, evs, func(c conn) error {
 			var err error
 			prevSerial, prevTerminalID, err = linkTerminal(ctx, c, terminalID, serial, at)
 			return err
 		})
-		if !db.d.deadlock(err) {
-			break
-		}
-	}
+	})
 	if err != nil {
 		return "", "", err
 	}
 	return prevSerial, prevTerminalID, nil
 }
 
-// linkAttempts bounds LinkTerminal's tries after deadlocks.
-const linkAttempts = 5
+// untilNoDeadlock runs write, a whole database transaction whose closure
+// keeps nothing from one run to the next, again when PostgreSQL aborts it
+// as a deadlock's victim (rolled back whole), at most deadlockAttempts
+// times in all, as PostgreSQL's documentation advises: a write that can
+// meet another in a cycle never answers a deadlock to its caller.
+func (db *DB) untilNoDeadlock(write func() error) error {
+	var err error
+	for range deadlockAttempts {
+		if err = write(); !db.d.deadlock(err) {
+			break
+		}
+	}
+	return err
+}
+
+// deadlockAttempts bounds untilNoDeadlock's tries.
+const deadlockAttempts = 5
 
 // UnlinkTerminal unbinds terminalID and returns the device it was bound to.
 func (db *DB) UnlinkTerminal(ctx context.Context, terminalID string, evs ...instore.OutboxEvent) (serial string, err error) {
