@@ -248,7 +248,7 @@ func (db *DB) relaxedWrite(ctx context.Context, fn func(c conn) error) error {
 	case db.group != nil:
 		return db.counted(true, db.group.doRelaxed(ctx, fn))
 	case db.relaxed != nil:
-		return db.counted(true, fn(conn{d: db.d, q: pipelined{db.relaxedPipe}}))
+		return db.counted(true, fn(conn{d: db.d, q: db.relaxedPipe.querier(db.relaxed)}))
 	}
 	return db.update(ctx, fn)
 }

@@ -22,8 +22,9 @@ const maxPipe = 64
 // flight at once: one fills while another runs.
 const pipeWorkers = 2
 
-// maxRegroup bounds how many times a group is sent again without a
-// statement the server refused; then its statements run alone.
+// maxRegroup bounds the rounds of a group after its first (sent again
+// without a statement the server refused, or not sent because its callers
+// left while it awaited a connection); then its statements run alone.
 const maxRegroup = 3
 
 // pipeLockTimeout is the longest a group waits for a row lock (see
@@ -173,8 +174,8 @@ func (p *pipeline) run() {
 
 // send runs a group: alone if it is one statement (or one is left whose
 // caller still waits), else in one pipelined transaction. Every statement
-// run alone runs on a goroutine of its own, so that one waiting for a row
-// (with its caller's context) holds up no other write.
+// run alone runs on a goroutine of its own with its caller's context; the
+// worker waits for a lone one at most loneHold (holdAlone).
 func (p *pipeline) send(group []*pipeJob) {
 	live := waiting(group)
 	for range maxRegroup + 1 {
@@ -185,18 +186,10 @@ func (p *pipeline) send(group []*pipeJob) {
 			p.holdAlone(live[0])
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), pipeTimeout)
-		sent, failed, err := p.together(ctx, live)
-		timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
-		cancel()
+		sent, failed, err := p.together(live)
 		if errors.Is(err, errRegroup) {
 			live = sent
 			continue
-		}
-		if timedOut && err != nil {
-			// The group's own bound, not a caller's: the database did
-			// not answer (a 503, as for a lost connection).
-			err = errGroupTimeout
 		}
 		live = sent
 		switch {
@@ -271,13 +264,17 @@ func refused(err error) bool {
 }
 
 // notSent reports whether err says that nothing of the group reached the
-// server: a connection found dead before anything was written to it, or
-// an argument pgx could not encode (one caller's bad value must not fail
-// the others).
+// server: no connection for it, a connection found dead before anything
+// was written to it, or an argument pgx could not encode (one caller's bad
+// value must not fail the others; see pipelinable).
 func notSent(err error) bool {
 	var pre pgx.ErrPreprocessingBatch
-	return pgconn.SafeToRetry(err) || errors.As(err, &pre)
+	return pgconn.SafeToRetry(err) || errors.As(err, &pre) || errors.Is(err, errNoConn)
 }
+
+// errNoConn: the group got no connection (within pipeTimeout): nothing of
+// it was sent.
+var errNoConn = errors.New("sqlstore: no connection for a group of writes")
 
 // holdAlone runs j's statement alone and waits for it up to loneHold: the
 // writes that come meanwhile queue, and go together next (a worker that
@@ -324,12 +321,17 @@ func (p *pipeline) alone(j *pipeJob) {
 // them if it commits. It returns the statements it sent (the others were
 // answered as gone) and, when the server refused one of them, its index
 // in sent (else -1).
-func (p *pipeline) together(ctx context.Context, group []*pipeJob) (sent []*pipeJob, failed int, err error) {
-	sc, err := p.pool.Conn(ctx)
+func (p *pipeline) together(group []*pipeJob) (sent []*pipeJob, failed int, err error) {
+	cctx, cancel := context.WithTimeout(context.Background(), pipeTimeout)
+	sc, err := p.pool.Conn(cctx)
+	cancel()
 	if err != nil {
-		return group, -1, fmt.Errorf("begin: %w", err)
+		// Nothing sent: each runs alone, with its caller's context.
+		return group, -1, fmt.Errorf("%w: %w", errNoConn, err)
 	}
 	defer sc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), pipeTimeout)
+	defer cancel()
 	// A caller that gave up while the connection was awaited is answered
 	// now, and its statement is not sent: it would be written after its
 	// caller heard that it was not.
@@ -348,11 +350,15 @@ func (p *pipeline) together(ctx context.Context, group []*pipeJob) (sent []*pipe
 		b := &pgx.Batch{}
 		b.Queue(`BEGIN`).Exec(started)
 		// A group holds the row locks of its first statements while a
-		// later one waits: it gives up long before a deadlock could be
-		// detected (deadlock_timeout, 1 s by default), so that it never
-		// makes another transaction a deadlock's victim; its statements
-		// then run as after a refusal. The events' mark below waits no
-		// longer either (a CREATE INDEX on events, say).
+		// later one waits: each wait gives up well before PostgreSQL
+		// looks for a deadlock (deadlock_timeout, 1 s by default), so a
+		// group that a lock holds up lets its rows go instead of
+		// making another transaction a deadlock's likely victim (a group
+		// of several slow waits, or a server with a lower
+		// deadlock_timeout, can still meet one: its statements then run
+		// as after a refusal, and the other transaction is the store's
+		// own, which a deadlock may abort as before). The events' mark
+		// below waits no longer either (a CREATE INDEX on events, say).
 		b.Queue(`SET LOCAL lock_timeout = '` + pipeLockTimeout + `'`).Exec(started)
 		// beginWriter's mark: the told horizon counts this transaction
 		// before any of its statements gives it an id (horizon.go).
@@ -380,6 +386,11 @@ func (p *pipeline) together(ctx context.Context, group []*pipeJob) (sent []*pipe
 	})
 	if err != nil {
 		rollback(sc)
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// The group's own bound, not a caller's: the database did
+			// not answer (a 503, as for a lost connection).
+			return sent, -1, errGroupTimeout
+		}
 		if pre == 3 && ran < len(sent) {
 			return sent, ran, err
 		}
@@ -389,6 +400,35 @@ func (p *pipeline) together(ctx context.Context, group []*pipeJob) (sent []*pipe
 		j.done <- pipeResult{n: ns[i]}
 	}
 	return sent, -1, nil
+}
+
+// querier returns the querier of a conn whose write statements go
+// through p, or pool itself when there is no pipeline (nil: the URL asks
+// for a query mode pipelinable refuses).
+func (p *pipeline) querier(pool *sql.DB) querier {
+	if p == nil {
+		return pool
+	}
+	return pipelined{p}
+}
+
+// pipelinable reports whether the PostgreSQL URL dsn leaves pgx's query
+// mode one that describes statements before it runs them (the default,
+// cache_statement, or cache_describe, describe_exec): only then does pgx
+// refuse an argument it cannot encode before it sends a batch
+// (pgx.ErrPreprocessingBatch), which lets the pipeline run the others'
+// statements. With default_query_exec_mode=exec or simple_protocol (set
+// for PgBouncer, say) every statement runs alone, as without groups.
+func pipelinable(dsn string) bool {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return false
+	}
+	switch cfg.DefaultQueryExecMode {
+	case pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe, pgx.QueryExecModeDescribeExec:
+		return true
+	}
+	return false
 }
 
 // pipelined is the querier of a conn whose write statements go through a

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"sync"
@@ -256,7 +257,7 @@ func TestPipelineWaitsAreBounded(t *testing.T) {
 func TestPipelineGoneWhileAwaitingConnection(t *testing.T) {
 	db := openPostgresTest(t)
 	ctx := t.Context()
-	pipeTable(t, db, 2)
+	pipeTable(t, db, 3)
 	db.writer.SetMaxOpenConns(1)
 	held, err := db.writer.Conn(ctx)
 	if err != nil {
@@ -268,25 +269,30 @@ func TestPipelineGoneWhileAwaitingConnection(t *testing.T) {
 	group := []*pipeJob{
 		pipeJobOf(c1, db, `UPDATE pipe_t SET v = 5 WHERE id = 1`),
 		pipeJobOf(c2, db, `UPDATE pipe_t SET v = 5 WHERE id = 2`),
+		pipeJobOf(ctx, db, `UPDATE pipe_t SET v = 5 WHERE id = 3`),
 	}
 	go p.send(group)
 	testwait.For(t, "the group waiting for the pool's connection", func() bool { return db.writer.Stats().WaitCount > 0 })
 	cancel1()
 	cancel2()
 	held.Close()
-	for i, j := range group {
+	for i, j := range group[:2] {
 		if r := <-j.done; !errors.Is(r.err, context.Canceled) {
 			t.Errorf("statement %d: %d rows, %v; want context.Canceled", i, r.n, r.err)
 		}
 	}
+	// The one left whose caller waits runs alone.
+	if r := <-group[2].done; r.err != nil || r.n != 1 {
+		t.Errorf("the waiting caller's statement: %d rows, %v; want 1 row", r.n, r.err)
+	}
 	p.wg.Wait()
-	if v1, v2 := pipeValue(t, db, 1), pipeValue(t, db, 2); v1 != 0 || v2 != 0 {
-		t.Errorf("rows: %d, %d; want 0, 0 (never sent)", v1, v2)
+	if v1, v2, v3 := pipeValue(t, db, 1), pipeValue(t, db, 2), pipeValue(t, db, 3); v1 != 0 || v2 != 0 || v3 != 5 {
+		t.Errorf("rows: %d, %d, %d; want 0, 0 (never sent), 5", v1, v2, v3)
 	}
 }
 
 // TestPipelineLoneWaitHoldsNoOne: a statement run alone that waits for a
-// row holds up no other write: the worker goes on at once.
+// row holds up no other write for long: the worker goes on after loneHold.
 func TestPipelineLoneWaitHoldsNoOne(t *testing.T) {
 	db := openPostgresTest(t)
 	ctx := t.Context()
@@ -373,5 +379,22 @@ func TestPipelineRefused(t *testing.T) {
 	}
 	if !Unavailable(fmt.Errorf("update: %w", errGroupTimeout)) {
 		t.Error("a group the database did not answer is not unavailable")
+	}
+	fatal := errors.Join(&pgconn.PgError{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "XX000"}, driver.ErrBadConn)
+	if refused(fatal) || !Unavailable(fatal) {
+		t.Errorf("a FATAL error with its connection lost: refused %v, unavailable %v; want false, true", refused(fatal), Unavailable(fatal))
+	}
+	if !notSent(fmt.Errorf("%w: %w", errNoConn, context.DeadlineExceeded)) {
+		t.Error("a group that got no connection is not taken as not sent")
+	}
+	for dsn, want := range map[string]bool{
+		"postgres://u@h/db": true,
+		"postgres://u@h/db?default_query_exec_mode=cache_describe":  true,
+		"postgres://u@h/db?default_query_exec_mode=exec":            false,
+		"postgres://u@h/db?default_query_exec_mode=simple_protocol": false,
+	} {
+		if got := pipelinable(dsn); got != want {
+			t.Errorf("pipelinable(%s) = %v, want %v", dsn, got, want)
+		}
 	}
 }

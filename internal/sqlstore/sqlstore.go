@@ -117,7 +117,9 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 			return nil, err
 		}
 		db.d, db.writer, db.reader, db.relaxed = newPostgres(), writer, reader, relaxed
-		db.pipe, db.relaxedPipe = newPipeline(writer), newPipeline(relaxed)
+		if pipelinable(dsn) {
+			db.pipe, db.relaxedPipe = newPipeline(writer), newPipeline(relaxed)
+		}
 	} else {
 		writer, reader, err := openSQLite(ctx, dsn, synchronous)
 		if err != nil {
@@ -328,7 +330,7 @@ func (db *DB) single(ctx context.Context, fn func(c conn) error) error {
 	if db.group != nil {
 		return db.update(ctx, fn)
 	}
-	return db.counted(false, fn(conn{d: db.d, q: pipelined{db.pipe}}))
+	return db.counted(false, fn(conn{d: db.d, q: db.pipe.querier(db.writer)}))
 }
 
 // conflictErr turns a unique or foreign-key violation of op into a wrapped

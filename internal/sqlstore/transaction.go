@@ -154,7 +154,7 @@ func (db *DB) commitRelaxed(ctx context.Context, ch *instore.Change) error {
 	case db.group != nil:
 		err = db.counted(true, db.group.doRelaxed(ctx, func(c conn) error { return updateProgress(ctx, c, ch) }))
 	case oneStatement(ch):
-		err = db.counted(true, updateProgress(ctx, conn{d: db.d, q: pipelined{db.relaxedPipe}}, ch))
+		err = db.counted(true, updateProgress(ctx, conn{d: db.d, q: db.relaxedPipe.querier(db.relaxed)}, ch))
 	default:
 		err = db.update(ctx, func(c conn) error { return updateProgress(ctx, c, ch) })
 	}

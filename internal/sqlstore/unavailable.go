@@ -35,6 +35,11 @@ func Unavailable(err error) bool {
 	if err == nil {
 		return false
 	}
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, errGroupTimeout) {
+		// A connection lost (with the server's last error, a FATAL, say,
+		// joined to it: pipeline.go), or a group of writes unanswered.
+		return true
+	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch pe.Code {
@@ -49,8 +54,6 @@ func Unavailable(err error) bool {
 	var ce *pgconn.ConnectError
 	var ne net.Error
 	switch {
-	case errors.Is(err, errGroupTimeout):
-		return true
 	case errors.As(err, &ce):
 		return true
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
