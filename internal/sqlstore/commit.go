@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 )
 
@@ -42,9 +41,7 @@ var errClosed = errors.New("sqlstore: the store is closed")
 // WAL writer flushes concurrent commits together by itself.
 type groupCommitter struct {
 	db   *DB
-	jobs chan *writeJob
-	mu   sync.RWMutex // held (read) while sending to jobs; Close takes it to close it
-	shut bool
+	jobs gate[*writeJob]
 	done chan struct{}
 	// full: the store's synchronous is FULL, so relaxed writes are worth a
 	// transaction of their own (with NORMAL, every commit is relaxed).
@@ -63,7 +60,7 @@ type writeJob struct {
 }
 
 func newGroupCommitter(db *DB, full bool) *groupCommitter {
-	g := &groupCommitter{db: db, jobs: make(chan *writeJob, maxGroup), done: make(chan struct{}), full: full}
+	g := &groupCommitter{db: db, jobs: newGate[*writeJob](maxGroup), done: make(chan struct{}), full: full}
 	go g.run()
 	return g
 }
@@ -85,13 +82,9 @@ func (g *groupCommitter) submit(ctx context.Context, j *writeJob) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	g.mu.RLock()
-	if g.shut {
-		g.mu.RUnlock()
-		return errClosed
+	if err := g.jobs.send(ctx, j); err != nil {
+		return err
 	}
-	g.jobs <- j
-	g.mu.RUnlock()
 	err := <-j.err
 	var p *jobPanic
 	if errors.As(err, &p) {
@@ -118,12 +111,7 @@ func run(fn func(c conn) error, c conn) (err error) {
 
 // close runs what is queued and stops.
 func (g *groupCommitter) close() {
-	g.mu.Lock()
-	if !g.shut {
-		g.shut = true
-		close(g.jobs)
-	}
-	g.mu.Unlock()
+	g.jobs.close()
 	<-g.done
 }
 
@@ -131,7 +119,7 @@ func (g *groupCommitter) run() {
 	defer close(g.done)
 	durable := make([]*writeJob, 0, maxGroup)
 	relaxed := make([]*writeJob, 0, maxGroup)
-	for j := range g.jobs {
+	for j := range g.jobs.ch {
 		durable, relaxed = durable[:0], relaxed[:0]
 		add := func(j *writeJob) {
 			if j.relaxed {
@@ -144,7 +132,7 @@ func (g *groupCommitter) run() {
 	gather:
 		for len(durable)+len(relaxed) < maxGroup {
 			select {
-			case j, ok := <-g.jobs:
+			case j, ok := <-g.jobs.ch:
 				if !ok {
 					break gather
 				}

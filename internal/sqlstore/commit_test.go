@@ -55,7 +55,7 @@ func TestGroupCommit(t *testing.T) {
 			})
 		})
 	}
-	testwait.For(t, fmt.Sprintf("%d writes queued", n), func() bool { return len(db.group.jobs) >= n })
+	testwait.For(t, fmt.Sprintf("%d writes queued", n), func() bool { return len(db.group.jobs.ch) >= n })
 	before := db.group.groups.Load()
 	cancel() // job 2's caller gives up while queued
 	release()
@@ -162,7 +162,7 @@ func TestGroupCommitRelaxed(t *testing.T) {
 					})
 				})
 			}
-			testwait.For(t, fmt.Sprintf("%d writes queued", n), func() bool { return len(db.group.jobs) >= n })
+			testwait.For(t, fmt.Sprintf("%d writes queued", n), func() bool { return len(db.group.jobs.ch) >= n })
 			before := db.group.groups.Load()
 			release()
 			wg.Wait()

@@ -82,9 +82,7 @@ const pipeTimeout = 30 * time.Second
 // explanations a single write reads after its statement) are not grouped.
 type pipeline struct {
 	pool *sql.DB
-	jobs chan *pipeJob
-	mu   sync.RWMutex // held (read) while sending to jobs; close takes it
-	shut bool
+	jobs gate[*pipeJob]
 	wg   sync.WaitGroup
 	// groups counts the transactions of more than one statement, grouped
 	// the statements they held, fallbacks the groups run again alone.
@@ -104,7 +102,7 @@ type pipeResult struct {
 }
 
 func newPipeline(pool *sql.DB) *pipeline {
-	p := &pipeline{pool: pool, jobs: make(chan *pipeJob, maxPipe)}
+	p := &pipeline{pool: pool, jobs: newGate[*pipeJob](maxPipe)}
 	p.wg.Add(pipeWorkers)
 	for range pipeWorkers {
 		go p.run()
@@ -114,12 +112,7 @@ func newPipeline(pool *sql.DB) *pipeline {
 
 // close runs what is queued and stops.
 func (p *pipeline) close() {
-	p.mu.Lock()
-	if !p.shut {
-		p.shut = true
-		close(p.jobs)
-	}
-	p.mu.Unlock()
+	p.jobs.close()
 	p.wg.Wait()
 }
 
@@ -131,18 +124,9 @@ func (p *pipeline) exec(ctx context.Context, query string, args []any) (int64, e
 		return 0, err
 	}
 	j := &pipeJob{ctx: ctx, query: query, args: args, done: make(chan pipeResult, 1)}
-	p.mu.RLock()
-	if p.shut {
-		p.mu.RUnlock()
-		return 0, errClosed
+	if err := p.jobs.send(ctx, j); err != nil {
+		return 0, err
 	}
-	select {
-	case p.jobs <- j:
-	case <-ctx.Done():
-		p.mu.RUnlock()
-		return 0, ctx.Err()
-	}
-	p.mu.RUnlock()
 	select {
 	case r := <-j.done:
 		return r.n, r.err
@@ -154,12 +138,12 @@ func (p *pipeline) exec(ctx context.Context, query string, args []any) (int64, e
 func (p *pipeline) run() {
 	defer p.wg.Done()
 	group := make([]*pipeJob, 0, maxPipe)
-	for j := range p.jobs {
+	for j := range p.jobs.ch {
 		group = append(group[:0], j)
 	gather:
 		for len(group) < maxPipe {
 			select {
-			case j, ok := <-p.jobs:
+			case j, ok := <-p.jobs.ch:
 				if !ok {
 					break gather
 				}

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -49,6 +50,21 @@ func pipeValue(t *testing.T, db *DB, id int) int {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// holdRow opens a transaction of the reader pool holding row id of
+// pipe_t (rolled back at the test's end).
+func holdRow(t *testing.T, db *DB, id int) *sql.Tx {
+	t.Helper()
+	holder, err := db.reader.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Rollback() })
+	if _, err := holder.ExecContext(t.Context(), `SELECT 1 FROM pipe_t WHERE id = $1 FOR UPDATE`, id); err != nil {
+		t.Fatal(err)
+	}
+	return holder
 }
 
 // TestPipelineGroupsOneTransaction: the statements of a group are written
@@ -135,14 +151,7 @@ func TestPipelineLockWaitGivesUp(t *testing.T) {
 	db := openPostgresTest(t)
 	ctx := t.Context()
 	pipeTable(t, db, 2)
-	holder, err := db.reader.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Rollback()
-	if _, err := holder.ExecContext(ctx, `SELECT 1 FROM pipe_t WHERE id = 2 FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	holder := holdRow(t, db, 2)
 	group := []*pipeJob{
 		pipeJobOf(ctx, db, `UPDATE pipe_t SET v = 1 WHERE id = 1`),
 		pipeJobOf(ctx, db, `UPDATE pipe_t SET v = 2 WHERE id = 2`),
@@ -297,14 +306,7 @@ func TestPipelineLoneWaitHoldsNoOne(t *testing.T) {
 	db := openPostgresTest(t)
 	ctx := t.Context()
 	pipeTable(t, db, 2)
-	holder, err := db.reader.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Rollback()
-	if _, err := holder.ExecContext(ctx, `SELECT 1 FROM pipe_t WHERE id = 1 FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	holder := holdRow(t, db, 1)
 	blocked := pipeJobOf(ctx, db, `UPDATE pipe_t SET v = 1 WHERE id = 1`)
 	free := pipeJobOf(ctx, db, `UPDATE pipe_t SET v = 2 WHERE id = 2`)
 	db.pipe.send([]*pipeJob{blocked})
