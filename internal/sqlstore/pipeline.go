@@ -43,11 +43,11 @@ const pipeTimeout = 30 * time.Second
 // pipeline is PostgreSQL's group commit for the writes that are one
 // statement on their own (DB.single, a relaxed Commit, relaxedWrite): the
 // statements that callers make at once go to the database together, in
-// one round trip, as one transaction (BEGIN, the events' mark of
-// beginWriter, the statements in the order they came, COMMIT). On a
-// loaded server most of what such a statement costs PostgreSQL is not the
-// statement but its round trip and its own transaction (pgbench,
-// docs/benchmarks.md "Writes in one round trip"); this shares them. A
+// one round trip, as one transaction (BEGIN, a lock timeout, the events'
+// mark of beginWriter, the statements in the order they came, COMMIT). On
+// a loaded server most of what such a statement costs PostgreSQL is not
+// the statement but its round trip and its own transaction (pgbench,
+// docs/benchmarks.md "Writes in groups on PostgreSQL"); this shares them. A
 // statement that comes alone runs at once, as before, without waiting for
 // company.
 //
@@ -84,8 +84,10 @@ type pipeline struct {
 	pool *sql.DB
 	jobs gate[*pipeJob]
 	wg   sync.WaitGroup
-	// groups counts the transactions of more than one statement, grouped
-	// the statements they held, fallbacks the groups run again alone.
+	// groups counts the transactions of more than one statement sent,
+	// grouped the statements they held, fallbacks the groups rolled back
+	// or not sent whose statements then ran again (alone, or the rest
+	// together).
 	groups, grouped, fallbacks atomic.Int64
 }
 
@@ -265,13 +267,7 @@ var errNoConn = errors.New("sqlstore: no connection for a group of writes")
 // went on at once would send every statement alone), but a statement that
 // waits for a row holds up the others no longer than that.
 func (p *pipeline) holdAlone(j *pipeJob) {
-	done := make(chan struct{})
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		p.alone(j)
-		close(done)
-	}()
+	done := p.goAlone(j)
 	t := time.NewTimer(loneHold)
 	select {
 	case <-done:
@@ -280,13 +276,17 @@ func (p *pipeline) holdAlone(j *pipeJob) {
 	t.Stop()
 }
 
-// goAlone runs j's statement alone on a goroutine of its own.
-func (p *pipeline) goAlone(j *pipeJob) {
+// goAlone runs j's statement alone on a goroutine of its own; the channel
+// is closed once it is answered.
+func (p *pipeline) goAlone(j *pipeJob) <-chan struct{} {
+	done := make(chan struct{})
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
 		p.alone(j)
+		close(done)
 	}()
+	return done
 }
 
 // alone runs j's statement on its own (autocommit), with its caller's
