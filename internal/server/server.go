@@ -269,8 +269,11 @@ func NewWithStore(ctx context.Context, cfg Config, st instore.Store) (*Server, e
 	if c, ok := st.(interface{ Commits() (int64, int64) }); ok {
 		metrics.RegisterCommits(reg, c.Commits)
 	}
-	if p, ok := st.(interface{ Pipelined() (int64, int64, int64) }); ok {
-		metrics.RegisterPipelined(reg, p.Pipelined)
+	if p, ok := st.(interface {
+		Pipelined() (int64, int64, int64)
+		ReadsGrouped() (int64, int64)
+	}); ok {
+		metrics.RegisterPipelined(reg, p.Pipelined, p.ReadsGrouped)
 	}
 	svc := &service.Service{
 		Store: st, Metadata: &meta, Logger: cfg.Logger, Clock: cfg.Clock,

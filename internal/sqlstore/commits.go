@@ -46,3 +46,13 @@ func (db *DB) Pipelined() (groups, statements, fallbacks int64) {
 	}
 	return groups, statements, fallbacks
 }
+
+// ReadsGrouped returns how many groups of more than one short read
+// PostgreSQL's read pipeline sent in one round trip, and the reads they
+// held (readPipe). Both 0 on SQLite.
+func (db *DB) ReadsGrouped() (groups, reads int64) {
+	if db.reads == nil {
+		return 0, 0
+	}
+	return db.reads.groups.Load(), db.reads.grouped.Load()
+}

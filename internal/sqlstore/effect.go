@@ -43,7 +43,7 @@ func (db *DB) Effect(ctx context.Context, id string) (*instore.Effect, error) {
 
 // OpenEffects lists the open effects of a device, oldest first.
 func (db *DB) OpenEffects(ctx context.Context, serial string) ([]*instore.Effect, error) {
-	return getAll(ctx, db.read(), scanEffect, "list open effects", `SELECT `+effectColumns+` FROM effects
+	return getFew(ctx, db.read(), scanEffect, "list open effects", `SELECT `+effectColumns+` FROM effects
 		WHERE device_serial = ? AND done_at IS NULL ORDER BY created_at, id`, serial)
 }
 

@@ -6,7 +6,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -82,8 +81,7 @@ const pipeTimeout = 30 * time.Second
 // explanations a single write reads after its statement) are not grouped.
 type pipeline struct {
 	pool *sql.DB
-	jobs gate[*pipeJob]
-	wg   sync.WaitGroup
+	crew[*pipeJob]
 	// groups counts the transactions of more than one statement sent,
 	// grouped the statements they held, fallbacks the groups rolled back
 	// or not sent whose statements then ran again (alone, or the rest
@@ -104,18 +102,9 @@ type pipeResult struct {
 }
 
 func newPipeline(pool *sql.DB) *pipeline {
-	p := &pipeline{pool: pool, jobs: newGate[*pipeJob](maxPipe)}
-	p.wg.Add(pipeWorkers)
-	for range pipeWorkers {
-		go p.run()
-	}
+	p := &pipeline{pool: pool}
+	p.start(p.send)
 	return p
-}
-
-// close runs what is queued and stops.
-func (p *pipeline) close() {
-	p.jobs.close()
-	p.wg.Wait()
 }
 
 // exec runs the write statement query in the next group and returns its
@@ -134,27 +123,6 @@ func (p *pipeline) exec(ctx context.Context, query string, args []any) (int64, e
 		return r.n, r.err
 	case <-ctx.Done():
 		return 0, ctx.Err()
-	}
-}
-
-func (p *pipeline) run() {
-	defer p.wg.Done()
-	group := make([]*pipeJob, 0, maxPipe)
-	for j := range p.jobs.ch {
-		group = append(group[:0], j)
-	gather:
-		for len(group) < maxPipe {
-			select {
-			case j, ok := <-p.jobs.ch:
-				if !ok {
-					break gather
-				}
-				group = append(group, j)
-			default:
-				break gather
-			}
-		}
-		p.send(group)
 	}
 }
 
@@ -266,8 +234,10 @@ var errNoConn = errors.New("sqlstore: no connection for a group of writes")
 // writes that come meanwhile queue, and go together next (a worker that
 // went on at once would send every statement alone), but a statement that
 // waits for a row holds up the others no longer than that.
-func (p *pipeline) holdAlone(j *pipeJob) {
-	done := p.goAlone(j)
+func (p *pipeline) holdAlone(j *pipeJob) { holdFor(p.goAlone(j)) }
+
+// holdFor waits until done is closed, at most loneHold.
+func holdFor(done <-chan struct{}) {
 	t := time.NewTimer(loneHold)
 	select {
 	case <-done:
@@ -280,12 +250,10 @@ func (p *pipeline) holdAlone(j *pipeJob) {
 // is closed once it is answered.
 func (p *pipeline) goAlone(j *pipeJob) <-chan struct{} {
 	done := make(chan struct{})
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
+	p.spawn(func() {
 		p.alone(j)
 		close(done)
-	}()
+	})
 	return done
 }
 

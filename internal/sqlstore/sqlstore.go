@@ -75,6 +75,9 @@ type DB struct {
 	// pipe and relaxedPipe group the single-statement writes of the writer
 	// and relaxed pools (PostgreSQL only, see pipeline).
 	pipe, relaxedPipe *pipeline
+	// reads groups the short reads of the reader pool (PostgreSQL only,
+	// see readPipe).
+	reads *readPipe
 	// told is the highest event number readers may show, pending a
 	// PostgreSQL bound waiting for the WAL flush (horizon.go).
 	// reported is how far SequenceEvents has reported (it wakes readers).
@@ -119,6 +122,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 		db.d, db.writer, db.reader, db.relaxed = newPostgres(), writer, reader, relaxed
 		if pipelinable(dsn) {
 			db.pipe, db.relaxedPipe = newPipeline(writer), newPipeline(relaxed)
+			db.reads = newReadPipe(reader)
 		}
 	} else {
 		writer, reader, err := openSQLite(ctx, dsn, synchronous)
@@ -161,6 +165,7 @@ func (db *DB) Close() error {
 	if db.pipe != nil {
 		db.pipe.close()
 		db.relaxedPipe.close()
+		db.reads.close()
 	}
 	if db.writerStmts != nil {
 		db.writerStmts.close()
@@ -218,6 +223,9 @@ type conn struct {
 	tx   *txStmts
 	// detached: the statements ignore the context's end (group commits).
 	detached bool
+	// reads: queryRow and getFew go through this read pipeline
+	// (PostgreSQL's reader pool), nil otherwise.
+	reads *readPipe
 }
 
 // context returns the context a statement runs with.
@@ -265,16 +273,21 @@ func (c conn) query(ctx context.Context, query string, args ...any) (*sql.Rows, 
 	return c.q.QueryContext(ctx, c.d.rebind(query), args...)
 }
 
-func (c conn) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+func (c conn) queryRow(ctx context.Context, query string, args ...any) scanner {
 	ctx = c.context(ctx)
 	if st := c.stmt(ctx, query); st != nil {
 		return st.QueryRowContext(ctx, args...)
+	}
+	if c.reads != nil {
+		return pipedRow{p: c.reads, ctx: ctx, query: c.d.rebind(query), args: args}
 	}
 	return c.q.QueryRowContext(ctx, c.d.rebind(query), args...)
 }
 
 // read returns the read path.
-func (db *DB) read() conn { return conn{d: db.d, q: db.reader, pool: db.readerStmts} }
+func (db *DB) read() conn {
+	return conn{d: db.d, q: db.reader, pool: db.readerStmts, reads: db.reads}
+}
 
 // update runs fn in one write transaction and commits it when fn returns
 // nil. On SQLite, concurrent updates share a group commit (groupCommitter):
