@@ -26,10 +26,11 @@ import (
 //
 // A read's outcome is its own, as if it had run alone: its rows, or its
 // own error (no row: sql.ErrNoRows). When a group fails (a statement
-// refused, the connection lost, nothing sent), the reads it had not
-// answered run again alone with their callers' contexts: a read changes
-// nothing, so running it again is safe. A caller that gives up is answered
-// at once; its read is then not sent, or its rows are dropped.
+// refused, one slower than readTimeout, the connection lost, nothing
+// sent), the reads it had not answered run again alone with their
+// callers' contexts: a read changes nothing, so running it again is safe.
+// A caller that gives up is answered at once; its read is then not sent,
+// or its rows are dropped.
 //
 // Every read on this path, grouped or alone, is scanned by pgx itself
 // (not database/sql), so that the store suite, whose reads mostly come
@@ -136,8 +137,17 @@ func (p *readPipe) send(group []*readJob) {
 	}
 }
 
-// together runs group's reads in one round trip; those it did not answer
-// (the group failed) run again alone.
+// readTimeout bounds each statement of a group of reads (and so its
+// waits for locks): a read that takes longer is cancelled, which fails the
+// group, and runs again alone with its caller's context, as before the
+// groups. The reads grouped are point lookups that take microseconds; one
+// slow read (a lock held by a migration, say) must not hold up the others
+// of its group, nor keep a worker from the next groups.
+const readTimeout = "100ms"
+
+// together runs group's reads in one round trip, in a transaction that
+// bounds each of them (readTimeout); those it did not answer (the group
+// failed) run again alone.
 func (p *readPipe) together(group []*readJob) {
 	cctx, cancel := context.WithTimeout(context.Background(), pipeTimeout)
 	sc, err := p.pool.Conn(cctx)
@@ -148,9 +158,15 @@ func (p *readPipe) together(group []*readJob) {
 		ctx, cancel := context.WithTimeout(context.Background(), pipeTimeout)
 		err = sc.Raw(func(dc any) error {
 			b := &pgx.Batch{}
+			// A transaction of its own, so that the timeout is the
+			// group's only (each read still takes its own snapshot:
+			// READ COMMITTED).
+			b.Queue(`BEGIN`)
+			b.Queue(`SET LOCAL statement_timeout = '` + readTimeout + `'`)
 			for _, j := range group {
 				b.Queue(j.query, j.args...).Query(j.take)
 			}
+			b.Queue(`COMMIT`)
 			c := dc.(*stdlib.Conn).Conn()
 			err := c.SendBatch(ctx, b).Close()
 			if err != nil && c.IsClosed() {
@@ -159,6 +175,9 @@ func (p *readPipe) together(group []*readJob) {
 			return err
 		})
 		cancel()
+		if err != nil {
+			rollback(sc)
+		}
 		sc.Close()
 	}
 	if err == nil {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // readJobOf is a job reading pipe_t's v of row id into *v.
@@ -187,4 +189,48 @@ func TestReadsDeadConnectionRetried(t *testing.T) {
 	if err := db.read().queryRow(ctx, `SELECT v + 3 FROM pipe_t WHERE id = ?`, 1).Scan(&v); err != nil || v != 3 {
 		t.Errorf("read on a dead connection: %d, %v; want 3 (run again on a new one)", v, err)
 	}
+}
+
+// TestReadsSlowReadHoldsNoOne: a read slower than readTimeout (a lock
+// waited for, a long scan) is cancelled in its group, whose other reads
+// are answered, and runs again alone with its caller's context; nothing
+// of it keeps running once its caller has gone.
+func TestReadsSlowReadHoldsNoOne(t *testing.T) {
+	db := openPostgresTest(t)
+	ctx := t.Context()
+	pipeTable(t, db, 2)
+	slowCtx, leave := context.WithCancel(ctx)
+	defer leave()
+	a, slow, b := -1, -1, -1
+	group := []*readJob{
+		readJobOf(ctx, db, `SELECT v + 1 FROM pipe_t WHERE id = ?`, &a, 1),
+		readJobOf(slowCtx, db, `SELECT 0 FROM pg_sleep(600)`, &slow),
+		readJobOf(ctx, db, `SELECT v + 2 FROM pipe_t WHERE id = ?`, &b, 2),
+	}
+	go db.reads.together(group)
+	answered := func(j *readJob) bool {
+		select {
+		case <-j.done:
+			return true
+		default:
+			return false
+		}
+	}
+	testwait.For(t, "the group's fast reads answered", func() bool { return answered(group[0]) && answered(group[2]) })
+	if a != 1 || b != 2 || group[0].err != nil || group[2].err != nil {
+		t.Errorf("fast reads: %d, %v; %d, %v; want 1 and 2", a, group[0].err, b, group[2].err)
+	}
+	if answered(group[1]) {
+		t.Errorf("the slow read answered (%v) while its caller still waits: want it run again alone", group[1].err)
+	}
+	leave()
+	testwait.For(t, "the slow read answered once its caller left", func() bool { return answered(group[1]) })
+	if slow != -1 || group[1].err == nil {
+		t.Errorf("the slow read: %d, %v; want an error and nothing scanned", slow, group[1].err)
+	}
+	testwait.For(t, "no pg_sleep left running", func() bool {
+		var n int
+		err := db.writer.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(600)%' AND pid <> pg_backend_pid()`).Scan(&n)
+		return err == nil && n == 0
+	})
 }
