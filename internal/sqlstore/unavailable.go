@@ -62,7 +62,7 @@ func Unavailable(err error) bool {
 		return false
 	case errors.As(err, &ne):
 		return true
-	case errors.Is(err, pgconn.ErrConnClosed), errors.Is(err, driver.ErrBadConn),
+	case errors.Is(err, pgconn.ErrConnClosed),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		return true
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
