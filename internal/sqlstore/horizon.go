@@ -46,6 +46,8 @@ type toldState struct {
 	bound    int64 // a bound to tell once the WAL is flushed to lsn
 	lsn      int64
 	hasBound bool
+	since    time.Time // when the candidate was taken
+	nudged   bool      // a flush was asked for it (toldNudgeAfter)
 }
 
 // publishTold raises the told horizon to n (never lowers it).
@@ -127,7 +129,6 @@ func (db *DB) advanceToldOnce(ctx context.Context) (top int64, err error) {
 	bound := xmin<<toldShift - 1
 	p := &db.pending
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.hasBound && p.lsn <= flushed {
 		db.publishTold(p.bound)
 		p.hasBound = false
@@ -140,9 +141,35 @@ func (db *DB) advanceToldOnce(ctx context.Context) (top int64, err error) {
 		// (While a candidate waits, a newer one is taken at the attempt
 		// after it is told, so that the first is told soon.)
 		p.bound, p.lsn, p.hasBound = bound, inserted, true
+		p.since, p.nudged = time.Now(), false
 	}
-	return top, nil
+	nudge := p.hasBound && !p.nudged && time.Since(p.since) >= toldNudgeAfter
+	p.nudged = p.nudged || nudge
+	waiting := p.bound
+	p.mu.Unlock()
+	if nudge {
+		// The WAL writer flushes up to the last relaxed commit, never the
+		// records after it on a page not yet full: a row lock taken by a
+		// transaction still open, a page pruned by a read, or a record
+		// that ends on a page's boundary (where the insert position is
+		// past the next page's header). Nothing commits on a quiet
+		// database, and the candidate would wait for the next write while
+		// the last events before the quiet stay untold. A durable commit
+		// flushes the WAL through its own record, past the candidate's.
+		err = db.update(ctx, func(c conn) error {
+			_, err := c.exec(ctx, `INSERT INTO settings (name, value) VALUES ('events.told', ?)
+				ON CONFLICT (name) DO UPDATE SET value = excluded.value`, strconv.FormatInt(waiting, 10))
+			return err
+		})
+	}
+	return top, err
 }
+
+// toldNudgeAfter is how long a PostgreSQL candidate bound waits for the
+// WAL writer (wal_writer_delay, 200 ms by default, flushes the relaxed
+// commits) before advanceToldOnce flushes the WAL itself with a durable
+// commit: at most one a candidate, and none while the database is busy.
+const toldNudgeAfter = 250 * time.Millisecond
 
 // oldestRunning returns, on PostgreSQL, a transaction id below which no
 // transaction that may write events still runs (the oldest such one

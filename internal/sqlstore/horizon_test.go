@@ -156,3 +156,53 @@ func TestEventsNumberedInTheirTransactionsOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestHorizonToldOnAQuietDatabase: on PostgreSQL an event is told when
+// the last WAL record written after its commit is one no commit follows
+// (here a row lock of a transaction left open; in production as well a
+// page pruned by a read): the WAL writer flushes only up to the last
+// relaxed commit, so the store flushes the WAL itself instead of waiting
+// for the next write of the database. (Before: SequenceEvents gave up
+// after toldWait with the event untold, and the webhook dispatcher and
+// the stream waited for another write.)
+func TestHorizonToldOnAQuietDatabase(t *testing.T) {
+	ctx := t.Context()
+	db, raw := eventsOnPostgres(t)
+	if _, err := raw.ExecContext(ctx, `CREATE TABLE quiet_probe (id INT PRIMARY KEY); INSERT INTO quiet_probe VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	ev := instore.OutboxEvent{MerchantID: "mer_q", TerminalID: "q", Type: instore.EventTerminalOnline,
+		At: time.Unix(1_800_000_000, 0).UTC(), Data: []byte(`{}`)}
+	if err := db.AppendEvents(ctx, []instore.OutboxEvent{ev}); err != nil {
+		t.Fatal(err)
+	}
+	// A row lock writes a WAL record after the event's durable commit,
+	// and its transaction stays open: nothing commits after it.
+	locker, err := raw.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Rollback()
+	if _, err := locker.ExecContext(ctx, `SELECT id FROM quiet_probe WHERE id = 1 FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	var inserted, flushed int64
+	if err := raw.QueryRowContext(ctx, `SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint,
+		(pg_current_wal_flush_lsn() - '0/0'::pg_lsn)::bigint`).Scan(&inserted, &flushed); err != nil {
+		t.Fatal(err)
+	}
+	if inserted <= flushed {
+		t.Logf("the WAL was flushed past the row lock already (another write of the database): the quiet case is not tested this run")
+	}
+	n, err := db.SequenceEvents(ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := db.ListEvents(ctx, instore.EventFilter{MerchantID: "mer_q", Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || len(evs) != 1 {
+		t.Fatalf("SequenceEvents() = %d, ListEvents() = %d events; want the event told (1, 1)", n, len(evs))
+	}
+}
