@@ -83,8 +83,6 @@ type Server struct {
 	upgrader websocket.Upgrader
 	// pings times the pings of all sessions on one timer.
 	pings pingQueue
-	// helpers handle the sessions' frames (session.offload).
-	helpers *helpers
 
 	idPrefix string
 	idSeq    atomic.Uint64
@@ -134,7 +132,6 @@ func New(cfg Config) *Server {
 		all:      map[*session]struct{}{},
 		leaving:  map[string]chan struct{}{},
 		pings:    pingQueue{epoch: time.Now()},
-		helpers:  newHelpers(),
 	}
 	g.liveness = g.ping + orDefault(cfg.PongTimeout, DefaultPongTimeout)
 	g.upgrader = websocket.Upgrader{

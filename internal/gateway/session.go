@@ -187,14 +187,13 @@ func (s *session) frame(h ws.Header) (err error) {
 	return nil
 }
 
-// offload runs fn, a frame's handling, on another goroutine (a helper:
-// helpers.go) and waits for it. The store work a frame causes (SQLite's
-// driver is transpiled C with large frames) grows the stack of whichever
-// goroutine runs it; run here, it would leave every idle session's
-// long-lived read loop with a stack many times what reading needs, shrunk
-// only by halves at later collections. The helpers' stacks go when they
-// end, and the read loop stays at the minimum (docs/benchmarks.md,
-// sessions).
+// offload runs fn, a frame's handling, on a goroutine of its own and waits
+// for it. The store work a frame causes (SQLite's driver is transpiled C
+// with large frames) grows the stack of whichever goroutine runs it; run
+// here, it would leave every idle session's long-lived read loop with a
+// stack many times what reading needs, shrunk only by halves at later
+// collections. The helper's stack goes when it ends, and the read loop
+// stays at the minimum (docs/benchmarks.md, sessions).
 //
 // A panic in fn is logged and closes the session (1011) instead of
 // stopping the process.
@@ -204,7 +203,7 @@ func (s *session) offload(fn func() (int, string)) (int, string) {
 		reason string
 	}
 	done := make(chan answer, 1)
-	s.g.helpers.run(func() {
+	go func() {
 		defer func() {
 			if p := recover(); p != nil {
 				s.g.log.Error("terminal frame handling panicked", "serialNumber", s.serial, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
@@ -213,7 +212,7 @@ func (s *session) offload(fn func() (int, string)) (int, string) {
 		}()
 		code, reason := fn()
 		done <- answer{code, reason}
-	})
+	}()
 	a := <-done
 	return a.code, a.reason
 }
