@@ -138,3 +138,10 @@ func (db *DB) AdvanceToldOnce(ctx context.Context) error {
 
 // RebindPostgres is q, written with ? placeholders, as PostgreSQL takes it.
 func RebindPostgres(q string) string { return newPostgres().rebind(q) }
+
+// ToldNudgeAfter and ToldNudgeTimeout are the told horizon's own WAL
+// flush's wait and bound (flushWAL).
+const (
+	ToldNudgeAfter   = toldNudgeAfter
+	ToldNudgeTimeout = toldNudgeTimeout
+)

@@ -143,33 +143,67 @@ func (db *DB) advanceToldOnce(ctx context.Context) (top int64, err error) {
 		p.bound, p.lsn, p.hasBound = bound, inserted, true
 		p.since, p.nudged = time.Now(), false
 	}
-	nudge := p.hasBound && !p.nudged && time.Since(p.since) >= toldNudgeAfter
+	// A nudge only when an event waits above the horizon (another
+	// application's transactions move the bound too).
+	nudge := p.hasBound && !p.nudged && top > db.told.Load() && time.Since(p.since) >= toldNudgeAfter
 	p.nudged = p.nudged || nudge
 	waiting := p.bound
 	p.mu.Unlock()
-	if nudge {
-		// The WAL writer flushes up to the last relaxed commit, never the
-		// records after it on a page not yet full: a row lock taken by a
-		// transaction still open, a page pruned by a read, or a record
-		// that ends on a page's boundary (where the insert position is
-		// past the next page's header). Nothing commits on a quiet
-		// database, and the candidate would wait for the next write while
-		// the last events before the quiet stay untold. A durable commit
-		// flushes the WAL through its own record, past the candidate's.
-		err = db.update(ctx, func(c conn) error {
-			_, err := c.exec(ctx, `INSERT INTO settings (name, value) VALUES ('events.told', ?)
-				ON CONFLICT (name) DO UPDATE SET value = excluded.value`, strconv.FormatInt(waiting, 10))
-			return err
-		})
+	if nudge && db.flushWAL(ctx, waiting) != nil {
+		// It only hastens the telling: a failure (the writers busy, a
+		// lock wait, the database gone) is tried again toldNudgeAfter
+		// later, unless the candidate is told meanwhile.
+		p.mu.Lock()
+		if p.hasBound && p.bound == waiting {
+			p.nudged, p.since = false, time.Now()
+		}
+		p.mu.Unlock()
 	}
-	return top, err
+	return top, nil
+}
+
+// flushWAL makes PostgreSQL flush its WAL through a commit of its own,
+// past every record inserted before it. The WAL writer flushes the
+// relaxed commits, but not a record after the last of them while no
+// commit follows: one of a transaction still open (a row lock), or an
+// insert position just past a page's header when the last record ended a
+// page. On a quiet database a candidate bound would then wait for the
+// next write of the database, and the last events before the quiet stay
+// untold (TestHorizonToldOnAQuietDatabase).
+//
+// The commit writes the store's `events.told` setting (nothing reads it on
+// PostgreSQL). It inserts no event, so it takes no mark (oldestRunning)
+// and holds no horizon back; it waits for the local disk only
+// (synchronous_commit local: a synchronous standby that is down does not
+// hold it), for toldNudgeTimeout at the most, whatever ctx.
+func (db *DB) flushWAL(ctx context.Context, bound int64) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), toldNudgeTimeout)
+	defer cancel()
+	tx, err := db.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `SET LOCAL synchronous_commit = local`); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO settings (name, value) VALUES ('events.told', $1)
+		ON CONFLICT (name) DO UPDATE SET value = excluded.value`, strconv.FormatInt(bound, 10)); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // toldNudgeAfter is how long a PostgreSQL candidate bound waits for the
 // WAL writer (wal_writer_delay, 200 ms by default, flushes the relaxed
-// commits) before advanceToldOnce flushes the WAL itself with a durable
-// commit: at most one a candidate, and none while the database is busy.
+// commits) before advanceToldOnce flushes the WAL itself (flushWAL): at
+// most one flush a candidate (another one toldNudgeAfter after a failed
+// one), and only while an event waits above the horizon.
 const toldNudgeAfter = 250 * time.Millisecond
+
+// toldNudgeTimeout bounds a flushWAL (a lock wait on the setting's row,
+// a busy writer pool).
+const toldNudgeTimeout = time.Second
 
 // oldestRunning returns, on PostgreSQL, a transaction id below which no
 // transaction that may write events still runs (the oldest such one
@@ -177,8 +211,8 @@ const toldNudgeAfter = 250 * time.Millisecond
 // event number committed.
 //
 // Only the store's event writers count: every write transaction of the
-// store takes a ROW EXCLUSIVE lock on events (its mark) before it takes an
-// id (writeTx's beginWriter; a single statement that inserts events locks
+// store (but flushWAL's, which inserts no event) takes a ROW EXCLUSIVE
+// lock on events (its mark) before it takes an id (writeTx's beginWriter; a single statement that inserts events locks
 // the table when it is planned, before it runs), and a transaction holds
 // it to its end. Another transaction of the database (a bulk load, another
 // application's job) never inserts events and does not hold the horizon.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/sqlstore"
 )
 
 // TestHorizonCountsEventWriters: on PostgreSQL the told horizon is held
@@ -159,50 +160,103 @@ func TestEventsNumberedInTheirTransactionsOrder(t *testing.T) {
 
 // TestHorizonToldOnAQuietDatabase: on PostgreSQL an event is told when
 // the last WAL record written after its commit is one no commit follows
-// (here a row lock of a transaction left open; in production as well a
-// page pruned by a read): the WAL writer flushes only up to the last
-// relaxed commit, so the store flushes the WAL itself instead of waiting
-// for the next write of the database. (Before: SequenceEvents gave up
-// after toldWait with the event untold, and the webhook dispatcher and
-// the stream waited for another write.)
+// (here a row lock of a transaction left open): the WAL writer flushes
+// only up to the last relaxed commit, so the store flushes the WAL itself
+// (flushWAL) instead of waiting for the next write of the database.
+// (Before: SequenceEvents gave up after toldWait with the event untold, and
+// the webhook dispatcher and the stream waited for another write.) A flush
+// that fails (here it waits for a lock on the setting it writes) is tried
+// again: the event is told once it can be.
 func TestHorizonToldOnAQuietDatabase(t *testing.T) {
 	ctx := t.Context()
 	db, raw := eventsOnPostgres(t)
-	if _, err := raw.ExecContext(ctx, `CREATE TABLE quiet_probe (id INT PRIMARY KEY); INSERT INTO quiet_probe VALUES (1)`); err != nil {
+	if _, err := raw.ExecContext(ctx, `CREATE TABLE quiet_probe (id INT PRIMARY KEY); INSERT INTO quiet_probe VALUES (1), (2)`); err != nil {
 		t.Fatal(err)
 	}
-	ev := instore.OutboxEvent{MerchantID: "mer_q", TerminalID: "q", Type: instore.EventTerminalOnline,
-		At: time.Unix(1_800_000_000, 0).UTC(), Data: []byte(`{}`)}
-	if err := db.AppendEvents(ctx, []instore.OutboxEvent{ev}); err != nil {
+	ev := func(terminal string) instore.OutboxEvent {
+		return instore.OutboxEvent{MerchantID: "mer_q", TerminalID: terminal, Type: instore.EventTerminalOnline,
+			At: time.Unix(1_800_000_000, 0).UTC(), Data: []byte(`{}`)}
+	}
+	// lockRow writes a WAL record after the events' durable commits, in a
+	// transaction that stays open: nothing commits after it.
+	lockRow := func(id int) {
+		t.Helper()
+		tx, err := raw.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tx.Rollback() })
+		if _, err := tx.ExecContext(ctx, `SELECT id FROM quiet_probe WHERE id = $1 FOR UPDATE`, id); err != nil {
+			t.Fatal(err)
+		}
+		var inserted, flushed int64
+		if err := raw.QueryRowContext(ctx, `SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint,
+			(pg_current_wal_flush_lsn() - '0/0'::pg_lsn)::bigint`).Scan(&inserted, &flushed); err != nil {
+			t.Fatal(err)
+		}
+		if inserted <= flushed {
+			t.Skip("the WAL was flushed past the row lock already (another write of the database): the quiet case cannot be made this run")
+		}
+	}
+	told := func() int {
+		t.Helper()
+		evs, err := db.ListEvents(ctx, instore.EventFilter{MerchantID: "mer_q", Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(evs)
+	}
+	flushes := func() int {
+		t.Helper()
+		var n int
+		if err := raw.QueryRowContext(ctx, `SELECT COUNT(*) FROM settings WHERE name = 'events.told'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	if err := db.AppendEvents(ctx, []instore.OutboxEvent{ev("q1")}); err != nil {
 		t.Fatal(err)
 	}
-	// A row lock writes a WAL record after the event's durable commit,
-	// and its transaction stays open: nothing commits after it.
-	locker, err := raw.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer locker.Rollback()
-	if _, err := locker.ExecContext(ctx, `SELECT id FROM quiet_probe WHERE id = 1 FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
-	var inserted, flushed int64
-	if err := raw.QueryRowContext(ctx, `SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint,
-		(pg_current_wal_flush_lsn() - '0/0'::pg_lsn)::bigint`).Scan(&inserted, &flushed); err != nil {
-		t.Fatal(err)
-	}
-	if inserted <= flushed {
-		t.Logf("the WAL was flushed past the row lock already (another write of the database): the quiet case is not tested this run")
-	}
+	lockRow(1)
 	n, err := db.SequenceEvents(ctx, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs, err := db.ListEvents(ctx, instore.EventFilter{MerchantID: "mer_q", Limit: 10})
+	if n != 1 || told() != 1 {
+		t.Fatalf("SequenceEvents() = %d, %d events listed; want the event told (1, 1)", n, told())
+	}
+	if flushes() == 0 {
+		t.Skip("another write of the database flushed the WAL first: the store's own flush is not tested this run")
+	}
+
+	// The setting's table locked (no transaction id, no WAL): the store's
+	// flush waits for it and fails.
+	holder, err := raw.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != 1 || len(evs) != 1 {
-		t.Fatalf("SequenceEvents() = %d, ListEvents() = %d events; want the event told (1, 1)", n, len(evs))
+	defer holder.Rollback()
+	if _, err := holder.ExecContext(ctx, `LOCK TABLE settings IN SHARE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AppendEvents(ctx, []instore.OutboxEvent{ev("q2")}); err != nil {
+		t.Fatal(err)
+	}
+	lockRow(2)
+	short, cancel := context.WithTimeout(ctx, sqlstore.ToldNudgeAfter+sqlstore.ToldNudgeTimeout+500*time.Millisecond)
+	db.SequenceEvents(short, 100) // its flush fails; it gives up with short
+	cancel()
+	if told() != 1 {
+		t.Skip("another write of the database flushed the WAL while the store's flush waited: the retry is not tested this run")
+	}
+	if err := holder.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SequenceEvents(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	if got := told(); got != 2 {
+		t.Fatalf("after a failed flush and the lock's release: %d events told, want 2 (the flush tried again)", got)
 	}
 }
