@@ -212,9 +212,9 @@ const toldNudgeTimeout = time.Second
 //
 // Only the store's event writers count: every write transaction of the
 // store (but flushWAL's, which inserts no event) takes a ROW EXCLUSIVE
-// lock on events (its mark) before it takes an id (writeTx's beginWriter; a single statement that inserts events locks
-// the table when it is planned, before it runs), and a transaction holds
-// it to its end. Another transaction of the database (a bulk load, another
+// lock on events (its mark) before it takes an id (writeTx's beginWriter;
+// a single statement that inserts events locks the table when it is
+// planned, before it runs), and a transaction holds it to its end. Another transaction of the database (a bulk load, another
 // application's job) never inserts events and does not hold the horizon.
 //
 // Why no event is missed: an event numbered X<<20+k is inserted by the
