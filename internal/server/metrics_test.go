@@ -183,6 +183,28 @@ func metricsWhilePurchasesRun(t *testing.T, ck *clocktest.Clock, s *sandbox) {
 	if _, ok := value(mfs, "instore_http_request_duration_seconds", map[string]string{"route": "POST /in-store/api/v1/purchase", "code": "201"}); !ok {
 		t.Errorf("the latency histogram lacks the purchases")
 	}
+	// The store's counters: every life committed durably; a group holds
+	// more than one statement (or read); a failed flush was a flush.
+	store := func(name string) float64 {
+		t.Helper()
+		v, ok := value(mfs, "instore_store_"+name, nil)
+		if !ok {
+			t.Errorf("no instore_store_%s", name)
+		}
+		return v
+	}
+	if d := store("durable_commits_total"); d < 5 {
+		t.Errorf("instore_store_durable_commits_total = %v, want at least one a life (5)", d)
+	}
+	store("relaxed_commits_total")
+	for _, g := range [][2]string{{"pipelined_groups_total", "pipelined_statements_total"}, {"read_groups_total", "grouped_reads_total"}} {
+		if groups, held := store(g[0]), store(g[1]); held < 2*groups || (s.cfg.DatabaseURL == "" && held != 0) {
+			t.Errorf("instore_store_%s = %v, instore_store_%s = %v: want at least two a group (none on SQLite)", g[0], groups, g[1], held)
+		}
+	}
+	if flushes, failed := store("told_flushes_total"), store("told_flush_failures_total"); failed > flushes || (s.cfg.DatabaseURL == "" && flushes != 0) {
+		t.Errorf("instore_store_told_flushes_total = %v, failures %v: want failures among the flushes (none on SQLite)", flushes, failed)
+	}
 	pools := []string{"writer", "reader"}
 	if s.cfg.DatabaseURL != "" {
 		pools = append(pools, "relaxed")

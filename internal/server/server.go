@@ -275,6 +275,9 @@ func NewWithStore(ctx context.Context, cfg Config, st instore.Store) (*Server, e
 	}); ok {
 		metrics.RegisterPipelined(reg, p.Pipelined, p.ReadsGrouped)
 	}
+	if f, ok := st.(interface{ ToldFlushes() (int64, int64) }); ok {
+		metrics.RegisterToldFlushes(reg, f.ToldFlushes)
+	}
 	svc := &service.Service{
 		Store: st, Metadata: &meta, Logger: cfg.Logger, Clock: cfg.Clock,
 		NewRef:     func() string { return ids.New("txn") },

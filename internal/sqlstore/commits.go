@@ -56,3 +56,11 @@ func (db *DB) ReadsGrouped() (groups, reads int64) {
 	}
 	return db.reads.groups.Load(), db.reads.grouped.Load()
 }
+
+// ToldFlushes returns how many times the told horizon flushed
+// PostgreSQL's WAL itself (flushWAL: an event waited above the horizon for
+// the flush of a record no commit followed) and how many of those flushes
+// failed (each tried again later). Both 0 on SQLite.
+func (db *DB) ToldFlushes() (flushes, failed int64) {
+	return db.pending.flushes.Load(), db.pending.failed.Load()
+}

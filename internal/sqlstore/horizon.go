@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -48,6 +49,10 @@ type toldState struct {
 	hasBound bool
 	since    time.Time // when the candidate was taken
 	nudged   bool      // a flush was asked for it (toldNudgeAfter)
+
+	// flushes and failed count the store's own WAL flushes (flushWAL)
+	// and those of them that failed: ToldFlushes.
+	flushes, failed atomic.Int64
 }
 
 // publishTold raises the told horizon to n (never lowers it).
@@ -149,7 +154,12 @@ func (db *DB) advanceToldOnce(ctx context.Context) (top int64, err error) {
 	p.nudged = p.nudged || nudge
 	waiting := p.bound
 	p.mu.Unlock()
-	if nudge && db.flushWAL(ctx, waiting) != nil {
+	if !nudge {
+		return top, nil
+	}
+	p.flushes.Add(1)
+	if db.flushWAL(ctx, waiting) != nil {
+		p.failed.Add(1)
 		// It only hastens the telling: a failure (the writers busy, a
 		// lock wait, the database gone) is tried again toldNudgeAfter
 		// later, unless the candidate is told meanwhile.

@@ -229,6 +229,9 @@ func TestHorizonToldOnAQuietDatabase(t *testing.T) {
 	if flushes() == 0 {
 		t.Skip("another write of the database flushed the WAL first: the store's own flush is not tested this run")
 	}
+	if f, failed := db.ToldFlushes(); f < 1 || failed != 0 {
+		t.Fatalf("ToldFlushes() = %d, %d after one flush that succeeded; want at least 1, 0", f, failed)
+	}
 
 	// The setting's table locked (no transaction id, no WAL): the store's
 	// flush waits for it and fails.
@@ -258,5 +261,8 @@ func TestHorizonToldOnAQuietDatabase(t *testing.T) {
 	}
 	if got := told(); got != 2 {
 		t.Fatalf("after a failed flush and the lock's release: %d events told, want 2 (the flush tried again)", got)
+	}
+	if _, failed := db.ToldFlushes(); failed < 1 {
+		t.Fatalf("ToldFlushes() counts %d failed flushes after one failed (instore_store_told_flush_failures_total)", failed)
 	}
 }
