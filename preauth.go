@@ -54,6 +54,13 @@ type Authorization struct {
 	ExpiresAt        time.Time          `json:"expiresAt"`
 }
 
+// MaxAuthorizedAmount is the largest authorised amount of a pre-auth:
+// what one with a tip may open with (MaxTotalAmount: an amount and a tip
+// of MaxAmount each). An INCREMENT that would raise it past is refused,
+// so that the VOID that releases it (its amount: the authorised amount)
+// always fits the terminal protocol's frame.
+const MaxAuthorizedAmount = MaxTotalAmount
+
 // Defaults of the pre-authorisation settings (--capture-tolerance,
 // --preauth-validity).
 const (
@@ -84,10 +91,15 @@ func CaptureLimit(authorized int64, tolerance float64) int64 {
 //
 // The rule: only an approved PRE_AUTH whose authorisation is OPEN takes
 // any (conflict otherwise); a CAPTURE or VOID of it that is PENDING blocks
-// every other (conflict: its outcome decides the authorisation); a
-// capture takes at most CaptureLimit of the authorised amount
-// (validation, /amount); from its expiresAt on (t.CreatedAt), it takes
-// only a VOID.
+// every other (conflict: its outcome decides the authorisation); a VOID
+// whose outcome is unknown (ended TECHNICAL_ERROR by the service, WP23,
+// WP25 or WP36, with no result from the terminal) blocks every INCREMENT
+// and CAPTURE (conflict: the terminal may still approve it, and a void's
+// late approval releases the hold, so a capture would charge money no
+// longer held; another VOID is taken); a capture takes at most
+// CaptureLimit of the authorised amount, and an increment at most what
+// takes it to MaxAuthorizedAmount (validation, /amount); from its
+// expiresAt on (t.CreatedAt), it takes only a VOID.
 func CheckOnPreAuth(pre *Transaction, others []*Transaction, t *Transaction, tolerance float64) error {
 	if !OnPreAuth(t.Type) {
 		return fmt.Errorf("check on pre-auth: a %s does not act on a pre-auth", t.Type)
@@ -113,10 +125,24 @@ func CheckOnPreAuth(pre *Transaction, others []*Transaction, t *Transaction, tol
 			return e
 		}
 	}
+	if t.Type != TypeVoid {
+		for _, o := range others {
+			if voidMayRelease(o) {
+				e := Errorf(EConflict, "A VOID of the pre-authorisation (%s) ended with its outcome unknown: the terminal may still release the hold, so it takes no %s. Void it again, or wait for the terminal's result.", o.ID, t.Type)
+				e.OnlineAPIRefID = o.ID
+				return e
+			}
+		}
+	}
 	if t.Type == TypeVoid && t.Amount != pre.Authorization.AuthorizedAmount {
 		// A void releases the whole authorisation: one computed from an
 		// older read (an increment approved since) would leave a part held.
 		return Errorf(EConflict, "The pre-authorisation's authorized amount changed to %d; send the void again.", pre.Authorization.AuthorizedAmount)
+	}
+	if left := MaxAuthorizedAmount - pre.Authorization.AuthorizedAmount; t.Type == TypeIncrement && t.Amount > left {
+		return &Error{Code: EValidation, Detail: "The request is not valid; see errors.", Fields: []FieldError{{Field: "/amount",
+			Message: fmt.Sprintf("exceeds what the pre-authorisation may still be increased by (%d: an authorized amount is at most %d)",
+				max(left, 0), MaxAuthorizedAmount)}}}
 	}
 	if t.Type == TypeCapture {
 		if limit := CaptureLimit(pre.Authorization.AuthorizedAmount, tolerance); t.TotalAmount() > limit {
@@ -126,6 +152,16 @@ func CheckOnPreAuth(pre *Transaction, others []*Transaction, t *Transaction, tol
 		}
 	}
 	return nil
+}
+
+// voidMayRelease reports whether o is a VOID that released its pre-auth's
+// hold or still may with no further word from the service: ended
+// TECHNICAL_ERROR by the service (WP23, WP25, WP36) with no result from
+// the terminal, whose late approval releases the hold
+// (lifecycle.NextOnPreAuth). A PENDING one is CheckOnPreAuth's in-flight
+// case.
+func voidMayRelease(o *Transaction) bool {
+	return o.Type == TypeVoid && o.StatusID == StatusTechnicalError && o.ResultMessageID == ""
 }
 
 // PreAuthRequest is the body of POST /preauthorization: a purchase's,

@@ -35,6 +35,16 @@ func TestCheckOnPreAuth(t *testing.T) {
 	refund := func(amount int64) *instore.Transaction {
 		return &instore.Transaction{Type: instore.TypeRefund, Amount: amount}
 	}
+	// unknownVoid is a VOID the service ended TECHNICAL_ERROR (WP23,
+	// WP25 or WP36 alike), with the terminal's late result (result) or
+	// none ("").
+	unknownVoid := func(result string) []*instore.Transaction {
+		v := other("txn_v", instore.TypeVoid, instore.StatusTechnicalError, 10000)
+		v.ResultMessageID = result
+		return []*instore.Transaction{v}
+	}
+	largest := preAuth(instore.StatusApproved, instore.AuthOpen, 0)
+	largest.Authorization.AuthorizedAmount = instore.MaxAuthorizedAmount
 	refunded := []*instore.Transaction{other("txn_r", instore.TypeRefund, instore.StatusApproved, 5000), other("txn_c", instore.TypeCapture, instore.StatusApproved, 9000)}
 	for _, tc := range []struct {
 		name   string
@@ -67,6 +77,20 @@ func TestCheckOnPreAuth(t *testing.T) {
 		{"a void of an older authorized amount", open, nil, on(instore.TypeVoid, 9000, 0), instore.EConflict, "changed to 10000", ""},
 		{"capture after a declined capture", open, []*instore.Transaction{other("txn_x", instore.TypeCapture, instore.StatusTransactionDeclined, 1)},
 			on(instore.TypeCapture, 1, 0), "", "", ""},
+		// A VOID whose outcome is unknown may still release the hold: no
+		// increment or capture, another void; one the terminal answered
+		// (its result kept) blocks nothing.
+		{"capture after a void whose outcome is unknown", open, unknownVoid(""), on(instore.TypeCapture, 1, 0), instore.EConflict, "outcome unknown", "txn_v"},
+		{"increment after a void whose outcome is unknown", open, unknownVoid(""), on(instore.TypeIncrement, 1, 0), instore.EConflict, "takes no INCREMENT", "txn_v"},
+		{"void after a void whose outcome is unknown", open, unknownVoid(""), on(instore.TypeVoid, 10000, 0), "", "", ""},
+		{"capture after an unknown void the terminal declined late", open, unknownVoid("m-late"), on(instore.TypeCapture, 1, 0), "", "", ""},
+		{"capture after an unknown capture", open, []*instore.Transaction{other("txn_x", instore.TypeCapture, instore.StatusTechnicalError, 1)},
+			on(instore.TypeCapture, 1, 0), "", "", ""},
+		// The authorised amount stays within MaxAuthorizedAmount, so that its
+		// VOID fits the protocol's frame.
+		{"increment up to the largest authorized amount", open, nil, on(instore.TypeIncrement, instore.MaxAuthorizedAmount-10000, 0), "", "", ""},
+		{"increment past the largest authorized amount", open, nil, on(instore.TypeIncrement, instore.MaxAuthorizedAmount-10000+1, 0), instore.EValidation, "increased by (199989998", ""},
+		{"increment of a pre-auth at the largest authorized amount", largest, nil, on(instore.TypeIncrement, 1, 0), instore.EValidation, "increased by (0", ""},
 		// Refunds and reversals of a pre-auth (CheckOnOriginal).
 		{"refund of a captured pre-auth", captured, nil, refund(9000), "", "", ""},
 		{"refund past the captured amount", captured, nil, refund(9001), instore.EValidation, "captured amount (9000)", ""},

@@ -65,8 +65,9 @@ func (c *Client) Preauthorize(ctx context.Context, p PreAuthParams, opts ...Call
 
 // Increment raises an OPEN pre-auth's authorised amount by p.Amount once
 // the INCREMENT is approved. Errors, in order: validation, WP03, WP04,
-// conflict (not OPEN; a capture or void of it in flight), WP16, WP01,
-// WP30, WP23, WP09.
+// conflict (not OPEN; a capture or void of it in flight, or a void of it
+// whose outcome is unknown), validation (past the largest authorised
+// amount, 199999998), WP16, WP01, WP30, WP23, WP09.
 func (c *Client) Increment(ctx context.Context, p IncrementParams, opts ...CallOption) (*Transaction, error) {
 	return postAs[Transaction](ctx, c, Prefix+"/increment", p, opts)
 }

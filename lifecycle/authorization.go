@@ -17,7 +17,8 @@ import (
 //	OPEN      --EXPIRY_VOID--->  EXPIRED (the service's VOID at expiresAt)
 //
 // A VOID's approval moves it in time or late (nextLateVoid); an
-// INCREMENT's or a CAPTURE's only in time.
+// INCREMENT's or a CAPTURE's only in time, and one approved in time on a
+// pre-auth no longer OPEN is reversed on the terminal (closedApproval).
 //
 // Every other (state, event) pair changes nothing. The rules that decide
 // whether an INCREMENT, CAPTURE or VOID may start at all are
@@ -103,11 +104,34 @@ func NextOnPreAuth(child, pre instore.Transaction, e Event, r Rules) (newChild, 
 	}
 	ev, amount := authEventOf(&newChild)
 	auth, ok := NextAuthorization(pre.Authorization, ev, amount, e.At, r.PreAuthValidity)
-	if !ok {
+	switch {
+	case !ok && (ev == AuthIncrement || ev == AuthCapture):
+		newChild, st = closedApproval(child, newChild, pre, e, r, st)
+		return newChild, pre, st, false
+	case !ok:
 		return newChild, pre, st, false
 	}
 	pre, st.PairEvent = moveAuthorization(child, pre, auth, e, r)
 	return newChild, pre, st, true
+}
+
+// closedApproval ends approved, child's in-time approval (an INCREMENT or
+// a CAPTURE), when its pre-auth is no longer OPEN (a VOID whose outcome
+// was unknown approved late since, or the pre-auth expired): the card was
+// charged, or more money held, for a pre-auth that takes nothing more, so
+// it is reversed on the terminal at once (REVERSED, a reversal
+// LATE_APPROVAL owed), as a late approval is, and the authorisation stays
+// as it is. No receipt is printed for it.
+func closedApproval(child, approved, pre instore.Transaction, e Event, r Rules, st Step) (instore.Transaction, Step) {
+	approved.StatusID = instore.StatusReversed
+	st.Reverse, st.Print = instore.ReversalLateApproval, nil
+	approved, st = changed(child, approved, e, r, st, instore.EventLateApproval)
+	state := instore.AuthorizationState("not OPEN")
+	if pre.Authorization != nil {
+		state = pre.Authorization.State
+	}
+	st.Event.Detail += fmt.Sprintf("; the pre-authorisation is %s: it takes no %s", state, child.Type)
+	return approved, st
 }
 
 // moveAuthorization gives pre the authorisation auth, which child's

@@ -79,6 +79,8 @@ func TestNextOnPreAuth(t *testing.T) {
 	voided, captured := pre, pre
 	voided.Authorization = &instore.Authorization{State: instore.AuthVoided, AuthorizedAmount: 10000}
 	captured.Authorization = &instore.Authorization{State: instore.AuthCaptured, AuthorizedAmount: 10000, CapturedAmount: 10000}
+	expired := pre
+	expired.Authorization = &instore.Authorization{State: instore.AuthExpired, AuthorizedAmount: 10000}
 	byTimer := child(instore.TypeVoid, 10000, 0, instore.StatusPending)
 	byTimer.ByTimer = true
 	for _, tc := range []struct {
@@ -99,7 +101,15 @@ func TestNextOnPreAuth(t *testing.T) {
 			instore.Authorization{State: instore.AuthExpired, AuthorizedAmount: 10000}},
 		{"capture declined", child(instore.TypeCapture, 9000, 0, instore.StatusPending), pre, instore.StatusTransactionDeclined, false, *pre.Authorization},
 		{"capture approved late", child(instore.TypeCapture, 9000, 0, instore.StatusTechnicalError), pre, instore.StatusApproved, false, *pre.Authorization},
+		// Approved in time on a pre-auth no longer OPEN (a VOID whose
+		// outcome was unknown approved late, the expiry): reversed on the
+		// terminal, the authorisation left as it is.
 		{"capture of a voided pre-auth", child(instore.TypeCapture, 9000, 0, instore.StatusPending), voided, instore.StatusApproved, false, *voided.Authorization},
+		{"increment of a voided pre-auth", child(instore.TypeIncrement, 2000, 0, instore.StatusPending), voided, instore.StatusApproved, false, *voided.Authorization},
+		{"capture of a captured pre-auth", child(instore.TypeCapture, 9000, 0, instore.StatusPending), captured, instore.StatusApproved, false, *captured.Authorization},
+		{"increment of an expired pre-auth", child(instore.TypeIncrement, 2000, 0, instore.StatusPending), expired, instore.StatusApproved, false, *expired.Authorization},
+		{"void of a captured pre-auth", child(instore.TypeVoid, 10000, 0, instore.StatusPending), captured, instore.StatusApproved, false, *captured.Authorization},
+		{"increment of a voided pre-auth declined", child(instore.TypeIncrement, 2000, 0, instore.StatusPending), voided, instore.StatusTransactionDeclined, false, *voided.Authorization},
 		// A late VOID's approval released the hold: not reversed, the
 		// pre-auth moves; one no longer OPEN keeps only the result.
 		{"void approved late", child(instore.TypeVoid, 10000, 0, instore.StatusTechnicalError), pre, instore.StatusApproved, true,
@@ -121,9 +131,13 @@ func TestNextOnPreAuth(t *testing.T) {
 			if !st.Changed || paired != tc.paired {
 				t.Fatalf("changed %v paired %v, want paired %v", st.Changed, paired, tc.paired)
 			}
+			closed := approved && !late && tc.pre.Authorization.State != instore.AuthOpen && tc.child.Type != instore.TypeVoid
 			switch {
-			case approved && !late && c.StatusID != instore.StatusApproved:
-				t.Errorf("child status %d, want APPROVED", c.StatusID)
+			case closed && (c.StatusID != instore.StatusReversed || st.Reverse != instore.ReversalLateApproval || st.Event.Kind != instore.EventLateApproval || !st.Ended):
+				t.Errorf("%s approved on a %s pre-auth: status %d, reverse %q, timeline %s, ended %v; want REVERSED, reversed on the terminal (LATE_APPROVAL)",
+					c.Type, tc.pre.Authorization.State, c.StatusID, st.Reverse, st.Event.Kind, st.Ended)
+			case approved && !late && !closed && (c.StatusID != instore.StatusApproved || st.Reverse != ""):
+				t.Errorf("child status %d, reverse %q, want APPROVED", c.StatusID, st.Reverse)
 			case late && c.StatusID != tc.child.StatusID && !(approved && !lateVoid):
 				t.Errorf("late child status %d, want %d kept", c.StatusID, tc.child.StatusID)
 			case approved && late && !lateVoid && (c.StatusID != instore.StatusReversed || st.Reverse != instore.ReversalLateApproval):

@@ -134,6 +134,14 @@ func TestDecodeData(t *testing.T) {
 			t.Errorf("DecodeData mismatch (-want +got):\n%s", diff)
 		}
 	})
+	t.Run("void of the largest authorisation", func(t *testing.T) {
+		// The authorised amount it releases: past MaxAmount, up to
+		// instore.MaxAuthorizedAmount.
+		var p Payment
+		if err := DecodeData(env(TypeVoid, `{"amount":199999998,"currency":"SEK","deadline":"2026-01-02T03:04:05Z","originalRef":"p"}`), &p); err != nil || p.Amount != 199999998 {
+			t.Fatalf("DecodeData = %v, amount %d", err, p.Amount)
+		}
+	})
 
 	tests := []struct {
 		name  string
@@ -164,6 +172,8 @@ func TestDecodeData(t *testing.T) {
 		{"payment method on a preauth", env(TypePreAuth, `{"amount":9,"paymentMethodId":1,"currency":"SEK","deadline":"2026-01-02T03:04:05Z"}`), &Payment{}, "data.paymentMethodId"},
 		{"original of a purchase", env(TypePurchase, `{"amount":9,"currency":"SEK","deadline":"2026-01-02T03:04:05Z","originalRef":"p"}`), &Payment{}, "data.originalRef"},
 		{"void without its pre-auth", env(TypeVoid, `{"amount":9,"currency":"SEK","deadline":"2026-01-02T03:04:05Z"}`), &Payment{}, "data.originalRef"},
+		{"capture past MaxAmount", env(TypeCapture, `{"amount":100000000,"currency":"SEK","deadline":"2026-01-02T03:04:05Z","originalRef":"p"}`), &Payment{}, "data.amount"},
+		{"void past the largest authorisation", env(TypeVoid, `{"amount":199999999,"currency":"SEK","deadline":"2026-01-02T03:04:05Z","originalRef":"p"}`), &Payment{}, "data.amount"},
 		{"tipAmount of an increment", env(TypeIncrement, `{"amount":9,"tipAmount":1,"currency":"SEK","deadline":"2026-01-02T03:04:05Z","originalRef":"p"}`), &Payment{}, "data.tipAmount"},
 		{"cancel reason", env(TypeCancel, `{"reason":"WHY"}`), &Cancel{}, "data.reason"},
 		{"trailing value", env(TypeProgress, `{"stage":"AUTHORIZING"} {}`), &Progress{}, "data"},

@@ -76,11 +76,15 @@ func (l *Linked) Validate() error {
 	return nil
 }
 
-// Validate checks a payment command (Payment).
-func (p *Payment) Validate() error {
+// Validate checks a payment command (Payment), its amount at most
+// MaxAmount.
+func (p *Payment) Validate() error { return p.validate(MaxAmount) }
+
+// validate is Validate with the largest amount maxAmount.
+func (p *Payment) validate(maxAmount int64) error {
 	switch {
-	case p.Amount < 1 || p.Amount > MaxAmount:
-		return errorf("data.amount", "must be 1-%d", MaxAmount)
+	case p.Amount < 1 || p.Amount > maxAmount:
+		return errorf("data.amount", "must be 1-%d", maxAmount)
 	case p.CashbackAmount < 0 || p.CashbackAmount > p.Amount:
 		return errorf("data.cashbackAmount", "must be 0 up to the amount")
 	case p.VATAmount != nil && (*p.VATAmount < 0 || *p.VATAmount > p.Amount):
@@ -106,9 +110,16 @@ func (p *Payment) Validate() error {
 // section 5): a tip only a purchase or a preauth; cashback only a
 // purchase; a payment method only a purchase or a refund; originalRef
 // never a purchase or a preauth, always an increment, a capture or a
-// void; tipAmount only a capture.
+// void; tipAmount only a capture. A void's amount, the authorised amount
+// it releases, is at most instore.MaxAuthorizedAmount (a pre-auth's tip
+// and its increments may take it past MaxAmount); every other's at most
+// MaxAmount.
 func (p *Payment) ValidateAs(typ string) error {
-	if err := p.Validate(); err != nil {
+	maxAmount := int64(MaxAmount)
+	if typ == TypeVoid {
+		maxAmount = instore.MaxAuthorizedAmount
+	}
+	if err := p.validate(maxAmount); err != nil {
 		return err
 	}
 	onPreAuth := typ == TypeIncrement || typ == TypeCapture || typ == TypeVoid

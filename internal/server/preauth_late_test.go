@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/clocktest"
 	"github.com/instore-dev/instore/internal/protocol"
 	"github.com/instore-dev/instore/internal/server"
 	"github.com/instore-dev/instore/lifecycle"
@@ -18,12 +19,7 @@ import (
 // is sent a confirm, no reversal. A CAPTURE approved late, by contrast, is
 // reversed like a late sale and leaves the pre-auth OPEN.
 func TestLateVoidApprovalReleases(t *testing.T) {
-	ck, clock := newClock()
-	s := rawEnv(t, clock)
-	term, d := s.rawTerminal(t, "RAW-VOID")
-
-	// An approved pre-auth on the raw device.
-	pre := s.rawPreAuth(t, d, term, 40000).Ref
+	ck, s, d, term, pre := rawPreAuthSandbox(t, "RAW-VOID", 40000)
 	done := make(chan reply, 1)
 
 	// A CAPTURE whose ack comes too late, approved afterwards: reversed.
@@ -44,11 +40,7 @@ func TestLateVoidApprovalReleases(t *testing.T) {
 	}
 
 	// A VOID whose ack comes too late, approved afterwards: it applies.
-	go func() { done <- s.preAuthOp(t, "void", pre, nil) }()
-	void := d.expect(protocol.TypeVoid)
-	advance(t, ck, time.Second)
-	(<-done).problem(t, 504, "WP25")
-	d.expect(protocol.TypeCancel)
+	void := s.unansweredVoid(t, ck, d, pre)
 	resID := d.send(protocol.TypeResult, "", "", void.Ref, protocol.Result{StatusID: instore.StatusApproved})
 	for {
 		env := d.expect(protocol.TypeConfirm)
@@ -77,6 +69,81 @@ func TestLateVoidApprovalReleases(t *testing.T) {
 		}
 	}
 	(<-done).tx(t, 201)
+}
+
+// TestUnknownVoidBlocksCapture: while a VOID's outcome is unknown (the
+// service ended it WP25: the terminal may approve it still, and a void's
+// late approval releases the hold) the pre-auth takes no CAPTURE or
+// INCREMENT (409 conflict naming the VOID), so that no capture charges
+// money no longer held; another VOID is taken. Once the terminal reports
+// the VOID declined, a capture is taken again.
+func TestUnknownVoidBlocksCapture(t *testing.T) {
+	ck, s, d, _, pre := rawPreAuthSandbox(t, "RAW-UVOID", 40000)
+	void := s.unansweredVoid(t, ck, d, pre)
+	for _, op := range []struct {
+		path string
+		body map[string]any
+	}{{"capture", map[string]any{"amount": 40000}}, {"increment", map[string]any{"amount": 100}}} {
+		r := s.preAuthOp(t, op.path, pre, op.body)
+		r.problem(t, 409, "conflict")
+		if ref := r.problemRef(t); ref != void.Ref {
+			t.Errorf("%s refused naming %q, want the VOID %q", op.path, ref, void.Ref)
+		}
+	}
+
+	// The terminal declines the VOID late: the hold stands, a capture is
+	// taken (and approved: the pre-auth is CAPTURED).
+	d.send(protocol.TypeResult, "", "", void.Ref, protocol.Result{StatusID: instore.StatusTransactionDeclined})
+	d.expect(protocol.TypeConfirm)
+	done := make(chan reply, 1)
+	go func() { done <- s.preAuthOp(t, "capture", pre, map[string]any{"amount": 40000}) }()
+	capture := d.expect(protocol.TypeCapture)
+	d.send(protocol.TypeAck, "", "", capture.Ref, nil)
+	(<-done).tx(t, 201)
+	d.send(protocol.TypeResult, "", "", capture.Ref, protocol.Result{StatusID: instore.StatusApproved})
+	d.expect(protocol.TypeConfirm)
+	if c := s.final(t, capture.Ref); c.StatusID != instore.StatusApproved {
+		t.Errorf("capture after the void declined: status %d, want APPROVED", c.StatusID)
+	}
+	if a := s.authorization(t, pre); a.State != instore.AuthCaptured || a.CapturedAmount != 40000 {
+		t.Errorf("after the capture: %+v, want CAPTURED 40000", a)
+	}
+}
+
+// TestVoidOfTheLargestAuthorization: a pre-auth's increments may take its
+// authorised amount past MaxAmount, up to MaxAuthorizedAmount and no
+// further (400 on /amount); its VOID, which carries the authorised amount,
+// is still sent and releases it (before, the protocol refused the frame,
+// and the VOID ended WP23 with the terminal online, its hold never
+// released).
+func TestVoidOfTheLargestAuthorization(t *testing.T) {
+	_, s, d, _, pre := rawPreAuthSandbox(t, "RAW-BIGVOID", instore.MaxAmount)
+	done := make(chan reply, 1)
+
+	go func() { done <- s.preAuthOp(t, "increment", pre, map[string]any{"amount": instore.MaxAmount}) }()
+	inc := d.expect(protocol.TypeIncrement)
+	d.send(protocol.TypeAck, "", "", inc.Ref, nil)
+	(<-done).tx(t, 201)
+	d.send(protocol.TypeResult, "", "", inc.Ref, protocol.Result{StatusID: instore.StatusApproved})
+	d.expect(protocol.TypeConfirm)
+	if a := s.authorization(t, pre); a.AuthorizedAmount != instore.MaxAuthorizedAmount {
+		t.Fatalf("after the increment: %+v, want authorized %d", a, instore.MaxAuthorizedAmount)
+	}
+	s.preAuthOp(t, "increment", pre, map[string]any{"amount": 1}).problem(t, 400, "validation")
+
+	go func() { done <- s.preAuthOp(t, "void", pre, nil) }()
+	void := d.expect(protocol.TypeVoid)
+	var data protocol.Payment
+	if err := json.Unmarshal(void.Data, &data); err != nil || data.Amount != instore.MaxAuthorizedAmount {
+		t.Fatalf("void's amount %d (%v), want %d", data.Amount, err, instore.MaxAuthorizedAmount)
+	}
+	d.send(protocol.TypeAck, "", "", void.Ref, nil)
+	(<-done).tx(t, 201)
+	d.send(protocol.TypeResult, "", "", void.Ref, protocol.Result{StatusID: instore.StatusApproved})
+	d.expect(protocol.TypeConfirm)
+	if a := s.authorization(t, pre); a.State != instore.AuthVoided {
+		t.Errorf("after the void: %+v, want VOIDED", a)
+	}
 }
 
 // TestExpiryVoidDeclinedRetried: the expiry's VOID declined leaves the
@@ -135,6 +202,32 @@ func TestExpiryWaitsForBusyTerminal(t *testing.T) {
 	if a := s.authorization(t, cmd.Ref); a.State != instore.AuthExpired {
 		t.Errorf("after the expiry: %+v, want EXPIRED", a)
 	}
+}
+
+// rawPreAuthSandbox is a sandbox on a fake clock (ck) with a raw device d
+// of the terminal ID term, and an approved pre-auth pre of amount SEK on
+// it (rawPreAuth).
+func rawPreAuthSandbox(t *testing.T, serial string, amount int64) (ck *clocktest.Clock, s *sandbox, d *rawDevice, term, pre string) {
+	t.Helper()
+	ck, clock := newClock()
+	s = rawEnv(t, clock)
+	term, d = s.rawTerminal(t, serial)
+	return ck, s, d, term, s.rawPreAuth(t, d, term, amount).Ref
+}
+
+// unansweredVoid sends a VOID of pre that the raw device d never
+// acknowledges: the service answers 504 WP25 once the ack time-out passes
+// on ck, and sends the device a cancel. It returns the VOID's command: its
+// outcome is unknown.
+func (s *sandbox) unansweredVoid(t *testing.T, ck *clocktest.Clock, d *rawDevice, pre string) protocol.Envelope {
+	t.Helper()
+	done := make(chan reply, 1)
+	go func() { done <- s.preAuthOp(t, "void", pre, nil) }()
+	void := d.expect(protocol.TypeVoid)
+	advance(t, ck, time.Second)
+	(<-done).problem(t, 504, "WP25")
+	d.expect(protocol.TypeCancel)
+	return void
 }
 
 // rawPreAuth makes an approved pre-auth of amount SEK on the raw device d

@@ -29,9 +29,10 @@ func (s *Service) Preauthorize(ctx context.Context, p *instore.Principal, req *i
 // PreAuthOp creates an INCREMENT, CAPTURE or VOID (req.Op) of the
 // merchant's pre-auth req.OnlineAPIRefID on its terminal, and answers once
 // the terminal acknowledged it, like Purchase. Errors, in order:
-// validation, WP03, WP04, conflict (not an OPEN pre-auth, or a capture or
-// void of it in flight), validation (a capture past the tolerance), WP16,
-// WP01, WP30, WP23, WP09.
+// validation, WP03, WP04, conflict (not an OPEN pre-auth, a capture or
+// void of it in flight, or a void of it whose outcome is unknown),
+// validation (a capture past the tolerance, an increment past
+// instore.MaxAuthorizedAmount), WP16, WP01, WP30, WP23, WP09.
 func (s *Service) PreAuthOp(ctx context.Context, p *instore.Principal, req *instore.PreAuthOpRequest, claim *instore.IdempotencyClaim) (*instore.Transaction, error) {
 	pre, resumed, done, err := s.admitOn(ctx, p, req, claim, req.OnlineAPIRefID)
 	if done {
