@@ -132,7 +132,7 @@ func (m *Idempotency) Wrap(h AuthedFunc) AuthedFunc {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		sum := sha256.Sum256(append([]byte(r.Method+" "+r.URL.Path+"\n"), body...))
 		rec := &instore.IdempotencyRecord{
-			MerchantID: scope, Key: key, Method: r.Method, Path: r.URL.Path,
+			MerchantID: scope, Key: key, Method: r.Method, Path: r.URL.EscapedPath(), // ASCII: a store's text takes it
 			RequestHash: sum[:], CreatedAt: m.now().UTC().Truncate(time.Microsecond),
 			Attempt: ids.New("att"),
 		}

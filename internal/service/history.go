@@ -91,6 +91,11 @@ func (s *Service) Refund(ctx context.Context, p *instore.Principal, req *instore
 
 // ownTransaction loads one of the merchant's transactions (WP04 otherwise).
 func (s *Service) ownTransaction(ctx context.Context, p *instore.Principal, ref string) (*instore.Transaction, error) {
+	if !instore.ValidRef(ref) {
+		// Not a ref's shape (PostgreSQL's text refuses NUL and bytes that
+		// are not UTF-8): no such transaction, as the store would say.
+		return nil, instore.Errorf(instore.WP04, "No transaction with this onlineAPIRefId.")
+	}
 	t, err := s.Store.Transaction(ctx, ref)
 	return merchants(p, t, err, func(t *instore.Transaction) string { return t.MerchantID },
 		instore.WP04, "No transaction with this onlineAPIRefId.", "transaction")

@@ -132,6 +132,9 @@ func (s *Service) webhook(ctx context.Context, p *instore.Principal, id string) 
 	if _, err := s.merchant(ctx, p); err != nil {
 		return nil, err
 	}
+	if !instore.ValidRef(id) {
+		return nil, webhookErr("webhook", instore.ErrNotFound)
+	}
 	w, err := s.Store.Webhook(ctx, p.MerchantID, id)
 	if err != nil {
 		return nil, webhookErr("webhook", err)
@@ -186,6 +189,9 @@ func (s *Service) RotateWebhookSecret(ctx context.Context, p *instore.Principal,
 func (s *Service) changeWebhook(ctx context.Context, p *instore.Principal, id string, e lifecycle.WebhookEvent) (*instore.WebhookWire, error) {
 	if _, err := s.merchant(ctx, p); err != nil {
 		return nil, err
+	}
+	if !instore.ValidRef(id) {
+		return nil, webhookErr("change webhook", instore.ErrNotFound)
 	}
 	w, err := s.Store.ChangeWebhook(ctx, p.MerchantID, id, func(w *instore.Webhook) error {
 		*w = lifecycle.NextWebhook(*w, e)
