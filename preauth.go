@@ -220,8 +220,10 @@ func (r *PreAuthOpRequest) Validate() error {
 		switch {
 		case r.Op != TypeCapture:
 			f.Add("/tipAmount", "only a capture takes a tipAmount")
-		case *r.TipAmount < 0 || r.Amount != nil && *r.TipAmount > *r.Amount:
-			f.Add("/tipAmount", "must be 0 up to amount (the part of the total that is tip)")
+		case *r.TipAmount < 0 || r.Amount != nil && *r.TipAmount >= *r.Amount:
+			// The CAPTURE's amount is the total less the tip: at least 1,
+			// as every transaction's.
+			f.Add("/tipAmount", "must be 0 up to amount less 1 (the part of the total that is tip; the rest is at least 1)")
 		}
 	}
 	CheckECRReference(&f, "/ecrReference", r.ECRReference)

@@ -56,3 +56,37 @@ func TestRequestText(t *testing.T) {
 		})
 	}
 }
+
+// TestPreAuthOpValidate: the shapes and ranges of an INCREMENT, CAPTURE
+// and VOID request, each refused on its field. A capture whose whole
+// total is tip is refused: its own amount (the total less the tip) would
+// be 0, below every transaction's minimum.
+func TestPreAuthOpValidate(t *testing.T) {
+	n := func(v int64) *int64 { return &v }
+	rows := []struct {
+		name   string
+		req    instore.PreAuthOpRequest
+		fields []string
+	}{
+		{"increment", instore.PreAuthOpRequest{OnlineAPIRefID: "txn_1", Amount: n(500), Op: instore.TypeIncrement}, nil},
+		{"increment without amount", instore.PreAuthOpRequest{OnlineAPIRefID: "txn_1", Op: instore.TypeIncrement}, []string{"/amount"}},
+		{"increment of 0", instore.PreAuthOpRequest{OnlineAPIRefID: "txn_1", Amount: n(0), Op: instore.TypeIncrement}, []string{"/amount"}},
+		{"increment with a tip", instore.PreAuthOpRequest{OnlineAPIRefID: "txn_1", Amount: n(500), TipAmount: n(1), Op: instore.TypeIncrement}, []string{"/tipAmount"}},
+		{"capture", instore.PreAuthOpRequest{OnlineAPIRefID: "txn_1", Amount: n(66000), Op: instore.TypeCapture}, nil},
+		{"capture with a tip", instore.PreAuthOpRequest{OnlineAPIRefID: "txn_1", Amount: n(66000), TipAmount: n(1000), Op: instore.TypeCapture}, nil},
+		{"capture with a tip of 0", instore.PreAuthOpRequest{OnlineAPIRefID: "txn_1", Amount: n(66000), TipAmount: n(0), Op: instore.TypeCapture}, nil},
+		{"capture all but 1 tip", instore.PreAuthOpRequest{OnlineAPIRefID: "txn_1", Amount: n(66000), TipAmount: n(65999), Op: instore.TypeCapture}, nil},
+		{"capture all tip", instore.PreAuthOpRequest{OnlineAPIRefID: "txn_1", Amount: n(66000), TipAmount: n(66000), Op: instore.TypeCapture}, []string{"/tipAmount"}},
+		{"capture tip above the total", instore.PreAuthOpRequest{OnlineAPIRefID: "txn_1", Amount: n(66000), TipAmount: n(66001), Op: instore.TypeCapture}, []string{"/tipAmount"}},
+		{"capture negative tip", instore.PreAuthOpRequest{OnlineAPIRefID: "txn_1", Amount: n(66000), TipAmount: n(-1), Op: instore.TypeCapture}, []string{"/tipAmount"}},
+		{"capture above the largest amount", instore.PreAuthOpRequest{OnlineAPIRefID: "txn_1", Amount: n(instore.MaxAmount + 1), Op: instore.TypeCapture}, []string{"/amount"}},
+		{"void", instore.PreAuthOpRequest{OnlineAPIRefID: "txn_1", Op: instore.TypeVoid}, nil},
+		{"void with an amount", instore.PreAuthOpRequest{OnlineAPIRefID: "txn_1", Amount: n(1), Op: instore.TypeVoid}, []string{"/amount"}},
+		{"void without a ref", instore.PreAuthOpRequest{Op: instore.TypeVoid}, []string{"/onlineAPIRefId"}},
+	}
+	for _, tt := range rows {
+		if diff := cmp.Diff(tt.fields, apitest.FieldsOf(t, tt.req.Validate())); diff != "" {
+			t.Errorf("%s: Validate fields (-want +got):\n%s", tt.name, diff)
+		}
+	}
+}
