@@ -110,11 +110,12 @@ const MicroRFC3339 = "2006-01-02T15:04:05.000000Z07:00"
 // that a later event's id sorts after an earlier one's.
 func EventID(seq int64) string { return fmt.Sprintf("evt_%016d", seq) }
 
-// ParseEventID returns the number of an event id (or of a bare number, as
-// ?after= may give it).
+// ParseEventID returns the number of an event id: evt_ and 1-19 decimal
+// digits (EventID writes 16, more past 10^16), or the digits alone, as
+// ?after= may give them; no sign, space or other character.
 func ParseEventID(id string) (int64, bool) {
 	s := strings.TrimPrefix(id, "evt_")
-	if s == "" || len(s) > 19 {
+	if s == "" || len(s) > 19 || strings.TrimLeft(s, "0123456789") != "" {
 		return 0, false
 	}
 	n, err := strconv.ParseInt(s, 10, 64)

@@ -177,7 +177,7 @@ func (c *Client) FollowEvents(ctx context.Context, q EventQuery) iter.Seq2[Event
 		if q.After != "" {
 			n, ok := instore.ParseEventID(q.After)
 			if !ok {
-				yield(Event{}, fmt.Errorf("client: follow events: after %q is not an event id (evt_ and 16 digits)", q.After))
+				yield(Event{}, fmt.Errorf("client: follow events: after %q is not an event id (evt_ and its digits, or its number)", q.After))
 				return
 			}
 			f.lastSeq = n

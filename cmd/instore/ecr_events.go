@@ -35,7 +35,7 @@ func (e *eventFlags) query() (client.EventQuery, error) {
 	}
 	if q.After != "" {
 		if _, ok := instore.ParseEventID(q.After); !ok {
-			return q, usageError{fmt.Errorf("--after: %q is not an event id (evt_ and 16 digits)", q.After)}
+			return q, usageError{fmt.Errorf("--after: %q is not an event id (evt_ and its digits, or its number)", q.After)}
 		}
 	}
 	return q, nil

@@ -34,9 +34,13 @@ func (s *Service) validateWebhook(r *instore.WebhookRequest, create bool) []inst
 		errs = append(errs, instore.FieldError{Field: "/url", Message: msg})
 	}
 	if r.EventTypes != nil {
-		for _, t := range *r.EventTypes {
+		for i, t := range *r.EventTypes {
 			if !slices.Contains(instore.EventTypes, t) {
 				errs = append(errs, instore.FieldError{Field: "/eventTypes", Message: "must list event types: " + instore.EventTypeList()})
+				break
+			}
+			if slices.Contains((*r.EventTypes)[:i], t) {
+				errs = append(errs, instore.FieldError{Field: "/eventTypes", Message: "must list each event type once: " + string(t) + " is listed twice"})
 				break
 			}
 		}
@@ -70,6 +74,13 @@ func (s *Service) checkWebhookURL(u string) string {
 	p, err := url.Parse(u)
 	if err != nil || p.Host == "" || p.User != nil || p.Fragment != "" {
 		return "must be an absolute https URL without credentials or fragment"
+	}
+	if port := p.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return "must have a port from 1 to 65535, or none"
+		}
+	} else if strings.HasSuffix(p.Host, ":") {
+		return "must have a port from 1 to 65535, or none"
 	}
 	switch p.Scheme {
 	case "https":

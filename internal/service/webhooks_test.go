@@ -159,3 +159,50 @@ func TestWebhookPatchKeepsRacingChanges(t *testing.T) {
 			w.Status, w.DisabledReason, w.FailingSince)
 	}
 }
+
+// TestWebhookRegistrationRefusesBadShapes: a port outside 1-65535 (or an
+// empty one), an event type listed twice, and a path value that is no
+// reference's shape are refused before anything is stored: 400 naming the
+// field, or 404 for the path value (PostgreSQL's text refuses NUL and
+// bytes that are not UTF-8, which answered 500 before).
+func TestWebhookRegistrationRefusesBadShapes(t *testing.T) {
+	f := newFixture(t, "NORMAL", "S-1")
+	p := &instore.Principal{MerchantID: f.merchant}
+	field := func(err error) string {
+		var e *instore.Error
+		if !errors.As(err, &e) || e.Code != instore.EValidation || len(e.Fields) != 1 {
+			return ""
+		}
+		return e.Fields[0].Field
+	}
+	for _, u := range []string{"https://example.com:99999/hook", "https://example.com:0/hook", "https://example.com:/hook",
+		"https://example.com:65536/hook", "https://example.com:-1/hook"} {
+		if _, err := f.svc.CreateWebhook(t.Context(), p, &instore.WebhookRequest{URL: &u}); field(err) != "/url" {
+			t.Errorf("%s: %v, want a validation error naming /url", u, err)
+		}
+	}
+	u := "https://example.com:8443/hook"
+	twice := []instore.EventType{instore.EventTransactionFinal, instore.EventTransactionCreated, instore.EventTransactionFinal}
+	if _, err := f.svc.CreateWebhook(t.Context(), p, &instore.WebhookRequest{URL: &u, EventTypes: &twice}); field(err) != "/eventTypes" {
+		t.Errorf("an event type twice: %v, want a validation error naming /eventTypes", err)
+	}
+	if ws, err := f.svc.Webhooks(t.Context(), p); err != nil || len(ws) != 0 {
+		t.Fatalf("refused registrations stored %d endpoints (%v)", len(ws), err)
+	}
+	w, err := f.svc.CreateWebhook(t.Context(), p, &instore.WebhookRequest{URL: &u})
+	if err != nil {
+		t.Fatalf("%s: %v, want it registered", u, err)
+	}
+	if _, err := f.svc.UpdateWebhook(t.Context(), p, w.WebhookID, &instore.WebhookRequest{EventTypes: &twice}); field(err) != "/eventTypes" {
+		t.Errorf("PATCH with an event type twice: %v, want a validation error naming /eventTypes", err)
+	}
+	for _, id := range []string{"wh_\x00", "wh_\xff", "", "wh_a/b"} {
+		var e *instore.Error
+		if _, err := f.svc.Webhook(t.Context(), p, id); !errors.As(err, &e) || e.Code != instore.ENotFound {
+			t.Errorf("GET webhook %q: %v, want not-found", id, err)
+		}
+		if _, err := f.svc.RotateWebhookSecret(t.Context(), p, id); !errors.As(err, &e) || e.Code != instore.ENotFound {
+			t.Errorf("rotate webhook %q: %v, want not-found", id, err)
+		}
+	}
+}
