@@ -158,7 +158,7 @@ func CheckOnPreAuth(pre *Transaction, others []*Transaction, t *Transaction, tol
 // hold or still may with no further word from the service: ended
 // TECHNICAL_ERROR by the service (WP23, WP25, WP36) with no result from
 // the terminal, whose late approval releases the hold
-// (lifecycle.NextOnPreAuth). A PENDING one is CheckOnPreAuth's in-flight
+// (lifecycle.NextPair). A PENDING one is CheckOnPreAuth's in-flight
 // case.
 func voidMayRelease(o *Transaction) bool {
 	return o.Type == TypeVoid && o.StatusID == StatusTechnicalError && o.ResultMessageID == ""

@@ -86,7 +86,7 @@ func authEventOf(t *instore.Transaction) (AuthEvent, int64) {
 	return "", 0
 }
 
-// NextOnPreAuth applies e to child, an INCREMENT, CAPTURE or VOID, and to
+// nextOnPreAuth applies e to child, an INCREMENT, CAPTURE or VOID, and to
 // its pre-auth pre: child moves as Next moves it and, when e approves it
 // (a result in time: a late one is LATE_APPROVAL, reversed on the
 // terminal, and leaves the authorisation alone; but a late VOID's
@@ -94,11 +94,11 @@ func authEventOf(t *instore.Transaction) (AuthEvent, int64) {
 // authorisation moves (NextAuthorization) in the same write, with its
 // timeline entry AUTHORIZATION (st.PairEvent). paired is false when only
 // child changes.
-func NextOnPreAuth(child, pre instore.Transaction, e Event, r Rules) (newChild, newPre instore.Transaction, st Step, paired bool) {
+func nextOnPreAuth(child, pre instore.Transaction, e Event, r Rules) (newChild, newPre instore.Transaction, st Step, paired bool) {
 	if lateVoid(child, e) {
 		return nextLateVoid(child, pre, e, r)
 	}
-	newChild, st = Next(child, e, r)
+	newChild, st = nextAlone(child, e, r)
 	if !st.Changed || child.Final() || newChild.StatusID != instore.StatusApproved {
 		return newChild, pre, st, false
 	}
@@ -155,7 +155,7 @@ func lateVoid(t instore.Transaction, e Event) bool {
 // not reversed as a late sale is (LATE_APPROVAL): undoing the release of
 // a hold would hold the cardholder's money again for nothing. The money
 // was released, as a late-approved REVERSAL gave it back
-// (NextReversalPair): the VOID keeps its status (the answer its ECR had)
+// (nextReversalPair): the VOID keeps its status (the answer its ECR had)
 // and gets the result, and the pre-auth, if still OPEN, moves in the same
 // write (VOIDED, or EXPIRED for the expiry's VOID). A pre-auth no longer
 // OPEN (captured since, or voided by another) has nothing left to

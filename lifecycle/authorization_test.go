@@ -127,7 +127,7 @@ func TestNextOnPreAuth(t *testing.T) {
 			if got := lifecycle.Pairs(tc.child, e); got != (approved && !late || lateVoid) {
 				t.Errorf("Pairs = %v", got)
 			}
-			c, p, st, paired := lifecycle.NextOnPreAuth(tc.child, tc.pre, e, r)
+			c, p, st, paired := lifecycle.NextPair(tc.child, tc.pre, e, r)
 			if !st.Changed || paired != tc.paired {
 				t.Fatalf("changed %v paired %v, want paired %v", st.Changed, paired, tc.paired)
 			}

@@ -1,6 +1,6 @@
 // Package lifecycle holds the lives of the resources, each as a pure
 // function of (state, event): transactions (transaction.go: Create, Next,
-// NextReversalPair, Pairs, Due), print jobs (print.go: NextPrint,
+// NextPair, Pairs, Due), print jobs (print.go: NextPrint,
 // PrintDue), software updates (update.go: NextUpdate, UpdateBusy),
 // webhook deliveries (webhook.go: NextDelivery, RetryWait,
 // DisabledReason) and the merchant's changes of a webhook endpoint

@@ -80,17 +80,20 @@ func TestDue(t *testing.T) {
 	}
 }
 
-// TestPairs: only an approved result of a REVERSAL takes its original
-// along (NextReversalPair); every other (type, event) goes to Next.
+// TestPairs: an approved result takes the original along (NextPair, which
+// Next refuses) for a REVERSAL, in time or late, and for an INCREMENT,
+// CAPTURE or VOID in time (a VOID late too: it released the hold); every
+// other (type, event) goes to Next alone.
 func TestPairs(t *testing.T) {
 	result := func(status instore.TransactionStatus) *instore.TerminalResult {
 		return &instore.TerminalResult{MessageID: "m", StatusID: status}
 	}
-	for _, typ := range []instore.TransactionType{instore.TypePurchase, instore.TypeRefund, instore.TypeReversal} {
+	ended := instore.Transaction{StatusID: instore.StatusTechnicalError} // the service ended it (WP25, WP36)
+	for _, typ := range instore.TransactionTypes {
 		for _, tc := range []struct {
 			name string
 			e    lifecycle.Event
-			rev  bool // pairs for a REVERSAL
+			ok   bool // an approved result
 		}{
 			{"approved", lifecycle.Event{Kind: instore.EventResult, Result: result(instore.StatusApproved)}, true},
 			{"declined", lifecycle.Event{Kind: instore.EventResult, Result: result(instore.StatusTransactionDeclined)}, false},
@@ -99,10 +102,20 @@ func TestPairs(t *testing.T) {
 			{"ack", lifecycle.Event{Kind: instore.EventAcknowledged}, false},
 			{"deadline", lifecycle.Event{Kind: instore.EventDeadline}, false},
 			{"cancel", lifecycle.Event{Kind: instore.EventCancelRequested}, false},
+			{"forwarded", lifecycle.Event{Kind: instore.EventForwarded}, false},
 		} {
-			want := tc.rev && typ == instore.TypeReversal
-			if got := lifecycle.Pairs(instore.Transaction{Type: typ}, tc.e); got != want {
-				t.Errorf("Pairs(%s, %s) = %v, want %v", typ, tc.name, got, want)
+			inTime := tc.ok && (typ == instore.TypeReversal || instore.OnPreAuth(typ))
+			late := tc.ok && (typ == instore.TypeReversal || typ == instore.TypeVoid)
+			pending, lateT := instore.Transaction{Type: typ, StatusID: instore.StatusPending}, ended
+			lateT.Type = typ
+			if got := lifecycle.Pairs(pending, tc.e); got != inTime {
+				t.Errorf("Pairs(%s pending, %s) = %v, want %v", typ, tc.name, got, inTime)
+			}
+			if got := lifecycle.Pairs(lateT, tc.e); got != late {
+				t.Errorf("Pairs(%s ended by the service, %s) = %v, want %v", typ, tc.name, got, late)
+			}
+			if _, st := lifecycle.Next(pending, tc.e, testRules()); inTime && st.Refused == nil {
+				t.Errorf("Next(%s pending, %s) took an event NextPair must apply", typ, tc.name)
 			}
 		}
 	}

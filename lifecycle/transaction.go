@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -27,9 +28,9 @@ import (
 //	PENDING                     --DEADLINE------>  TECHNICAL_ERROR WP36 (cancel owed)
 //	PENDING                     --SEND_FAILED--->  TECHNICAL_ERROR WP23 (cancel owed)
 //	TECHNICAL_ERROR             --RESULT APPROVED-> REVERSED, error kept (reversal owed): LATE_APPROVAL
-//	                                                (a VOID: kept, result kept, its pre-auth released: NextOnPreAuth)
+//	                                                (a VOID: kept, result kept, its pre-auth released: nextOnPreAuth)
 //	TECHNICAL_ERROR             --RESULT other--->  TECHNICAL_ERROR, result kept: LATE_RESULT
-//	REVERSAL PENDING or TECHNICAL_ERROR --RESULT APPROVED--> APPROVED (or kept), original REVERSED (NextReversalPair)
+//	REVERSAL PENDING or TECHNICAL_ERROR --RESULT APPROVED--> APPROVED (or kept), original REVERSED (nextReversalPair)
 //
 // A purchase that asked for confirmation (confirmWithinSeconds) has a
 // second, smaller life once APPROVED:
@@ -91,7 +92,7 @@ type Step struct {
 	// Event is the timeline entry of the change (Changed only), which the
 	// store writes with the new state (Change.Events).
 	Event *instore.TransactionEvent
-	// PairEvent is, for NextReversalPair, the original's timeline entry
+	// PairEvent is, for nextReversalPair, the original's timeline entry
 	// (REVERSED), written with the original's new state.
 	PairEvent *instore.TransactionEvent
 	// Cancel is the reason of a cancel the terminal is owed ("" none).
@@ -154,11 +155,11 @@ func Due(t instore.Transaction, r Rules) (at time.Time, kind instore.TimelineKin
 }
 
 // Pairs reports whether e applies to t together with t's original
-// (NextReversalPair, not Next): an approved result of a REVERSAL, in time
+// (nextReversalPair, not Next): an approved result of a REVERSAL, in time
 // or late, means the purchase's money went back, so the original becomes
 // REVERSED in the same write.
 // An approved result of an INCREMENT, CAPTURE or VOID in time moves its
-// pre-auth's authorisation in the same write (NextOnPreAuth), and so does
+// pre-auth's authorisation in the same write (nextOnPreAuth), and so does
 // a VOID's late one (the hold was released).
 func Pairs(t instore.Transaction, e Event) bool {
 	approved := e.Kind == instore.EventResult && e.Result != nil && e.Result.StatusID == instore.StatusApproved
@@ -169,8 +170,22 @@ func Pairs(t instore.Transaction, e Event) bool {
 func StageRank(p instore.Progress) int { return slices.Index(instore.TerminalStages, p) + 1 }
 
 // Next applies e to t under r. t is a copy the caller owns; the new state
-// is returned as a value and t is not changed.
+// is returned as a value and t is not changed. An event that moves t's
+// original too (Pairs) is refused: it is NextPair's, which needs the
+// original.
 func Next(t instore.Transaction, e Event, r Rules) (instore.Transaction, Step) {
+	if Pairs(t, e) {
+		return t, Step{Refused: errPaired}
+	}
+	return nextAlone(t, e, r)
+}
+
+// errPaired refuses, in Next, an event that moves the original too.
+var errPaired = errors.New("this event moves the transaction's original too: lifecycle.NextPair applies it")
+
+// nextAlone is Next without the check that e moves only t: nextOnPreAuth
+// moves the child with it before moving the pre-auth.
+func nextAlone(t instore.Transaction, e Event, r Rules) (instore.Transaction, Step) {
 	before := t
 	var st Step
 	switch e.Kind {
@@ -354,7 +369,7 @@ func changed(before, t instore.Transaction, e Event, r Rules, st Step, kind inst
 }
 
 // result applies a terminal's final outcome to t (not an approved
-// REVERSAL: NextReversalPair): once per result message; a resent one
+// REVERSAL: nextReversalPair): once per result message; a resent one
 // changes nothing.
 func result(t instore.Transaction, e Event, r Rules) (instore.Transaction, Step) {
 	before := t
@@ -452,13 +467,26 @@ func result(t instore.Transaction, e Event, r Rules) (instore.Transaction, Step)
 	return t, st
 }
 
-// NextReversalPair applies an approved result to a REVERSAL rev and its
+// NextPair applies e to t and its original orig, when Pairs(t, e): the
+// machine decides which rule moves the pair, by t's type. An approved
+// REVERSAL reverses its original (nextReversalPair); an INCREMENT,
+// CAPTURE or VOID moves its pre-auth's authorisation (nextOnPreAuth).
+// paired reports whether orig changed (its timeline entry st.PairEvent);
+// when st.Changed is false nothing changes.
+func NextPair(t, orig instore.Transaction, e Event, r Rules) (next, newOrig instore.Transaction, st Step, paired bool) {
+	if t.Type == instore.TypeReversal {
+		return nextReversalPair(t, orig, e, r)
+	}
+	return nextOnPreAuth(t, orig, e, r)
+}
+
+// nextReversalPair applies an approved result to a REVERSAL rev and its
 // original orig: the money of the purchase went back, so the REVERSAL
 // ends APPROVED (or, if the service had ended it, keeps its status and
 // gets the result) and the original becomes REVERSED naming it, both in
 // one write. ok is false when the result was applied before (or the
 // REVERSAL has another final status): nothing changes.
-func NextReversalPair(rev, orig instore.Transaction, e Event, r Rules) (newRev, newOrig instore.Transaction, st Step, ok bool) {
+func nextReversalPair(rev, orig instore.Transaction, e Event, r Rules) (newRev, newOrig instore.Transaction, st Step, ok bool) {
 	res := e.Result
 	if res == nil || rev.ResultMessageID != "" || rev.Final() && rev.StatusID != instore.StatusTechnicalError {
 		return rev, orig, st, false

@@ -73,6 +73,31 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 			x.StatusID, x.ResultMessageID, x.Result = instore.StatusReversed, "m-first", &instore.Result{}
 			return x
 		},
+		// Approved offline: its forward is still owed (TestNextForwarding
+		// has the forwarding's own life).
+		"approved offline": func() instore.Transaction {
+			x := states0("approved")
+			x.Result.Offline, x.Forwarding = true, &instore.Forwarding{State: instore.ForwardQueued}
+			return x
+		},
+		// The other types Next moves alone (an approved REVERSAL, and an
+		// approved INCREMENT, CAPTURE or VOID, move their original too:
+		// NextPair, TestNextReversalPair, TestNextOnPreAuth).
+		"refund acknowledged": func() instore.Transaction {
+			x := states0("acknowledged")
+			x.Type = instore.TypeRefund
+			return x
+		},
+		"pre-auth acknowledged": func() instore.Transaction {
+			x := states0("acknowledged")
+			x.Type = instore.TypePreAuth
+			return x
+		},
+		"reversal acknowledged": func() instore.Transaction {
+			x := states0("acknowledged")
+			x.Type, x.OriginalID = instore.TypeReversal, "txn_o"
+			return x
+		},
 	}
 	statesFn = states
 	result := func(msg string, status instore.TransactionStatus) *instore.TerminalResult {
@@ -96,6 +121,9 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 		"unknown event":         {Kind: "BOGUS", At: now},
 		"confirm":               {Kind: instore.EventConfirmed, At: now},
 		"confirm deadline":      {Kind: lifecycle.EventConfirmDeadline, At: now},
+		"forwarded":             {Kind: instore.EventForwarded, At: now, Forward: &instore.ForwardReport{MessageID: "f-1", Ref: "txn_1", ForwardedAt: now}},
+		"forward declined":      {Kind: instore.EventForwarded, At: now, Forward: &instore.ForwardReport{MessageID: "f-1", Ref: "txn_1", ForwardedAt: now, Declined: true}},
+		"forwarded, no report":  {Kind: instore.EventForwarded, At: now},
 	}
 
 	// want is the outcome of a pair: "-" nothing changes and nothing is
@@ -167,6 +195,13 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 			"result aborted": lateResult("WP25"), "result resent": lateApproval}),
 		"deadline passed, late decline kept": ended(nil),
 		"late approval reversed":             ended(nil),
+		"approved offline": ended(map[string]want{
+			"forwarded":        {kind: instore.EventForwarded, status: instore.StatusApproved},
+			"forward declined": {kind: instore.EventForwardDeclined, status: instore.StatusApproved}}),
+		"refund acknowledged":   awaiting(false, nil),
+		"pre-auth acknowledged": awaiting(false, nil),
+		// Its approval goes to NextPair (Pairs): Next refuses it.
+		"reversal acknowledged": awaiting(false, map[string]want{"result approved": refused, "result resent": refused}),
 	}
 
 	// None of these asked for confirmation: a confirm is refused, the
@@ -174,6 +209,12 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 	// that did).
 	for _, row := range table {
 		row["confirm"], row["confirm deadline"] = refused, unchanged
+		// A forwarding report changes only a sale approved offline whose
+		// forward is owed; one without its report is refused.
+		if _, ok := row["forwarded"]; !ok {
+			row["forwarded"], row["forward declined"] = unchanged, unchanged
+		}
+		row["forwarded, no report"] = refused
 	}
 	everyPair(t, states, events, table, func(t *testing.T, _ string, state func() instore.Transaction, ev lifecycle.Event, w want) {
 		before := state()
@@ -253,7 +294,7 @@ func TestNextReversalPair(t *testing.T) {
 	rev := instore.Transaction{ID: "txn_r", Type: instore.TypeReversal, OriginalID: "txn_o", StatusID: instore.StatusPending, Version: 2, Progress: instore.ProgressAcknowledged}
 	ev := lifecycle.Event{Kind: instore.EventResult, At: now, Result: &instore.TerminalResult{MessageID: "m1", StatusID: instore.StatusApproved}}
 
-	r2, o2, st, ok := lifecycle.NextReversalPair(rev, orig, ev, rules)
+	r2, o2, st, ok := lifecycle.NextPair(rev, orig, ev, rules)
 	if !ok || r2.StatusID != instore.StatusApproved || o2.StatusID != instore.StatusReversed || o2.ReversedBy != "txn_r" || !st.Ended {
 		t.Fatalf("pair = %v %d %d %q ended %v", ok, r2.StatusID, o2.StatusID, o2.ReversedBy, st.Ended)
 	}
@@ -262,12 +303,12 @@ func TestNextReversalPair(t *testing.T) {
 		st.PairEvent.Detail != "by REVERSAL txn_r" {
 		t.Errorf("events: reversal %+v, original %+v", st.Event, st.PairEvent)
 	}
-	if _, _, _, ok := lifecycle.NextReversalPair(r2, o2, ev, rules); ok {
+	if _, _, _, ok := lifecycle.NextPair(r2, o2, ev, rules); ok {
 		t.Errorf("the same result applied twice")
 	}
 	ended := rev
 	ended.StatusID, ended.ErrorID = instore.StatusTechnicalError, rules.ErrorID("WP25")
-	r3, o3, st, ok := lifecycle.NextReversalPair(ended, orig, ev, rules)
+	r3, o3, st, ok := lifecycle.NextPair(ended, orig, ev, rules)
 	if !ok || r3.StatusID != instore.StatusTechnicalError || r3.ResultMessageID != "m1" || o3.StatusID != instore.StatusReversed || st.Ended {
 		t.Errorf("late approved reversal: %v %d %q %d ended %v", ok, r3.StatusID, r3.ResultMessageID, o3.StatusID, st.Ended)
 	}
@@ -278,7 +319,7 @@ func TestNextReversalPair(t *testing.T) {
 	}
 	declined := rev
 	declined.StatusID = instore.StatusTransactionDeclined
-	if _, _, _, ok := lifecycle.NextReversalPair(declined, orig, ev, rules); ok {
+	if _, _, _, ok := lifecycle.NextPair(declined, orig, ev, rules); ok {
 		t.Errorf("a REVERSAL that ended otherwise reversed its original")
 	}
 }

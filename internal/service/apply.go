@@ -121,11 +121,11 @@ func (s *Service) carryOut(ctx context.Context, t *instore.Transaction, st lifec
 }
 
 // decide runs the state machine for e on t (a copy apply owns) and
-// returns the change to commit (nil: nothing changes). An approved result
-// of a REVERSAL changes its original too (NextReversalPair): the REVERSAL
-// ends APPROVED (or, if the service had ended it, WP25, WP36, keeps its
-// final status and gets the result) and the original becomes REVERSED,
-// since the terminal did reverse it; both in one change.
+// returns the change to commit (nil: nothing changes). When e moves t's
+// original too (lifecycle.Pairs: an approved REVERSAL reverses it, an
+// approved INCREMENT, CAPTURE or VOID moves its pre-auth's
+// authorisation), the machine decides the pair (lifecycle.NextPair) from
+// the original as last committed, and both go in one change.
 func (s *Service) decide(ctx context.Context, t *instore.Transaction, e lifecycle.Event) (*instore.Change, lifecycle.Step, error) {
 	var (
 		next instore.Transaction
@@ -137,21 +137,11 @@ func (s *Service) decide(ctx context.Context, t *instore.Transaction, e lifecycl
 		if err != nil {
 			return nil, lifecycle.Step{}, fmt.Errorf("original: %w", err)
 		}
-		if t.Type == instore.TypeReversal {
-			rev, norig, st, ok := lifecycle.NextReversalPair(*t, *orig, e, s.rules())
-			if !ok {
-				return nil, st, nil
-			}
-			return &instore.Change{T: &rev, From: t.Version, Events: []instore.TransactionEvent{*st.Event},
-				Pair: &instore.Change{T: &norig, From: orig.Version, Events: []instore.TransactionEvent{*st.PairEvent}}}, st, nil
-		}
-		// An approved INCREMENT, CAPTURE or VOID: its pre-auth's
-		// authorisation moves in the same write.
-		var npre instore.Transaction
+		var norig instore.Transaction
 		var paired bool
-		next, npre, st, paired = lifecycle.NextOnPreAuth(*t, *orig, e, s.rules())
+		next, norig, st, paired = lifecycle.NextPair(*t, *orig, e, s.rules())
 		if paired {
-			pair = &instore.Change{T: &npre, From: orig.Version, Events: []instore.TransactionEvent{*st.PairEvent}}
+			pair = &instore.Change{T: &norig, From: orig.Version, Events: []instore.TransactionEvent{*st.PairEvent}}
 		}
 	} else {
 		if e.Kind == instore.EventForwarded && mutant.On(mutant.ForwardAppliedTwice) && t.Forwarding != nil {

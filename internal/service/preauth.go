@@ -16,7 +16,7 @@ import (
 // without a card, decided by instore.CheckOnPreAuth inside the database
 // transaction that locks it (Store.CreateOnOriginal), and its approval
 // moves the pre-auth's authorisation in the same write (decide,
-// lifecycle.NextOnPreAuth). An OPEN pre-auth past its expiresAt is voided
+// lifecycle.NextPair). An OPEN pre-auth past its expiresAt is voided
 // by the service (preAuthExpired), a durable timer: armed when it opens,
 // re-armed at start (Recover), retried by the sweep.
 

@@ -141,7 +141,7 @@ func (w *world) checkPreAuth(p *instore.Transaction, kids []*instore.Transaction
 		case k.Type == instore.TypeRefund && k.StatusID == instore.StatusApproved:
 			refunded += k.Amount
 		case w.lateVoid(k):
-			ends = append(ends, k) // approved late: it released the hold (lifecycle.NextOnPreAuth)
+			ends = append(ends, k) // approved late: it released the hold (lifecycle.NextPair)
 		case k.StatusID != instore.StatusApproved:
 		case k.Type == instore.TypeIncrement:
 			incremented += k.Amount
