@@ -155,6 +155,39 @@ func NextDelivery(from DeliveryState, e DeliveryEvent) DeliveryStep {
 	return st
 }
 
+// An endpoint's health, as the dispatcher's attempts move it, one outcome
+// at a time (the store folds a round's outcomes of the endpoint, in
+// order, on the endpoint's row as last committed, locked):
+//
+//	any                 --succeeded-------------------------------->  failing time cleared
+//	not failing         --failed at A------------------------------>  failing since A
+//	enabled, failing    --failed, failing since before DisableBefore->  disabled, reason DisableReason
+//	disabled            --failed----------------------------------->  disabled as it was (a PATCH enables it)
+
+// Health is what the dispatcher's attempts change of an endpoint.
+type Health struct {
+	Status         instore.WebhookStatus
+	DisabledReason string
+	FailingSince   *time.Time
+}
+
+// NextHealth applies one attempt's outcome o (NextDelivery decided its
+// DisableBefore and DisableReason) to an endpoint's health h.
+func NextHealth(h Health, o instore.AttemptOutcome) Health {
+	if o.Succeeded {
+		h.FailingSince = nil
+		return h
+	}
+	if h.FailingSince == nil {
+		at := o.Attempt.At
+		h.FailingSince = &at
+	}
+	if h.Status == instore.WebhookEnabled && h.FailingSince.Before(o.DisableBefore) {
+		h.Status, h.DisabledReason = instore.WebhookDisabled, o.DisableReason
+	}
+	return h
+}
+
 // The merchant's changes of an endpoint: a PATCH /webhooks/{id} and a
 // rotation of its secret. The store applies them to the endpoint as last
 // committed, in the transaction that writes them (ChangeWebhook), so that

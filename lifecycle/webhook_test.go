@@ -218,3 +218,54 @@ func TestNextWebhookEveryStateAndEvent(t *testing.T) {
 		}
 	})
 }
+
+// TestNextHealth: every (health, outcome) pair of an endpoint. A success
+// clears the failing time (a disabled endpoint stays disabled: the
+// merchant enables it); a failure starts it once; an enabled endpoint
+// failing since before the outcome's DisableBefore is disabled with its
+// reason, one failing since later is not, and a disabled one keeps its
+// own reason.
+func TestNextHealth(t *testing.T) {
+	at := t0.Add(10 * 24 * time.Hour)
+	old, recent := t0, at.Add(-time.Hour)
+	ok := instore.AttemptOutcome{Succeeded: true, Attempt: instore.WebhookAttempt{At: at}}
+	failed := instore.AttemptOutcome{Attempt: instore.WebhookAttempt{At: at},
+		DisableBefore: at.Add(-instore.WebhookDisableAfter), DisableReason: lifecycle.DisabledReason()}
+	enabled, disabled := instore.WebhookEnabled, instore.WebhookDisabled
+	healths := map[string]lifecycle.Health{
+		"enabled":                  {Status: enabled},
+		"enabled, failing lately":  {Status: enabled, FailingSince: &recent},
+		"enabled, failing long":    {Status: enabled, FailingSince: &old},
+		"disabled by the merchant": {Status: disabled, DisabledReason: lifecycle.MerchantDisabledReason},
+		"disabled, failing long":   {Status: disabled, DisabledReason: lifecycle.MerchantDisabledReason, FailingSince: &old},
+	}
+	outcomes := map[string]instore.AttemptOutcome{"succeeded": ok, "failed": failed}
+	type want struct {
+		status  instore.WebhookStatus
+		reason  string
+		failing *time.Time
+	}
+	merchant := lifecycle.MerchantDisabledReason
+	table := map[string]map[string]want{
+		"enabled":                  {"succeeded": {enabled, "", nil}, "failed": {enabled, "", &at}},
+		"enabled, failing lately":  {"succeeded": {enabled, "", nil}, "failed": {enabled, "", &recent}},
+		"enabled, failing long":    {"succeeded": {enabled, "", nil}, "failed": {disabled, lifecycle.DisabledReason(), &old}},
+		"disabled by the merchant": {"succeeded": {disabled, merchant, nil}, "failed": {disabled, merchant, &at}},
+		"disabled, failing long":   {"succeeded": {disabled, merchant, nil}, "failed": {disabled, merchant, &old}},
+	}
+	everyPair(t, healths, outcomes, table, func(t *testing.T, _ string, h lifecycle.Health, o instore.AttemptOutcome, w want) {
+		before := h
+		if h.FailingSince != nil {
+			f := *h.FailingSince
+			before.FailingSince = &f
+		}
+		got := lifecycle.NextHealth(h, o)
+		if got.Status != w.status || got.DisabledReason != w.reason || (got.FailingSince == nil) != (w.failing == nil) ||
+			got.FailingSince != nil && !got.FailingSince.Equal(*w.failing) {
+			t.Errorf("NextHealth = %s %q failing since %v; want %s %q %v", got.Status, got.DisabledReason, got.FailingSince, w.status, w.reason, w.failing)
+		}
+		if h.FailingSince != nil && !h.FailingSince.Equal(*before.FailingSince) {
+			t.Errorf("the health given was changed")
+		}
+	})
+}

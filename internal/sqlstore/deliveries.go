@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -290,12 +291,7 @@ func (db *DB) RecordAttempts(ctx context.Context, rs []instore.AttemptRecord) er
 	return db.relaxedUpdate(ctx, func(c conn) error {
 		var attempts, succeeded [][]any
 		var release []any
-		type health struct {
-			cleared bool
-			failing *instore.AttemptOutcome // the first failure after the last success
-			last    *instore.AttemptOutcome // the last failure
-		}
-		healths := map[string]*health{}
+		healths := map[string][]*instore.AttemptOutcome{}
 		var order []string
 		var failed []*instore.AttemptRecord
 		for i, r := range rs {
@@ -306,27 +302,20 @@ func (db *DB) RecordAttempts(ctx context.Context, rs []instore.AttemptRecord) er
 			}
 			a := o.Attempt
 			attempts = append(attempts, []any{d.ID, a.N, micros(a.At), a.StatusCode, a.DurationMS, a.Response, a.Error})
-			hl := healths[d.Webhook.ID]
-			if hl == nil {
-				hl = &health{}
-				healths[d.Webhook.ID] = hl
+			if _, seen := healths[d.Webhook.ID]; !seen {
 				order = append(order, d.Webhook.ID)
 			}
+			healths[d.Webhook.ID] = append(healths[d.Webhook.ID], o)
 			if o.Succeeded {
 				succeeded = append(succeeded, []any{d.ID, a.N, micros(a.At)})
-				hl.cleared, hl.failing, hl.last = true, nil, nil
 				continue
 			}
-			if hl.failing == nil {
-				hl.failing = o
-			}
-			hl.last = o
 			failed = append(failed, &rs[i])
 		}
 		// The endpoints' rows first, then the deliveries', as DeleteWebhook
 		// and the fill take them (no deadlock on PostgreSQL).
 		for _, id := range order {
-			if err := recordHealth(ctx, c, id, healths[id].cleared, healths[id].failing, healths[id].last); err != nil {
+			if err := recordHealth(ctx, c, id, healths[id]); err != nil {
 				return err
 			}
 		}
@@ -369,26 +358,46 @@ func (db *DB) RecordAttempts(ctx context.Context, rs []instore.AttemptRecord) er
 	})
 }
 
-// recordHealth updates an endpoint's failing time and disables it, as its
-// attempts' outcomes say (lifecycle.NextDelivery): cleared if one
-// succeeded; failing since the first failure after the last success; then
-// disabled if failing since before the last failure's DisableBefore.
-func recordHealth(ctx context.Context, c conn, webhookID string, cleared bool, failing, last *instore.AttemptOutcome) error {
-	if cleared {
-		if _, err := c.exec(ctx, `UPDATE webhooks SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL`, webhookID); err != nil {
+// recordHealth moves an endpoint's health (its failing time, and its
+// status when failing too long) by its attempts' outcomes of this round,
+// in order (lifecycle.NextHealth), on its row as last committed. The
+// common round (every attempt succeeded, the endpoint not failing)
+// changes nothing and only reads the row; one that changes it reads it
+// again locked (FOR NO KEY UPDATE on PostgreSQL, as ChangeWebhook takes
+// it) and decides again on it, so that a PATCH meanwhile is neither
+// written over nor lost.
+func recordHealth(ctx context.Context, c conn, webhookID string, outcomes []*instore.AttemptOutcome) error {
+	for i, lock := range []string{"", c.d.forNoKeyUpdate} {
+		var h lifecycle.Health
+		var failing sql.NullInt64
+		err := c.queryRow(ctx, `SELECT status, disabled_reason, failing_since FROM webhooks WHERE id = ?`+lock,
+			webhookID).Scan(&h.Status, &h.DisabledReason, &failing)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // deleted since the claim: nothing to keep
+		} else if err != nil {
+			return fmt.Errorf("record attempt: %w", err)
+		}
+		if failing.Valid {
+			at := fromMicros(failing.Int64)
+			h.FailingSince = &at
+		}
+		before := h
+		for _, o := range outcomes {
+			h = lifecycle.NextHealth(h, *o)
+		}
+		if h.Status == before.Status && h.DisabledReason == before.DisabledReason &&
+			nullMicros(h.FailingSince) == nullMicros(before.FailingSince) {
+			return nil
+		}
+		if i == 0 {
+			continue // a change: decided again on the locked row
+		}
+		if _, err := c.exec(ctx, `UPDATE webhooks SET status = ?, disabled_reason = ?, failing_since = ? WHERE id = ?`,
+			h.Status, h.DisabledReason, nullMicros(h.FailingSince), webhookID); err != nil {
 			return fmt.Errorf("record attempt: %w", err)
 		}
 	}
-	if failing == nil {
-		return nil
-	}
-	if _, err := c.exec(ctx, `UPDATE webhooks SET failing_since = ? WHERE id = ? AND failing_since IS NULL`,
-		micros(failing.Attempt.At), webhookID); err != nil {
-		return fmt.Errorf("record attempt: %w", err)
-	}
-	_, err := c.exec(ctx, `UPDATE webhooks SET status = 'disabled', disabled_reason = ?
-		WHERE id = ? AND status = 'enabled' AND failing_since < ?`, last.DisableReason, webhookID, micros(last.DisableBefore))
-	return err
+	return nil
 }
 
 // chunks yields rows recordChunk at a time.
