@@ -11,8 +11,8 @@ import (
 
 // Events for integrators (docs/events.md): every change an integrator
 // cares about is an event, written in the database transaction of the
-// change (an outbox), numbered after its commit by the sequencer
-// (SequenceEvents) in commit order, then streamed (GET /events), listed
+// change (an outbox), numbered at insert and told in commit order by the
+// sequencer (SequenceEvents), then streamed (GET /events), listed
 // and delivered to webhooks (internal/webhook). An event's data is the
 // resource as the API showed it right after the change.
 
@@ -139,10 +139,14 @@ type EventStore interface {
 	// AppendEvents writes events that describe no stored change of their
 	// own (a terminal's session began or ended).
 	AppendEvents(ctx context.Context, evs []OutboxEvent) error
-	// SequenceEvents numbers up to limit committed, unnumbered events in
-	// the order they committed, fans each out to the webhooks of its
-	// merchant that want its type (deliveries), and returns how many it
-	// numbered. One runs at a time across every node.
+	// SequenceEvents tells the events committed since its last call: it
+	// moves the store's told horizon (the highest event number readers
+	// may show) up to what has committed and is on disk, and returns how
+	// many merchants' events it told. Numbers are taken at insert, in
+	// commit order below the horizon; a store that numbered them here
+	// would number at most limit (the SQL store ignores it). Webhook
+	// deliveries are made from the told events when the dispatcher
+	// claims (ClaimDeliveries), not here.
 	SequenceEvents(ctx context.Context, limit int) (int, error)
 	// ListEvents returns the numbered events of f, oldest first (every
 	// merchant's when f.MerchantID is "": the node's event feed).

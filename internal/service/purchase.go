@@ -84,10 +84,10 @@ func (s *Service) start(ctx context.Context, t *instore.Transaction, claim *inst
 	default:
 		return nil, fmt.Errorf("create transaction: %w", err)
 	}
-	s.eventsWritten()
+	// Published as every committed change is (the sequencer poked, the
+	// running set and the watchers told); its ack timer armed.
+	s.committed(ch, step)
 	created = *t
-	s.running.put(&created)
-	s.changes.publishState(t.ID, &created)
 	if !mutant.On(mutant.AckTimeoutNotArmed) {
 		s.arm(t.ID, *step.Arm, s.timerOf(step.ArmKind))
 	}
