@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -126,12 +128,25 @@ func (e *crashEnv) startCluster(ctx context.Context, haproxy string) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.lb, err = startProc("haproxy", haproxy, []string{"-db", "-f", cfg}, env, filepath.Join(e.dir, "haproxy.log"), nil); err != nil {
+	// The deployed configuration unchanged, and a second file that gives
+	// the test HAProxy's stats socket (a short path: a socket's is at
+	// most 107 bytes), to see its health checks mark the nodes up.
+	statsDir, err := os.MkdirTemp("", "hap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(statsDir) })
+	sock, stats := filepath.Join(statsDir, "s"), filepath.Join(statsDir, "stats.cfg")
+	if err := os.WriteFile(stats, []byte("global\n    stats socket "+sock+" mode 600 level user\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c.lb, err = startProc("haproxy", haproxy, []string{"-db", "-f", cfg, "-f", stats}, env, filepath.Join(e.dir, "haproxy.log"), nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.lb.kill)
 	lbOnline := fmt.Sprintf("http://127.0.0.1:%d", lbPorts[0])
 	waitListening(t, lbPorts, c.lb)
+	waitServersUp(t, sock, 2*len(c.nodes), c.lb)
 
 	tok, err := token(ctx, lbOnline, acc.clientID, acc.clientSecret)
 	if err != nil {
@@ -160,10 +175,36 @@ func waitListening(t *testing.T, ports []int, lb *proc) {
 			return false
 		})
 	}
-	// Let the first health checks mark the nodes up (rise 2, inter 500ms).
-	// HAProxy's own schedule, in another process: its configuration (used
-	// unchanged) has no stats socket or log that would tell when.
-	time.Sleep(1500 * time.Millisecond)
+}
+
+// waitServersUp waits until HAProxy's health checks (rise 2, every 500
+// ms) mark n servers up, as its stats socket tells them ("show stat": a
+// CSV line per server, its status the 18th field).
+func waitServersUp(t *testing.T, sock string, n int, lb *proc) {
+	t.Helper()
+	testwait.For(t, fmt.Sprintf("haproxy's health checks to mark %d servers up", n), func() bool {
+		if lb.exited() {
+			t.Fatalf("haproxy exited:\n%s", lb.logTail(20))
+		}
+		conn, err := net.DialTimeout("unix", sock, time.Second)
+		if err != nil {
+			return false
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := conn.Write([]byte("show stat\n")); err != nil {
+			return false
+		}
+		out, _ := io.ReadAll(conn)
+		up := 0
+		for _, line := range strings.Split(string(out), "\n") {
+			f := strings.Split(line, ",")
+			if len(f) > 17 && f[1] != "FRONTEND" && f[1] != "BACKEND" && strings.HasPrefix(f[17], "UP") {
+				up++
+			}
+		}
+		return up >= n
+	})
 }
 
 // failoverBound is how long after a node's death its terminals may take

@@ -13,6 +13,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // TestPurchaseWithConsumers runs purchase --webhooks 1 --streams 1 on a
@@ -173,10 +174,11 @@ func TestReceiver(t *testing.T) {
 	rcv.holdAll()
 	done := make(chan int)
 	go func() { done <- send(secret, 4) }()
+	testwait.For(t, "the receiver to hold the delivery", func() bool { return rcv.waiting.Load() == 1 })
 	select {
 	case <-done:
 		t.Fatal("a held delivery was answered before the release")
-	case <-time.After(50 * time.Millisecond):
+	default:
 	}
 	rcv.release()
 	if got := <-done; got != 204 {

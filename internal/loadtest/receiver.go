@@ -48,6 +48,8 @@ type receiver struct {
 	lags lags
 
 	deliveries, badSignatures, outOfOrder, repeats atomic.Int64
+	// waiting counts the requests held now (holdAll).
+	waiting atomic.Int64
 	// firstAt and lastAt are the first and last deliveries' times (Unix
 	// nanoseconds) since reset.
 	firstAt, lastAt atomic.Int64
@@ -198,9 +200,12 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	wh, hold := r.secrets[i], r.hold
 	r.mu.Unlock()
 	if hold != nil {
+		r.waiting.Add(1)
 		select {
 		case <-hold:
+			r.waiting.Add(-1)
 		case <-req.Context().Done():
+			r.waiting.Add(-1)
 			return
 		}
 	}

@@ -18,11 +18,11 @@ import (
 	"github.com/instore-dev/instore/api"
 	"github.com/instore-dev/instore/internal/admin"
 	"github.com/instore-dev/instore/internal/apitest"
+	"github.com/instore-dev/instore/internal/clocktest"
 	"github.com/instore-dev/instore/internal/server"
 	"github.com/instore-dev/instore/internal/sqlstore"
 	"github.com/instore-dev/instore/internal/testlog"
 	"github.com/instore-dev/instore/internal/testserver"
-	"github.com/instore-dev/instore/internal/testwait"
 )
 
 // env is a running server with one seeded merchant and its credentials.
@@ -375,40 +375,55 @@ func TestUnauthorizedVariants(t *testing.T) {
 	}
 }
 
+// TestRevocationWithinCacheTTL: a revoked key still passes from the
+// credentials' cache until its TTL has passed on the server's clock, and
+// is refused from then on (a fake clock: no wait on real time).
 func TestRevocationWithinCacheTTL(t *testing.T) {
-	e := start(t, func(c *server.Config) { c.AuthCacheTTL = 50 * time.Millisecond })
+	clk := clocktest.New(time.Now())
+	e := start(t, func(c *server.Config) { c.AuthCacheTTL, c.Clock = time.Minute, clk })
 	ctx := context.Background()
 	k, key, err := e.ad.CreateKey(ctx, instore.SurfaceOnline, e.merchantRec.ID)
 	must(t, err)
-	if resp, _ := e.do(t, "GET", e.online+"/in-store/api/v1/metadata", nil, e.auth(e.token, key)); resp.StatusCode != 200 {
-		t.Fatalf("before revocation = %d, want 200", resp.StatusCode)
+	metadata := func() int {
+		resp, _ := e.do(t, "GET", e.online+"/in-store/api/v1/metadata", nil, e.auth(e.token, key))
+		return resp.StatusCode
+	}
+	if got := metadata(); got != 200 {
+		t.Fatalf("before revocation = %d, want 200", got)
 	}
 	must(t, e.ad.RevokeKey(ctx, k.ID))
-	testwait.For(t, "the revoked key to be refused once the cache forgets it (TTL 50 ms)", func() bool {
-		resp, _ := e.do(t, "GET", e.online+"/in-store/api/v1/metadata", nil, e.auth(e.token, key))
-		return resp.StatusCode == 401
-	})
+	clk.Advance(time.Minute - time.Millisecond)
+	if got := metadata(); got != 200 {
+		t.Fatalf("revoked, within the cache TTL = %d, want 200 (the cached pair)", got)
+	}
+	clk.Advance(time.Millisecond)
+	if got := metadata(); got != 401 {
+		t.Fatalf("revoked, once the cache TTL passed = %d, want 401", got)
+	}
 }
 
 // TestDeactivationWithinCacheTTL: the merchant is read with the cached
 // credentials, so deactivating it takes effect within the cache TTL, as a
 // revocation does, and then every operation but metadata answers WP03.
 func TestDeactivationWithinCacheTTL(t *testing.T) {
-	e := start(t, func(c *server.Config) { c.AuthCacheTTL = 50 * time.Millisecond })
-	if resp, body := e.do(t, "GET", e.online+"/in-store/api/v1/terminals", nil, e.auth(e.token, e.key)); resp.StatusCode != 200 {
-		t.Fatalf("before deactivation = %d %s, want 200", resp.StatusCode, body)
+	clk := clocktest.New(time.Now())
+	e := start(t, func(c *server.Config) { c.AuthCacheTTL, c.Clock = time.Minute, clk })
+	terminals := func() (int, string) {
+		resp, body := e.do(t, "GET", e.online+"/in-store/api/v1/terminals", nil, e.auth(e.token, e.key))
+		return resp.StatusCode, string(body)
+	}
+	if got, body := terminals(); got != 200 {
+		t.Fatalf("before deactivation = %d %s, want 200", got, body)
 	}
 	must(t, e.ad.SetMerchantActive(context.Background(), e.merchantRec.ID, false))
-	testwait.For(t, "403 WP03 once the cache forgets the merchant (TTL 50 ms)", func() bool {
-		resp, body := e.do(t, "GET", e.online+"/in-store/api/v1/terminals", nil, e.auth(e.token, e.key))
-		if resp.StatusCode == 403 && strings.Contains(string(body), `"errorCode":"WP03"`) {
-			return true
-		}
-		if resp.StatusCode != 200 {
-			t.Fatalf("after deactivation = %d %s; want 200 within the cache TTL, then 403 WP03", resp.StatusCode, body)
-		}
-		return false
-	})
+	clk.Advance(time.Minute - time.Millisecond)
+	if got, body := terminals(); got != 200 {
+		t.Fatalf("deactivated, within the cache TTL = %d %s, want 200 (the cached merchant)", got, body)
+	}
+	clk.Advance(time.Millisecond)
+	if got, body := terminals(); got != 403 || !strings.Contains(body, `"errorCode":"WP03"`) {
+		t.Fatalf("deactivated, once the cache TTL passed = %d %s, want 403 WP03", got, body)
+	}
 	if resp, _ := e.do(t, "GET", e.online+"/in-store/api/v1/metadata", nil, e.auth(e.token, e.key)); resp.StatusCode != 200 {
 		t.Errorf("inactive merchant GET /metadata = %d, want 200", resp.StatusCode)
 	}
