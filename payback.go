@@ -128,6 +128,24 @@ func CheckReversalLatest(orig *Transaction, newer []*Transaction) error {
 	return nil
 }
 
+// CheckHeldByDevice refuses a transaction without a card on orig (a
+// REVERSAL; an INCREMENT, CAPTURE or VOID of a pre-auth) when orig's
+// terminal ID is now linked to another device than the one that made it
+// (serial, the device linked now): only that device holds what the
+// command acts on (the sale it reverses, the authorisation), and another
+// would answer TECHNICAL_ERROR. A pre-auth's hold then lapses at the
+// card issuer; a sale is refunded instead. The Service calls it with the
+// terminal ID's link, once the ID is the merchant's and linked.
+func CheckHeldByDevice(orig *Transaction, serial string) error {
+	if orig.SerialNumber == "" || orig.SerialNumber == serial {
+		return nil
+	}
+	if orig.Type == TypePreAuth {
+		return Errorf(EConflict, "The pre-authorisation is held by the device that authorised it, and its terminal ID is now linked to another device: it can no longer be incremented, captured or voided; its hold lapses at the card issuer.")
+	}
+	return Errorf(ENotReversible, "The sale was made on the device its terminal ID was linked to then; the ID is now linked to another device, which cannot reverse it. Refund it instead.")
+}
+
 // NewerOnTerminal is the filter of the transactions CheckReversalLatest
 // reads for orig: its merchant's on its terminal, from its creation on,
 // newest first, at most MaxNewerChecked.

@@ -242,3 +242,35 @@ func TestCheckOnOriginalForwarding(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckHeldByDevice: a reversal, or an operation on a pre-auth, goes
+// only to the device that made the original: its terminal ID linked to
+// another device since is refused (not-reversible for a sale, conflict for
+// a pre-auth); a transaction stored before devices were recorded (no
+// serial) is taken.
+func TestCheckHeldByDevice(t *testing.T) {
+	sale := &instore.Transaction{ID: "txn_1", Type: instore.TypePurchase, SerialNumber: "SN-A"}
+	pre := &instore.Transaction{ID: "txn_2", Type: instore.TypePreAuth, SerialNumber: "SN-A"}
+	old := &instore.Transaction{ID: "txn_3", Type: instore.TypePurchase}
+	for _, tc := range []struct {
+		name   string
+		orig   *instore.Transaction
+		serial string
+		code   string
+	}{
+		{"a sale on its device", sale, "SN-A", ""},
+		{"a sale, the ID linked to another device", sale, "SN-B", instore.ENotReversible},
+		{"a pre-auth on its device", pre, "SN-A", ""},
+		{"a pre-auth, the ID linked to another device", pre, "SN-B", instore.EConflict},
+		{"no device recorded", old, "SN-B", ""},
+	} {
+		err := instore.CheckHeldByDevice(tc.orig, tc.serial)
+		var e *instore.Error
+		switch {
+		case tc.code == "" && err != nil:
+			t.Errorf("%s: %v, want it taken", tc.name, err)
+		case tc.code != "" && (!errors.As(err, &e) || e.Code != tc.code):
+			t.Errorf("%s: %v, want %s", tc.name, err, tc.code)
+		}
+	}
+}

@@ -373,7 +373,8 @@ func (c *Client) Refund(ctx context.Context, p RefundParams, opts ...CallOption)
 
 // Reversal reverses an APPROVED purchase that is the latest transaction of
 // its terminal, with no card; once the REVERSAL is approved the purchase
-// is REVERSED. Errors: validation, WP03, WP04, not-reversible, WP01,
+// is REVERSED. Errors: validation, WP03, WP04, not-reversible, WP16,
+// not-reversible (its terminal ID now linked to another device), WP01,
 // WP30, WP23, WP09.
 func (c *Client) Reversal(ctx context.Context, p ReversalParams, opts ...CallOption) (*Transaction, error) {
 	return postAs[Transaction](ctx, c, Prefix+"/reversal", p, opts)

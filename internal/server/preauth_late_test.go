@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/clocktest"
 	"github.com/instore-dev/instore/internal/protocol"
+	sandboxapi "github.com/instore-dev/instore/internal/sandbox"
 	"github.com/instore-dev/instore/internal/server"
 	"github.com/instore-dev/instore/lifecycle"
 )
@@ -247,4 +249,62 @@ func (s *sandbox) rawPreAuth(t *testing.T, d *rawDevice, term string, amount int
 	}
 	d.expect(protocol.TypeConfirm)
 	return cmd
+}
+
+// TestHeldByTheDeviceThatMadeIt: a pre-auth and a sale made on terminal
+// ID a, whose device is then replaced (a unlinked, linked to another
+// device): a capture, an increment, a void of the pre-auth are 409
+// conflict, a reversal of the sale 409 not-reversible, and nothing is
+// created or sent (the new device does not hold them, and would answer
+// TECHNICAL_ERROR); a refund of the sale, a card transaction, is taken.
+func TestHeldByTheDeviceThatMadeIt(t *testing.T) {
+	s := startSandbox(t)
+	a, b := s.terminals[0], s.terminals[1]
+	pre := s.approvedPreAuth(t, 10000)
+	sale := s.final(t, s.purchase(t, a, 2500).tx(t, 201).OnlineAPIRefID)
+	if sale.StatusID != instore.StatusApproved {
+		t.Fatalf("sale ended %d", sale.StatusID)
+	}
+	// b's device becomes a's: b unlinked, its device's code links a.
+	s.post(t, "/in-store/api/v1/terminal/unlink", map[string]any{"terminalId": a}, nil).tx(t, 200)
+	s.post(t, "/in-store/api/v1/terminal/unlink", map[string]any{"terminalId": b}, nil).tx(t, 200)
+	devs := s.waitDevices(t, func(ds []sandboxapi.DeviceJSON) bool { return ds[1].LinkCode != nil && ds[1].TerminalID == nil })
+	s.post(t, "/in-store/api/v1/terminal/link", map[string]any{"terminalId": a, "linkCode": *devs[1].LinkCode}, nil).tx(t, 200)
+	s.waitDevices(t, func(ds []sandboxapi.DeviceJSON) bool {
+		return ds[1].TerminalID != nil && *ds[1].TerminalID == a && ds[1].Online
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	must(t, s.srv.WaitSandboxReady(ctx))
+	before := s.listTotal(t)
+	s.preAuthOp(t, "capture", pre.OnlineAPIRefID, map[string]any{"amount": 10000}).problem(t, 409, "conflict")
+	s.preAuthOp(t, "increment", pre.OnlineAPIRefID, map[string]any{"amount": 500}).problem(t, 409, "conflict")
+	s.preAuthOp(t, "void", pre.OnlineAPIRefID, nil).problem(t, 409, "conflict")
+	s.post(t, "/in-store/api/v1/reversal", map[string]any{"onlineAPIRefId": sale.OnlineAPIRefID}, nil).problem(t, 409, "not-reversible")
+	if after := s.listTotal(t); after != before {
+		t.Fatalf("refused operations created %d transactions", after-before)
+	}
+	if got := s.authorization(t, pre.OnlineAPIRefID); got.State != instore.AuthOpen || got.AuthorizedAmount != 10000 {
+		t.Errorf("pre-auth after the refusals: %+v, want OPEN 10000", got)
+	}
+	refund := s.post(t, "/in-store/api/v1/refund", map[string]any{"terminalId": a, "amount": 2500, "currency": "SEK",
+		"originalOnlineAPIRefId": sale.OnlineAPIRefID}, nil).tx(t, 201)
+	if got := s.final(t, refund.OnlineAPIRefID); got.StatusID != instore.StatusApproved {
+		t.Errorf("refund on the new device ended %d, want APPROVED", got.StatusID)
+	}
+}
+
+// listTotal counts the merchant's transactions (GET /transactions, at most
+// 100: the tests that count make a few).
+func (s *sandbox) listTotal(t *testing.T) int {
+	t.Helper()
+	var list struct {
+		Transactions []json.RawMessage `json:"transactions"`
+	}
+	r := s.get(t, "/in-store/api/v1/transactions?limit=100")
+	if r.resp.StatusCode != 200 {
+		t.Fatalf("GET /transactions = %d %s", r.resp.StatusCode, r.body)
+	}
+	must(t, json.Unmarshal(r.body, &list))
+	return len(list.Transactions)
 }

@@ -143,8 +143,9 @@ func (s *Service) Reversal(ctx context.Context, p *instore.Principal, req *insto
 
 // originalTerminal is the terminal of orig, where a transaction acting on
 // it without a card (a reversal; an increment, capture or void of a
-// pre-auth) runs, once it is the merchant's (WP16) and ready for one
-// (readiness, needIdle), and the serial number of its device.
+// pre-auth) runs, once it is the merchant's (WP16), linked to the device
+// that made orig (CheckHeldByDevice) and ready for one (readiness,
+// needIdle), and the serial number of its device.
 func (s *Service) originalTerminal(ctx context.Context, merchantID string, orig *instore.Transaction) (*instore.Terminal, string, error) {
 	term, err := s.Store.Terminal(ctx, orig.TerminalID)
 	if err != nil {
@@ -152,6 +153,11 @@ func (s *Service) originalTerminal(ctx context.Context, merchantID string, orig 
 	}
 	if term.MerchantID != merchantID {
 		return nil, "", instore.Errorf(instore.WP16, "The terminal ID is not one of this merchant's.")
+	}
+	if term.Linked() {
+		if err := instore.CheckHeldByDevice(orig, term.SerialNumber); err != nil {
+			return nil, "", err
+		}
 	}
 	serial, _, err := s.readiness(ctx, term, needIdle)
 	return term, serial, err
