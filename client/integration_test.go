@@ -117,11 +117,7 @@ func startDemo(t *testing.T, mutate func(*server.Config)) *itEnv {
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	d, err := demo.Start(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("demo.Start: %v", err)
-	}
-	t.Cleanup(func() { d.Close() })
+	d := testserver.Demo(t, cfg)
 	e := &itEnv{d: d, info: d.Info(), online: apitest.NewValidator(t, api.OnlineYAML)}
 	if doc, err := os.ReadFile("../api/access-api.yaml"); err == nil {
 		e.access = apitest.NewValidator(t, doc)

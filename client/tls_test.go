@@ -18,7 +18,6 @@ import (
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/client"
-	"github.com/instore-dev/instore/internal/demo"
 	"github.com/instore-dev/instore/internal/testserver"
 	"github.com/instore-dev/instore/internal/tlsfiles/tlstest"
 )
@@ -32,12 +31,7 @@ func TestTrustCAFilePurchaseOverHTTPS(t *testing.T) {
 	scfg := testserver.Config(t.TempDir())
 	scfg.TokenTTL, scfg.AckTimeout, scfg.TransactionDeadline, scfg.PrintTimeout = time.Hour, 2*time.Second, 30*time.Second, 5*time.Second
 	scfg.TLS = holder
-	d, err := demo.Start(context.Background(), scfg)
-	if err != nil {
-		t.Fatalf("demo.Start: %v", err)
-	}
-	t.Cleanup(func() { d.Close() })
-	info := d.Info()
+	info := testserver.Demo(t, scfg).Info()
 	if !strings.HasPrefix(info.OnlineAPIBaseURL, "https://") || !strings.HasPrefix(info.TerminalGatewayURL, "wss://") {
 		t.Fatalf("URLs %s and %s, want https:// and wss://", info.OnlineAPIBaseURL, info.TerminalGatewayURL)
 	}

@@ -24,12 +24,7 @@ func startDemo(t *testing.T) demo.Info {
 	cfg := testserver.Config(t.TempDir())
 	cfg.TokenTTL, cfg.AckTimeout, cfg.TransactionDeadline, cfg.PrintTimeout = time.Hour, 2*time.Second, 60*time.Second, 5*time.Second
 	cfg.SimDelay = 200 * time.Millisecond
-	d, err := demo.Start(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("demo.Start: %v", err)
-	}
-	t.Cleanup(func() { d.Close() })
-	info := d.Info()
+	info := testserver.Demo(t, cfg).Info()
 	for k, v := range map[string]string{
 		client.EnvOnlineAPIURL: info.OnlineAPIBaseURL, client.EnvSubscriptionKey: info.SubscriptionKey,
 		client.EnvClientID: info.ClientID, client.EnvClientSecret: info.ClientSecret,

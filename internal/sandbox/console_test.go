@@ -39,12 +39,7 @@ func startDemo(t *testing.T) *demo.Demo {
 	cfg := testserver.Config(t.TempDir())
 	cfg.SimDelay, cfg.InteractiveFirst = 0, true
 	cfg.AckTimeout, cfg.TransactionDeadline = 5*time.Second, 60*time.Second
-	d, err := demo.Start(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
+	return testserver.Demo(t, cfg)
 }
 
 // waitOnline waits (bounded) until the gateway has every virtual terminal

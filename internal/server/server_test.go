@@ -20,7 +20,6 @@ import (
 	"github.com/instore-dev/instore/internal/apitest"
 	"github.com/instore-dev/instore/internal/clocktest"
 	"github.com/instore-dev/instore/internal/server"
-	"github.com/instore-dev/instore/internal/sqlstore"
 	"github.com/instore-dev/instore/internal/testlog"
 	"github.com/instore-dev/instore/internal/testserver"
 )
@@ -89,27 +88,7 @@ func startFull(t testing.TB, mutate func(*server.Config), wrap func(instore.Stor
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	ctx := context.Background()
-	var srv *server.Server
-	var err error
-	if wrap == nil {
-		srv, err = server.New(ctx, cfg)
-	} else {
-		var st *sqlstore.DB
-		if st, err = server.OpenStore(ctx, cfg); err == nil {
-			srv, err = server.NewWithStore(ctx, cfg, wrap(st))
-		}
-	}
-	if err != nil {
-		t.Fatalf("server.New: %v", err)
-	}
-	if beforeStart != nil {
-		beforeStart(srv)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() { srv.Close() })
+	srv := testserver.StartWith(t, cfg, testserver.Hooks{Wrap: wrap, BeforeStart: beforeStart})
 	if validator == nil {
 		validator = apitest.NewValidator(t, api.OnlineYAML)
 	}

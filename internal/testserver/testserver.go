@@ -9,8 +9,11 @@ import (
 	"context"
 	"testing"
 
+	"github.com/instore-dev/instore"
+	"github.com/instore-dev/instore/internal/demo"
 	"github.com/instore-dev/instore/internal/logging"
 	"github.com/instore-dev/instore/internal/server"
+	"github.com/instore-dev/instore/internal/sqlstore"
 	"github.com/instore-dev/instore/internal/testlog"
 )
 
@@ -41,13 +44,54 @@ func Logs(cfg *server.Config) *testlog.Buffer {
 // the test if the server does not start.
 func Start(tb testing.TB, cfg server.Config) *server.Server {
 	tb.Helper()
-	srv, err := server.New(context.Background(), cfg)
+	return StartWith(tb, cfg, Hooks{})
+}
+
+// Hooks change how StartWith builds a server.
+type Hooks struct {
+	// Wrap wraps the store cfg opens (nil: the store as it is), for a
+	// test that makes it fail or slow.
+	Wrap func(instore.Store) instore.Store
+	// BeforeStart runs between New and Start (nil: nothing).
+	BeforeStart func(*server.Server)
+}
+
+// StartWith is Start with h.
+func StartWith(tb testing.TB, cfg server.Config, h Hooks) *server.Server {
+	tb.Helper()
+	ctx := context.Background()
+	var srv *server.Server
+	var err error
+	if h.Wrap == nil {
+		srv, err = server.New(ctx, cfg)
+	} else {
+		var st *sqlstore.DB
+		if st, err = server.OpenStore(ctx, cfg); err == nil {
+			srv, err = server.NewWithStore(ctx, cfg, h.Wrap(st))
+		}
+	}
 	if err != nil {
 		tb.Fatalf("server.New: %v", err)
+	}
+	if h.BeforeStart != nil {
+		h.BeforeStart(srv)
 	}
 	if err := srv.Start(); err != nil {
 		tb.Fatalf("server Start: %v", err)
 	}
 	tb.Cleanup(func() { srv.Close() })
 	return srv
+}
+
+// Demo starts the demo on cfg (a sandbox server with a merchant, its
+// credentials and linked virtual terminals, returned once they are ready)
+// and closes it when the test ends.
+func Demo(tb testing.TB, cfg server.Config) *demo.Demo {
+	tb.Helper()
+	d, err := demo.Start(context.Background(), cfg)
+	if err != nil {
+		tb.Fatalf("demo.Start: %v", err)
+	}
+	tb.Cleanup(func() { d.Close() })
+	return d
 }
