@@ -155,7 +155,7 @@ func Due(t instore.Transaction, r Rules) (at time.Time, kind instore.TimelineKin
 }
 
 // Pairs reports whether e applies to t together with t's original
-// (nextReversalPair, not Next): an approved result of a REVERSAL, in time
+// (NextPair, not Next): an approved result of a REVERSAL, in time
 // or late, means the purchase's money went back, so the original becomes
 // REVERSED in the same write.
 // An approved result of an INCREMENT, CAPTURE or VOID in time moves its
