@@ -24,6 +24,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/httpapi"
@@ -75,7 +76,21 @@ func RegisterConsole(cfg ConsoleConfig) *Console {
 		w.Write(b)
 		return nil
 	})
-	cfg.API.Mux.Handle("GET /console/static/", http.StripPrefix("/console/static/", files))
+	static := http.StripPrefix("/console/static/", files)
+	cfg.API.Handle("GET /console/static/", func(w http.ResponseWriter, r *http.Request) error {
+		// A name that is no file's (the directory; bytes that are not
+		// UTF-8, which the file server answers 500) is a 404 problem, as
+		// every other route's.
+		name := strings.TrimPrefix(r.URL.Path, "/console/static/")
+		if !utf8.ValidString(name) || !fs.ValidPath(name) {
+			return instore.Errorf(instore.ENotFound, "No such resource.")
+		}
+		if st, err := fs.Stat(sub, name); err != nil || st.IsDir() {
+			return instore.Errorf(instore.ENotFound, "No such resource.")
+		}
+		static.ServeHTTP(w, r)
+		return nil
+	})
 	cfg.API.Handle("GET /console/defaults", func(w http.ResponseWriter, r *http.Request) error {
 		noStore(w, "")
 		if !fromLoopback(r) {

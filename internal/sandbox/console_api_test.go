@@ -209,3 +209,28 @@ func TestConsoleDefaultsOnlyToLoopback(t *testing.T) {
 		}
 	}
 }
+
+// TestConsoleStaticNames: the console's files are served; a name that is
+// no file's (bytes that are not UTF-8, which the file server answered 500
+// to, NUL, the directory itself, a climb out) is a 404 problem.
+func TestConsoleStaticNames(t *testing.T) {
+	d := startDemo(t)
+	base := d.Server.URL("online")
+	get := func(path string) (int, string) {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Content-Type")
+	}
+	if code, _ := get("/console/static/app.js"); code != 200 {
+		t.Errorf("GET /console/static/app.js = %d, want 200", code)
+	}
+	for _, p := range []string{"/console/static/%FF", "/console/static/a%C3%28", "/console/static/%00", "/console/static/",
+		"/console/static/..%2F..%2Fgo.mod", "/console/static/nope.js"} {
+		if code, ct := get(p); code != 404 || ct != "application/problem+json" {
+			t.Errorf("GET %s = %d %s, want 404 application/problem+json", p, code, ct)
+		}
+	}
+}
