@@ -30,7 +30,7 @@ const (
 	EventReversed        TimelineKind = "REVERSED"         // (of a purchase) a REVERSAL of it was approved (Detail: its ref)
 	EventConfirmed       TimelineKind = "CONFIRMED"        // the ECR confirmed an APPROVED sale (confirmWithinSeconds)
 	EventAutoReversed    TimelineKind = "AUTO_REVERSED"    // the confirmation window passed: reversed on the terminal
-	EventAuthorization   TimelineKind = "AUTHORIZATION"    // (of a pre-auth) an INCREMENT, CAPTURE or VOID of it was approved (Detail: which, the new state)
+	EventAuthorization   TimelineKind = "AUTHORIZATION"    // (of a pre-auth) an INCREMENT, CAPTURE or VOID of it was approved (Detail: which, the new state), or it lapsed at its expiry (actor TIMER: no device holds it)
 )
 
 // Actor is who caused a timeline event.

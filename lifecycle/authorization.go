@@ -15,6 +15,7 @@ import (
 //	OPEN      --CAPTURE------->  CAPTURED, capturedAmount: the capture's total
 //	OPEN      --VOID---------->  VOIDED
 //	OPEN      --EXPIRY_VOID--->  EXPIRED (the service's VOID at expiresAt)
+//	OPEN      --LAPSED-------->  EXPIRED without a VOID (at expiresAt, no device holds it: AuthLapsed)
 //
 // A VOID's approval moves it in time or late (nextLateVoid); an
 // INCREMENT's or a CAPTURE's only in time, and one approved in time on a
@@ -34,10 +35,14 @@ const (
 	AuthCapture    AuthEvent = "CAPTURE"     // a CAPTURE of it was approved
 	AuthVoid       AuthEvent = "VOID"        // the ECR's VOID of it was approved
 	AuthExpiryVoid AuthEvent = "EXPIRY_VOID" // the service's VOID at its expiry was approved
+	// AuthLapsed: at its expiry, no device can void it (its terminal ID is
+	// linked to another device than the one that authorised it,
+	// instore.CheckHeldByDevice); the hold lapses at the card issuer.
+	AuthLapsed AuthEvent = "LAPSED"
 )
 
 // AuthEvents lists every authorisation event.
-var AuthEvents = []AuthEvent{AuthApproved, AuthIncrement, AuthCapture, AuthVoid, AuthExpiryVoid}
+var AuthEvents = []AuthEvent{AuthApproved, AuthIncrement, AuthCapture, AuthVoid, AuthExpiryVoid, AuthLapsed}
 
 // NextAuthorization applies ev to the authorisation a (nil: the pre-auth
 // has none yet) at at: amount is the approved pre-auth's total
@@ -62,7 +67,7 @@ func NextAuthorization(a *instore.Authorization, ev AuthEvent, amount int64, at 
 		n.State, n.CapturedAmount = instore.AuthCaptured, amount
 	case AuthVoid:
 		n.State = instore.AuthVoided
-	case AuthExpiryVoid:
+	case AuthExpiryVoid, AuthLapsed:
 		n.State = instore.AuthExpired
 	default:
 		return a, false
@@ -142,6 +147,36 @@ func moveAuthorization(child, pre instore.Transaction, auth *instore.Authorizati
 	pre, ost := changed(before, pre, e, r, Step{}, instore.EventAuthorization)
 	ost.Event.Detail = fmt.Sprintf("%s %s approved: %s, authorized %d, captured %d", child.Type, child.ID, auth.State, auth.AuthorizedAmount, auth.CapturedAmount)
 	return pre, ost.Event
+}
+
+// EventAuthLapsed is the expiry's event of an OPEN pre-auth, at or past
+// its expiresAt, that no device can void: its terminal ID is linked to
+// another device than the one that authorised it, which holds nothing of
+// it (instore.CheckHeldByDevice). Its authorisation ends EXPIRED without
+// a VOID (AuthLapsed), with its timeline entry AUTHORIZATION (actor
+// TIMER) and so its transaction.authorization event: the hold lapses at
+// the card issuer on the issuer's own schedule, and the books no longer
+// show it OPEN.
+const EventAuthLapsed instore.TimelineKind = "AUTH_LAPSED"
+
+// authLapsed applies EventAuthLapsed to t: a PRE_AUTH whose authorisation
+// is OPEN and due (e.At at or past its expiresAt) ends EXPIRED; anything
+// else is unchanged.
+func authLapsed(t instore.Transaction, e Event, r Rules) (instore.Transaction, Step) {
+	before := t
+	a := t.Authorization
+	if t.Type != instore.TypePreAuth || a == nil || a.State != instore.AuthOpen || e.At.Before(a.ExpiresAt) {
+		return before, Step{}
+	}
+	auth, ok := NextAuthorization(a, AuthLapsed, 0, e.At, r.PreAuthValidity)
+	if !ok {
+		return before, Step{}
+	}
+	t.Authorization = auth
+	t, st := changed(before, t, e, r, Step{}, instore.EventAuthorization)
+	st.Event.Actor = instore.ActorTimer
+	st.Event.Detail = fmt.Sprintf("expired without a void, authorized %d: its terminal ID is linked to another device, which does not hold it; the hold lapses at the card issuer", auth.AuthorizedAmount)
+	return t, st
 }
 
 // lateVoid reports whether e is the first result, an approval, of a VOID

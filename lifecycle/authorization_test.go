@@ -29,6 +29,7 @@ func TestNextAuthorization(t *testing.T) {
 			lifecycle.AuthCapture:    {instore.AuthCaptured, 10000, 500},
 			lifecycle.AuthVoid:       {instore.AuthVoided, 10000, 0},
 			lifecycle.AuthExpiryVoid: {instore.AuthExpired, 10000, 0},
+			lifecycle.AuthLapsed:     {instore.AuthExpired, 10000, 0},
 		},
 	}
 	of := func(state instore.AuthorizationState) *instore.Authorization {
@@ -244,5 +245,42 @@ func TestNextOnPreAuth(t *testing.T) {
 	timerVoid, st := lifecycle.Create(byTimer, r)
 	if st.Event.Actor != instore.ActorTimer || timerVoid.StatusID != instore.StatusPending {
 		t.Errorf("Create(the expiry's void): actor %s", st.Event.Actor)
+	}
+}
+
+// TestAuthLapsed: the expiry's EventAuthLapsed ends an OPEN pre-auth at
+// or past its expiresAt EXPIRED without a VOID, with its AUTHORIZATION
+// timeline entry by the TIMER; before its expiry, once no longer OPEN,
+// or on any other transaction, it changes nothing.
+func TestAuthLapsed(t *testing.T) {
+	r := testRules()
+	expires := t0.Add(time.Hour)
+	pre := instore.Transaction{ID: "txn_p", Type: instore.TypePreAuth, StatusID: instore.StatusApproved, Progress: instore.ProgressFinal,
+		Version: 4, Authorization: &instore.Authorization{State: instore.AuthOpen, AuthorizedAmount: 12000, ExpiresAt: expires}}
+	lapse := func(at time.Time) lifecycle.Event { return lifecycle.Event{Kind: lifecycle.EventAuthLapsed, At: at} }
+	next, st := lifecycle.Next(pre, lapse(expires), r)
+	if !st.Changed || next.Authorization.State != instore.AuthExpired || next.Authorization.AuthorizedAmount != 12000 ||
+		next.StatusID != instore.StatusApproved || st.Ended || st.Event == nil || st.Event.Kind != instore.EventAuthorization ||
+		st.Event.Actor != instore.ActorTimer || st.Event.Version != 5 {
+		t.Fatalf("lapsed at its expiry: %+v, step %+v event %+v", next.Authorization, st, st.Event)
+	}
+	if pre.Authorization.State != instore.AuthOpen {
+		t.Fatalf("the pre-auth given was changed")
+	}
+	voided := pre
+	voided.Authorization = &instore.Authorization{State: instore.AuthVoided, AuthorizedAmount: 12000, ExpiresAt: expires}
+	sale := pre
+	sale.Type, sale.Authorization = instore.TypePurchase, nil
+	for name, tc := range map[string]struct {
+		t  instore.Transaction
+		at time.Time
+	}{
+		"before its expiry": {pre, expires.Add(-time.Millisecond)},
+		"voided":            {voided, expires.Add(time.Hour)},
+		"a purchase":        {sale, expires.Add(time.Hour)},
+	} {
+		if _, st := lifecycle.Next(tc.t, lapse(tc.at), r); st.Changed || st.Refused != nil {
+			t.Errorf("%s: step %+v, want unchanged", name, st)
+		}
 	}
 }

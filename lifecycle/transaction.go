@@ -270,6 +270,9 @@ func nextAlone(t instore.Transaction, e Event, r Rules) (instore.Transaction, St
 			return before, st
 		}
 
+	case EventAuthLapsed:
+		return authLapsed(t, e, r)
+
 	case EventConfirmDeadline:
 		switch {
 		case !t.Unconfirmed():

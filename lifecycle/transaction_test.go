@@ -124,6 +124,7 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 		"forwarded":             {Kind: instore.EventForwarded, At: now, Forward: &instore.ForwardReport{MessageID: "f-1", Ref: "txn_1", ForwardedAt: now}},
 		"forward declined":      {Kind: instore.EventForwarded, At: now, Forward: &instore.ForwardReport{MessageID: "f-1", Ref: "txn_1", ForwardedAt: now, Declined: true}},
 		"forwarded, no report":  {Kind: instore.EventForwarded, At: now},
+		"auth lapsed":           {Kind: lifecycle.EventAuthLapsed, At: now},
 	}
 
 	// want is the outcome of a pair: "-" nothing changes and nothing is
@@ -215,6 +216,8 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 			row["forwarded"], row["forward declined"] = unchanged, unchanged
 		}
 		row["forwarded, no report"] = refused
+		// Only an OPEN pre-auth's authorisation lapses (TestAuthLapsed).
+		row["auth lapsed"] = unchanged
 	}
 	everyPair(t, states, events, table, func(t *testing.T, _ string, state func() instore.Transaction, ev lifecycle.Event, w want) {
 		before := state()

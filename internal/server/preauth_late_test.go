@@ -3,6 +3,9 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/instore-dev/instore/internal/protocol"
 	sandboxapi "github.com/instore-dev/instore/internal/sandbox"
 	"github.com/instore-dev/instore/internal/server"
+	"github.com/instore-dev/instore/internal/testwait"
 	"github.com/instore-dev/instore/lifecycle"
 )
 
@@ -307,4 +311,42 @@ func (s *sandbox) listTotal(t *testing.T) int {
 	}
 	must(t, json.Unmarshal(r.body, &list))
 	return len(list.Transactions)
+}
+
+// TestExpiryOfAPreAuthNoDeviceHolds: an OPEN pre-auth whose terminal ID
+// was linked to another device since reaches its expiry: no device can
+// void it (the new one holds nothing of it), so it ends EXPIRED without a
+// VOID, by the TIMER, with its transaction.authorization event, instead
+// of staying OPEN for ever (found by review). Both backends, raw
+// terminals and the fake clock.
+func TestExpiryOfAPreAuthNoDeviceHolds(t *testing.T) {
+	eachBackend(t, func(t *testing.T, store func(*server.Config)) {
+		s, ck, term, _, cmd := expiringPreAuth(t, store, "RAW-LAPSE", nil)
+		s.rawTerminal(t, "RAW-LAPSE-2")
+		_, _, err := s.srv.Store.LinkTerminal(context.Background(), term, "RAW-LAPSE-2", time.Now())
+		must(t, err)
+		advance(t, ck, testValidity)
+		testwait.ForNil(t, "the pre-auth to expire without a void", func() error {
+			if a := s.authorization(t, cmd.Ref); a.State != instore.AuthExpired {
+				return fmt.Errorf("authorization %+v", a)
+			}
+			return nil
+		})
+		if r := s.get(t, "/in-store/api/v1/transactions?type=VOID"); !strings.Contains(string(r.body), `"transactions":[]`) {
+			t.Errorf("VOIDs after the expiry: %s; want none (no VOID to a device that does not hold it)", r.body)
+		}
+		if !slices.ContainsFunc(s.timeline(t, cmd.Ref), func(e instore.TransactionEvent) bool {
+			return e.Kind == instore.EventAuthorization && e.Actor == instore.ActorTimer && strings.Contains(e.Detail, "without a void")
+		}) {
+			t.Errorf("the pre-auth's timeline lacks its lapse: %+v", s.timeline(t, cmd.Ref))
+		}
+		var evs struct {
+			Events []instore.EventWire `json:"events"`
+		}
+		r := s.get(t, "/in-store/api/v1/events?types=transaction.authorization")
+		must(t, json.Unmarshal(r.body, &evs))
+		if len(evs.Events) == 0 || !strings.Contains(string(evs.Events[len(evs.Events)-1].Data), `"state":"EXPIRED"`) {
+			t.Errorf("events %s, want the pre-auth's transaction.authorization EXPIRED", r.body)
+		}
+	})
 }

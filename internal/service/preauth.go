@@ -129,6 +129,9 @@ func (s *Service) preAuthExpired(ref string) {
 			s.arm(ref, at, s.preAuthExpired)
 			return
 		}
+		if s.lapsed(ctx, pre, others) {
+			return
+		}
 		var amount int64
 		if pre.Authorization != nil {
 			amount = pre.Authorization.AuthorizedAmount
@@ -158,6 +161,31 @@ func (s *Service) preAuthExpired(ref string) {
 			s.log().Warn("pre-auth expired: void not sent; the sweep retries", "ref", ref, "error", err)
 		}
 	})
+}
+
+// lapsed ends pre's authorisation EXPIRED without a VOID
+// (lifecycle.EventAuthLapsed) when no device can void it: its terminal
+// ID is linked to another device than the one that authorised it
+// (instore.CheckHeldByDevice), and nothing of it is in flight (a CAPTURE
+// or VOID sent to its device before the relink decides first). It
+// reports whether it decided the expiry (lapsed, or failed to: the sweep
+// asks again).
+func (s *Service) lapsed(ctx context.Context, pre *instore.Transaction, others []*instore.Transaction) bool {
+	term, err := s.Store.Terminal(ctx, pre.TerminalID)
+	if err != nil || !term.Linked() || instore.CheckHeldByDevice(pre, term.SerialNumber) == nil {
+		return false
+	}
+	for _, o := range others {
+		if !o.Final() {
+			return true // its outcome decides; the sweep asks again
+		}
+	}
+	if _, _, err := s.apply(ctx, pre.ID, nil, lifecycle.Event{Kind: lifecycle.EventAuthLapsed, At: s.now()}); err != nil {
+		s.log().Error("expire pre-auth without a void", "ref", pre.ID, "error", err)
+		return true
+	}
+	s.log().Warn("pre-auth expired without a void: its terminal ID is linked to another device; the hold lapses at the issuer", "ref", pre.ID)
+	return true
 }
 
 // beginExpiry marks the expiry of the pre-auth ref as being decided on
