@@ -129,17 +129,9 @@ func (e *crashEnv) startCluster(ctx context.Context, haproxy string) *cluster {
 		t.Fatal(err)
 	}
 	// The deployed configuration unchanged, and a second file that gives
-	// the test HAProxy's stats socket (a short path: a socket's is at
-	// most 107 bytes), to see its health checks mark the nodes up.
-	statsDir, err := os.MkdirTemp("", "hap")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(statsDir) })
-	sock, stats := filepath.Join(statsDir, "s"), filepath.Join(statsDir, "stats.cfg")
-	if err := os.WriteFile(stats, []byte("global\n    stats socket "+sock+" mode 600 level user\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	// the test HAProxy's stats socket, to see its health checks mark the
+	// nodes up.
+	stats, sock := statsSocket(t)
 	if c.lb, err = startProc("haproxy", haproxy, []string{"-db", "-f", cfg, "-f", stats}, env, filepath.Join(e.dir, "haproxy.log"), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -178,11 +170,18 @@ func waitListening(t *testing.T, ports []int, lb *proc) {
 }
 
 // waitServersUp waits until HAProxy's health checks (rise 2, every 500
-// ms) mark n servers up, as its stats socket tells them ("show stat": a
-// CSV line per server, its status the 18th field).
+// ms) mark n servers up.
 func waitServersUp(t *testing.T, sock string, n int, lb *proc) {
 	t.Helper()
-	testwait.For(t, fmt.Sprintf("haproxy's health checks to mark %d servers up", n), func() bool {
+	waitServers(t, sock, lb, fmt.Sprintf("haproxy's health checks to mark %d servers up", n), func(up, _ int) bool { return up >= n })
+}
+
+// waitServers waits until the servers' states HAProxy's stats socket tells
+// ("show stat": a CSV line per server, its status the 18th field) satisfy
+// ok, given how many are up and how many down.
+func waitServers(t *testing.T, sock string, lb *proc, what string, ok func(up, down int) bool) {
+	t.Helper()
+	testwait.For(t, what, func() bool {
 		if lb.exited() {
 			t.Fatalf("haproxy exited:\n%s", lb.logTail(20))
 		}
@@ -196,15 +195,38 @@ func waitServersUp(t *testing.T, sock string, n int, lb *proc) {
 			return false
 		}
 		out, _ := io.ReadAll(conn)
-		up := 0
+		up, down := 0, 0
 		for _, line := range strings.Split(string(out), "\n") {
 			f := strings.Split(line, ",")
-			if len(f) > 17 && f[1] != "FRONTEND" && f[1] != "BACKEND" && strings.HasPrefix(f[17], "UP") {
+			if len(f) <= 17 || f[1] == "FRONTEND" || f[1] == "BACKEND" || f[0] == "# pxname" {
+				continue
+			}
+			switch {
+			case strings.HasPrefix(f[17], "UP"):
 				up++
+			case strings.HasPrefix(f[17], "DOWN"):
+				down++
 			}
 		}
-		return up >= n
+		return ok(up, down)
 	})
+}
+
+// statsSocket writes a second HAProxy configuration file that gives the
+// test the stats socket (a short path: a socket's is at most 107 bytes),
+// and returns the file and the socket.
+func statsSocket(t *testing.T) (cfg, sock string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "hap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock, cfg = filepath.Join(dir, "s"), filepath.Join(dir, "stats.cfg")
+	if err := os.WriteFile(cfg, []byte("global\n    stats socket "+sock+" mode 600 level user\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, sock
 }
 
 // failoverBound is how long after a node's death its terminals may take

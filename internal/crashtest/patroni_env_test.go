@@ -401,11 +401,18 @@ listen postgres
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	lb, err := startProc("haproxy", haproxy, []string{"-db", "-f", path}, nil, filepath.Join(h.dir, "haproxy.log"), nil)
+	stats, sock := statsSocket(t)
+	lb, err := startProc("haproxy", haproxy, []string{"-db", "-f", path, "-f", stats}, nil, filepath.Join(h.dir, "haproxy.log"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(lb.kill)
 	waitListening(t, ports, lb)
+	// HAProxy starts every server up; until its checks of Patroni's
+	// /primary have marked the standby down, a connection may reach it
+	// (read-only: the first migration failed so).
+	waitServers(t, sock, lb, "haproxy's checks to mark the primary alone up", func(up, down int) bool {
+		return up == 1 && down == len(h.members)-1
+	})
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable&connect_timeout=2", ports[0])
 }
