@@ -60,7 +60,7 @@ func parseEventQuery(r *http.Request) (*eventQuery, error) {
 	if after != "" {
 		n, ok := instore.ParseEventID(after)
 		if !ok {
-			errs = append(errs, instore.FieldError{Field: field, Message: "must be an event id (evt_ and its digits, as an event's id is written) or its number"})
+			errs = append(errs, instore.FieldError{Field: field, Message: "must be an event id (evt_ and its digits, as an event's id is written, at most 9223372036854775807) or its number"})
 		}
 		eq.f.After, eq.hasAfter, eq.afterField = n, true, field
 	}
