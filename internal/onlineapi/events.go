@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -66,11 +65,11 @@ func parseEventQuery(r *http.Request) (*eventQuery, error) {
 	}
 	eq.f.Limit = 100
 	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
+		n, err := atoi(v)
 		if err != nil || n < 1 || n > instore.MaxEventPage {
 			errs = append(errs, instore.FieldError{Field: "limit", Message: fmt.Sprintf("must be an integer from 1 to %d", instore.MaxEventPage)})
 		}
-		eq.f.Limit = n
+		eq.f.Limit = int(n)
 	}
 	if errs != nil {
 		return nil, httpapi.Validation(errs...)

@@ -59,3 +59,16 @@ func TestStaticDoc(t *testing.T) {
 		})
 	}
 }
+
+// TestAtoi: a query's integer is decimal digits only, as an event cursor
+// is: a sign, a space, a hex or exponent form is refused (strconv.Atoi
+// took "+1" for ?limit= and ?wait= while ?after= refused it).
+func TestAtoi(t *testing.T) {
+	for s, want := range map[string]int64{"0": 0, "1": 1, "60": 60, "007": 7, "9223372036854775807": 9223372036854775807,
+		"+1": -1, "-1": -1, " 1": -1, "1 ": -1, "": -1, "0x10": -1, "1e2": -1, "9223372036854775808": -1, "١": -1} {
+		n, err := atoi(s)
+		if (err == nil) != (want >= 0) || err == nil && n != want {
+			t.Errorf("atoi(%q) = %d, %v; want %d (-1: refused)", s, n, err, want)
+		}
+	}
+}

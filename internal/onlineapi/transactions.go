@@ -2,6 +2,7 @@ package onlineapi
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -68,16 +69,16 @@ func (h *handlers) transaction(w http.ResponseWriter, r *http.Request, p *instor
 	}
 	wait := 0
 	if q := r.URL.Query(); q.Has("wait") {
-		n, err := strconv.Atoi(q.Get("wait"))
-		if err != nil || n < 0 || n > instore.MaxWait {
+		n, err := atoi(q.Get("wait"))
+		if err != nil || n > instore.MaxWait {
 			return httpapi.Validation(instore.FieldError{Field: "wait", Message: "must be an integer number of seconds from 0 to 60"})
 		}
-		wait = n
+		wait = int(n)
 	}
 	var after *int64
 	if q := r.URL.Query(); q.Has("afterVersion") {
-		n, err := strconv.ParseInt(q.Get("afterVersion"), 10, 64)
-		if err != nil || n < 0 {
+		n, err := atoi(q.Get("afterVersion"))
+		if err != nil {
 			return httpapi.Validation(instore.FieldError{Field: "afterVersion", Message: "must be a transaction version: an integer from 0"})
 		}
 		after = &n
@@ -102,12 +103,13 @@ func listQuery(r *http.Request) (instore.ListQuery, error) {
 		if !v.Has(name) {
 			return nil
 		}
-		n, err := strconv.Atoi(v.Get(name))
-		if err != nil {
-			errs = append(errs, instore.FieldError{Field: name, Message: "must be an integer"})
+		n, err := atoi(v.Get(name))
+		if err != nil || n > math.MaxInt32 {
+			errs = append(errs, instore.FieldError{Field: name, Message: "must be an integer (decimal digits)"})
 			return nil
 		}
-		return &n
+		i := int(n)
+		return &i
 	}
 	q.From, q.To = queryTime(v, "from", &errs), queryTime(v, "to", &errs)
 	q.StatusID = (*instore.TransactionStatus)(parseInt("statusId"))
@@ -195,4 +197,13 @@ func nextCursor(next string) *string {
 		return nil
 	}
 	return &next
+}
+
+// atoi parses a query parameter's integer as the API writes them: decimal
+// digits only (no sign, no space), as an event cursor is (ParseEventID).
+func atoi(s string) (int64, error) {
+	if s == "" || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, strconv.ErrSyntax
+	}
+	return strconv.ParseInt(s, 10, 64)
 }

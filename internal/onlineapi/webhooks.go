@@ -3,7 +3,6 @@ package onlineapi
 import (
 	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/httpapi"
@@ -44,11 +43,11 @@ func (h *handlers) webhookDeliveries(w http.ResponseWriter, r *http.Request, p *
 	}
 	limit := 50
 	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
+		n, err := atoi(v)
 		if err != nil || n < 1 || n > 100 {
 			return httpapi.Validation(instore.FieldError{Field: "limit", Message: fmt.Sprintf("must be an integer from 1 to %d", 100)})
 		}
-		limit = n
+		limit = int(n)
 	}
 	ds, next, err := h.svc.WebhookDeliveries(r.Context(), p, r.PathValue("webhookId"), q.Get("cursor"), limit)
 	if err != nil {
