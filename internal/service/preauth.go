@@ -150,9 +150,9 @@ func (s *Service) preAuthExpired(ref string) {
 			s.arm(ref, notDue.At, s.preAuthExpired)
 		case errors.As(err, &e) && e.Code == instore.EConflict:
 			// A capture or void of it is in flight: its outcome decides.
-			// Or its terminal ID is linked to another device now
-			// (CheckHeldByDevice): no device can void it, its hold lapses at
-			// the issuer; the sweep asks again, and is refused the same way.
+			// Or its terminal ID was linked to another device between
+			// lapsed's read and this VOID (CheckHeldByDevice): the next
+			// sweep finds it lapsed.
 		case errors.As(err, &e) && e.Code == instore.WP09:
 			// The terminal is busy: tried again once it is idle
 			// (terminalIdle), or at the next sweep.
