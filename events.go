@@ -114,15 +114,17 @@ func EventID(seq int64) string { return fmt.Sprintf("evt_%016d", seq) }
 // digits (EventID writes 16, more past 10^16), or the digits alone, as
 // ?after= may give them; no sign, space or other character.
 func ParseEventID(id string) (int64, bool) {
-	s := strings.TrimPrefix(id, "evt_")
+	return ParseDigits(strings.TrimPrefix(id, "evt_"))
+}
+
+// ParseDigits parses a non-negative integer as the API writes one in a
+// query or an id: decimal digits only (no sign, no space), within int64.
+func ParseDigits(s string) (int64, bool) {
 	if s == "" || len(s) > 19 || strings.TrimLeft(s, "0123456789") != "" {
 		return 0, false
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 {
-		return 0, false
-	}
-	return n, true
+	return n, err == nil
 }
 
 // EventFilter selects events of one merchant after a number.

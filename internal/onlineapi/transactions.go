@@ -199,11 +199,11 @@ func nextCursor(next string) *string {
 	return &next
 }
 
-// atoi parses a query parameter's integer as the API writes them: decimal
-// digits only (no sign, no space), as an event cursor is (ParseEventID).
+// atoi parses a query parameter's integer (instore.ParseDigits: decimal
+// digits only, as an event cursor's).
 func atoi(s string) (int64, error) {
-	if s == "" || strings.TrimLeft(s, "0123456789") != "" {
-		return 0, strconv.ErrSyntax
+	if n, ok := instore.ParseDigits(s); ok {
+		return n, nil
 	}
-	return strconv.ParseInt(s, 10, 64)
+	return 0, strconv.ErrSyntax
 }

@@ -24,7 +24,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/instore-dev/instore"
 	"github.com/instore-dev/instore/internal/httpapi"
@@ -82,7 +81,7 @@ func RegisterConsole(cfg ConsoleConfig) *Console {
 		// UTF-8, which the file server answers 500) is a 404 problem, as
 		// every other route's.
 		name := strings.TrimPrefix(r.URL.Path, "/console/static/")
-		if !utf8.ValidString(name) || !fs.ValidPath(name) {
+		if !fs.ValidPath(name) { // UTF-8 included
 			return instore.Errorf(instore.ENotFound, "No such resource.")
 		}
 		if st, err := fs.Stat(sub, name); err != nil || st.IsDir() {
