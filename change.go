@@ -25,6 +25,12 @@ import "time"
 //     inside the store's database transaction (CheckOnPreAuth), and
 //     PreAuthValidity the one the retry schedule of an expiry VOID does
 //     (lifecycle.CheckExpiryVoid).
+//   - OnDevice, for a creation only, is the serial number of the device
+//     the new transaction's command goes to: the row is written only if
+//     T's terminal ID is linked to that device when it is (locked against
+//     a link or unlink until the creation commits), ErrRelinked
+//     otherwise. Empty: no such condition (a transaction the store is
+//     given whole, as in the store suite).
 //   - Relaxed marks a change of the progress stage only, which need not
 //     wait for the disk: a crash may lose the last such changes (the
 //     transaction then shows an earlier stage and version), never any
@@ -39,6 +45,7 @@ type Change struct {
 	Idempotency *IdempotencyClaim
 	Pair        *Change
 	Relaxed     bool
+	OnDevice    string
 	// CaptureTolerance is the capture tolerance CheckOnPreAuth applies to
 	// the creation of a CAPTURE (HistoryStore.CreateOnOriginal).
 	CaptureTolerance float64

@@ -190,3 +190,9 @@ type IdempotencyClaim struct {
 // no longer its attempt's (another attempt took the key over): nothing was
 // stored.
 var ErrIdempotencyLost = errors.New("the idempotency record was taken over by another attempt")
+
+// ErrRelinked is returned by a creation whose terminal ID is no longer
+// linked to the device its command goes to (Change.OnDevice): a link or
+// unlink committed between the Service's read of the terminal and the
+// creation. Nothing was stored.
+var ErrRelinked = errors.New("the terminal ID was linked to another device")

@@ -340,13 +340,18 @@ func TestExpiryOfAPreAuthNoDeviceHolds(t *testing.T) {
 		}) {
 			t.Errorf("the pre-auth's timeline lacks its lapse: %+v", s.timeline(t, cmd.Ref))
 		}
-		var evs struct {
-			Events []instore.EventWire `json:"events"`
-		}
-		r := s.get(t, "/in-store/api/v1/events?types=transaction.authorization")
-		must(t, json.Unmarshal(r.body, &evs))
-		if len(evs.Events) == 0 || !strings.Contains(string(evs.Events[len(evs.Events)-1].Data), `"state":"EXPIRED"`) {
-			t.Errorf("events %s, want the pre-auth's transaction.authorization EXPIRED", r.body)
-		}
+		// The event is listed once the sequencer numbered it (the stream
+		// shows events in commit order, after the commit).
+		testwait.ForNil(t, "the pre-auth's transaction.authorization EXPIRED in the events", func() error {
+			var evs struct {
+				Events []instore.EventWire `json:"events"`
+			}
+			r := s.get(t, "/in-store/api/v1/events?types=transaction.authorization")
+			must(t, json.Unmarshal(r.body, &evs))
+			if len(evs.Events) == 0 || !strings.Contains(string(evs.Events[len(evs.Events)-1].Data), `"state":"EXPIRED"`) {
+				return fmt.Errorf("events %s", r.body)
+			}
+			return nil
+		})
 	})
 }

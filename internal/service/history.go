@@ -17,6 +17,10 @@ import (
 // (original), conflict (original not an approved purchase), WP22, WP16,
 // WP01, WP30, WP23, WP09, validation (amount over what is left).
 func (s *Service) Refund(ctx context.Context, p *instore.Principal, req *instore.RefundRequest, claim *instore.IdempotencyClaim) (*instore.Transaction, error) {
+	return relinked(func() (*instore.Transaction, error) { return s.refund(ctx, p, req, claim) })
+}
+
+func (s *Service) refund(ctx context.Context, p *instore.Principal, req *instore.RefundRequest, claim *instore.IdempotencyClaim) (*instore.Transaction, error) {
 	if t, done, err := s.admit(ctx, p, req, claim); done {
 		return t, err
 	}
@@ -107,6 +111,10 @@ func (s *Service) ownTransaction(ctx context.Context, p *instore.Principal, ref 
 // Errors, in order: validation, WP03, WP04, not-reversible, WP01, WP30,
 // WP23, WP09.
 func (s *Service) Reversal(ctx context.Context, p *instore.Principal, req *instore.ReversalRequest, claim *instore.IdempotencyClaim) (*instore.Transaction, error) {
+	return relinked(func() (*instore.Transaction, error) { return s.reversal(ctx, p, req, claim) })
+}
+
+func (s *Service) reversal(ctx context.Context, p *instore.Principal, req *instore.ReversalRequest, claim *instore.IdempotencyClaim) (*instore.Transaction, error) {
 	orig, resumed, done, err := s.admitOn(ctx, p, req, claim, req.OnlineAPIRefID)
 	if done {
 		return resumed, err

@@ -23,7 +23,9 @@ import (
 // Preauthorize creates a PRE_AUTH on a terminal, as Purchase creates a
 // purchase (the same errors, in the same order).
 func (s *Service) Preauthorize(ctx context.Context, p *instore.Principal, req *instore.PreAuthRequest, claim *instore.IdempotencyClaim) (*instore.Transaction, error) {
-	return s.sale(ctx, p, req, &req.PurchaseRequest, instore.TypePreAuth, claim)
+	return relinked(func() (*instore.Transaction, error) {
+		return s.sale(ctx, p, req, &req.PurchaseRequest, instore.TypePreAuth, claim)
+	})
 }
 
 // PreAuthOp creates an INCREMENT, CAPTURE or VOID (req.Op) of the
@@ -55,7 +57,10 @@ func (s *Service) PreAuthOp(ctx context.Context, p *instore.Principal, req *inst
 	default:
 		return nil, fmt.Errorf("pre-auth operation %q", req.Op)
 	}
-	return s.onPreAuth(ctx, pre, t, claim)
+	return relinked(func() (*instore.Transaction, error) {
+		op := *t
+		return s.onPreAuth(ctx, pre, &op, claim)
+	})
 }
 
 // onPreAuth checks t, a new INCREMENT, CAPTURE or VOID of pre, in the
@@ -153,6 +158,11 @@ func (s *Service) preAuthExpired(ref string) {
 			// Or its terminal ID was linked to another device between
 			// lapsed's read and this VOID (CheckHeldByDevice): the next
 			// sweep finds it lapsed.
+		case errors.Is(err, instore.ErrRelinked):
+			// Its terminal ID was linked to another device between the
+			// read and the VOID's creation: decided again at once, on the
+			// new link (lapsed, most likely).
+			s.preAuthExpired(ref)
 		case errors.As(err, &e) && e.Code == instore.WP09:
 			// The terminal is busy: tried again once it is idle
 			// (terminalIdle), or at the next sweep.

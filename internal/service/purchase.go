@@ -18,7 +18,26 @@ import (
 // purchase is tied to it, or, for a retry of the request that created one,
 // answers about that one (Resume).
 func (s *Service) Purchase(ctx context.Context, p *instore.Principal, req *instore.PurchaseRequest, claim *instore.IdempotencyClaim) (*instore.Transaction, error) {
-	return s.sale(ctx, p, req, req, instore.TypePurchase, claim)
+	return relinked(func() (*instore.Transaction, error) { return s.sale(ctx, p, req, req, instore.TypePurchase, claim) })
+}
+
+// relinked runs op, a request that creates a transaction, once more when
+// its creation found the terminal ID linked to another device than the
+// one op read (instore.ErrRelinked: a link or unlink committed between;
+// nothing was stored and the idempotency record is still op's): the second
+// run reads the terminal again and answers as a request made after the
+// link does (its command sent to the new device, or refused by the
+// checks, instore.CheckHeldByDevice for one on an original). A second
+// such race answers WP09, as a link racing a running transaction does.
+func relinked(op func() (*instore.Transaction, error)) (*instore.Transaction, error) {
+	t, err := op()
+	if errors.Is(err, instore.ErrRelinked) {
+		t, err = op()
+	}
+	if errors.Is(err, instore.ErrRelinked) {
+		return nil, instore.Errorf(instore.WP09, "The terminal ID was linked to another device while the request ran; retry.")
+	}
+	return t, err
 }
 
 // sale creates a PURCHASE or a PRE_AUTH (typ) of req, checked by v
@@ -66,7 +85,9 @@ func (s *Service) start(ctx context.Context, t *instore.Transaction, claim *inst
 	// (lifecycle.Create), written with the idempotency tie in one change.
 	created, step := lifecycle.Create(*t, s.rules())
 	*t = created
-	ch := &instore.Change{T: t, Idempotency: claim, Events: []instore.TransactionEvent{*step.Event}}
+	// Written only while its terminal ID is still linked to the device
+	// the command goes to (OnDevice; relinked).
+	ch := &instore.Change{T: t, Idempotency: claim, Events: []instore.TransactionEvent{*step.Event}, OnDevice: t.SerialNumber}
 	// Subscribed before anything can change it: the wait for the ack starts
 	// from the created state without reading it back.
 	w, gen, release := s.changes.subscribe(t.ID)
@@ -81,6 +102,8 @@ func (s *Service) start(ctx context.Context, t *instore.Transaction, claim *inst
 		return nil, s.busy(ctx, t.TerminalID)
 	case errors.Is(err, instore.ErrIdempotencyLost):
 		return nil, instore.Errorf(instore.EConflict, "Another request with this Idempotency-Key took it over; retry with the same key for its answer.")
+	case errors.Is(err, instore.ErrRelinked):
+		return nil, err // the request runs again (relinked)
 	default:
 		return nil, fmt.Errorf("create transaction: %w", err)
 	}

@@ -64,6 +64,13 @@ type dialect struct {
 	// it without blocking inserts that reference the row (their key share
 	// lock does not conflict with it).
 	forNoKeyUpdate string
+	// forKeyShare is forUpdate for a row read as a condition of an insert
+	// that references it (a terminal ID, for a creation's device): the
+	// lock the insert's foreign key check takes anyway, which a link's
+	// FOR UPDATE excludes. In READ COMMITTED, a statement that waited for
+	// such a lock checks its condition again on the row version the other
+	// transaction committed.
+	forKeyShare string
 	// indexedBy names, in the query, the index a listing must read
 	// (INDEXED BY). SQLite plans without statistics (the store never runs
 	// ANALYZE), and its planner (3.54) prefers transactions_merchant_created
@@ -80,7 +87,7 @@ type dialect struct {
 func newSQLite() *dialect { return &dialect{name: "sqlite", dir: "migrations/sqlite", indexedBy: true} }
 func newPostgres() *dialect {
 	return &dialect{name: "postgres", dir: "migrations/postgres", numbered: true, advisoryLock: true, forUpdate: " FOR UPDATE",
-		forNoKeyUpdate: " FOR NO KEY UPDATE"}
+		forNoKeyUpdate: " FOR NO KEY UPDATE", forKeyShare: " FOR KEY SHARE"}
 }
 
 // isPostgres reports whether dsn names a PostgreSQL database.

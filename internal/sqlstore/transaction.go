@@ -262,20 +262,50 @@ func createTied(ctx context.Context, c conn, ch *instore.Change) error {
 		return err
 	}
 	k := ch.Idempotency
+	linked, linkedArgs := onDevice(c, ch)
 	q := `WITH k AS (UPDATE idempotency_keys SET transaction_id = ?
 			WHERE merchant_id = ? AND key = ? AND attempt = ? AND transaction_id IS NULL AND status_code IS NULL
+			AND ` + linked + `
 			RETURNING 1),
 		w AS (INSERT INTO transactions (` + transactionColumns + `) SELECT ` + transactionValues + ` FROM k RETURNING id)`
 	q += ` ` + insertEventFromW
-	all := append([]any{t.ID, k.MerchantID, k.Key, k.Attempt}, args...)
+	all := append(append([]any{t.ID, k.MerchantID, k.Key, k.Attempt}, linkedArgs...), args...)
 	n, err := c.execAffected(ctx, q, append(all, eventArgs(&ch.Events[0])...)...)
 	if err != nil {
 		return c.conflictErr("create transaction", err)
 	}
-	if n != 1 {
-		return fmt.Errorf("tie idempotency record: %w", instore.ErrIdempotencyLost)
+	if n == 1 {
+		return nil
 	}
-	return nil
+	// Nothing was written: the record is another attempt's, or the
+	// terminal ID's device changed (read again to tell which).
+	if ch.OnDevice != "" {
+		term, err := findTerminal(ctx, c, `terminal_id = ?`, t.TerminalID)
+		if err != nil {
+			return fmt.Errorf("create transaction: %w", err)
+		}
+		if term.SerialNumber != ch.OnDevice {
+			return fmt.Errorf("create transaction: %w", instore.ErrRelinked)
+		}
+	}
+	return fmt.Errorf("tie idempotency record: %w", instore.ErrIdempotencyLost)
+}
+
+// onDevice is the condition (SQL and its arguments) that ch.T's terminal
+// ID is linked to ch.OnDevice (instore.Change), the device its command
+// goes to, read with the terminal's row locked against a link or unlink
+// until the creation commits (forKeyShare: a link that locked the row
+// first is waited for, and the condition is checked on the row it
+// wrote); always true when ch has no OnDevice. Whichever commits first,
+// the link or the creation, the other sees it: the link refuses a
+// terminal ID with a PENDING transaction (WP09), the creation a terminal
+// ID linked elsewhere (instore.ErrRelinked).
+func onDevice(c conn, ch *instore.Change) (string, []any) {
+	if ch.OnDevice == "" {
+		return "1 = 1", nil
+	}
+	return `EXISTS (SELECT 1 FROM terminals WHERE terminal_id = ? AND serial_number = ?` + c.d.forKeyShare + `)`,
+		[]any{ch.T.TerminalID, ch.OnDevice}
 }
 
 func insertTransaction(ctx context.Context, c conn, ch *instore.Change) error {
@@ -285,16 +315,25 @@ func insertTransaction(ctx context.Context, c conn, ch *instore.Change) error {
 		return err
 	}
 	q := `INSERT INTO transactions (` + transactionColumns + `) VALUES (` + transactionValues + `)`
+	if ch.OnDevice != "" {
+		linked, linkedArgs := onDevice(c, ch)
+		q = `INSERT INTO transactions (` + transactionColumns + `) SELECT ` + transactionValues + ` WHERE ` + linked
+		args = append(args, linkedArgs...)
+	}
+	// One row written, or none when the terminal ID's device changed:
+	// the statement's own count, or its event's (one per row).
+	folded := false
 	if len(ch.Events) == 1 {
-		if q1, args1, ok := c.withEvent(q, args, &ch.Events[0]); ok {
-			_, err = c.exec(ctx, q1, args1...)
-			return err
-		}
+		q, args, folded = c.withEvent(q, args, &ch.Events[0])
 	}
-	if _, err = c.exec(ctx, q, args...); err != nil {
-		return err
+	n, err := c.execAffected(ctx, q, args...)
+	if err == nil && n == 1 && !folded {
+		err = insertEvents(ctx, c, t.ID, ch.Events)
 	}
-	return insertEvents(ctx, c, t.ID, ch.Events)
+	if err == nil && n != 1 {
+		return fmt.Errorf("insert transaction: %w", instore.ErrRelinked)
+	}
+	return err
 }
 
 func updateTransaction(ctx context.Context, c conn, ch *instore.Change) error {

@@ -45,6 +45,7 @@ func Run(t *testing.T, open func(t *testing.T) instore.Store) {
 		{"Device", deviceTests},
 		{"Terminal", terminalTests},
 		{"Transaction", transactionTests},
+		{"OnDevice", onDeviceTests},
 		{"Idempotency", idempotencyTests},
 		{"Listing", listingTests},
 		{"Refund", refundTests},
