@@ -17,10 +17,11 @@
 // resuming with Last-Event-ID after each kill: at the end it must have been
 // given exactly the events the JSON pages list, in order, once each.
 //
-// TestCrashCaptures and TestCrashPreAuthExpiry do the same for
-// pre-authorisation: kills during increments, captures (racing voids and
-// second captures) and refunds, and around expiries, the service's VOID of
-// one cut by a kill; their checks are in preauth_test.go, their grace in
+// TestCrashCaptures, TestCrashPreAuthExpiry and TestCrashPreAuthLapse do
+// the same for pre-authorisation: kills during increments, captures
+// (racing voids and second captures) and refunds, around expiries, the
+// service's VOID of one cut by a kill, and around the lapses of pre-auths
+// whose terminal ID was linked to another device; their checks are in preauth_test.go, their grace in
 // docs/testing.md ("The crash tests"). TestCrashForwards kills it while
 // virtual terminals (run in the test's process, so that their offline
 // queues outlive the server) sell offline and forward their offline
@@ -38,7 +39,7 @@
 // synchronous replication, which must fail).
 //
 //	go test -run '^TestCrash$' -v ./internal/crashtest/                        # 3 rounds, about a minute
-//	go test -run '^TestCrash(Captures|PreAuthExpiry)$' -v ./internal/crashtest/  # pre-auths, under a minute each
+//	go test -run '^TestCrash(Captures|PreAuthExpiry|PreAuthLapse)$' -v ./internal/crashtest/  # pre-auths, under a minute each
 //	go test -run '^TestCrashForwards$' -v ./internal/crashtest/                  # offline approvals, about 10 s a store
 //	go test -run '^TestCrashClose$' -v ./internal/crashtest/                     # day closes, about 15 s a store
 //	go test -run '^TestPatroniFailover$' -v ./internal/crashtest/                # database failover, about 80 s (two paths)

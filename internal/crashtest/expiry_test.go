@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	mrand "math/rand/v2"
+	"net/http"
 	"testing"
 	"time"
 
@@ -145,14 +146,14 @@ func (p *paEnv) lastDue(rows []paRow) time.Duration {
 
 // checkExpired checks that every approved pre-auth ended, none OPEN, an
 // EXPIRED one by one TIMER void approved (in time, or late: a VOID's
-// late approval releases the hold) within its due time.
+// late approval releases the hold) or by its lapse, within its due time.
 func (p *paEnv) checkExpired(rows []paRow, timers map[string][]paRow) {
 	failed := 0
 	for _, pre := range rows {
 		if pre.typ != string(instore.TypePreAuth) || pre.authState == "" {
 			continue
 		}
-		var released []time.Time // when each timer void that released it did
+		var released []time.Time // when each timer void that released it, or its lapse, did
 		for _, v := range timers[pre.id] {
 			if at, ok := v.released(); ok {
 				released = append(released, at)
@@ -160,16 +161,104 @@ func (p *paEnv) checkExpired(rows []paRow, timers map[string][]paRow) {
 				failed++
 			}
 		}
+		if pre.lapses > 0 {
+			released = append(released, pre.lapsed)
+		}
 		switch {
 		case pre.authState == string(instore.AuthOpen):
 			p.t.Errorf("%s (INSTORE_CRASH_SEED=%d): pre-auth %s is still OPEN %s after its expiry (%d timer voids, none approved)",
 				p.backend(), p.set.seed, pre.id, time.Since(pre.expires).Round(time.Millisecond), len(timers[pre.id]))
 		case pre.authState == string(instore.AuthExpired) && len(released) != 1:
-			p.t.Errorf("%s: pre-auth %s is EXPIRED with %d timer voids approved (in time or late), want 1", p.backend(), pre.id, len(released))
+			p.t.Errorf("%s: pre-auth %s is EXPIRED with %d timer voids approved (in time or late) or lapses, want 1", p.backend(), pre.id, len(released))
 		case pre.authState == string(instore.AuthExpired) && released[0].After(p.due(pre.expires)):
 			p.t.Errorf("%s (INSTORE_CRASH_SEED=%d): pre-auth %s expired at %s and ended EXPIRED only at %s, past its grace (%s from the expiry or the restart after it)",
 				p.backend(), p.set.seed, pre.id, pre.expires.Format(time.RFC3339Nano), released[0].Format(time.RFC3339Nano), expiryGrace)
 		}
 	}
 	p.t.Logf("%s: %d timer voids that did not approve (cut by a kill: ended WP25 or WP36), each sent again by the sweep", p.backend(), failed)
+}
+
+// lapsePreAuths is how many pre-auths the raw terminal opens before its
+// terminal ID is linked to another device.
+const lapsePreAuths = 3
+
+// TestCrashPreAuthLapse kills the server around the expiries of pre-auths
+// whose terminal ID was linked to another device since (a replaced
+// terminal). The raw terminal opens lapsePreAuths pre-auths one after the
+// other (--sandbox --preauth-validity 4s); then terminal 0's ID is
+// unlinked and its device linked to the raw terminal's ID, which unlinks
+// the raw device, the only one that holds them. The server is killed
+// three times, each within 300 ms of one of their expiries, down for up
+// to 1.5 s. Then each must have ended EXPIRED by its lapse (one AUTHORIZATION
+// entry by the TIMER, lifecycle.EventAuthLapsed) within its expiry (or
+// the restart after it) plus expiryGrace, no VOID made for any (the
+// device linked now does not hold them), and checkPreAuths' promises hold:
+// a kill before the lapse's commit leaves the pre-auth OPEN for the next
+// sweep, one after it leaves it EXPIRED, never both or neither.
+func TestCrashPreAuthLapse(t *testing.T) {
+	crashTest(t, "kills it as pre-auths of a replaced terminal lapse", func(set settings) string {
+		return fmt.Sprintf("%d pre-auths, validity %s, grace %s", lapsePreAuths, expiryValidity, expiryGrace)
+	}, runLapse)
+}
+
+func runLapse(t *testing.T, set settings, bin, dbURL string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p := newPAEnv(t, ctx, set, bin, dbURL, "--sandbox", "--preauth-validity", expiryValidity.String())
+	rng := p.seeded(11) // the streams 1 to 10 are the other crash tests'
+	rawTerm := len(p.terms) - 1
+	var pres []string
+	for n := range lapsePreAuths {
+		pre := p.preAuthorize(ctx, rawTerm, 100*(10+rng.Int64N(90)), fmt.Sprintf("lapse-%d", n))
+		if pre == "" {
+			t.Fatalf("pre-auth %d on the raw terminal was not approved", n)
+		}
+		pres = append(pres, pre)
+	}
+	// The raw terminal's ID gets terminal 0's device: the raw device, the
+	// one that holds the pre-auths, is unlinked.
+	body := []byte(fmt.Sprintf(`{"terminalId":%q}`, p.terms[0]))
+	if a := p.ecr.do(ctx, "POST", "/in-store/api/v1/terminal/unlink", body, ""); a.err != nil || a.status != http.StatusOK {
+		t.Fatalf("unlink terminal 0: %s", a)
+	}
+	code, err := p.procs[0].linkCode(ctx)
+	if err != nil {
+		t.Fatalf("terminal 0's device after its unlink: %v", err)
+	}
+	p.link(ctx, rawTerm, code)
+
+	var expiries []time.Time
+	for _, pre := range pres {
+		a := p.authorization(ctx, pre)
+		if a == nil {
+			t.Fatalf("pre-auth %s has no authorisation", pre)
+		}
+		expiries = append(expiries, a.ExpiresAt)
+	}
+	// Three kills, each within 300 ms of a pre-auth's expiry, where the
+	// timer or the sweep decides its lapse (at once if that moment passed).
+	for k := 1; k <= 3; k++ {
+		at := expiries[rng.IntN(len(expiries))].Add(time.Duration(rng.Int64N(int64(600*time.Millisecond))) - 300*time.Millisecond)
+		down := time.Duration(rng.Int64N(int64(1500 * time.Millisecond)))
+		sleep(ctx, time.Until(at))
+		p.restartAfter(ctx, down, fmt.Sprintf("kill %d", k))
+		t.Logf("%s: SIGKILL %d at %s, %s down", p.backend(), k, at.Format("15:04:05.000"), down.Round(time.Millisecond))
+	}
+
+	rows := p.settle(ctx, p.lastDue(p.rows(ctx)), false)
+	timers := p.checkPreAuths(ctx, "the lapses", rows)
+	p.checkExpired(rows, timers)
+	lapsed := 0
+	for _, r := range rows {
+		switch {
+		case r.typ == "VOID":
+			t.Errorf("%s (INSTORE_CRASH_SEED=%d): VOID %s of %s was made; no device linked now holds the pre-auth", p.backend(), set.seed, r.id, r.original)
+		case r.typ == "PRE_AUTH" && r.lapses == 1:
+			lapsed++
+		}
+	}
+	if lapsed != len(pres) {
+		t.Errorf("%s (INSTORE_CRASH_SEED=%d): %d of the %d pre-auths lapsed; %s", p.backend(), set.seed, lapsed, len(pres), tally(rows))
+	}
+	t.Logf("%s: the store holds %s", p.backend(), tally(rows))
 }

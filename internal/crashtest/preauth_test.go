@@ -182,7 +182,16 @@ type paRow struct {
 	// had ended it (timeline LATE_APPROVAL; zero: never): a VOID's late
 	// approval releases its pre-auth (docs/decisions.md).
 	lateApproved time.Time
+	// lapses counts a pre-auth's lapses (an AUTHORIZATION entry by the
+	// TIMER that ended it EXPIRED without a void: its terminal ID is linked
+	// to another device), the last at lapsed.
+	lapses int
+	lapsed time.Time
 }
+
+// lapseDetail begins the detail of a lapse's timeline entry
+// (lifecycle.EventAuthLapsed).
+const lapseDetail = "expired without a void"
 
 // released reports whether r, a VOID, released its pre-auth, and when:
 // approved in time, or late.
@@ -204,17 +213,24 @@ func (p *paEnv) rows(ctx context.Context) []paRow {
 	p.scanRows(ctx, `SELECT id, type, status_id, COALESCE(original_id, ''), amount, tip_amount,
 		COALESCE(auth_state, ''), authorized_amount, captured_amount, COALESCE(auth_expires_at, 0), by_timer,
 		created_at, COALESCE(completed_at, 0),
-		COALESCE((SELECT MAX(e.at) FROM transaction_events e WHERE e.transaction_id = transactions.id AND e.kind = 'LATE_APPROVAL'), 0)
+		COALESCE((SELECT MAX(e.at) FROM transaction_events e WHERE e.transaction_id = transactions.id AND e.kind = 'LATE_APPROVAL'), 0),
+		(SELECT COUNT(*) FROM transaction_events e WHERE e.transaction_id = transactions.id AND e.kind = 'AUTHORIZATION'
+			AND e.actor = 'TIMER' AND e.detail LIKE '`+lapseDetail+`%'),
+		COALESCE((SELECT MAX(e.at) FROM transaction_events e WHERE e.transaction_id = transactions.id AND e.kind = 'AUTHORIZATION'
+			AND e.actor = 'TIMER' AND e.detail LIKE '`+lapseDetail+`%'), 0)
 		FROM transactions WHERE type <> 'PURCHASE' ORDER BY created_at, id`, func(rs *sql.Rows) error {
 		var r paRow
-		var expires, created, completed, late int64
+		var expires, created, completed, late, lapsed int64
 		if err := rs.Scan(&r.id, &r.typ, &r.status, &r.original, &r.amount, &r.tip, &r.authState, &r.authorized, &r.captured,
-			&expires, &r.byTimer, &created, &completed, &late); err != nil {
+			&expires, &r.byTimer, &created, &completed, &late, &r.lapses, &lapsed); err != nil {
 			return err
 		}
 		r.expires, r.created, r.completed = time.UnixMicro(expires), time.UnixMicro(created), time.UnixMicro(completed)
 		if late != 0 {
 			r.lateApproved = time.UnixMicro(late)
+		}
+		if lapsed != 0 {
+			r.lapsed = time.UnixMicro(lapsed)
 		}
 		out = append(out, r)
 		return nil
@@ -329,8 +345,11 @@ func checkPreAuth(pre paRow, kids []paRow) []string {
 	if len(caps) > 1 {
 		say("captured %d times: %s and %s", len(caps), caps[0].id, caps[1].id)
 	}
-	if len(caps)+len(voids)+len(timers) > 1 {
-		say("%d approved captures, %d voids, %d timer voids: at most one of all", len(caps), len(voids), len(timers))
+	if len(caps)+len(voids)+len(timers)+pre.lapses > 1 {
+		say("%d approved captures, %d voids, %d timer voids, %d lapses: at most one of all", len(caps), len(voids), len(timers), pre.lapses)
+	}
+	if pre.lapses > 0 && pre.lapsed.Before(pre.expires) {
+		say("it lapsed at %s, before its expiry %s", pre.lapsed.Format(time.RFC3339Nano), pre.expires.Format(time.RFC3339Nano))
 	}
 	want := instore.AuthOpen
 	switch {
@@ -341,7 +360,7 @@ func checkPreAuth(pre paRow, kids []paRow) []string {
 		}
 	case len(voids) > 0:
 		want = instore.AuthVoided
-	case len(timers) > 0:
+	case len(timers) > 0, pre.lapses > 0:
 		want = instore.AuthExpired
 	}
 	if pre.authState != string(want) {
@@ -375,6 +394,13 @@ func TestCheckPreAuth(t *testing.T) {
 	lateVoid := kid("VOID", instore.StatusTechnicalError, 1500)
 	lateVoid.lateApproved = exp
 	voided := paRow{id: "pre", typ: "PRE_AUTH", authState: "VOIDED", amount: 1500, authorized: 1500, expires: exp.Add(time.Hour)}
+	lapsed := paRow{id: "pre", typ: "PRE_AUTH", authState: "EXPIRED", amount: 1500, authorized: 1500, expires: exp, lapses: 1, lapsed: exp}
+	early := lapsed
+	early.lapsed = exp.Add(-time.Millisecond)
+	twice := lapsed
+	twice.lapses = 2
+	lapsedOpen := lapsed
+	lapsedOpen.authState = "OPEN"
 	cases := []struct {
 		name string
 		pre  paRow
@@ -391,6 +417,11 @@ func TestCheckPreAuth(t *testing.T) {
 		{"captured with no approved capture", pre, []paRow{inc, kid("CAPTURE", instore.StatusTechnicalError, 1800)}, true},
 		{"voided by a void approved late", voided, []paRow{lateVoid}, false},
 		{"captured and voided by a void approved late", pre, []paRow{inc, capture, lateVoid}, true},
+		{"lapsed at its expiry", lapsed, nil, false},
+		{"lapsed before its expiry", early, nil, true},
+		{"lapsed twice", twice, nil, true},
+		{"lapsed and still OPEN", lapsedOpen, nil, true},
+		{"lapsed and voided by the timer", lapsed, []paRow{func() paRow { v := timer; v.created = exp; return v }()}, true},
 		{"captured by a capture approved late", pre, []paRow{inc, func() paRow { c := capture; c.status, c.lateApproved = instore.StatusReversed, exp; return c }()}, true},
 	}
 	for _, c := range cases {
