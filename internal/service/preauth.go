@@ -180,6 +180,14 @@ func (s *Service) preAuthExpired(ref string) {
 // or VOID sent to its device before the relink decides first). It
 // reports whether it decided the expiry (lapsed, or failed to: the sweep
 // asks again).
+//
+// The link and "nothing in flight" are read before the lapse's commit,
+// which is a compare-and-set on the pre-auth alone. What may come between
+// needs the ID linked back to the old device and a CAPTURE or INCREMENT
+// created on it (CheckHeldByDevice and the creation's OnDevice refuse it
+// otherwise); its approval then finds the authorisation EXPIRED and is
+// reversed on the terminal (lifecycle's closedApproval), so no money is
+// taken on an authorisation the books show ended.
 func (s *Service) lapsed(ctx context.Context, pre *instore.Transaction, others []*instore.Transaction) bool {
 	term, err := s.Store.Terminal(ctx, pre.TerminalID)
 	if err != nil || !term.Linked() || instore.CheckHeldByDevice(pre, term.SerialNumber) == nil {
