@@ -3,6 +3,7 @@ package instore
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -106,11 +107,11 @@ func CheckOnPreAuth(pre *Transaction, others []*Transaction, t *Transaction, tol
 	}
 	switch {
 	case pre.Type != TypePreAuth:
-		return Errorf(EConflict, "Only a pre-authorisation takes a %s; the original is a %s.", t.Type, pre.Type)
+		return Errorf(EConflict, "Only a pre-authorisation takes %s; the original is %s.", article(t.Type), article(pre.Type))
 	case pre.StatusID != StatusApproved || pre.Authorization == nil:
-		return Errorf(EConflict, "Only an APPROVED pre-authorisation takes a %s; this one is in status %d.", t.Type, pre.StatusID)
+		return Errorf(EConflict, "Only an APPROVED pre-authorisation takes %s; this one is in status %d.", article(t.Type), pre.StatusID)
 	case pre.Authorization.State != AuthOpen:
-		return Errorf(EConflict, "The pre-authorisation is %s; only an OPEN one takes a %s.", pre.Authorization.State, t.Type)
+		return Errorf(EConflict, "The pre-authorisation is %s; only an OPEN one takes %s.", pre.Authorization.State, article(t.Type))
 	case t.Type != TypeVoid && !t.CreatedAt.IsZero() && !t.CreatedAt.Before(pre.Authorization.ExpiresAt):
 		// Past its validity the hold may be gone at the issuer: it is
 		// being voided (the expiry's VOID, retried by the sweep), and
@@ -233,4 +234,13 @@ func (r *PreAuthOpRequest) Validate() error {
 // DecodeHint words the error of an amount of the wrong type.
 func (r *PreAuthOpRequest) DecodeHint(field string, body []byte) string {
 	return amountDecodeHint(field, body, "/amount", "/tipAmount")
+}
+
+// article is typ with its indefinite article, for a message: "an
+// INCREMENT", "a CAPTURE".
+func article(typ TransactionType) string {
+	if strings.ContainsRune("AEIOU", rune(typ[0])) {
+		return "an " + string(typ)
+	}
+	return "a " + string(typ)
 }

@@ -73,6 +73,17 @@ func ReadForm(r *http.Request) error {
 }
 
 func requireMediaType(r *http.Request, want string) error {
+	// A body sent with a content coding (gzip, ...) is refused, as RFC 9110
+	// (15.5.16) says of a coding the server does not take: the service
+	// reads a body as it comes, and would otherwise answer a compressed
+	// one as malformed JSON. identity is no coding.
+	for _, v := range r.Header.Values("Content-Encoding") {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return instore.Errorf(instore.EUnsupportedMediaType, "The request body must not be encoded: Content-Encoding is not supported; send it as it is.")
+			}
+		}
+	}
 	ct := r.Header.Get("Content-Type")
 	mt, params, err := mime.ParseMediaType(ct)
 	if ct == "" || err != nil || mt != want {

@@ -95,6 +95,43 @@ func TestDecodeJSON(t *testing.T) {
 	}
 }
 
+// TestDecodeContentEncoding: a body with a content coding is refused with
+// 415 before it is read (a gzip body read as it comes was answered as
+// malformed JSON, and a plain one labelled gzip was taken; found by the
+// black-box review); identity is no coding.
+func TestDecodeContentEncoding(t *testing.T) {
+	for _, tc := range []struct {
+		encoding []string
+		want     string
+	}{
+		{nil, ""},
+		{[]string{"identity"}, ""},
+		{[]string{"IDENTITY"}, ""},
+		{[]string{"gzip"}, instore.EUnsupportedMediaType},
+		{[]string{"identity, gzip"}, instore.EUnsupportedMediaType},
+		{[]string{"identity", "br"}, instore.EUnsupportedMediaType},
+		{[]string{"x-anything"}, instore.EUnsupportedMediaType},
+	} {
+		r := httptest.NewRequest("POST", "/x", strings.NewReader(`{"amount":1}`))
+		r.Header.Set("Content-Type", "application/json")
+		for _, e := range tc.encoding {
+			r.Header.Add("Content-Encoding", e)
+		}
+		var dst sample
+		if got := codeOf(DecodeJSON(r, &dst)); got != tc.want {
+			t.Errorf("DecodeJSON with Content-Encoding %q = %q, want %q", tc.encoding, got, tc.want)
+		}
+		form := httptest.NewRequest("POST", "/x", strings.NewReader(`a=b`))
+		form.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for _, e := range tc.encoding {
+			form.Header.Add("Content-Encoding", e)
+		}
+		if got := codeOf(ReadForm(form)); got != tc.want {
+			t.Errorf("ReadForm with Content-Encoding %q = %q, want %q", tc.encoding, got, tc.want)
+		}
+	}
+}
+
 func codeOf(err error) string {
 	if err == nil {
 		return ""

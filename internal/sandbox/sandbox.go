@@ -231,9 +231,12 @@ type nextTipBody struct {
 
 // check lists what is wrong with a next-tip body.
 func (b *nextTipBody) check() []instore.FieldError {
-	if b.TipAmount == nil || *b.TipAmount < 0 || *b.TipAmount > instore.MaxAmount {
-		return []instore.FieldError{{Field: "/tipAmount",
-			Message: fmt.Sprintf("is required: the tip in minor units, from 0 (no tip) to %d", instore.MaxAmount)}}
+	what := fmt.Sprintf("the tip in minor units, from 0 (no tip) to %d", instore.MaxAmount)
+	switch {
+	case b.TipAmount == nil:
+		return []instore.FieldError{{Field: "/tipAmount", Message: "is required: " + what}}
+	case *b.TipAmount < 0 || *b.TipAmount > instore.MaxAmount:
+		return []instore.FieldError{{Field: "/tipAmount", Message: "must be " + what}}
 	}
 	return nil
 }

@@ -63,8 +63,11 @@ func (s *Server) Start() error {
 			ReadTimeout:       30 * time.Second,
 			WriteTimeout:      writeTimeout,
 			IdleTimeout:       120 * time.Second,
-			MaxHeaderBytes:    16 << 10,
-			ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+			// net/http reads up to 4096 bytes past MaxHeaderBytes: the
+			// request line and headers together are at most 16 KiB, as
+			// documented (docs/decisions.md, Limits).
+			MaxHeaderBytes: 16<<10 - 4096,
+			ErrorLog:       slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
 		}
 		switch name {
 		case "online":

@@ -65,15 +65,24 @@ func (s *Service) validateWebhook(r *instore.WebhookRequest, create bool) []inst
 	return errs
 }
 
+// httpInSandbox words, in a URL's error, that http is taken too where it
+// is (the sandbox, WebhookAllowHTTP).
+func (s *Service) httpInSandbox() string {
+	if s.WebhookAllowHTTP {
+		return " (or http)"
+	}
+	return ""
+}
+
 // checkWebhookURL returns why u cannot be a target ("" if it can). Its
 // address is checked again when each delivery connects (internal/webhook).
 func (s *Service) checkWebhookURL(u string) string {
 	if len(u) > instore.MaxWebhookURL || strings.IndexFunc(u, unicode.IsControl) >= 0 {
-		return fmt.Sprintf("must be an absolute https URL of at most %d bytes", instore.MaxWebhookURL)
+		return fmt.Sprintf("must be an absolute https URL%s of at most %d bytes", s.httpInSandbox(), instore.MaxWebhookURL)
 	}
 	p, err := url.Parse(u)
 	if err != nil || p.Host == "" || p.User != nil || p.Fragment != "" {
-		return "must be an absolute https URL without credentials or fragment"
+		return "must be an absolute https URL" + s.httpInSandbox() + " without credentials or fragment"
 	}
 	if port := p.Port(); port != "" {
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
@@ -89,7 +98,7 @@ func (s *Service) checkWebhookURL(u string) string {
 			return "must be https (http only in the sandbox)"
 		}
 	default:
-		return "must be an absolute https URL"
+		return "must be an absolute https URL" + s.httpInSandbox()
 	}
 	// A name is resolved, and its addresses checked, when a delivery
 	// connects; an address written in the URL is checked now too, and the
