@@ -435,3 +435,41 @@ func TestLinkRacingACreation(t *testing.T) {
 		}
 	})
 }
+
+// TestExpiryVoidRacingALink: the pre-auth's terminal ID is linked to
+// another device between the expiry's read of it and the creation of its
+// VOID (found by review: the path had no test). The creation refuses
+// (the ID is no longer linked to the device the VOID goes to), the expiry
+// is decided again at once, on the new link, and the pre-auth lapses:
+// EXPIRED without a VOID. Before, the VOID went to the old device; no
+// answer came, and the pre-auth stayed OPEN. Both backends, the fake
+// clock.
+func TestExpiryVoidRacingALink(t *testing.T) {
+	eachBackend(t, func(t *testing.T, store func(*server.Config)) {
+		ck, clock := newClock()
+		r := &relinkOnCreate{t: t}
+		s := &sandbox{env: startWrapped(t, func(c *server.Config) {
+			store(c)
+			clock(c)
+			c.AckTimeout, c.TransactionDeadline, c.RateLimit = 5*time.Second, 2*time.Second, 0
+			c.PreAuthValidity = testValidity
+		}, func(st instore.Store) instore.Store { r.Store = st; return r })}
+		term, d := s.rawTerminal(t, "RAW-EXP-OLD")
+		s.rawTerminal(t, "RAW-EXP-NEW")
+		cmd := s.rawPreAuth(t, d, term, 30000)
+		r.arm(term, "RAW-EXP-NEW")
+		advance(t, ck, testValidity)
+		testwait.ForNil(t, "the pre-auth to lapse", func() error {
+			if a := s.authorization(t, cmd.Ref); a.State != instore.AuthExpired {
+				return fmt.Errorf("authorization %+v", a)
+			}
+			return nil
+		})
+		if r.armed.Load() {
+			t.Fatal("the expiry created nothing: the race was not run")
+		}
+		if got := s.get(t, "/in-store/api/v1/transactions?type=VOID"); !strings.Contains(string(got.body), `"transactions":[]`) {
+			t.Errorf("VOIDs after the expiry: %s; want none", got.body)
+		}
+	})
+}

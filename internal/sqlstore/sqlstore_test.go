@@ -361,11 +361,11 @@ func TestCreationWaitsForARacingLink(t *testing.T) {
 			testwait.ForNil(t, "the creation to wait for the link's lock", func() error {
 				var n int
 				if err := raw.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
-					WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+					WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO transactions%'`).Scan(&n); err != nil {
 					return err
 				}
 				if n == 0 {
-					return errors.New("no statement waits for a lock")
+					return errors.New("the creation does not wait for a lock yet")
 				}
 				return nil
 			})

@@ -278,13 +278,17 @@ func createTied(ctx context.Context, c conn, ch *instore.Change) error {
 		return nil
 	}
 	// Nothing was written: the record is another attempt's, or the
-	// terminal ID's device changed (read again to tell which).
+	// terminal ID's device changed. The record tells which: still this
+	// attempt's and untied, it was the device (the terminal's row, read
+	// now, may have been linked back since).
 	if ch.OnDevice != "" {
-		term, err := findTerminal(ctx, c, `terminal_id = ?`, t.TerminalID)
-		if err != nil {
+		var own int
+		if err := c.queryRow(ctx, `SELECT COUNT(*) FROM idempotency_keys
+			WHERE merchant_id = ? AND key = ? AND attempt = ? AND transaction_id IS NULL AND status_code IS NULL`,
+			k.MerchantID, k.Key, k.Attempt).Scan(&own); err != nil {
 			return fmt.Errorf("create transaction: %w", err)
 		}
-		if term.SerialNumber != ch.OnDevice {
+		if own == 1 {
 			return fmt.Errorf("create transaction: %w", instore.ErrRelinked)
 		}
 	}
@@ -296,7 +300,9 @@ func createTied(ctx context.Context, c conn, ch *instore.Change) error {
 // goes to, read with the terminal's row locked against a link or unlink
 // until the creation commits (forKeyShare: a link that locked the row
 // first is waited for, and the condition is checked on the row it
-// wrote); always true when ch has no OnDevice. Whichever commits first,
+// wrote; a plan that reads through the serial number's index may refuse
+// at once instead, which is as safe); always true when ch has no
+// OnDevice. Whichever commits first,
 // the link or the creation, the other sees it: the link refuses a
 // terminal ID with a PENDING transaction (WP09), the creation a terminal
 // ID linked elsewhere (instore.ErrRelinked).
