@@ -33,6 +33,9 @@ type ledger struct {
 	// offline: the purchases approved offline, by ref, and their
 	// forwarding on the card network (offline_check.go).
 	offline map[string]instore.ForwardingState
+	// by: the device that authorised each purchase and pre-auth
+	// (relink_check.go).
+	by map[string]string
 }
 
 func (l *ledger) authorize(serial, ref, key string, amount, cashback int64) {
@@ -43,7 +46,7 @@ func (l *ledger) authorize(serial, ref, key string, amount, cashback int64) {
 		l.byKey[key] = ref
 	}
 	l.auths[ref]++
-	l.amount[ref], l.cashback[ref] = amount, cashback
+	l.amount[ref], l.cashback[ref], l.by[ref] = amount, cashback, serial
 	l.w.note("ledger %s authorised %s %d", serial, ref, amount)
 	if l.auths[ref] > 1 {
 		l.w.fail("one authorisation per purchase", "%s authorised %d times", ref, l.auths[ref])
@@ -173,6 +176,7 @@ func (w *world) check() {
 		}
 	}
 	w.lastTxs = byRef
+	w.checkSameDevice(ts, byRef)
 	w.checkPreAuths(ts)
 	w.checkForwarding(ts, byRef)
 	w.checkCloses(ts)
@@ -231,6 +235,7 @@ func (w *world) settled() {
 		w.agree(t)
 	}
 	w.checkExpired()
+	w.settledRelinks(ctx)
 	w.settledForwarding()
 	w.settledCloses(ctx)
 	w.checkEvents(ctx)
@@ -261,7 +266,10 @@ func (w *world) agree(t *instore.Transaction) {
 	case instore.TypeIncrement, instore.TypeCapture, instore.TypeVoid:
 		// A VOID approved late keeps the status the service gave it and
 		// released the hold all the same (lateVoid).
-		if op := l.ops[t.ID]; (op != nil && !op.reversed) != (t.StatusID == instore.StatusApproved || w.lateVoid(t)) {
+		// So does one approved late on a pre-auth that lapsed meanwhile
+		// (voidAfterLapse).
+		if op := l.ops[t.ID]; (op != nil && !op.reversed) != (t.StatusID == instore.StatusApproved || w.lateVoid(t)) &&
+			!(op != nil && !op.reversed && w.voidAfterLapse(t)) {
 			w.fail("the terminals' and the service's views agree", "%s %s is %d in the service; carried out on the card: %v", t.Type, t.ID, t.StatusID, op != nil && !op.reversed)
 		}
 	case instore.TypeRefund:

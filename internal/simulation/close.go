@@ -209,8 +209,8 @@ func (e *ecr) closeLoop() {
 		return
 	}
 	defer w.sched.after(c.every/2+time.Duration(c.rng.Int64N(int64(c.every))), "close "+e.name, e.closeLoop)
-	if c.rng.Float64() < c.pExtra {
-		w.devices[slices.Index(w.ecrs, e)].addExtra()
+	if d := w.linkedTo(e.terminalID); c.rng.Float64() < c.pExtra && d != nil {
+		d.addExtra() // the device its terminal ID is linked to now (relink.go)
 	}
 	e.closeTerminal()
 	switch c.rng.IntN(6) {

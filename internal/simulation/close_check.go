@@ -102,11 +102,12 @@ func (w *world) checkWindow(b *instore.Batch) {
 	}
 }
 
-// checkReport: a CLOSED close's terminal side is exactly what its
-// terminal answered for that batch number, to that close; no other close
-// of the terminal holds that number.
+// checkReport: a CLOSED close's terminal side is exactly what the device
+// it was sent to answered for that batch number, to that close; no other
+// close answered by that device holds that number (a device numbers its
+// batches, whichever terminal ID it is linked to: relink.go).
 func (w *world) checkReport(b *instore.Batch) {
-	serial := w.serialOf(b.TerminalID)
+	serial := b.SerialNumber
 	a := w.closes.answers[serial][b.Number]
 	switch {
 	case a == nil:
@@ -118,19 +119,10 @@ func (w *world) checkReport(b *instore.Batch) {
 	}
 	for _, id := range sortedKeys(w.closes.seen) {
 		seen := w.closes.seen[id]
-		if o := seen.first; o != nil && id != b.ID && o.TerminalID == b.TerminalID && o.Number == b.Number {
-			w.fail(invBatchOnce, "closes %s and %s of %s both hold batch number %d", id, b.ID, b.TerminalID, b.Number)
+		if o := seen.first; o != nil && id != b.ID && o.SerialNumber == b.SerialNumber && o.Number == b.Number {
+			w.fail(invBatchOnce, "closes %s and %s answered by %s both hold batch number %d", id, b.ID, serial, b.Number)
 		}
 	}
-}
-
-func (w *world) serialOf(terminalID string) string {
-	for _, d := range w.devices {
-		if d.terminalID == terminalID {
-			return d.serial
-		}
-	}
-	return ""
 }
 
 // settledCloses checks at quiescence: no close PENDING, no batch answer
@@ -248,7 +240,13 @@ func (w *world) changedSince(ctx context.Context, ref string, at time.Time) bool
 //   - MISSING_IN_SERVICE of a transaction of that terminal the service
 //     knows but places in another window: the terminal's outcome reached
 //     it after this close's point (a result resent after a reconnect, a
-//     late approval), so the service ended it later than the terminal.
+//     late approval), so the service ended it later than the terminal;
+//   - after a relink (relink.go), MISSING_ON_TERMINAL of a transaction
+//     made on the terminal ID's device before, or listed by its device in
+//     its answer to a close of the terminal ID it was linked to then, and
+//     MISSING_IN_SERVICE of one the answering device made for the terminal
+//     ID it was linked to before: a device's batch is the device's, not
+//     the terminal ID's.
 func (w *world) expectedDifference(b *instore.Batch, d instore.BatchDifference, t *instore.Transaction) string {
 	switch {
 	case d.Kind == instore.MissingInService && w.closes.extras[d.Ref]:
@@ -260,10 +258,25 @@ func (w *world) expectedDifference(b *instore.Batch, d instore.BatchDifference, 
 	case d.Kind == instore.DifferenceStatus && d.Terminal.StatusID == instore.StatusApproved && d.Service.StatusID == instore.StatusReversed &&
 		w.closes.reversedAfter[d.Ref]:
 		return "its reversal reached the terminal after the close"
-	case d.Kind == instore.MissingOnTerminal && w.listedElsewhere(b, d.Ref):
+	case d.Kind == instore.MissingOnTerminal && w.listedElsewhere(b, d.Ref, true):
 		return "the terminal listed it in another batch (answered late, or before the service learned its outcome)"
+	case d.Kind == instore.MissingOnTerminal && w.listedElsewhere(b, d.Ref, false):
+		return "its device listed it in its answer to a close of another terminal ID, which it was linked to then"
+	case d.Kind == instore.MissingOnTerminal && t != nil && t.SerialNumber != b.SerialNumber:
+		return "made on " + t.SerialNumber + ", the terminal ID's device before it was relinked to " + b.SerialNumber
+	case d.Kind == instore.MissingInService && w.madeForAnother(b, d.Ref):
+		return "made by " + b.SerialNumber + " for the terminal ID it was linked to before"
 	}
 	return ""
+}
+
+// madeForAnother: ref is a transaction the device that answered b made
+// for another terminal ID than b's (it was linked to that one then:
+// relink.go); its batch lists what it ended since its last close,
+// whichever terminal ID it was for.
+func (w *world) madeForAnother(b *instore.Batch, ref string) bool {
+	t, err := w.db.Transaction(context.Background(), ref)
+	return err == nil && t.TerminalID != b.TerminalID && t.SerialNumber == b.SerialNumber
 }
 
 // hasEntry: the timeline of ref has an entry of kind.
@@ -279,11 +292,13 @@ func (w *world) otherWindow(b *instore.Batch, ref string) bool {
 	return err == nil && t.TerminalID == b.TerminalID && !instore.InBatch(t, b.OpenedAt, b.ClosedAt)
 }
 
-// listedElsewhere: ref is in another CLOSED batch of b's terminal ID.
-func (w *world) listedElsewhere(b *instore.Batch, ref string) bool {
+// listedElsewhere: ref is in another CLOSED batch of b's terminal ID
+// (same), or of another terminal ID (!same: one its device answered while
+// it was linked there, relink.go).
+func (w *world) listedElsewhere(b *instore.Batch, ref string, same bool) bool {
 	for _, id := range sortedKeys(w.closes.seen) {
 		o := w.closes.seen[id].first
-		if o == nil || id == b.ID || o.TerminalID != b.TerminalID {
+		if o == nil || id == b.ID || (o.TerminalID == b.TerminalID) != same {
 			continue
 		}
 		if slices.ContainsFunc(o.TerminalItems, func(it instore.BatchItem) bool { return it.Ref == ref }) {

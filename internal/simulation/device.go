@@ -29,6 +29,7 @@ const (
 	mForwarded                      // device: an offline approval forwarded (offline.go)
 	mClose                          // service: close the batch (id, ref: the batchId; close.go)
 	mBatch                          // device: its answer to a close (close.go)
+	mLinkCode                       // service: the link code to show (ref; relink.go)
 )
 
 type msg struct {
@@ -47,6 +48,9 @@ type msg struct {
 	declined bool
 	at       time.Time
 	batch    *batchAnswer // a batch message's content
+	// linked: the terminal ID the device was linked to when the command
+	// was sent (relink.go).
+	linked string
 }
 
 // session is one connection of a device to a node. Messages on it arrive
@@ -229,6 +233,7 @@ type device struct {
 	cancelFirst map[string]bool // cancels of commands it never saw
 	net         cardNetwork     // its card network and offline queue (offline.go)
 	book        batchBook       // its open batch (close.go)
+	code        string          // the link code it shows while unlinked (relink.go)
 }
 
 // dtx is a command as the device runs it.
@@ -263,7 +268,9 @@ func (d *device) receive(s *session, m msg) {
 	w := d.w
 	switch m.kind {
 	case mPayment:
-		d.command(m.tx)
+		d.command(m.tx, m.linked)
+	case mLinkCode:
+		d.showCode(m.ref)
 	case mCancel:
 		d.send(msg{kind: mConfirm, id: m.id})
 		d.cancel(m.ref, m.reason)
@@ -289,8 +296,9 @@ func (d *device) receive(s *session, m msg) {
 	_ = s
 }
 
-func (d *device) command(tx *instore.Transaction) {
+func (d *device) command(tx *instore.Transaction, linked string) {
 	w := d.w
+	d.checkCommand(tx, linked)
 	if t := d.known[tx.ID]; t != nil {
 		// Sent again (after a reconnect): acknowledged again, its result
 		// resent; never started twice.

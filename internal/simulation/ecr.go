@@ -1,7 +1,6 @@
 package simulation
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
-	"github.com/instore-dev/instore/internal/onlineapi"
 )
 
 // ecr is a till: it sells on its terminal through the real Online API
@@ -250,12 +248,7 @@ func (e *ecr) call(q *request) {
 		if q.live || q.method == http.MethodGet {
 			ctx = context.Background()
 		}
-		r := httptest.NewRequestWithContext(ctx, q.method, "http://instore"+onlineapi.Prefix+q.path, bytes.NewReader(q.body))
-		r.Header.Set("Authorization", "Bearer "+w.token)
-		r.Header.Set("Ocp-Apim-Subscription-Key", w.subscriptionKey)
-		if q.body != nil {
-			r.Header.Set("Content-Type", "application/json")
-		}
+		r := w.apiRequest(ctx, q.method, q.path, q.body)
 		if q.key != "" {
 			r.Header.Set("Idempotency-Key", q.key)
 		}

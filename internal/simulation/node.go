@@ -176,6 +176,11 @@ func (g gateway) Ready(serial string) bool {
 func (g gateway) send(serial string, m msg) error {
 	// A send is a write on a connection: another task may run first.
 	g.n.w.sched.yield()
+	if d := g.n.w.device(serial); d != nil && m.kind == mPayment {
+		// The device's link as the command goes (relink.go): what the
+		// command is checked against when it arrives.
+		m.linked = d.terminalID
+	}
 	if s := g.local(serial); s != nil {
 		s.toDevice(m)
 		return nil
@@ -204,8 +209,8 @@ func (g gateway) SendPrint(_ context.Context, serial, id, printID string, _ []st
 	return g.send(serial, msg{kind: mPrint, id: id, ref: printID})
 }
 
-func (g gateway) SendLinked(context.Context, string, string) error   { return nil }
-func (g gateway) SendLinkCode(context.Context, string, string) error { return nil }
+func (g gateway) SendLinked(context.Context, string, string) error { return nil }
+
 func (g gateway) SendUpdate(context.Context, string, *instore.Update, *instore.Package) error {
 	return instore.ErrOffline
 }

@@ -108,7 +108,10 @@ func (w *world) agreeHold(t *instore.Transaction) {
 		w.fail(invCaptureLimit, "%s: %d captured on the card of %d authorised", t.ID, captured, authorized)
 	}
 	ended := a.State == instore.AuthVoided || a.State == instore.AuthExpired
-	if authorized != a.AuthorizedAmount || captured != a.CapturedAmount || ended != (voids > 0) {
+	// A pre-auth that lapsed (relink_check.go) ended without a VOID: its
+	// hold lapses at the card issuer, on the issuer's own schedule.
+	lapsed := w.relinks.lapsed[t.ID]
+	if authorized != a.AuthorizedAmount || captured != a.CapturedAmount || ended != (voids > 0) && !(lapsed && ended) {
 		w.fail("the terminals' and the service's views agree", "%s is %s, authorised %d, captured %d in the service; on the card authorised %d, captured %d, voided %v",
 			t.ID, a.State, a.AuthorizedAmount, a.CapturedAmount, authorized, captured, voids > 0)
 	}
@@ -158,6 +161,9 @@ func (w *world) checkPreAuth(p *instore.Transaction, kids []*instore.Transaction
 	if a != nil {
 		w.checkExpiryRetries(p, kids)
 	}
+	if p.OpenPreAuth() {
+		w.checkRelinkedOpen(p, kids)
+	}
 	if a == nil {
 		if len(ends) > 0 || incremented > 0 || refunded > 0 {
 			w.fail(invAuthChange, "%s holds nothing, yet has approved operations or refunds", p.ID)
@@ -193,6 +199,9 @@ func (w *world) checkPreAuth(p *instore.Transaction, kids []*instore.Transaction
 			state = instore.AuthVoided
 		}
 	}
+	if len(ends) == 0 && a.State == instore.AuthExpired && w.sawLapse(p, kids) {
+		state = instore.AuthExpired // lapsed: no device could void it (relink_check.go)
+	}
 	if a.State != state || a.CapturedAmount != captured || a.AuthorizedAmount != p.TotalAmount()+incremented {
 		w.fail(invAuthChange, "%s is %s, authorised %d, captured %d; its approved operations make it %s, %d, %d",
 			p.ID, a.State, a.AuthorizedAmount, a.CapturedAmount, state, p.TotalAmount()+incremented, captured)
@@ -225,7 +234,8 @@ func (w *world) checkExpiryRetries(p *instore.Transaction, kids []*instore.Trans
 
 // checkAuthTimeline: every approved INCREMENT, CAPTURE or VOID of the
 // pre-auth t has its AUTHORIZATION entry on t's timeline, and its
-// transaction.authorization event (told: t's events).
+// transaction.authorization event (told: t's events); so has its lapse
+// (relink_check.go), the one entry by the TIMER.
 func (w *world) checkAuthTimeline(t *instore.Transaction, tl []instore.TransactionEvent, told []string) {
 	var entries []string
 	for _, e := range tl {
@@ -254,8 +264,15 @@ func (w *world) checkAuthTimeline(t *instore.Transaction, tl []instore.Transacti
 			w.fail(invAuthChange, "%s: %s %s approved, no AUTHORIZATION entry names it (%q)", t.ID, k.Type, k.ID, entries)
 		}
 	}
-	if len(entries) != ops || events != ops {
-		w.fail(invAuthChange, "%s: %d operations approved, %d AUTHORIZATION entries, %d transaction.authorization events", t.ID, ops, len(entries), events)
+	lapses := 0
+	if w.relinks.lapsed[t.ID] {
+		lapses = 1
+	}
+	if n := lapseEntries(tl); n != lapses {
+		w.fail(invLapse, "%s: lapsed %v, %d AUTHORIZATION entries by the TIMER", t.ID, lapses == 1, n)
+	}
+	if len(entries) != ops+lapses || events != ops+lapses {
+		w.fail(invAuthChange, "%s: %d operations approved, %d lapses, %d AUTHORIZATION entries, %d transaction.authorization events", t.ID, ops, lapses, len(entries), events)
 	}
 }
 

@@ -74,6 +74,9 @@ type Result struct {
 	Failure *Failure
 	Crashes int
 	Sales   int
+	// Relinks is how many relinks the operator finished (relink.go),
+	// Lapses how many pre-auths were seen lapsed.
+	Relinks, Lapses int
 }
 
 // Failure is a broken invariant.
@@ -105,7 +108,8 @@ type world struct {
 	forwards     int                                // forwarded reports made (their ids)
 	toldFwd      map[string]instore.ForwardingState // forwarding states the ECRs were told (offline.go)
 	ledger       *ledger
-	closes       *closes // day closes (close.go)
+	closes       *closes  // day closes (close.go)
+	relinks      *relinks // the operator's relinks, and the links (relink.go)
 	keyRef       map[string]string
 	confirmed    map[string]bool  // sales whose confirm the ECR was answered 2xx
 	payback      float64          // how often an ECR acts on a sale rather than selling (drawn per seed)
@@ -191,6 +195,9 @@ func Run(cfg Config) (res *Result, err error) {
 		w.sched.after(time.Duration(w.ecrRng.IntN(3000))*time.Millisecond, "ecr "+e.name, e.act)
 		w.sched.after(w.closes.every/2+time.Duration(w.closes.rng.Int64N(int64(w.closes.every))), "close "+e.name, e.closeLoop)
 	}
+	if r := w.relinks; r.every > 0 {
+		w.sched.after(5*time.Second+time.Duration(r.rng.Int64N(int64(r.every))), "operator", w.operate)
+	}
 	for ; w.step < cfg.Steps && w.failure == nil; w.step++ {
 		if !w.sched.step() {
 			break
@@ -212,7 +219,8 @@ func Run(cfg Config) (res *Result, err error) {
 			w.settled()
 		}
 	}
-	res = &Result{Seed: cfg.Seed, Steps: w.step, Trace: w.trace, Failure: w.failure, Crashes: w.crashes, Sales: len(w.keyRef)}
+	res = &Result{Seed: cfg.Seed, Steps: w.step, Trace: w.trace, Failure: w.failure, Crashes: w.crashes, Sales: len(w.keyRef),
+		Relinks: w.relinks.done, Lapses: len(w.relinks.lapsed)}
 	res.Hash = hex.EncodeToString(w.hash.(interface{ Sum([]byte) []byte }).Sum(nil))
 	return res, nil
 }
@@ -295,6 +303,11 @@ func Prepare(dir string) (*Template, error) {
 		}
 		tpl.terminals = append(tpl.terminals, t.TerminalID, serial)
 	}
+	// The spare device, linked to nothing (relink.go), without a link
+	// code: the service gives it one from the seed at its first hello.
+	if _, _, err := ad.CreateDevice(ctx, spareSerial, instore.ModelCountertop, cus.ID); err != nil {
+		return nil, err
+	}
 	if _, err := db.SequenceEvents(ctx, 1000); err != nil {
 		return nil, err
 	}
@@ -349,19 +362,32 @@ func newWorld(cfg Config, tpl *Template) (*world, error) {
 	}
 	w.ledger = &ledger{w: w, auths: map[string]int{}, amount: map[string]int64{}, cashback: map[string]int64{}, byKey: map[string]string{}, refunded: map[string]int64{},
 		refunds: map[string]bool{}, refundOf: map[string]refund{}, reversed: map[string]bool{},
-		preauths: map[string]bool{}, ops: map[string]*cardOp{}, holdOps: map[string][]*cardOp{}, offline: map[string]instore.ForwardingState{}}
+		preauths: map[string]bool{}, ops: map[string]*cardOp{}, holdOps: map[string][]*cardOp{}, offline: map[string]instore.ForwardingState{},
+		by: map[string]string{}}
 	w.told = &told{end: map[string]*sale{}, state: map[string]instore.AuthorizationState{}, refunded: map[string]int64{}}
 	w.sched.stepHook = func(kind, name string) { w.note("%s %s", kind, name) }
 	for i := 0; i < len(tpl.terminals); i += 2 {
-		d := &device{w: w, terminalID: tpl.terminals[i], serial: tpl.terminals[i+1], known: map[string]*dtx{}, cancelFirst: map[string]bool{},
-			book: batchBook{answered: map[string]*batchAnswer{}}}
+		d := w.newDevice(tpl.terminals[i+1], tpl.terminals[i])
 		w.devices = append(w.devices, d)
 		w.ecrs = append(w.ecrs, &ecr{w: w, name: fmt.Sprintf("ecr%d", i/2+1), terminalID: d.terminalID})
+	}
+	if w.relinks = newRelinks(cfg.Seed, tpl.terminals); w.relinks.every > 0 {
+		w.devices = append(w.devices, w.newDevice(spareSerial, ""))
 	}
 	w.payback = 0.3 + 0.5*w.ecrRng.Float64()
 	w.validity = time.Duration(30+w.ecrRng.IntN(70)) * time.Second
 	w.note("seed %d nodes %d faults %s payback %.2f validity %v %s lanes %d", cfg.Seed, w.nodes, f, w.payback, w.validity, w.closes, w.concurrency)
+	if w.relinks.every > 0 {
+		w.note("%s", w.relinks)
+	}
 	return w, nil
+}
+
+// newDevice is the simulated device serial, linked to terminalID ("":
+// none).
+func (w *world) newDevice(serial, terminalID string) *device {
+	return &device{w: w, serial: serial, terminalID: terminalID, known: map[string]*dtx{}, cancelFirst: map[string]bool{},
+		book: batchBook{answered: map[string]*batchAnswer{}}}
 }
 
 // beforeEpoch is the admin's clock: an hour before the world's epoch.

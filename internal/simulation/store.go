@@ -206,7 +206,7 @@ func (s *store) Terminals(ctx context.Context, merchantID string) ([]*instore.Te
 // Writes.
 
 func (s *store) CreateTransaction(ctx context.Context, c *instore.Change) error {
-	return s.write(ctx, func(ctx context.Context) error { return s.Store.CreateTransaction(ctx, c) })
+	return s.write(ctx, func(ctx context.Context) error { return s.n.w.creation(c, s.Store.CreateTransaction(ctx, c)) })
 }
 
 func (s *store) Commit(ctx context.Context, c *instore.Change) error {
@@ -214,7 +214,7 @@ func (s *store) Commit(ctx context.Context, c *instore.Change) error {
 }
 
 func (s *store) CreateOnOriginal(ctx context.Context, c *instore.Change) error {
-	return s.write(ctx, func(ctx context.Context) error { return s.Store.CreateOnOriginal(ctx, c) })
+	return s.write(ctx, func(ctx context.Context) error { return s.n.w.creation(c, s.Store.CreateOnOriginal(ctx, c)) })
 }
 
 func (s *store) BeginIdempotency(ctx context.Context, rec *instore.IdempotencyRecord) (*instore.IdempotencyRecord, error) {
@@ -310,17 +310,32 @@ func (s *store) PutSetting(ctx context.Context, name, value string) error {
 	return s.write(ctx, func(ctx context.Context) error { return s.Store.PutSetting(ctx, name, value) })
 }
 
+// LinkTerminal and UnlinkTerminal tell the world the link they committed
+// (relink.go) inside the write: a crash right after it keeps it.
 func (s *store) LinkTerminal(ctx context.Context, terminalID, serial string, at time.Time, evs ...instore.OutboxEvent) (string, string, error) {
 	var prevTerminal string
 	prevSerial, err := written(s, ctx, func(ctx context.Context) (prev string, err error) {
 		prev, prevTerminal, err = s.Store.LinkTerminal(ctx, terminalID, serial, at, evs...)
+		if err == nil {
+			s.n.w.linked(terminalID, serial, prev, prevTerminal)
+		}
 		return prev, err
 	})
 	return prevSerial, prevTerminal, err
 }
 
 func (s *store) UnlinkTerminal(ctx context.Context, terminalID string, evs ...instore.OutboxEvent) (string, error) {
-	return written(s, ctx, func(ctx context.Context) (string, error) { return s.Store.UnlinkTerminal(ctx, terminalID, evs...) })
+	return written(s, ctx, func(ctx context.Context) (string, error) {
+		serial, err := s.Store.UnlinkTerminal(ctx, terminalID, evs...)
+		if err == nil {
+			s.n.w.unlinked(terminalID, serial)
+		}
+		return serial, err
+	})
+}
+
+func (s *store) DeviceByLinkCode(ctx context.Context, code string) (*instore.Device, error) {
+	return readBy(s, ctx, s.Store.DeviceByLinkCode, code)
 }
 
 func (s *store) SetUpdateStatus(ctx context.Context, u *instore.Update, evs []instore.OutboxEvent, from ...instore.UpdateStatus) error {

@@ -221,8 +221,8 @@ func (r *receiver) orderKey(seq int64) string {
 	return t
 }
 
-// keyName names an order key in a failure (a terminal by its device's
-// serial number, never its id).
+// keyName names an order key in a failure (a terminal ID by its ECR: its
+// device may change, relink.go).
 func (r *receiver) keyName(key string) string {
 	if !r.perTerminal {
 		return "the endpoint"
@@ -230,9 +230,9 @@ func (r *receiver) keyName(key string) string {
 	if key == "" {
 		return "no terminal"
 	}
-	for _, d := range r.w.devices {
-		if d.terminalID == key {
-			return "the terminal of " + d.serial
+	for _, e := range r.w.ecrs {
+		if e.terminalID == key {
+			return "the terminal ID of " + e.name
 		}
 	}
 	return "another terminal"
