@@ -262,10 +262,17 @@ func TestEcrWebhookListen(t *testing.T) {
 		} `json:"deliveries"`
 		NextCursor *string `json:"nextCursor"`
 	}
-	must(t, json.Unmarshal([]byte(ecr(0, "webhook", "deliveries", id, "--json", "--all", "--limit", "1")), &page))
-	if len(page.Deliveries) != 2 || page.Deliveries[0].EventType != instore.EventTransactionFinal || page.Deliveries[1].Status != instore.DeliverySucceeded {
-		t.Errorf("webhook deliveries --json --all = %+v, want final and created, delivered", page)
-	}
+	// The receiver printed the events; the dispatcher records the
+	// attempts once its round ends, a moment later.
+	testwait.ForNil(t, "both deliveries recorded as succeeded", func() error {
+		page.Deliveries = nil
+		must(t, json.Unmarshal([]byte(ecr(0, "webhook", "deliveries", id, "--json", "--all", "--limit", "1")), &page))
+		if len(page.Deliveries) != 2 || page.Deliveries[0].EventType != instore.EventTransactionFinal ||
+			page.Deliveries[0].Status != instore.DeliverySucceeded || page.Deliveries[1].Status != instore.DeliverySucceeded {
+			return fmt.Errorf("webhook deliveries --json --all = %+v, want final and created, delivered", page)
+		}
+		return nil
+	})
 	if out := ecr(0, "webhook", "deliveries", id); !strings.Contains(out, "succeeded") || !strings.Contains(out, page.Deliveries[1].DeliveryID) {
 		t.Errorf("webhook deliveries = %q", out)
 	}
