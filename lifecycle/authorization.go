@@ -37,7 +37,8 @@ const (
 	AuthExpiryVoid AuthEvent = "EXPIRY_VOID" // the service's VOID at its expiry was approved
 	// AuthLapsed: at its expiry, no device can void it (its terminal ID is
 	// linked to another device than the one that authorised it,
-	// instore.CheckHeldByDevice); the hold lapses at the card issuer.
+	// instore.CheckHeldByDevice, or to none); the hold lapses at the card
+	// issuer.
 	AuthLapsed AuthEvent = "LAPSED"
 )
 
@@ -152,7 +153,7 @@ func moveAuthorization(child, pre instore.Transaction, auth *instore.Authorizati
 // EventAuthLapsed is the expiry's event of an OPEN pre-auth, at or past
 // its expiresAt, that no device can void: its terminal ID is linked to
 // another device than the one that authorised it, which holds nothing of
-// it (instore.CheckHeldByDevice). Its authorisation ends EXPIRED without
+// it (instore.CheckHeldByDevice), or to none. Its authorisation ends EXPIRED without
 // a VOID (AuthLapsed), with its timeline entry AUTHORIZATION (actor
 // TIMER) and so its transaction.authorization event: the hold lapses at
 // the card issuer on the issuer's own schedule, and the books no longer
@@ -175,7 +176,7 @@ func authLapsed(t instore.Transaction, e Event, r Rules) (instore.Transaction, S
 	t.Authorization = auth
 	t, st := changed(before, t, e, r, Step{}, instore.EventAuthorization)
 	st.Event.Actor = instore.ActorTimer
-	st.Event.Detail = fmt.Sprintf("expired without a void, authorized %d: its terminal ID is linked to another device, which does not hold it; the hold lapses at the card issuer", auth.AuthorizedAmount)
+	st.Event.Detail = fmt.Sprintf("expired without a void, authorized %d: the device that holds it is no longer linked to its terminal ID; the hold lapses at the card issuer", auth.AuthorizedAmount)
 	return t, st
 }
 

@@ -160,14 +160,7 @@ func TestVoidOfTheLargestAuthorization(t *testing.T) {
 func TestExpiryVoidDeclinedRetried(t *testing.T) {
 	eachBackend(t, func(t *testing.T, store func(*server.Config)) {
 		s, ck, _, d, cmd := expiringPreAuth(t, store, "RAW-EXP", nil)
-
-		advance(t, ck, testValidity)
-		first := d.expect(protocol.TypeVoid)
-		d.send(protocol.TypeAck, "", "", first.Ref, nil)
-		d.send(protocol.TypeResult, "", "", first.Ref, protocol.Result{StatusID: instore.StatusTransactionDeclined})
-		if v := s.final(t, first.Ref); v.StatusID != instore.StatusTransactionDeclined {
-			t.Fatalf("the first expiry void: status %d", v.StatusID)
-		}
+		first := s.declinedExpiryVoid(t, ck, d)
 		if a := s.authorization(t, cmd.Ref); a.State != instore.AuthOpen {
 			t.Fatalf("after a declined expiry void: %+v, want OPEN", a)
 		}
@@ -472,4 +465,68 @@ func TestExpiryVoidRacingALink(t *testing.T) {
 			t.Errorf("VOIDs after the expiry: %s; want none", got.body)
 		}
 	})
+}
+
+// TestExpiryOfAPreAuthOnAnUnlinkedID: the pre-auth's terminal ID is
+// unlinked before its expiry. Its device is reached through the ID only,
+// so no VOID can go; the pre-auth lapses at its expiry (EXPIRED without a
+// VOID) instead of a VOID answering WP01 at every sweep for ever (found
+// by the simulation's relinks). Both backends, the fake clock.
+func TestExpiryOfAPreAuthOnAnUnlinkedID(t *testing.T) {
+	eachBackend(t, func(t *testing.T, store func(*server.Config)) {
+		s, ck, term, _, cmd := expiringPreAuth(t, store, "RAW-UNLINKED", nil)
+		s.post(t, "/in-store/api/v1/terminal/unlink", map[string]any{"terminalId": term}, nil).tx(t, 200)
+		advance(t, ck, testValidity)
+		s.wantLapsed(t, cmd.Ref)
+	})
+}
+
+// TestLapseDoesNotWaitForTheVoidsRetry: the expiry's VOID is declined,
+// so the next is due a minute later (lifecycle.ExpiryDue); meanwhile the
+// terminal ID is linked to another device. The next sweep, well before
+// that minute, ends the pre-auth by its lapse: before, it stayed OPEN
+// until the retry's time, up to an hour after several (found by the
+// simulation's relinks).
+func TestLapseDoesNotWaitForTheVoidsRetry(t *testing.T) {
+	eachBackend(t, func(t *testing.T, store func(*server.Config)) {
+		s, ck, term, d, cmd := expiringPreAuth(t, store, "RAW-RETRY", nil)
+		s.declinedExpiryVoid(t, ck, d)
+		s.rawTerminal(t, "RAW-RETRY-2")
+		_, _, err := s.srv.Store.LinkTerminal(context.Background(), term, "RAW-RETRY-2", time.Now())
+		must(t, err)
+		advance(t, ck, instore.DefaultSweep) // a sweep, half the retry's minute
+		s.wantLapsed(t, cmd.Ref)
+	})
+}
+
+// wantLapsed waits until the pre-auth ref ended EXPIRED by its lapse (an
+// AUTHORIZATION entry by the TIMER, "without a void").
+func (s *sandbox) wantLapsed(t *testing.T, ref string) {
+	t.Helper()
+	testwait.ForNil(t, "the pre-auth to lapse", func() error {
+		if a := s.authorization(t, ref); a.State != instore.AuthExpired {
+			return fmt.Errorf("authorization %+v", a)
+		}
+		return nil
+	})
+	if !slices.ContainsFunc(s.timeline(t, ref), func(e instore.TransactionEvent) bool {
+		return e.Kind == instore.EventAuthorization && e.Actor == instore.ActorTimer && strings.Contains(e.Detail, "without a void")
+	}) {
+		t.Errorf("the pre-auth's timeline lacks its lapse: %+v", s.timeline(t, ref))
+	}
+}
+
+// declinedExpiryVoid moves the clock to the expiry of expiringPreAuth's
+// pre-auth and has its device d decline the expiry's VOID, which it
+// returns.
+func (s *sandbox) declinedExpiryVoid(t *testing.T, ck *clocktest.Clock, d *rawDevice) protocol.Envelope {
+	t.Helper()
+	advance(t, ck, testValidity)
+	void := d.expect(protocol.TypeVoid)
+	d.send(protocol.TypeAck, "", "", void.Ref, nil)
+	d.send(protocol.TypeResult, "", "", void.Ref, protocol.Result{StatusID: instore.StatusTransactionDeclined})
+	if v := s.final(t, void.Ref); v.StatusID != instore.StatusTransactionDeclined {
+		t.Fatalf("the expiry void: status %d", v.StatusID)
+	}
+	return void
 }

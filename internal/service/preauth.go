@@ -130,11 +130,15 @@ func (s *Service) preAuthExpired(ref string) {
 		if !ok {
 			return
 		}
-		if s.now().Before(at) {
-			s.arm(ref, at, s.preAuthExpired)
+		// Past its expiresAt, a pre-auth no device can void lapses now,
+		// without waiting for the retry of an expiry VOID that ended
+		// without an answer (found by the simulation: the books showed it
+		// OPEN for the retry's hour).
+		if a := pre.Authorization; a != nil && !s.now().Before(a.ExpiresAt) && s.lapsed(ctx, pre, others) {
 			return
 		}
-		if s.lapsed(ctx, pre, others) {
+		if s.now().Before(at) {
+			s.arm(ref, at, s.preAuthExpired)
 			return
 		}
 		var amount int64
@@ -176,8 +180,11 @@ func (s *Service) preAuthExpired(ref string) {
 // lapsed ends pre's authorisation EXPIRED without a VOID
 // (lifecycle.EventAuthLapsed) when no device can void it: its terminal
 // ID is linked to another device than the one that authorised it
-// (instore.CheckHeldByDevice), and nothing of it is in flight (a CAPTURE
-// or VOID sent to its device before the relink decides first). It
+// (instore.CheckHeldByDevice), or to none (the device that holds it is
+// reached through its terminal ID only; the VOID would end WP01 at
+// every sweep for ever, found by the simulation), and nothing of it is
+// in flight (a CAPTURE or VOID sent to its device before the relink
+// decides first). It
 // reports whether it decided the expiry (lapsed, or failed to: the sweep
 // asks again).
 //
@@ -190,7 +197,7 @@ func (s *Service) preAuthExpired(ref string) {
 // taken on an authorisation the books show ended.
 func (s *Service) lapsed(ctx context.Context, pre *instore.Transaction, others []*instore.Transaction) bool {
 	term, err := s.Store.Terminal(ctx, pre.TerminalID)
-	if err != nil || !term.Linked() || instore.CheckHeldByDevice(pre, term.SerialNumber) == nil {
+	if err != nil || term.Linked() && instore.CheckHeldByDevice(pre, term.SerialNumber) == nil {
 		return false
 	}
 	for _, o := range others {
@@ -202,7 +209,7 @@ func (s *Service) lapsed(ctx context.Context, pre *instore.Transaction, others [
 		s.log().Error("expire pre-auth without a void", "ref", pre.ID, "error", err)
 		return true
 	}
-	s.log().Warn("pre-auth expired without a void: its terminal ID is linked to another device; the hold lapses at the issuer", "ref", pre.ID)
+	s.log().Warn("pre-auth expired without a void: its device is no longer linked to its terminal ID; the hold lapses at the issuer", "ref", pre.ID)
 	return true
 }
 

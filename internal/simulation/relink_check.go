@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/instore-dev/instore"
-	"github.com/instore-dev/instore/lifecycle"
 )
 
 // The invariants of relinks (relink.go): on the devices as commands
@@ -54,7 +53,8 @@ func (w *world) checkSameDevice(ts []*instore.Transaction, byRef map[string]*ins
 // EXPIRED without a VOID approved: the service's lapse
 // (lifecycle.EventAuthLapsed). Seen first at the step that wrote it (one
 // write a step), it must have been decided while its terminal ID is
-// linked to another device than the one that authorised it, at or after
+// linked to another device than the one that authorised it, or to none
+// (mid-swap: the device is reached through its terminal ID only), at or after
 // its expiry, with nothing of it in flight, and no later than a sweep
 // after it was due (lapseDue). It reports whether p is a lapse (a failure
 // noted otherwise).
@@ -67,7 +67,7 @@ func (w *world) sawLapse(p *instore.Transaction, kids []*instore.Transaction) bo
 	now, linked := w.sched.now, r.links[p.TerminalID]
 	w.note("lapsed %s of %s on %s: its terminal ID linked to %q since %v", p.ID, p.TerminalID, p.SerialNumber, linked, r.since[p.TerminalID].Sub(epoch))
 	switch due := w.lapseDue(p, kids); {
-	case linked == "" || linked == p.SerialNumber:
+	case linked == p.SerialNumber:
 		w.fail(invLapse, "%s ended EXPIRED without a void while its terminal ID %s is linked to %q, and %s authorised it", p.ID, p.TerminalID, linked, p.SerialNumber)
 	case now.Before(p.Authorization.ExpiresAt):
 		w.fail(invLapse, "%s lapsed %v before its expiry", p.ID, p.Authorization.ExpiresAt.Sub(now))
@@ -83,16 +83,12 @@ func (w *world) sawLapse(p *instore.Transaction, kids []*instore.Transaction) bo
 }
 
 // lapseDue is by when the pre-auth p, its terminal ID linked to another
-// device, must have lapsed: a sweep after the latest of its expiry's due
-// time (lifecycle.ExpiryDue, a retry's after an expiry VOID that ended
-// without an approval), the link of its terminal ID, and the end of what
-// of it was in flight; plus the timers' tolerance.
+// device or to none, must have lapsed: a sweep after the latest of its
+// expiry, the link (or unlink) of its terminal ID, and the end of what of
+// it was in flight; plus the timers' tolerance. A lapse does not wait
+// for the retry of an expiry VOID that ended without an approval.
 func (w *world) lapseDue(p *instore.Transaction, kids []*instore.Transaction) time.Time {
-	open, auth := *p, *p.Authorization
-	auth.State = instore.AuthOpen
-	open.Authorization = &auth
-	at, _ := lifecycle.ExpiryDue(open, kids, lifecycle.Rules{PreAuthValidity: w.validity})
-	at = later(at, w.relinks.since[p.TerminalID])
+	at := later(p.Authorization.ExpiresAt, w.relinks.since[p.TerminalID])
 	for _, k := range kids {
 		if k.CompletedAt != nil {
 			at = later(at, *k.CompletedAt)
@@ -103,11 +99,11 @@ func (w *world) lapseDue(p *instore.Transaction, kids []*instore.Transaction) ti
 
 // checkRelinkedOpen: the OPEN pre-auth p (kids: the transactions naming
 // it), whose terminal ID is linked now to another device than the one
-// that authorised it, is not past its lapse's due time (lapseDue); the
+// that authorised it, or to none, is not past its lapse's due time (lapseDue); the
 // checks run again by then even if nothing is written.
 func (w *world) checkRelinkedOpen(p *instore.Transaction, kids []*instore.Transaction) {
 	r := w.relinks
-	if linked := r.links[p.TerminalID]; linked == "" || linked == p.SerialNumber {
+	if r.links[p.TerminalID] == p.SerialNumber {
 		return
 	}
 	due := w.lapseDue(p, kids)
