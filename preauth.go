@@ -239,7 +239,7 @@ func (r *PreAuthOpRequest) DecodeHint(field string, body []byte) string {
 // article is typ with its indefinite article, for a message: "an
 // INCREMENT", "a CAPTURE".
 func article(typ TransactionType) string {
-	if strings.ContainsRune("AEIOU", rune(typ[0])) {
+	if typ != "" && strings.ContainsRune("AEIOU", rune(typ[0])) {
 		return "an " + string(typ)
 	}
 	return "a " + string(typ)

@@ -302,10 +302,10 @@ func createTied(ctx context.Context, c conn, ch *instore.Change) error {
 // first is waited for, and the condition is checked on the row it
 // wrote; a plan that reads through the serial number's index may refuse
 // at once instead, which is as safe); always true when ch has no
-// OnDevice. Whichever commits first,
-// the link or the creation, the other sees it: the link refuses a
-// terminal ID with a PENDING transaction (WP09), the creation a terminal
-// ID linked elsewhere (instore.ErrRelinked).
+// OnDevice. Whichever commits first, the link or the creation, the other
+// sees it: the link refuses a terminal ID with a PENDING transaction
+// (WP09), the creation a terminal ID linked elsewhere
+// (instore.ErrRelinked).
 func onDevice(c conn, ch *instore.Change) (string, []any) {
 	if ch.OnDevice == "" {
 		return "1 = 1", nil
